@@ -1,0 +1,23 @@
+package keylimit
+
+import "time"
+
+// Result reports one decision and the state of the key after it.
+//
+// Result is returned by value: it is small, and a pointer would make every
+// decision allocate.
+type Result struct {
+	// Allowed reports whether the events were admitted (and consumed).
+	Allowed bool
+	// Limit is the quota: Burst for a token bucket, Events for a window.
+	Limit int
+	// Remaining is how many events would still be admitted now, after this
+	// decision.
+	Remaining int
+	// RetryAfter is, when Allowed is false, the least time to wait before the
+	// same request can pass; InfDuration when it never can (n above Limit).
+	// It is 0 when Allowed is true.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the key is back to its full quota.
+	ResetAfter time.Duration
+}
