@@ -1,0 +1,67 @@
+package keylimit
+
+import (
+	"errors"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// horizon bounds the times a limiter computes with: now is clamped to
+// [-maxSpan, horizon] ns since the limiter's creation. With spans (Burst ×
+// interval, Period) at most maxSpan, every sum the limiters form stays below
+// 2^62 and cannot overflow. 2^61 ns is about 73 years of uptime.
+const horizon = int64(1) << 61
+
+// WithClock makes the limiter read time from c instead of the system's
+// monotonic clock. Pass clock.NewMock() in tests to step time by hand:
+// every boundary then becomes deterministic. Timers used by Wait come from c
+// as well.
+func WithClock(c clock.Clock) Option {
+	return optionFunc(func(o *options) {
+		if c == nil {
+			o.fail(errors.New("keylimit: WithClock(nil): pass clock.New() for real time"))
+			return
+		}
+		o.clock = c
+	})
+}
+
+// timeSource gives limiters the time as int64 nanoseconds since the limiter's
+// creation, so that per-key state fits one word and 0 can mean "never used".
+type timeSource struct {
+	// injected is the clock from WithClock, or nil for the system clock. The
+	// nil case is the fast path: time.Since on a time with a monotonic
+	// reading, with no interface call.
+	injected clock.Clock
+	// timers is injected, or the real clock; Wait sleeps on its timers.
+	timers clock.Clock
+	// start is the creation instant. For the system clock it carries a
+	// monotonic reading, so wall-clock steps never reach the limiter.
+	start time.Time
+	// startUnix is start in ns since the Unix epoch: windows align to it.
+	startUnix int64
+}
+
+func newTimeSource(c clock.Clock) timeSource {
+	if c == nil {
+		now := time.Now()
+		return timeSource{timers: clock.New(), start: now, startUnix: now.UnixNano()}
+	}
+	now := c.Now()
+	return timeSource{injected: c, timers: c, start: now, startUnix: now.UnixNano()}
+}
+
+// now returns ns since creation, clamped to [-maxSpan, horizon]. An injected
+// clock may step back, even before the creation; the limiters are written so
+// that a step back never creates capacity.
+func (t *timeSource) now() int64 {
+	if t.injected == nil {
+		return clampTime(int64(time.Since(t.start)))
+	}
+	return clampTime(int64(t.injected.Now().Sub(t.start)))
+}
+
+func clampTime(ns int64) int64 {
+	return min(max(ns, -int64(maxSpan)), horizon)
+}

@@ -1,0 +1,73 @@
+// Package keylimit is a per-key rate limiter that lives in the process:
+// lim.Allow(key) decides in tens of nanoseconds, takes no lock and allocates
+// nothing for a key it has seen before.
+//
+// # A first example
+//
+//	lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(10).WithBurst(20))
+//	if err != nil {
+//		return err
+//	}
+//	defer lim.Close()
+//
+//	if !lim.Allow(userID) {
+//		return errTooManyRequests
+//	}
+//
+// # Limits and algorithms
+//
+// A Limit is Events per Period (Per, PerSecond, PerMinute, PerHour), and for a
+// token bucket a Burst (WithBurst). Every limiter is generic in its key type
+// K, any comparable type: strings, integers, structs of them.
+//
+// TokenBucket gives each key a bucket of Burst tokens that refills
+// continuously, one token every Period/Events. It runs the generic cell rate
+// algorithm (GCRA): a key's whole state is one int64, the time at which its
+// bucket will be full again, updated by one compare-and-swap. Refill is never
+// stored, so no fraction of a token is lost to rounding.
+//
+// # Results
+//
+// Allow and AllowN answer yes or no. Take answers with a Result: whether the
+// events were admitted, the quota (Limit), what Remaining, how long until the
+// same request could pass (RetryAfter), and until the quota is whole again
+// (ResetAfter), which is what HTTP rate-limit headers need. Peek reports the
+// same without consuming. A request that can never pass (n above the quota)
+// is refused with RetryAfter InfDuration; WaitN reports it as ErrExceedsLimit
+// instead of sleeping forever.
+//
+// # Guarantees
+//
+//   - Exact: a TokenBucket never admits more than Burst + elapsed/Interval
+//     events for a key over any interval, under any number of goroutines.
+//     On a frozen clock, a million concurrent Allow calls on one key admit
+//     exactly Burst.
+//   - Lock-free: for an existing key, Allow reads the clock, loads the key's
+//     state without a lock and makes one compare-and-swap. A refused call
+//     writes nothing to shared memory.
+//   - Time moves forward only: the state is read and written against a
+//     clock reading taken inside the CAS loop; a clock that steps back (an
+//     injected one: the default clock is monotonic) never creates capacity
+//     and never panics.
+//   - Invalid configuration is an error from the constructor that says what is
+//     wrong ("keylimit: burst 0 is below 1"), never a panic later.
+//
+// # Concurrency
+//
+// Every method of every limiter is safe for concurrent use. There is no
+// zero value to use: build limiters with their constructors.
+//
+// # Time
+//
+// Limiters read the system's monotonic clock, so wall-clock steps do not
+// reach them. WithClock injects a github.com/benbjohnson/clock Clock; tests
+// pass clock.NewMock() and step time by hand. State is kept in int64
+// nanoseconds since the limiter's creation: a limiter works for 73 years
+// (2^61 ns) after it is created, and a single span (Burst × Interval, a
+// Period) is at most 2^60 ns, about 36 years; longer ones are configuration
+// errors.
+//
+// The interval of a Limit, Period/Events, is rounded up to a whole
+// nanosecond, so that a bucket never refills faster than its limit: PerSecond(3)
+// refills one token every 333,333,334 ns.
+package keylimit

@@ -1,0 +1,25 @@
+package keylimit
+
+// Limiter is what every keyed limiter in this module does: TokenBucket,
+// FixedWindow, SlidingWindow, the Redis limiters of the redislimit module,
+// and combinations of them made by All.
+//
+// Implementations are safe for concurrent use.
+type Limiter[K comparable] interface {
+	// Allow reports whether one event for key may happen now, and records it
+	// if so. It is shorthand for AllowN(key, 1).
+	Allow(key K) bool
+	// AllowN reports whether n events for key may happen now, and records
+	// all n if so; otherwise it records nothing.
+	AllowN(key K, n int) bool
+	// Take records n events for key if all n fit, else nothing, and reports
+	// the decision and the key's state after it.
+	Take(key K, n int) Result
+	// Peek reports the key's state now, recording nothing. Its Allowed says
+	// whether Allow(key) would pass.
+	Peek(key K) Result
+	// Reset forgets key: its next event meets a full quota.
+	Reset(key K)
+}
+
+var _ Limiter[string] = (*TokenBucket[string])(nil)

@@ -1,0 +1,39 @@
+package keylimit
+
+import (
+	"github.com/benbjohnson/clock"
+)
+
+// Option configures a limiter. Options are passed to the constructors
+// (NewTokenBucket, NewFixedWindow, ...); an invalid one makes the constructor
+// return an error.
+type Option interface {
+	apply(*options)
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// options is what Option values set, before a constructor reads them.
+type options struct {
+	clock clock.Clock // nil: the system's monotonic clock
+	err   error       // the first invalid option, reported by the constructor
+}
+
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+func buildOptions(opts []Option) (options, error) {
+	var o options
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		opt.apply(&o)
+	}
+	return o, o.err
+}

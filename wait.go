@@ -1,0 +1,81 @@
+package keylimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrWouldExceedDeadline is wrapped by the error of a Wait that fails at once
+// because the time it would have to wait outlasts its context's deadline. It
+// matches context.DeadlineExceeded with errors.Is, since the outcome is the
+// same: the deadline would have passed first.
+var ErrWouldExceedDeadline = errors.New("keylimit: wait would outlast the context deadline")
+
+// deadlineError says how long the wait would have been.
+type deadlineError struct {
+	n          int
+	wait, left time.Duration
+}
+
+func (e *deadlineError) Error() string {
+	return fmt.Sprintf("keylimit: waiting %v for %s would outlast the context deadline, %v away",
+		e.wait, events(e.n), e.left)
+}
+
+func (e *deadlineError) Is(target error) bool {
+	return target == ErrWouldExceedDeadline || target == context.DeadlineExceeded
+}
+
+// events formats a count of events: "1 event", "3 events".
+func events(n int) string {
+	if n == 1 {
+		return "1 event"
+	}
+	return fmt.Sprintf("%d events", n)
+}
+
+// taker is what waitN needs of a limiter.
+type taker[K comparable] interface {
+	Take(key K, n int) Result
+}
+
+// waitN is WaitN for every limiter type. It does not reserve: it asks, and if
+// refused, sleeps for RetryAfter and asks again, so a wait that fails or is
+// cancelled has taken nothing. Under contention a waiter may be refused again
+// after its sleep (another caller took the capacity); it then sleeps again.
+func waitN[K comparable](ctx context.Context, lim taker[K], ts *timeSource, key K, n int) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("keylimit: wait for %s: %w", events(n), err)
+		}
+		r := lim.Take(key, n)
+		if r.Allowed {
+			return nil
+		}
+		if r.RetryAfter == InfDuration {
+			return fmt.Errorf("%w: %s can never pass a limit of %d at once", ErrExceedsLimit, events(n), r.Limit)
+		}
+		if deadline, ok := ctx.Deadline(); ok {
+			if left := deadline.Sub(ts.timers.Now()); r.RetryAfter > left {
+				return &deadlineError{n: n, wait: r.RetryAfter, left: max(left, 0)}
+			}
+		}
+		if err := sleep(ctx, ts, r.RetryAfter); err != nil {
+			return fmt.Errorf("keylimit: wait for %s: %w", events(n), err)
+		}
+	}
+}
+
+// sleep waits d on the limiter's clock, or until ctx ends.
+func sleep(ctx context.Context, ts *timeSource, d time.Duration) error {
+	t := ts.timers.Timer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
