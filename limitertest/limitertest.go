@@ -1,0 +1,319 @@
+// Package limitertest is the behaviour suite every keylimit.Limiter passes:
+// the in-memory TokenBucket, FixedWindow and SlidingWindow, and the Redis
+// limiters of the redislimit module. One table, run against every
+// implementation, so that they cannot drift apart.
+//
+// A test file calls Run with a Harness that builds the limiter under test:
+//
+//	func TestBehaviour(t *testing.T) {
+//		limitertest.Run(t, limitertest.Harness{
+//			New: func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error) { ... },
+//			Advance: mock.Add,
+//		})
+//	}
+//
+// The suite uses limits whose Burst is Events, so a quota means the same to a
+// bucket and to a window: Events at once, then refusals until time passes.
+package limitertest
+
+import (
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keylimit/keylimit"
+)
+
+// Harness describes an implementation to the suite.
+type Harness struct {
+	// New returns a new limiter of l on string keys, or the constructor's
+	// error for an invalid l. If the limiter is an io.Closer, the suite
+	// closes it when the test ends.
+	New func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error)
+
+	// Advance moves the clock of every limiter New returned by d; a negative
+	// d steps it back. Nil means the limiters run on a clock the test cannot
+	// move (Redis server time): the suite then skips the cases that step
+	// the clock, and checks refill by sleeping instead.
+	Advance func(d time.Duration)
+
+	// Attempts is how many calls the contention case makes in all (default
+	// 200,000). A limiter behind a network round trip wants fewer.
+	Attempts int
+}
+
+// Run runs every case of the suite as a subtest of t.
+func Run(t *testing.T, h Harness) {
+	if h.New == nil {
+		t.Fatal("limitertest: Harness.New is nil")
+	}
+	if h.Attempts == 0 {
+		h.Attempts = 200_000
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.needsClock && h.Advance == nil {
+				t.Skip("limitertest: this case steps the limiter's clock, and Harness.Advance is nil (a clock the test cannot move)")
+			}
+			c.run(t, h)
+		})
+	}
+}
+
+var cases = []struct {
+	name       string
+	needsClock bool
+	run        func(t *testing.T, h Harness)
+}{
+	{"FreshKeyAdmitsQuotaThenRefuses", false, freshKeyAdmitsQuota},
+	{"AllowNIsAllOrNothing", false, allowNAllOrNothing},
+	{"ImpossibleAndEmptyRequests", false, impossibleRequests},
+	{"PeekConsumesNothing", false, peekConsumesNothing},
+	{"ResetForgetsOnlyThatKey", false, resetForgets},
+	{"InvalidLimitsAreErrors", false, invalidLimits},
+	{"ExactUnderContention", false, exactUnderContention},
+	{"RefillAfterPeriod", false, refillAfterPeriod},
+	{"RetryAfterIsExact", true, retryAfterIsExact},
+	{"ClockSteppingBackCreatesNothing", true, clockStepsBack},
+}
+
+// hour is a period long enough that real time passing during a test does
+// not change a decision.
+var hour = keylimit.PerHour(10)
+
+func newLimiter(t *testing.T, h Harness, l keylimit.Limit) keylimit.Limiter[string] {
+	t.Helper()
+	lim, err := h.New(t, l)
+	if err != nil {
+		t.Fatalf("New(%v): %v", l, err)
+	}
+	if c, ok := lim.(io.Closer); ok {
+		t.Cleanup(func() {
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+	}
+	return lim
+}
+
+// key returns a key unique to the test, so that limiters sharing a store
+// (Redis) never see another test's state.
+func key(t *testing.T, name string) string {
+	return fmt.Sprintf("%s/%s/%d", t.Name(), name, time.Now().UnixNano())
+}
+
+func expect(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func freshKeyAdmitsQuota(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, hour)
+	k := key(t, "k")
+	for i := range 10 {
+		r := lim.Take(k, 1)
+		if !r.Allowed || r.Limit != 10 || r.Remaining != 9-i || r.RetryAfter != 0 {
+			t.Fatalf("request %d: %+v, want allowed with Limit 10, Remaining %d, RetryAfter 0", i+1, r, 9-i)
+		}
+		if r.ResetAfter <= 0 || r.ResetAfter > time.Hour {
+			t.Fatalf("request %d: ResetAfter %v, want in (0, 1h]", i+1, r.ResetAfter)
+		}
+	}
+	for i := range 5 {
+		r := lim.Take(k, 1)
+		if r.Allowed || r.Limit != 10 || r.Remaining != 0 {
+			t.Fatalf("request %d: %+v, want refused with Limit 10, Remaining 0", 11+i, r)
+		}
+		if r.RetryAfter <= 0 || r.RetryAfter > time.Hour {
+			t.Fatalf("request %d: RetryAfter %v, want in (0, 1h]", 11+i, r.RetryAfter)
+		}
+	}
+	expect(t, "Allow after the quota", lim.Allow(k), false)
+}
+
+func allowNAllOrNothing(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, hour)
+	k := key(t, "k")
+	expect(t, "AllowN(9)", lim.AllowN(k, 9), true)
+	expect(t, "AllowN(2) with 1 left", lim.AllowN(k, 2), false)
+	expect(t, "Remaining after a refused AllowN(2)", lim.Peek(k).Remaining, 1)
+	r := lim.Take(k, 1)
+	expect(t, "Take(1) with 1 left", r.Allowed, true)
+	expect(t, "Remaining", r.Remaining, 0)
+	expect(t, "Allow when empty", lim.Allow(k), false)
+}
+
+func impossibleRequests(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, hour)
+	k := key(t, "k")
+	for _, n := range []int{11, 1000, -1} {
+		r := lim.Take(k, n)
+		if r.Allowed || r.RetryAfter != keylimit.InfDuration {
+			t.Fatalf("Take(%d) on a quota of 10 = %+v, want refused with RetryAfter InfDuration", n, r)
+		}
+		expect(t, fmt.Sprintf("AllowN(%d)", n), lim.AllowN(k, n), false)
+	}
+	r := lim.Take(k, 0)
+	expect(t, "Take(0).Allowed", r.Allowed, true)
+	expect(t, "Take(0).Remaining", r.Remaining, 10)
+	expect(t, "AllowN(10) after impossible requests", lim.AllowN(k, 10), true)
+}
+
+func peekConsumesNothing(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, hour)
+	k := key(t, "k")
+	r := lim.Peek(k)
+	if !r.Allowed || r.Remaining != 10 || r.Limit != 10 || r.RetryAfter != 0 || r.ResetAfter != 0 {
+		t.Fatalf("Peek of a new key = %+v, want allowed, Limit 10, Remaining 10, no waits", r)
+	}
+	lim.AllowN(k, 7)
+	for range 5 {
+		expect(t, "Peek().Remaining", lim.Peek(k).Remaining, 3)
+	}
+	lim.AllowN(k, 3)
+	r = lim.Peek(k)
+	if r.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 {
+		t.Fatalf("Peek of an empty key = %+v, want refused, Remaining 0, RetryAfter > 0", r)
+	}
+}
+
+func resetForgets(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, hour)
+	a, b := key(t, "a"), key(t, "b")
+	expect(t, "AllowN(a, 10)", lim.AllowN(a, 10), true)
+	expect(t, "AllowN(b, 10)", lim.AllowN(b, 10), true)
+	lim.Reset(a)
+	lim.Reset(key(t, "never-seen"))
+	expect(t, "Peek(a).Remaining after Reset", lim.Peek(a).Remaining, 10)
+	expect(t, "AllowN(a, 10) after Reset", lim.AllowN(a, 10), true)
+	expect(t, "Allow(b): b keeps its state", lim.Allow(b), false)
+}
+
+func invalidLimits(t *testing.T, h Harness) {
+	for _, l := range []keylimit.Limit{
+		{},
+		keylimit.Per(0, time.Second),
+		keylimit.Per(-5, time.Second),
+		keylimit.Per(5, 0),
+		keylimit.Per(5, -time.Second),
+		keylimit.PerSecond(5).WithBurst(0),
+		keylimit.PerSecond(5).WithBurst(-1),
+	} {
+		lim, err := h.New(t, l)
+		if err == nil {
+			if c, ok := lim.(io.Closer); ok {
+				c.Close()
+			}
+			t.Fatalf("New(%#v) returned no error", l)
+		}
+		if !strings.HasPrefix(err.Error(), "keylimit") {
+			t.Fatalf("New(%#v): error %q does not say it comes from keylimit", l, err)
+		}
+		if lim != nil && !reflect.ValueOf(lim).IsNil() {
+			t.Fatalf("New(%#v) returned a limiter with its error", l)
+		}
+	}
+}
+
+func exactUnderContention(t *testing.T, h Harness) {
+	const quota = 100
+	lim := newLimiter(t, h, keylimit.PerHour(quota))
+	k := key(t, "hot")
+	goroutines := 32
+	per := max(h.Attempts/goroutines, 10)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range goroutines {
+		wg.Go(func() {
+			<-start
+			for range per {
+				if lim.Allow(k) {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	expect(t, fmt.Sprintf("admitted of %d attempts", goroutines*per), admitted.Load(), int64(quota))
+}
+
+// refillAfterPeriod: once a whole Period has passed since the last
+// admission, the full quota is back, for a bucket and a window alike.
+func refillAfterPeriod(t *testing.T, h Harness) {
+	l := keylimit.Per(5, time.Hour)
+	if h.Advance == nil {
+		l = keylimit.Per(5, 300*time.Millisecond)
+	}
+	lim := newLimiter(t, h, l)
+	k := key(t, "k")
+	expect(t, "AllowN(5)", lim.AllowN(k, 5), true)
+	expect(t, "Allow when empty", lim.Allow(k), false)
+	if h.Advance != nil {
+		h.Advance(l.Period)
+	} else {
+		time.Sleep(l.Period + 50*time.Millisecond)
+	}
+	r := lim.Peek(k)
+	if !r.Allowed || r.Remaining != 5 || r.ResetAfter != 0 {
+		t.Fatalf("Peek a Period later = %+v, want allowed, Remaining 5, ResetAfter 0", r)
+	}
+	expect(t, "AllowN(5) a Period later", lim.AllowN(k, 5), true)
+}
+
+// retryAfterIsExact: RetryAfter is the least wait: 1 ns less is refused,
+// exactly RetryAfter passes.
+func retryAfterIsExact(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, keylimit.Per(3, time.Minute))
+	k := key(t, "k")
+	h.Advance(7 * time.Second) // not on any boundary
+	expect(t, "AllowN(3)", lim.AllowN(k, 3), true)
+	h.Advance(5 * time.Second)
+	for round := range 3 {
+		r := lim.Take(k, 1)
+		if r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > time.Minute {
+			t.Fatalf("round %d: Take when empty = %+v, want refused with RetryAfter in (0, 1m]", round, r)
+		}
+		h.Advance(r.RetryAfter - time.Nanosecond)
+		if r2 := lim.Take(k, 1); r2.Allowed {
+			t.Fatalf("round %d: admitted 1 ns before RetryAfter %v", round, r.RetryAfter)
+		}
+		h.Advance(time.Nanosecond)
+		if r2 := lim.Take(k, 1); !r2.Allowed {
+			t.Fatalf("round %d: refused after waiting RetryAfter %v: %+v", round, r.RetryAfter, r2)
+		}
+		lim.AllowN(k, 3) // drain what else came back
+	}
+}
+
+// clockStepsBack: a clock that steps back creates no capacity and panics
+// nowhere; when it comes forward again the key is where it was.
+func clockStepsBack(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, keylimit.Per(4, time.Minute))
+	k := key(t, "k")
+	h.Advance(90 * time.Second)
+	expect(t, "AllowN(4)", lim.AllowN(k, 4), true)
+	before := lim.Peek(k)
+	for _, back := range []time.Duration{time.Second, 30 * time.Second, time.Minute, 10 * time.Minute} {
+		h.Advance(-back)
+		expect(t, fmt.Sprintf("Allow with the clock %v back", back), lim.Allow(k), false)
+		if r := lim.Peek(k); r.Remaining != 0 {
+			t.Fatalf("Peek with the clock %v back = %+v, want Remaining 0", back, r)
+		}
+		h.Advance(back)
+		expect(t, "Allow with the clock forward again", lim.Allow(k), false)
+	}
+	after := lim.Peek(k)
+	expect(t, "RetryAfter after the clock went back and forth", after.RetryAfter, before.RetryAfter)
+	h.Advance(after.RetryAfter)
+	expect(t, "Allow after RetryAfter", lim.Allow(k), true)
+}
