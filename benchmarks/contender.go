@@ -50,6 +50,8 @@ const (
 type Contender struct {
 	Name string
 	Kind Kind
+	// Doc says what it is, in a line of Markdown.
+	Doc string
 	// Evicts says how keys leave the limiter once idle, or is "" if they
 	// never do (its memory only grows).
 	Evicts string
@@ -105,6 +107,7 @@ func keylimitContender[L keylimitLimiter](name string, newL func(keylimit.Limit,
 	return Contender{
 		Name: name,
 		Kind: Keylimit,
+		Doc:  fmt.Sprintf("`%T`, built with `keylimit.Per(burst, period)`", *new(L)),
 		New: func(q Quota) (Limiter, error) {
 			lim, err := newL(keylimit.Per(q.Burst, q.Period))
 			if err != nil {

@@ -20,6 +20,7 @@ type floor struct {
 var floorContender = Contender{
 	Name: "floor",
 	Kind: Floor,
+	Doc:  "not a limiter: `time.Since`, `xsync.MapOf[string, *atomic.Int64]` Load, one CAS",
 	New: func(Quota) (Limiter, error) {
 		return &floor{m: xsync.NewMapOf[string, *atomic.Int64](), start: time.Now()}, nil
 	},

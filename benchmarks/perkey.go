@@ -54,10 +54,11 @@ func (p *rwMapPerKey[L]) Allow(key string) bool {
 
 // perKeyContenders returns the sync.Map and the RWMutex contender of one
 // single-stream limiter: newL builds it for a quota, allow asks it.
-func perKeyContenders[L any](prefix string, newL func(q Quota) L, allow func(L) bool) (syncMap, rwMutex Contender) {
+func perKeyContenders[L any](prefix, doc string, newL func(q Quota) L, allow func(L) bool) (syncMap, rwMutex Contender) {
 	syncMap = Contender{
 		Name: prefix + "-syncmap",
 		Kind: Peer,
+		Doc:  doc + " per key in a `sync.Map` (Load, then LoadOrStore on a miss)",
 		New: func(q Quota) (Limiter, error) {
 			return &syncMapPerKey[L]{newL: func() L { return newL(q) }, allow: allow}, nil
 		},
@@ -65,6 +66,7 @@ func perKeyContenders[L any](prefix string, newL func(q Quota) L, allow func(L) 
 	rwMutex = Contender{
 		Name: prefix + "-rwmutex",
 		Kind: Peer,
+		Doc:  doc + " per key in a map behind a `sync.RWMutex` (RLock, then Lock on a miss)",
 		New: func(q Quota) (Limiter, error) {
 			return &rwMapPerKey[L]{m: make(map[string]L), newL: func() L { return newL(q) }, allow: allow}, nil
 		},
@@ -75,10 +77,10 @@ func perKeyContenders[L any](prefix string, newL func(q Quota) L, allow func(L) 
 // perSecond is q's refill rate in events per second.
 func (q Quota) perSecond() float64 { return float64(q.Burst) / q.Period.Seconds() }
 
-var xtimeSyncMap, xtimeRWMutex = perKeyContenders("xtime",
+var xtimeSyncMap, xtimeRWMutex = perKeyContenders("xtime", "`golang.org/x/time/rate`: one `*rate.Limiter`",
 	func(q Quota) *rate.Limiter { return rate.NewLimiter(rate.Limit(q.perSecond()), q.Burst) },
 	(*rate.Limiter).Allow)
 
-var jujuSyncMap, jujuRWMutex = perKeyContenders("juju",
+var jujuSyncMap, jujuRWMutex = perKeyContenders("juju", "`github.com/juju/ratelimit`: one `*ratelimit.Bucket` (`TakeAvailable(1)`)",
 	func(q Quota) *ratelimit.Bucket { return ratelimit.NewBucketWithRate(q.perSecond(), int64(q.Burst)) },
 	func(b *ratelimit.Bucket) bool { return b.TakeAvailable(1) == 1 })

@@ -41,6 +41,7 @@ type sethvargo struct {
 var sethvargoMemory = Contender{
 	Name:   "sethvargo-memorystore",
 	Kind:   Peer,
+	Doc:    "`github.com/sethvargo/go-limiter/memorystore`: a map behind an RWMutex, a mutex per key, Tokens per Interval",
 	Evicts: "a sweep every SweepInterval (6 h by default) deletes keys unused for SweepMinTTL (12 h by default)",
 	New: func(q Quota) (Limiter, error) {
 		c := &memorystore.Config{Tokens: uint64(q.Burst), Interval: q.Period}
@@ -73,6 +74,7 @@ type ulule struct {
 var ululeMemory = Contender{
 	Name:   "ulule-memory",
 	Kind:   Peer,
+	Doc:    "`github.com/ulule/limiter/v3` on its memory store: a fixed window per key, a counter per key in a `sync.Map`",
 	Evicts: "a cleaner every CleanUpInterval (30 s by default) deletes keys whose window has ended",
 	New: func(q Quota) (Limiter, error) {
 		opts := ululelimiter.StoreOptions{Prefix: ululelimiter.DefaultPrefix, CleanUpInterval: ululelimiter.DefaultCleanUpInterval}
@@ -101,6 +103,7 @@ type throttledGCRA struct {
 var throttledMemstore = Contender{
 	Name: "throttled-memstore",
 	Kind: Peer,
+	Doc:  "`github.com/throttled/throttled/v2` GCRA on `memstore.New(0)`: a map behind an RWMutex, a CAS retried up to 10 times",
 	New: func(q Quota) (Limiter, error) {
 		store, err := memstore.NewCtx(0)
 		if err != nil {

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/keylimit/keylimit/benchmarks"
+)
+
+// target is the keylimit type the issue's targets are set for.
+const target = "keylimit-bucket"
+
+// report is everything BENCHMARKS.md publishes.
+type report struct {
+	speeds     []*speed
+	contention []contention
+	memory     map[string]benchmarks.Memory
+	keys       int
+	machine    machine
+	commands   string
+	profiles   []profile
+	notes      string
+}
+
+type profile struct{ name, top string }
+
+func readProfiles(dir string) ([]profile, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.txt"))
+	if err != nil {
+		return nil, err
+	}
+	var out []profile
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, profile{strings.TrimSuffix(filepath.Base(p), ".txt"), string(b)})
+	}
+	return out, nil
+}
+
+// kinds maps each contender's name to its kind.
+func kinds() map[string]benchmarks.Kind {
+	m := make(map[string]benchmarks.Kind)
+	for _, c := range benchmarks.Contenders() {
+		m[c.Name] = c.Kind
+	}
+	return m
+}
+
+func ofKind(names []string, k benchmarks.Kind) []string {
+	all := kinds()
+	var out []string
+	for _, n := range names {
+		if all[n] == k {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (r *report) write(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("# Benchmarks\n\n")
+	p("keylimit beside the Go rate limiters people use today, in one `go test -bench` run, on\n")
+	p("distinct pre-built 16-byte keys visited in a shuffled order, with the *floor* (a monotonic\n")
+	p("clock read, an `xsync.MapOf` lookup and one CAS: the least a keyed limiter can do) measured\n")
+	p("beside them. Read the ratios, not the nanoseconds: the machine below is small, virtual and\n")
+	p("shared, and every ratio is taken between rows of the same round.\n\n")
+	p("This file is generated: `bash benchmarks/run.sh` rewrites all of it (the notes at the end\n")
+	p("come from `benchmarks/NOTES.md`). The code is in [`benchmarks/`](benchmarks/), its own module.\n\n")
+	r.writeMachine(p)
+	p("## Contenders\n\n")
+	p("| name | what |\n|---|---|\n")
+	for _, c := range benchmarks.Contenders() {
+		p("| `%s` | %s |\n", c.Name, c.Doc)
+	}
+	p("\nLimits: **loose** is 10⁹ events per second per key with a burst of 10⁹ (nearly every call is\n")
+	p("admitted and writes its key's state); **tight** is 1 per hour (each key's one event is spent\n")
+	p("before the timer starts, so every call measured is refused).\n\n")
+	for _, s := range r.speeds {
+		r.writeSpeed(p, s)
+	}
+	r.writeContention(p)
+	r.writeMemory(p)
+	r.writeTargets(p)
+	if len(r.profiles) > 0 {
+		p("## Profiles\n\n")
+		p("`go tool pprof -top -focus=runAllow` of the timed loop only (setup left out), for the\n")
+		p("rows where the targets are hardest. Flat time is where the CPU was; cumulative includes callees.\n\n")
+		for _, pr := range r.profiles {
+			p("### %s\n\n```\n%s```\n\n", pr.name, pr.top)
+		}
+	}
+	if r.notes != "" {
+		p("%s", r.notes)
+	}
+}
+
+func (r *report) writeMachine(p func(string, ...any)) {
+	m := r.machine
+	p("## Machine and commands\n\n")
+	p("| | |\n|---|---|\n")
+	p("| CPU | %s, %s cores (`nproc`) |\n", m.cpu, m.cores)
+	p("| memory | %s |\n", m.memory)
+	p("| clock source | %s |\n", m.clock)
+	p("| kernel | %s |\n", m.kernel)
+	p("| Go | %s |\n", m.goVersion)
+	p("| keylimit | commit %s |\n", m.commit)
+	p("| generated | %s |\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	if r.commands != "" {
+		p("Commands, run from `benchmarks/` by `run.sh`:\n\n```\n%s```\n\n", r.commands)
+	}
+}
+
+func (r *report) writeSpeed(p func(string, ...any), s *speed) {
+	p("## Speed: ns/op, GOMAXPROCS=%d\n\n", s.procs)
+	p("Median of %d rounds; after each figure, the largest distance of a round from the median.\n", s.rounds)
+	p("*serial* is one goroutine; *parallel* is `b.RunParallel` with GOMAXPROCS goroutines.\n\n")
+	head := "| contender |"
+	rule := "|---|"
+	for _, row := range s.rows {
+		head += " " + row + " |"
+		rule += "---:|"
+	}
+	for _, limit := range s.limits {
+		p("### %s\n\n%s\n%s\n", limit, head, rule)
+		for _, c := range s.contenders {
+			line := "| `" + c + "` |"
+			for _, row := range s.rows {
+				xs := s.values(cellKey{limit, row, c}, nsPerOp)
+				if len(xs) == 0 {
+					line += " |"
+					continue
+				}
+				m := median(xs)
+				line += fmt.Sprintf(" %s ±%.0f%% |", ns(m), 100*spread(xs, m))
+			}
+			p("%s\n", line)
+		}
+		p("\n")
+	}
+
+	peers := ofKind(s.contenders, benchmarks.Peer)
+	floor := ofKind(s.contenders, benchmarks.Floor)
+	for _, kl := range ofKind(s.contenders, benchmarks.Keylimit) {
+		p("### Ratios of `%s`, row by row\n\n", kl)
+		p("`÷ floor`: its time over the floor's (1.00 is the floor; lower is not possible for long).\n")
+		p("`best peer ÷`: the fastest peer's time over its (above 1: keylimit is faster).\n")
+		p("Each is the median over rounds of the ratio within a round.\n\n")
+		p("| limit | row | floor | %s | ÷ floor | fastest peer | best peer ÷ |\n", kl)
+		p("|---|---|---:|---:|---:|---|---:|\n")
+		for _, limit := range s.limits {
+			for _, row := range s.rows {
+				fl := math.NaN()
+				if len(floor) > 0 {
+					fl = median(s.values(cellKey{limit, row, floor[0]}, nsPerOp))
+				}
+				klNs := median(s.values(cellKey{limit, row, kl}, nsPerOp))
+				toFloor := math.NaN()
+				if len(floor) > 0 {
+					toFloor = s.ratio(s.of(limit, row, kl), s.of(limit, row, floor[0]))
+				}
+				best := s.fastest(limit, row, peers)
+				toPeer := s.ratio(s.bestOf(limit, row, peers), s.of(limit, row, kl))
+				p("| %s | %s | %s | %s | %.2f | `%s` %s | %.2f |\n", limit, row, ns(fl), ns(klNs), toFloor,
+					best, ns(median(s.values(cellKey{limit, row, best}, nsPerOp))), toPeer)
+			}
+		}
+		p("\n")
+	}
+
+	p("### Allocations per call (median)\n\n")
+	head, rule = "| contender |", "|---|"
+	for _, limit := range s.limits {
+		for _, row := range s.rows {
+			head += " " + limit + " " + row + " |"
+			rule += "---:|"
+		}
+	}
+	p("%s\n%s\n", head, rule)
+	for _, c := range s.contenders {
+		line := "| `" + c + "` |"
+		for _, limit := range s.limits {
+			for _, row := range s.rows {
+				line += fmt.Sprintf(" %g |", median(s.values(cellKey{limit, row, c}, allocs)))
+			}
+		}
+		p("%s\n", line)
+	}
+	p("\n")
+}
+
+func ns(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	default:
+		return fmt.Sprintf("%.1f", v)
+	}
+}
+
+func (r *report) writeContention(p func(string, ...any)) {
+	if len(r.contention) == 0 {
+		return
+	}
+	p("## Exactness: one hot key, many goroutines\n\n")
+	p("Each round builds a new limiter, then %d goroutines, released at once, call `Allow` on one\n", r.contention[0].goroutines)
+	p("key it has never seen. The limit's period is an hour, so the clock barely moves: the *bound*\n")
+	p("is the burst plus what refills while the round runs (burst × elapsed / period), the most an\n")
+	p("exact token bucket may admit; a window limiter admits at most the burst. An error is a\n")
+	p("refusal the library could not decide (throttled gives up after 10 failed compare-and-swaps).\n")
+	p("`TestHotKeyContention` asserts that keylimit admits between the burst and the bound, with no\n")
+	p("error, in every round, under `-race` too; the peers' counts are what they did here.\n\n")
+	for _, ct := range r.contention {
+		p("### %s: %d goroutines × %d calls, rounds: %d\n\n", ct.title, ct.goroutines, ct.attempts, len(ct.rounds[target]))
+		p("| contender | admitted | bound | verdict |\n|---|---:|---:|---|\n")
+		for _, c := range benchmarks.Contenders() {
+			as, ok := ct.rounds[c.Name]
+			if !ok || len(as) == 0 {
+				continue
+			}
+			s := summarize(as, ct.quota.Burst)
+			p("| `%s` | %s | %s | %s |\n", c.Name, span(s.minAdmitted, s.maxAdmitted), span(s.minBound, s.maxBound), s.verdict())
+		}
+		p("\n")
+	}
+}
+
+func span(lo, hi int) string {
+	if lo == hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d–%d", lo, hi)
+}
+
+func (r *report) writeMemory(p func(string, ...any)) {
+	if len(r.memory) == 0 {
+		return
+	}
+	q := benchmarks.MemoryQuota
+	p("## Memory: heap bytes per key\n\n")
+	p("Each contender is measured in a process of its own (`go run ./cmd/benchreport -memory NAME\n")
+	p("-keys %d`): the live heap after two `runtime.GC()`, less the live heap before the limiter was\n", r.keys)
+	p("built, over %d keys, each used once. The keys are made inside the measurement and dropped,\n", r.keys)
+	p("so a key's 16 bytes count only if the limiter keeps them. The limit is %d per %v; limiters that can\n", q.Burst, q.Period)
+	p("evict are asked to sweep every %v, and measured again once the heap stops shrinking.\n\n", q.Sweep)
+	p("| contender | bytes/key, %d keys | once idle | how idle keys leave |\n|---|---:|---:|---|\n", r.keys)
+	for _, c := range benchmarks.Contenders() {
+		m, ok := r.memory[c.Name]
+		if !ok {
+			continue
+		}
+		idle, how := "never evicts", c.Evicts
+		if how == "" {
+			how = "never: memory only grows"
+		}
+		if m.Idle {
+			idle = fmt.Sprintf("%.1f (after %.1f s)", m.IdlePerKey, m.IdleAfter.Seconds())
+		}
+		p("| `%s` | %.1f | %s | %s |\n", c.Name, m.PerKey, idle, how)
+	}
+	p("\n")
+}
+
+// writeTargets checks the issue's targets for the target type against the
+// figures above.
+func (r *report) writeTargets(p func(string, ...any)) {
+	p("## The targets, checked\n\n")
+	p("For `%s`, against the figures above (each ratio a median of within-round ratios).\n\n", target)
+	mark := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**missed**"
+	}
+	for _, s := range r.speeds {
+		peers := ofKind(s.contenders, benchmarks.Peer)
+		floor := ofKind(s.contenders, benchmarks.Floor)
+		if !slices.Contains(s.contenders, target) || len(peers) == 0 || len(floor) == 0 {
+			continue
+		}
+		var slower, overFloor, notFast []string
+		worstPeer, worstFloor, maxAllocs := math.Inf(1), 0.0, 0.0
+		for _, limit := range s.limits {
+			for _, row := range s.rows {
+				toPeer := s.ratio(s.bestOf(limit, row, peers), s.of(limit, row, target))
+				toFloor := s.ratio(s.of(limit, row, target), s.of(limit, row, floor[0]))
+				worstPeer, worstFloor = min(worstPeer, toPeer), max(worstFloor, toFloor)
+				where := limit + " " + row
+				if toPeer <= 1 {
+					slower = append(slower, fmt.Sprintf("%s (best peer ÷ keylimit %.2f)", where, toPeer))
+				}
+				if toFloor > 1.3 {
+					overFloor = append(overFloor, fmt.Sprintf("%s (%.2f× the floor)", where, toFloor))
+				}
+				if (row == "keys=1/serial" || row == "keys=1M/parallel") && toPeer < 1.5 {
+					notFast = append(notFast, fmt.Sprintf("%s (%.2f×)", where, toPeer))
+				}
+				maxAllocs = max(maxAllocs, median(s.values(cellKey{limit, row, target}, allocs)))
+			}
+		}
+		p("GOMAXPROCS=%d:\n\n", s.procs)
+		p("- Faster than every peer on every row: %s (the smallest lead: %.2f×)%s\n", mark(len(slower) == 0), worstPeer, list(slower))
+		p("- At most 1.3× the floor on every row: %s (the largest: %.2f×)%s\n", mark(len(overFloor) == 0), worstFloor, list(overFloor))
+		p("- At least 1.5× faster than the best peer on keys=1 serial and keys=1M parallel: %s%s\n", mark(len(notFast) == 0), list(notFast))
+		p("- Zero allocations: %s (the most on any row: %g)\n", mark(maxAllocs == 0), maxAllocs)
+	}
+	if m, ok := r.memory[target]; ok {
+		var heavier []string
+		for _, c := range benchmarks.Contenders() {
+			pm, ok := r.memory[c.Name]
+			if c.Kind != benchmarks.Peer || c.Evicts == "" || !ok {
+				continue
+			}
+			if m.PerKey >= pm.PerKey {
+				heavier = append(heavier, fmt.Sprintf("`%s` keeps %.1f", c.Name, pm.PerKey))
+			}
+		}
+		p("- Fewer bytes per key than every peer that can evict: %s (%.1f bytes/key)%s\n", mark(len(heavier) == 0), m.PerKey, list(heavier))
+	}
+	p("\n")
+}
+
+// list renders misses after a target's line, or nothing.
+func list(xs []string) string {
+	if len(xs) == 0 {
+		return "."
+	}
+	return ": " + strings.Join(xs, "; ") + "."
+}
