@@ -5,62 +5,50 @@ import (
 	"time"
 )
 
-// MemoryQuota is the limit of the memory measurement. A key is idle (its
-// bucket full again, its window over) 100 ms after its last use, and the
-// limiters that can evict are asked to look for idle keys every 100 ms, so
-// that "after the keys go idle" is a second or two away, not hours.
-var MemoryQuota = Quota{Burst: 10, Period: 100 * time.Millisecond, Sweep: 100 * time.Millisecond}
+// HeldQuota is the limit of the first memory measurement: a key used once
+// stays in its quota's memory for minutes, so no limiter may forget it
+// while it is being measured.
+var HeldQuota = Quota{Burst: 10, Period: time.Hour}
 
-// Memory is the heap a limiter keeps for its keys.
-type Memory struct {
-	Keys int
-	// PerKey is the live heap the limiter holds per key, with every key
-	// used once and still within its quota's memory.
-	PerKey float64
-	// IdlePerKey is the same once the keys have gone idle and the
-	// limiter's eviction has run; it is only measured when Idle is true.
-	IdlePerKey float64
-	Idle       bool
-	// IdleAfter is how long the wait for IdlePerKey took, from the last
-	// key's use.
-	IdleAfter time.Duration
-}
+// IdleQuota is the limit of the second: a key is idle (its bucket full
+// again, its window over) 100 ms after its last use, and the limiters that
+// can evict are asked to look for idle keys every 100 ms, so that "after the
+// keys go idle" is a second or two away, not hours.
+var IdleQuota = Quota{Burst: 10, Period: 100 * time.Millisecond, Sweep: 100 * time.Millisecond}
 
-// MeasureMemory builds c for MemoryQuota, calls Allow once on each of n new
-// keys, and reports the heap it then holds per key: the live heap after two
-// full collections, less the live heap before c was built, over n. The keys
-// are made inside the measurement and dropped at once, so that only the
-// bytes the limiter chose to keep are counted, the key's own bytes included
-// if it keeps them.
-//
-// If idle is true and c evicts, it then waits, collecting every poll, until
-// the live heap has stopped shrinking (or until maxWait), and measures again.
-func MeasureMemory(c Contender, n int, idle bool, poll, maxWait time.Duration) (Memory, error) {
+// HeapPerKey builds c for HeldQuota, calls Allow once on each of n new keys,
+// and returns the heap it then holds per key: the live heap after two full
+// collections, less the live heap before c was built, over n. The keys are
+// made inside the measurement and dropped at once, so that only the bytes the
+// limiter chose to keep are counted, the key's own bytes included if it
+// keeps them.
+func HeapPerKey(c Contender, n int) (float64, error) {
 	base := liveHeap()
-	lim, err := c.New(MemoryQuota)
+	lim, err := useKeys(c, HeldQuota, n)
 	if err != nil {
-		return Memory{}, err
+		return 0, err
 	}
 	defer Close(lim)
-	for i := range n {
-		lim.Allow(Key(i))
-	}
-	used := time.Now()
-	m := Memory{Keys: n, PerKey: perKey(liveHeap(), base, n)}
-	if idle && c.Evicts != "" {
-		m.Idle = true
-		m.IdlePerKey, m.IdleAfter = waitForEviction(base, n, used, poll, maxWait)
-	}
+	perKey := perKey(liveHeap(), base, n)
 	runtime.KeepAlive(lim)
-	return m, nil
+	return perKey, nil
 }
 
-// waitForEviction collects every poll until the live heap has not shrunk for
-// three polls in a row after at least two idle periods and two sweeps, or
-// until maxWait has passed since used, and returns the heap per key then.
-func waitForEviction(base uint64, n int, used time.Time, poll, maxWait time.Duration) (float64, time.Duration) {
-	q := MemoryQuota
-	earliest := used.Add(2*q.Period + 2*q.Sweep)
+// HeapPerKeyOnceIdle is HeapPerKey for IdleQuota, measured once the keys
+// have gone idle and c has had time to evict them: it collects every poll
+// until the live heap has not shrunk for three polls in a row (and at least
+// two idle periods and two sweeps have passed), or until maxWait, and
+// returns the heap per key then and how long it waited. Measure only the
+// contenders that evict: for the others it waits for nothing.
+func HeapPerKeyOnceIdle(c Contender, n int, poll, maxWait time.Duration) (float64, time.Duration, error) {
+	base := liveHeap()
+	lim, err := useKeys(c, IdleQuota, n)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer Close(lim)
+	used := time.Now()
+	earliest := used.Add(2*IdleQuota.Period + 2*IdleQuota.Sweep)
 	last, steady := liveHeap(), 0
 	for time.Since(used) < maxWait {
 		time.Sleep(poll)
@@ -73,7 +61,20 @@ func waitForEviction(base uint64, n int, used time.Time, poll, maxWait time.Dura
 			break
 		}
 	}
-	return perKey(last, base, n), time.Since(used)
+	runtime.KeepAlive(lim)
+	return perKey(last, base, n), time.Since(used), nil
+}
+
+// useKeys builds c for q and calls Allow once on each of n new keys.
+func useKeys(c Contender, q Quota, n int) (Limiter, error) {
+	lim, err := c.New(q)
+	if err != nil {
+		return nil, err
+	}
+	for i := range n {
+		lim.Allow(Key(i))
+	}
+	return lim, nil
 }
 
 // liveHeap returns the bytes of live heap objects after two full

@@ -40,6 +40,8 @@ func (r *retainer) forget() {
 	r.mu.Unlock()
 }
 
+// retainerContender builds retainers; if evicts, each forgets everything
+// one Period after it is built.
 func retainerContender(keepKey, evicts bool) Contender {
 	c := Contender{Name: "retainer", Kind: Peer}
 	c.New = func(q Quota) (Limiter, error) {
@@ -55,11 +57,11 @@ func retainerContender(keepKey, evicts bool) Contender {
 	return c
 }
 
-// TestMeasureMemoryCountsWhatIsKept calibrates MeasureMemory on limiters
-// whose cost per key is known: 128 bytes, and 144 when the 16-byte key is
-// kept too. A measurement that counted the dropped keys, or missed the kept
-// ones, would be off by 16 bytes a key.
-func TestMeasureMemoryCountsWhatIsKept(t *testing.T) {
+// TestHeapPerKeyCountsWhatIsKept calibrates HeapPerKey on limiters whose
+// cost per key is known: 128 bytes, and 144 when the 16-byte key is kept
+// too. A measurement that counted the dropped keys, or missed the kept ones,
+// would be off by 16 bytes a key.
+func TestHeapPerKeyCountsWhatIsKept(t *testing.T) {
 	n := 100_000
 	if testing.Short() {
 		n = 20_000
@@ -68,49 +70,63 @@ func TestMeasureMemoryCountsWhatIsKept(t *testing.T) {
 		keepKey bool
 		want    float64
 	}{{false, 128}, {true, 128 + KeyLen}} {
-		m, err := MeasureMemory(retainerContender(tc.keepKey, false), n, true, 50*time.Millisecond, time.Second)
+		got, err := HeapPerKey(retainerContender(tc.keepKey, false), n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if math.Abs(m.PerKey-tc.want) > 2 {
-			t.Errorf("keepKey %v: %.1f bytes per key, want %.0f", tc.keepKey, m.PerKey, tc.want)
-		}
-		if m.Idle {
-			t.Errorf("keepKey %v: measured after idle, but it cannot evict", tc.keepKey)
+		if math.Abs(got-tc.want) > 2 {
+			t.Errorf("keepKey %v: %.1f bytes per key, want %.0f", tc.keepKey, got, tc.want)
 		}
 	}
 }
 
-// TestMeasureMemoryWaitsForEviction checks the second measurement: a
-// limiter that forgets everything one Period after it is built is measured
-// at (nearly) nothing per key once its keys are idle.
-func TestMeasureMemoryWaitsForEviction(t *testing.T) {
-	m, err := MeasureMemory(retainerContender(true, true), 20_000, true, 50*time.Millisecond, 5*time.Second)
+// TestHeapPerKeyOnceIdleWaitsForEviction checks the second measurement: a
+// limiter that forgets everything one Period after it is built holds
+// (nearly) nothing per key once its keys are idle, and one that never
+// forgets still holds its 144 bytes.
+func TestHeapPerKeyOnceIdleWaitsForEviction(t *testing.T) {
+	const n = 20_000
+	got, waited, err := HeapPerKeyOnceIdle(retainerContender(true, true), n, 50*time.Millisecond, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !m.Idle || m.IdlePerKey > 1 || m.PerKey < 128 {
-		t.Errorf("got %+v; want about 144 bytes a key, then under 1 once idle", m)
+	if got > 1 {
+		t.Errorf("evicting: %.1f bytes per key after %v; want under 1", got, waited)
+	}
+	got, _, err = HeapPerKeyOnceIdle(retainerContender(true, false), n, 50*time.Millisecond, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(got-(128+KeyLen)) > 2 {
+		t.Errorf("not evicting: %.1f bytes per key once idle; want 144", got)
 	}
 }
 
-// TestMeasureMemoryOfEveryContender runs the measurement on every
-// contender at a modest size: each keeps at least the 8 bytes of state a
-// key needs, and none keeps more after its keys went idle than before.
-func TestMeasureMemoryOfEveryContender(t *testing.T) {
-	n := 20_000
+// TestHeapOfEveryContender runs both measurements on every contender at a
+// modest size: each keeps at least the 8 bytes of state a key needs, and
+// none that evicts keeps more once its keys went idle than before.
+func TestHeapOfEveryContender(t *testing.T) {
+	const n = 20_000
 	for _, c := range Contenders() {
 		t.Run(c.Name, func(t *testing.T) {
-			m, err := MeasureMemory(c, n, true, 50*time.Millisecond, 5*time.Second)
+			held, err := HeapPerKey(c, n)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%.1f bytes per key; idle %v: %.1f after %v", m.PerKey, m.Idle, m.IdlePerKey, m.IdleAfter)
-			if m.PerKey < 8 {
-				t.Errorf("%.1f bytes per key: less than one word of state", m.PerKey)
+			t.Logf("%.1f bytes per key", held)
+			if held < 8 {
+				t.Errorf("%.1f bytes per key: less than one word of state", held)
 			}
-			if m.Idle && m.IdlePerKey > m.PerKey+1 {
-				t.Errorf("%.1f bytes per key once idle, more than the %.1f before", m.IdlePerKey, m.PerKey)
+			if c.Evicts == "" {
+				return
+			}
+			idle, waited, err := HeapPerKeyOnceIdle(c, n, 50*time.Millisecond, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%.1f bytes per key once idle, after %v", idle, waited)
+			if idle > held+1 {
+				t.Errorf("%.1f bytes per key once idle, more than the %.1f before", idle, held)
 			}
 		})
 	}

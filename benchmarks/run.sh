@@ -8,12 +8,12 @@
 # burst of work then skews one round, not one contender, and the medians over
 # rounds shrug it off.
 #
-#   ROUNDS=5 BENCHTIME=500ms CPU=$(nproc) bash benchmarks/run.sh
+#   ROUNDS=8 BENCHTIME=250ms CPU=$(nproc) bash benchmarks/run.sh
 set -euo pipefail
 cd "$(dirname "$0")"
 
-ROUNDS="${ROUNDS:-5}"
-BENCHTIME="${BENCHTIME:-500ms}"
+ROUNDS="${ROUNDS:-8}"
+BENCHTIME="${BENCHTIME:-250ms}"
 CPU="${CPU:-$(nproc)}"
 CONTENTION_ROUNDS="${CONTENTION_ROUNDS:-5}"
 KEYS="${KEYS:-1000000}"

@@ -4,11 +4,13 @@
 // key under contention; and the heap each keeps per key. benchmarks/run.sh
 // runs it; see there for the whole sequence.
 //
-// It measures memory in a fresh process per contender (itself, run with
-// -memory NAME), so that no contender's garbage or background goroutines
-// weigh on another's figure. To measure one contender by hand:
+// It measures memory in a fresh process per contender and measurement
+// (itself, run with -memory NAME), so that no contender's garbage or
+// background goroutines weigh on another's figure. To measure one contender
+// by hand, with its keys held, then once they have gone idle:
 //
 //	go run ./cmd/benchreport -memory keylimit-bucket -keys 1000000
+//	go run ./cmd/benchreport -memory keylimit-bucket -keys 1000000 -idle
 package main
 
 import (
@@ -28,6 +30,7 @@ func main() {
 		benchFile   = flag.String("bench", "", "`file` of go test -bench output for BenchmarkAllow, one or more rounds")
 		out         = flag.String("out", "", "`file` to write the report to (default: standard output)")
 		memoryOf    = flag.String("memory", "", "measure the memory of the contender `name` only, and print it as JSON")
+		idle        = flag.Bool("idle", false, "with -memory: measure once the keys have gone idle")
 		keys        = flag.Int("keys", benchmarks.MaxKeys, "distinct keys for the memory measurement")
 		rounds      = flag.Int("rounds", 5, "rounds of each contention count")
 		commands    = flag.String("commands", "", "`file` holding the commands that made the report, to publish with it")
@@ -38,7 +41,7 @@ func main() {
 	)
 	flag.Parse()
 	if *memoryOf != "" {
-		if err := printMemory(*memoryOf, *keys); err != nil {
+		if err := printMemory(*memoryOf, *keys, *idle); err != nil {
 			fail(err)
 		}
 		return
@@ -109,39 +112,75 @@ const (
 	memoryMaxWait = 20 * time.Second
 )
 
+// memory is what a child process measured: bytes per key with every key
+// held, or once the keys went idle (and how long that wait took).
+type memory struct {
+	PerKey float64
+	Waited time.Duration
+}
+
 // printMemory measures one contender and prints the result as JSON.
-func printMemory(name string, keys int) error {
+func printMemory(name string, keys int, idle bool) error {
 	c, err := benchmarks.Lookup(name)
 	if err != nil {
 		return err
 	}
-	m, err := benchmarks.MeasureMemory(c, keys, true, memoryPoll, memoryMaxWait)
+	var m memory
+	if idle {
+		m.PerKey, m.Waited, err = benchmarks.HeapPerKeyOnceIdle(c, keys, memoryPoll, memoryMaxWait)
+	} else {
+		m.PerKey, err = benchmarks.HeapPerKey(c, keys)
+	}
 	if err != nil {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(m)
 }
 
-// measureAll measures every contender, each in a process of its own.
-func measureAll(keys int) (map[string]benchmarks.Memory, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]benchmarks.Memory)
+// memoryFigures are a contender's two measurements; idle is nil for a
+// contender that cannot evict.
+type memoryFigures struct {
+	held memory
+	idle *memory
+}
+
+// measureAll measures every contender, each measurement in a process of its
+// own.
+func measureAll(keys int) (map[string]memoryFigures, error) {
+	out := make(map[string]memoryFigures)
 	for _, c := range benchmarks.Contenders() {
-		fmt.Fprintf(os.Stderr, "benchreport: memory of %s at %d keys\n", c.Name, keys)
-		cmd := exec.Command(self, "-memory", c.Name, "-keys", fmt.Sprint(keys))
-		cmd.Stderr = os.Stderr
-		b, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("benchreport: measuring %s: %v", c.Name, err)
+		var f memoryFigures
+		var err error
+		if f.held, err = measureInChild(c.Name, keys, false); err != nil {
+			return nil, err
 		}
-		var m benchmarks.Memory
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, fmt.Errorf("benchreport: measuring %s: %v", c.Name, err)
+		if c.Evicts != "" {
+			idle, err := measureInChild(c.Name, keys, true)
+			if err != nil {
+				return nil, err
+			}
+			f.idle = &idle
 		}
-		out[c.Name] = m
+		out[c.Name] = f
 	}
 	return out, nil
+}
+
+func measureInChild(name string, keys int, idle bool) (memory, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return memory{}, err
+	}
+	fmt.Fprintf(os.Stderr, "benchreport: memory of %s at %d keys, idle %v\n", name, keys, idle)
+	cmd := exec.Command(self, "-memory", name, "-keys", fmt.Sprint(keys), fmt.Sprintf("-idle=%v", idle))
+	cmd.Stderr = os.Stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return memory{}, fmt.Errorf("benchreport: measuring %s: %v", name, err)
+	}
+	var m memory
+	if err := json.Unmarshal(b, &m); err != nil {
+		return memory{}, fmt.Errorf("benchreport: measuring %s: %v", name, err)
+	}
+	return m, nil
 }

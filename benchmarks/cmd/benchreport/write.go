@@ -20,7 +20,7 @@ const target = "keylimit-bucket"
 type report struct {
 	speeds     []*speed
 	contention []contention
-	memory     map[string]benchmarks.Memory
+	memory     map[string]memoryFigures
 	keys       int
 	machine    machine
 	commands   string
@@ -236,6 +236,11 @@ func (r *report) writeContention(p func(string, ...any)) {
 	}
 }
 
+// dur writes d without its zero minutes and seconds: 1h, not 1h0m0s.
+func dur(d time.Duration) string {
+	return strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "0m")
+}
+
 func span(lo, hi int) string {
 	if lo == hi {
 		return fmt.Sprint(lo)
@@ -247,27 +252,29 @@ func (r *report) writeMemory(p func(string, ...any)) {
 	if len(r.memory) == 0 {
 		return
 	}
-	q := benchmarks.MemoryQuota
+	held, idle := benchmarks.HeldQuota, benchmarks.IdleQuota
 	p("## Memory: heap bytes per key\n\n")
-	p("Each contender is measured in a process of its own (`go run ./cmd/benchreport -memory NAME\n")
-	p("-keys %d`): the live heap after two `runtime.GC()`, less the live heap before the limiter was\n", r.keys)
-	p("built, over %d keys, each used once. The keys are made inside the measurement and dropped,\n", r.keys)
-	p("so a key's 16 bytes count only if the limiter keeps them. The limit is %d per %v; limiters that can\n", q.Burst, q.Period)
-	p("evict are asked to sweep every %v, and measured again once the heap stops shrinking.\n\n", q.Sweep)
-	p("| contender | bytes/key, %d keys | once idle | how idle keys leave |\n|---|---:|---:|---|\n", r.keys)
+	p("Each figure is measured in a process of its own (`go run ./cmd/benchreport -memory NAME\n")
+	p("-keys %d [-idle]`): the live heap after two `runtime.GC()`, less the live heap before the\n", r.keys)
+	p("limiter was built, over %d keys, each used once. The keys are made inside the measurement\n", r.keys)
+	p("and dropped, so a key's 16 bytes count only if the limiter keeps them.\n\n")
+	p("*held*: the limit is %d per %s, so no key may be forgotten while it is measured.\n", held.Burst, dur(held.Period))
+	p("*once idle*: the limit is %d per %s, so each key is idle %s after its use; limiters that can\n", idle.Burst, dur(idle.Period), dur(idle.Period))
+	p("evict are asked to sweep every %s, and measured once the heap has stopped shrinking.\n\n", dur(idle.Sweep))
+	p("| contender | bytes/key, held | bytes/key, once idle | how idle keys leave |\n|---|---:|---:|---|\n")
 	for _, c := range benchmarks.Contenders() {
-		m, ok := r.memory[c.Name]
+		f, ok := r.memory[c.Name]
 		if !ok {
 			continue
 		}
-		idle, how := "never evicts", c.Evicts
+		once, how := "cannot evict", c.Evicts
 		if how == "" {
-			how = "never: memory only grows"
+			how = "never: its memory only grows"
 		}
-		if m.Idle {
-			idle = fmt.Sprintf("%.1f (after %.1f s)", m.IdlePerKey, m.IdleAfter.Seconds())
+		if f.idle != nil {
+			once = fmt.Sprintf("%.1f (after %.1f s)", f.idle.PerKey, f.idle.Waited.Seconds())
 		}
-		p("| `%s` | %.1f | %s | %s |\n", c.Name, m.PerKey, idle, how)
+		p("| `%s` | %.1f | %s | %s |\n", c.Name, f.held.PerKey, once, how)
 	}
 	p("\n")
 }
@@ -316,17 +323,18 @@ func (r *report) writeTargets(p func(string, ...any)) {
 		p("- Zero allocations: %s (the most on any row: %g)\n", mark(maxAllocs == 0), maxAllocs)
 	}
 	if m, ok := r.memory[target]; ok {
-		var heavier []string
+		var lighter []string
 		for _, c := range benchmarks.Contenders() {
 			pm, ok := r.memory[c.Name]
 			if c.Kind != benchmarks.Peer || c.Evicts == "" || !ok {
 				continue
 			}
-			if m.PerKey >= pm.PerKey {
-				heavier = append(heavier, fmt.Sprintf("`%s` keeps %.1f", c.Name, pm.PerKey))
+			if m.held.PerKey >= pm.held.PerKey {
+				lighter = append(lighter, fmt.Sprintf("`%s` keeps %.1f", c.Name, pm.held.PerKey))
 			}
 		}
-		p("- Fewer bytes per key than every peer that can evict: %s (%.1f bytes/key)%s\n", mark(len(heavier) == 0), m.PerKey, list(heavier))
+		p("- Fewer bytes per key (held) than every peer that can evict: %s (%.1f bytes/key)%s\n",
+			mark(len(lighter) == 0), m.held.PerKey, list(lighter))
 	}
 	p("\n")
 }
