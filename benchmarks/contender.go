@@ -108,8 +108,14 @@ func keylimitContender[L keylimitLimiter](name string, newL func(keylimit.Limit,
 		Name: name,
 		Kind: Keylimit,
 		Doc:  fmt.Sprintf("`%T`, built with `keylimit.Per(burst, period)`", *new(L)),
+		Evicts: "a background sweep every `WithEvictionInterval` (by default the time a key takes to go idle, " +
+			"kept between 10 s and 10 min) removes the keys indistinguishable from new ones",
 		New: func(q Quota) (Limiter, error) {
-			lim, err := newL(keylimit.Per(q.Burst, q.Period))
+			var opts []keylimit.Option
+			if q.Sweep > 0 {
+				opts = append(opts, keylimit.WithEvictionInterval(q.Sweep))
+			}
+			lim, err := newL(keylimit.Per(q.Burst, q.Period), opts...)
 			if err != nil {
 				return nil, err
 			}
