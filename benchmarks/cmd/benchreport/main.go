@@ -34,6 +34,7 @@ func main() {
 		keys        = flag.Int("keys", benchmarks.MaxKeys, "distinct keys for the memory measurement")
 		rounds      = flag.Int("rounds", 5, "rounds of each contention count")
 		commands    = flag.String("commands", "", "`file` holding the commands that made the report, to publish with it")
+		conditions  = flag.String("conditions", "", "`file` saying how busy the machine was, to publish with it")
 		profiles    = flag.String("profiles", "", "`directory` of pprof -top outputs (*.txt) to publish")
 		notes       = flag.String("notes", "", "`file` of notes to publish at the end, verbatim")
 		skipContend = flag.Bool("skip-contention", false, "leave out the contention counts")
@@ -70,6 +71,9 @@ func main() {
 		}
 	}
 	if rep.commands, err = readOptional(*commands); err != nil {
+		fail(err)
+	}
+	if rep.conditions, err = readOptional(*conditions); err != nil {
 		fail(err)
 	}
 	if rep.notes, err = readOptional(*notes); err != nil {

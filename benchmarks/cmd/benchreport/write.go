@@ -24,6 +24,7 @@ type report struct {
 	keys       int
 	machine    machine
 	commands   string
+	conditions string
 	profiles   []profile
 	notes      string
 }
@@ -117,6 +118,10 @@ func (r *report) writeMachine(p func(string, ...any)) {
 	p("| generated | %s |\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	if r.commands != "" {
 		p("Commands, run from `benchmarks/` by `run.sh`:\n\n```\n%s```\n\n", r.commands)
+	}
+	if r.conditions != "" {
+		p("The machine is shared. How busy it was (all CPUs, from `/proc/stat` over 2 s) before each\n")
+		p("round, which waits for it to be quiet up to a limit:\n\n```\n%s```\n\n", r.conditions)
 	}
 }
 
