@@ -160,20 +160,26 @@ func (s *SlidingWindow[K]) Take(key K, n int) Result {
 // would. Peek does not create the key, and takes no lock unless a writer
 // changes the key while it reads.
 func (s *SlidingWindow[K]) Peek(key K) Result {
+	now := s.clock.now()
+	var d slidingDecision
 	st := s.load(key)
 	if st == nil {
-		return s.result(s.judge(nil, 0, s.clock.now(), 1, true))
+		s.judge(nil, 0, now, 1, true, &d)
+		return s.result(d)
 	}
 	for range 4 {
-		if d, ok := st.read(func(pos uint64) slidingDecision {
-			return s.judge(st, pos, s.clock.now(), 1, true)
-		}); ok {
+		if s.judgeSnapshot(st, now, 1, true, &d) {
 			return s.result(d)
 		}
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return s.result(s.judge(st, st.pos.Load(), s.clock.now(), 1, true))
+	if pos := st.pos.Load(); pos != retiredPos {
+		s.judge(st, pos, now, 1, true, &d)
+	} else {
+		s.judge(nil, 0, now, 1, true, &d)
+	}
+	return s.result(d)
 }
 
 // slidingDecision is a decision on n events and what Result needs of it.
@@ -194,18 +200,19 @@ type slidingDecision struct {
 // asks for the count in the window, which Take needs and AllowN does not.
 func (s *SlidingWindow[K]) decide(key K, n int, report bool) slidingDecision {
 	st := s.loadOrCreate(key)
+	// One clock reading serves the whole call. A decision under the lock
+	// may then see admissions recorded after this reading; it is made at
+	// max(now, the newest entry), a time within this call, on the log as
+	// it is at that time: exact, and admissions still go in time order.
+	now := s.clock.now()
 	for {
 		if st == nil {
 			return slidingDecision{now: untrackedTime}
 		}
 		// A refusal needs no lock: a consistent snapshot that refuses is
 		// the state at one instant of this call. Only an admission locks.
-		if d, ok := st.read(func(pos uint64) slidingDecision {
-			if pos == retiredPos {
-				return slidingDecision{ok: true} // go and replace it under the lock
-			}
-			return s.judge(st, pos, s.clock.now(), n, report)
-		}); ok && !d.ok {
+		var d slidingDecision
+		if s.judgeSnapshot(st, now, n, report, &d) && !d.ok {
 			return d
 		}
 		st.mu.Lock()
@@ -215,9 +222,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, report bool) slidingDecision {
 			st = s.replace(key, st)
 			continue
 		}
-		// The clock is read under the lock: admissions are recorded in the
-		// order of their readings.
-		d := s.judge(st, pos, s.clock.now(), n, report)
+		s.judge(st, pos, now, n, report, &d)
 		if d.ok {
 			st.append(pos, d.t, n)
 			d.count += n
@@ -228,13 +233,21 @@ func (s *SlidingWindow[K]) decide(key K, n int, report bool) slidingDecision {
 	}
 }
 
-// judge decides n events at now on the log of st at pos, without writing.
-// st == nil is a key never seen.
-func (r *slidingRules) judge(st *slidingState, pos uint64, now int64, n int, report bool) slidingDecision {
+// judge decides n events at now on the log of st at pos, without writing,
+// into d. st == nil is a key never seen. (The decision goes through a
+// pointer: returned by value through the layers above, its copies cost more
+// than the decision.)
+func (r *slidingRules) judge(st *slidingState, pos uint64, now int64, n int, report bool, d *slidingDecision) {
 	head, size := unpackPos(pos)
 	// entry returns the i-th oldest of the size entries.
-	entry := func(i int) int64 { return st.log[(head-size+i+r.events)%r.events].Load() }
-	d := slidingDecision{now: now, t: now}
+	entry := func(i int) int64 {
+		at := head - size + i // in [-events, events)
+		if at < 0 {
+			at += r.events
+		}
+		return st.log[at].Load()
+	}
+	*d = slidingDecision{now: now, t: now}
 	if size > 0 {
 		d.newest = entry(size - 1)
 		d.t = max(now, d.newest)
@@ -260,7 +273,6 @@ func (r *slidingRules) judge(st *slidingState, pos uint64, now int64, n int, rep
 		}
 		d.count = size - lo
 	}
-	return d
 }
 
 // result reports decision d as a Result.
@@ -275,17 +287,30 @@ func (r *slidingRules) result(d slidingDecision) Result {
 	return res
 }
 
-// read calls judge with a snapshot of st's pos, without the lock, and
-// reports whether the snapshot was consistent: no writer ran while judge
-// read. Its decision is then that of st at one instant.
-func (st *slidingState) read(judge func(pos uint64) slidingDecision) (slidingDecision, bool) {
-	seq := st.seq.Load()
-	if seq&1 != 0 {
-		return slidingDecision{}, false
+// judgeSnapshot judges n events at now on st without its lock, into d, and
+// reports whether d is one state's decision: false if a writer ran while it
+// read (see slidingState.seq) or st is retired.
+func (r *slidingRules) judgeSnapshot(st *slidingState, now int64, n int, report bool, d *slidingDecision) bool {
+	seq, pos, ok := st.snapshot()
+	if !ok {
+		return false
 	}
-	d := judge(st.pos.Load())
-	return d, st.seq.Load() == seq
+	r.judge(st, pos, now, n, report, d)
+	return st.unchanged(seq)
 }
+
+// snapshot begins a read of st without its lock: it returns the sequence
+// number to check with unchanged once done, and pos. ok is false if a
+// writer is mid-way or st is retired.
+func (st *slidingState) snapshot() (seq, pos uint64, ok bool) {
+	seq = st.seq.Load()
+	pos = st.pos.Load()
+	return seq, pos, seq&1 == 0 && pos != retiredPos
+}
+
+// unchanged reports whether no writer has run since snapshot returned seq:
+// then what was read in between is one state.
+func (st *slidingState) unchanged(seq uint64) bool { return st.seq.Load() == seq }
 
 // append records n admissions at t in the log at pos. The caller holds mu.
 func (st *slidingState) append(pos uint64, t int64, n int) {

@@ -17,26 +17,42 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 	defer s.Close()
 	s.AllowN("k", 2)
 	st := s.load("k")
-	judge := func(pos uint64) slidingDecision { return s.judge(st, pos, s.clock.now(), 1, true) }
+	var d slidingDecision
+	now := s.clock.now()
 
-	if d, ok := st.read(judge); !ok || !d.ok || d.count != 2 {
+	if ok := s.judgeSnapshot(st, now, 1, true, &d); !ok || !d.ok || d.count != 2 {
 		t.Fatalf("a quiet read = %+v, consistent %v; want consistent, allowed, 2 in the window", d, ok)
 	}
-	if _, ok := st.read(func(pos uint64) slidingDecision {
-		d := judge(pos)
-		st.mu.Lock()
-		st.append(st.pos.Load(), s.clock.now(), 1) // an admission lands mid-read
-		st.mu.Unlock()
-		return d
-	}); ok {
+	seq, _, ok := st.snapshot()
+	if !ok {
+		t.Fatal("a quiet state refused a snapshot")
+	}
+	st.mu.Lock()
+	st.append(st.pos.Load(), now, 1) // an admission lands mid-read
+	st.mu.Unlock()
+	if st.unchanged(seq) {
 		t.Fatal("a read during which an admission landed reported itself consistent")
 	}
+	seq, _, _ = st.snapshot()
+	s.Refund("k", 1)
+	if st.unchanged(seq) {
+		t.Fatal("a read during which a Refund landed reported itself consistent")
+	}
+	s.Allow("k")
+
 	st.seq.Add(1) // a writer is mid-way
-	if _, ok := st.read(judge); ok {
-		t.Fatal("a read that began while a writer was mid-way reported itself consistent")
+	if _, _, ok := st.snapshot(); ok {
+		t.Fatal("a read that began while a writer was mid-way was allowed")
+	}
+	if s.judgeSnapshot(st, now, 1, true, &d) {
+		t.Fatal("a judgement that began while a writer was mid-way reported itself consistent")
 	}
 	st.seq.Add(1)
-	if d, ok := st.read(judge); !ok || d.ok || d.count != 3 {
+	if ok := s.judgeSnapshot(st, now, 1, true, &d); !ok || d.ok || d.count != 3 {
 		t.Fatalf("a quiet read = %+v, consistent %v; want consistent, refused, 3 in the window", d, ok)
+	}
+	st.retire()
+	if s.judgeSnapshot(st, now, 1, true, &d) {
+		t.Fatal("a read of a retired state reported itself a decision")
 	}
 }
