@@ -29,6 +29,12 @@
 // All combines limiters on the same key, all or nothing: 10 a minute and 500
 // an hour. A request one of them refuses takes nothing from the others.
 //
+// WithKeyLimit gives keys limits of their own (tiers: a paying client twice
+// the quota of a free one); the limit is resolved when a key is first seen
+// and kept with its state. SetLimit changes a limiter's limit while it runs:
+// every key moves to it on its next call, keeping what it owes, so a change
+// of limit never creates capacity.
+//
 // # Results
 //
 // Allow and AllowN answer yes or no. Take answers with a Result: whether the

@@ -2,6 +2,7 @@ package keylimit
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -141,6 +142,13 @@ func TestEvictionRaceAdmitsExactly(t *testing.T) {
 			}
 		}
 		clk.Add(2 * time.Hour)
+		if round%2 == 0 {
+			// Let two sweeps pass, so that this round meets evicted keys
+			// (the replace path); odd rounds race with the sweeper.
+			for s0 := sweeps.Load(); sweeps.Load() < s0+2; {
+				runtime.Gosched()
+			}
+		}
 	}
 	close(stop)
 	sweeper.Wait()
