@@ -3,7 +3,6 @@ package keylimit_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,34 +182,4 @@ func runAllow(b *testing.B, lim allower, keys []string, mode string) {
 			}
 		}
 	})
-}
-
-// BenchmarkMemoryPerKey reports what each tracked key costs on the heap,
-// its map entry included, as B/key: 100,000 keys of 10 an hour (a sliding
-// window's log is 80 bytes of it).
-func BenchmarkMemoryPerKey(b *testing.B) {
-	keys := benchKeys(100_000)
-	for _, bl := range benchLimiters {
-		b.Run(bl.name, func(b *testing.B) {
-			var perKey float64
-			for b.Loop() {
-				before := heapInUse()
-				lim := bl.new(b, keylimit.PerHour(10))
-				for _, k := range keys {
-					lim.Allow(k)
-				}
-				perKey = float64(heapInUse()-before) / float64(len(keys))
-				runtime.KeepAlive(lim)
-			}
-			b.ReportMetric(perKey, "B/key")
-		})
-	}
-}
-
-// heapInUse returns the bytes of live heap objects, after a collection.
-func heapInUse() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
 }

@@ -103,6 +103,9 @@ func NewSlidingCounter[K comparable](l Limit, opts ...Option) (*SlidingCounter[K
 		return nil, err
 	}
 	o, err := buildOptions(opts)
+	if err == nil {
+		err = noKeyLimit(o, "SlidingCounter")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -134,11 +137,8 @@ func (c *SlidingCounter[K]) AllowN(key K, n int) bool {
 	if n <= 0 || uint64(n) > c.events {
 		return n == 0
 	}
-	ok, now, _ := c.decide(key, n)
-	if now == untrackedTime {
-		return c.overflow == admitUntracked
-	}
-	return ok
+	v, _, _ := c.decide(key, n)
+	return v == admitted || (v == untracked && c.overflow == admitUntracked)
 }
 
 // Take counts n events for key if the estimate has room for all n, and
@@ -151,11 +151,11 @@ func (c *SlidingCounter[K]) Take(key K, n int) Result {
 	if n <= 0 || uint64(n) > c.events {
 		return impossible(c.Peek(key), n)
 	}
-	ok, now, v := c.decide(key, n)
-	if now == untrackedTime {
+	verdict, now, v := c.decide(key, n)
+	if verdict == untracked {
 		return c.untracked(int(c.events), n)
 	}
-	return c.result(ok, now, v, uint64(n))
+	return c.result(verdict == admitted, now, v, uint64(n))
 }
 
 // counterView is a key's state as seen at one time: the window it decides
@@ -167,14 +167,14 @@ type counterView struct {
 }
 
 // decide counts n (1 <= n <= Events) events for key if they fit. It returns
-// the decision, the time it was made at and the state it was made on (with
-// the n events when ok). now is untrackedTime if the key could not be
-// tracked (WithMaxKeys).
-func (c *SlidingCounter[K]) decide(key K, n int) (ok bool, now int64, v counterView) {
+// the verdict (admitted, refused, or untracked if the key cap left no place
+// for the key), the time it was made at and the state it was made on (with
+// the n events when admitted).
+func (c *SlidingCounter[K]) decide(key K, n int) (_ verdict, now int64, v counterView) {
 	st := c.loadOrCreate(key)
 	for {
 		if st == nil {
-			return false, untrackedTime, v
+			return untracked, 0, v
 		}
 		// The clock is read inside the loop: a retry after a lost CAS must
 		// not decide on a time older than the state it lost to.
@@ -186,11 +186,11 @@ func (c *SlidingCounter[K]) decide(key K, n int) (ok bool, now int64, v counterV
 		}
 		v = c.at(old, now)
 		if !c.fits(v, uint64(n)) {
-			return false, now, v
+			return refused, now, v
 		}
 		v.cur += uint64(n)
 		if st.word.CompareAndSwap(old, v.w<<(2*c.shift)|v.previous<<c.shift|v.cur) {
-			return true, now, v
+			return admitted, now, v
 		}
 	}
 }

@@ -338,3 +338,76 @@ func ExampleNewSlidingCounter() {
 	// keylimit: a SlidingCounter counts at most 65535 events per 1s, not 100000: use a longer Period, or a FixedWindow or TokenBucket
 	// 100000/1h0m0s <nil>
 }
+
+// Two limits on one key: 5 a second and 7 a minute. A refused request takes
+// nothing from either, and each Result reports the limit that binds.
+func ExampleAll() {
+	mock := clock.NewMock()
+	perSecond, _ := keylimit.NewTokenBucket[string](keylimit.PerSecond(5), keylimit.WithClock(mock))
+	perMinute, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(7), keylimit.WithClock(mock))
+	lim := keylimit.All[string](perSecond, perMinute)
+
+	for i := 1; i <= 9; i++ {
+		if i == 7 {
+			mock.Add(time.Second)
+			fmt.Println("a second later:")
+		}
+		r := lim.Take("api-key", 1)
+		fmt.Printf("request %d: allowed=%v remaining=%d of %d\n", i, r.Allowed, r.Remaining, r.Limit)
+	}
+	// Output:
+	// request 1: allowed=true remaining=4 of 5
+	// request 2: allowed=true remaining=3 of 5
+	// request 3: allowed=true remaining=2 of 5
+	// request 4: allowed=true remaining=1 of 5
+	// request 5: allowed=true remaining=0 of 5
+	// request 6: allowed=false remaining=0 of 5
+	// a second later:
+	// request 7: allowed=true remaining=1 of 7
+	// request 8: allowed=true remaining=0 of 7
+	// request 9: allowed=false remaining=0 of 7
+}
+
+// One limiter, two tiers: paying clients get twice the quota.
+func ExampleWithKeyLimit() {
+	mock := clock.NewMock()
+	paying := map[string]bool{"acme": true}
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(2), keylimit.WithClock(mock),
+		keylimit.WithKeyLimit(func(client string) keylimit.Limit {
+			if paying[client] {
+				return keylimit.PerMinute(4)
+			}
+			return keylimit.Limit{} // the limiter's own: 2 a minute
+		}))
+	defer lim.Close()
+
+	for _, client := range []string{"acme", "hobbyist"} {
+		n := 0
+		for lim.Allow(client) {
+			n++
+		}
+		fmt.Printf("%s: %d requests, limit %d\n", client, n, lim.Peek(client).Limit)
+	}
+	// Output:
+	// acme: 4 requests, limit 4
+	// hobbyist: 2 requests, limit 2
+}
+
+// An operator raises a limit during an incident; keys keep what they owe.
+func ExampleTokenBucket_SetLimit() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	lim.AllowN("k", 10)
+	fmt.Println("before:", lim.Peek("k").Remaining, "left of", lim.Limit())
+	if err := lim.SetLimit(keylimit.PerMinute(30)); err != nil {
+		panic(err)
+	}
+	fmt.Println("after:", lim.Peek("k").Remaining, "left of", lim.Limit())
+	fmt.Println(lim.SetLimit(keylimit.PerMinute(0)))
+	// Output:
+	// before: 0 left of 10/1m0s
+	// after: 20 left of 30/1m0s
+	// keylimit: events 0 is below 1
+}

@@ -99,6 +99,9 @@ func NewSlidingWindow[K comparable](l Limit, opts ...Option) (*SlidingWindow[K],
 			MaxSlidingWindowEvents, l.Events)
 	}
 	o, err := buildOptions(opts)
+	if err == nil {
+		err = noKeyLimit(o, "SlidingWindow")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -133,10 +136,7 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 		return n == 0
 	}
 	d := s.decide(key, n, false)
-	if d.now == untrackedTime {
-		return s.overflow == admitUntracked
-	}
-	return d.ok
+	return d.ok || (d.untracked && s.overflow == admitUntracked)
 }
 
 // Take records n events for key if all n fit in the window, and reports the
@@ -149,7 +149,7 @@ func (s *SlidingWindow[K]) Take(key K, n int) Result {
 		return impossible(s.Peek(key), n)
 	}
 	d := s.decide(key, n, true)
-	if d.now == untrackedTime {
+	if d.untracked {
 		return s.untracked(s.events, n)
 	}
 	return s.result(d)
@@ -185,9 +185,11 @@ func (s *SlidingWindow[K]) Peek(key K) Result {
 // slidingDecision is a decision on n events and what Result needs of it.
 type slidingDecision struct {
 	ok bool
-	// now is the clock reading it was made at (untrackedTime if the key
-	// could not be tracked); t, the time it was made for, max(now, the
-	// newest entry); newest, the newest entry after it, if count > 0.
+	// untracked is set if the key cap left no place for the key.
+	untracked bool
+	// now is the clock reading it was made at; t, the time it was made
+	// for, max(now, the newest entry); newest, the newest entry after it,
+	// if count > 0.
 	now, t, newest int64
 	// leave is when enough entries leave the window for the request to fit
 	// (when refused).
@@ -207,7 +209,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, report bool) slidingDecision {
 	now := s.clock.now()
 	for {
 		if st == nil {
-			return slidingDecision{now: untrackedTime}
+			return slidingDecision{untracked: true}
 		}
 		// A refusal needs no lock: a consistent snapshot that refuses is
 		// the state at one instant of this call. Only an admission locks.

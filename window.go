@@ -83,6 +83,15 @@ func checkWindowCounts(name string, l Limit, countBits uint, hint string) error 
 	return nil
 }
 
+// noKeyLimit reports WithKeyLimit given to a limiter type named name that
+// has no per-key limits: they would be ignored.
+func noKeyLimit(o options, name string) error {
+	if o.keyLimit != nil {
+		return fmt.Errorf("keylimit: WithKeyLimit is not supported by a %s, only by a TokenBucket", name)
+	}
+	return nil
+}
+
 // FixedWindow limits each key to Limit.Events per window of Limit.Period. The
 // windows are aligned to multiples of Period since the Unix epoch (a minute
 // window runs from :00 to :00), as the Redis INCR and EXPIRE limiters and
@@ -157,6 +166,9 @@ func NewFixedWindow[K comparable](l Limit, opts ...Option) (*FixedWindow[K], err
 		return nil, err
 	}
 	o, err := buildOptions(opts)
+	if err == nil {
+		err = noKeyLimit(o, "FixedWindow")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -188,11 +200,8 @@ func (f *FixedWindow[K]) AllowN(key K, n int) bool {
 	if n <= 0 || uint64(n) > f.events {
 		return n == 0
 	}
-	ok, now, _, _ := f.decide(key, n)
-	if now == untrackedTime {
-		return f.overflow == admitUntracked
-	}
-	return ok
+	v, _, _, _ := f.decide(key, n)
+	return v == admitted || (v == untracked && f.overflow == admitUntracked)
 }
 
 // Take counts n events for key in the current window if all n fit, and
@@ -205,22 +214,22 @@ func (f *FixedWindow[K]) Take(key K, n int) Result {
 	if n <= 0 || uint64(n) > f.events {
 		return impossible(f.Peek(key), n)
 	}
-	ok, now, w, count := f.decide(key, n)
-	if now == untrackedTime {
+	v, now, w, count := f.decide(key, n)
+	if v == untracked {
 		return f.untracked(int(f.events), n)
 	}
-	return f.result(ok, now, w, count)
+	return f.result(v == admitted, now, w, count)
 }
 
 // decide counts n (1 <= n <= Events) events for key if they fit. It returns
-// the decision, the time it was made at, the window it was made in and the
-// count there after it. now is untrackedTime if the key could not be
-// tracked (WithMaxKeys).
-func (f *FixedWindow[K]) decide(key K, n int) (ok bool, now int64, w, count uint64) {
+// the verdict (admitted, refused, or untracked if the key cap left no place
+// for the key), the time it was made at, the window it was made in and the
+// count there after it.
+func (f *FixedWindow[K]) decide(key K, n int) (v verdict, now int64, w, count uint64) {
 	st := f.loadOrCreate(key)
 	for {
 		if st == nil {
-			return false, untrackedTime, 0, 0
+			return untracked, 0, 0, 0
 		}
 		// The clock is read inside the loop: a retry after a lost CAS must
 		// not decide on a time older than the window it lost to.
@@ -232,10 +241,10 @@ func (f *FixedWindow[K]) decide(key K, n int) (ok bool, now int64, w, count uint
 		}
 		w, count = f.at(old, now)
 		if count+uint64(n) > f.events {
-			return false, now, w, count
+			return refused, now, w, count
 		}
 		if st.word.CompareAndSwap(old, w<<f.shift|(count+uint64(n))) {
-			return true, now, w, count + uint64(n)
+			return admitted, now, w, count + uint64(n)
 		}
 	}
 }
