@@ -204,6 +204,26 @@ func ExampleFixedWindow_Wait() {
 	// keylimit: waiting 1m0s for 1 event would outlast the context deadline, 10s away
 }
 
+// Windows are aligned to the clock, not to the limiter's creation: a limiter
+// made at 0:30 ends its first minute window at 1:00, like every other
+// instance's. A count the window's word cannot hold is an error.
+func ExampleNewFixedWindow() {
+	mock := clock.NewMock()
+	mock.Add(30 * time.Second)
+	lim, err := keylimit.NewFixedWindow[string](keylimit.PerMinute(100), keylimit.WithClock(mock))
+	fmt.Println(lim.Limit(), err)
+	defer lim.Close()
+	r := lim.Take("k", 1)
+	fmt.Printf("remaining=%d reset=%v\n", r.Remaining, r.ResetAfter)
+
+	_, err = keylimit.NewFixedWindow[string](keylimit.Per(10, time.Nanosecond))
+	fmt.Println(err)
+	// Output:
+	// 100/1m0s <nil>
+	// remaining=99 reset=30s
+	// keylimit: a FixedWindow counts at most 3 events per 1ns, not 10
+}
+
 // Refund undoes an admission, for a request that one limit admitted and
 // another refused, or that failed before doing any work.
 func ExampleFixedWindow_Refund() {
