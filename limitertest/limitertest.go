@@ -1,5 +1,6 @@
 // Package limitertest is the behaviour suite every keylimit.Limiter passes:
-// the in-memory TokenBucket, FixedWindow and SlidingWindow, and the Redis
+// the in-memory TokenBucket, FixedWindow, SlidingWindow and SlidingCounter
+// (as an approximate limiter, see Harness.Approximate), and the Redis
 // limiters of the redislimit module. One table, run against every
 // implementation, so that they cannot drift apart.
 //
