@@ -57,6 +57,9 @@ type Contender struct {
 	Evicts string
 	// New builds the limiter for q. Call Close on it when done.
 	New func(q Quota) (Limiter, error)
+	// Bound is the most it may admit on one key in a given time; nil means
+	// BucketBound.
+	Bound Bound
 }
 
 // Contenders returns every contender, in the order the tables list them: the
@@ -64,7 +67,10 @@ type Contender struct {
 func Contenders() []Contender {
 	return []Contender{
 		floorContender,
-		keylimitContender("keylimit-bucket", keylimit.NewTokenBucket[string]),
+		keylimitContender("keylimit-bucket", BucketBound, keylimit.NewTokenBucket[string]),
+		keylimitContender("keylimit-fixedwindow", EpochWindowBound, keylimit.NewFixedWindow[string]),
+		keylimitContender("keylimit-slidingwindow", BucketBound, keylimit.NewSlidingWindow[string]),
+		keylimitContender("keylimit-slidingcounter", EpochWindowBound, keylimit.NewSlidingCounter[string]),
 		xtimeSyncMap,
 		xtimeRWMutex,
 		jujuSyncMap,
@@ -100,14 +106,16 @@ type keylimitLimiter interface {
 }
 
 // keylimitContender turns a keylimit constructor into a contender, so that
-// each keylimit type is one line of Contenders. The limiter it builds is the
+// each keylimit type is one line of Contenders: its name, the bound its
+// algorithm keeps, its constructor. The limiter it builds is the
 // keylimit type itself, not a wrapper: a benchmark calls its Allow through
 // Limiter exactly as it calls the floor's.
-func keylimitContender[L keylimitLimiter](name string, newL func(keylimit.Limit, ...keylimit.Option) (L, error)) Contender {
+func keylimitContender[L keylimitLimiter](name string, bound Bound, newL func(keylimit.Limit, ...keylimit.Option) (L, error)) Contender {
 	return Contender{
-		Name: name,
-		Kind: Keylimit,
-		Doc:  fmt.Sprintf("`%T`, built with `keylimit.Per(burst, period)`", *new(L)),
+		Name:  name,
+		Kind:  Keylimit,
+		Bound: bound,
+		Doc:   fmt.Sprintf("`%T`, built with `keylimit.Per(burst, period)`", *new(L)),
 		Evicts: "a background sweep every `WithEvictionInterval` (by default the time a key takes to go idle, " +
 			"kept between 10 s and 10 min) removes the keys indistinguishable from new ones",
 		New: func(q Quota) (Limiter, error) {

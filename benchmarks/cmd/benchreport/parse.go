@@ -19,6 +19,7 @@ type result struct {
 	nsPerOp   float64
 	allocs    float64
 	bytes     float64
+	admitted  float64 // the share of calls admitted
 }
 
 // parseBench reads BenchmarkAllow lines from `go test -bench` output, one or
@@ -72,6 +73,8 @@ func parseLine(f []string) (result, error) {
 			res.allocs = v
 		case "B/op":
 			res.bytes = v
+		case "admitted/op":
+			res.admitted = v
 		}
 	}
 	return res, nil

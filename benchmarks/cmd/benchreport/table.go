@@ -53,8 +53,18 @@ func (s *speed) values(k cellKey, f func(result) float64) []float64 {
 	return xs
 }
 
-func nsPerOp(r result) float64 { return r.nsPerOp }
-func allocs(r result) float64  { return r.allocs }
+func nsPerOp(r result) float64  { return r.nsPerOp }
+func allocs(r result) float64   { return r.allocs }
+func admitted(r result) float64 { return r.admitted }
+
+// median returns a cell's median ns/op, or NaN if it has none.
+func (s *speed) median(limit, row, c string) float64 {
+	xs := s.values(cellKey{limit, row, c}, nsPerOp)
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	return median(xs)
+}
 
 // round returns the ns/op of a cell in one round, or NaN if it has none.
 func (s *speed) round(k cellKey, round int) float64 {
@@ -102,9 +112,8 @@ func (s *speed) bestOf(limit, row string, cs []string) func(round int) float64 {
 func (s *speed) fastest(limit, row string, cs []string) string {
 	best, bestNs := "", math.Inf(1)
 	for _, c := range cs {
-		xs := s.values(cellKey{limit, row, c}, nsPerOp)
-		if len(xs) > 0 && median(xs) < bestNs {
-			best, bestNs = c, median(xs)
+		if m := s.median(limit, row, c); m < bestNs {
+			best, bestNs = c, m
 		}
 	}
 	return best
