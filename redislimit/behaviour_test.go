@@ -41,19 +41,26 @@ func nilIfErr[L keylimit.Limiter[string]](lim L, err error) (keylimit.Limiter[st
 // TestBehaviour runs the shared behaviour suite against each Redis limiter,
 // on Redis server time: the cases that step a clock skip (Redis time cannot
 // be moved), refill is checked by sleeping, and contention makes as many
-// calls as round trips allow.
+// calls as round trips allow. Each runs with the deny cache on (the
+// default) and off, so that the contention case counts Redis's own
+// exactness too, not only the cache's.
 func TestBehaviour(t *testing.T) {
 	for _, typ := range types {
-		t.Run(typ.name, func(t *testing.T) {
-			c := shared.client(t)
-			limitertest.Run(t, limitertest.Harness{
-				New: func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error) {
-					// A generous timeout: under -race on a busy machine a
-					// slow round trip must not turn into a fallback decision.
-					return typ.new(c, l, redislimit.WithTimeout(10*time.Second))
-				},
-				Attempts: 2_000,
+		for _, cache := range []struct {
+			name string
+			size int
+		}{{"cache", redislimit.DefaultDenyCacheSize}, {"nocache", 0}} {
+			t.Run(typ.name+"/"+cache.name, func(t *testing.T) {
+				c := shared.client(t)
+				limitertest.Run(t, limitertest.Harness{
+					New: func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error) {
+						// A generous timeout: under -race on a busy machine a
+						// slow round trip must not turn into a fallback decision.
+						return typ.new(c, l, redislimit.WithTimeout(10*time.Second), redislimit.WithDenyCacheSize(cache.size))
+					},
+					Attempts: 2_000,
+				})
 			})
-		})
+		}
 	}
 }

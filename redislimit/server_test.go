@@ -50,6 +50,8 @@ type server struct {
 	addr string
 	cmd  *exec.Cmd
 	dir  string
+	// stats is the client commandStats reads with, made on first use.
+	stats *redis.Client
 }
 
 // freePort asks the kernel for a free port on 127.0.0.1.
@@ -138,29 +140,63 @@ func (s *server) client(t testing.TB) *redis.Client {
 	return c
 }
 
-// commands returns how many commands the server has run, INFO excluded, from
-// INFO commandstats.
-func (s *server) commands(t testing.TB) int64 {
+// commandStats returns the calls of each command the server has run, from
+// INFO commandstats, by name ("evalsha", "get", ...). It counts the commands
+// scripts run as well as those clients send. INFO itself is left out.
+func (s *server) commandStats(t testing.TB) map[string]int64 {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.addr})
-	defer c.Close()
-	info, err := c.Info(context.Background(), "commandstats").Result()
+	if s.stats == nil {
+		// One connection, made once: a new one would add its handshake
+		// (HELLO, CLIENT SETINFO) to the counts.
+		s.stats = redis.NewClient(&redis.Options{Addr: s.addr, PoolSize: 1})
+		t.Cleanup(func() { s.stats.Close(); s.stats = nil })
+	}
+	info, err := s.stats.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatalf("INFO commandstats: %v", err)
 	}
-	var total int64
+	stats := map[string]int64{}
 	for _, line := range strings.Split(info, "\n") {
 		// cmdstat_evalsha:calls=12,usec=345,...
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
 			continue
 		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
 		n, err := strconv.ParseInt(calls, 10, 64)
 		if err != nil {
 			t.Fatalf("INFO commandstats: cannot read %q: %v", line, err)
 		}
+		stats[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return stats
+}
+
+// commands returns how many commands the server has run in all, those run
+// by scripts included.
+func (s *server) commands(t testing.TB) int64 {
+	t.Helper()
+	var total int64
+	for _, n := range s.commandStats(t) {
 		total += n
 	}
 	return total
+}
+
+// inScripts are the commands the limiters' scripts run inside Redis.
+var inScripts = map[string]bool{"time": true, "get": true, "set": true, "del": true, "hmget": true, "hset": true,
+	"pexpire": true, "llen": true, "lindex": true, "ltrim": true, "rpush": true}
+
+// sentSince returns the commands clients sent since commandStats returned
+// before, by name: the differences in the counts, less the commands that
+// scripts run inside Redis.
+func (s *server) sentSince(t testing.TB, before map[string]int64) map[string]int64 {
+	t.Helper()
+	sent := map[string]int64{}
+	for name, n := range s.commandStats(t) {
+		if d := n - before[name]; d != 0 && !inScripts[name] {
+			sent[name] = d
+		}
+	}
+	return sent
 }
