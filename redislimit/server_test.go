@@ -39,10 +39,18 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	shared = s
+	// The tests kill servers on purpose; the client's log of the failed
+	// reconnections would only bury the test output.
+	redis.SetLogger(quietLogger{})
 	code := m.Run()
 	s.stop()
 	os.Exit(code)
 }
+
+// quietLogger drops go-redis's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // server is one redis-server process.
 type server struct {

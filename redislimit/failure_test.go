@@ -1,0 +1,323 @@
+package redislimit_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// errorLog collects what WithOnError reports.
+type errorLog struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errorLog) add(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+}
+
+func (l *errorLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.errs)
+}
+
+// quickClient is a client that gives up on a dead server at once (no
+// retries), so that a test of an outage does not wait out its timeouts.
+func quickClient(t *testing.T, s *server) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.addr, ContextTimeoutEnabled: true,
+		MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestRedisKilledAndRestarted kills redis-server (SIGKILL) under a limiter,
+// checks that the failure policy answers while it is down, starts it again
+// on the same port, and checks that decisions are exact again: the quota,
+// no more, no less, all made by Redis.
+func TestRedisKilledAndRestarted(t *testing.T) {
+	cases := []struct {
+		typ    string
+		policy redislimit.FailurePolicy
+		// whileDown checks the answers to 20 Allow calls while Redis is down.
+		whileDown func(t *testing.T, admitted int, r keylimit.Result)
+	}{
+		{"TokenBucket", redislimit.FailOpen(), func(t *testing.T, admitted int, r keylimit.Result) {
+			if admitted != 20 || !r.Allowed || r.Remaining != 9 {
+				t.Fatalf("fail open: admitted %d of 20, last %+v; want all, Remaining 9", admitted, r)
+			}
+		}},
+		{"TokenBucket", redislimit.FailClosed(), func(t *testing.T, admitted int, r keylimit.Result) {
+			if admitted != 0 || r.Allowed || r.RetryAfter != 6*time.Minute {
+				t.Fatalf("fail closed: admitted %d of 20, last %+v; want none, RetryAfter 6m (the interval)", admitted, r)
+			}
+		}},
+	}
+	for _, typ := range types {
+		cases = append(cases, struct {
+			typ       string
+			policy    redislimit.FailurePolicy
+			whileDown func(t *testing.T, admitted int, r keylimit.Result)
+		}{typ.name, redislimit.FailLocal(2), func(t *testing.T, admitted int, r keylimit.Result) {
+			if admitted != 5 || r.Allowed {
+				t.Fatalf("fail local/2: admitted %d of 20, last %+v; want exactly 5, half the quota of 10", admitted, r)
+			}
+		}})
+	}
+	for _, c := range cases {
+		t.Run(c.typ+"/"+c.policy.String(), func(t *testing.T) {
+			var newLim newFunc
+			for _, typ := range types {
+				if typ.name == c.typ {
+					newLim = typ.new
+				}
+			}
+			s := newServer(t)
+			mock := clock.NewMock() // local time: the backoff and the fallback run on it
+			var errs errorLog
+			lim, err := newLim(quickClient(t, s), keylimit.PerHour(10),
+				redislimit.WithTimeout(patient), redislimit.WithClock(mock),
+				redislimit.WithFailurePolicy(c.policy), redislimit.WithOnError(errs.add))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !lim.AllowN("before", 10) || lim.Allow("before") {
+				t.Fatal("with Redis up: the quota of 10 was not admitted exactly")
+			}
+
+			s.kill()
+			admitted, last := 0, keylimit.Result{}
+			for range 20 {
+				if last = lim.Take("down", 1); last.Allowed {
+					admitted++
+				}
+			}
+			c.whileDown(t, admitted, last)
+			// The first failure went to OnError; the backoff spared Redis
+			// (and the caller) the other 19 attempts.
+			if n := errs.len(); n != 1 {
+				t.Fatalf("OnError was called %d times during the outage, want 1 (then the backoff)", n)
+			}
+			var rerr *redislimit.Error
+			if !errors.As(errs.errs[0], &rerr) || rerr.Op != "take" || rerr.Key != "down" {
+				t.Fatalf("OnError got %v, want a *redislimit.Error for take \"down\"", errs.errs[0])
+			}
+			if _, err := lim.(interface {
+				TakeContext(context.Context, string, int) (keylimit.Result, error)
+			}).TakeContext(context.Background(), "down", 1); !errors.Is(err, redislimit.ErrUnavailable) {
+				t.Fatalf("TakeContext during the backoff: error %v, want ErrUnavailable", err)
+			}
+
+			if err := s.start(); err != nil { // the same port: the client reconnects
+				t.Fatal(err)
+			}
+			mock.Add(redislimit.DefaultFailureBackoff)
+			if r := lim.Peek("after"); !r.Allowed || r.Remaining != 10 {
+				t.Fatalf("Peek once Redis is back: %+v", r)
+			}
+			errsBefore := errs.len()
+			admitted = 0
+			for range 30 {
+				if lim.Allow("after") {
+					admitted++
+				}
+			}
+			if admitted != 10 || errs.len() != errsBefore {
+				t.Fatalf("once Redis is back: admitted %d of 30 with %d errors, want exactly 10 and none",
+					admitted, errs.len()-errsBefore)
+			}
+		})
+	}
+}
+
+// TestStalledRedisTimesOut: a Redis that accepts connections but never
+// answers (SIGSTOP) holds a decision only until the timeout; the policy
+// answers and the error says the deadline passed. (The client's own read
+// timeout, 5 s, plays no part.)
+func TestStalledRedisTimesOut(t *testing.T) {
+	s := newServer(t)
+	var errs errorLog
+	lim, err := redislimit.NewTokenBucket(s.client(t), keylimit.PerHour(10),
+		redislimit.WithTimeout(100*time.Millisecond), redislimit.WithFailurePolicy(redislimit.FailClosed()),
+		redislimit.WithOnError(errs.add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lim.Allow("k") {
+		t.Fatal("Allow with Redis up was refused")
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer s.cmd.Process.Signal(syscall.SIGCONT)
+	start := time.Now()
+	r, err := lim.TakeContext(context.Background(), "k", 1)
+	// Not a speed test: a bound far above the timeout and far below the
+	// client's 5 s, that only a call ignoring its deadline would break.
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("a decision on a stalled Redis took %v with a timeout of 100ms", took)
+	}
+	if r.Allowed || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("on a stalled Redis: %+v, %v; want refused (fail closed) and a deadline error", r, err)
+	}
+	if errs.len() != 1 {
+		t.Fatalf("OnError was called %d times, want 1", errs.len())
+	}
+}
+
+// TestErrorReplyDoesNotStartTheBackoff: an error reply means Redis is up
+// (here, the key holds a value of another type), so only that call is
+// answered by the policy, and the next key goes to Redis.
+func TestErrorReplyDoesNotStartTheBackoff(t *testing.T) {
+	c := shared.client(t)
+	var errs errorLog
+	lim, err := redislimit.NewFixedWindow(c, keylimit.PerHour(10), redislimit.WithPrefix(testKey(t, "p")+":"),
+		redislimit.WithTimeout(patient), redislimit.WithFailurePolicy(redislimit.FailClosed()), redislimit.WithOnError(errs.add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(context.Background(), lim.Prefix()+"clobbered", "not a hash", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := lim.TakeContext(context.Background(), "clobbered", 1)
+	if r.Allowed || err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("Take on a key of another type: %+v, %v; want refused with a WRONGTYPE error", r, err)
+	}
+	if r, err := lim.TakeContext(context.Background(), "fine", 1); !r.Allowed || err != nil {
+		t.Fatalf("Take on another key right after: %+v, %v; want allowed by Redis", r, err)
+	}
+}
+
+// TestConstructorErrors: what the constructors refuse, and that they say why.
+func TestConstructorErrors(t *testing.T) {
+	ignoresDeadlines := redis.NewClient(&redis.Options{Addr: shared.addr})
+	t.Cleanup(func() { ignoresDeadlines.Close() })
+	good := shared.client(t)
+	for _, c := range []struct {
+		name   string
+		client redis.UniversalClient
+		limit  keylimit.Limit
+		opts   []redislimit.Option
+		want   string
+	}{
+		{"nil client", nil, keylimit.PerHour(1), nil, "client is nil"},
+		{"client ignores deadlines", ignoresDeadlines, keylimit.PerHour(1), nil, "ContextTimeoutEnabled"},
+		{"invalid limit", good, keylimit.Per(0, time.Second), nil, "keylimit: events 0 is below 1"},
+		{"zero timeout", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithTimeout(0)}, "timeout 0s is not positive"},
+		{"negative deny cache", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithDenyCacheSize(-1)}, "deny cache size -1"},
+		{"negative backoff", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailureBackoff(-1)}, "backoff -1ns is negative"},
+		{"nil clock", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithClock(nil)}, "WithClock(nil)"},
+		{"zero policy", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailurePolicy(redislimit.FailurePolicy{})}, "zero FailurePolicy"},
+		{"FailLocal(0)", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailurePolicy(redislimit.FailLocal(0))}, "FailLocal(0)"},
+	} {
+		for _, typ := range types {
+			lim, err := typ.new(c.client, c.limit, c.opts...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s, %s: error %v, want one containing %q", typ.name, c.name, err, c.want)
+			}
+			if lim != nil {
+				t.Errorf("%s, %s: a limiter came with the error", typ.name, c.name)
+			}
+		}
+	}
+	if _, err := redislimit.NewTokenBucket(good, keylimit.Per(1, 60*24*time.Hour)); err == nil ||
+		!strings.Contains(err.Error(), "redislimit: burst 1 at one event per 1440h0m0s spans more than") {
+		t.Errorf("a bucket spanning 60 days: error %v, want one saying the span is too long", err)
+	}
+	for _, typ := range types[1:] {
+		if _, err := typ.new(good, keylimit.Per(1, 1500*time.Nanosecond)); err == nil ||
+			!strings.Contains(err.Error(), "period 1.5µs is not a whole number of microseconds") {
+			t.Errorf("%s with a period of 1.5µs: error %v, want one about microseconds", typ.name, err)
+		}
+	}
+}
+
+// TestKillUnderLoad kills and restarts redis-server while goroutines keep
+// deciding on it: nothing panics or races, the errors reach OnError, and
+// once Redis is back (and the backoff over) decisions are exact again.
+func TestKillUnderLoad(t *testing.T) {
+	for _, typ := range types {
+		t.Run(typ.name, func(t *testing.T) {
+			s := newServer(t)
+			var errs errorLog
+			lim, err := typ.new(quickClient(t, s), keylimit.PerSecond(100),
+				redislimit.WithTimeout(patient), redislimit.WithFailureBackoff(20*time.Millisecond),
+				redislimit.WithFailurePolicy(redislimit.FailClosed()), redislimit.WithOnError(errs.add))
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Go(func() {
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						lim.Take(testKey(t, "load"), 1+(g+i)%3)
+						lim.Allow("hot")
+					}
+				})
+			}
+			time.Sleep(50 * time.Millisecond)
+			s.kill()
+			time.Sleep(100 * time.Millisecond)
+			if err := s.start(); err != nil {
+				close(stop)
+				wg.Wait()
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			close(stop)
+			wg.Wait()
+			if errs.len() == 0 {
+				t.Fatal("no error reached OnError while Redis was down")
+			}
+			waitUntilBack(t, lim)
+			errsBefore := errs.len()
+			key := testKey(t, "after")
+			admitted := 0
+			for range 150 {
+				if lim.Allow(key) {
+					admitted++
+				}
+			}
+			// 150 calls take far less than the 10 ms a token takes to come
+			// back, but allow for a slow machine: at most 100 + elapsed/10ms.
+			if admitted < 100 || admitted > 105 || errs.len() != errsBefore {
+				t.Fatalf("once Redis is back: admitted %d of 150 with errors %v, want 100 (a few more on a slow machine) and none",
+					admitted, errs.errs[errsBefore:])
+			}
+		})
+	}
+}
+
+// waitUntilBack waits until lim reaches Redis again. After a burst of
+// failed dials, go-redis's pool stops dialing and probes the server once a
+// second, so a restarted server may be unreachable for a second or so.
+func waitUntilBack(t *testing.T, lim keylimit.Limiter[string]) {
+	t.Helper()
+	peek := lim.(interface {
+		PeekContext(context.Context, string) (keylimit.Result, error)
+	}).PeekContext
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err = peek(context.Background(), "probe"); err == nil {
+			return
+		}
+	}
+	t.Fatalf("the limiter did not reach the restarted Redis within 10s: %v", err)
+}
