@@ -54,6 +54,8 @@ func (d *denyCache) init(max int) {
 // remembered refusal, if one covers it. The Result is the refusal's, moved on
 // by the time that has passed: RetryAfter and ResetAfter shrink, Remaining is
 // as Redis reported it (a lower bound: capacity may have come back since).
+// For a request larger than the one refused, RetryAfter is a lower bound
+// too: more events may take longer to fit.
 func (d *denyCache) check(key string, n int, now int64) (keylimit.Result, bool) {
 	if d.m == nil {
 		return keylimit.Result{}, false
