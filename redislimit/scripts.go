@@ -30,3 +30,7 @@ const (
 	modePeek   = "peek"
 	modeRefund = "refund"
 )
+
+// modeArgs are the modes boxed once, so that passing one to the client as an
+// argument does not allocate.
+var modeArgs = map[string]any{modeTake: modeTake, modePeek: modePeek, modeRefund: modeRefund}

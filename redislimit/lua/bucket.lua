@@ -15,7 +15,9 @@
 -- ARGV[3]  interval: ns per token, Limit.Interval().
 -- ARGV[4]  tau: burst × interval in ns, how far the TAT may run ahead of now.
 --
--- Returns {allowed (0 or 1), remaining tokens, retry-after ns, reset-after ns}.
+-- Returns "allowed remaining retry-after reset-after": four integers in one
+-- string, which the client reads with fewer allocations than an array.
+-- allowed is 0 or 1, remaining is in tokens, the times are in ns.
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Unix
 -- time in ns (about 2^61) is not, so times are kept as whole seconds plus ns
@@ -26,6 +28,11 @@
 -- reading TIME before writing is allowed. Redis 5 and later always do (and
 -- 7 keeps the function only as a no-op).
 if redis.replicate_commands then redis.replicate_commands() end
+
+-- reply formats the four integers the script returns.
+local function reply(allowed, remaining, retry, reset)
+  return string.format('%d %d %d %d', allowed, remaining, retry, reset)
+end
 
 local key = KEYS[1]
 local mode = ARGV[1]
@@ -70,18 +77,18 @@ if mode == 'take' then
   if next > tau then
     -- Refused: nothing is written. The request passes once the TAT that
     -- admitting it gives is no more than tau ahead.
-    return {0, remaining(base), next - tau, base}
+    return reply(0, remaining(base), next - tau, base)
   end
   store(next)
-  return {1, remaining(next), 0, next}
+  return reply(1, remaining(next), 0, next)
 end
 
 if mode == 'peek' then
   local next = base + interval
   if next > tau then
-    return {0, remaining(base), next - tau, base}
+    return reply(0, remaining(base), next - tau, base)
   end
-  return {1, remaining(base), 0, base}
+  return reply(1, remaining(base), 0, base)
 end
 
 if mode == 'refund' then
@@ -92,7 +99,7 @@ if mode == 'refund' then
   elseif stored then
     redis.call('DEL', key)
   end
-  return {1, remaining(math.max(back, 0)), 0, math.max(back, 0)}
+  return reply(1, remaining(math.max(back, 0)), 0, math.max(back, 0))
 end
 
 return redis.error_reply('redislimit: bucket.lua: unknown mode ' .. tostring(mode))

@@ -17,12 +17,19 @@
 -- ARGV[3]  period in µs (the caller requires a whole number of µs).
 -- ARGV[4]  events per window.
 --
--- Returns {allowed (0 or 1), remaining, retry-after µs, reset-after µs}.
+-- Returns "allowed remaining retry-after reset-after": four integers in one
+-- string, which the client reads with fewer allocations than an array.
+-- allowed is 0 or 1, remaining is in events, the times are in µs.
 -- Times are in µs, the resolution of TIME: Unix time in µs (about 2^51) is
 -- exact in a Lua double, and so is every sum below.
 
 -- Redis 3.2 to 4: replicate effects, so that TIME may precede writes.
 if redis.replicate_commands then redis.replicate_commands() end
+
+-- reply formats the four integers the script returns.
+local function reply(allowed, remaining, retry, reset)
+  return string.format('%d %d %d %d', allowed, remaining, retry, reset)
+end
 
 local key = KEYS[1]
 local mode = ARGV[1]
@@ -63,23 +70,23 @@ end
 if mode == 'take' then
   if count + n > events then
     -- Refused: nothing is written; the next window starts afresh.
-    return {0, events - count, left, reset(count)}
+    return reply(0, events - count, left, reset(count))
   end
   store(count + n)
-  return {1, events - count - n, 0, left}
+  return reply(1, events - count - n, 0, left)
 end
 
 if mode == 'peek' then
   if count + 1 > events then
-    return {0, events - count, left, reset(count)}
+    return reply(0, events - count, left, reset(count))
   end
-  return {1, events - count, 0, reset(count)}
+  return reply(1, events - count, 0, reset(count))
 end
 
 if mode == 'refund' then
   local c = math.max(count - n, 0)
   if c ~= count then store(c) end
-  return {1, events - c, 0, reset(c)}
+  return reply(1, events - c, 0, reset(c))
 end
 
 return redis.error_reply('redislimit: fixed.lua: unknown mode ' .. tostring(mode))

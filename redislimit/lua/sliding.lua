@@ -15,12 +15,19 @@
 -- ARGV[3]  period in µs (the caller requires a whole number of µs).
 -- ARGV[4]  events per period.
 --
--- Returns {allowed (0 or 1), remaining, retry-after µs, reset-after µs}.
+-- Returns "allowed remaining retry-after reset-after": four integers in one
+-- string, which the client reads with fewer allocations than an array.
+-- allowed is 0 or 1, remaining is in events, the times are in µs.
 -- Times are in µs, the resolution of TIME, so Unix times (about 2^51) and
 -- every sum below are exact in a Lua double.
 
 -- Redis 3.2 to 4: replicate effects, so that TIME may precede writes.
 if redis.replicate_commands then redis.replicate_commands() end
+
+-- reply formats the four integers the script returns.
+local function reply(allowed, remaining, retry, reset)
+  return string.format('%d %d %d %d', allowed, remaining, retry, reset)
+end
 
 local key = KEYS[1]
 local mode = ARGV[1]
@@ -74,7 +81,7 @@ end
 -- refused: n does not fit until count + n - events entries have left; the
 -- last of those to leave is the (count + n - events)-th oldest in the window.
 local function refused(need)
-  return {0, events - count, leaves(first + count + need - events - 1), reset(count)}
+  return reply(0, events - count, leaves(first + count + need - events - 1), reset(count))
 end
 
 if mode == 'take' then
@@ -94,14 +101,14 @@ if mode == 'take' then
     left = left - chunk
   end
   redis.call('PEXPIRE', key, math.ceil(period / 1000))
-  return {1, events - count - n, 0, period}
+  return reply(1, events - count - n, 0, period)
 end
 
 if mode == 'peek' then
   if count + 1 > events then
     return refused(1)
   end
-  return {1, events - count, 0, reset(count)}
+  return reply(1, events - count, 0, reset(count))
 end
 
 if mode == 'refund' then
@@ -110,13 +117,13 @@ if mode == 'refund' then
   local c = math.max(count - n, 0)
   if c == 0 then
     redis.call('DEL', key)
-    return {1, events, 0, 0}
+    return reply(1, events, 0, 0)
   end
   redis.call('LTRIM', key, first, first + c - 1)
   newest = at(-1)
   local ttl = newest + period - now
   redis.call('PEXPIRE', key, math.ceil(ttl / 1000))
-  return {1, events - c, 0, ttl}
+  return reply(1, events - c, 0, ttl)
 end
 
 return redis.error_reply('redislimit: sliding.lua: unknown mode ' .. tostring(mode))
