@@ -258,13 +258,13 @@ func (l *limiter) Close() error {
 
 // run makes one script call for key at local time now, unless Redis failed
 // less than the backoff ago, and decodes its reply.
-func (l *limiter) run(ctx context.Context, mode, key string, n int, now int64) (keylimit.Result, error) {
+func (l *limiter) run(ctx context.Context, mode any, key string, n int, now int64) (keylimit.Result, error) {
 	if err := l.down(now); err != nil {
 		return keylimit.Result{}, err
 	}
 	c, tctx, cancel := startCall(ctx, l.timeout)
 	c.keys[0] = l.prefix + key
-	c.args = [4]any{modeArgs[mode], n, l.alg.arg3, l.alg.arg4}
+	c.args = [4]any{mode, n, l.alg.arg3, l.alg.arg4}
 	reply, err := l.alg.script.Run(tctx, l.client, c.keys[:], c.args[:]...).Text()
 	c.end(cancel)
 	if err != nil {

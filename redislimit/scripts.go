@@ -6,31 +6,30 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The Lua scripts, one per algorithm, each commented in its own file under
-// lua/. Each decision is one call of one of them: EVALSHA, and EVAL once if
-// the server does not know the script yet (a new or restarted server), which
-// is what redis.Script.Run does.
+// The Lua scripts, one per algorithm, each made of lua/prelude.lua (the
+// arguments, Redis time, the reply) and the algorithm's own file, all
+// commented. Each decision is one call of one script: EVALSHA, and EVAL
+// once if the server does not know the script yet (a new or restarted
+// server), which is what redis.Script.Run does.
 var (
+	//go:embed lua/prelude.lua
+	preludeLua string
 	//go:embed lua/bucket.lua
-	bucketLua    string
-	bucketScript = redis.NewScript(bucketLua)
-
+	bucketLua string
 	//go:embed lua/fixed.lua
-	fixedLua    string
-	fixedScript = redis.NewScript(fixedLua)
-
+	fixedLua string
 	//go:embed lua/sliding.lua
-	slidingLua    string
-	slidingScript = redis.NewScript(slidingLua)
+	slidingLua string
+
+	bucketScript  = redis.NewScript(preludeLua + bucketLua)
+	fixedScript   = redis.NewScript(preludeLua + fixedLua)
+	slidingScript = redis.NewScript(preludeLua + slidingLua)
 )
 
-// The modes every script takes as ARGV[1].
-const (
-	modeTake   = "take"
-	modePeek   = "peek"
-	modeRefund = "refund"
+// The modes every script takes as ARGV[1], boxed once so that passing one to
+// the client as an argument does not allocate.
+var (
+	modeTake   any = "take"
+	modePeek   any = "peek"
+	modeRefund any = "refund"
 )
-
-// modeArgs are the modes boxed once, so that passing one to the client as an
-// argument does not allocate.
-var modeArgs = map[string]any{modeTake: modeTake, modePeek: modePeek, modeRefund: modeRefund}

@@ -1,4 +1,4 @@
--- bucket.lua: one decision of a GCRA token bucket, atomically, on Redis time.
+-- bucket.lua: one decision of a GCRA token bucket, after prelude.lua.
 --
 -- The same algorithm as keylimit.TokenBucket: the key's whole state is its
 -- theoretical arrival time (TAT), the instant its bucket is full again. The
@@ -8,43 +8,21 @@
 -- KEYS[1]  the key's state: a string, the TAT in ns since the Unix epoch in
 --          decimal (19 digits), expiring at the TAT itself, when the bucket
 --          is full and the state is the same as no state at all.
--- ARGV[1]  "take": take n tokens if all n are there, else nothing;
---          "peek": report whether 1 token is there, write nothing;
---          "refund": give n tokens back, never above a full bucket.
--- ARGV[2]  n, 1 <= n <= burst (checked by the caller).
 -- ARGV[3]  interval: ns per token, Limit.Interval().
 -- ARGV[4]  tau: burst × interval in ns, how far the TAT may run ahead of now.
---
--- Returns "allowed remaining retry-after reset-after": four integers in one
--- string, which the client reads with fewer allocations than an array.
--- allowed is 0 or 1, remaining is in tokens, the times are in ns.
+-- Modes: take n tokens; peek at 1; refund n tokens, never above a full
+-- bucket. Times in the reply are in ns; remaining is in tokens.
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Unix
 -- time in ns (about 2^61) is not, so times are kept as whole seconds plus ns
 -- within the second, and only differences from now are formed; the caller
 -- keeps tau + interval below 2^52, so every difference is exact.
 
--- Redis 3.2 to 4: replicate this script's writes, not the script, so that
--- reading TIME before writing is allowed. Redis 5 and later always do (and
--- 7 keeps the function only as a no-op).
-if redis.replicate_commands then redis.replicate_commands() end
-
--- reply formats the four integers the script returns.
-local function reply(allowed, remaining, retry, reset)
-  return string.format('%d %d %d %d', allowed, remaining, retry, reset)
-end
-
-local key = KEYS[1]
-local mode = ARGV[1]
-local n = tonumber(ARGV[2])
 local interval = tonumber(ARGV[3])
 local tau = tonumber(ARGV[4])
 local burst = math.floor(tau / interval)
 
--- now, on the server's clock: TIME is {seconds, microseconds}.
-local t = redis.call('TIME')
-local now_s = tonumber(t[1])
-local now_ns = tonumber(t[2]) * 1000
+local now_ns = now_us * 1000 -- now is now_s seconds + now_ns ns
 
 -- ahead = TAT - now, in ns. A missing key is a full bucket: TAT <= now.
 local ahead = 0
@@ -101,5 +79,3 @@ if mode == 'refund' then
   end
   return reply(1, remaining(math.max(back, 0)), 0, math.max(back, 0))
 end
-
-return redis.error_reply('redislimit: bucket.lua: unknown mode ' .. tostring(mode))

@@ -1,4 +1,4 @@
--- fixed.lua: one decision of a fixed-window counter, atomically, on Redis time.
+-- fixed.lua: one decision of a fixed-window counter, after prelude.lua.
 --
 -- The same algorithm as keylimit.FixedWindow: windows of one period each,
 -- aligned to multiples of the period since the Unix epoch, so every instance
@@ -10,35 +10,18 @@
 --          state at all. The window index is stored, not trusted to expiry:
 --          PEXPIRE has ms resolution and may lag, so a state left over from
 --          an earlier window is recognised and ignored.
--- ARGV[1]  "take": admit n if all n fit in this window, else nothing;
---          "peek": report whether 1 more fits, write nothing;
---          "refund": give n admissions of this window back.
--- ARGV[2]  n, 1 <= n <= events (checked by the caller).
 -- ARGV[3]  period in µs (the caller requires a whole number of µs).
 -- ARGV[4]  events per window.
 --
--- Returns "allowed remaining retry-after reset-after": four integers in one
--- string, which the client reads with fewer allocations than an array.
--- allowed is 0 or 1, remaining is in events, the times are in µs.
--- Times are in µs, the resolution of TIME: Unix time in µs (about 2^51) is
--- exact in a Lua double, and so is every sum below.
+-- Modes: take n admissions; peek at 1; refund n admissions of this window.
+-- Remaining is in events; times in the reply are in µs, the resolution of
+-- TIME: Unix time in µs (about 2^51) is exact in a Lua double, and so is
+-- every sum below.
 
--- Redis 3.2 to 4: replicate effects, so that TIME may precede writes.
-if redis.replicate_commands then redis.replicate_commands() end
-
--- reply formats the four integers the script returns.
-local function reply(allowed, remaining, retry, reset)
-  return string.format('%d %d %d %d', allowed, remaining, retry, reset)
-end
-
-local key = KEYS[1]
-local mode = ARGV[1]
-local n = tonumber(ARGV[2])
 local period = tonumber(ARGV[3])
 local events = tonumber(ARGV[4])
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1e6 + tonumber(t[2])
+local now = now_s * 1e6 + now_us -- µs since the Unix epoch
 -- fmod is exact on doubles; so is the division of a multiple of period.
 local into = math.fmod(now, period)
 local window = (now - into) / period
@@ -88,5 +71,3 @@ if mode == 'refund' then
   if c ~= count then store(c) end
   return reply(1, events - c, 0, reset(c))
 end
-
-return redis.error_reply('redislimit: fixed.lua: unknown mode ' .. tostring(mode))

@@ -1,4 +1,4 @@
--- sliding.lua: one decision of an exact sliding log, atomically, on Redis time.
+-- sliding.lua: one decision of an exact sliding log, after prelude.lua.
 --
 -- The same algorithm as keylimit.SlidingWindow: the key keeps the times of
 -- its admissions, and admits n iff fewer than events - n + 1 of them lie in
@@ -8,35 +8,18 @@
 -- KEYS[1]  the key's state: a list of admission times in µs since the Unix
 --          epoch, oldest first, at most events long; it expires when its
 --          newest entry leaves the window, and the state is the same as none.
--- ARGV[1]  "take": admit n if all n fit, else nothing;
---          "peek": report whether 1 more fits, write nothing;
---          "refund": forget the n newest admissions.
--- ARGV[2]  n, 1 <= n <= events (checked by the caller).
 -- ARGV[3]  period in µs (the caller requires a whole number of µs).
 -- ARGV[4]  events per period.
 --
--- Returns "allowed remaining retry-after reset-after": four integers in one
--- string, which the client reads with fewer allocations than an array.
--- allowed is 0 or 1, remaining is in events, the times are in µs.
--- Times are in µs, the resolution of TIME, so Unix times (about 2^51) and
--- every sum below are exact in a Lua double.
+-- Modes: take n admissions; peek at 1; refund: forget the n newest.
+-- Remaining is in events; times in the reply are in µs, the resolution of
+-- TIME: Unix time in µs (about 2^51) is exact in a Lua double, and so is
+-- every sum below.
 
--- Redis 3.2 to 4: replicate effects, so that TIME may precede writes.
-if redis.replicate_commands then redis.replicate_commands() end
-
--- reply formats the four integers the script returns.
-local function reply(allowed, remaining, retry, reset)
-  return string.format('%d %d %d %d', allowed, remaining, retry, reset)
-end
-
-local key = KEYS[1]
-local mode = ARGV[1]
-local n = tonumber(ARGV[2])
 local period = tonumber(ARGV[3])
 local events = tonumber(ARGV[4])
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1e6 + tonumber(t[2])
+local now = now_s * 1e6 + now_us -- µs since the Unix epoch
 
 local len = redis.call('LLEN', key)
 local newest = 0
@@ -125,5 +108,3 @@ if mode == 'refund' then
   redis.call('PEXPIRE', key, math.ceil(ttl / 1000))
   return reply(1, events - c, 0, ttl)
 end
-
-return redis.error_reply('redislimit: sliding.lua: unknown mode ' .. tostring(mode))
