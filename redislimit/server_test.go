@@ -28,6 +28,14 @@ Install it, then run the tests again:
 // shared is the server most tests use; each test uses keys of its own.
 var shared *server
 
+// redisAddr is the address of the server the examples use (shared's); in
+// your code, your server's, such as "localhost:6379".
+var redisAddr string
+
+// deadAddr is an address where no Redis listens, for the examples of
+// failures.
+var deadAddr string
+
 func TestMain(m *testing.M) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		fmt.Fprintln(os.Stderr, installHint)
@@ -38,7 +46,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	shared = s
+	shared, redisAddr = s, s.addr
+	port, err := freePort()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	deadAddr = "127.0.0.1:" + strconv.Itoa(port)
 	// The tests kill servers on purpose; the client's log of the failed
 	// reconnections would only bury the test output.
 	redis.SetLogger(quietLogger{})
