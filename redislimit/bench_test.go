@@ -30,7 +30,7 @@ var benchKeys = func() []string {
 //
 //	go test -run '^$' -bench Decision -benchmem ./redislimit
 func BenchmarkDecision(b *testing.B) {
-	client := redis.NewClient(&redis.Options{Addr: shared.addr, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: shared.Addr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	l := keylimit.PerSecond(1_000_000)
 	decide := map[string]func(key string) bool{}
@@ -85,7 +85,7 @@ func BenchmarkDecision(b *testing.B) {
 //
 //	go test -run '^$' -bench Denied -benchmem ./redislimit
 func BenchmarkDenied(b *testing.B) {
-	client := redis.NewClient(&redis.Options{Addr: shared.addr, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: shared.Addr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	for _, typ := range types {
 		lim, err := typ.new(client, keylimit.PerHour(1), redislimit.WithTimeout(time.Minute))

@@ -36,7 +36,7 @@ func (l *errorLog) len() int {
 // quickClient is a client that gives up on a dead server at once (no
 // retries), so that a test of an outage does not wait out its timeouts.
 func quickClient(t *testing.T, s *server) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.addr, ContextTimeoutEnabled: true,
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true,
 		MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -96,7 +96,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 				t.Fatal("with Redis up: the quota of 10 was not admitted exactly")
 			}
 
-			s.kill()
+			s.Kill()
 			admitted, last := 0, keylimit.Result{}
 			for range 20 {
 				if last = lim.Take("down", 1); last.Allowed {
@@ -119,7 +119,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 				t.Fatalf("TakeContext during the backoff: error %v, want ErrUnavailable", err)
 			}
 
-			if err := s.start(); err != nil { // the same port: the client reconnects
+			if err := s.Restart(); err != nil { // the same port: the client reconnects
 				t.Fatal(err)
 			}
 			mock.Add(redislimit.DefaultFailureBackoff)
@@ -157,10 +157,10 @@ func TestStalledRedisTimesOut(t *testing.T) {
 	if !lim.Allow("k") {
 		t.Fatal("Allow with Redis up was refused")
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := s.Process().Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	defer s.cmd.Process.Signal(syscall.SIGCONT)
+	defer s.Process().Signal(syscall.SIGCONT)
 	start := time.Now()
 	r, err := lim.TakeContext(context.Background(), "k", 1)
 	// Not a speed test: a bound far above the timeout and far below the
@@ -201,7 +201,7 @@ func TestErrorReplyDoesNotStartTheBackoff(t *testing.T) {
 
 // TestConstructorErrors: what the constructors refuse, and that they say why.
 func TestConstructorErrors(t *testing.T) {
-	ignoresDeadlines := redis.NewClient(&redis.Options{Addr: shared.addr})
+	ignoresDeadlines := redis.NewClient(&redis.Options{Addr: shared.Addr})
 	t.Cleanup(func() { ignoresDeadlines.Close() })
 	good := shared.client(t)
 	for _, c := range []struct {
@@ -273,9 +273,9 @@ func TestKillUnderLoad(t *testing.T) {
 				})
 			}
 			time.Sleep(50 * time.Millisecond)
-			s.kill()
+			s.Kill()
 			time.Sleep(100 * time.Millisecond)
-			if err := s.start(); err != nil {
+			if err := s.Restart(); err != nil {
 				close(stop)
 				wg.Wait()
 				t.Fatal(err)
