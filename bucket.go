@@ -24,9 +24,10 @@ import (
 // under any number of goroutines: over any interval of length d, a key admits
 // at most BurstSize() + d/Interval() events.
 type TokenBucket[K comparable] struct {
-	keyed[K, bucketState]
-	gcra  gcra
-	limit Limit
+	*keyed[K, bucketState]
+	gcra    gcra
+	limit   Limit
+	evictor *evictor
 }
 
 // bucketState is one key's state.
@@ -45,10 +46,14 @@ type bucketState struct {
 const retiredTAT = -1
 
 // retireIfIdle retires st if its bucket is full at now: then it is
-// indistinguishable from a key never seen.
-func (st *bucketState) retireIfIdle(now int64) bool {
+// indistinguishable from a key never seen. Otherwise the bucket is full at
+// its TAT.
+func (st *bucketState) retireIfIdle(now int64) (bool, int64) {
 	tat := st.tat.Load()
-	return tat != retiredTAT && tat <= now && st.tat.CompareAndSwap(tat, retiredTAT)
+	if tat == retiredTAT {
+		return false, now // being removed by Reset
+	}
+	return tat <= now && st.tat.CompareAndSwap(tat, retiredTAT), tat
 }
 
 // gcra is the arithmetic of one bucket limit. Every value is in ns.
@@ -65,7 +70,12 @@ func newGCRA(l Limit) gcra {
 
 // NewTokenBucket returns a TokenBucket that admits l.Events per l.Period per
 // key, at most l.BurstSize() at once. It returns an error if l or an option
-// is invalid. Call Close when done with it, to stop its background evictor.
+// is invalid.
+//
+// The bucket forgets a key once its bucket is full again (see
+// WithEvictionInterval and WithMaxKeys). Call Close when done with it to stop
+// its evictor at once; a bucket dropped without Close stops it once the
+// garbage collector finds it unreachable.
 func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
@@ -74,7 +84,7 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 	if err != nil {
 		return nil, err
 	}
-	return &TokenBucket[K]{
+	b := &TokenBucket[K]{
 		keyed: newKeyed(o, stateHooks[K, bucketState]{
 			newState:     func(K) *bucketState { return new(bucketState) },
 			retireIfIdle: (*bucketState).retireIfIdle,
@@ -82,7 +92,9 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 		}),
 		gcra:  newGCRA(l),
 		limit: l,
-	}, nil
+	}
+	b.evictor = startEvictor(b, b.keyed, o, time.Duration(b.gcra.tau))
+	return b, nil
 }
 
 // Limit returns the limit the bucket enforces.
@@ -99,7 +111,10 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 	if n <= 0 || n > b.gcra.burst {
 		return n == 0
 	}
-	ok, _, _, _ := b.decide(key, n)
+	ok, now, _, _ := b.decide(key, n)
+	if now == untrackedTime {
+		return b.overflow == admitUntracked
+	}
 	return ok
 }
 
@@ -113,6 +128,9 @@ func (b *TokenBucket[K]) Take(key K, n int) Result {
 		return b.impossible(key, n)
 	}
 	ok, now, base, next := b.decide(key, n)
+	if now == untrackedTime {
+		return b.untracked(b.gcra.burst, n)
+	}
 	if ok {
 		return b.gcra.allowed(now, next)
 	}
@@ -121,12 +139,16 @@ func (b *TokenBucket[K]) Take(key K, n int) Result {
 
 // decide admits n (1 <= n <= burst) events for key if they fit. It returns
 // the decision, the time it was made at, max(TAT, now) before it, and the TAT
-// that admitting them gives (the new TAT when ok).
+// that admitting them gives (the new TAT when ok). now is untrackedTime if the
+// key could not be tracked (WithMaxKeys).
 func (b *TokenBucket[K]) decide(key K, n int) (ok bool, now, base, next int64) {
 	g := &b.gcra
 	cost := int64(n) * g.interval
 	st := b.loadOrCreate(key)
 	for {
+		if st == nil {
+			return false, untrackedTime, 0, 0
+		}
 		// The clock is read inside the loop: a retry after a lost CAS must
 		// not decide on a time older than the TAT it lost to.
 		now = b.clock.now()
@@ -161,9 +183,34 @@ func (b *TokenBucket[K]) Reset(key K) { b.reset(key) }
 // Len returns the number of keys the bucket tracks.
 func (b *TokenBucket[K]) Len() int { return b.len() }
 
-// Close stops the bucket's background work. The bucket still answers after
-// Close. It always returns nil.
-func (b *TokenBucket[K]) Close() error { return b.close() }
+// Close stops the bucket's evictor. The bucket still answers after Close,
+// exactly, but no longer forgets idle keys in the background. It always
+// returns nil.
+func (b *TokenBucket[K]) Close() error {
+	b.evictor.close()
+	return nil
+}
+
+// Refund gives back n events that Take or AllowN admitted for key, as if they
+// had not been admitted: keylimit.All uses it to undo a partial admission.
+// Refunding what was not admitted can fill a bucket early, never past full.
+// n <= 0 does nothing.
+func (b *TokenBucket[K]) Refund(key K, n int) {
+	st := b.load(key)
+	if st == nil || n <= 0 {
+		return
+	}
+	cost := int64(min(n, b.gcra.burst)) * b.gcra.interval
+	for {
+		tat := st.tat.Load()
+		if tat == retiredTAT || tat == 0 {
+			return // forgotten or untouched: full already
+		}
+		if st.tat.CompareAndSwap(tat, max(tat-cost, 0)) {
+			return
+		}
+	}
+}
 
 // Wait blocks until one event for key may happen, takes its token and
 // returns nil. Wait is shorthand for WaitN(ctx, key, 1).

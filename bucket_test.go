@@ -120,12 +120,16 @@ func TestTokenBucketFractionalRefillIsNeverLost(t *testing.T) {
 }
 
 func TestTokenBucketExactUnderContentionFrozenClock(t *testing.T) {
+	// The burst is large so that admissions race for the whole first third
+	// of the million attempts, not only for the first few microseconds.
 	const (
-		burst      = 1000
+		burst      = 300_000
 		goroutines = 100
 		attempts   = 10_000 // per goroutine: a million in all
 	)
-	lim, _ := newMockBucket(t, keylimit.PerHour(1).WithBurst(burst))
+	lim, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1).WithBurst(burst), keylimit.WithClock(newFastClock()))
+	require.NoError(t, err)
+	defer lim.Close()
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -148,14 +152,16 @@ func TestTokenBucketExactUnderContentionFrozenClock(t *testing.T) {
 func TestTokenBucketExactUnderContentionMixedN(t *testing.T) {
 	// Goroutines asking for 1, 2 and 3 tokens at once: the tokens taken add up
 	// to the burst exactly (the burst is a multiple of 6 so that every mix fits).
-	const burst = 600
-	lim, _ := newMockBucket(t, keylimit.PerHour(1).WithBurst(burst))
+	const burst = 60_000
+	lim, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1).WithBurst(burst), keylimit.WithClock(newFastClock()))
+	require.NoError(t, err)
+	defer lim.Close()
 	var taken atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 30 {
 		n := g%3 + 1
 		wg.Go(func() {
-			for range 1000 {
+			for range 10_000 {
 				if lim.AllowN("hot", n) {
 					taken.Add(int64(n))
 				}
@@ -169,25 +175,35 @@ func TestTokenBucketExactUnderContentionMixedN(t *testing.T) {
 }
 
 func TestTokenBucketExactUnderContentionMovingClock(t *testing.T) {
-	// Goroutines hammer one key while another goroutine moves the clock.
-	// Each admission is known to have been decided between two clock
-	// readings, before and after the call; for any two admissions i <= j
-	// (ordered by their before-readings), the j-i+1 admissions decided
-	// between before_i and after_j must fit in Burst + (after_j - before_i) / Interval.
+	// Goroutines hammer one key while they also move the clock forward, in
+	// steps that are not a multiple of the interval. Each admission is known
+	// to have been decided between two clock readings, before and after the
+	// call; for any admissions i <= j (ordered by their before-readings),
+	// the admissions decided between before_i and after_j must fit in
+	// Burst + (after_j - before_i) / Interval.
 	l := keylimit.Per(10, s).WithBurst(20)
-	lim, mock := newMockBucket(t, l)
+	mock := newFastClock()
+	lim, err := keylimit.NewTokenBucket[string](l, keylimit.WithClock(mock))
+	require.NoError(t, err)
+	defer lim.Close()
 	type admission struct{ before, after time.Time }
 	var (
 		mu   sync.Mutex
 		adms []admission
-		stop atomic.Bool
 		wg   sync.WaitGroup
 	)
 	t0 := mock.Now()
+	end := t0.Add(20 * s)
 	for range 16 {
 		wg.Go(func() {
-			for !stop.Load() {
+			for i := 0; ; i++ {
+				if i%40 == 0 {
+					mock.Add(7 * ms)
+				}
 				before := mock.Now()
+				if before.After(end) {
+					return
+				}
 				ok := lim.Allow("hot")
 				after := mock.Now()
 				if ok {
@@ -198,11 +214,6 @@ func TestTokenBucketExactUnderContentionMovingClock(t *testing.T) {
 			}
 		})
 	}
-	for range 2000 {
-		mock.Add(7 * ms) // not a multiple of the interval
-		time.Sleep(20 * time.Microsecond)
-	}
-	stop.Store(true)
 	wg.Wait()
 	elapsed := mock.Now().Sub(t0)
 
@@ -223,9 +234,6 @@ func TestTokenBucketExactUnderContentionMovingClock(t *testing.T) {
 				t.Fatalf("%d admissions between %v and %v, bound %d", count,
 					adms[i].before.Sub(t0), adms[j].after.Sub(t0), bound(adms[j].after.Sub(adms[i].before)))
 			}
-		}
-		if i > 400 { // O(n^3); the first 400 cover the burst and the steady state
-			break
 		}
 	}
 }

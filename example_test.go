@@ -140,3 +140,32 @@ func ExampleWithClock() {
 	// false
 	// true
 }
+
+// Two limits on one key: 5 a second and 7 a minute. A refused request takes
+// nothing from either, and each Result reports the limit that binds.
+func ExampleAll() {
+	mock := clock.NewMock()
+	perSecond, _ := keylimit.NewTokenBucket[string](keylimit.PerSecond(5), keylimit.WithClock(mock))
+	perMinute, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(7), keylimit.WithClock(mock))
+	lim := keylimit.All[string](perSecond, perMinute)
+
+	for i := 1; i <= 9; i++ {
+		if i == 7 {
+			mock.Add(time.Second)
+			fmt.Println("a second later:")
+		}
+		r := lim.Take("api-key", 1)
+		fmt.Printf("request %d: allowed=%v remaining=%d of %d\n", i, r.Allowed, r.Remaining, r.Limit)
+	}
+	// Output:
+	// request 1: allowed=true remaining=4 of 5
+	// request 2: allowed=true remaining=3 of 5
+	// request 3: allowed=true remaining=2 of 5
+	// request 4: allowed=true remaining=1 of 5
+	// request 5: allowed=true remaining=0 of 5
+	// request 6: allowed=false remaining=0 of 5
+	// a second later:
+	// request 7: allowed=true remaining=1 of 7
+	// request 8: allowed=true remaining=0 of 7
+	// request 9: allowed=false remaining=0 of 7
+}

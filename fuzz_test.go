@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 )
 
@@ -72,19 +71,6 @@ func (r *refBucket) peek(key string, now int64) keylimit.Result {
 	level := r.level(key, now)
 	return r.report(level >= r.interval, level, r.interval)
 }
-
-// fastClock is a clock for sequential tests that set it by hand, without the
-// millisecond clock.Mock sleeps at every move. Only Now is used.
-type fastClock struct {
-	clock.Clock
-	now time.Time
-}
-
-func (c *fastClock) Now() time.Time                  { return c.now }
-func (c *fastClock) Add(d time.Duration)             { c.now = c.now.Add(d) }
-func (c *fastClock) Since(t time.Time) time.Duration { return c.now.Sub(t) }
-
-func newFastClock() *fastClock { return &fastClock{Clock: clock.NewMock(), now: time.Unix(1e9, 0)} }
 
 var fuzzPeriods = []time.Duration{time.Second, 7 * time.Millisecond, time.Minute, 333 * time.Nanosecond, time.Hour}
 

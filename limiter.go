@@ -22,4 +22,17 @@ type Limiter[K comparable] interface {
 	Reset(key K)
 }
 
-var _ Limiter[string] = (*TokenBucket[string])(nil)
+// Refunder is implemented by limiters that can give admitted events back.
+// All uses it to undo the admissions of the limiters that admitted a request
+// another one refused.
+type Refunder[K comparable] interface {
+	// Refund gives back n events that were admitted for key, as if they had
+	// not been. Refunding events that were not admitted may restore capacity
+	// early, but never beyond a full quota.
+	Refund(key K, n int)
+}
+
+var (
+	_ Limiter[string]  = (*TokenBucket[string])(nil)
+	_ Refunder[string] = (*TokenBucket[string])(nil)
+)

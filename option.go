@@ -1,6 +1,8 @@
 package keylimit
 
 import (
+	"time"
+
 	"github.com/benbjohnson/clock"
 )
 
@@ -17,8 +19,12 @@ func (f optionFunc) apply(o *options) { f(o) }
 
 // options is what Option values set, before a constructor reads them.
 type options struct {
-	clock clock.Clock // nil: the system's monotonic clock
-	err   error       // the first invalid option, reported by the constructor
+	clock      clock.Clock   // nil: the system's monotonic clock
+	evictEvery time.Duration // with evictSet: the sweep interval, 0 for none
+	evictSet   bool
+	maxKeys    int // 0: no cap
+	overflow   overflowPolicy
+	err        error // the first invalid option, reported by the constructor
 }
 
 func (o *options) fail(err error) {

@@ -20,4 +20,10 @@ type Result struct {
 	RetryAfter time.Duration
 	// ResetAfter is the time until the key is back to its full quota.
 	ResetAfter time.Duration
+	// Untracked reports a key the limiter did not track because it holds
+	// its maximum number of keys (WithMaxKeys) and none could be evicted.
+	// The decision was made by the overflow policy: refused by default,
+	// admitted without counting with WithAdmitUntracked. It lets a caller
+	// tell "this key is over its limit" from "the limiter is full".
+	Untracked bool
 }
