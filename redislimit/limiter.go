@@ -238,7 +238,7 @@ func (l *limiter) RefundContext(ctx context.Context, key string, n int) error {
 	l.deny.forget(key)
 	_, err := l.run(ctx, modeRefund, key, min(n, l.alg.quota), l.clock.now())
 	if err != nil {
-		if r, ok := l.fallback.(interface{ Refund(string, int) }); ok {
+		if r, ok := l.fallback.(keylimit.Refunder[string]); ok {
 			r.Refund(key, n)
 		}
 		return l.report("refund", key, err)
@@ -377,3 +377,14 @@ func (e *Error) Error() string {
 // Unwrap returns e.Err, so that errors.Is(err, context.DeadlineExceeded)
 // tells a timeout.
 func (e *Error) Unwrap() error { return e.Err }
+
+// The Redis limiters are keylimit limiters, and can give events back, so
+// keylimit.All can combine them (with each other or with in-memory ones).
+var (
+	_ keylimit.Limiter[string]  = (*TokenBucket)(nil)
+	_ keylimit.Refunder[string] = (*TokenBucket)(nil)
+	_ keylimit.Limiter[string]  = (*FixedWindow)(nil)
+	_ keylimit.Refunder[string] = (*FixedWindow)(nil)
+	_ keylimit.Limiter[string]  = (*SlidingWindow)(nil)
+	_ keylimit.Refunder[string] = (*SlidingWindow)(nil)
+)
