@@ -321,3 +321,54 @@ func waitUntilBack(t *testing.T, lim keylimit.Limiter[string]) {
 	}
 	t.Fatalf("the limiter did not reach the restarted Redis within 10s: %v", err)
 }
+
+// TestFailLocalShare: under FailLocal(4), a request within the fleet's
+// quota but above the instance's share is refused while Redis is down, but
+// not as "never" (InfDuration): it can pass once Redis is back, so it is
+// told to retry after the backoff or the limit's interval, the later.
+func TestFailLocalShare(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(10),
+		redislimit.WithFailurePolicy(redislimit.FailLocal(4)), redislimit.WithClock(clock.NewMock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := lim.Take("k", 3); r.Allowed || r.RetryAfter != 6*time.Second {
+		t.Fatalf("Take(3) with a local share of 2: %+v, want refused with RetryAfter 6s (the interval, > the backoff)", r)
+	}
+	if r := lim.Take("k", 2); !r.Allowed || r.Limit != 2 {
+		t.Fatalf("Take(2) with a local share of 2: %+v, want allowed by the fallback, Limit 2", r)
+	}
+	if r := lim.Take("k", 11); r.RetryAfter != keylimit.InfDuration {
+		t.Fatalf("Take(11) on a quota of 10: %+v, want RetryAfter InfDuration", r)
+	}
+}
+
+// TestResetIgnoresTheBackoff: a Reset during the failure backoff still goes
+// to Redis, so that a Reset made just as Redis comes back is not lost.
+func TestResetIgnoresTheBackoff(t *testing.T) {
+	s := newServer(t)
+	mock := clock.NewMock()
+	lim, err := redislimit.NewTokenBucket(quickClient(t, s), keylimit.PerHour(2),
+		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailClosed()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim.AllowN("k", 2)
+	s.Kill()
+	if lim.Allow("other") {
+		t.Fatal("fail closed admitted while Redis was down")
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	lim.AllowN("k", 2) // the backoff: answered by the policy, not Redis
+	dels := s.commandStats(t)["del"]
+	if err := lim.ResetContext(context.Background(), "k"); err != nil {
+		t.Fatalf("ResetContext during the backoff: %v", err)
+	}
+	if n := s.commandStats(t)["del"] - dels; n != 1 {
+		t.Fatalf("ResetContext during the backoff ran %d DELs, want 1", n)
+	}
+}

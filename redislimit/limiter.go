@@ -198,17 +198,16 @@ func (l *limiter) PeekContext(ctx context.Context, key string) (keylimit.Result,
 func (l *limiter) Reset(key string) { _ = l.ResetContext(context.Background(), key) }
 
 // ResetContext is Reset with a context. It deletes the key's state in one
-// DEL. If Redis fails, the error is returned (and passed to WithOnError)
-// and only the local state is forgotten.
+// DEL. It asks Redis even during the failure backoff, since a lost Reset
+// would go unnoticed (a user locked out after a successful login). If Redis
+// fails, the error is returned (and passed to WithOnError) and only the
+// local state is forgotten.
 func (l *limiter) ResetContext(ctx context.Context, key string) error {
 	l.deny.forget(key)
 	if l.fallback != nil {
 		l.fallback.Reset(key)
 	}
 	now := l.clock.now()
-	if err := l.down(now); err != nil {
-		return l.report("reset", key, err)
-	}
 	c, tctx, cancel := startCall(ctx, l.timeout)
 	err := l.client.Del(tctx, l.prefix+key).Err()
 	c.end(cancel)
@@ -221,10 +220,12 @@ func (l *limiter) ResetContext(ctx context.Context, key string) error {
 
 // Refund gives back n events that were admitted for key, as if they had
 // never been: keylimit.All uses it to undo an admission by one limiter when
-// another refuses. It never gives back more than was taken: a bucket is
-// never more than full, a window never below empty, and events of a window
-// that has ended are not given back. n <= 0 does nothing. It is
-// RefundContext with context.Background(), the error left to WithOnError.
+// another refuses. Refunding events that were not admitted may restore
+// capacity early, but never beyond a full quota: a bucket is never more
+// than full, a window never below empty (a sliding log forgets its n newest
+// admissions), and a fixed window that has ended gives nothing back. n <= 0
+// does nothing. It is RefundContext with context.Background(), the error
+// left to WithOnError.
 func (l *limiter) Refund(key string, n int) { _ = l.RefundContext(context.Background(), key, n) }
 
 // RefundContext is Refund with a context, in one script call. If Redis
@@ -299,8 +300,10 @@ func parseReply(s string) (r keylimit.Result, ok bool) {
 		return r, false
 	}
 	return keylimit.Result{
-		Allowed:    v[0] == 1,
-		Remaining:  int(v[1]),
+		Allowed: v[0] == 1,
+		// A window's count can exceed its events if the limit was lowered
+		// under the same prefix; Remaining never goes below 0.
+		Remaining:  max(int(v[1]), 0),
 		RetryAfter: time.Duration(v[2]),
 		ResetAfter: time.Duration(v[3]),
 	}, true
@@ -348,7 +351,14 @@ func (l *limiter) failed(op, key string, n int, err error) (keylimit.Result, err
 	if n == 0 {
 		return l.fallback.Peek(key), err
 	}
-	return l.fallback.Take(key, n), err
+	r := l.fallback.Take(key, n)
+	if r.RetryAfter == keylimit.InfDuration {
+		// n is above the fallback's share of the quota, but not above the
+		// quota: it can pass once Redis is back, which is asked again after
+		// the backoff.
+		r.RetryAfter = max(l.backoff, l.alg.retryClosed)
+	}
+	return r, err
 }
 
 // report wraps err in an *Error and passes it to the OnError callback,

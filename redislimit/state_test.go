@@ -226,3 +226,23 @@ func near(a, b, slack time.Duration) bool {
 	}
 	return a-b <= slack && b-a <= slack
 }
+
+// TestSlidingLargeN: a sliding log admits a request of thousands of events
+// in one call (the script pushes them in chunks that Lua's stack can take).
+func TestSlidingLargeN(t *testing.T) {
+	c := shared.client(t)
+	lim, err := redislimit.NewSlidingWindow(c, keylimit.PerHour(2500), redislimit.WithTimeout(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t, "k")
+	if r := lim.Take(key, 2499); !r.Allowed || r.Remaining != 1 {
+		t.Fatalf("Take(2499) on a quota of 2500: %+v", r)
+	}
+	if n, err := c.LLen(context.Background(), lim.Prefix()+key).Result(); err != nil || n != 2499 {
+		t.Fatalf("the log holds %d entries (%v), want 2499", n, err)
+	}
+	if lim.AllowN(key, 2) || !lim.Allow(key) || lim.Allow(key) {
+		t.Fatal("after 2499 of 2500: want AllowN(2) refused, Allow admitted, then refused")
+	}
+}
