@@ -1,9 +1,12 @@
 package redislimit
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/keylimit/keylimit"
+	"github.com/redis/go-redis/v9"
 )
 
 // FailurePolicy is what a limiter answers while Redis fails: when a script
@@ -77,3 +80,82 @@ func (p FailurePolicy) share(l keylimit.Limit) keylimit.Limit {
 	}
 	return s
 }
+
+// ErrUnavailable is the error of a call that did not ask Redis because Redis
+// failed less than the failure backoff ago (see WithFailureBackoff). It is
+// returned wrapped in an *Error, and not passed to WithOnError, which sees
+// the failures themselves.
+var ErrUnavailable = errors.New("redislimit: Redis failed within the failure backoff, not asked")
+
+// down returns ErrUnavailable if Redis failed less than the backoff before
+// local time now.
+func (l *limiter) down(now int64) error {
+	if now < l.downUntil.Load() {
+		return ErrUnavailable
+	}
+	return nil
+}
+
+// trip starts the backoff after err, a failure of a call made at local time
+// now with the caller's context ctx, unless the failure says nothing about
+// Redis: an error reply (Redis is up and answered) or the caller's own
+// context ending.
+func (l *limiter) trip(ctx context.Context, err error, now int64) {
+	var reply redis.Error
+	if l.backoff <= 0 || ctx.Err() != nil || (errors.As(err, &reply) && !errors.Is(err, context.DeadlineExceeded)) {
+		return
+	}
+	l.downUntil.Store(now + int64(l.backoff))
+}
+
+// failed reports err and answers a request of n events (0 for Peek) by the
+// failure policy.
+func (l *limiter) failed(op, key string, n int, err error) (keylimit.Result, error) {
+	err = l.report(op, key, err)
+	q := l.alg.quota
+	switch l.policy.kind {
+	case failOpen:
+		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, err
+	case failClosed:
+		rc := l.alg.retryClosed
+		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc}, err
+	}
+	if n == 0 {
+		return l.fallback.Peek(key), err
+	}
+	r := l.fallback.Take(key, n)
+	if r.RetryAfter == keylimit.InfDuration {
+		// n is above the fallback's share of the quota, but not above the
+		// quota: it can pass once Redis is back, which is asked again after
+		// the backoff.
+		r.RetryAfter = max(l.backoff, l.alg.retryClosed)
+	}
+	return r, err
+}
+
+// report wraps err in an *Error and passes it to the OnError callback,
+// unless Redis was not asked.
+func (l *limiter) report(op, key string, err error) error {
+	e := &Error{Op: op, Key: key, Err: err}
+	if l.onError != nil && err != ErrUnavailable {
+		l.onError(e)
+	}
+	return e
+}
+
+// Error is the error of a Redis call that failed: the one passed to the
+// WithOnError callback and returned by TakeContext, PeekContext,
+// ResetContext and RefundContext.
+type Error struct {
+	Op  string // "take", "peek", "reset" or "refund"
+	Key string // the key, without the prefix
+	Err error  // what the client returned: a timeout, a network error, a Redis error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("redislimit: %s %q: %v", e.Op, e.Key, e.Err)
+}
+
+// Unwrap returns e.Err, so that errors.Is(err, context.DeadlineExceeded)
+// tells a timeout.
+func (e *Error) Unwrap() error { return e.Err }
