@@ -117,33 +117,3 @@ func TestResetAndRefundClearTheDenyCache(t *testing.T) {
 		})
 	}
 }
-
-// TestOneScriptCallPerDecision: a decision is one EVALSHA and nothing else
-// (after the first call on a new server, which loads the script by EVAL).
-// Commandstats counts the commands a script runs too; those are set aside.
-func TestOneScriptCallPerDecision(t *testing.T) {
-	s := newServer(t)
-	for _, typ := range types {
-		t.Run(typ.name, func(t *testing.T) {
-			lim, err := typ.new(s.client(t), keylimit.PerHour(1000),
-				redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			lim.Allow(testKey(t, "warm")) // the connection is made and the script loaded
-			before := s.commandStats(t)
-			const calls = 50
-			for i := range calls {
-				key := testKey(t, "k")
-				if i%2 == 0 {
-					lim.Take(key, 1+i%3)
-				} else {
-					lim.Peek(key)
-				}
-			}
-			if sent := s.sentSince(t, before); len(sent) != 1 || sent["evalsha"] != calls {
-				t.Fatalf("%d decisions sent %v, want evalsha: %d and nothing else", calls, sent, calls)
-			}
-		})
-	}
-}
