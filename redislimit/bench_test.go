@@ -3,6 +3,8 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +29,10 @@ var benchKeys = func() []string {
 // (a GCRA script too) on the same server, with the same client, in the same
 // run. The floor is the round trip itself: EVALSHA of a script that returns
 // 1. The limit is high enough that every decision is an admission.
+//
+// Round trips on a shared machine are noisy, so each row also reports
+// server-ns/op: the time Redis spent running the script, from INFO
+// commandstats, which the client's and the network's noise do not reach.
 //
 //	go test -run '^$' -bench Decision -benchmem ./redislimit
 func BenchmarkDecision(b *testing.B) {
@@ -59,6 +65,7 @@ func BenchmarkDecision(b *testing.B) {
 		}
 		b.Run(name+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportServerTime(b, client)()
 			for i := 0; b.Loop(); i++ {
 				if !allow(benchKeys[i%len(benchKeys)]) {
 					b.Fatalf("%s: decision %d refused or failed", name, i)
@@ -67,6 +74,7 @@ func BenchmarkDecision(b *testing.B) {
 		})
 		b.Run(name+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
+			defer reportServerTime(b, client)()
 			var next atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -77,6 +85,42 @@ func BenchmarkDecision(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// reportServerTime resets the server's command statistics, and returns a
+// function that reports the time the server spent per script call since
+// then, as server-ns/op.
+func reportServerTime(b *testing.B, client *redis.Client) func() {
+	ctx := context.Background()
+	if err := client.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		info, err := client.Info(ctx, "commandstats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var calls, usec int64
+		for _, line := range strings.Split(info, "\n") {
+			// cmdstat_evalsha:calls=12,usec=345,usec_per_call=28.75,...
+			if !strings.HasPrefix(line, "cmdstat_evalsha:") {
+				continue
+			}
+			for _, field := range strings.Split(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"), ",") {
+				k, v, _ := strings.Cut(field, "=")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				switch k {
+				case "calls":
+					calls = n
+				case "usec":
+					usec = n
+				}
+			}
+		}
+		if calls > 0 {
+			b.ReportMetric(float64(usec*1000)/float64(calls), "server-ns/op")
+		}
 	}
 }
 
