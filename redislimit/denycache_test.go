@@ -117,3 +117,46 @@ func TestResetAndRefundClearTheDenyCache(t *testing.T) {
 		})
 	}
 }
+
+// TestDenyCacheIsBounded: a cache of 2 keys remembers two refused keys; a
+// third goes to Redis on every call while both are live, and is remembered
+// once the sweep has found the others expired.
+func TestDenyCacheIsBounded(t *testing.T) {
+	s := newServer(t)
+	mock := clock.NewMock()
+	lim, err := redislimit.NewTokenBucket(s.client(t), keylimit.PerMinute(1),
+		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithDenyCacheSize(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := func(key string) {
+		t.Helper()
+		lim.Allow(key)
+		if lim.Allow(key) {
+			t.Fatalf("the second call on %s passed", key)
+		}
+	}
+	callsFor := func(key string) int64 {
+		t.Helper()
+		before := s.commandStats(t)
+		for range 10 {
+			lim.Allow(key)
+		}
+		return s.sentSince(t, before)["evalsha"]
+	}
+	refuse("a")
+	mock.Add(10 * time.Second) // b's refusal outlives a's by 10s
+	refuse("b")
+	refuse("c")
+	if n := callsFor("a") + callsFor("b"); n != 0 {
+		t.Fatalf("remembered keys sent %d script calls, want 0", n)
+	}
+	if n := callsFor("c"); n != 10 {
+		t.Fatalf("a key refused with the cache full sent %d script calls for 10 refusals, want 10", n)
+	}
+	// a's refusal (60s) has expired, b's has not: the sweep frees one place.
+	mock.Add(55 * time.Second)
+	if n := callsFor("c"); n != 1 {
+		t.Fatalf("once a's refusal expired, c sent %d script calls for 10 refusals, want 1 then none", n)
+	}
+}
