@@ -11,8 +11,27 @@ import (
 	"github.com/keylimit/keylimit/redislimit"
 )
 
+// span is when a call was made on this machine's clock, which Redis shares:
+// the script read TIME somewhere in [start, end]. Tests on real time check
+// what a Result says against spans, so that a slow machine (a sleep that
+// oversleeps, a round trip that stalls) cannot make them fail.
+type span struct{ start, end time.Time }
+
+// timed runs f and returns when it ran.
+func timed(f func()) span {
+	start := time.Now()
+	f()
+	return span{start, time.Now()}
+}
+
+// within reports whether d is in [lo, hi], with 1 ms to spare for Redis's
+// µs clock and rounding.
+func within(d, lo, hi time.Duration) bool {
+	return d >= lo-time.Millisecond && d <= hi+time.Millisecond
+}
+
 // untilBoundary sleeps until lead before the next multiple of period on the
-// Unix clock, which this machine shares with its Redis server.
+// Unix clock.
 func untilBoundary(period, lead time.Duration) {
 	into := time.Duration(time.Now().UnixNano()) % period
 	wait := period - into - lead
@@ -24,7 +43,8 @@ func untilBoundary(period, lead time.Duration) {
 
 // TestFixedWindowsAlignToTheEpoch: a fixed window ends at a multiple of its
 // period since the Unix epoch, as the in-memory FixedWindow's do, whatever
-// the time of the first request.
+// the time of the first request: decision time + ResetAfter is a multiple
+// of the period.
 func TestFixedWindowsAlignToTheEpoch(t *testing.T) {
 	const period = 700 * time.Millisecond
 	lim, err := redislimit.NewFixedWindow(shared.client(t), keylimit.Per(5, period), redislimit.WithTimeout(patient))
@@ -33,21 +53,23 @@ func TestFixedWindowsAlignToTheEpoch(t *testing.T) {
 	}
 	for i := range 3 {
 		time.Sleep(time.Duration(rand.Int64N(int64(period))))
-		r := lim.Take(testKey(t, "k"), 1)
-		end := period - time.Duration(time.Now().UnixNano())%period
-		if !near(r.ResetAfter, end, 20*time.Millisecond) {
-			t.Fatalf("request %d: ResetAfter %v, but the aligned window ends in %v", i, r.ResetAfter, end)
+		var r keylimit.Result
+		at := timed(func() { r = lim.Take(testKey(t, "k"), 1) })
+		lo := time.Duration(at.start.UnixNano()) + r.ResetAfter - time.Millisecond
+		hi := time.Duration(at.end.UnixNano()) + r.ResetAfter + time.Millisecond
+		if end := hi / period * period; end < lo || r.ResetAfter <= 0 || r.ResetAfter > period {
+			t.Fatalf("request %d: ResetAfter %v: the decision's time plus it is no multiple of %v", i, r.ResetAfter, period)
 		}
 	}
 }
 
 // TestBoundary is the boundary comparison of fixed and sliding windows, on
-// Redis: 5 per 500 ms; 5 requests 100 ms before a window boundary, 5 more
-// 200 ms later. The fixed window admits all 10 (its known weakness); the
-// sliding window refuses the second 5 until the first have left, about
-// 300 ms later.
+// Redis: 5 per 2 s; 5 requests just before a window boundary, 5 more just
+// after it. The fixed window admits all 10 (its known weakness); the
+// sliding window refuses the second 5 until the first have left, a period
+// after them.
 func TestBoundary(t *testing.T) {
-	const period = 500 * time.Millisecond
+	const period = 2 * time.Second
 	l := keylimit.Per(5, period)
 	c := shared.client(t)
 	fixed, err := redislimit.NewFixedWindow(c, l, redislimit.WithTimeout(patient))
@@ -59,50 +81,68 @@ func TestBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	fk, sk := testKey(t, "fixed"), testKey(t, "sliding")
-	untilBoundary(period, 100*time.Millisecond)
-	if !fixed.AllowN(fk, 5) || !sliding.AllowN(sk, 5) {
-		t.Fatal("the first 5 requests were refused")
+	untilBoundary(period, 200*time.Millisecond)
+	var r keylimit.Result
+	first := timed(func() {
+		r = fixed.Take(fk, 5)
+		if !sliding.AllowN(sk, 5) {
+			t.Error("sliding window: the first 5 requests were refused")
+		}
+	})
+	if !r.Allowed {
+		t.Fatalf("fixed window: the first 5 requests: %+v", r)
 	}
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(r.ResetAfter + 50*time.Millisecond) // past the boundary, by Redis's word
 	if !fixed.AllowN(fk, 5) {
 		t.Fatal("fixed window: the 5 requests after the boundary were refused")
 	}
-	r := sliding.Take(sk, 1)
-	if r.Allowed || !near(r.RetryAfter, 300*time.Millisecond, 50*time.Millisecond) {
-		t.Fatalf("sliding window after the boundary: %+v, want refused with RetryAfter about 300ms", r)
+	var s keylimit.Result
+	second := timed(func() { s = sliding.Take(sk, 1) })
+	if lo, hi := first.start.Add(period).Sub(second.end), first.end.Add(period).Sub(second.start); s.Allowed || !within(s.RetryAfter, lo, hi) {
+		t.Fatalf("sliding window after the boundary: %+v, want refused until the first 5 leave, in [%v, %v]", s, lo, hi)
 	}
 }
 
-// TestSlidingRetryAfterIsWhenTheOldestLeaves: with entries at t0 and
-// t0+100ms in a 3-per-300ms log (two at t0+100ms), RetryAfter is when the
-// t0 entry leaves; after waiting it, exactly one request passes, and the
-// next waits for the t0+100ms entries. (Without the deny cache, which
-// answers Take(2) after a refused Take(1) with Take(1)'s RetryAfter, a
-// lower bound.)
+// TestSlidingRetryAfterIsWhenTheOldestLeaves: with one entry at t0 and two
+// at t1 in a 3-per-300ms log, RetryAfter is when the t0 entry leaves and
+// ResetAfter when the t1 ones do; Take(2) waits for a t1 entry. After
+// waiting RetryAfter, exactly one request passes, and the next waits for
+// the t1 entries. (Without the deny cache, which answers Take(2) after a
+// refused Take(1) with Take(1)'s RetryAfter, a lower bound.)
 func TestSlidingRetryAfterIsWhenTheOldestLeaves(t *testing.T) {
-	lim, err := redislimit.NewSlidingWindow(shared.client(t), keylimit.Per(3, 300*time.Millisecond),
+	const period = 300 * time.Millisecond
+	lim, err := redislimit.NewSlidingWindow(shared.client(t), keylimit.Per(3, period),
 		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := testKey(t, "k")
-	lim.Allow(key)
+	t0 := timed(func() { lim.Allow(key) })
 	time.Sleep(100 * time.Millisecond)
-	lim.AllowN(key, 2)
-	r := lim.Take(key, 1)
-	if r.Allowed || !near(r.RetryAfter, 200*time.Millisecond, 50*time.Millisecond) ||
-		!near(r.ResetAfter, 300*time.Millisecond, 50*time.Millisecond) {
-		t.Fatalf("full log: %+v, want refused, RetryAfter about 200ms (oldest leaves), ResetAfter about 300ms (newest leaves)", r)
+	t1 := timed(func() { lim.AllowN(key, 2) })
+	// leaves is when an entry made during e leaves, from a call made during c.
+	leaves := func(e, c span) (lo, hi time.Duration) {
+		return e.start.Add(period).Sub(c.end), e.end.Add(period).Sub(c.start)
 	}
-	if r2 := lim.Take(key, 2); r2.Allowed || !near(r2.RetryAfter, 300*time.Millisecond, 50*time.Millisecond) {
-		t.Fatalf("Take(2) on the full log: %+v, want refused with RetryAfter about 300ms (two must leave)", r2)
+	var r, r2 keylimit.Result
+	at := timed(func() { r = lim.Take(key, 1) })
+	if lo, hi := leaves(t0, at); r.Allowed || !within(r.RetryAfter, lo, hi) {
+		t.Fatalf("full log: %+v, want refused with RetryAfter in [%v, %v], when the oldest leaves", r, lo, hi)
+	}
+	if lo, hi := leaves(t1, at); !within(r.ResetAfter, lo, hi) {
+		t.Fatalf("full log: %+v, want ResetAfter in [%v, %v], when the newest leave", r, lo, hi)
+	}
+	at = timed(func() { r2 = lim.Take(key, 2) })
+	if lo, hi := leaves(t1, at); r2.Allowed || !within(r2.RetryAfter, lo, hi) {
+		t.Fatalf("Take(2) on the full log: %+v, want refused with RetryAfter in [%v, %v], when a second entry leaves", r2, lo, hi)
 	}
 	time.Sleep(r.RetryAfter)
 	if !lim.Allow(key) {
 		t.Fatalf("refused after waiting RetryAfter %v", r.RetryAfter)
 	}
-	if r = lim.Take(key, 1); r.Allowed || r.RetryAfter > 110*time.Millisecond {
-		t.Fatalf("after the oldest left and one more came in: %+v, want refused until the second entries leave", r)
+	at = timed(func() { r = lim.Take(key, 1) })
+	if lo, hi := leaves(t1, at); r.Allowed || !within(r.RetryAfter, lo, hi) {
+		t.Fatalf("after the oldest left and one more came in: %+v, want refused until the t1 entries leave, in [%v, %v]", r, lo, hi)
 	}
 }
 
@@ -119,7 +159,6 @@ func TestSlidingNeverExceedsInAnyInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := testKey(t, "k")
-	type span struct{ start, end time.Time }
 	var (
 		mu       sync.Mutex
 		admitted []span
