@@ -20,7 +20,8 @@
 // TokenBucket, FixedWindow and SlidingWindow implement
 // keylimit.Limiter[string] with the semantics and Results of the in-memory
 // keylimit.TokenBucket, keylimit.FixedWindow and keylimit.SlidingWindow, and
-// pass the same behaviour suite (keylimit/limitertest). They take a
+// pass the same behaviour suite (keylimit/limitertest). Like those, they
+// have Refund (so keylimit.All can combine them) and Wait / WaitN. They take a
 // redis.UniversalClient of github.com/redis/go-redis/v9, so a single server,
 // Sentinel and Cluster all work.
 //

@@ -298,3 +298,26 @@ func ExampleTokenBucket_Limit() {
 	fmt.Println(lim.Limit())
 	// Output: 30/1m0s
 }
+
+// WaitN waits for capacity across the fleet instead of being refused; a wait
+// longer than the context allows fails at once.
+func ExampleTokenBucket_WaitN() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10).WithBurst(1))
+	defer lim.Reset("partner-api")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for range 3 { // the second and third wait about 100 ms each
+		if err := lim.WaitN(ctx, "partner-api", 1); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println("3 calls made")
+	err := lim.WaitN(ctx, "partner-api", 2)
+	fmt.Println(errors.Is(err, keylimit.ErrExceedsLimit))
+	// Output:
+	// 3 calls made
+	// true
+}
