@@ -47,8 +47,14 @@ func FailClosed() FailurePolicy { return FailurePolicy{kind: failClosed} }
 // and never below 1. FailLocal(1) (the default policy) gives each instance
 // the whole limit.
 //
+// The in-memory windows bound their quotas where Redis does not (a
+// keylimit.SlidingWindow takes at most keylimit.MaxSlidingWindowEvents); for
+// a share above what the same algorithm takes in memory, the fallback is
+// the nearest that does: a SlidingCounter for a sliding window, then a
+// TokenBucket of the same rate.
+//
 // The fallback limiter lives as long as the Redis limiter and keeps its
-// state between outages; Close releases it.
+// state between outages; Close releases it (and stops its evictor).
 func FailLocal(instances int) FailurePolicy {
 	if instances < 1 {
 		return FailurePolicy{kind: failLocal, err: fmt.Errorf("redislimit: FailLocal(%d): instances is below 1", instances)}

@@ -379,3 +379,41 @@ func TestResetIgnoresTheBackoff(t *testing.T) {
 		t.Fatalf("ResetContext during the backoff ran %d DELs, want 1", n)
 	}
 }
+
+// TestFailLocalUsesTheSameAlgorithm: while Redis is down, each window falls
+// back to keylimit's window of the same kind, not a bucket: with 2 a minute
+// on a mock clock, half a minute after two admissions a bucket would have a
+// token again, and neither window does. Quotas above what a window takes in
+// memory still get a fallback.
+func TestFailLocalUsesTheSameAlgorithm(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	for _, typ := range types[1:] {
+		t.Run(typ.name, func(t *testing.T) {
+			mock := clock.NewMock() // at the Unix epoch: a minute window starts now
+			lim, err := typ.new(client, keylimit.PerMinute(2), redislimit.WithClock(mock),
+				redislimit.WithFailureBackoff(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !lim.AllowN("k", 2) {
+				t.Fatal("the fallback refused the first 2 of 2 a minute")
+			}
+			mock.Add(30 * time.Second)
+			if lim.Allow("k") {
+				t.Fatal("the fallback admitted a third event within the minute, as a bucket would")
+			}
+			mock.Add(30 * time.Second)
+			if !lim.Allow("k") {
+				t.Fatal("the fallback refused once the minute had passed")
+			}
+			big, err := typ.new(client, keylimit.PerSecond(1_000_000), redislimit.WithClock(mock))
+			if err != nil {
+				t.Fatalf("a quota of a million a second, above what the in-memory windows take: %v", err)
+			}
+			if !big.AllowN("k", 1000) {
+				t.Fatal("the fallback for a quota of a million refused 1000")
+			}
+		})
+	}
+}

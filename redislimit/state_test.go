@@ -252,3 +252,38 @@ func TestSlidingLargeN(t *testing.T) {
 		t.Fatal("after 2499 of 2500: want AllowN(2) refused, Allow admitted, then refused")
 	}
 }
+
+// TestWindowsSideBySideWithMemory runs one sequence of requests on each
+// Redis window and the in-memory keylimit window of the same limit at about
+// the same time: the same decisions, Limit and Remaining, and times that
+// agree to within the time between the two calls. The fixed windows align
+// to the same Unix hour.
+func TestWindowsSideBySideWithMemory(t *testing.T) {
+	l := keylimit.PerHour(6)
+	requests := []int{1, 2, 0, 2, 1, 4, 1, 7, -1, 0, 1}
+	c := shared.client(t)
+	t.Run("FixedWindow", func(t *testing.T) {
+		rlim, err := redislimit.NewFixedWindow(c, l, redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mlim, err := keylimit.NewFixedWindow[string](l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mlim.Close()
+		sideBySide(t, rlim, mlim, requests)
+	})
+	t.Run("SlidingWindow", func(t *testing.T) {
+		rlim, err := redislimit.NewSlidingWindow(c, l, redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mlim, err := keylimit.NewSlidingWindow[string](l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mlim.Close()
+		sideBySide(t, rlim, mlim, requests)
+	})
+}

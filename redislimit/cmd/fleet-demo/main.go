@@ -73,9 +73,17 @@ var rows = []struct {
 	{"redislimit TokenBucket", redisLimiter(func(c redis.UniversalClient) (keylimit.Limiter[string], error) {
 		return redislimit.NewTokenBucket(c, limit)
 	})},
+	{"in-memory FixedWindow", func(string) (keylimit.Limiter[string], io.Closer, error) {
+		lim, err := keylimit.NewFixedWindow[string](limit)
+		return lim, lim, err
+	}},
 	{"redislimit FixedWindow", redisLimiter(func(c redis.UniversalClient) (keylimit.Limiter[string], error) {
 		return redislimit.NewFixedWindow(c, limit)
 	})},
+	{"in-memory SlidingWindow", func(string) (keylimit.Limiter[string], io.Closer, error) {
+		lim, err := keylimit.NewSlidingWindow[string](limit)
+		return lim, lim, err
+	}},
 	{"redislimit SlidingWindow", redisLimiter(func(c redis.UniversalClient) (keylimit.Limiter[string], error) {
 		return redislimit.NewSlidingWindow(c, limit)
 	})},

@@ -21,7 +21,7 @@ func TestFleetDemo(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{
-		"in-memory TokenBucket", "30  3x the limit",
+		"in-memory TokenBucket", "in-memory FixedWindow", "in-memory SlidingWindow",
 		"redislimit TokenBucket", "redislimit FixedWindow", "redislimit SlidingWindow",
 	} {
 		if !strings.Contains(got, want) {
@@ -29,6 +29,9 @@ func TestFleetDemo(t *testing.T) {
 		}
 	}
 	if n := strings.Count(got, "   10  1x the limit"); n != 3 {
-		t.Errorf("%d Redis rows admit exactly 10 (1x), want 3:\n%s", n, got)
+		t.Errorf("%d rows admit exactly 10 (1x), want the 3 Redis ones:\n%s", n, got)
+	}
+	if n := strings.Count(got, "   30  3x the limit"); n != 3 {
+		t.Errorf("%d rows admit 30 (3x), want the 3 in-memory ones:\n%s", n, got)
 	}
 }
