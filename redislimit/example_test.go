@@ -14,13 +14,15 @@ import (
 
 // Three instances of a service, each with its own client, share one limit
 // of 5 a minute per user: between them they admit 5, where three in-memory
-// limiters would admit 15.
+// limiters would admit 15. (A timeout of a second: a decision that took
+// longer would be made by the failure policy, in process.)
 func Example() {
 	var fleet []*redislimit.TokenBucket
 	for range 3 {
 		client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 		defer client.Close()
-		lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(5), redislimit.WithPrefix("example:fleet:"))
+		lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(5),
+			redislimit.WithPrefix("example:fleet:"), redislimit.WithTimeout(time.Second))
 		if err != nil {
 			panic(err)
 		}

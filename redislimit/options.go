@@ -83,7 +83,10 @@ func WithPrefix(prefix string) Option {
 //
 // The bound holds only if the client honours context deadlines: pass a
 // client whose Options have ContextTimeoutEnabled set (the constructors
-// refuse one known not to; see New*).
+// refuse one known not to; see New*). A client dials its connections on
+// first use, so the first decisions of a process pay for the dial too (the
+// client's MinIdleConns dials ahead); a decision that times out is the
+// failure policy's, and starts the failure backoff.
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {
