@@ -36,7 +36,13 @@ type Policy struct {
 	// *keylimit.TokenBucket, the time an empty bucket takes to refill fully,
 	// Burst × Period / Events (the Period when Burst is Events); for any
 	// other limiter, its Period, as for a window. New reports an error if
-	// Window is 0 and the limiter does not report its Limit.
+	// Window is 0 and the limiter does not report its Limit. The Limit is
+	// asked on every request, so SetLimit shows at once.
+	//
+	// A limiter with keylimit.WithKeyLimit gives keys limits of their own:
+	// q is then each key's own (Result.Limit), but w is derived from the
+	// limiter's Limit, since no method tells a key's. Set Window if the
+	// limits share a window, or keep one limiter per tier (Config.Tiers).
 	Window time.Duration
 
 	err error // an error from Bucket, reported by New
@@ -193,9 +199,10 @@ func (t *tier) decide(key string, cost int) (d Decision, rateLimit, rateLimitPol
 	var qwBuf [2 * inlinePolicies]int64
 	qw := qwBuf[:0]
 	// The policy with the least Remaining, the first that cannot afford
-	// cost now, and the first that never can (cost above its quota).
-	least, short, never := -1, -1, -1
-	var leastRes, shortRes, neverRes keylimit.Result
+	// cost now, the first that never can (cost above its quota), and the
+	// first that cannot apply its limit to the key (Result.Err).
+	least, short, never, failed := -1, -1, -1, -1
+	var leastRes, shortRes, neverRes, failedRes keylimit.Result
 	for i := range t.policies {
 		p := &t.policies[i]
 		r := res
@@ -220,6 +227,9 @@ func (t *tier) decide(key string, cost int) (d Decision, rateLimit, rateLimitPol
 		if never < 0 && r.Limit < cost {
 			never, neverRes = i, r
 		}
+		if failed < 0 && r.Err != nil {
+			failed, failedRes = i, r
+		}
 	}
 	// The binding policy: the first that refused (the one All stopped at),
 	// or when all admitted, the one closest to refusing.
@@ -228,13 +238,16 @@ func (t *tier) decide(key string, cost int) (d Decision, rateLimit, rateLimitPol
 	bind, bindRes := least, leastRes
 	switch {
 	case res.Allowed:
+	case failed >= 0:
+		bind, bindRes = failed, failedRes
+		res.RetryAfter, res.Err = keylimit.InfDuration, failedRes.Err
 	case never >= 0:
 		bind, bindRes = never, neverRes
 		res.RetryAfter = keylimit.InfDuration
 	case short >= 0:
 		bind, bindRes = short, shortRes
 	}
-	bindRes.Allowed, bindRes.RetryAfter, bindRes.Untracked = res.Allowed, res.RetryAfter, res.Untracked
+	bindRes.Allowed, bindRes.RetryAfter, bindRes.Untracked, bindRes.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Err
 	d = Decision{Key: key, Tier: t.name, Policy: t.policies[bind].name, Cost: cost, Result: bindRes}
 	return d, string(field), t.policyField(qw)
 }
