@@ -231,10 +231,11 @@ func (t *tier) decide(key string, cost int) (d Decision, rateLimit, rateLimitPol
 			failed, failedRes = i, r
 		}
 	}
-	// The binding policy: the first that refused (the one All stopped at),
-	// or when all admitted, the one closest to refusing.
-	// A request above a quota can never pass, even if All stopped at an
-	// earlier policy that only lacked tokens now.
+	// The binding policy: when all admitted, the one closest to refusing;
+	// when refused, one that cannot apply its limit, or else one whose
+	// quota the cost exceeds (the request can never pass, even if All
+	// stopped at an earlier policy that only lacked tokens now), or else
+	// the first that lacked tokens, where All stopped.
 	bind, bindRes := least, leastRes
 	switch {
 	case res.Allowed:
