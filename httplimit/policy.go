@@ -74,28 +74,37 @@ type policy struct {
 	name    string
 	quoted  string // name as a Structured Field String
 	limiter keylimit.Limiter[string]
-	window  time.Duration // Policy.Window; 0: ask limits
+	window  int64         // Policy.Window in seconds, rounded up; 0: ask limits
 	limits  limitReporter // with window 0: the limiter, asked on each request
 	bucket  bool          // limits is a token bucket: w is its full-refill time
+	// derived is the last window derived from limits, kept so that a
+	// request under an unchanged Limit does not divide 128-bit numbers.
+	derived atomic.Pointer[derivedWindow]
 }
 
-func compilePolicy(p Policy) (policy, error) {
+// derivedWindow is a w and the Limit it was derived from.
+type derivedWindow struct {
+	limit   keylimit.Limit
+	seconds int64
+}
+
+func compilePolicy(p Policy) (*policy, error) {
 	if p.err != nil {
-		return policy{}, p.err
+		return nil, p.err
 	}
 	if err := checkName(p.Name); err != nil {
-		return policy{}, err
+		return nil, err
 	}
-	c := policy{name: p.Name, quoted: string(appendSFString(nil, p.Name)), limiter: p.Limiter, window: p.Window}
+	c := &policy{name: p.Name, quoted: string(appendSFString(nil, p.Name)), limiter: p.Limiter, window: seconds(p.Window)}
 	switch {
 	case p.Limiter == nil:
-		return policy{}, fmt.Errorf("httplimit: policy %q has no Limiter", p.Name)
+		return nil, fmt.Errorf("httplimit: policy %q has no Limiter", p.Name)
 	case p.Window < 0:
-		return policy{}, fmt.Errorf("httplimit: policy %q: Window %v is negative", p.Name, p.Window)
+		return nil, fmt.Errorf("httplimit: policy %q: Window %v is negative", p.Name, p.Window)
 	case p.Window == 0:
 		lr, ok := p.Limiter.(limitReporter)
 		if !ok {
-			return policy{}, fmt.Errorf("httplimit: policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
+			return nil, fmt.Errorf("httplimit: policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
 		}
 		c.limits = lr
 		_, c.bucket = p.Limiter.(*keylimit.TokenBucket[string])
@@ -107,13 +116,18 @@ func compilePolicy(p Policy) (policy, error) {
 // the server runs.
 func (p *policy) windowSeconds() int64 {
 	if p.window > 0 {
-		return seconds(p.window)
+		return p.window
 	}
 	l := p.limits.Limit()
-	if !p.bucket {
-		return seconds(l.Period)
+	if d := p.derived.Load(); d != nil && d.limit == l {
+		return d.seconds
 	}
-	return seconds(refillTime(l))
+	w := seconds(l.Period)
+	if p.bucket {
+		w = seconds(refillTime(l))
+	}
+	p.derived.Store(&derivedWindow{limit: l, seconds: w})
+	return w
 }
 
 // refillTime is the time an empty token bucket of l takes to refill fully,
@@ -138,7 +152,7 @@ func refillTime(l keylimit.Limit) time.Duration {
 // tier is the set of policies a request meets together.
 type tier struct {
 	name     string
-	policies []policy
+	policies []*policy
 	// decider takes a request's cost from every policy or from none: the
 	// one limiter, or keylimit.All of them.
 	decider keylimit.Limiter[string]
@@ -167,7 +181,7 @@ func compileTier(name string, ps []Policy) (*tier, error) {
 		if err != nil {
 			return nil, err
 		}
-		if slices.ContainsFunc(t.policies, func(o policy) bool { return o.name == c.name }) {
+		if slices.ContainsFunc(t.policies, func(o *policy) bool { return o.name == c.name }) {
 			return nil, fmt.Errorf("httplimit: two policies are named %q", c.name)
 		}
 		// keylimit.All would panic: it must be able to give back what the
@@ -204,7 +218,7 @@ func (t *tier) decide(key string, cost int) (d Decision, rateLimit, rateLimitPol
 	least, short, never, failed := -1, -1, -1, -1
 	var leastRes, shortRes, neverRes, failedRes keylimit.Result
 	for i := range t.policies {
-		p := &t.policies[i]
+		p := t.policies[i]
 		r := res
 		if len(t.policies) > 1 {
 			// All reports only the binding limit; each policy's own state
