@@ -32,7 +32,8 @@
 // Each request then meets one or more named policies (Policy), all or
 // nothing: "minute", 10 a minute, and "hour", 500 an hour, on the same key.
 // A refused request takes nothing from any policy. Policies count in any
-// keylimit.Limiter[string]: TokenBucket, the window limiters, your own.
+// keylimit.Limiter[string]: TokenBucket, FixedWindow, SlidingWindow,
+// SlidingCounter, your own.
 // Config.Tier picks other policies for some clients (a "gold" tier); a
 // request may cost more than 1 (Config.Cost); some requests can be skipped
 // (Config.Skip); and a dry run counts and sets the fields but refuses

@@ -182,6 +182,45 @@ func ExamplePolicy() {
 	// "second";q=4;w=1, "minute";q=6;w=60
 }
 
+// Window limiters count for policies too: 2 a second in a FixedWindow
+// and 4 a minute in a SlidingWindow. w is each one's Period, and t the time
+// until its quota is whole again.
+func ExamplePolicy_windows() {
+	mock := clock.NewMock() // at the Unix epoch, where windows start
+	second, _ := keylimit.NewFixedWindow[string](keylimit.PerSecond(2), keylimit.WithClock(mock))
+	minute, _ := keylimit.NewSlidingWindow[string](keylimit.PerMinute(4), keylimit.WithClock(mock))
+	limit, _ := httplimit.New(httplimit.Config{
+		Key: httplimit.Header("X-User"),
+		Policies: []httplimit.Policy{
+			{Name: "second", Limiter: second},
+			{Name: "minute", Limiter: minute},
+		},
+	})
+	h := limit(hello)
+	for i := 1; i <= 6; i++ {
+		if i == 4 {
+			mock.Add(time.Second)
+			fmt.Println("a second later:")
+		}
+		resp := call(h, "/", "X-User", "u")
+		fmt.Print(resp.StatusCode, " ", resp.Header.Get("RateLimit"))
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			fmt.Print("; Retry-After: ", ra)
+		}
+		fmt.Println()
+	}
+	fmt.Println(call(h, "/", "X-User", "u").Header.Get("RateLimit-Policy"))
+	// Output:
+	// 200 "second";r=1;t=1, "minute";r=3;t=60
+	// 200 "second";r=0;t=1, "minute";r=2;t=60
+	// 429 "second";r=0;t=1, "minute";r=2;t=60; Retry-After: 1
+	// a second later:
+	// 200 "second";r=1;t=1, "minute";r=1;t=60
+	// 200 "second";r=0;t=1, "minute";r=0;t=60
+	// 429 "second";r=0;t=1, "minute";r=0;t=60; Retry-After: 59
+	// "second";q=2;w=1, "minute";q=4;w=60
+}
+
 // Bucket builds a Policy on a new TokenBucket: 60 a minute, at most 10 at
 // once. w is the time the empty bucket takes to refill: 10 s.
 func ExampleBucket() {

@@ -673,3 +673,70 @@ func TestConcurrentRequestsOverTheWire(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, map[int]int{200: 37, 429: 200 - 37}, codes)
 }
+
+// The minute and the hour as windows: a FixedWindow of 3 a minute and a
+// SlidingWindow of 5 an hour. w is each one's Period, t the time until its
+// quota is whole (the fixed window's end; the sliding window's newest
+// admission leaving it), and a request refused by one takes nothing from
+// the other (both give back through Refund).
+func TestMinuteAndHourWindows(t *testing.T) {
+	mock := clock.NewMock() // at the Unix epoch: a minute window starts
+	minute, err := keylimit.NewFixedWindow[string](keylimit.PerMinute(3), keylimit.WithClock(mock))
+	require.NoError(t, err)
+	hour, err := keylimit.NewSlidingWindow[string](keylimit.PerHour(5), keylimit.WithClock(mock))
+	require.NoError(t, err)
+	t.Cleanup(func() { minute.Close(); hour.Close() })
+	srv := serve(t, limited(t, httplimit.Config{
+		Key:      httplimit.Header("X-Api-Key"),
+		Policies: []httplimit.Policy{{Name: "minute", Limiter: minute}, {Name: "hour", Limiter: hour}},
+	})(&ok{}))
+	mock.Add(10 * time.Second)
+	for i, want := range []struct {
+		status     int
+		retryAfter int
+		minute     fields
+		hour       fields
+	}{
+		{200, 0, fields{"minute", 3, 60, 2, 50}, fields{"hour", 5, 3600, 4, 3600}},
+		{200, 0, fields{"minute", 3, 60, 1, 50}, fields{"hour", 5, 3600, 3, 3600}},
+		{200, 0, fields{"minute", 3, 60, 0, 50}, fields{"hour", 5, 3600, 2, 3600}},
+		{429, 50, fields{"minute", 3, 60, 0, 50}, fields{"hour", 5, 3600, 2, 3600}}, // the window ends at 1:00
+		// 1:00, a new minute window:
+		{200, 0, fields{"minute", 3, 60, 2, 60}, fields{"hour", 5, 3600, 1, 3600}},
+		{200, 0, fields{"minute", 3, 60, 1, 60}, fields{"hour", 5, 3600, 0, 3600}},
+		// the first of the hour's 5 leaves its window at 1:00:10
+		{429, 3550, fields{"minute", 3, 60, 1, 60}, fields{"hour", 5, 3600, 0, 3600}},
+	} {
+		if i == 4 {
+			mock.Add(50 * time.Second)
+		}
+		got := get(t, srv.URL, "X-Api-Key", "k")
+		require.Equal(t, want.status, got.status, "request %d", i+1)
+		assert.Equal(t, []fields{want.minute, want.hour}, policyFields(t, got.header), "request %d", i+1)
+		if want.status == http.StatusTooManyRequests {
+			assert.Equal(t, want.retryAfter, retryAfter(t, got.header), "request %d", i+1)
+		}
+	}
+}
+
+// A SlidingCounter counts for a policy like any limiter: its w is its
+// Period.
+func TestSlidingCounterPolicy(t *testing.T) {
+	mock := clock.NewMock()
+	counter, err := keylimit.NewSlidingCounter[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
+	require.NoError(t, err)
+	t.Cleanup(func() { counter.Close() })
+	srv := serve(t, limited(t, httplimit.Config{
+		Key:      httplimit.Header("X-Api-Key"),
+		Policies: []httplimit.Policy{{Name: "minute", Limiter: counter}},
+	})(&ok{}))
+	var statuses []int
+	for range 3 {
+		got := get(t, srv.URL, "X-Api-Key", "k")
+		statuses = append(statuses, got.status)
+		f := policyFields(t, got.header)
+		assert.Equal(t, int64(2), f[0].q)
+		assert.Equal(t, int64(60), f[0].w)
+	}
+	assert.Equal(t, []int{200, 200, 429}, statuses)
+}
