@@ -135,8 +135,8 @@ func (c ClientIP) trusted(a netip.Addr) bool {
 func (c ClientIP) scanList(name, line string) (client, first netip.Addr, found bool, err error) {
 	for rest := line; ; {
 		comma := strings.LastIndexByte(rest, ',')
-		entry := textproto.TrimString(rest[comma+1:])
-		if entry != "" { // an empty list element is no hop (RFC 9110, 5.6.1)
+		entry := strings.Trim(rest[comma+1:], " \t") // OWS (RFC 9110, 5.6.3)
+		if entry != "" {                             // an empty list element is no hop (RFC 9110, 5.6.1)
 			a, ok := parseNode(entry)
 			if !ok {
 				return a, a, false, fmt.Errorf("%w: cannot tell the client's address: %s entry %q is not an IP address", ErrNoKey, name, entry)
@@ -161,13 +161,13 @@ func (c ClientIP) scanList(name, line string) (client, first netip.Addr, found b
 func (c ClientIP) scanForwarded(line string) (client, first netip.Addr, found bool, err error) {
 	var last string // the node of the last element not from a trusted proxy
 	for s, i := line, 0; i < len(s); i++ {
-		node, next, ok := forwardedElement(s, i)
+		node, empty, next, ok := forwardedElement(s, i)
 		if !ok {
 			return client, first, false, fmt.Errorf("%w: cannot tell the client's address: the Forwarded field %q is not well-formed", ErrNoKey, line)
 		}
 		i = next
-		if node == "-" {
-			continue // an empty element
+		if empty {
+			continue
 		}
 		if a, ok := parseNode(node); ok && c.trusted(a) {
 			if !first.IsValid() {
@@ -191,9 +191,10 @@ func (c ClientIP) scanForwarded(line string) (client, first netip.Addr, found bo
 
 // forwardedElement parses the forwarded-element of s that starts at i,
 // up to the ',' that ends it (or the end), and returns the value of its
-// for= parameter, unquoted; "" if it has none, "-" if the element is empty.
-// next is the index of the ',' or len(s).
-func forwardedElement(s string, i int) (node string, next int, ok bool) {
+// for= parameter, unquoted, or "" if it has none; empty if the element has
+// no parameter at all (an empty list element, no hop). next is the index
+// of the ',' or len(s).
+func forwardedElement(s string, i int) (node string, empty bool, next int, ok bool) {
 	pairs := 0
 	for {
 		i = skipOWS(s, i)
@@ -204,14 +205,14 @@ func forwardedElement(s string, i int) (node string, next int, ok bool) {
 			}
 			name := s[start:i]
 			if name == "" || i == len(s) || s[i] != '=' {
-				return "", i, false
+				return "", false, i, false
 			}
 			i++
 			var value string
 			if i < len(s) && s[i] == '"' {
 				start = i + 1
 				if i, ok = skipQuoted(s, i); !ok {
-					return "", i, false
+					return "", false, i, false
 				}
 				value = s[start : i-1]
 			} else {
@@ -222,11 +223,11 @@ func forwardedElement(s string, i int) (node string, next int, ok bool) {
 				value = s[start:i]
 			}
 			if value == "" {
-				return "", i, false
+				return "", false, i, false
 			}
 			if strings.EqualFold(name, "for") {
 				if node != "" {
-					return "", i, false // two for= in one element
+					return "", false, i, false // two for= in one element
 				}
 				node = value
 			}
@@ -234,13 +235,10 @@ func forwardedElement(s string, i int) (node string, next int, ok bool) {
 			i = skipOWS(s, i)
 		}
 		if i == len(s) || s[i] == ',' {
-			if pairs == 0 {
-				node = "-"
-			}
-			return node, i, true
+			return node, pairs == 0, i, true
 		}
 		if s[i] != ';' {
-			return "", i, false
+			return "", false, i, false
 		}
 		i++
 	}

@@ -91,6 +91,8 @@ func TestClientIPKey(t *testing.T) {
 			`httplimit: the request carries no key: cannot tell the client's address: Forwarded names it "unknown", not an IP address`},
 		{"Forwarded obfuscated", forwarded, request("10.0.0.1:80", "Forwarded", "for=_hidden"),
 			`httplimit: the request carries no key: cannot tell the client's address: Forwarded names it "_hidden", not an IP address`},
+		{"Forwarded quoted dash is no empty element", forwarded, request("10.0.0.1:80", "Forwarded", `for="-";proto=https`),
+			`httplimit: the request carries no key: cannot tell the client's address: Forwarded names it "-", not an IP address`},
 		{"Forwarded without for", forwarded, request("10.0.0.1:80", "Forwarded", "for=203.0.113.5, proto=https"),
 			`httplimit: the request carries no key: cannot tell the client's address: a Forwarded element has no for=`},
 		{"Forwarded not well-formed", forwarded, request("10.0.0.1:80", "Forwarded", `for="1.2.3.4, for=203.0.113.5`),
