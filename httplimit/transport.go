@@ -48,6 +48,10 @@ import (
 // request it may not retry, go back to the caller as they are. Errors of
 // Base (a refused connection, say) are returned at once, never retried.
 //
+// The server's pauses are obeyed in full, however long: give requests a
+// deadline (http.Client.Timeout, or a context) to fail at once instead of
+// waiting out a pause longer than the caller can afford.
+//
 // A Transport must not be copied after first use. Its methods are safe for
 // concurrent use. The zero Transport sends through http.DefaultTransport,
 // has no limit of its own, retries nothing, and still obeys the server's
