@@ -2,6 +2,8 @@ package keylimit
 
 import (
 	"context"
+	"math/bits"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -11,22 +13,23 @@ import (
 // Limit.Interval(). An event takes one token; a key that has never been seen
 // has a full bucket.
 //
-// It runs the generic cell rate algorithm (GCRA): each key's whole state is
-// one int64, the theoretical arrival time (TAT), the instant at which its
-// bucket will be full again. Refill is never computed or stored: the tokens
-// at time now are (now + Burst×Interval − TAT) / Interval. So no fraction of
-// a token is ever lost to rounding, however often the key is asked, and a
-// key costs 8 bytes of state.
+// It runs the generic cell rate algorithm (GCRA): each key's state is one
+// int64, the theoretical arrival time (TAT), the instant at which its bucket
+// will be full again. Refill is never computed or stored: the tokens at time
+// now are (now + Burst×Interval − TAT) / Interval. So no fraction of a token
+// is ever lost to rounding, however often the key is asked.
 //
 // Allow on an existing key reads the clock, loads the key without a lock and
 // makes one compare-and-swap; it allocates nothing. A refused call writes
 // nothing. All methods are safe for concurrent use; admissions are exact
 // under any number of goroutines: over any interval of length d, a key admits
 // at most BurstSize() + d/Interval() events.
+//
+// Each key can have its own limit (WithKeyLimit), and SetLimit changes limits
+// while the bucket runs; a key keeps its debt in tokens across the change.
 type TokenBucket[K comparable] struct {
 	*keyed[K, bucketState]
-	gcra    gcra
-	limit   Limit
+	policy  *policy[K, gcra] // not inline: the evictor holds it, and must not hold the bucket
 	evictor *evictor
 }
 
@@ -34,26 +37,46 @@ type TokenBucket[K comparable] struct {
 type bucketState struct {
 	// tat is the theoretical arrival time in ns since the limiter's creation:
 	// the bucket is full at any now >= tat. 0, a new key's value, is full from
-	// the start. Only admissions write it, by CAS from the value they read, so
-	// it only grows; the single exception is retirement (Reset, the evictor),
-	// which swaps in retiredTAT, after which nothing writes it again and
-	// callers look the key up afresh (store.replace).
+	// the start. Admissions write it by CAS from the value they read, so it
+	// only grows. The exceptions use sentinels, which no live TAT equals
+	// (it is never negative): retirement (Reset, the evictor) swaps in
+	// retiredTAT, after which nothing writes it again and callers look the
+	// key up afresh (keyed.replace); a change of limit swaps in
+	// convertingTAT while it moves the state to the new limit (convert).
 	tat atomic.Int64
+	// cfg is the limit the TAT is under. It is written when the state is
+	// made, and after that only while tat holds convertingTAT.
+	cfg atomic.Pointer[keyConfig[gcra]]
 }
 
-// retiredTAT marks a state that has left, or is leaving, the map. A live TAT
-// is never negative: it starts at 0 and only grows.
-const retiredTAT = -1
+const (
+	retiredTAT    = -1 // the state has left, or is leaving, the map
+	convertingTAT = -2 // the state is moving to a new limit; wait
+)
 
 // retireIfIdle retires st if its bucket is full at now: then it is
 // indistinguishable from a key never seen. Otherwise the bucket is full at
 // its TAT.
 func (st *bucketState) retireIfIdle(now int64) (bool, int64) {
 	tat := st.tat.Load()
-	if tat == retiredTAT {
-		return false, now // being removed by Reset
+	if tat < 0 {
+		return false, now // being removed, or converted
 	}
 	return tat <= now && st.tat.CompareAndSwap(tat, retiredTAT), tat
+}
+
+// retire retires st whatever its state, waiting out a conversion.
+func (st *bucketState) retire() {
+	for {
+		tat := st.tat.Load()
+		if tat == convertingTAT {
+			runtime.Gosched()
+			continue
+		}
+		if tat == retiredTAT || st.tat.CompareAndSwap(tat, retiredTAT) {
+			return
+		}
+	}
 }
 
 // gcra is the arithmetic of one bucket limit. Every value is in ns.
@@ -63,9 +86,12 @@ type gcra struct {
 	burst    int
 }
 
-func newGCRA(l Limit) gcra {
+func newGCRA(l Limit) (gcra, error) {
+	if err := l.Validate(); err != nil {
+		return gcra{}, err
+	}
 	iv := int64(l.Interval())
-	return gcra{interval: iv, tau: int64(l.BurstSize()) * iv, burst: l.BurstSize()}
+	return gcra{interval: iv, tau: int64(l.BurstSize()) * iv, burst: l.BurstSize()}, nil
 }
 
 // NewTokenBucket returns a TokenBucket that admits l.Events per l.Period per
@@ -77,28 +103,46 @@ func newGCRA(l Limit) gcra {
 // its evictor at once; a bucket dropped without Close stops it once the
 // garbage collector finds it unreachable.
 func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], error) {
-	if err := l.Validate(); err != nil {
-		return nil, err
-	}
 	o, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	b := &TokenBucket[K]{
-		keyed: newKeyed(o, stateHooks[K, bucketState]{
-			newState:     func(K) *bucketState { return new(bucketState) },
-			retireIfIdle: (*bucketState).retireIfIdle,
-			retire:       func(st *bucketState) { st.tat.Store(retiredTAT) },
-		}),
-		gcra:  newGCRA(l),
-		limit: l,
+	pol := new(policy[K, gcra])
+	if err := pol.init(l, o, newGCRA); err != nil {
+		return nil, err
 	}
-	b.evictor = startEvictor(b, b.keyed, o, time.Duration(b.gcra.tau))
+	b := &TokenBucket[K]{policy: pol}
+	b.keyed = newKeyed(o, stateHooks[K, bucketState]{
+		newState: func(key K) *bucketState {
+			st := new(bucketState)
+			st.cfg.Store(pol.resolve(key))
+			return st
+		},
+		retireIfIdle: (*bucketState).retireIfIdle,
+		retire:       (*bucketState).retire,
+	})
+	// The bucket's own limit gives the default sweep interval.
+	b.evictor = startEvictor(b, b.keyed, o, time.Duration(pol.cur.Load().def.arith.tau))
 	return b, nil
 }
 
-// Limit returns the limit the bucket enforces.
-func (b *TokenBucket[K]) Limit() Limit { return b.limit }
+// Limit returns the bucket's limit: the one it was made with, or the last
+// one SetLimit set. Keys given their own by WithKeyLimit are not under it.
+func (b *TokenBucket[K]) Limit() Limit { return b.policy.limit() }
+
+// SetLimit makes l the bucket's limit, and has every key resolve its limit
+// again (WithKeyLimit's function is asked anew), each from its next call.
+// It returns an error, and changes nothing, if l is invalid.
+//
+// A key keeps its debt in tokens: a key that owed 3 tokens (3 × the old
+// Interval until its bucket is full) owes 3 under the new limit (3 × the new
+// Interval), even beyond the new burst, in which case it waits for the
+// excess to refill before its next event. So a change of limit never creates
+// capacity: over any interval, a key admits at most the larger burst plus
+// the faster rate, however often the limit changes. A raised limit gives a
+// key that owed everything the difference of the bursts at once. Admissions
+// racing with SetLimit are decided under one limit or the other, never a mix.
+func (b *TokenBucket[K]) SetLimit(l Limit) error { return b.policy.set(l) }
 
 // Allow reports whether one event for key may happen now, and takes its token
 // if so. Allow is shorthand for AllowN(key, 1).
@@ -108,14 +152,11 @@ func (b *TokenBucket[K]) Allow(key K) bool { return b.AllowN(key, 1) }
 // tokens if so; otherwise it takes nothing. AllowN is Take(key, n).Allowed
 // without the work of filling in the rest of the Result.
 func (b *TokenBucket[K]) AllowN(key K, n int) bool {
-	if n <= 0 || n > b.gcra.burst {
+	if n <= 0 {
 		return n == 0
 	}
-	ok, now, _, _ := b.decide(key, n)
-	if now == untrackedTime {
-		return b.overflow == admitUntracked
-	}
-	return ok
+	_, _, _, _, v := b.decide(key, n)
+	return v == admitted || (v == untracked && b.overflow == admitUntracked)
 }
 
 // Take takes n tokens from key's bucket if all n are there, and reports the
@@ -124,48 +165,121 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 // n == 0 is always allowed and takes nothing. n < 0, or n above the burst,
 // can never pass: the Result is refused with RetryAfter InfDuration.
 func (b *TokenBucket[K]) Take(key K, n int) Result {
-	if n <= 0 || n > b.gcra.burst {
+	if n <= 0 {
 		return b.impossible(key, n)
 	}
-	ok, now, base, next := b.decide(key, n)
-	if now == untrackedTime {
-		return b.untracked(b.gcra.burst, n)
+	c, now, base, next, v := b.decide(key, n)
+	switch v {
+	case admitted:
+		return c.arith.allowed(now, next)
+	case refused:
+		return c.arith.refused(now, base, next)
+	case untracked:
+		return b.untracked(c.arith.burst, n)
+	default:
+		return b.impossible(key, n)
 	}
-	if ok {
-		return b.gcra.allowed(now, next)
-	}
-	return b.gcra.refused(now, base, next)
 }
 
-// decide admits n (1 <= n <= burst) events for key if they fit. It returns
-// the decision, the time it was made at, max(TAT, now) before it, and the TAT
-// that admitting them gives (the new TAT when ok). now is untrackedTime if the
-// key could not be tracked (WithMaxKeys).
-func (b *TokenBucket[K]) decide(key K, n int) (ok bool, now, base, next int64) {
-	g := &b.gcra
-	cost := int64(n) * g.interval
-	st := b.loadOrCreate(key)
-	for {
-		if st == nil {
-			return false, untrackedTime, 0, 0
+// verdict is decide's answer.
+type verdict uint8
+
+const (
+	admitted  verdict = iota
+	refused           // not now
+	never             // n above the key's burst, or its limit is invalid
+	untracked         // the key cap left no place for the key
+)
+
+// decide admits n >= 1 events for key if they fit. It returns the limit the
+// decision was made under, its time, max(TAT, now) before it, and the TAT
+// that admitting n gives (the new TAT when admitted).
+func (b *TokenBucket[K]) decide(key K, n int) (c *keyConfig[gcra], now, base, next int64, v verdict) {
+	st := b.load(key)
+	if st == nil {
+		// A request that can never pass must not create the key.
+		if c = b.policy.resolve(key); c.err != nil || n > c.arith.burst {
+			return c, 0, 0, 0, never
 		}
+		if st = b.loadOrCreate(key); st == nil {
+			return c, 0, 0, 0, untracked
+		}
+	}
+	for {
 		// The clock is read inside the loop: a retry after a lost CAS must
 		// not decide on a time older than the TAT it lost to.
 		now = b.clock.now()
 		tat := st.tat.Load()
-		if tat == retiredTAT {
-			st = b.replace(key, st)
+		if tat < 0 {
+			if st = b.settle(key, st, tat); st == nil {
+				return b.policy.resolve(key), 0, 0, 0, untracked
+			}
 			continue
 		}
+		c = st.cfg.Load()
+		if b.policy.stale(c) {
+			b.convert(key, st, tat, c)
+			continue
+		}
+		g := &c.arith
+		if c.err != nil || n > g.burst {
+			return c, 0, 0, 0, never
+		}
 		base = max(tat, now)
-		next = base + cost
+		next = base + int64(n)*g.interval
 		if next-now > g.tau {
-			return false, now, base, next
+			return c, now, base, next, refused
 		}
 		if st.tat.CompareAndSwap(tat, next) {
-			return true, now, base, next
+			return c, now, base, next, admitted
 		}
 	}
+}
+
+// settle deals with a sentinel TAT: it waits out a conversion, or replaces a
+// retired state. It returns the state to go on with, or nil if the key can no
+// longer be tracked.
+func (b *TokenBucket[K]) settle(key K, st *bucketState, tat int64) *bucketState {
+	if tat == convertingTAT {
+		runtime.Gosched()
+		return st
+	}
+	return b.replace(key, st)
+}
+
+// convert moves st, whose TAT is tat under the stale config old, to the
+// key's current limit. If another caller changes st first, it does nothing;
+// the caller retries either way.
+func (b *TokenBucket[K]) convert(key K, st *bucketState, tat int64, old *keyConfig[gcra]) {
+	if !st.tat.CompareAndSwap(tat, convertingTAT) {
+		return
+	}
+	c := b.policy.resolve(key)
+	now := b.clock.now()
+	next := tat
+	if tat > now && c.err == nil {
+		// Keep the debt in tokens: (tat-now)/old interval tokens owed
+		// become as many new intervals, rounded up. The debt is not capped
+		// at the new burst: forgiving any of it would let a limit flipped
+		// back and forth admit more than either limit allows.
+		next = now + scaleUp(tat-now, c.arith.interval, old.arith.interval)
+	}
+	st.cfg.Store(c)
+	st.tat.Store(max(next, 0))
+}
+
+// scaleUp returns ceil(x × mul / div) for positive values, computed in 128
+// bits, at most maxSpan.
+func scaleUp(x, mul, div int64) int64 {
+	hi, lo := bits.Mul64(uint64(x), uint64(mul))
+	if hi >= uint64(div) {
+		return int64(maxSpan)
+	}
+	q, r := bits.Div64(hi, lo, uint64(div))
+	if r != 0 {
+		q++
+	}
+	return int64(min(q, uint64(maxSpan)))
 }
 
 // Peek reports the state of key's bucket now without taking anything: Allowed
@@ -173,7 +287,37 @@ func (b *TokenBucket[K]) decide(key K, n int) (ok bool, now, base, next int64) {
 // Peek does not create the key.
 func (b *TokenBucket[K]) Peek(key K) Result {
 	now := b.clock.now()
-	return b.gcra.peek(now, b.loadTAT(key, now))
+	tat, c := b.observe(key)
+	if c.err != nil {
+		return Result{Limit: c.arith.burst, RetryAfter: InfDuration, Err: c.err}
+	}
+	return c.arith.peek(now, tat)
+}
+
+// observe returns key's TAT and the limit it is under, or 0 (full) and the
+// key's limit for a key not tracked. A state under a stale limit is
+// reported as it would be after its conversion.
+func (b *TokenBucket[K]) observe(key K) (int64, *keyConfig[gcra]) {
+	for {
+		st := b.load(key)
+		if st == nil {
+			return 0, b.policy.resolve(key)
+		}
+		tat := st.tat.Load()
+		switch {
+		case tat == retiredTAT:
+			return 0, b.policy.resolve(key)
+		case tat == convertingTAT:
+			runtime.Gosched()
+			continue
+		}
+		c := st.cfg.Load()
+		if b.policy.stale(c) {
+			b.convert(key, st, tat, c)
+			continue
+		}
+		return tat, c
+	}
 }
 
 // Reset forgets key: its bucket is full again. Admissions that race with
@@ -200,12 +344,17 @@ func (b *TokenBucket[K]) Refund(key K, n int) {
 	if st == nil || n <= 0 {
 		return
 	}
-	cost := int64(min(n, b.gcra.burst)) * b.gcra.interval
 	for {
 		tat := st.tat.Load()
-		if tat == retiredTAT || tat == 0 {
+		switch {
+		case tat == convertingTAT:
+			runtime.Gosched()
+			continue
+		case tat == retiredTAT || tat == 0:
 			return // forgotten or untouched: full already
 		}
+		g := &st.cfg.Load().arith
+		cost := int64(min(n, g.burst)) * g.interval
 		if st.tat.CompareAndSwap(tat, max(tat-cost, 0)) {
 			return
 		}
@@ -224,22 +373,13 @@ func (b *TokenBucket[K]) WaitN(ctx context.Context, key K, n int) error {
 	return waitN[K](ctx, b, &b.clock, key, n)
 }
 
-// loadTAT returns key's TAT, or 0 (full) for a key not tracked.
-func (b *TokenBucket[K]) loadTAT(key K, now int64) int64 {
-	st := b.load(key)
-	if st == nil {
-		return 0
-	}
-	if tat := st.tat.Load(); tat != retiredTAT {
-		return tat
-	}
-	return 0
-}
-
 // impossible answers a Take that needs no CAS: n == 0 (allowed, takes
-// nothing) and n that can never pass.
+// nothing), n that can never pass, and keys whose limit is invalid.
 func (b *TokenBucket[K]) impossible(key K, n int) Result {
 	r := b.Peek(key)
+	if r.Err != nil {
+		return r
+	}
 	r.Allowed = n == 0
 	r.RetryAfter = 0
 	if n != 0 {
@@ -279,6 +419,5 @@ func (g *gcra) peek(now, tat int64) Result {
 	if next := base + g.interval; next-now > g.tau {
 		return g.refused(now, base, next)
 	}
-	r := g.allowed(now, base)
-	return r
+	return g.allowed(now, base)
 }

@@ -26,6 +26,15 @@
 // bucket will be full again, updated by one compare-and-swap. Refill is never
 // stored, so no fraction of a token is lost to rounding.
 //
+// All combines limiters on the same key, all or nothing: 10 a minute and 500
+// an hour. A request one of them refuses takes nothing from the others.
+//
+// WithKeyLimit gives keys limits of their own (tiers: a paying client twice
+// the quota of a free one); the limit is resolved when a key is first seen
+// and kept with its state. SetLimit changes a limiter's limit while it runs:
+// every key moves to it on its next call, keeping what it owes, so a change
+// of limit never creates capacity.
+//
 // # Results
 //
 // Allow and AllowN answer yes or no. Take answers with a Result: whether the
@@ -51,6 +60,29 @@
 //     and never panics.
 //   - Invalid configuration is an error from the constructor that says what is
 //     wrong ("keylimit: burst 0 is below 1"), never a panic later.
+//
+// # Memory and eviction
+//
+// A limiter keeps no copy of its keys: its map is keyed by a 64-bit seeded
+// hash of the key (two keys that collide share a state, which can only make
+// the limiter stricter for them, and by chance happens to one pair in about
+// 30 million at a million live keys). A TokenBucket costs about 50 to 66
+// bytes of heap per live key, the map included.
+//
+// Every limiter forgets a key once its state is indistinguishable from a new
+// key's (a full bucket), so forgetting never changes a decision: a background
+// sweep retires each idle state by compare-and-swap before removing it, and
+// an admission racing with it either lands first, keeping the key, or starts
+// over on a fresh state. WithEvictionInterval sets the sweep interval
+// (default: the time a key takes to refill, between 10 s and 10 min). Close
+// stops the sweeper; a limiter dropped without Close stops it when the
+// garbage collector finds the limiter unreachable.
+//
+// WithMaxKeys caps the number of keys, which bounds memory under a flood of
+// new keys. At the cap, idle keys make room; if none can, the new key is
+// refused (or admitted uncounted, with WithAdmitUntracked) and its Result
+// says Untracked. Keys already tracked keep their state: a flood of new keys
+// never resets the limit of a key in use.
 //
 // # Concurrency
 //

@@ -190,3 +190,47 @@ func ExampleWaitN() {
 	// keylimit: n exceeds the limit: 3 events can never pass a limit of 2 at once
 	// keylimit: waiting 30s for 1 event would outlast the context deadline, 10s away
 }
+
+// One limiter, two tiers: paying clients get twice the quota.
+func ExampleWithKeyLimit() {
+	mock := clock.NewMock()
+	paying := map[string]bool{"acme": true}
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(2), keylimit.WithClock(mock),
+		keylimit.WithKeyLimit(func(client string) keylimit.Limit {
+			if paying[client] {
+				return keylimit.PerMinute(4)
+			}
+			return keylimit.Limit{} // the limiter's own: 2 a minute
+		}))
+	defer lim.Close()
+
+	for _, client := range []string{"acme", "hobbyist"} {
+		n := 0
+		for lim.Allow(client) {
+			n++
+		}
+		fmt.Printf("%s: %d requests, limit %d\n", client, n, lim.Peek(client).Limit)
+	}
+	// Output:
+	// acme: 4 requests, limit 4
+	// hobbyist: 2 requests, limit 2
+}
+
+// An operator raises a limit during an incident; keys keep what they owe.
+func ExampleTokenBucket_SetLimit() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	lim.AllowN("k", 10)
+	fmt.Println("before:", lim.Peek("k").Remaining, "left of", lim.Limit())
+	if err := lim.SetLimit(keylimit.PerMinute(30)); err != nil {
+		panic(err)
+	}
+	fmt.Println("after:", lim.Peek("k").Remaining, "left of", lim.Limit())
+	fmt.Println(lim.SetLimit(keylimit.PerMinute(0)))
+	// Output:
+	// before: 0 left of 10/1m0s
+	// after: 20 left of 30/1m0s
+	// keylimit: events 0 is below 1
+}

@@ -24,6 +24,7 @@ type options struct {
 	evictSet   bool
 	maxKeys    int // 0: no cap
 	overflow   overflowPolicy
+	keyLimit   any   // WithKeyLimit's func(K) Limit
 	err        error // the first invalid option, reported by the constructor
 }
 

@@ -26,4 +26,8 @@ type Result struct {
 	// admitted without counting with WithAdmitUntracked. It lets a caller
 	// tell "this key is over its limit" from "the limiter is full".
 	Untracked bool
+	// Err is set when the limiter refused because it could not apply the
+	// key's limit: the limit WithKeyLimit gave the key is invalid. It is nil
+	// for every decision made by a limit, admitted or refused.
+	Err error
 }

@@ -213,7 +213,3 @@ func (k *keyed[K, S]) reset(key K) {
 
 // len is the number of keys tracked.
 func (k *keyed[K, S]) len() int { return int(k.count.Load()) }
-
-// untrackedTime is the decision time limiters report, internally, for a key
-// they could not track. Clamped times are never this low.
-const untrackedTime = minTime

@@ -75,6 +75,9 @@ func waitN[K comparable](ctx context.Context, lim taker[K], ts *timeSource, key 
 		if r.Allowed {
 			return nil
 		}
+		if r.Err != nil {
+			return r.Err
+		}
 		if r.RetryAfter == InfDuration {
 			return fmt.Errorf("%w: %s can never pass a limit of %d at once", ErrExceedsLimit, events(n), r.Limit)
 		}

@@ -1,0 +1,6 @@
+//go:build race
+
+package keylimit_test
+
+// raceEnabled reports a -race build, whose tests scale some sizes down.
+const raceEnabled = true
