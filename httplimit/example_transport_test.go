@@ -28,7 +28,7 @@ func ExampleTransport() {
 	defer perSecond.Close()
 	client := &http.Client{Transport: &httplimit.Transport{
 		Limiter: perSecond,
-		Key:     func(r *http.Request) string { return r.URL.Hostname() },
+		Key:     func(r *http.Request) (string, error) { return r.URL.Hostname(), nil },
 		Clock:   mock,
 	}}
 
@@ -66,7 +66,7 @@ func ExampleTransport_RoundTrip() {
 	defer partner.Close()
 
 	mock := clock.NewMock()
-	tr := &httplimit.Transport{Clock: mock, Key: func(r *http.Request) string { return r.URL.Hostname() }}
+	tr := &httplimit.Transport{Clock: mock, Key: func(r *http.Request) (string, error) { return r.URL.Hostname(), nil }}
 	send := func(timeout time.Duration) {
 		ctx, cancel := mock.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -130,7 +130,7 @@ func ExampleTransportError() {
 	defer partner.Close()
 
 	mock := clock.NewMock()
-	client := &http.Client{Transport: &httplimit.Transport{Clock: mock, Key: func(*http.Request) string { return "partner" }}}
+	client := &http.Client{Transport: &httplimit.Transport{Clock: mock, Key: func(*http.Request) (string, error) { return "partner", nil }}}
 	resp, _ := client.Get(partner.URL)
 	resp.Body.Close()
 
@@ -160,7 +160,7 @@ func ExampleErrGaveUp() {
 	client := &http.Client{Transport: &httplimit.Transport{
 		Retries: 2,
 		Backoff: time.Millisecond,
-		Key:     func(r *http.Request) string { return r.URL.Hostname() },
+		Key:     func(r *http.Request) (string, error) { return r.URL.Hostname(), nil },
 	}}
 	_, err := client.Get(partner.URL)
 	fmt.Println(errors.Is(err, httplimit.ErrGaveUp))

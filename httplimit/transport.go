@@ -1,4 +1,3 @@
-// Package httplimit rate-limits HTTP: middleware for servers, and a Transport that keeps clients under a server's limit.
 package httplimit
 
 import (
@@ -66,8 +65,11 @@ type Transport struct {
 	Limiter keylimit.Limiter[string]
 
 	// Key returns the key of a request, for Limiter and for the server's
-	// pauses. nil means the request's host: its URL.Host, lower-cased.
-	Key func(*http.Request) string
+	// pauses: Header("X-API-Key") when the partner limits each API key, or
+	// your own KeyFunc. nil means the request's host: its URL.Host,
+	// lower-cased. A request Key returns an error for is not sent:
+	// RoundTrip returns that error.
+	Key KeyFunc
 
 	// Retries is the most times a request is sent again after a 429 or 503.
 	// 0 means never.
@@ -129,7 +131,11 @@ func MarkIdempotent(ctx context.Context) context.Context {
 // returns a *TransportError if it could not wait for the turn, or gave up
 // retrying.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	key := t.key(req)
+	key, err := t.key(req)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
 	ctx := req.Context()
 	retryable := t.Retries > 0 && idempotent(req) && replayable(req)
 	var (
@@ -138,8 +144,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	)
 	for retry := 0; ; retry++ {
 		if err := keylimit.WaitN(ctx, gate{t, notBefore}, key, 1, t.clock()); err != nil {
-			if retry == 0 && req.Body != nil {
-				req.Body.Close() // RoundTrip always closes the body
+			if retry == 0 {
+				closeBody(req)
 			}
 			return nil, &TransportError{Key: key, Retries: max(retry-1, 0), StatusCode: status,
 				Until: t.pausedUntil(key, t.clock().Now()), Err: err}
@@ -258,11 +264,11 @@ func (t *Transport) backoff(i int) time.Duration {
 	return d - half + time.Duration(min(max(r(), 0), 1)*float64(half))
 }
 
-func (t *Transport) key(req *http.Request) string {
+func (t *Transport) key(req *http.Request) (string, error) {
 	if t.Key != nil {
 		return t.Key(req)
 	}
-	return strings.ToLower(req.URL.Host)
+	return strings.ToLower(req.URL.Host), nil
 }
 
 func (t *Transport) base() http.RoundTripper {
@@ -319,6 +325,14 @@ func rewind(req *http.Request) (*http.Request, error) {
 	again := *req
 	again.Body = body
 	return &again, nil
+}
+
+// closeBody closes the body of a request RoundTrip does not send: a
+// RoundTripper always closes it, errors included.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
 }
 
 // discard reads what is left of an answer's body, up to drainLimit, and

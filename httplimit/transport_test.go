@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +36,30 @@ func (c autoClock) Timer(d time.Duration) *clock.Timer {
 	return t
 }
 
+// countingClock is a mock clock that counts the timers made on it, so that
+// a test can wait until the goroutines it started are all asleep on the
+// clock before it moves the clock.
+type countingClock struct {
+	*clock.Mock
+	timers *atomic.Int32
+}
+
+func newCountingClock() countingClock {
+	return countingClock{clock.NewMock(), new(atomic.Int32)}
+}
+
+func (c countingClock) Timer(d time.Duration) *clock.Timer {
+	t := c.Mock.Timer(d)
+	c.timers.Add(1)
+	return t
+}
+
+// asleep waits until n timers have been made on c.
+func (c countingClock) asleep(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d goroutines asleep", n), func() bool { return int(c.timers.Load()) >= n })
+}
+
 // arrival is one request as the partner server saw it.
 type arrival struct {
 	at     time.Duration // on the mock clock, since the test began
@@ -45,31 +68,52 @@ type arrival struct {
 	status int
 }
 
-// partner is a server on 127.0.0.1 that answers as its script says and
-// records every request it sees, with the mock time it saw it at.
+// partner is a server on 127.0.0.1 that answers as its script says (the
+// n-th request, from 0, gets the status the script returns) and records
+// every request it sees, with the mock time it saw it at.
 type partner struct {
 	*httptest.Server
-	mock   *clock.Mock
-	t0     time.Time
-	script func(n int, r *http.Request, h http.Header) int // the n-th request (from 0): status
+	mock *clock.Mock
+	t0   time.Time
 
 	mu       sync.Mutex
 	arrivals []arrival // protected by mu
 }
 
 func newPartner(t *testing.T, mock *clock.Mock, script func(n int, r *http.Request, h http.Header) int) *partner {
-	p := &partner{mock: mock, t0: mock.Now(), script: script}
-	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p := &partner{mock: mock, t0: mock.Now()}
+	p.Server = serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		p.mu.Lock()
 		n := len(p.arrivals)
-		status := p.script(n, r, w.Header())
+		status := script(n, r, w.Header())
 		p.arrivals = append(p.arrivals, arrival{at: p.mock.Now().Sub(p.t0), method: r.Method, body: string(body), status: status})
 		p.mu.Unlock()
 		w.WriteHeader(status)
 		fmt.Fprintf(w, "answer %d\n", n)
 	}))
-	t.Cleanup(p.Close)
+	return p
+}
+
+// limitedServer is a partner behind the httplimit middleware, which
+// enforces l per client IP on the mock clock. Its arrivals are the
+// middleware's decisions, refusals included.
+func limitedServer(t *testing.T, mock *clock.Mock, l keylimit.Limit) *partner {
+	p := &partner{mock: mock, t0: mock.Now()}
+	limit := limited(t, httplimit.Config{
+		Key:      httplimit.ClientIP{}.Key,
+		Policies: []httplimit.Policy{bucket(t, "second", l, mock)},
+		OnDecision: func(r *http.Request, d httplimit.Decision) {
+			status := http.StatusOK
+			if !d.Result.Allowed {
+				status = http.StatusTooManyRequests
+			}
+			p.mu.Lock()
+			p.arrivals = append(p.arrivals, arrival{at: p.mock.Now().Sub(p.t0), method: r.Method, status: status})
+			p.mu.Unlock()
+		},
+	})
+	p.Server = serve(t, limit(&ok{}))
 	return p
 }
 
@@ -104,23 +148,8 @@ func refuseFirst(n, status int, fields ...string) func(int, *http.Request, http.
 	}
 }
 
-// limitedServer answers like a partner that enforces l with a token bucket
-// on the mock clock: 429 with Retry-After in whole seconds when refused.
-func limitedServer(t *testing.T, mock *clock.Mock, l keylimit.Limit) *partner {
-	lim, err := keylimit.NewTokenBucket[string](l, keylimit.WithClock(mock))
-	require.NoError(t, err)
-	t.Cleanup(func() { lim.Close() })
-	return newPartner(t, mock, func(_ int, _ *http.Request, h http.Header) int {
-		r := lim.Take("client", 1)
-		if r.Allowed {
-			return http.StatusOK
-		}
-		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(r.RetryAfter.Seconds()))))
-		return http.StatusTooManyRequests
-	})
-}
-
-func get(t *testing.T, c *http.Client, ctx context.Context, url string) (*http.Response, error) {
+// fetch sends a GET to url with c, reads the answer to its end and closes it.
+func fetch(t *testing.T, c *http.Client, ctx context.Context, url string) (*http.Response, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(t, err)
@@ -132,8 +161,8 @@ func get(t *testing.T, c *http.Client, ctx context.Context, url string) (*http.R
 	return resp, err
 }
 
-// bucket returns a TokenBucket on mock.
-func bucket(t *testing.T, mock *clock.Mock, l keylimit.Limit) *keylimit.TokenBucket[string] {
+// newBucket returns a TokenBucket on mock.
+func newBucket(t *testing.T, mock *clock.Mock, l keylimit.Limit) *keylimit.TokenBucket[string] {
 	lim, err := keylimit.NewTokenBucket[string](l, keylimit.WithClock(mock))
 	require.NoError(t, err)
 	t.Cleanup(func() { lim.Close() })
@@ -172,7 +201,7 @@ func storm(t *testing.T, c *http.Client, url string, n, rounds int) (ok, refused
 		go func() {
 			defer wg.Done()
 			for range rounds {
-				resp, err := get(t, c, context.Background(), url)
+				resp, err := fetch(t, c, context.Background(), url)
 				if err != nil {
 					t.Error(err)
 					return
@@ -205,7 +234,7 @@ func TestTransportKeepsFiftyGoroutinesUnderTheServerLimit(t *testing.T) {
 		mock := clock.NewMock()
 		srv := limitedServer(t, mock, serverLimit)
 		tr := &httplimit.Transport{
-			Limiter: bucket(t, mock, keylimit.PerSecond(10).WithBurst(1)), // even pacing
+			Limiter: newBucket(t, mock, keylimit.PerSecond(10).WithBurst(1)), // even pacing
 			Clock:   mock,
 		}
 		c := &http.Client{Transport: tr}
@@ -260,12 +289,13 @@ func TestTransportKeepsFiftyGoroutinesUnderTheServerLimit(t *testing.T) {
 // that host until 2 s have passed, from any of 20 goroutines, then resumes;
 // another host is not paused.
 func TestTransportPausesTheHostForEveryCaller(t *testing.T) {
-	mock := clock.NewMock()
+	clk := newCountingClock()
+	mock := clk.Mock
 	srv := newPartner(t, mock, refuseFirst(1, http.StatusTooManyRequests, "Retry-After", "2"))
 	other := newPartner(t, mock, refuseFirst(0, 0))
-	c := &http.Client{Transport: &httplimit.Transport{Clock: mock}}
+	c := &http.Client{Transport: &httplimit.Transport{Clock: clk}}
 
-	resp, err := get(t, c, context.Background(), srv.URL)
+	resp, err := fetch(t, c, context.Background(), srv.URL)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "no retries: the 429 goes back to the caller")
 
@@ -275,16 +305,17 @@ func TestTransportPausesTheHostForEveryCaller(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := get(t, c, context.Background(), srv.URL)
+			resp, err := fetch(t, c, context.Background(), srv.URL)
 			if err != nil || resp.StatusCode != http.StatusOK {
 				t.Errorf("after the pause: %v %v", resp, err)
 			}
 		}()
 	}
-	resp, err = get(t, c, context.Background(), other.URL)
+	resp, err = fetch(t, c, context.Background(), other.URL)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "another host is not paused")
 
+	clk.asleep(t, callers) // each waits for the pause to end, on one timer
 	mock.Add(1999 * ms)
 	time.Sleep(50 * time.Millisecond) // time for anything sent too early to arrive
 	require.Equal(t, 1, srv.count(), "nothing sent to the paused host before 2 s")
@@ -306,13 +337,13 @@ func TestTransportRateLimitZeroPausesOn200(t *testing.T) {
 		h.Set("RateLimit", `"minute";r=0;t=3`)
 		return http.StatusOK
 	})
-	c := &http.Client{Transport: &httplimit.Transport{Clock: autoClock{mock}, Key: func(*http.Request) string { return "partner" }}}
-	_, err := get(t, c, context.Background(), srv.URL)
+	c := &http.Client{Transport: &httplimit.Transport{Clock: autoClock{mock}, Key: func(*http.Request) (string, error) { return "partner", nil }}}
+	_, err := fetch(t, c, context.Background(), srv.URL)
 	require.NoError(t, err)
 
 	ctx, cancel := mock.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, err = get(t, c, ctx, srv.URL)
+	_, err = fetch(t, c, ctx, srv.URL)
 	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	var te *httplimit.TransportError
@@ -328,9 +359,9 @@ func TestTransportRateLimitZeroPausesOn200(t *testing.T) {
 func TestTransportDeadline(t *testing.T) {
 	mock := clock.NewMock()
 	srv := newPartner(t, mock, refuseFirst(0, 0))
-	lim := bucket(t, mock, keylimit.PerSecond(1))
+	lim := newBucket(t, mock, keylimit.PerSecond(1))
 	c := &http.Client{Transport: &httplimit.Transport{Clock: autoClock{mock}, Limiter: lim}}
-	_, err := get(t, c, context.Background(), srv.URL)
+	_, err := fetch(t, c, context.Background(), srv.URL)
 	require.NoError(t, err)
 
 	ctx, cancel := mock.WithTimeout(context.Background(), 500*ms)
@@ -357,6 +388,21 @@ func TestTransportDeadline(t *testing.T) {
 	require.Equal(t, 1, lim.Peek(te.Key).Remaining, "the failed wait took no token")
 }
 
+// TestTransportClientTimeout: http.Client.Timeout is a deadline the
+// Transport sees, so a wait longer than it fails at once.
+func TestTransportClientTimeout(t *testing.T) {
+	srv := newPartner(t, clock.NewMock(), refuseFirst(0, 0))
+	lim, err := keylimit.NewTokenBucket[string](keylimit.PerMinute(1))
+	require.NoError(t, err)
+	defer lim.Close()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &httplimit.Transport{Limiter: lim}}
+	_, err = fetch(t, c, context.Background(), srv.URL)
+	require.NoError(t, err)
+	_, err = fetch(t, c, context.Background(), srv.URL)
+	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline, "a wait of about a minute is refused at once")
+	require.Equal(t, 1, srv.count())
+}
+
 type closeTracker struct {
 	io.Reader
 	closed atomic.Bool
@@ -376,11 +422,12 @@ func TestTransportCancelDuringWait(t *testing.T) {
 		{"waiting out a server's pause", refuseFirst(1, http.StatusServiceUnavailable, "Retry-After", "60")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mock := clock.NewMock()
+			clk := newCountingClock()
+			mock := clk.Mock
 			srv := newPartner(t, mock, tc.script)
-			lim := bucket(t, mock, keylimit.PerSecond(1))
-			c := &http.Client{Transport: &httplimit.Transport{Clock: mock, Limiter: lim}}
-			_, err := get(t, c, context.Background(), srv.URL)
+			lim := newBucket(t, mock, keylimit.PerSecond(1))
+			c := &http.Client{Transport: &httplimit.Transport{Clock: clk, Limiter: lim}}
+			_, err := fetch(t, c, context.Background(), srv.URL)
 			require.NoError(t, err)
 			key := srv.Listener.Addr().String()
 
@@ -388,10 +435,10 @@ func TestTransportCancelDuringWait(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error)
 			go func() {
-				_, err := get(t, c, ctx, srv.URL)
+				_, err := fetch(t, c, ctx, srv.URL)
 				errc <- err
 			}()
-			time.Sleep(20 * time.Millisecond) // let it block on its wait
+			clk.asleep(t, 1)
 			cancel()
 			select {
 			case err := <-errc:
@@ -464,7 +511,7 @@ func TestTransportRetriesWithJitteredBackoff(t *testing.T) {
 			srv := newPartner(t, mock, refuseFirst(2, http.StatusServiceUnavailable))
 			rec := &recorder{}
 			c := &http.Client{Transport: retrying(mock, tc.rnd, rec)}
-			resp, err := get(t, c, context.Background(), srv.URL)
+			resp, err := fetch(t, c, context.Background(), srv.URL)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			require.Equal(t, tc.want, srv.times())
@@ -480,7 +527,7 @@ func TestTransportRetryWaitsForTheServerPause(t *testing.T) {
 	mock := clock.NewMock()
 	srv := newPartner(t, mock, refuseFirst(1, http.StatusTooManyRequests, "Retry-After", "1"))
 	c := &http.Client{Transport: retrying(mock, 0, nil)}
-	resp, err := get(t, c, context.Background(), srv.URL)
+	resp, err := fetch(t, c, context.Background(), srv.URL)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, []time.Duration{0, 1050 * ms}, srv.times())
@@ -557,7 +604,7 @@ func TestTransportGivesUp(t *testing.T) {
 	srv := newPartner(t, mock, refuseFirst(math.MaxInt, http.StatusTooManyRequests, "Retry-After", "1"))
 	rec := &recorder{}
 	c := &http.Client{Transport: retrying(mock, 0, rec)}
-	_, err := get(t, c, context.Background(), srv.URL)
+	_, err := fetch(t, c, context.Background(), srv.URL)
 	require.ErrorIs(t, err, httplimit.ErrGaveUp)
 	var te *httplimit.TransportError
 	require.ErrorAs(t, err, &te)
@@ -577,7 +624,7 @@ func TestTransportRetryWouldOutlastDeadline(t *testing.T) {
 	c := &http.Client{Transport: retrying(mock, 0, nil)}
 	ctx, cancel := mock.WithTimeout(context.Background(), 500*ms)
 	defer cancel()
-	_, err := get(t, c, ctx, srv.URL)
+	_, err := fetch(t, c, ctx, srv.URL)
 	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
 	var te *httplimit.TransportError
 	require.ErrorAs(t, err, &te)
@@ -601,7 +648,7 @@ func TestTransportBaseErrorsAreNotRetried(t *testing.T) {
 		return http.DefaultTransport.RoundTrip(req)
 	})
 	c := &http.Client{Transport: retrying(mock, 0, base)}
-	_, err := get(t, c, context.Background(), url)
+	_, err := fetch(t, c, context.Background(), url)
 	require.Error(t, err)
 	require.EqualValues(t, 1, calls.Load())
 }
@@ -611,7 +658,8 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestTransportKeyFunc: pauses and limits follow the Key function, here an
-// API key: one paused key does not pause another on the same host.
+// API key header: one paused key does not pause another on the same host,
+// and a request without the header is not sent.
 func TestTransportKeyFunc(t *testing.T) {
 	mock := clock.NewMock()
 	srv := newPartner(t, mock, func(_ int, r *http.Request, h http.Header) int {
@@ -621,7 +669,7 @@ func TestTransportKeyFunc(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	c := &http.Client{Transport: &httplimit.Transport{Clock: autoClock{mock}, Key: func(r *http.Request) string { return r.Header.Get("X-Api-Key") }}}
+	c := &http.Client{Transport: &httplimit.Transport{Clock: autoClock{mock}, Key: httplimit.Header("X-Api-Key")}}
 	send := func(key string, ctx context.Context) (*http.Response, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 		req.Header.Set("X-Api-Key", key)
@@ -639,6 +687,14 @@ func TestTransportKeyFunc(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// A request the KeyFunc cannot key is not sent.
+	body := &closeTracker{Reader: strings.NewReader("payload")}
+	req, _ := http.NewRequest(http.MethodPut, srv.URL, body)
+	_, err = c.Do(req)
+	require.ErrorIs(t, err, httplimit.ErrNoKey)
+	require.True(t, body.closed.Load(), "RoundTrip closes the body of a request it does not send")
+	require.Equal(t, 2, srv.count())
 }
 
 // TestTransportCloseIdleConnections reaches Base.
@@ -681,7 +737,7 @@ func TestTransportConcurrentPausesAndRetries(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 5 {
-				resp, err := get(t, c, context.Background(), servers[(g+i)%3].URL)
+				resp, err := fetch(t, c, context.Background(), servers[(g+i)%3].URL)
 				if err != nil {
 					t.Error(err)
 					return
