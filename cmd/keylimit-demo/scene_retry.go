@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -29,9 +26,10 @@ const (
 
 // retryScene: a client makes 10 calls to a partner that allows 5 a second,
 // and on a 429 tries again every 100 ms, whatever the server says. It runs
-// three times against a fresh partner on 127.0.0.1: with a plain client;
-// through a Transport with no limit of its own, which obeys the server's
-// Retry-After; and through a Transport paced at the partner's rate.
+// three times against a fresh partner on 127.0.0.1 behind the httplimit
+// middleware: with a plain client; through a Transport with no limit of its
+// own, which obeys the partner's RateLimit and Retry-After fields; and
+// through a Transport paced at the partner's rate.
 func retryScene(w io.Writer) error {
 	fmt.Fprintf(w, "A partner allows %d requests a second. A client has %d calls to make, and on a\n", partnerRate, retryCalls)
 	fmt.Fprintf(w, "429 it tries again every %v, whatever the server says.\n\n", retryEvery)
@@ -42,7 +40,7 @@ func retryScene(w io.Writer) error {
 		bare bool // no Transport at all
 	}{
 		{"without the Transport", false, true},
-		{"with the Transport, obeying Retry-After", false, false},
+		{"with the Transport, reading the partner's fields", false, false},
 		{fmt.Sprintf("with the Transport, and %d/s of its own", partnerRate), true, false},
 	}
 	for _, run := range runs {
@@ -63,10 +61,11 @@ func retryScene(w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "  %-42s %d calls in %v; the partner refused %s\n", run.name+":", retryCalls, took, requests(refused))
+		fmt.Fprintf(w, "  %-50s %d calls in %v; the partner refused %s\n", run.name+":", retryCalls, took, requests(refused))
 	}
-	fmt.Fprintln(w, "\nThe Transport waits for the partner's Retry-After, for every caller sharing it, and with")
-	fmt.Fprintln(w, "a limit of its own it never sends what the partner would refuse.")
+	fmt.Fprintln(w, "\nThe Transport reads the partner's answers: its RateLimit field said r=0 (none left)")
+	fmt.Fprintln(w, "on the 5th call, so it held the 6th, for every caller sharing it, until the quota came")
+	fmt.Fprintln(w, "back; a 429's Retry-After does the same. With a limit of its own it also spreads the calls.")
 	return nil
 }
 
@@ -106,34 +105,35 @@ func requests(n int64) string {
 	return fmt.Sprintf("%d requests", n)
 }
 
-// servePartner serves, on a free port of 127.0.0.1, a partner that admits
-// partnerRate requests a second (burst partnerRate) on demoClock, and
-// answers the others with 429 and Retry-After in whole seconds. It returns
-// its URL, the count of requests it refused and a function that stops it.
+// servePartner serves, on a free port of 127.0.0.1, a partner behind the
+// httplimit middleware admitting partnerRate requests a second (burst
+// partnerRate) per client on demoClock. It returns its URL, the count of
+// requests it refused and a function that stops it.
 func servePartner() (url string, refused *atomic.Int64, stop func(), err error) {
-	lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(partnerRate), keylimit.WithClock(demoClock))
+	refused = new(atomic.Int64)
+	limit, err := httplimit.New(httplimit.Config{
+		Key:      httplimit.ClientIP{}.Key,
+		Policies: []httplimit.Policy{httplimit.Bucket("second", keylimit.PerSecond(partnerRate), keylimit.WithClock(demoClock))},
+		OnDecision: func(_ *http.Request, d httplimit.Decision) {
+			if !d.Result.Allowed {
+				refused.Add(1)
+			}
+		},
+	})
 	if err != nil {
 		return "", nil, nil, err
 	}
-	refused = new(atomic.Int64)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		lim.Close()
 		return "", nil, nil, err
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if res := lim.Take("client", 1); !res.Allowed {
-			refused.Add(1)
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(res.RetryAfter.Seconds()))))
-			w.WriteHeader(http.StatusTooManyRequests)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})}
-	go srv.Serve(ln)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	srv := &http.Server{Handler: limit(ok), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), refused, func() {
-		srv.Shutdown(context.Background())
-		lim.Close()
+		srv.Close()
+		<-served
 	}, nil
 }
 

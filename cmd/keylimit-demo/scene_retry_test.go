@@ -9,9 +9,10 @@ import (
 // TestTourRetry runs the retry scene on the mock clock, where every number
 // it prints is exact. The misbehaving loop alone is refused twice for each
 // of the 5 calls past the partner's burst (tries at +0 and +100 ms, passes
-// at +200 ms); through a Transport that obeys Retry-After it is refused once
-// and then held until the partner's second is over; with the Transport's own
-// 5/s it is never refused, its calls evenly 200 ms apart.
+// at +200 ms). Through a Transport it is never refused: the partner's 5th
+// answer says RateLimit r=0;t=1, so the Transport holds the 6th call until
+// the bucket is full again at 1 s; with the Transport's own 5/s the calls
+// go evenly 200 ms apart.
 func TestTourRetry(t *testing.T) {
 	mockTime(t)
 	var out bytes.Buffer
@@ -20,9 +21,9 @@ func TestTourRetry(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{
-		"without the Transport:                     10 calls in 1s; the partner refused 10 requests\n",
-		"with the Transport, obeying Retry-After:   10 calls in 1s; the partner refused 1 request\n",
-		"with the Transport, and 5/s of its own:    10 calls in 1.8s; the partner refused 0 requests\n",
+		"without the Transport:                             10 calls in 1s; the partner refused 10 requests\n",
+		"with the Transport, reading the partner's fields:  10 calls in 1s; the partner refused 0 requests\n",
+		"with the Transport, and 5/s of its own:            10 calls in 1.8s; the partner refused 0 requests\n",
 		"tour complete: 1 scenes",
 	} {
 		if !strings.Contains(got, want) {
