@@ -23,11 +23,11 @@ const maxServerPause = 1e9 * time.Second
 func serverPause(resp *http.Response, now time.Time) time.Time {
 	refused := retryStatus(resp.StatusCode)
 	if refused {
-		if until, ok := retryAfter(resp.Header.Get("Retry-After"), now); ok {
+		if until, ok := retryAfter(resp.Header.Get(fieldRetryAfter), now); ok {
 			return afterNow(until, now)
 		}
 	}
-	fields := resp.Header.Values("RateLimit")
+	fields := resp.Header[fieldRateLimit] // canonical already: no allocation
 	if len(fields) == 0 {
 		return time.Time{}
 	}
