@@ -26,6 +26,27 @@
 // bucket will be full again, updated by one compare-and-swap. Refill is never
 // stored, so no fraction of a token is lost to rounding.
 //
+// FixedWindow admits Events per window of Period, windows aligned to
+// multiples of Period since the Unix epoch, so that every instance agrees on
+// them. A key's state is one word, its window and its count, updated by one
+// compare-and-swap. It is the cheapest and the easiest to explain to users
+// ("100 per minute, resetting on the minute"), but at a boundary a client
+// can pass up to 2 × Events within moments: Events at the end of one window
+// and Events at the start of the next.
+//
+// SlidingWindow is exact: it never admits more than Events in any interval of
+// length Period. It keeps a log of each key's last Events admission times,
+// 8 bytes each (Events is capped at MaxSlidingWindowEvents, 10,000: 80 KB a
+// key). Admissions take a per-key lock, since the log and its head are two
+// words; refusals and Peek read a consistent snapshot without it.
+//
+// SlidingCounter estimates the sliding window from two aligned windows: the
+// previous window's count, weighted by the share of it still inside the
+// sliding window, plus the current count. Its state is one word whatever the
+// quota, updated by one compare-and-swap. It is an estimate: it can admit
+// more than Events in an interval of Period (never more than twice) or
+// refuse too early; both happen only to clients near their limit.
+//
 // All combines limiters on the same key, all or nothing: 10 a minute and 500
 // an hour. A request one of them refuses takes nothing from the others.
 //
@@ -50,10 +71,15 @@
 //   - Exact: a TokenBucket never admits more than Burst + elapsed/Interval
 //     events for a key over any interval, under any number of goroutines.
 //     On a frozen clock, a million concurrent Allow calls on one key admit
-//     exactly Burst.
+//     exactly Burst. A FixedWindow never admits more than Events in one
+//     aligned window, a SlidingWindow never more than Events in any interval
+//     of Period. A SlidingCounter's counts are exact; its decisions follow
+//     an estimate (see SlidingCounter).
 //   - Lock-free: for an existing key, Allow reads the clock, loads the key's
-//     state without a lock and makes one compare-and-swap. A refused call
-//     writes nothing to shared memory.
+//     state without a lock and makes one compare-and-swap (TokenBucket,
+//     FixedWindow, SlidingCounter). A refused call writes nothing to shared
+//     memory. A SlidingWindow admits under a per-key lock and refuses
+//     without it.
 //   - Time moves forward only: the state is read and written against a
 //     clock reading taken inside the CAS loop; a clock that steps back (an
 //     injected one: the default clock is monotonic) never creates capacity

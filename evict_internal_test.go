@@ -101,13 +101,21 @@ func TestExhaustedKeyIsNotEvictedBeforeRefill(t *testing.T) {
 // the round: an admission recorded in a state that was evicted would show as
 // an extra one.
 func TestEvictionRaceAdmitsExactly(t *testing.T) {
+	const burst = 50
+	clk := newTestClock()
+	b, _ := NewTokenBucket[int](PerHour(burst), WithClock(clk), WithEvictionInterval(0))
+	admitExactlyWhileSweeping(t, clk, b.Allow, func() int { return sweepNow(b.keyed) }, burst, 2*time.Hour)
+}
+
+// admitExactlyWhileSweeping runs the rounds of TestEvictionRaceAdmitsExactly
+// on a limiter of quota events per key: allow is its Allow, sweep a sweep of
+// its keys, idle a clock step after which every key is idle.
+func admitExactlyWhileSweeping(t *testing.T, clk *testClock, allow func(int) bool, sweep func() int, quota int64, idle time.Duration) {
+	t.Helper()
 	const (
-		burst  = 50
 		keys   = 4
 		rounds = 200
 	)
-	clk := newTestClock()
-	b, _ := NewTokenBucket[int](PerHour(burst), WithClock(clk), WithEvictionInterval(0))
 	stop := make(chan struct{})
 	var sweeps, evicted atomic.Int64
 	var sweeper sync.WaitGroup
@@ -117,7 +125,7 @@ func TestEvictionRaceAdmitsExactly(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				evicted.Add(int64(sweepNow(b.keyed)))
+				evicted.Add(int64(sweep()))
 				sweeps.Add(1)
 			}
 		}
@@ -129,7 +137,7 @@ func TestEvictionRaceAdmitsExactly(t *testing.T) {
 			wg.Go(func() {
 				for i := range 400 {
 					k := (g + i) % keys
-					if b.Allow(k) {
+					if allow(k) {
 						admitted[k].Add(1)
 					}
 				}
@@ -137,11 +145,11 @@ func TestEvictionRaceAdmitsExactly(t *testing.T) {
 		}
 		wg.Wait()
 		for k := range keys {
-			if got := admitted[k].Load(); got != burst {
-				t.Fatalf("round %d key %d: admitted %d, want exactly %d", round, k, got, burst)
+			if got := admitted[k].Load(); got != quota {
+				t.Fatalf("round %d key %d: admitted %d, want exactly %d", round, k, got, quota)
 			}
 		}
-		clk.Add(2 * time.Hour)
+		clk.Add(idle)
 		if round%2 == 0 {
 			// Let two sweeps pass, so that this round meets evicted keys
 			// (the replace path); odd rounds race with the sweeper.

@@ -29,6 +29,16 @@ var memTypes = []struct {
 	{"TokenBucket", 80, func(l keylimit.Limit, opts ...keylimit.Option) (memLimiter, error) {
 		return keylimit.NewTokenBucket[string](l, opts...)
 	}},
+	{"FixedWindow", 80, func(l keylimit.Limit, opts ...keylimit.Option) (memLimiter, error) {
+		return keylimit.NewFixedWindow[string](l, opts...)
+	}},
+	// 48 bytes of state and 8 per event of the quota (10 here).
+	{"SlidingWindow", 80 + 48 + 80, func(l keylimit.Limit, opts ...keylimit.Option) (memLimiter, error) {
+		return keylimit.NewSlidingWindow[string](l, opts...)
+	}},
+	{"SlidingCounter", 80, func(l keylimit.Limit, opts ...keylimit.Option) (memLimiter, error) {
+		return keylimit.NewSlidingCounter[string](l, opts...)
+	}},
 }
 
 func heapInUse() uint64 {

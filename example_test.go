@@ -141,6 +141,224 @@ func ExampleWithClock() {
 	// true
 }
 
+// A fixed window of 3 a minute per user. Windows are aligned to the clock:
+// the quota comes back whole when the minute turns, however recently it
+// was spent. The mock clock starts at the Unix epoch, on a minute boundary.
+func ExampleFixedWindow() {
+	mock := clock.NewMock()
+	lim, err := keylimit.NewFixedWindow[string](keylimit.PerMinute(3), keylimit.WithClock(mock))
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	mock.Add(50 * time.Second)
+	for i := 1; i <= 4; i++ {
+		fmt.Printf("0:50 alice request %d: %v\n", i, lim.Allow("alice"))
+	}
+	fmt.Println("0:50 bob:", lim.AllowN("bob", 3))
+	mock.Add(10 * time.Second)
+	fmt.Println("1:00 alice:", lim.Allow("alice"))
+	fmt.Println("keys tracked:", lim.Len())
+	// Output:
+	// 0:50 alice request 1: true
+	// 0:50 alice request 2: true
+	// 0:50 alice request 3: true
+	// 0:50 alice request 4: false
+	// 0:50 bob: true
+	// 1:00 alice: true
+	// keys tracked: 2
+}
+
+func ExampleFixedWindow_Take() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewFixedWindow[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	mock.Add(15 * time.Second)
+	r := lim.Take("api-key-1", 8)
+	fmt.Printf("allowed=%v remaining=%d reset=%v\n", r.Allowed, r.Remaining, r.ResetAfter)
+	r = lim.Take("api-key-1", 5)
+	fmt.Printf("allowed=%v remaining=%d retry=%v\n", r.Allowed, r.Remaining, r.RetryAfter)
+	r = lim.Peek("api-key-1")
+	fmt.Printf("peek: would pass=%v remaining=%d\n", r.Allowed, r.Remaining)
+	// Output:
+	// allowed=true remaining=2 reset=45s
+	// allowed=false remaining=2 retry=45s
+	// peek: would pass=true remaining=2
+}
+
+func ExampleFixedWindow_Wait() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewFixedWindow[string](keylimit.PerMinute(1), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	fmt.Println(lim.Wait(context.Background(), "partner.example"))
+	// The window ends in a minute; this context gives 10 s, so Wait fails
+	// at once rather than sleeping in vain.
+	ctx, cancel := mock.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fmt.Println(lim.Wait(ctx, "partner.example"))
+	// Output:
+	// <nil>
+	// keylimit: waiting 1m0s for 1 event would outlast the context deadline, 10s away
+}
+
+// Windows are aligned to the clock, not to the limiter's creation: a limiter
+// made at 0:30 ends its first minute window at 1:00, like every other
+// instance's. A count the window's word cannot hold is an error.
+func ExampleNewFixedWindow() {
+	mock := clock.NewMock()
+	mock.Add(30 * time.Second)
+	lim, err := keylimit.NewFixedWindow[string](keylimit.PerMinute(100), keylimit.WithClock(mock))
+	fmt.Println(lim.Limit(), err)
+	defer lim.Close()
+	r := lim.Take("k", 1)
+	fmt.Printf("remaining=%d reset=%v\n", r.Remaining, r.ResetAfter)
+
+	_, err = keylimit.NewFixedWindow[string](keylimit.Per(10, time.Nanosecond))
+	fmt.Println(err)
+	// Output:
+	// 100/1m0s <nil>
+	// remaining=99 reset=30s
+	// keylimit: a FixedWindow counts at most 3 events per 1ns, not 10
+}
+
+// Refund undoes an admission, for a request that one limit admitted and
+// another refused, or that failed before doing any work.
+func ExampleFixedWindow_Refund() {
+	lim, _ := keylimit.NewFixedWindow[string](keylimit.PerHour(2))
+	defer lim.Close()
+
+	lim.AllowN("upload:alice", 2)
+	fmt.Println("remaining:", lim.Peek("upload:alice").Remaining)
+	lim.Refund("upload:alice", 1) // the upload failed: give its event back
+	fmt.Println("remaining:", lim.Peek("upload:alice").Remaining)
+	lim.Reset("upload:alice")
+	fmt.Println("remaining:", lim.Peek("upload:alice").Remaining)
+	// Output:
+	// remaining: 0
+	// remaining: 1
+	// remaining: 2
+}
+
+// A sliding window of 3 a minute: where a fixed window would open again at
+// 1:00, the sliding window waits until the events of 0:50 are a minute old.
+func ExampleSlidingWindow() {
+	mock := clock.NewMock()
+	lim, err := keylimit.NewSlidingWindow[string](keylimit.PerMinute(3), keylimit.WithClock(mock))
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	mock.Add(50 * time.Second)
+	fmt.Println("0:50:", lim.AllowN("alice", 3))
+	mock.Add(10 * time.Second)
+	r := lim.Take("alice", 1)
+	fmt.Printf("1:00: %v, retry after %v\n", r.Allowed, r.RetryAfter)
+	mock.Add(r.RetryAfter)
+	fmt.Println("1:50:", lim.AllowN("alice", 3))
+	// Output:
+	// 0:50: true
+	// 1:00: false, retry after 50s
+	// 1:50: true
+}
+
+// RetryAfter is when enough events leave the window for the request to fit:
+// one needs the oldest gone, two need the two oldest gone.
+func ExampleSlidingWindow_Take() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewSlidingWindow[string](keylimit.PerMinute(3), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	lim.Allow("k") // at 0:00
+	mock.Add(20 * time.Second)
+	lim.AllowN("k", 2) // at 0:20
+	mock.Add(10 * time.Second)
+	for _, n := range []int{1, 2} {
+		r := lim.Take("k", n)
+		fmt.Printf("Take(%d) at 0:30: allowed=%v retry=%v reset=%v\n", n, r.Allowed, r.RetryAfter, r.ResetAfter)
+	}
+	r := lim.Take("k", 4)
+	fmt.Printf("Take(4) at 0:30: allowed=%v never=%v\n", r.Allowed, r.RetryAfter == keylimit.InfDuration)
+	r = lim.Peek("k")
+	fmt.Printf("Peek at 0:30: would pass=%v remaining=%d\n", r.Allowed, r.Remaining)
+	// Output:
+	// Take(1) at 0:30: allowed=false retry=30s reset=50s
+	// Take(2) at 0:30: allowed=false retry=50s reset=50s
+	// Take(4) at 0:30: allowed=false never=true
+	// Peek at 0:30: would pass=false remaining=0
+}
+
+// A SlidingWindow keeps each key's last Events admission times, so its
+// quota is capped; larger ones are for a SlidingCounter.
+func ExampleNewSlidingWindow() {
+	_, err := keylimit.NewSlidingWindow[string](keylimit.PerHour(50_000))
+	fmt.Println(err)
+	lim, err := keylimit.NewSlidingWindow[string](keylimit.PerHour(keylimit.MaxSlidingWindowEvents))
+	fmt.Println(lim.Limit(), err)
+	lim.Close()
+	// Output:
+	// keylimit: a SlidingWindow keeps at most 10000 events per key (8 bytes each), not 50000: use a SlidingCounter for large quotas
+	// 10000/1h0m0s <nil>
+}
+
+// A sliding counter of 10 a minute. At 1:15, the 10 events of the previous
+// minute weigh for the 45 s of it still inside the sliding minute: 7.5,
+// counted as 8, so 2 more fit.
+func ExampleSlidingCounter() {
+	mock := clock.NewMock()
+	lim, err := keylimit.NewSlidingCounter[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	mock.Add(50 * time.Second)
+	fmt.Println("0:50:", lim.AllowN("alice", 10))
+	mock.Add(25 * time.Second)
+	r := lim.Peek("alice")
+	fmt.Printf("1:15: remaining=%d\n", r.Remaining)
+	fmt.Println("1:15:", lim.AllowN("alice", 2), lim.Allow("alice"))
+	// Output:
+	// 0:50: true
+	// 1:15: remaining=2
+	// 1:15: true false
+}
+
+// RetryAfter is exact for the estimate: the moment the previous window's
+// weight has faded enough.
+func ExampleSlidingCounter_Take() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewSlidingCounter[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	lim.AllowN("k", 10) // at 0:00
+	mock.Add(time.Minute)
+	r := lim.Take("k", 4)
+	fmt.Printf("1:00: allowed=%v retry=%v reset=%v\n", r.Allowed, r.RetryAfter, r.ResetAfter)
+	mock.Add(r.RetryAfter)
+	r = lim.Take("k", 4)
+	fmt.Printf("1:24: allowed=%v remaining=%d\n", r.Allowed, r.Remaining)
+	// Output:
+	// 1:00: allowed=false retry=24s reset=1m0s
+	// 1:24: allowed=true remaining=0
+}
+
+// Two counts and a window index share a SlidingCounter's word, which
+// bounds its quota by its period.
+func ExampleNewSlidingCounter() {
+	_, err := keylimit.NewSlidingCounter[string](keylimit.PerSecond(100_000))
+	fmt.Println(err)
+	lim, err := keylimit.NewSlidingCounter[string](keylimit.PerHour(100_000))
+	fmt.Println(lim.Limit(), err)
+	lim.Close()
+	// Output:
+	// keylimit: a SlidingCounter counts at most 65535 events per 1s, not 100000: use a longer Period, or a FixedWindow or TokenBucket
+	// 100000/1h0m0s <nil>
+}
+
 // Two limits on one key: 5 a second and 7 a minute. A refused request takes
 // nothing from either, and each Result reports the limit that binds.
 func ExampleAll() {

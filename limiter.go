@@ -1,7 +1,7 @@
 package keylimit
 
 // Limiter is what every keyed limiter in this module does: TokenBucket,
-// FixedWindow, SlidingWindow, the Redis limiters of the redislimit module,
+// FixedWindow, SlidingWindow, SlidingCounter, the Redis limiters of the redislimit module,
 // and combinations of them made by All.
 //
 // Implementations are safe for concurrent use.
@@ -35,4 +35,10 @@ type Refunder[K comparable] interface {
 var (
 	_ Limiter[string]  = (*TokenBucket[string])(nil)
 	_ Refunder[string] = (*TokenBucket[string])(nil)
+	_ Limiter[string]  = (*FixedWindow[string])(nil)
+	_ Refunder[string] = (*FixedWindow[string])(nil)
+	_ Limiter[string]  = (*SlidingWindow[string])(nil)
+	_ Refunder[string] = (*SlidingWindow[string])(nil)
+	_ Limiter[string]  = (*SlidingCounter[string])(nil)
+	_ Refunder[string] = (*SlidingCounter[string])(nil)
 )

@@ -84,3 +84,35 @@ tour complete: 1 scenes
 		t.Errorf("output:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestTourBoundary runs the boundary scene and checks the chart and counts
+// it prints.
+func TestTourBoundary(t *testing.T) {
+	mockTime(t)
+	var out bytes.Buffer
+	if err := tour(&out, "boundary"); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []struct {
+		text  string
+		count int
+	}{
+		{"  -500ms    ####     ####     ####\n", 1},
+		{"  -300ms    ##..     ##..     ##..\n", 1},
+		{"  -100ms    ....     ....     ....\n", 1},
+		{"  ---------- window boundary ----------\n  +0ms ", 1},
+		{"  +0ms      ####     ....     ....\n", 1},
+		{"  +100ms    ####     ....     #...\n", 1},
+		{"  +200ms    ##..     ....     #...\n", 1},
+		{"  +400ms    ....     ....     #...\n", 1},
+		{"fixed:   20 admitted", 1},
+		{"sliding: 10 admitted; after the boundary it answers retry-after 500ms", 1},
+		{"counter: 14 admitted", 1},
+		{"tour complete: 1 scenes", 1},
+	} {
+		if n := strings.Count(got, want.text); n != want.count {
+			t.Errorf("%q appears %d times, want %d; output:\n%s", want.text, n, want.count, got)
+		}
+	}
+}
