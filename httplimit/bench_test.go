@@ -13,7 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// nop is the bare handler the middleware's overhead is measured over.
+// nop is the bare handler the middleware's overhead is measured over, and
+// the allocations counted behind: it does nothing, so that everything
+// measured is the middleware's. That includes, on a fresh response, the
+// table of the header map, which the first field allocates (about 330
+// bytes); behind a handler that sets a header of its own, that table is
+// the handler's cost, not the middleware's.
 var nop = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 
 // reusedWriter is a ResponseWriter whose header map is cleared and reused,
@@ -103,11 +108,11 @@ func TestAllocs(t *testing.T) {
 	}
 }
 
-// BenchmarkMiddleware measures a request through the middleware to a bare
-// handler, on an httptest.ResponseRecorder, with no network, over 1024
-// distinct clients. It reports, beside ns/op, the bare handler's time on
-// the same requests (bare-ns/op) and the difference (overhead-ns/op), so
-// that the overhead can be read from one run.
+// BenchmarkMiddleware measures a request through the middleware to nop,
+// on an httptest.ResponseRecorder, with no network, over 1024 distinct
+// clients. It reports, beside ns/op, nop's time alone on the same requests
+// (bare-ns/op) and the difference (overhead-ns/op), so that the overhead
+// can be read from one run.
 func BenchmarkMiddleware(b *testing.B) {
 	reqs := benchRequests(1024)
 	for _, c := range benchConfigs(b) {

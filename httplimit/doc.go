@@ -3,7 +3,7 @@
 // with Retry-After, and the IETF RateLimit and RateLimit-Policy fields on
 // every response.
 //
-// # Five lines
+// # The simple case
 //
 //	limit, err := httplimit.New(httplimit.Config{
 //		Key:      httplimit.ClientIP{}.Key,

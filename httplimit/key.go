@@ -21,8 +21,8 @@ import (
 type KeyFunc func(r *http.Request) (string, error)
 
 // ErrNoKey is wrapped by the errors of KeyFuncs for requests that do not
-// carry what their key needs: a missing header, a client address that
-// cannot be read. By default the middleware answers them 400 Bad Request,
+// carry what their key needs: a missing header, a forwarding header in
+// which the client's address cannot be read. By default the middleware answers them 400 Bad Request,
 // with the error's text; other key errors are the server's and answered
 // 500 with a generic text.
 var ErrNoKey = errors.New("httplimit: the request carries no key")

@@ -48,7 +48,7 @@ type Config struct {
 	// DryRun counts every request and sets every field as usual, and calls
 	// OnDecision with the true decision, but lets refused requests through
 	// (without Retry-After): to see what a policy would refuse before
-	// enforcing it.
+	// enforcing it. Requests a policy cannot decide (Result.Err) pass too.
 	DryRun bool
 
 	// LegacyFields also sends X-RateLimit-Limit, X-RateLimit-Remaining
@@ -60,7 +60,8 @@ type Config struct {
 	// OnDecision, if set, is called with every decision, before the
 	// handler or Deny runs: count admissions and refusals by policy in
 	// Prometheus, or log them. It runs on the request's goroutine and must
-	// be safe for concurrent use.
+	// be safe for concurrent use. Requests answered by Error are not
+	// decisions: see them there.
 	OnDecision func(r *http.Request, d Decision)
 
 	// Deny answers refused requests. When it runs, the RateLimit fields,
@@ -79,12 +80,14 @@ type Config struct {
 	Deny func(w http.ResponseWriter, r *http.Request, d Decision)
 
 	// Error answers requests the middleware cannot decide: their key
-	// cannot be determined, or Cost returned a negative number. err says
-	// why. If nil, an error that wraps ErrNoKey is answered 400 Bad Request
-	// with its text (the request lacks what the key needs), and any other
-	// 500 Internal Server Error with a generic text (the server is
-	// misconfigured; its details stay out of the response). Both bodies
-	// are JSON, or problem+json on request, like Deny's.
+	// cannot be determined, Cost returned a negative number, or a policy's
+	// limiter could not apply its limit to the key (Result.Err: an invalid
+	// limit from keylimit.WithKeyLimit). err says why. If nil, an error that
+	// wraps ErrNoKey is answered 400 Bad Request with its text (the request
+	// lacks what the key needs), and any other 500 Internal Server Error
+	// with a generic text (the server is misconfigured; its details stay out
+	// of the response). Both bodies are JSON, or problem+json on request,
+	// like Deny's.
 	Error func(w http.ResponseWriter, r *http.Request, err error)
 }
 
@@ -101,7 +104,9 @@ type Decision struct {
 	// Remaining and ResetAfter. Allowed, RetryAfter and Untracked are the
 	// decision's, over all the policies: RetryAfter is InfDuration if the
 	// cost is above a policy's quota, so that the request can never pass.
-	// In dry-run mode, Allowed false marks a request that would have been
+	// Err is the limiter's Result.Err: the key's limit could not be
+	// applied; the request is answered by Config.Error, or passes in dry
+	// run. In dry run, Allowed false marks a request that would have been
 	// refused.
 	Result keylimit.Result
 }
@@ -215,6 +220,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d, rateLimit, rateLimitPolicy := t.decide(key, cost)
+	if d.Result.Err != nil && !m.dryRun {
+		// Not the client's doing: the policy cannot be applied to its key.
+		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %q: %w", d.Policy, key, d.Result.Err))
+		return
+	}
 	fields := w.Header()
 	m.setFields(fields, d, rateLimit, rateLimitPolicy)
 	if m.onDecision != nil {

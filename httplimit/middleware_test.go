@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -58,6 +59,15 @@ func TestThreeUsers(t *testing.T) {
 			f := policyFields(t, got.header)
 			require.Len(t, f, 1)
 			assert.Equal(t, fields{"burst", 5, 5, max(r0-i, 0), min(t0+i, 5)}, f[0], "%s request %d", user, i+1)
+			// The fields say what the limiter's Result said.
+			d := seen.list()[len(seen.list())-1]
+			assert.Equal(t, user, d.Key)
+			assert.Equal(t, int64(d.Result.Limit), f[0].q)
+			assert.Equal(t, int64(d.Result.Remaining), f[0].r)
+			assert.Equal(t, int64(math.Ceil(d.Result.ResetAfter.Seconds())), f[0].t)
+			if !d.Result.Allowed {
+				assert.Equal(t, int(math.Ceil(d.Result.RetryAfter.Seconds())), retryAfter(t, got.header))
+			}
 			if i < pass {
 				require.Equal(t, http.StatusOK, got.status, "%s request %d", user, i+1)
 				assert.Equal(t, "ok", got.body)
@@ -217,6 +227,8 @@ func TestCost(t *testing.T) {
 				return 5
 			case "/huge":
 				return 13
+			case "/free":
+				return 0
 			}
 			return 1
 		},
@@ -238,6 +250,7 @@ func TestCost(t *testing.T) {
 		{"/cheap", 200, 1},
 		{"/cheap", 200, 0},
 		{"/cheap", 429, 0},
+		{"/free", 200, 0}, // costs nothing, so passes even now
 	} {
 		s, r := status(want.path)
 		assert.Equal(t, want.status, s, want.path)

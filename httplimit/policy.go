@@ -36,7 +36,13 @@ type Policy struct {
 	// *keylimit.TokenBucket, the time an empty bucket takes to refill fully,
 	// Burst × Period / Events (the Period when Burst is Events); for any
 	// other limiter, its Period, as for a window. New reports an error if
-	// Window is 0 and the limiter does not report its Limit.
+	// Window is 0 and the limiter does not report its Limit. The Limit is
+	// asked on every request, so SetLimit shows at once.
+	//
+	// A limiter with keylimit.WithKeyLimit gives keys limits of their own:
+	// q is then each key's own (Result.Limit), but w is derived from the
+	// limiter's Limit, since no method tells a key's. Set Window if the
+	// limits share a window, or keep one limiter per tier (Config.Tiers).
 	Window time.Duration
 
 	err error // an error from Bucket, reported by New
@@ -68,28 +74,37 @@ type policy struct {
 	name    string
 	quoted  string // name as a Structured Field String
 	limiter keylimit.Limiter[string]
-	window  time.Duration // Policy.Window; 0: ask limits
+	window  int64         // Policy.Window in seconds, rounded up; 0: ask limits
 	limits  limitReporter // with window 0: the limiter, asked on each request
 	bucket  bool          // limits is a token bucket: w is its full-refill time
+	// derived is the last window derived from limits, kept so that a
+	// request under an unchanged Limit does not divide 128-bit numbers.
+	derived atomic.Pointer[derivedWindow]
 }
 
-func compilePolicy(p Policy) (policy, error) {
+// derivedWindow is a w and the Limit it was derived from.
+type derivedWindow struct {
+	limit   keylimit.Limit
+	seconds int64
+}
+
+func compilePolicy(p Policy) (*policy, error) {
 	if p.err != nil {
-		return policy{}, p.err
+		return nil, p.err
 	}
 	if err := checkName(p.Name); err != nil {
-		return policy{}, err
+		return nil, err
 	}
-	c := policy{name: p.Name, quoted: string(appendSFString(nil, p.Name)), limiter: p.Limiter, window: p.Window}
+	c := &policy{name: p.Name, quoted: string(appendSFString(nil, p.Name)), limiter: p.Limiter, window: seconds(p.Window)}
 	switch {
 	case p.Limiter == nil:
-		return policy{}, fmt.Errorf("httplimit: policy %q has no Limiter", p.Name)
+		return nil, fmt.Errorf("httplimit: policy %q has no Limiter", p.Name)
 	case p.Window < 0:
-		return policy{}, fmt.Errorf("httplimit: policy %q: Window %v is negative", p.Name, p.Window)
+		return nil, fmt.Errorf("httplimit: policy %q: Window %v is negative", p.Name, p.Window)
 	case p.Window == 0:
 		lr, ok := p.Limiter.(limitReporter)
 		if !ok {
-			return policy{}, fmt.Errorf("httplimit: policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
+			return nil, fmt.Errorf("httplimit: policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
 		}
 		c.limits = lr
 		_, c.bucket = p.Limiter.(*keylimit.TokenBucket[string])
@@ -101,13 +116,18 @@ func compilePolicy(p Policy) (policy, error) {
 // the server runs.
 func (p *policy) windowSeconds() int64 {
 	if p.window > 0 {
-		return seconds(p.window)
+		return p.window
 	}
 	l := p.limits.Limit()
-	if !p.bucket {
-		return seconds(l.Period)
+	if d := p.derived.Load(); d != nil && d.limit == l {
+		return d.seconds
 	}
-	return seconds(refillTime(l))
+	w := seconds(l.Period)
+	if p.bucket {
+		w = seconds(refillTime(l))
+	}
+	p.derived.Store(&derivedWindow{limit: l, seconds: w})
+	return w
 }
 
 // refillTime is the time an empty token bucket of l takes to refill fully,
@@ -132,7 +152,7 @@ func refillTime(l keylimit.Limit) time.Duration {
 // tier is the set of policies a request meets together.
 type tier struct {
 	name     string
-	policies []policy
+	policies []*policy
 	// decider takes a request's cost from every policy or from none: the
 	// one limiter, or keylimit.All of them.
 	decider keylimit.Limiter[string]
@@ -161,7 +181,7 @@ func compileTier(name string, ps []Policy) (*tier, error) {
 		if err != nil {
 			return nil, err
 		}
-		if slices.ContainsFunc(t.policies, func(o policy) bool { return o.name == c.name }) {
+		if slices.ContainsFunc(t.policies, func(o *policy) bool { return o.name == c.name }) {
 			return nil, fmt.Errorf("httplimit: two policies are named %q", c.name)
 		}
 		// keylimit.All would panic: it must be able to give back what the
@@ -193,11 +213,12 @@ func (t *tier) decide(key string, cost int) (d Decision, rateLimit, rateLimitPol
 	var qwBuf [2 * inlinePolicies]int64
 	qw := qwBuf[:0]
 	// The policy with the least Remaining, the first that cannot afford
-	// cost now, and the first that never can (cost above its quota).
-	least, short, never := -1, -1, -1
-	var leastRes, shortRes, neverRes keylimit.Result
+	// cost now, the first that never can (cost above its quota), and the
+	// first that cannot apply its limit to the key (Result.Err).
+	least, short, never, failed := -1, -1, -1, -1
+	var leastRes, shortRes, neverRes, failedRes keylimit.Result
 	for i := range t.policies {
-		p := &t.policies[i]
+		p := t.policies[i]
 		r := res
 		if len(t.policies) > 1 {
 			// All reports only the binding limit; each policy's own state
@@ -220,21 +241,28 @@ func (t *tier) decide(key string, cost int) (d Decision, rateLimit, rateLimitPol
 		if never < 0 && r.Limit < cost {
 			never, neverRes = i, r
 		}
+		if failed < 0 && r.Err != nil {
+			failed, failedRes = i, r
+		}
 	}
-	// The binding policy: the first that refused (the one All stopped at),
-	// or when all admitted, the one closest to refusing.
-	// A request above a quota can never pass, even if All stopped at an
-	// earlier policy that only lacked tokens now.
+	// The binding policy: when all admitted, the one closest to refusing;
+	// when refused, one that cannot apply its limit, or else one whose
+	// quota the cost exceeds (the request can never pass, even if All
+	// stopped at an earlier policy that only lacked tokens now), or else
+	// the first that lacked tokens, where All stopped.
 	bind, bindRes := least, leastRes
 	switch {
 	case res.Allowed:
+	case failed >= 0:
+		bind, bindRes = failed, failedRes
+		res.RetryAfter, res.Err = keylimit.InfDuration, failedRes.Err
 	case never >= 0:
 		bind, bindRes = never, neverRes
 		res.RetryAfter = keylimit.InfDuration
 	case short >= 0:
 		bind, bindRes = short, shortRes
 	}
-	bindRes.Allowed, bindRes.RetryAfter, bindRes.Untracked = res.Allowed, res.RetryAfter, res.Untracked
+	bindRes.Allowed, bindRes.RetryAfter, bindRes.Untracked, bindRes.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Err
 	d = Decision{Key: key, Tier: t.name, Policy: t.policies[bind].name, Cost: cost, Result: bindRes}
 	return d, string(field), t.policyField(qw)
 }

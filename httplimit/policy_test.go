@@ -191,3 +191,59 @@ func TestLastPolicyNeedNotRefund(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, w.Code)
 	assert.Equal(t, []fields{{"first", 10, 60, 10, 0}, {"last", 4, 60, 0, 0}}, policyFields(t, w.Header()), "the first gave back what it took")
 }
+
+// SetLimit shows in the next response's RateLimit-Policy.
+func TestSetLimitShows(t *testing.T) {
+	mock := clock.NewMock()
+	b, err := keylimit.NewTokenBucket[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
+	require.NoError(t, err)
+	h := limited(t, httplimit.Config{
+		Key:      func(*http.Request) (string, error) { return "k", nil },
+		Policies: []httplimit.Policy{{Name: "p", Limiter: b}},
+	})(&ok{})
+	assert.Equal(t, `"p";q=10;w=60`, serveOnce(t, h).Header().Get("RateLimit-Policy"))
+	require.NoError(t, b.SetLimit(keylimit.PerHour(100).WithBurst(20)))
+	assert.Equal(t, `"p";q=20;w=720`, serveOnce(t, h).Header().Get("RateLimit-Policy"))
+}
+
+// A key whose limit (from keylimit.WithKeyLimit) is invalid is the
+// server's error, 500, not a 429; in dry run it passes.
+func TestInvalidKeyLimit(t *testing.T) {
+	mock := clock.NewMock()
+	b, err := keylimit.NewTokenBucket[string](keylimit.PerMinute(10), keylimit.WithClock(mock),
+		keylimit.WithKeyLimit(func(key string) keylimit.Limit {
+			if key == "bad" {
+				return keylimit.PerMinute(-1)
+			}
+			return keylimit.Limit{}
+		}))
+	require.NoError(t, err)
+	other := bucket(t, "first", keylimit.PerMinute(100), mock)
+	var errs []error
+	seen := &decisions{}
+	config := httplimit.Config{
+		Key:        httplimit.Header("X-User"),
+		Policies:   []httplimit.Policy{other, {Name: "keyed", Limiter: b}},
+		OnDecision: seen.record,
+		Error: func(w http.ResponseWriter, r *http.Request, err error) {
+			errs = append(errs, err)
+			w.WriteHeader(http.StatusInternalServerError)
+		},
+	}
+	h := limited(t, config)(&ok{})
+	assert.Equal(t, http.StatusOK, call(h, "/", "X-User", "good").StatusCode)
+	assert.Equal(t, http.StatusInternalServerError, call(h, "/", "X-User", "bad").StatusCode)
+	require.Len(t, errs, 1)
+	assert.Equal(t, `httplimit: policy "keyed" cannot limit key "bad": keylimit: the limit WithKeyLimit gave this key is invalid: keylimit: events -1 is below 1`, errs[0].Error())
+	assert.Len(t, seen.list(), 1, "an undecided request is not a decision")
+
+	config.DryRun = true
+	h = limited(t, config)(&ok{})
+	resp := call(h, "/", "X-User", "bad")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	d := seen.list()[1]
+	assert.Equal(t, "keyed", d.Policy)
+	assert.False(t, d.Result.Allowed)
+	assert.Error(t, d.Result.Err)
+	assert.Equal(t, int64(100), policyFields(t, resp.Header)[0].r, "the first policy gave back what it took")
+}
