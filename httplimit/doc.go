@@ -1,7 +1,8 @@
-// Package httplimit is net/http middleware that rate-limits requests with
-// keylimit and answers the way clients can act on: 429 Too Many Requests
-// with Retry-After, and the IETF RateLimit and RateLimit-Policy fields on
-// every response.
+// Package httplimit rate-limits HTTP with keylimit, on both sides. For
+// servers, middleware that answers the way clients can act on: 429 Too Many
+// Requests with Retry-After, and the IETF RateLimit and RateLimit-Policy
+// fields on every response. For clients, a Transport that keeps outbound
+// calls under a partner's limit and backs off when the partner says so.
 //
 // # The simple case
 //
