@@ -1,7 +1,6 @@
 package redislimit
 
 import (
-	"context"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -32,25 +31,4 @@ func (c *localClock) now() int64 {
 		return int64(time.Since(c.start))
 	}
 	return int64(c.injected.Now().Sub(c.start))
-}
-
-// sleep waits d on the clock, or until ctx ends.
-func (c *localClock) sleep(ctx context.Context, d time.Duration) error {
-	var t *clock.Timer
-	var fired <-chan time.Time
-	if c.injected != nil {
-		t = c.injected.Timer(d)
-		defer t.Stop()
-		fired = t.C
-	} else {
-		rt := time.NewTimer(d)
-		defer rt.Stop()
-		fired = rt.C
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-fired:
-		return nil
-	}
 }
