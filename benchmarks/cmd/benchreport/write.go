@@ -222,7 +222,7 @@ func (r *report) writeAdmitted(p func(string, ...any), s *speed) {
 		}
 	}
 	p("### Did the limits do what their names say?\n\n")
-	p("Each row counts the calls its contender admitted (the `admitted/op` metric). ")
+	p("Each row counts the calls its contender admitted (the `admitted/op` metric).\n")
 	if len(odd) == 0 {
 		p("Every limiter admitted at least %.0f%% of its calls on every loose row and refused at least\n", 100*nearly)
 		p("%.0f%% on every tight row.\n\n", 100*nearly)
