@@ -20,7 +20,7 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 	var d slidingDecision
 	now := s.clock.now()
 
-	if ok := s.judgeSnapshot(st, now, 1, true, &d); !ok || !d.ok || d.count != 2 {
+	if ok := st.cfg.arith.judgeSnapshot(st, now, 1, true, &d); !ok || !d.ok || d.count != 2 {
 		t.Fatalf("a quiet read = %+v, consistent %v; want consistent, allowed, 2 in the window", d, ok)
 	}
 	seq, _, ok := st.snapshot()
@@ -44,15 +44,15 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 	if _, _, ok := st.snapshot(); ok {
 		t.Fatal("a read that began while a writer was mid-way was allowed")
 	}
-	if s.judgeSnapshot(st, now, 1, true, &d) {
+	if st.cfg.arith.judgeSnapshot(st, now, 1, true, &d) {
 		t.Fatal("a judgement that began while a writer was mid-way reported itself consistent")
 	}
 	st.seq.Add(1)
-	if ok := s.judgeSnapshot(st, now, 1, true, &d); !ok || d.ok || d.count != 3 {
+	if ok := st.cfg.arith.judgeSnapshot(st, now, 1, true, &d); !ok || d.ok || d.count != 3 {
 		t.Fatalf("a quiet read = %+v, consistent %v; want consistent, refused, 3 in the window", d, ok)
 	}
 	st.retire()
-	if s.judgeSnapshot(st, now, 1, true, &d) {
+	if st.cfg.arith.judgeSnapshot(st, now, 1, true, &d) {
 		t.Fatal("a read of a retired state reported itself a decision")
 	}
 }
