@@ -134,8 +134,9 @@ func (c *SlidingCounter[K]) Limit() Limit { return c.policy.limit() }
 // it has faded). A new Period moves the windows: the key moves to the new
 // window that holds now; the count of its current window comes along as
 // the current count, and the count of the window before as the previous
-// count, weighed by the new window's elapsed share, if that window ended
-// after the new previous window began; else it is dropped.
+// count (which weighs by the share of the new previous window still inside
+// the sliding one) if that window ended after the new previous window
+// began; else it is dropped.
 //
 // So a change of limit never creates capacity. With one Period, a key
 // admits at most the larger Events in any aligned window, and so at most
@@ -143,9 +144,10 @@ func (c *SlidingCounter[K]) Limit() Limit { return c.policy.limit() }
 // With several Periods, the current count is kept as a FixedWindow keeps
 // its count, and the same bound holds: over any interval, at most the
 // larger Events times one more than the number of window boundaries, of
-// any of the limits' grids, inside the interval. The estimate itself is
-// coarser across a new Period: a longer Period cannot know the events of
-// windows older than the key's previous one. (Counts saturate, as a
+// any of the limits' grids, inside the interval, looser than either limit
+// (see FixedWindow.SetLimit). The estimate itself is coarser across a new
+// Period: a longer Period cannot know the events of windows older than the
+// key's previous one. (Counts saturate, as a
 // FixedWindow's do, if a much shorter Period leaves them fewer bits.)
 // Admissions racing with SetLimit are decided under one limit or the
 // other, never a mix.

@@ -14,11 +14,12 @@ import (
 //
 // A limiter's keys are each under a limit: the limiter's own, or, with
 // WithKeyLimit, one a function gives for the key. The limit is resolved when
-// the key is first seen and kept with its state (a pointer to a shared,
-// immutable config), so the hot path never calls the function. SetLimit
-// starts a new generation: every key notices on its next call that its config
-// is from an older generation, resolves its limit again and carries its state
-// over to it, each limiter type in its own documented way.
+// the key is first seen and kept with its state (a pointer to a config
+// shared by the keys under the same limit), so the hot path never calls the
+// function. SetLimit starts a new generation and marks the configs of the
+// last one superseded: every key notices on its next call, resolves its
+// limit again and carries its state over to it, each limiter type in its
+// own documented way.
 //
 // A TokenBucket converts a key's state in place: its TAT means the same
 // under any limit. The window types cannot: their packed words and rings

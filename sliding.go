@@ -11,7 +11,7 @@ import (
 
 // MaxSlidingWindowEvents is the largest Limit.Events a SlidingWindow accepts:
 // it keeps 8 bytes per event of the quota for every active key, 80 KB at this
-// cap. For larger quotas use a SlidingCounter, whose key costs 8 bytes
+// cap. For larger quotas use a SlidingCounter, whose key costs 16 bytes
 // whatever the quota.
 const MaxSlidingWindowEvents = 10_000
 
@@ -172,8 +172,11 @@ func (s *SlidingWindow[K]) Limit() Limit { return s.policy.limit() }
 //
 // So a change of limit never creates capacity: however often the limit
 // changes, a key admits at most the largest Events of the limits in any
-// interval of the shortest Period. Admissions racing with SetLimit are
-// decided under one limit or the other, never a mix.
+// interval of the shortest Period. With one Period, that is the larger
+// limit; with several it is looser than either, as a log kept for a short
+// Period has let go of what a longer one would count (see
+// FixedWindow.SetLimit). Admissions racing with SetLimit are decided under
+// one limit or the other, never a mix.
 func (s *SlidingWindow[K]) SetLimit(l Limit) error { return s.policy.set(l) }
 
 // Allow reports whether one event for key may happen now, and records it if

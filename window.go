@@ -356,10 +356,13 @@ func (f *FixedWindow[K]) Limit() Limit { return f.policy.limit() }
 // at most the larger Events times one more than the number of window
 // boundaries, of any of the limits' grids, inside the interval (as one
 // FixedWindow admits at most Events times that, of its own grid): a count
-// runs from one boundary to a later one. What a key admitted in the hour
-// before a change to 10 a minute does not carry past the minute's end,
-// and what it admitted in earlier minutes does not weigh on an hour after
-// a change back. (Counts are kept whole unless a change to a much shorter
+// runs from one boundary to a later one. That is looser than either limit:
+// flipped every minute between 100 an hour and 10 a minute, a key can pass
+// about 100 a minute, as the hour's count does not outlast the minute it
+// moved into, nor the minute's count know the earlier minutes of the hour.
+// A change of Period is for an operator to make now and then; to hold a key
+// to two limits at once, use All. (Counts are kept whole unless a change to
+// a much shorter
 // Period leaves them fewer bits than they need: they then saturate, which
 // still refuses the whole window.) Admissions racing with SetLimit are
 // decided under one limit or the other, never a mix.
