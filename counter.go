@@ -136,7 +136,10 @@ func (c *SlidingCounter[K]) Limit() Limit { return c.policy.limit() }
 // the current count, and the count of the window before as the previous
 // count (which weighs by the share of the new previous window still inside
 // the sliding one) if that window ended after the new previous window
-// began; else it is dropped.
+// began; else it is dropped. A key whose estimate has faded to nothing is
+// idle, and starts afresh: as it would, had the limiter forgotten it (see
+// WithEvictionInterval), so eviction never changes a decision across a
+// change either.
 //
 // So a change of limit never creates capacity. With one Period, a key
 // admits at most the larger Events in any aligned window, and so at most
@@ -236,15 +239,12 @@ func (c *SlidingCounter[K]) decide(key K, n int) (cfg *keyConfig[counterRules], 
 	}
 }
 
-// carry returns the word under the limit to that holds what word holds
-// under r, at now (see SetLimit): the window of to that holds now (or the
-// start of word's window, if the clock stepped back before it), with the
-// current count of word's window if it has not ended, and its previous
+// carry returns the word under the limit to that holds what word, not idle
+// at now, holds under r (see SetLimit): the window of to that holds now (or
+// the start of word's window, if the clock stepped back before it), with
+// the current count of word's window if it has not ended, and its previous
 // count if the window before it ended after the new previous window began.
 func (r counterRules) carry(word uint64, to *counterRules, now int64) uint64 {
-	if word>>(2*r.shift) == 0 {
-		return 0
-	}
 	v := r.at(word, now)
 	start := r.grid.start(v.w)
 	w := to.grid.index(max(now, start))

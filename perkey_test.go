@@ -547,17 +547,23 @@ func TestSlidingWindowSetLimitKeepsTheTimes(t *testing.T) {
 }
 
 func TestSlidingWindowSetLimitNewPeriod(t *testing.T) {
-	// A new Period judges the same times.
+	// A new Period judges the same times; a key idle under its old limit
+	// starts afresh.
 	lim, mock := newMock(t, keylimit.NewSlidingWindow[string], keylimit.Per(4, 10*s))
 	t0 := mock.Now()
 	mock.Set(t0.Add(3 * s))
 	require.True(t, lim.AllowN("k", 4))
+	mock.Set(t0.Add(7 * s))
+	require.True(t, lim.AllowN("q", 4))
 	mock.Set(t0.Add(9 * s))
 	require.Equal(t, refused(4, 0, 4*s, 4*s), lim.Peek("k"), "4 in the window (−1 s, 9 s]")
 	require.NoError(t, lim.SetLimit(keylimit.Per(4, 5*s)))
 	require.Equal(t, allowed(4, 4, 0), lim.Peek("k"), "none in the window (4 s, 9 s]")
+	require.Equal(t, refused(4, 0, 3*s, 3*s), lim.Peek("q"), "q's 4 at 7 s are in it")
 	require.NoError(t, lim.SetLimit(keylimit.Per(4, 10*s)))
-	require.Equal(t, refused(4, 0, 4*s, 4*s), lim.Peek("k"), "the times were kept")
+	require.Equal(t, refused(4, 0, 8*s, 8*s), lim.Peek("q"), "q kept its times")
+	require.Equal(t, allowed(4, 4, 0), lim.Peek("k"),
+		"k was idle under its last limit, which the evictor could have forgotten: it starts afresh")
 }
 
 func TestSlidingCounterSetLimitKeepsTheCounts(t *testing.T) {

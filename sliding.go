@@ -160,15 +160,20 @@ func (s *SlidingWindow[K]) Limit() Limit { return s.policy.limit() }
 // MaxSlidingWindowEvents included; for a limit from WithKeyLimit, that is
 // the key's Result.Err).
 //
-// A key keeps its admission times. Its log is reallocated to the new
-// Events, so a key's memory follows its limit, keeping the newest entries;
-// under a new Period the same times are judged against the new window.
+// A key keeps the admission times that count under its old limit, those in
+// its window. Its log is reallocated to the new Events, so a key's memory
+// follows its limit, keeping the newest entries; under a new Period the
+// same times are judged against the new window.
 // Admissions that a smaller log has no room for are not forgotten: if a
 // later change grows the log again, they come back as entries at the
 // oldest kept entry's time, no earlier than theirs (which is strict, never
 // lenient). A key whose log was full under a lowered limit so waits for
 // its oldest entries to leave the window; under a raised one it has the
-// difference at once.
+// difference at once. Times that have left the old window are dropped,
+// even under a longer Period, and a key with none left starts afresh: as it
+// would, had the limiter forgotten it when it was idle (see
+// WithEvictionInterval), so eviction never changes a decision across a
+// change either.
 //
 // So a change of limit never creates capacity: however often the limit
 // changes, a key admits at most the largest Events of the limits in any
@@ -345,7 +350,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, report bool, d *slidingDecision)
 
 // moveTo is moveKey's carry for a SlidingWindow: it retires st as moved and
 // returns a state under c holding st's log, resized (see SetLimit).
-func (st *slidingState) moveTo(c *keyConfig[slidingRules], _ int64) (*slidingState, bool) {
+func (st *slidingState) moveTo(c *keyConfig[slidingRules], now int64) (*slidingState, bool) {
 	nu := newSlidingState(c)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -354,14 +359,27 @@ func (st *slidingState) moveTo(c *keyConfig[slidingRules], _ int64) (*slidingSta
 		return nil, false
 	}
 	if c.err == nil {
-		// The key's admissions, oldest first, are its phantoms at the
-		// oldest entry's time, then its entries; the new log takes the
-		// newest of them, and counts the rest as its phantoms.
+		// The admissions that still count under the old limit: the
+		// entries in the window that ends at the key's time, and the
+		// phantoms, older, only if no entry has left it. Older ones no
+		// longer count, and would be gone had the evictor forgotten the
+		// key when it was idle: keeping them would let eviction change a
+		// decision under a longer Period.
+		r := &st.cfg.arith
+		var d slidingDecision
+		r.judge(st, pos, now, 1, true, &d)
 		head, phantoms, size := unpackPos(pos)
-		events, total := len(st.log), phantoms+size
+		events, first := len(st.log), size-d.count
+		if first > 0 {
+			phantoms = 0
+		}
+		// Oldest first: the phantoms at the oldest entry's time, then the
+		// entries. The new log takes the newest of them, and counts the
+		// rest as its phantoms.
+		total := phantoms + d.count
 		keep := min(total, c.arith.events)
 		for i := range keep {
-			entry := max(total-keep+i-phantoms, 0) // < 0: a phantom
+			entry := first + max(total-keep+i-phantoms, 0) // before first: a phantom
 			nu.log[i].Store(st.log[(head-size+entry+events)%events].Load())
 		}
 		nu.pos.Store(packPos(keep%c.arith.events, total-keep, keep))

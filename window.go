@@ -193,7 +193,9 @@ type wordRules[C any] interface {
 }
 
 // moveTo is moveKey's carry for a wordState: it retires st as moved and
-// returns a state under c holding what st holds.
+// returns a state under c holding what st holds. A state idle at now, which
+// the evictor could have forgotten, moves as a new key's, so that eviction
+// changes no decision after a change of limit either.
 func (st *wordState[C]) moveTo(c *keyConfig[C], now int64) (*wordState[C], bool) {
 	nu := &wordState[C]{cfg: c}
 	for {
@@ -201,7 +203,7 @@ func (st *wordState[C]) moveTo(c *keyConfig[C], now int64) (*wordState[C], bool)
 		if word >= movedWord {
 			return nil, false
 		}
-		if c.err == nil {
+		if c.err == nil && st.cfg.arith.idleAt(word) > now {
 			nu.word.Store(st.cfg.arith.carry(word, &c.arith, now))
 		}
 		if st.word.CompareAndSwap(word, movedWord) {
@@ -348,7 +350,9 @@ func (f *FixedWindow[K]) Limit() Limit { return f.policy.limit() }
 // Under a raised one it has the difference at once. A new Period moves the
 // windows: the key moves to the new window that holds now, with its count
 // if its old window has not ended (those events may lie in the new
-// window), else with none.
+// window). A key whose window has ended is idle, and starts afresh: as it
+// would, had the limiter forgotten it (see WithEvictionInterval), so
+// eviction never changes a decision across a change either.
 //
 // So a change of limit never creates capacity. With one Period, a key
 // admits at most the larger Events in any aligned window, however often
@@ -442,14 +446,11 @@ func (f *FixedWindow[K]) decide(key K, n int) (c *keyConfig[fixedRules], v verdi
 	}
 }
 
-// carry returns the word under the limit to that holds what word holds
-// under r, at now (see SetLimit): the window of to that holds now (or the
-// start of word's window, if the clock stepped back before it), with
-// word's count if word's window has not ended.
+// carry returns the word under the limit to that holds what word, not idle
+// at now, holds under r (see SetLimit): the window of to that holds now (or
+// the start of word's window, if the clock stepped back before it), with
+// word's count, whose window has not ended.
 func (r fixedRules) carry(word uint64, to *fixedRules, now int64) uint64 {
-	if word>>r.shift == 0 {
-		return 0
-	}
 	w, count := r.at(word, now)
 	return to.grid.index(max(now, r.grid.start(w)))<<to.shift | saturate(count, to.shift)
 }
