@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // ErrWouldExceedDeadline is wrapped by the error of a Wait that fails at once
@@ -39,6 +41,25 @@ func events(n int) string {
 // taker is what waitN needs of a limiter.
 type taker[K comparable] interface {
 	Take(key K, n int) Result
+}
+
+// WaitN blocks until lim admits n events for key, and takes them: the WaitN
+// method of this module's limiters, for anything with their Take method,
+// such as a combination made by All or a view of your own. It sleeps on the
+// timers of c, which should be the clock lim reads (WithClock); nil means the
+// system clock.
+//
+// Like the methods, it fails at once, taking nothing, if n can never pass
+// (ErrExceedsLimit) or if the wait would outlast ctx's deadline
+// (ErrWouldExceedDeadline), and returns ctx's error, wrapped, if ctx ends
+// first. It does not reserve: it calls Take, sleeps for the Result's
+// RetryAfter and calls again, so a wait that fails or is cancelled takes
+// nothing.
+func WaitN[K comparable](ctx context.Context, lim interface{ Take(key K, n int) Result }, key K, n int, c clock.Clock) error {
+	if c == nil {
+		c = clock.New()
+	}
+	return waitN[K](ctx, lim, &timeSource{timers: c}, key, n)
 }
 
 // waitN is WaitN for every limiter type. It does not reserve: it asks, and if

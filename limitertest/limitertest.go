@@ -288,10 +288,17 @@ func exactUnderContention(t *testing.T, h Harness) {
 func refillAfterPeriod(t *testing.T, h Harness) {
 	l := keylimit.Per(5, time.Hour)
 	if h.Advance == nil {
-		l = keylimit.Per(5, 300*time.Millisecond)
+		l = keylimit.Per(5, 500*time.Millisecond)
 	}
 	lim := newLimiter(t, h, l)
 	k := key(t, "k")
+	if h.Advance == nil {
+		// On a real clock, start just after a window boundary (windows
+		// align to the Unix epoch), so that no boundary falls between the
+		// admissions and the refusal below and reopens a fixed window.
+		since := time.Duration(time.Now().UnixNano()) % l.Period
+		time.Sleep(l.Period - since + 20*time.Millisecond)
+	}
 	expect(t, "AllowN(5)", lim.AllowN(k, 5), true)
 	expect(t, "Allow when empty", lim.Allow(k), false)
 	wait := h.resetPeriods() * l.Period

@@ -46,6 +46,45 @@ func TestTourUnknownScene(t *testing.T) {
 	}
 }
 
+// TestTourHTTP runs the HTTP scene, a real server and client on loopback,
+// on the mock clock, and checks its output exactly.
+func TestTourHTTP(t *testing.T) {
+	mockTime(t)
+	var out bytes.Buffer
+	if err := tour(&out, "http"); err != nil {
+		t.Fatal(err)
+	}
+	round := func(codes, first, last string) string {
+		var b strings.Builder
+		for _, u := range []string{"alice   ", "bob     ", "charlie "} {
+			b.WriteString("  " + u + " " + codes + "\n")
+			b.WriteString("           first: RateLimit: " + first + "\n")
+			b.WriteString("           last:  RateLimit: " + last + "\n")
+		}
+		return b.String()
+	}
+	want := `
+=== HTTP middleware over loopback: 429, Retry-After and the RateLimit fields
+
+server on 127.0.0.1, a free port; keyed by client IP, 127.0.0.1 trusted as the proxy
+charlie forges X-Forwarded-For (6.6.6.n, ...) and rotates his IPv6 address in 2001:db8:c::/64
+
+8 rapid requests each:
+` + round("200 200 200 200 200 429 429 429", `"burst";r=4;t=1`, `"burst";r=0;t=5  Retry-After: 1`) + `
+every response: RateLimit-Policy: "burst";q=5;w=5
+a 429's body: {"error":"rate limit exceeded","retry_after_seconds":1,"policy":"burst","limit":5,"remaining":0}
+
+waiting 3s: one token a second comes back...
+
+8 rapid requests each again:
+` + round("200 200 200 429 429 429 429 429", `"burst";r=2;t=3`, `"burst";r=0;t=5  Retry-After: 1`) + `
+tour complete: 1 scenes
+`
+	if got := out.String(); got != want {
+		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 // TestTourBoundary runs the boundary scene and checks the chart and counts
 // it prints.
 func TestTourBoundary(t *testing.T) {

@@ -1,0 +1,215 @@
+package httplimit_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/httplimit"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func prefixes(ss ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}
+
+// request returns a request from peer carrying the header lines given as
+// name, value pairs.
+func request(peer string, fields ...string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = peer
+	for i := 0; i+1 < len(fields); i += 2 {
+		r.Header.Add(fields[i], fields[i+1])
+	}
+	return r
+}
+
+func TestClientIPKey(t *testing.T) {
+	proxies := prefixes("10.0.0.0/8", "2001:db8:ffff::/48")
+	behind := httplimit.ClientIP{TrustedProxies: proxies}
+	forwarded := httplimit.ClientIP{TrustedProxies: proxies, Header: "forwarded"}
+	realIP := httplimit.ClientIP{TrustedProxies: proxies, Header: "X-Real-IP"}
+	const xff = "X-Forwarded-For"
+	for _, c := range []struct {
+		name string
+		ip   httplimit.ClientIP
+		r    *http.Request
+		want string // the key, or the error's text
+	}{
+		// No proxy trusted: the peer, whatever the headers say.
+		{"peer v4", httplimit.ClientIP{}, request("192.0.2.1:1234"), "192.0.2.1"},
+		{"forged XFF ignored", httplimit.ClientIP{}, request("192.0.2.1:1234", xff, "198.51.100.7"), "192.0.2.1"},
+		{"forged Forwarded ignored", httplimit.ClientIP{Header: "Forwarded"}, request("192.0.2.1:1234", "Forwarded", "for=198.51.100.7"), "192.0.2.1"},
+		{"untrusted peer, trusted-looking XFF", behind, request("192.0.2.1:1234", xff, "203.0.113.5, 10.0.0.1"), "192.0.2.1"},
+		{"v4-mapped peer", httplimit.ClientIP{}, request("[::ffff:192.0.2.1]:1234"), "192.0.2.1"},
+		{"peer v6 by /64", httplimit.ClientIP{}, request("[2001:db8:1:2:3:4:5:6]:1234"), "2001:db8:1:2::/64"},
+		{"peer v6 with zone", httplimit.ClientIP{}, request("[fe80::1%eth0]:1234"), "fe80::/64"},
+		{"peer v6 by /56", httplimit.ClientIP{IPv6Prefix: 56}, request("[2001:db8:1:2ff:3:4:5:6]:1234"), "2001:db8:1:200::/56"},
+		{"peer v6 whole", httplimit.ClientIP{IPv6Prefix: 128}, request("[2001:db8::6]:1234"), "2001:db8::6"},
+		{"peer without port", httplimit.ClientIP{}, request("192.0.2.1"), "192.0.2.1"},
+
+		// Behind trusted proxies: the rightmost untrusted address.
+		{"one proxy", behind, request("10.0.0.1:80", xff, "203.0.113.5"), "203.0.113.5"},
+		{"forged left part", behind, request("10.0.0.1:80", xff, "1.2.3.4, 203.0.113.5"), "203.0.113.5"},
+		{"garbage left part", behind, request("10.0.0.1:80", xff, "not-an-ip, 203.0.113.5"), "203.0.113.5"},
+		{"two proxies", behind, request("10.0.0.1:80", xff, "1.2.3.4, 203.0.113.5, 10.9.9.9"), "203.0.113.5"},
+		{"lines", behind, request("10.0.0.1:80", xff, "1.2.3.4, 203.0.113.5", xff, "10.9.9.9, 10.1.1.1"), "203.0.113.5"},
+		{"empty elements", behind, request("10.0.0.1:80", xff, "203.0.113.5,, 10.9.9.9 ,"), "203.0.113.5"},
+		{"port", behind, request("10.0.0.1:80", xff, "203.0.113.5:4711"), "203.0.113.5"},
+		{"v6 in XFF", behind, request("10.0.0.1:80", xff, "2001:db8:5:6::1"), "2001:db8:5:6::/64"},
+		{"bracketed v6 with port", behind, request("10.0.0.1:80", xff, "[2001:db8:5:6::1]:443"), "2001:db8:5:6::/64"},
+		{"v6 proxy", behind, request("[2001:db8:ffff::1]:80", xff, "203.0.113.5, 2001:db8:ffff:1::2"), "203.0.113.5"},
+		{"all trusted: the leftmost", behind, request("10.0.0.1:80", xff, "10.1.1.1, 10.2.2.2"), "10.1.1.1"},
+		{"no header: the peer", behind, request("10.0.0.1:80"), "10.0.0.1"},
+		{"other header", realIP, request("10.0.0.1:80", "X-Real-Ip", "203.0.113.5", xff, "1.1.1.1"), "203.0.113.5"},
+		{"the XFF is not read with Header set", realIP, request("10.0.0.1:80", xff, "1.1.1.1"), "10.0.0.1"},
+
+		// RFC 7239 Forwarded.
+		{"Forwarded", forwarded, request("10.0.0.1:80", "Forwarded", "for=203.0.113.5;proto=https"), "203.0.113.5"},
+		{"Forwarded chain", forwarded, request("10.0.0.1:80", "Forwarded", `for=1.2.3.4, for="203.0.113.5:4711";by=10.0.0.1, For=10.9.9.9`), "203.0.113.5"},
+		{"Forwarded quoted v6", forwarded, request("10.0.0.1:80", "Forwarded", `for="[2001:db8:5:6::1]:4711"`), "2001:db8:5:6::/64"},
+		{"Forwarded comma in a quoted value", forwarded, request("10.0.0.1:80", "Forwarded", `for=203.0.113.5;host="a,b", for=10.9.9.9`), "203.0.113.5"},
+		{"Forwarded lines", forwarded, request("10.0.0.1:80", "Forwarded", "for=203.0.113.5", "Forwarded", "for=10.9.9.9"), "203.0.113.5"},
+		{"Forwarded unknown on the left", forwarded, request("10.0.0.1:80", "Forwarded", "for=unknown, for=203.0.113.5"), "203.0.113.5"},
+		{"Forwarded all trusted", forwarded, request("10.0.0.1:80", "Forwarded", "for=10.1.1.1;proto=http, for=10.2.2.2"), "10.1.1.1"},
+		{"Forwarded empty element", forwarded, request("10.0.0.1:80", "Forwarded", "for=203.0.113.5, , for=10.2.2.2"), "203.0.113.5"},
+		{"XFF not read for Forwarded", forwarded, request("10.0.0.1:80", xff, "203.0.113.5"), "10.0.0.1"},
+
+		// The client cannot be told: errors, never the proxy's key.
+		{"garbage where the client is", behind, request("10.0.0.1:80", xff, "203.0.113.5, garbage, 10.9.9.9"),
+			`httplimit: the request carries no key: cannot tell the client's address: X-Forwarded-For entry "garbage" is not an IP address`},
+		{"Forwarded unknown", forwarded, request("10.0.0.1:80", "Forwarded", "for=203.0.113.5, for=unknown"),
+			`httplimit: the request carries no key: cannot tell the client's address: Forwarded names it "unknown", not an IP address`},
+		{"Forwarded obfuscated", forwarded, request("10.0.0.1:80", "Forwarded", "for=_hidden"),
+			`httplimit: the request carries no key: cannot tell the client's address: Forwarded names it "_hidden", not an IP address`},
+		{"Forwarded quoted dash is no empty element", forwarded, request("10.0.0.1:80", "Forwarded", `for="-";proto=https`),
+			`httplimit: the request carries no key: cannot tell the client's address: Forwarded names it "-", not an IP address`},
+		{"Forwarded without for", forwarded, request("10.0.0.1:80", "Forwarded", "for=203.0.113.5, proto=https"),
+			`httplimit: the request carries no key: cannot tell the client's address: a Forwarded element has no for=`},
+		{"Forwarded not well-formed", forwarded, request("10.0.0.1:80", "Forwarded", `for="1.2.3.4, for=203.0.113.5`),
+			`httplimit: the request carries no key: cannot tell the client's address: the Forwarded field "for=\"1.2.3.4, for=203.0.113.5" is not well-formed`},
+		{"Forwarded forged quote swallows the proxy's v6", forwarded, request("10.0.0.1:80", "Forwarded", `for="x, for="[2001:db8::1]"`),
+			`httplimit: the request carries no key: cannot tell the client's address: the Forwarded field "for=\"x, for=\"[2001:db8::1]\"" is not well-formed`},
+		{"Forwarded two for=", forwarded, request("10.0.0.1:80", "Forwarded", `for=1.2.3.4;for=203.0.113.5`),
+			`httplimit: the request carries no key: cannot tell the client's address: the Forwarded field "for=1.2.3.4;for=203.0.113.5" is not well-formed`},
+		{"bad RemoteAddr", httplimit.ClientIP{}, request("pipe"),
+			`httplimit: cannot tell the client's address: RemoteAddr "pipe" is not an IP address and port`},
+		{"bad prefix", httplimit.ClientIP{IPv6Prefix: 129}, request("192.0.2.1:1"),
+			`httplimit: ClientIP.IPv6Prefix 129 is not between 1 and 128`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key, err := c.ip.Key(c.r)
+			if err != nil {
+				assert.Equal(t, c.want, err.Error())
+				assert.Empty(t, key)
+				return
+			}
+			assert.Equal(t, c.want, key)
+		})
+	}
+}
+
+// An error from an unreadable forwarding header is the client's (400);
+// one from RemoteAddr or the configuration is the server's (500).
+func TestClientIPErrorKinds(t *testing.T) {
+	behind := httplimit.ClientIP{TrustedProxies: prefixes("10.0.0.0/8")}
+	_, err := behind.Key(request("10.0.0.1:80", "X-Forwarded-For", "garbage"))
+	assert.True(t, errors.Is(err, httplimit.ErrNoKey), "%v", err)
+	_, err = behind.Key(request("unix"))
+	assert.False(t, errors.Is(err, httplimit.ErrNoKey), "%v", err)
+	_, err = httplimit.ClientIP{IPv6Prefix: -1}.Key(request("10.0.0.1:80"))
+	assert.False(t, errors.Is(err, httplimit.ErrNoKey), "%v", err)
+}
+
+func TestClientIPAddr(t *testing.T) {
+	ip := httplimit.ClientIP{TrustedProxies: prefixes("10.0.0.0/8")}
+	a, err := ip.Addr(request("10.0.0.1:80", "X-Forwarded-For", "2001:db8:1:2:3:4:5:6"))
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr("2001:db8:1:2:3:4:5:6"), a, "Addr does not group")
+}
+
+// countAdmitted sends the requests through a middleware keyed by ip with
+// a burst of 3 and counts the 200s.
+func countAdmitted(t *testing.T, ip httplimit.ClientIP, reqs []*http.Request) int {
+	t.Helper()
+	limit := limited(t, httplimit.Config{
+		Key:      ip.Key,
+		Policies: []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(3), clock.NewMock())},
+	})(&ok{})
+	n := 0
+	for _, r := range reqs {
+		w := httptest.NewRecorder()
+		limit.ServeHTTP(w, r)
+		if w.Code == http.StatusOK {
+			n++
+		}
+	}
+	return n
+}
+
+// A client that rotates its IPv6 address within its /64 shares one limit;
+// a neighbouring /64 has its own.
+func TestIPv6RotationSharesALimit(t *testing.T) {
+	var reqs []*http.Request
+	for i := range 10 {
+		reqs = append(reqs, request(netip.AddrPortFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, byte(i), 9, 9, 9, 9, 9, 9, byte(i)}), 1000).String()))
+	}
+	assert.Equal(t, 3, countAdmitted(t, httplimit.ClientIP{}, reqs), "one /64")
+	assert.Equal(t, 10, countAdmitted(t, httplimit.ClientIP{IPv6Prefix: 128}, reqs), "every address alone")
+	reqs = append(reqs, request("[2001:db8:1:3::1]:1000"))
+	assert.Equal(t, 4, countAdmitted(t, httplimit.ClientIP{}, reqs), "the next /64 is another client")
+}
+
+// Over a real connection from 127.0.0.1, an untrusted peer: a forged
+// X-Forwarded-For changes nothing, every request counts against the peer.
+func TestForgedForwardedForOverTheWire(t *testing.T) {
+	seen := &decisions{}
+	srv := serve(t, limited(t, httplimit.Config{
+		Key:        httplimit.ClientIP{}.Key,
+		Policies:   []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(3), clock.NewMock())},
+		OnDecision: seen.record,
+	})(&ok{}))
+	var statuses []int
+	for _, forged := range []string{"198.51.100.1", "198.51.100.2", "198.51.100.3, 203.0.113.4", "203.0.113.5", "2001:db8::1"} {
+		statuses = append(statuses, get(t, srv.URL, "X-Forwarded-For", forged, "Forwarded", "for="+forged).status)
+	}
+	assert.Equal(t, []int{200, 200, 200, 429, 429}, statuses)
+	for _, d := range seen.list() {
+		assert.Equal(t, "127.0.0.1", d.Key)
+	}
+}
+
+// Over a real connection through a trusted proxy (the test client on
+// 127.0.0.1 plays it): the rightmost untrusted address is the client,
+// whatever the client wrote to its left.
+func TestTrustedProxyOverTheWire(t *testing.T) {
+	seen := &decisions{}
+	srv := serve(t, limited(t, httplimit.Config{
+		Key:        httplimit.ClientIP{TrustedProxies: prefixes("127.0.0.0/8", "::1/128")}.Key,
+		Policies:   []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(2), clock.NewMock())},
+		OnDecision: seen.record,
+	})(&ok{}))
+	send := func(xff string) int { return get(t, srv.URL, "X-Forwarded-For", xff).status }
+	// The client 203.0.113.9 forges a different leftmost address each time.
+	assert.Equal(t, 200, send("1.1.1.1, 203.0.113.9"))
+	assert.Equal(t, 200, send("2.2.2.2, 203.0.113.9, 127.0.0.2"))
+	assert.Equal(t, 429, send("3.3.3.3, 203.0.113.9"))
+	// Another client is counted apart.
+	assert.Equal(t, 200, send("203.0.113.10"))
+	var keys []string
+	for _, d := range seen.list() {
+		keys = append(keys, d.Key)
+	}
+	assert.Equal(t, []string{"203.0.113.9", "203.0.113.9", "203.0.113.9", "203.0.113.10"}, keys)
+	got := get(t, srv.URL, "X-Forwarded-For", "not an address")
+	assert.Equal(t, http.StatusBadRequest, got.status)
+}

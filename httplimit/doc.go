@@ -1,0 +1,128 @@
+// Package httplimit rate-limits HTTP with keylimit, on both sides. For
+// servers, middleware that answers the way clients can act on: 429 Too Many
+// Requests with Retry-After, and the IETF RateLimit and RateLimit-Policy
+// fields on every response. For clients, a Transport that keeps outbound
+// calls under a partner's limit and backs off when the partner says so.
+//
+// # The simple case
+//
+//	limit, err := httplimit.New(httplimit.Config{
+//		Key:      httplimit.ClientIP{}.Key,
+//		Policies: []httplimit.Policy{httplimit.Bucket("minute", keylimit.PerMinute(60))},
+//	})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	log.Fatal(http.ListenAndServe(":8080", limit(mux)))
+//
+// The middleware has the standard shape, func(http.Handler) http.Handler,
+// so it wraps an http.ServeMux, one of its handlers, or anything a router
+// such as chi takes. Wrap the handler registered for a route to limit that
+// route alone; the Route key reads the ServeMux pattern (Request.Pattern),
+// which the ServeMux sets only for the handlers it calls.
+//
+// # What a request meets
+//
+// Config.Key names the client: its IP address (ClientIP), a header such as
+// an API key (Header), the route (Route), a combination (Join), or any
+// function of the request. A request that cannot be keyed is answered 400
+// (it lacks what the key needs: ErrNoKey) or 500 (the server is
+// misconfigured), or as Config.Error says; it is never counted against a
+// key that other such requests share.
+//
+// Each request then meets one or more named policies (Policy), all or
+// nothing: "minute", 10 a minute, and "hour", 500 an hour, on the same key.
+// A refused request takes nothing from any policy. Policies count in any
+// keylimit.Limiter[string]: TokenBucket, FixedWindow, SlidingWindow,
+// SlidingCounter, your own.
+// Config.Tier picks other policies for some clients (a "gold" tier); a
+// request may cost more than 1 (Config.Cost); some requests can be skipped
+// (Config.Skip); and a dry run counts and sets the fields but refuses
+// nothing (Config.DryRun). Config.OnDecision sees every decision.
+//
+// # The fields
+//
+// On every response it counts, the middleware sets the fields of the IETF
+// draft draft-ietf-httpapi-ratelimit-headers (draft 10), as RFC 9651
+// Structured Field lists with one member per policy, named by a String:
+//
+//	RateLimit-Policy: "minute";q=10;w=60, "hour";q=500;w=3600
+//	RateLimit: "minute";r=3;t=42, "hour";r=493;t=3541
+//
+// In them:
+//
+//   - q is the policy's quota: Result.Limit, the Burst of a token bucket or
+//     the Events of a window.
+//   - w is the time in seconds the quota applies to: for a token bucket,
+//     the time an empty bucket takes to refill fully (Burst × Period /
+//     Events, which is the Period when Burst is Events), so that q/w is the
+//     sustained rate and q the burst; for a window limiter, its Period (see
+//     Policy.Window).
+//   - r is what remains of the quota after this request (Result.Remaining).
+//   - t is the number of seconds until the quota is whole again
+//     (Result.ResetAfter).
+//
+// Every number is an Integer: w and t are rounded up to whole seconds, and
+// none is ever negative. A name is quoted, with '"' and '\' escaped. The
+// partition key parameter (pk) is not sent: it would tell the client the
+// key it was counted under.
+//
+// Config.LegacyFields adds the fields many clients still read, for the
+// binding policy (Decision.Policy): X-RateLimit-Limit (q),
+// X-RateLimit-Remaining (r) and X-RateLimit-Reset (t: seconds until the
+// quota is whole, rounded up, not a Unix time).
+//
+// # Refusals
+//
+// A refused request is answered 429 Too Many Requests, with Retry-After in
+// whole seconds, rounded up and never 0, and Cache-Control: no-store. The
+// body is JSON:
+//
+//	{"error":"rate limit exceeded","retry_after_seconds":1,"policy":"minute","limit":10,"remaining":0}
+//
+// or, for a request whose Accept names application/problem+json, an RFC
+// 9457 problem with title, status and detail, and the same numbers as
+// extension members. Config.Deny replaces the body (and the status) with
+// your own. A request that costs more than a policy's quota can never pass:
+// it is refused without Retry-After. When a limiter is at its key cap
+// (keylimit.WithMaxKeys) and refuses a key it cannot track, the answer is
+// 503 Service Unavailable: the server is full, not the client over its
+// limit.
+//
+// # Client addresses behind proxies
+//
+// ClientIP takes the client's address from the connection (RemoteAddr)
+// unless the peer is one of the trusted proxies configured; then from the
+// forwarding header (X-Forwarded-For, or the RFC 7239 Forwarded field),
+// read from the right: the first address that is not a trusted proxy is
+// the client. The leftmost address, which the client itself may have
+// written, is never believed. IPv6 clients are keyed by their /64 (or the
+// prefix configured), so that rotating addresses within it gains nothing.
+// See ClientIP for the details.
+//
+// # Clients: Transport
+//
+// Transport is the other side: an http.RoundTripper for a Go client that
+// calls a rate-limited API, so that it stays under the limit and backs off
+// when told, instead of retrying into a storm of 429s:
+//
+//	perSecond, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(10).WithBurst(1))
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	client := &http.Client{Transport: &httplimit.Transport{Limiter: perSecond, Retries: 3}}
+//
+// Before each request it waits for a token of its own Limiter under the
+// request's key (its host, or any KeyFunc), never past the request's
+// deadline: a wait that would outlast it fails at once, saying how long it
+// would have been. It reads every answer: a 429 or 503 with Retry-After or
+// with a RateLimit t=, or a RateLimit member with r=0 on any answer, pauses
+// the key for every request sharing the Transport, until the time the
+// server gave. So the fields this package's middleware sends are what
+// the Transport acts on. With Retries, it sends idempotent requests whose
+// body can be replayed again after a 429 or 503, after the server's pause
+// and a jittered backoff; a POST only if marked (MarkIdempotent, or an
+// Idempotency-Key field). When it cannot go on, it returns a
+// *TransportError: how long the wait would have been, until when the server
+// paused the key, or that it gave up after its retries (ErrGaveUp).
+package httplimit

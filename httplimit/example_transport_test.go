@@ -1,0 +1,218 @@
+package httplimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/httplimit"
+)
+
+// A client that stays under a partner's limit of 2 requests a second. Each
+// request waits for its turn, but never past its deadline: the third, whose
+// turn is 500 ms away, has only 100 ms and fails at once, saying so.
+func ExampleTransport() {
+	partner := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer partner.Close()
+
+	mock := clock.NewMock() // stands for time here; leave Clock nil in production
+	perSecond, _ := keylimit.NewTokenBucket[string](keylimit.PerSecond(2), keylimit.WithClock(mock))
+	defer perSecond.Close()
+	client := &http.Client{Transport: &httplimit.Transport{
+		Limiter: perSecond,
+		Key:     func(r *http.Request) (string, error) { return r.URL.Hostname(), nil },
+		Clock:   mock,
+	}}
+
+	for i := 1; i <= 3; i++ {
+		ctx, cancel := mock.WithTimeout(context.Background(), 100*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, partner.URL, nil)
+		resp, err := client.Do(req)
+		cancel()
+		if err != nil {
+			var te *httplimit.TransportError
+			errors.As(err, &te)
+			fmt.Println(i, te)
+			continue
+		}
+		resp.Body.Close()
+		fmt.Println(i, resp.Status)
+	}
+	// Output:
+	// 1 200 OK
+	// 2 200 OK
+	// 3 httplimit: waiting to send to "127.0.0.1": keylimit: waiting 500ms for 1 event would outlast the context deadline, 100ms away
+}
+
+// The partner answers the first request with 429 and Retry-After: 2. The
+// Transport pauses the host for every caller until then: a request with a
+// 1 s deadline fails at once; 2 s later requests go through again.
+func ExampleTransport_RoundTrip() {
+	var calls atomic.Int32
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer partner.Close()
+
+	mock := clock.NewMock()
+	tr := &httplimit.Transport{Clock: mock, Key: func(r *http.Request) (string, error) { return r.URL.Hostname(), nil }}
+	send := func(timeout time.Duration) {
+		ctx, cancel := mock.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, partner.URL, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		fmt.Println(resp.Status)
+	}
+
+	send(time.Second)
+	send(time.Second)
+	mock.Add(2 * time.Second)
+	send(time.Second)
+	fmt.Println("the partner saw", calls.Load(), "requests")
+	// Output:
+	// 429 Too Many Requests
+	// httplimit: waiting to send to "127.0.0.1", paused by the server until 1970-01-01T00:00:02Z: keylimit: waiting 2s for 1 event would outlast the context deadline, 1s away
+	// 200 OK
+	// the partner saw 2 requests
+}
+
+// With Retries, the Transport sends an idempotent request again after a 429
+// or 503, after a jittered backoff; the caller sees only the final answer.
+func ExampleTransport_retries() {
+	var calls atomic.Int32
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprint(w, "done")
+	}))
+	defer partner.Close()
+
+	client := &http.Client{Transport: &httplimit.Transport{Retries: 3, Backoff: 5 * time.Millisecond}}
+	resp, err := client.Get(partner.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.Status, string(body))
+	fmt.Println("the partner saw", calls.Load(), "requests")
+	// Output:
+	// 200 OK done
+	// the partner saw 3 requests
+}
+
+// A server whose answer says no requests are left for 30 s (RateLimit r=0,
+// t=30) pauses the key, even on a 200. The error of a request that cannot
+// wait that long tells what happened.
+func ExampleTransportError() {
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("RateLimit", `"default";r=0;t=30`)
+	}))
+	defer partner.Close()
+
+	mock := clock.NewMock()
+	client := &http.Client{Transport: &httplimit.Transport{Clock: mock, Key: func(*http.Request) (string, error) { return "partner", nil }}}
+	resp, _ := client.Get(partner.URL)
+	resp.Body.Close()
+
+	ctx, cancel := mock.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, partner.URL, nil)
+	_, err := client.Do(req)
+	var te *httplimit.TransportError
+	if errors.As(err, &te) {
+		fmt.Println("key:", te.Key)
+		fmt.Println("paused until:", te.Until.UTC())
+		fmt.Println("would outlast the deadline:", errors.Is(err, keylimit.ErrWouldExceedDeadline))
+	}
+	// Output:
+	// key: partner
+	// paused until: 1970-01-01 00:00:30 +0000 UTC
+	// would outlast the deadline: true
+}
+
+// A server that keeps refusing: after Retries retries the Transport gives up.
+func ExampleErrGaveUp() {
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer partner.Close()
+
+	client := &http.Client{Transport: &httplimit.Transport{
+		Retries: 2,
+		Backoff: time.Millisecond,
+		Key:     func(r *http.Request) (string, error) { return r.URL.Hostname(), nil },
+	}}
+	_, err := client.Get(partner.URL)
+	fmt.Println(errors.Is(err, httplimit.ErrGaveUp))
+	fmt.Println(errors.Unwrap(err))
+	// Output:
+	// true
+	// httplimit: gave up on "127.0.0.1" after 2 retries: last answer 503 Service Unavailable
+}
+
+// A POST is not retried unless marked idempotent, here because the partner
+// deduplicates orders by their id.
+func ExampleMarkIdempotent() {
+	var calls atomic.Int32
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Printf("partner: %s %s\n", r.Method, body)
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer partner.Close()
+
+	client := &http.Client{Transport: &httplimit.Transport{Retries: 1, Backoff: time.Millisecond}}
+	ctx := httplimit.MarkIdempotent(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, partner.URL, strings.NewReader(`{"order":42}`))
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status)
+	// Output:
+	// partner: POST {"order":42}
+	// partner: POST {"order":42}
+	// 200 OK
+}
+
+// CloseIdleConnections reaches the Base transport, so that
+// http.Client.CloseIdleConnections works through the Transport.
+func ExampleTransport_CloseIdleConnections() {
+	base := noisyBase{&http.Transport{}}
+	client := &http.Client{Transport: &httplimit.Transport{Base: base}}
+	client.CloseIdleConnections()
+	// Output:
+	// base: closing idle connections
+}
+
+// noisyBase is an http.Transport that says when its idle connections close.
+type noisyBase struct{ *http.Transport }
+
+func (b noisyBase) CloseIdleConnections() {
+	fmt.Println("base: closing idle connections")
+	b.Transport.CloseIdleConnections()
+}

@@ -1,0 +1,122 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// KeyFunc names the client a request counts against: its IP address
+// (ClientIP), an API key or user header (Header), its route (Route), a
+// combination (Join), or anything a function of the request can tell, such
+// as a user ID an authentication middleware put in the request's context.
+//
+// A KeyFunc that cannot key a request returns an error, never a key shared
+// by every such request: the middleware then answers without calling the
+// handler (see Config.Error). Wrap ErrNoKey when the request lacks what the
+// key needs, so that the client is told (400); any other error is the
+// server's (500).
+type KeyFunc func(r *http.Request) (string, error)
+
+// ErrNoKey is wrapped by the errors of KeyFuncs for requests that do not
+// carry what their key needs: a missing header, a forwarding header in
+// which the client's address cannot be read. By default the middleware answers them 400 Bad Request,
+// with the error's text; other key errors are the server's and answered
+// 500 with a generic text.
+var ErrNoKey = errors.New("httplimit: the request carries no key")
+
+// Header returns a KeyFunc that keys requests by the value of the header
+// name, such as "X-API-Key". A request without the header, or with an empty
+// value, has no key (ErrNoKey).
+//
+// A header is whatever the client sends: key by one only when it is checked
+// (an API key your server knows, a user ID an authenticating proxy set), or
+// every new value buys a client a fresh quota.
+func Header(name string) KeyFunc {
+	name = textproto.CanonicalMIMEHeaderKey(name)
+	missing := fmt.Errorf("%w: no %s header", ErrNoKey, name)
+	return func(r *http.Request) (string, error) {
+		if v := r.Header.Get(name); v != "" {
+			return v, nil
+		}
+		return "", missing
+	}
+}
+
+// errEmptyKey is the error for a KeyFunc that returned an empty key and no
+// error: counting every such request against one key "" would make them
+// all one client.
+var errEmptyKey = errors.New("httplimit: the KeyFunc returned an empty key without an error")
+
+// errNoPattern is the error of Route for a request not routed by a
+// ServeMux.
+var errNoPattern = errors.New("httplimit: the request has no route pattern (Request.Pattern): wrap the handlers registered on the http.ServeMux, not the ServeMux itself")
+
+// Route keys requests by the http.ServeMux pattern that matched them,
+// Request.Pattern, such as "GET /items/{id}": every request to one route
+// shares its limit, whatever its path values. Combine it with a client key
+// (Join) for a limit per client and route.
+//
+// The ServeMux sets Pattern before it calls the handler it found, so the
+// middleware must wrap that handler, not the mux:
+//
+//	mux.Handle("GET /items/{id}", limit(items))
+//
+// A request without a pattern is a configuration error: Route returns an
+// error that is not ErrNoKey, and the middleware answers 500. Other routers
+// keep their pattern elsewhere; write a KeyFunc that reads it.
+func Route(r *http.Request) (string, error) {
+	if r.Pattern == "" {
+		return "", errNoPattern
+	}
+	return r.Pattern, nil
+}
+
+// Join returns a KeyFunc whose key combines the keys of all the given
+// KeyFuncs: Join(ClientIP{}.Key, Route) counts each client on each route
+// apart. The key is their keys joined by '|', each with '|' and '\'
+// escaped by a '\', so that distinct combinations never make one key. A
+// request that one of them cannot key, or keys "", has no key, with that
+// one's error.
+//
+// Join panics if keys is empty or holds a nil, a programming error.
+func Join(keys ...KeyFunc) KeyFunc {
+	if len(keys) == 0 {
+		panic("httplimit: Join needs at least one KeyFunc")
+	}
+	for i, k := range keys {
+		if k == nil {
+			panic(fmt.Sprintf("httplimit: Join: KeyFunc %d is nil", i))
+		}
+	}
+	keys = append([]KeyFunc(nil), keys...)
+	return func(r *http.Request) (string, error) {
+		var buf [128]byte
+		b := buf[:0]
+		for i, k := range keys {
+			part, err := k(r)
+			if err != nil {
+				return "", err
+			}
+			if part == "" {
+				return "", errEmptyKey
+			}
+			if i > 0 {
+				b = append(b, '|')
+			}
+			if !strings.ContainsAny(part, `|\`) {
+				b = append(b, part...)
+				continue
+			}
+			for j := 0; j < len(part); j++ {
+				if part[j] == '|' || part[j] == '\\' {
+					b = append(b, '\\')
+				}
+				b = append(b, part[j])
+			}
+		}
+		return string(b), nil
+	}
+}

@@ -1,0 +1,262 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/keylimit/keylimit"
+)
+
+// Config configures a rate-limiting middleware. Key and Policies are
+// required; everything else is optional, and its zero value is the usual
+// choice.
+type Config struct {
+	// Key names the client a request counts against: ClientIP{}.Key,
+	// Header("X-API-Key"), Join(ClientIP{}.Key, Route), or your own. A
+	// request it cannot key is answered by Error, never counted against a
+	// shared key.
+	Key KeyFunc
+
+	// Policies are the quotas every request meets, all at once: a request
+	// passes only if every policy admits it, and a refused request takes
+	// nothing from any (keylimit.All). With Tiers, they are the default
+	// tier.
+	Policies []Policy
+
+	// Tier, with Tiers, gives clients different quotas: Tier names the
+	// tier of a request and its key ("gold", "free"), and the request meets
+	// Tiers[name] instead of Policies. A name not in Tiers, "" included,
+	// meets Policies. Each tier counts in its own limiters, so a client
+	// moved to another tier starts afresh there.
+	Tier  func(r *http.Request, key string) string
+	Tiers map[string][]Policy
+
+	// Cost is how much of each quota a request takes: 1 if Cost is nil.
+	// An expensive endpoint may cost 5. A cost of 0 passes without taking
+	// anything; a cost above a policy's quota can never pass and is
+	// refused without Retry-After; a negative cost is a programming error,
+	// answered by Error. With costs, the fields' q and r count cost units,
+	// not requests.
+	Cost func(r *http.Request) int
+
+	// Skip exempts the requests it returns true for: they pass without a
+	// key, a count or rate-limit fields (health checks, metrics scrapes).
+	Skip func(r *http.Request) bool
+
+	// DryRun counts every request and sets every field as usual, and calls
+	// OnDecision with the true decision, but lets refused requests through
+	// (without Retry-After): to see what a policy would refuse before
+	// enforcing it. Requests a policy cannot decide (Result.Err) pass too.
+	DryRun bool
+
+	// LegacyFields also sends X-RateLimit-Limit, X-RateLimit-Remaining
+	// and X-RateLimit-Reset, which many clients still read, for the binding
+	// policy (see Decision). X-RateLimit-Reset is in seconds until the
+	// policy's quota is whole again, rounded up, not a Unix time.
+	LegacyFields bool
+
+	// OnDecision, if set, is called with every decision, before the
+	// handler or Deny runs: count admissions and refusals by policy in
+	// Prometheus, or log them. It runs on the request's goroutine and must
+	// be safe for concurrent use. Requests answered by Error are not
+	// decisions: see them there.
+	OnDecision func(r *http.Request, d Decision)
+
+	// Deny answers refused requests. When it runs, the RateLimit fields,
+	// Retry-After (unless the request can never pass) and Cache-Control:
+	// no-store are already set on w.Header(). If nil, the middleware
+	// answers 429 Too Many Requests with a JSON body:
+	//
+	//	{"error": "rate limit exceeded", "retry_after_seconds": 1,
+	//	 "policy": "minute", "limit": 10, "remaining": 0}
+	//
+	// or an RFC 9457 application/problem+json body when the request's
+	// Accept names that type. A refusal because the limiter holds as many
+	// keys as it may (keylimit.WithMaxKeys; Result.Untracked) is answered
+	// 503 Service Unavailable instead: the server is full, not the client
+	// over its limit.
+	Deny func(w http.ResponseWriter, r *http.Request, d Decision)
+
+	// Error answers requests the middleware cannot decide: their key
+	// cannot be determined, Cost returned a negative number, or a policy's
+	// limiter could not apply its limit to the key (Result.Err: an invalid
+	// limit from keylimit.WithKeyLimit). err says why. If nil, an error that
+	// wraps ErrNoKey is answered 400 Bad Request with its text (the request
+	// lacks what the key needs), and any other 500 Internal Server Error
+	// with a generic text (the server is misconfigured; its details stay out
+	// of the response). Both bodies are JSON, or problem+json on request,
+	// like Deny's.
+	Error func(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// Decision is what the middleware decided for one request: the key, the
+// tier and the cost it counted, and the binding policy's state.
+type Decision struct {
+	Key  string // from Config.Key
+	Tier string // the tier met: a key of Config.Tiers, or "" for Config.Policies
+	Cost int    // what the request asked of each policy
+	// Policy names the binding policy: when refused, the one that refused;
+	// when admitted, the one with the least Remaining (the first of them).
+	Policy string
+	// Result is the binding policy's state after the decision: its Limit,
+	// Remaining and ResetAfter. Allowed, RetryAfter and Untracked are the
+	// decision's, over all the policies: RetryAfter is InfDuration if the
+	// cost is above a policy's quota, so that the request can never pass.
+	// Err is the limiter's Result.Err: the key's limit could not be
+	// applied; the request is answered by Config.Error, or passes in dry
+	// run. In dry run, Allowed false marks a request that would have been
+	// refused.
+	Result keylimit.Result
+}
+
+// New returns a middleware that rate-limits the requests of the handler it
+// wraps, as c says. It returns an error if c is incomplete or a policy is
+// invalid.
+//
+// The middleware sets the RateLimit and RateLimit-Policy fields on every
+// response it counts (see the package documentation), calls the handler if
+// every policy admits the request, and answers the request with Deny if
+// not. It never wraps the ResponseWriter, so the handler keeps whatever
+// interfaces the server's writer has (http.Flusher, http.Hijacker, ...).
+// It is safe for concurrent use, and may wrap any number of handlers: they
+// share its limiters.
+func New(c Config) (func(http.Handler) http.Handler, error) {
+	m, err := newMiddleware(c)
+	if err != nil {
+		return nil, err
+	}
+	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("httplimit: the middleware cannot wrap a nil http.Handler")
+		}
+		return &handler{m: m, next: next}
+	}, nil
+}
+
+// middleware is a checked Config.
+type middleware struct {
+	key        KeyFunc
+	base       *tier
+	tierOf     func(*http.Request, string) string
+	tiers      map[string]*tier
+	cost       func(*http.Request) int
+	skip       func(*http.Request) bool
+	dryRun     bool
+	legacy     bool
+	onDecision func(*http.Request, Decision)
+	deny       func(http.ResponseWriter, *http.Request, Decision)
+	fail       func(http.ResponseWriter, *http.Request, error)
+}
+
+func newMiddleware(c Config) (*middleware, error) {
+	if c.Key == nil {
+		return nil, errors.New("httplimit: Config.Key is nil: say what to key requests by, e.g. httplimit.ClientIP{}.Key")
+	}
+	if (c.Tier == nil) != (len(c.Tiers) == 0) {
+		return nil, errors.New("httplimit: Config.Tier and Config.Tiers go together: set both or neither")
+	}
+	base, err := compileTier("", c.Policies)
+	if err != nil {
+		return nil, err
+	}
+	m := &middleware{
+		key: c.Key, base: base, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
+		dryRun: c.DryRun, legacy: c.LegacyFields, onDecision: c.OnDecision,
+		deny: c.Deny, fail: c.Error,
+	}
+	if m.deny == nil {
+		m.deny = deny
+	}
+	if m.fail == nil {
+		m.fail = fail
+	}
+	if len(c.Tiers) > 0 {
+		m.tiers = make(map[string]*tier, len(c.Tiers))
+		for name, ps := range c.Tiers {
+			if name == "" {
+				return nil, errors.New(`httplimit: Config.Tiers has a tier named "": Config.Policies is that tier`)
+			}
+			if m.tiers[name], err = compileTier(name, ps); err != nil {
+				return nil, fmt.Errorf("%w (tier %q)", err, name)
+			}
+		}
+	}
+	return m, nil
+}
+
+// handler is the middleware around one handler.
+type handler struct {
+	m    *middleware
+	next http.Handler
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m := h.m
+	if m.skip != nil && m.skip(r) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	key, err := m.key(r)
+	if err == nil && key == "" {
+		err = errEmptyKey
+	}
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	t := m.base
+	if m.tierOf != nil {
+		if other, ok := m.tiers[m.tierOf(r, key)]; ok {
+			t = other
+		}
+	}
+	cost := 1
+	if m.cost != nil {
+		if cost = m.cost(r); cost < 0 {
+			m.fail(w, r, fmt.Errorf("httplimit: Cost returned %d for %s %s: a cost is at least 0", cost, r.Method, r.URL.Path))
+			return
+		}
+	}
+	d, rateLimit, rateLimitPolicy := t.decide(key, cost)
+	if d.Result.Err != nil && !m.dryRun {
+		// Not the client's doing: the policy cannot be applied to its key.
+		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %q: %w", d.Policy, key, d.Result.Err))
+		return
+	}
+	fields := w.Header()
+	m.setFields(fields, d, rateLimit, rateLimitPolicy)
+	if m.onDecision != nil {
+		m.onDecision(r, d)
+	}
+	if d.Result.Allowed || m.dryRun {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	if d.Result.RetryAfter != keylimit.InfDuration {
+		fields.Set(fieldRetryAfter, strconv.FormatInt(retryAfterSeconds(d.Result.RetryAfter), 10))
+	}
+	fields.Set("Cache-Control", "no-store")
+	m.deny(w, r, d)
+}
+
+// setFields sets the rate-limit fields of a counted request. The field
+// values share one allocated array, each slice capped at its one value, so
+// that a handler's Header().Add copies instead of writing into its
+// neighbour.
+func (m *middleware) setFields(h http.Header, d Decision, rateLimit, rateLimitPolicy string) {
+	if !m.legacy {
+		v := new([2]string)
+		v[0], v[1] = rateLimit, rateLimitPolicy
+		h[fieldRateLimit], h[fieldRateLimitPolicy] = v[0:1:1], v[1:2:2]
+		return
+	}
+	v := new([5]string)
+	v[0], v[1] = rateLimit, rateLimitPolicy
+	v[2] = strconv.Itoa(d.Result.Limit)
+	v[3] = strconv.Itoa(max(d.Result.Remaining, 0))
+	v[4] = strconv.FormatInt(seconds(d.Result.ResetAfter), 10)
+	h[fieldRateLimit], h[fieldRateLimitPolicy] = v[0:1:1], v[1:2:2]
+	h[fieldLegacyLimit], h[fieldLegacyRemaining], h[fieldLegacyReset] = v[2:3:3], v[3:4:4], v[4:5:5]
+}

@@ -1,0 +1,107 @@
+package httplimit
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestServerPause(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	in := func(d time.Duration) time.Time { return now.Add(d) }
+	never := time.Time{}
+	for _, tc := range []struct {
+		name   string
+		status int
+		fields []string // name, value, name, value...
+		want   time.Time
+	}{
+		{"429 Retry-After seconds", 429, []string{"Retry-After", "2"}, in(2 * time.Second)},
+		{"503 Retry-After seconds", 503, []string{"Retry-After", " 120 "}, in(2 * time.Minute)},
+		{"429 Retry-After HTTP-date", 429, []string{"Retry-After", "Sun, 01 Mar 2026 12:00:30 GMT"}, in(30 * time.Second)},
+		{"429 Retry-After obsolete RFC 850 date", 429, []string{"Retry-After", "Sunday, 01-Mar-26 12:01:00 GMT"}, in(time.Minute)},
+		{"429 Retry-After date in the past", 429, []string{"Retry-After", "Sun, 01 Mar 2026 11:00:00 GMT"}, never},
+		{"429 Retry-After 0", 429, []string{"Retry-After", "0"}, never},
+		{"429 Retry-After huge is bounded", 429, []string{"Retry-After", "99999999999999999999999"}, in(maxServerPause)},
+		{"429 Retry-After negative is invalid", 429, []string{"Retry-After", "-5"}, never},
+		{"429 Retry-After fraction is invalid", 429, []string{"Retry-After", "1.5"}, never},
+		{"429 without fields", 429, nil, never},
+		{"200 Retry-After is not a pause", 200, []string{"Retry-After", "5"}, never},
+		{"500 Retry-After is not a pause", 500, []string{"Retry-After", "5"}, never},
+		{"Retry-After wins over RateLimit", 429, []string{"Retry-After", "3", "RateLimit", `"m";r=0;t=50`}, in(3 * time.Second)},
+		{"invalid Retry-After falls back to RateLimit", 429, []string{"Retry-After", "soon", "RateLimit", `"m";r=0;t=50`}, in(50 * time.Second)},
+		{"429 RateLimit r=0", 429, []string{"RateLimit", `"minute";r=0;t=42`}, in(42 * time.Second)},
+		{"429 RateLimit largest t with r=0", 429, []string{"RateLimit", `"minute";r=0;t=42, "hour";r=0;t=600, "day";r=5;t=9000`}, in(600 * time.Second)},
+		{"429 RateLimit without r=0 takes the largest t", 429, []string{"RateLimit", `"minute";r=3;t=7, "hour";r=1;t=9`}, in(9 * time.Second)},
+		{"200 RateLimit r=0 pauses", 200, []string{"RateLimit", `"minute";r=0;t=5`}, in(5 * time.Second)},
+		{"200 RateLimit r>0 does not", 200, []string{"RateLimit", `"minute";r=1;t=5`}, never},
+		{"200 RateLimit r=0 without t does not", 200, []string{"RateLimit", `"minute";r=0`}, never},
+		{"RateLimit over two field lines", 200, []string{"RateLimit", `"minute";r=4;t=5`, "RateLimit", `"hour";r=0;t=70`}, in(70 * time.Second)},
+		{"RateLimit parameters in any order, token names", 200, []string{"RateLimit", `default;t=8;r=0`}, in(8 * time.Second)},
+		{"RateLimit string with comma and semicolon", 200, []string{"RateLimit", `"a,b;r=9";r=0;t=6`}, in(6 * time.Second)},
+		{"RateLimit escaped quote in string", 200, []string{"RateLimit", `"a\"b";r=0;t=4`}, in(4 * time.Second)},
+		{"RateLimit other parameters skipped", 200, []string{"RateLimit", `"m";pk=:cHsx:;r=0;x="y;z";t=11`}, in(11 * time.Second)},
+		{"RateLimit malformed member skipped", 200, []string{"RateLimit", `"m";r=0;t=oops, "h";r=0;t=12`}, in(12 * time.Second)},
+		{"RateLimit garbage after a member skips it", 200, []string{"RateLimit", `"m";r=0;t=99 junk, "h";r=0;t=13`}, in(13 * time.Second)},
+		{"RateLimit unterminated string", 200, []string{"RateLimit", `"m;r=0;t=5`}, never},
+		{"RateLimit decimal t is not an Integer", 200, []string{"RateLimit", `"m";r=0;t=5.5`}, never},
+		{"RateLimit negative t", 429, []string{"RateLimit", `"m";r=0;t=-5`}, never},
+		{"RateLimit inner list", 200, []string{"RateLimit", `("a" "b";q=1);r=0;t=14`}, in(14 * time.Second)},
+		{"RateLimit empty", 200, []string{"RateLimit", ``}, never},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := &http.Response{StatusCode: tc.status, Header: http.Header{}}
+			for i := 0; i < len(tc.fields); i += 2 {
+				resp.Header.Add(tc.fields[i], tc.fields[i+1])
+			}
+			got := serverPause(resp, now)
+			require.True(t, tc.want.Equal(got), "got %v, want %v", got, tc.want)
+		})
+	}
+}
+
+// TestBackoffJitterBounds checks every retry's delay against its bounds with
+// the lowest, the highest and a spread of random numbers from a fixed seed:
+// between half the nominal delay and all of it, never the same for all.
+func TestBackoffJitterBounds(t *testing.T) {
+	const base, ceil = 100 * time.Millisecond, time.Second
+	nominal := []time.Duration{100, 200, 400, 800, 1000, 1000, 1000}
+	for _, r := range []float64{0, 0.5, 0.999999999, -3, 7} { // out-of-range values are clamped
+		tr := &Transport{Backoff: base, MaxBackoff: ceil, Rand: func() float64 { return r }}
+		for i, n := range nominal {
+			d := n * time.Millisecond
+			got := tr.backoff(i)
+			require.GreaterOrEqual(t, got, d/2, "retry %d, rand %v", i, r)
+			require.LessOrEqual(t, got, d, "retry %d, rand %v", i, r)
+			switch {
+			case r <= 0:
+				require.Equal(t, d/2, got, "rand 0 gives half the delay")
+			case r == 0.5:
+				require.Equal(t, d*3/4, got)
+			}
+		}
+	}
+
+	src := rand.New(rand.NewPCG(1, 2))
+	tr := &Transport{Backoff: base, MaxBackoff: ceil, Rand: src.Float64}
+	seen := map[time.Duration]bool{}
+	for range 1000 {
+		got := tr.backoff(2)
+		require.GreaterOrEqual(t, got, 200*time.Millisecond)
+		require.Less(t, got, 400*time.Millisecond)
+		seen[got] = true
+	}
+	require.Greater(t, len(seen), 900, "1000 clients refused together spread over the jitter window")
+
+	var zero Transport
+	for i := range 70 { // large retry counts cap, never overflow
+		got := zero.backoff(i)
+		require.Greater(t, got, time.Duration(0))
+		require.LessOrEqual(t, got, defaultMaxBackoff)
+	}
+	require.GreaterOrEqual(t, zero.backoff(0), defaultBackoff/2)
+	require.LessOrEqual(t, zero.backoff(0), defaultBackoff)
+}

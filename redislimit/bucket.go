@@ -1,0 +1,73 @@
+package redislimit
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// TokenBucket is keylimit.TokenBucket kept in Redis, so that every instance
+// of a fleet shares one bucket per key: each key has a bucket of
+// Limit.BurstSize() tokens that refills continuously, one token every
+// Limit.Interval(), on Redis server time.
+//
+// It runs the same GCRA as the in-memory bucket, with the same Result for
+// the same history, in one Lua script call per decision (lua/bucket.lua):
+// the key's state is its theoretical arrival time (TAT), stored as one
+// string that expires when the bucket is full again.
+//
+// All methods are safe for concurrent use, from any number of goroutines
+// and instances: Redis runs each script alone, so admissions are exact
+// across the fleet.
+type TokenBucket struct {
+	limiter
+}
+
+// maxBucketSpan bounds Burst × Interval for a Redis bucket: the script does
+// its arithmetic in Lua doubles, exact for integers below 2^53 ns; keeping
+// spans below 2^52 ns (about 52 days) leaves room for the sums it forms.
+const maxBucketSpan = time.Duration(1 << 52)
+
+// NewTokenBucket returns a TokenBucket that admits l.Events per l.Period per
+// key across every instance that shares client's Redis and the prefix, at
+// most l.BurstSize() at once.
+//
+// It returns an error if l is invalid (the error keylimit.Limit.Validate
+// gives), if Burst × Interval is more than about 52 days (the most the
+// script computes exactly), if client is nil or known to ignore context
+// deadlines (a *redis.Client, *redis.ClusterClient or *redis.Ring whose
+// Options have ContextTimeoutEnabled false), or if an option is invalid.
+// It does not contact Redis.
+func NewTokenBucket(client redis.UniversalClient, l keylimit.Limit, opts ...Option) (*TokenBucket, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	iv, burst := l.Interval(), l.BurstSize()
+	if time.Duration(burst+1) > maxBucketSpan/iv {
+		return nil, fmt.Errorf("redislimit: burst %d at one event per %v spans more than %v, the most a script computes exactly",
+			burst, iv, maxBucketSpan)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	alg := algorithm{
+		name:        "bucket",
+		script:      bucketScript,
+		arg3:        int64(iv),
+		arg4:        int64(burst) * int64(iv),
+		quota:       burst,
+		unit:        time.Nanosecond,
+		retryClosed: iv,
+	}
+	b := new(TokenBucket)
+	err = b.init(client, l, alg, o, func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+		return keylimit.NewTokenBucket[string](l, opts...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}

@@ -1,0 +1,325 @@
+package redislimit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// Three instances of a service, each with its own client, share one limit
+// of 5 a minute per user: between them they admit 5, where three in-memory
+// limiters would admit 15. (A timeout of a second: a decision that took
+// longer would be made by the failure policy, in process.)
+func Example() {
+	var fleet []*redislimit.TokenBucket
+	for range 3 {
+		client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+		defer client.Close()
+		lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(5),
+			redislimit.WithPrefix("example:fleet:"), redislimit.WithTimeout(time.Second))
+		if err != nil {
+			panic(err)
+		}
+		fleet = append(fleet, lim)
+	}
+	defer fleet[0].Reset("alice")
+
+	admitted := 0
+	for range 4 {
+		for _, lim := range fleet {
+			if lim.Allow("alice") {
+				admitted++
+			}
+		}
+	}
+	fmt.Println("admitted by the fleet:", admitted, "of 12")
+	// Output:
+	// admitted by the fleet: 5 of 12
+}
+
+func ExampleNewTokenBucket() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(2).WithBurst(3))
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Reset("bob")
+
+	for i := 1; i <= 4; i++ {
+		r := lim.Take("bob", 1)
+		fmt.Printf("request %d: allowed=%v remaining=%d retry=%v\n", i, r.Allowed, r.Remaining, r.RetryAfter.Round(time.Second))
+	}
+	// Output:
+	// request 1: allowed=true remaining=2 retry=0s
+	// request 2: allowed=true remaining=1 retry=0s
+	// request 3: allowed=true remaining=0 retry=0s
+	// request 4: allowed=false remaining=0 retry=30s
+}
+
+// A fixed window counts per minute, the windows aligned to whole minutes of
+// Redis time; the refusal lasts until the window ends.
+func ExampleNewFixedWindow() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, err := redislimit.NewFixedWindow(client, keylimit.PerMinute(3))
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Reset("carol")
+
+	fmt.Println(lim.AllowN("carol", 3))
+	r := lim.Take("carol", 1)
+	fmt.Println(r.Allowed, r.RetryAfter > 0 && r.RetryAfter <= time.Minute)
+	// Output:
+	// true
+	// false true
+}
+
+// A sliding window never admits more than Events in any interval of length
+// Period; a refused request may pass when the oldest admission leaves.
+func ExampleNewSlidingWindow() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, err := redislimit.NewSlidingWindow(client, keylimit.Per(2, time.Hour))
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Reset("dave")
+
+	lim.Allow("dave")
+	lim.Allow("dave")
+	r := lim.Take("dave", 1)
+	fmt.Println(r.Allowed, r.Remaining, r.RetryAfter.Round(time.Minute))
+	// Output:
+	// false 0 1h0m0s
+}
+
+// TakeContext bounds the call by its context as well, and returns the
+// error when Redis fails; the Result is then the failure policy's.
+func ExampleTokenBucket_TakeContext() {
+	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10),
+		redislimit.WithFailurePolicy(redislimit.FailOpen()))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	r, err := lim.TakeContext(ctx, "erin", 1)
+	var rerr *redislimit.Error
+	fmt.Println("allowed:", r.Allowed)
+	fmt.Println("failed:", errors.As(err, &rerr), rerr.Op, rerr.Key)
+	// Output:
+	// allowed: true
+	// failed: true take erin
+}
+
+// Refund gives back events that were admitted but not used, as keylimit.All
+// does when another limit refuses the request.
+func ExampleTokenBucket_Refund() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerHour(10))
+	defer lim.Reset("frank")
+
+	lim.AllowN("frank", 10)
+	lim.Refund("frank", 4)
+	fmt.Println("remaining:", lim.Peek("frank").Remaining)
+	// Output:
+	// remaining: 4
+}
+
+func ExampleTokenBucket_Peek() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerHour(10))
+	defer lim.Reset("gina")
+
+	lim.AllowN("gina", 3)
+	r := lim.Peek("gina")
+	fmt.Println(r.Allowed, r.Remaining)
+	fmt.Println(lim.Peek("gina").Remaining) // Peek took nothing
+	// Output:
+	// true 7
+	// 7
+}
+
+func ExampleWithPrefix() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	login, _ := redislimit.NewFixedWindow(client, keylimit.PerMinute(5), redislimit.WithPrefix("ratelimit:login:"))
+	api, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(100))
+	fmt.Println(login.Prefix())
+	fmt.Println(api.Prefix())
+	// Output:
+	// ratelimit:login:
+	// keylimit:bucket:100/1s/100:
+}
+
+// With Redis down, FailClosed refuses, FailOpen admits, and FailLocal
+// decides in process on its share of the limit: here 10 a minute shared by
+// an expected 2 instances, so 5 each.
+func ExampleWithFailurePolicy() {
+	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer client.Close()
+	for _, p := range []redislimit.FailurePolicy{redislimit.FailClosed(), redislimit.FailOpen(), redislimit.FailLocal(2)} {
+		lim, _ := redislimit.NewTokenBucket(client, keylimit.PerMinute(10),
+			redislimit.WithFailurePolicy(p), redislimit.WithTimeout(50*time.Millisecond))
+		admitted := 0
+		for range 10 {
+			if lim.Allow("hank") {
+				admitted++
+			}
+		}
+		fmt.Printf("%s: admitted %d of 10\n", p, admitted)
+	}
+	// Output:
+	// fail closed: admitted 0 of 10
+	// fail open: admitted 10 of 10
+	// fail local/2: admitted 5 of 10
+}
+
+func ExampleFailOpen() {
+	fmt.Println(redislimit.FailOpen())
+	// Output: fail open
+}
+
+func ExampleFailClosed() {
+	fmt.Println(redislimit.FailClosed())
+	// Output: fail closed
+}
+
+func ExampleFailLocal() {
+	fmt.Println(redislimit.FailLocal(3))
+	// Output: fail local/3
+}
+
+func ExampleFailurePolicy_String() {
+	fmt.Println(redislimit.FailLocal(1).String())
+	// Output: fail local/1
+}
+
+// WithOnError sees every failure; the calls answered during the failure
+// backoff that follows are not failures of Redis, and are not reported.
+func ExampleWithOnError() {
+	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer client.Close()
+	reported := 0
+	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10),
+		redislimit.WithOnError(func(err error) { reported++ }))
+	for range 5 {
+		lim.Allow("ivan")
+	}
+	fmt.Println("errors reported:", reported)
+	// Output:
+	// errors reported: 1
+}
+
+// Without a backoff every call tries Redis (and waits for its timeout when
+// Redis is stalled); ErrUnavailable marks the calls the backoff spared.
+func ExampleWithFailureBackoff() {
+	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer client.Close()
+	for _, backoff := range []time.Duration{0, time.Minute} {
+		lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10), redislimit.WithFailureBackoff(backoff))
+		lim.Allow("judy")
+		_, err := lim.TakeContext(context.Background(), "judy", 1)
+		fmt.Printf("backoff %v: spared %v\n", backoff, errors.Is(err, redislimit.ErrUnavailable))
+	}
+	// Output:
+	// backoff 0s: spared false
+	// backoff 1m0s: spared true
+}
+
+func ExampleWithTimeout() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	_, err := redislimit.NewTokenBucket(client, keylimit.PerSecond(10), redislimit.WithTimeout(20*time.Millisecond))
+	fmt.Println(err)
+	_, err = redislimit.NewTokenBucket(client, keylimit.PerSecond(10), redislimit.WithTimeout(0))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// redislimit: timeout 0s is not positive
+}
+
+// The deny cache answers a refused key in process until its RetryAfter
+// has passed on the local clock (here a mock, stepped by hand).
+func ExampleWithDenyCacheSize() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	mock := clock.NewMock()
+	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerHour(1),
+		redislimit.WithDenyCacheSize(10_000), redislimit.WithClock(mock))
+	defer lim.Reset("kim")
+
+	lim.Allow("kim")
+	first := lim.Take("kim", 1) // Redis refuses; remembered
+	mock.Add(10 * time.Minute)
+	again := lim.Take("kim", 1) // answered in process
+	fmt.Println(again.Allowed, first.RetryAfter-again.RetryAfter)
+	// Output:
+	// false 10m0s
+}
+
+// WithClock sets the local clock, which only the deny cache, the failure
+// backoff and the fallback limiter read: decisions are made on Redis time.
+func ExampleWithClock() {
+	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer client.Close()
+	mock := clock.NewMock()
+	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerMinute(1),
+		redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailLocal(1)))
+	fmt.Println(lim.Allow("lee"), lim.Allow("lee")) // the fallback decides, on the mock
+	mock.Add(time.Minute)
+	fmt.Println(lim.Allow("lee"))
+	// Output:
+	// true false
+	// true
+}
+
+func ExampleError() {
+	err := error(&redislimit.Error{Op: "take", Key: "mia", Err: context.DeadlineExceeded})
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// redislimit: take "mia": context deadline exceeded
+	// true
+}
+
+func ExampleTokenBucket_Limit() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewSlidingWindow(client, keylimit.PerMinute(30))
+	fmt.Println(lim.Limit())
+	// Output: 30/1m0s
+}
+
+// WaitN waits for capacity across the fleet instead of being refused; a wait
+// longer than the context allows fails at once.
+func ExampleTokenBucket_WaitN() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10).WithBurst(1))
+	defer lim.Reset("partner-api")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for range 3 { // the second and third wait about 100 ms each
+		if err := lim.WaitN(ctx, "partner-api", 1); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println("3 calls made")
+	err := lim.WaitN(ctx, "partner-api", 2)
+	fmt.Println(errors.Is(err, keylimit.ErrExceedsLimit))
+	// Output:
+	// 3 calls made
+	// true
+}

@@ -1,0 +1,40 @@
+package redislimit
+
+import "github.com/keylimit/keylimit"
+
+// The in-process limiters that FailLocal falls back to for the windows: the
+// same algorithm in memory where keylimit's type takes the limit, else the
+// nearest one that does. The in-memory windows bound their quotas (a
+// SlidingWindow keeps 8 bytes per event per key, up to
+// keylimit.MaxSlidingWindowEvents; the packed counters of a FixedWindow and
+// a SlidingCounter hold so many events per period), where Redis does not;
+// for the time Redis is away, an estimate of the same limit serves.
+
+func newFixedFallback(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+	return firstOf(l, opts,
+		func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+			return keylimit.NewFixedWindow[string](l, opts...)
+		})
+}
+
+func newSlidingFallback(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+	return firstOf(l, opts,
+		func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+			return keylimit.NewSlidingWindow[string](l, opts...)
+		},
+		func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+			return keylimit.NewSlidingCounter[string](l, opts...)
+		})
+}
+
+// firstOf returns the first of news that takes l; if none does, a
+// TokenBucket of the same rate with a burst of Events, which takes every
+// limit a Redis window does.
+func firstOf(l keylimit.Limit, opts []keylimit.Option, news ...newFallbackFunc) (keylimit.Limiter[string], error) {
+	for _, n := range news {
+		if lim, err := n(l, opts...); err == nil {
+			return lim, nil
+		}
+	}
+	return keylimit.NewTokenBucket[string](l, opts...)
+}

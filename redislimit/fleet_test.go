@@ -1,0 +1,122 @@
+package redislimit_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/redislimit"
+)
+
+// TestFleetAdmitsTheGlobalLimit: three instances, each with its own client
+// (its own connections), hammer one key from many goroutines each; between
+// them they admit exactly the limit, as one instance would. With in-memory
+// limiters they would admit three times the limit.
+func TestFleetAdmitsTheGlobalLimit(t *testing.T) {
+	const quota, instances, goroutines, attempts = 50, 3, 8, 40
+	for _, typ := range types {
+		for _, cache := range []int{redislimit.DefaultDenyCacheSize, 0} {
+			t.Run(fmt.Sprintf("%s/denycache=%d", typ.name, cache), func(t *testing.T) {
+				key := testKey(t, "hot")
+				var fleet []keylimit.Limiter[string]
+				for range instances {
+					lim, err := typ.new(shared.client(t), keylimit.PerHour(quota),
+						redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(cache))
+					if err != nil {
+						t.Fatal(err)
+					}
+					fleet = append(fleet, lim)
+				}
+				var admitted [instances]atomic.Int64
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				for i, lim := range fleet {
+					for range goroutines {
+						wg.Go(func() {
+							<-start
+							for range attempts {
+								if lim.Allow(key) {
+									admitted[i].Add(1)
+								}
+							}
+						})
+					}
+				}
+				close(start)
+				wg.Wait()
+				total := admitted[0].Load() + admitted[1].Load() + admitted[2].Load()
+				if total != quota {
+					t.Fatalf("the fleet admitted %d (%d, %d, %d by instance) of %d attempts, want exactly %d",
+						total, admitted[0].Load(), admitted[1].Load(), admitted[2].Load(),
+						instances*goroutines*attempts, quota)
+				}
+				for i, lim := range fleet {
+					if r := lim.Peek(key); r.Allowed || r.Remaining != 0 {
+						t.Fatalf("instance %d: Peek after the quota = %+v, want refused with Remaining 0", i, r)
+					}
+				}
+			})
+		}
+	}
+}
+
+// skewedClock is the real clock as read on a machine whose wall clock is
+// off by offset. Its times carry no monotonic reading, so durations between
+// them are wall-clock durations, as on that machine.
+type skewedClock struct {
+	*clock.Mock // for the methods a limiter does not call here
+	offset      time.Duration
+}
+
+func (c skewedClock) Now() time.Time { return time.Now().Round(0).Add(c.offset) }
+
+// TestClockSkewDoesNotMatter: three instances whose clocks disagree by
+// minutes (one 5 min ahead, one 3 min behind) decide on Redis time alone. A
+// key drained on one is refused on the others, with the same RetryAfter; a
+// limiter that sent its own time to Redis would see a bucket 5 minutes
+// fuller, or a different window, on the instance ahead.
+func TestClockSkewDoesNotMatter(t *testing.T) {
+	offsets := []time.Duration{0, 5 * time.Minute, -3 * time.Minute}
+	for _, typ := range types {
+		t.Run(typ.name, func(t *testing.T) {
+			key := testKey(t, "k")
+			var fleet []keylimit.Limiter[string]
+			for _, off := range offsets {
+				lim, err := typ.new(shared.client(t), keylimit.PerMinute(4),
+					redislimit.WithTimeout(patient), redislimit.WithClock(skewedClock{clock.NewMock(), off}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fleet = append(fleet, lim)
+			}
+			if !fleet[0].AllowN(key, 4) {
+				t.Fatal("AllowN(4) on a new key was refused")
+			}
+			start := time.Now()
+			first := fleet[0].Take(key, 1)
+			if first.Allowed || first.RetryAfter <= 0 {
+				t.Fatalf("instance 0 after the quota: %+v, want refused", first)
+			}
+			for i, lim := range fleet[1:] {
+				for range 3 { // the second and third calls come from the deny cache
+					r := lim.Take(key, 1)
+					if r.Allowed || r.Remaining != 0 {
+						t.Fatalf("instance %d, clock %v off: %+v, want refused with Remaining 0", i+1, offsets[i+1], r)
+					}
+					// Both are durations from Redis's time of the call: they
+					// differ by the time between the calls, and for an answer
+					// of the deny cache by one round trip more (it counts the
+					// refusal from before the round trip).
+					if d, most := first.RetryAfter-r.RetryAfter, 2*time.Since(start)+time.Millisecond; d < -time.Millisecond || d > most {
+						t.Fatalf("instance %d, clock %v off: RetryAfter %v, want instance 0's %v less at most %v",
+							i+1, offsets[i+1], r.RetryAfter, first.RetryAfter, most)
+					}
+				}
+			}
+		})
+	}
+}

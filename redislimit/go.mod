@@ -1,0 +1,19 @@
+module github.com/keylimit/keylimit/redislimit
+
+go 1.26.0
+
+replace github.com/keylimit/keylimit => ../
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+require (
+	github.com/benbjohnson/clock v1.3.5
+	github.com/go-redis/redis_rate/v10 v10.0.1
+	github.com/keylimit/keylimit v0.0.0-00010101000000-000000000000
+	github.com/puzpuzpuz/xsync/v3 v3.5.1
+	github.com/redis/go-redis/v9 v9.23.0
+)

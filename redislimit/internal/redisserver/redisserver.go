@@ -1,0 +1,122 @@
+// Package redisserver starts and stops redis-server processes on 127.0.0.1,
+// for redislimit's tests and its fleet demo. A server listens on a free port
+// (or one given), keeps nothing on disk, and is stopped by Stop.
+package redisserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// InstallHint says how to install redis-server, for when it is missing.
+const InstallHint = `redis-server is not on PATH. Install it:
+    apt-get install -y redis-server     (Debian, Ubuntu; as root)
+    brew install redis                  (macOS)`
+
+// ErrMissing is returned by Start when redis-server is not on PATH.
+var ErrMissing = errors.New("redisserver: " + InstallHint)
+
+// Server is one redis-server process.
+type Server struct {
+	Port int
+	Addr string // "127.0.0.1:Port"
+	cmd  *exec.Cmd
+	dir  string
+	out  strings.Builder // what the process printed
+}
+
+// Installed reports whether redis-server is on PATH.
+func Installed() bool {
+	_, err := exec.LookPath("redis-server")
+	return err == nil
+}
+
+// FreePort asks the kernel for a free port on 127.0.0.1.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redisserver: no free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start starts redis-server on 127.0.0.1:port (a free port if port is 0),
+// with no persistence, and waits until it answers PING.
+func Start(port int) (*Server, error) {
+	if !Installed() {
+		return nil, ErrMissing
+	}
+	if port == 0 {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		port = p
+	}
+	dir, err := os.MkdirTemp("", "redisserver-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
+	if err := s.Restart(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Restart starts the server again on its port, after Kill, and waits until
+// it answers PING. Its data is gone: nothing is persisted.
+func (s *Server) Restart() error {
+	s.out.Reset()
+	s.cmd = exec.Command("redis-server",
+		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir)
+	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
+	if err := s.cmd.Start(); err != nil {
+		return fmt.Errorf("redisserver: starting redis-server: %w", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if c.Ping(context.Background()).Err() == nil {
+			return nil
+		}
+	}
+	s.Kill()
+	return fmt.Errorf("redisserver: redis-server on %s did not answer PING within 10s; its output:\n%s", s.Addr, s.out.String())
+}
+
+// Process is the running redis-server, to signal (SIGSTOP stalls it); nil
+// after Kill.
+func (s *Server) Process() *os.Process {
+	if s.cmd == nil {
+		return nil
+	}
+	return s.cmd.Process
+}
+
+// Kill stops the server at once (SIGKILL), as a crash would.
+func (s *Server) Kill() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	}
+	s.cmd = nil
+}
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() {
+	s.Kill()
+	os.RemoveAll(s.dir)
+}

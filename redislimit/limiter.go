@@ -1,0 +1,322 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// limiter is what the three Redis limiter types are: an algorithm (a Lua
+// script and its parameters), the client, and what the options set. Its
+// methods are the types' methods.
+type limiter struct {
+	client  redis.UniversalClient
+	alg     algorithm
+	limit   keylimit.Limit
+	prefix  string        // of every key written: prefix + key
+	timeout time.Duration // bound on one decision's wait for Redis
+	policy  FailurePolicy
+	onError func(error) // nil: errors are only returned
+	clock   localClock
+	deny    denyCache
+	backoff time.Duration // after a failure, how long not to ask Redis
+	// downUntil is the local time (ns) before which Redis is not asked,
+	// because it failed less than backoff ago; 0 while it works. Stored by
+	// every call that sees Redis fail.
+	downUntil atomic.Int64
+	// fallback decides while Redis fails, under FailLocal; nil otherwise.
+	fallback keylimit.Limiter[string]
+}
+
+// algorithm is what distinguishes a token bucket from a window: its script
+// and the two parameters the script takes after the mode and n.
+type algorithm struct {
+	name   string // in the default prefix: "bucket", "fixed", "sliding"
+	script *redis.Script
+	// arg3 and arg4 are ARGV[3] and ARGV[4], boxed once at construction so
+	// that a call does not allocate to pass them.
+	arg3, arg4 any
+	quota      int           // Result.Limit: the most events admitted at once
+	unit       time.Duration // of the times the script returns: ns or µs
+	// retryClosed is the RetryAfter of a refusal under FailClosed.
+	retryClosed time.Duration
+}
+
+// newFallbackFunc builds the in-process limiter that FailLocal decides
+// with: a keylimit constructor of the same algorithm.
+type newFallbackFunc func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error)
+
+// init sets up lim, the limiter shared by the constructors, once they have
+// checked l and chosen alg. It is set up in place: lim holds atomics.
+func (lim *limiter) init(client redis.UniversalClient, l keylimit.Limit, alg algorithm, o options, newFallback newFallbackFunc) error {
+	if client == nil {
+		return errors.New("redislimit: the Redis client is nil")
+	}
+	if err := checkClient(client); err != nil {
+		return err
+	}
+	lim.client = client
+	lim.alg = alg
+	lim.limit = l
+	lim.timeout = o.timeout
+	lim.policy = o.policy
+	lim.onError = o.onError
+	lim.clock = newLocalClock(o.clock)
+	lim.deny.init(o.denyCache)
+	lim.backoff = o.backoff
+	if o.prefix != nil {
+		lim.prefix = *o.prefix
+	} else {
+		lim.prefix = fmt.Sprintf("keylimit:%s:%d/%v/%d:", alg.name, l.Events, l.Period, alg.quota)
+	}
+	if o.policy.kind == failLocal {
+		var opts []keylimit.Option
+		if o.clock != nil {
+			opts = append(opts, keylimit.WithClock(o.clock))
+		}
+		fb, err := newFallback(o.policy.share(l), opts...)
+		if err != nil {
+			return fmt.Errorf("redislimit: the FailLocal fallback limiter: %w", err)
+		}
+		lim.fallback = fb
+	}
+	return nil
+}
+
+// checkClient refuses a client known to ignore context deadlines: with it,
+// a stalled Redis would hold each decision for the client's own read
+// timeout (5 s by default), whatever WithTimeout says.
+func checkClient(c redis.UniversalClient) error {
+	var enabled bool
+	switch c := c.(type) {
+	case *redis.Client:
+		enabled = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		enabled = c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		enabled = c.Options().ContextTimeoutEnabled
+	default:
+		return nil // an unknown implementation: trust it
+	}
+	if !enabled {
+		return errors.New("redislimit: the Redis client ignores context deadlines, so a stalled Redis " +
+			"would hold every decision for the client's read timeout; set ContextTimeoutEnabled: true in its Options")
+	}
+	return nil
+}
+
+// Limit returns the limit the limiter enforces across the fleet.
+func (l *limiter) Limit() keylimit.Limit { return l.limit }
+
+// Prefix returns the prefix of the Redis keys the limiter writes.
+func (l *limiter) Prefix() string { return l.prefix }
+
+// Allow reports whether one event for key may happen now, and records it in
+// Redis if so. Allow is shorthand for AllowN(key, 1).
+func (l *limiter) Allow(key string) bool { return l.Take(key, 1).Allowed }
+
+// AllowN reports whether n events for key may happen now, and records all n
+// in Redis if so; otherwise it records nothing. AllowN is Take(key,
+// n).Allowed.
+func (l *limiter) AllowN(key string, n int) bool { return l.Take(key, n).Allowed }
+
+// Take records n events for key in Redis if all n fit, else nothing, and
+// reports the decision and the key's state after it. It is TakeContext with
+// context.Background(), the error left to WithOnError.
+func (l *limiter) Take(key string, n int) keylimit.Result {
+	r, _ := l.TakeContext(context.Background(), key, n)
+	return r
+}
+
+// TakeContext is Take with a context: the call waits for Redis until ctx
+// ends or the limiter's timeout passes, whichever is first.
+//
+// n == 0 is always allowed and records nothing (it asks Redis for the
+// key's state, as Peek does). n < 0, or n above the quota, can never pass:
+// the Result is refused with RetryAfter keylimit.InfDuration, answered
+// without a round trip (its Remaining and ResetAfter are then 0: unknown).
+// A request that the deny cache covers is refused without a round trip
+// too (see WithDenyCacheSize); for a request larger than the one Redis
+// refused, its RetryAfter is then a lower bound.
+//
+// If Redis fails, the Result is the failure policy's and err, a *Error,
+// says why; the error went to the WithOnError callback as well.
+func (l *limiter) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
+	if n < 0 || n > l.alg.quota {
+		return keylimit.Result{Limit: l.alg.quota, RetryAfter: keylimit.InfDuration}, nil
+	}
+	if n == 0 {
+		r, err := l.PeekContext(ctx, key)
+		r.Allowed, r.RetryAfter = true, 0
+		return r, err
+	}
+	now := l.clock.now()
+	if r, ok := l.deny.check(key, n, now); ok {
+		return r, nil
+	}
+	r, err := l.run(ctx, modeTake, key, n, now)
+	if err != nil {
+		return l.failed("take", key, n, err)
+	}
+	// now was read before the round trip, so the remembered refusal ends a
+	// little before Redis's: the cache errs towards asking again.
+	l.deny.record(key, n, r, now)
+	return r, nil
+}
+
+// Peek reports key's state now, recording nothing: Allowed tells whether
+// Allow(key) would pass, RetryAfter how long until it would. It is
+// PeekContext with context.Background(), the error left to WithOnError.
+func (l *limiter) Peek(key string) keylimit.Result {
+	r, _ := l.PeekContext(context.Background(), key)
+	return r
+}
+
+// PeekContext is Peek with a context, as TakeContext is Take. A key the
+// deny cache covers for one event is answered without a round trip.
+func (l *limiter) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
+	now := l.clock.now()
+	if r, ok := l.deny.check(key, 1, now); ok {
+		return r, nil
+	}
+	r, err := l.run(ctx, modePeek, key, 1, now)
+	if err != nil {
+		return l.failed("peek", key, 0, err)
+	}
+	return r, nil
+}
+
+// Reset forgets key, on Redis and in this instance's deny cache: its next
+// event meets a full quota. It is ResetContext with context.Background(),
+// the error left to WithOnError.
+func (l *limiter) Reset(key string) { _ = l.ResetContext(context.Background(), key) }
+
+// ResetContext is Reset with a context. It deletes the key's state in one
+// DEL. It asks Redis even during the failure backoff, since a lost Reset
+// would go unnoticed (a user locked out after a successful login). If Redis
+// fails, the error is returned (and passed to WithOnError) and only the
+// local state is forgotten.
+func (l *limiter) ResetContext(ctx context.Context, key string) error {
+	l.deny.forget(key)
+	if l.fallback != nil {
+		l.fallback.Reset(key)
+	}
+	now := l.clock.now()
+	c, tctx, cancel := startCall(ctx, l.timeout)
+	err := l.client.Del(tctx, l.prefix+key).Err()
+	c.end(cancel)
+	if err != nil {
+		l.trip(ctx, err, now)
+		return l.report("reset", key, err)
+	}
+	return nil
+}
+
+// Refund gives back n events that were admitted for key, as if they had
+// never been: keylimit.All uses it to undo an admission by one limiter when
+// another refuses. Refunding events that were not admitted may restore
+// capacity early, but never beyond a full quota: a bucket is never more
+// than full, a window never below empty (a sliding log forgets its n newest
+// admissions), and a fixed window that has ended gives nothing back. n <= 0
+// does nothing. It is RefundContext with context.Background(), the error
+// left to WithOnError.
+func (l *limiter) Refund(key string, n int) { _ = l.RefundContext(context.Background(), key, n) }
+
+// RefundContext is Refund with a context, in one script call. If Redis
+// fails, the error is returned (and passed to WithOnError), and under
+// FailLocal the fallback limiter is refunded instead: it is the one that
+// admitted the events if Redis was failing then too.
+func (l *limiter) RefundContext(ctx context.Context, key string, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	l.deny.forget(key)
+	_, err := l.run(ctx, modeRefund, key, min(n, l.alg.quota), l.clock.now())
+	if err != nil {
+		if r, ok := l.fallback.(keylimit.Refunder[string]); ok {
+			r.Refund(key, n)
+		}
+		return l.report("refund", key, err)
+	}
+	return nil
+}
+
+// Close releases the fallback limiter, if any. It does not close the Redis
+// client, which the caller owns. The limiter still answers after Close.
+// It always returns nil.
+func (l *limiter) Close() error {
+	if c, ok := l.fallback.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// run makes one script call for key at local time now, unless Redis failed
+// less than the backoff ago, and decodes its reply.
+func (l *limiter) run(ctx context.Context, mode any, key string, n int, now int64) (keylimit.Result, error) {
+	if err := l.down(now); err != nil {
+		return keylimit.Result{}, err
+	}
+	c, tctx, cancel := startCall(ctx, l.timeout)
+	c.keys[0] = l.prefix + key
+	c.args = [4]any{mode, n, l.alg.arg3, l.alg.arg4}
+	reply, err := l.alg.script.Run(tctx, l.client, c.keys[:], c.args[:]...).Text()
+	c.end(cancel)
+	if err != nil {
+		l.trip(ctx, err, now)
+		return keylimit.Result{}, err
+	}
+	r, ok := parseReply(reply)
+	if !ok {
+		return keylimit.Result{}, fmt.Errorf("redislimit: %s script replied %q, want four integers", l.alg.name, reply)
+	}
+	r.Limit = l.alg.quota
+	r.RetryAfter *= l.alg.unit
+	r.ResetAfter *= l.alg.unit
+	return r, nil
+}
+
+// parseReply reads a script's reply, "allowed remaining retry-after
+// reset-after": four integers in one string, which the client reads with
+// fewer allocations than an array of four. The times are left in the
+// script's unit.
+func parseReply(s string) (r keylimit.Result, ok bool) {
+	var v [4]int64
+	for i := range v {
+		field, rest, _ := strings.Cut(s, " ")
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return r, false
+		}
+		v[i], s = n, rest
+	}
+	if s != "" {
+		return r, false
+	}
+	return keylimit.Result{
+		Allowed: v[0] == 1,
+		// A window's count can exceed its events if the limit was lowered
+		// under the same prefix; Remaining never goes below 0.
+		Remaining:  max(int(v[1]), 0),
+		RetryAfter: time.Duration(v[2]),
+		ResetAfter: time.Duration(v[3]),
+	}, true
+}
+
+// The Redis limiters are keylimit limiters, and can give events back, so
+// keylimit.All can combine them (with each other or with in-memory ones).
+var (
+	_ keylimit.Limiter[string]  = (*TokenBucket)(nil)
+	_ keylimit.Refunder[string] = (*TokenBucket)(nil)
+	_ keylimit.Limiter[string]  = (*FixedWindow)(nil)
+	_ keylimit.Refunder[string] = (*FixedWindow)(nil)
+	_ keylimit.Limiter[string]  = (*SlidingWindow)(nil)
+	_ keylimit.Refunder[string] = (*SlidingWindow)(nil)
+)

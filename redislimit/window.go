@@ -1,0 +1,97 @@
+package redislimit
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// FixedWindow is keylimit.FixedWindow kept in Redis: at most Limit.Events
+// admissions per key in each window of Limit.Period, windows aligned to
+// multiples of the period since the Unix epoch on Redis server time, so
+// that every instance, and the in-memory limiter, agree on where a window
+// starts.
+//
+// Like the in-memory one, it lets up to twice Events through around a window
+// boundary (Events at the end of one window, Events at the start of the
+// next); SlidingWindow does not.
+//
+// Each decision is one Lua script call (lua/fixed.lua). The key's state is
+// a hash of the window and its count, expiring when the window ends.
+// RetryAfter and ResetAfter are the time to the window's end; Remaining is
+// Events minus the count. All methods are safe for concurrent use, and
+// admissions are exact across the fleet.
+type FixedWindow struct {
+	limiter
+}
+
+// SlidingWindow is keylimit.SlidingWindow kept in Redis: an exact sliding
+// log. It admits n events iff at most Events - n admissions lie in (now -
+// Period, now] on Redis server time, so no interval of length Period ever
+// holds more than Events admissions for a key, across the fleet.
+//
+// Each decision is one Lua script call (lua/sliding.lua). The key's state
+// is a list of its admission times, at most Events long (about 10 to 20
+// bytes each in Redis), expiring when the newest leaves the window.
+// RetryAfter is when enough of the oldest entries have left (oldest +
+// Period - now for one event); ResetAfter when the newest has. All methods
+// are safe for concurrent use.
+type SlidingWindow struct {
+	limiter
+}
+
+// NewFixedWindow returns a FixedWindow that admits l.Events per aligned
+// window of l.Period per key, across every instance that shares client's
+// Redis and the prefix. l.Burst is not used.
+//
+// It returns an error if l is invalid (the error keylimit.Limit.Validate
+// gives), if l.Period is not a whole number of microseconds (the resolution
+// of Redis time), if client is nil or known to ignore context deadlines (see
+// NewTokenBucket), or if an option is invalid. It does not contact Redis.
+func NewFixedWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Option) (*FixedWindow, error) {
+	w := new(FixedWindow)
+	if err := w.initWindow(client, l, "fixed", fixedScript, opts, newFixedFallback); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// NewSlidingWindow returns a SlidingWindow that admits at most l.Events per
+// l.Period per key, in any interval of that length, across every instance
+// that shares client's Redis and the prefix. l.Burst is not used.
+//
+// It returns the errors NewFixedWindow does.
+func NewSlidingWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Option) (*SlidingWindow, error) {
+	w := new(SlidingWindow)
+	if err := w.initWindow(client, l, "sliding", slidingScript, opts, newSlidingFallback); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// initWindow checks l for a window and sets lim up as one.
+func (lim *limiter) initWindow(client redis.UniversalClient, l keylimit.Limit, name string, script *redis.Script, opts []Option,
+	newFallback newFallbackFunc) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if l.Period%time.Microsecond != 0 {
+		return fmt.Errorf("redislimit: period %v is not a whole number of microseconds, the resolution of Redis time", l.Period)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return err
+	}
+	alg := algorithm{
+		name:        name,
+		script:      script,
+		arg3:        int64(l.Period / time.Microsecond),
+		arg4:        int64(l.Events),
+		quota:       l.Events,
+		unit:        time.Microsecond,
+		retryClosed: l.Interval(),
+	}
+	return lim.init(client, l, alg, o, newFallback)
+}

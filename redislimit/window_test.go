@@ -1,0 +1,194 @@
+package redislimit_test
+
+import (
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/redislimit"
+)
+
+// span is when a call was made on this machine's clock, which Redis shares:
+// the script read TIME somewhere in [start, end]. Tests on real time check
+// what a Result says against spans, so that a slow machine (a sleep that
+// oversleeps, a round trip that stalls) cannot make them fail.
+type span struct{ start, end time.Time }
+
+// timed runs f and returns when it ran.
+func timed(f func()) span {
+	start := time.Now()
+	f()
+	return span{start, time.Now()}
+}
+
+// within reports whether d is in [lo, hi], with 1 ms to spare for Redis's
+// µs clock and rounding.
+func within(d, lo, hi time.Duration) bool {
+	return d >= lo-time.Millisecond && d <= hi+time.Millisecond
+}
+
+// untilBoundary sleeps until lead before the next multiple of period on the
+// Unix clock.
+func untilBoundary(period, lead time.Duration) {
+	into := time.Duration(time.Now().UnixNano()) % period
+	wait := period - into - lead
+	if wait < 0 {
+		wait += period
+	}
+	time.Sleep(wait)
+}
+
+// TestFixedWindowsAlignToTheEpoch: a fixed window ends at a multiple of its
+// period since the Unix epoch, as the in-memory FixedWindow's do, whatever
+// the time of the first request: decision time + ResetAfter is a multiple
+// of the period.
+func TestFixedWindowsAlignToTheEpoch(t *testing.T) {
+	const period = 700 * time.Millisecond
+	lim, err := redislimit.NewFixedWindow(shared.client(t), keylimit.Per(5, period), redislimit.WithTimeout(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		time.Sleep(time.Duration(rand.Int64N(int64(period))))
+		var r keylimit.Result
+		at := timed(func() { r = lim.Take(testKey(t, "k"), 1) })
+		lo := time.Duration(at.start.UnixNano()) + r.ResetAfter - time.Millisecond
+		hi := time.Duration(at.end.UnixNano()) + r.ResetAfter + time.Millisecond
+		if end := hi / period * period; end < lo || r.ResetAfter <= 0 || r.ResetAfter > period {
+			t.Fatalf("request %d: ResetAfter %v: the decision's time plus it is no multiple of %v", i, r.ResetAfter, period)
+		}
+	}
+}
+
+// TestBoundary is the boundary comparison of fixed and sliding windows, on
+// Redis: 5 per 2 s; 5 requests just before a window boundary, 5 more just
+// after it. The fixed window admits all 10 (its known weakness); the
+// sliding window refuses the second 5 until the first have left, a period
+// after them.
+func TestBoundary(t *testing.T) {
+	const period = 2 * time.Second
+	l := keylimit.Per(5, period)
+	c := shared.client(t)
+	fixed, err := redislimit.NewFixedWindow(c, l, redislimit.WithTimeout(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sliding, err := redislimit.NewSlidingWindow(c, l, redislimit.WithTimeout(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fk, sk := testKey(t, "fixed"), testKey(t, "sliding")
+	untilBoundary(period, 200*time.Millisecond)
+	var r keylimit.Result
+	first := timed(func() {
+		r = fixed.Take(fk, 5)
+		if !sliding.AllowN(sk, 5) {
+			t.Error("sliding window: the first 5 requests were refused")
+		}
+	})
+	if !r.Allowed {
+		t.Fatalf("fixed window: the first 5 requests: %+v", r)
+	}
+	time.Sleep(r.ResetAfter + 50*time.Millisecond) // past the boundary, by Redis's word
+	if !fixed.AllowN(fk, 5) {
+		t.Fatal("fixed window: the 5 requests after the boundary were refused")
+	}
+	var s keylimit.Result
+	second := timed(func() { s = sliding.Take(sk, 1) })
+	if lo, hi := first.start.Add(period).Sub(second.end), first.end.Add(period).Sub(second.start); s.Allowed || !within(s.RetryAfter, lo, hi) {
+		t.Fatalf("sliding window after the boundary: %+v, want refused until the first 5 leave, in [%v, %v]", s, lo, hi)
+	}
+}
+
+// TestSlidingRetryAfterIsWhenTheOldestLeaves: with one entry at t0 and two
+// at t1 in a 3-per-300ms log, RetryAfter is when the t0 entry leaves and
+// ResetAfter when the t1 ones do; Take(2) waits for a t1 entry. After
+// waiting RetryAfter, exactly one request passes, and the next waits for
+// the t1 entries. (Without the deny cache, which answers Take(2) after a
+// refused Take(1) with Take(1)'s RetryAfter, a lower bound.)
+func TestSlidingRetryAfterIsWhenTheOldestLeaves(t *testing.T) {
+	const period = 300 * time.Millisecond
+	lim, err := redislimit.NewSlidingWindow(shared.client(t), keylimit.Per(3, period),
+		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t, "k")
+	t0 := timed(func() { lim.Allow(key) })
+	time.Sleep(100 * time.Millisecond)
+	t1 := timed(func() { lim.AllowN(key, 2) })
+	// leaves is when an entry made during e leaves, from a call made during c.
+	leaves := func(e, c span) (lo, hi time.Duration) {
+		return e.start.Add(period).Sub(c.end), e.end.Add(period).Sub(c.start)
+	}
+	var r, r2 keylimit.Result
+	at := timed(func() { r = lim.Take(key, 1) })
+	if lo, hi := leaves(t0, at); r.Allowed || !within(r.RetryAfter, lo, hi) {
+		t.Fatalf("full log: %+v, want refused with RetryAfter in [%v, %v], when the oldest leaves", r, lo, hi)
+	}
+	if lo, hi := leaves(t1, at); !within(r.ResetAfter, lo, hi) {
+		t.Fatalf("full log: %+v, want ResetAfter in [%v, %v], when the newest leave", r, lo, hi)
+	}
+	at = timed(func() { r2 = lim.Take(key, 2) })
+	if lo, hi := leaves(t1, at); r2.Allowed || !within(r2.RetryAfter, lo, hi) {
+		t.Fatalf("Take(2) on the full log: %+v, want refused with RetryAfter in [%v, %v], when a second entry leaves", r2, lo, hi)
+	}
+	time.Sleep(r.RetryAfter)
+	if !lim.Allow(key) {
+		t.Fatalf("refused after waiting RetryAfter %v", r.RetryAfter)
+	}
+	at = timed(func() { r = lim.Take(key, 1) })
+	if lo, hi := leaves(t1, at); r.Allowed || !within(r.RetryAfter, lo, hi) {
+		t.Fatalf("after the oldest left and one more came in: %+v, want refused until the t1 entries leave, in [%v, %v]", r, lo, hi)
+	}
+}
+
+// TestSlidingNeverExceedsInAnyInterval drives a sliding log from many
+// goroutines at random moments and checks every admission: no 6 of them
+// fall within one period (5 per 120 ms). Admission times are known to lie
+// between the call and its return, so a group that certainly fits in one
+// period (last return - first call < period) is a violation.
+func TestSlidingNeverExceedsInAnyInterval(t *testing.T) {
+	const events, period = 5, 120 * time.Millisecond
+	lim, err := redislimit.NewSlidingWindow(shared.client(t), keylimit.Per(events, period),
+		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t, "k")
+	var (
+		mu       sync.Mutex
+		admitted []span
+		wg       sync.WaitGroup
+	)
+	deadline := time.Now().Add(time.Second)
+	for range 6 {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				time.Sleep(time.Duration(rand.Int64N(int64(15 * time.Millisecond))))
+				start := time.Now()
+				if lim.Allow(key) {
+					end := time.Now()
+					mu.Lock()
+					admitted = append(admitted, span{start, end})
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	sort.Slice(admitted, func(i, j int) bool { return admitted[i].start.Before(admitted[j].start) })
+	if len(admitted) < 2*events {
+		t.Fatalf("only %d admissions in a second of 5 per %v: the limiter refuses too much", len(admitted), period)
+	}
+	for i := range len(admitted) - events {
+		first, last := admitted[i], admitted[i+events]
+		if last.end.Sub(first.start) < period {
+			t.Fatalf("admissions %d to %d (%d of them) all happened within %v, less than the period %v",
+				i, i+events, events+1, last.end.Sub(first.start), period)
+		}
+	}
+}
