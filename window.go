@@ -366,10 +366,9 @@ func (f *FixedWindow[K]) Limit() Limit { return f.policy.limit() }
 // moved into, nor the minute's count know the earlier minutes of the hour.
 // A change of Period is for an operator to make now and then; to hold a key
 // to two limits at once, use All. (Counts are kept whole unless a change to
-// a much shorter
-// Period leaves them fewer bits than they need: they then saturate, which
-// still refuses the whole window.) Admissions racing with SetLimit are
-// decided under one limit or the other, never a mix.
+// a much shorter Period leaves them fewer bits than they need: they then
+// saturate, which still refuses the whole window.) Admissions racing with
+// SetLimit are decided under one limit or the other, never a mix.
 func (f *FixedWindow[K]) SetLimit(l Limit) error { return f.policy.set(l) }
 
 // Allow reports whether one event for key may happen now, and counts it if
