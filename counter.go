@@ -3,14 +3,14 @@ package keylimit
 import (
 	"context"
 	"math/bits"
-	"sync/atomic"
 	"time"
 )
 
 // SlidingCounter limits each key to about Limit.Events in any interval of
-// length Limit.Period, in 8 bytes per key whatever the quota: where a
+// length Limit.Period, in 16 bytes per key whatever the quota: where a
 // SlidingWindow would keep 80 KB per key for 10,000 an hour, a
-// SlidingCounter keeps one word. Limit.Burst is ignored.
+// SlidingCounter keeps one word and a pointer to its limit. Limit.Burst is
+// ignored.
 //
 // It counts events in windows aligned to the Unix epoch, like a
 // FixedWindow, and estimates the count of the sliding window that ends now
@@ -45,8 +45,8 @@ import (
 //
 // # State and concurrency
 //
-// A key's whole state is one word: its window, the previous window's
-// count and the current count, updated by one compare-and-swap. Allow on an
+// A key's counts are one word: its window, the previous window's count
+// and the current count, updated by one compare-and-swap. Allow on an
 // existing key is lock-free and allocates nothing, a refused call writes
 // nothing, and counts are exact under any number of goroutines. Two counts
 // and a window index share 64 bits, which bounds Events by Period: at most
@@ -57,32 +57,32 @@ import (
 // If an injected clock steps back into an earlier window than the key's,
 // the key decides as at the start of its own window: a step back never
 // reopens capacity.
+//
+// Each key can have its own limit (WithKeyLimit), and SetLimit changes
+// limits while the counter runs; a key keeps its counts across the change.
 type SlidingCounter[K comparable] struct {
 	*keyed[K, counterState]
-	counterRules
-	limit   Limit
+	policy  *policy[K, counterRules] // not inline: the evictor holds it, and must not hold the counter
 	evictor *evictor
 }
 
-// counterRules is the arithmetic of one SlidingCounter's states; the
-// evictor's hooks keep a copy, not the limiter.
-type counterRules struct {
-	grid   windowGrid
-	events uint64
-	shift  uint // bits of each count in counterState.word
+// counterRules is the arithmetic of one SlidingCounter limit. A key's word
+// under it is window<<(2×shift) | previous<<shift | current: window is the
+// grid index of the window the key last admitted in (0, a new key's value,
+// is none), current the events admitted in it and previous those admitted
+// in the window before it. A change of limit may carry counts above the new
+// Events (see SetLimit).
+type counterRules struct{ windowRules }
+
+// newCounterRules checks l for a SlidingCounter and returns its arithmetic,
+// on the grid of a limiter created at startUnix.
+func newCounterRules(l Limit, startUnix int64) (counterRules, error) {
+	r, err := newWindowRules("SlidingCounter", l, startUnix, 2, ": use a longer Period, or a FixedWindow or TokenBucket")
+	return counterRules{r}, err
 }
 
-// counterState is one key's state.
-type counterState struct {
-	// word is window<<(2×shift) | previous<<shift | current: window is the
-	// grid index of the window the key last admitted in (0, a new key's
-	// value, is none), current the events admitted in it and previous those
-	// admitted in the window before it. Admissions write it, by CAS from the
-	// value they read; Refund lowers the counts by CAS. Retirement (Reset,
-	// the evictor) swaps in retiredWord, after which nothing writes it again
-	// and callers look the key up afresh (keyed.replace).
-	word atomic.Uint64
-}
+// counterState is one key's state in a SlidingCounter.
+type counterState = wordState[counterRules]
 
 // NewSlidingCounter returns a SlidingCounter that admits about l.Events per
 // key in any interval of length l.Period. It returns an error if l or an
@@ -95,36 +95,66 @@ type counterState struct {
 // limiter dropped without Close stops it once the garbage collector finds it
 // unreachable.
 func NewSlidingCounter[K comparable](l Limit, opts ...Option) (*SlidingCounter[K], error) {
-	if err := l.validateWindow(); err != nil {
-		return nil, err
-	}
-	shift := windowCountBits(l.Period, 2)
-	if err := checkWindowCounts("SlidingCounter", l, shift, ": use a longer Period, or a FixedWindow or TokenBucket"); err != nil {
+	// The limit is checked before the options (its grid, built below,
+	// needs the clock the options give).
+	if _, err := newCounterRules(l, 0); err != nil {
 		return nil, err
 	}
 	o, err := buildOptions(opts)
-	if err == nil {
-		err = noKeyLimit(o, "SlidingCounter")
-	}
 	if err != nil {
 		return nil, err
 	}
-	rules := &counterRules{events: uint64(l.Events), shift: shift}
-	c := &SlidingCounter[K]{limit: l}
+	pol := new(policy[K, counterRules])
+	c := &SlidingCounter[K]{policy: pol}
 	c.keyed = newKeyed(o, stateHooks[K, counterState]{
-		newState:     func(K) *counterState { return new(counterState) },
-		retireIfIdle: rules.retireIfIdle,
-		retire:       func(st *counterState) { st.word.Store(retiredWord) },
+		newState:     func(key K) *counterState { return &counterState{cfg: pol.resolve(key)} },
+		retireIfIdle: (*counterState).retireIfIdle,
+		retire:       func(st *counterState) { st.retire() },
 	})
-	// The grid aligns to the clock's reading at creation, known only now.
-	rules.grid = newWindowGrid(l.Period, c.clock.startUnix)
-	c.counterRules = *rules
+	// The grids align to the clock's reading at creation, known only now.
+	start := c.clock.startUnix
+	if err := pol.init(l, o, func(l Limit) (counterRules, error) { return newCounterRules(l, start) }); err != nil {
+		return nil, err
+	}
 	c.evictor = startEvictor(c, c.keyed, o, 2*l.Period)
 	return c, nil
 }
 
-// Limit returns the limit the counter enforces.
-func (c *SlidingCounter[K]) Limit() Limit { return c.limit }
+// Limit returns the counter's limit: the one it was made with, or the last
+// one SetLimit set. Keys given their own by WithKeyLimit are not under it.
+func (c *SlidingCounter[K]) Limit() Limit { return c.policy.limit() }
+
+// SetLimit makes l the counter's limit, and has every key resolve its limit
+// again (WithKeyLimit's function is asked anew), each from its next call.
+// It returns an error, and changes nothing, if l is invalid.
+//
+// A key keeps its counts. With the same Period, its window, previous count
+// and current count stay as they are: the estimate is the same number,
+// weighed against the new Events (a count above it refuses until enough of
+// it has faded). A new Period moves the windows: the key moves to the new
+// window that holds now; the count of its current window comes along as
+// the current count, and the count of the window before as the previous
+// count (which weighs by the share of the new previous window still inside
+// the sliding one) if that window ended after the new previous window
+// began; else it is dropped. A key whose estimate has faded to nothing is
+// idle, and starts afresh: as it would, had the limiter forgotten it (see
+// WithEvictionInterval), so eviction never changes a decision across a
+// change either.
+//
+// So a change of limit never creates capacity. With one Period, a key
+// admits at most the larger Events in any aligned window, and so at most
+// twice that in any interval of Period, however often the limit changes.
+// With several Periods, the current count is kept as a FixedWindow keeps
+// its count, and the same bound holds: over any interval, at most the
+// larger Events times one more than the number of window boundaries, of
+// any of the limits' grids, inside the interval, looser than either limit
+// (see FixedWindow.SetLimit). The estimate itself is coarser across a new
+// Period: a longer Period cannot know the events of windows older than the
+// key's previous one. (Counts saturate, as a
+// FixedWindow's do, if a much shorter Period leaves them fewer bits.)
+// Admissions racing with SetLimit are decided under one limit or the
+// other, never a mix.
+func (c *SlidingCounter[K]) SetLimit(l Limit) error { return c.policy.set(l) }
 
 // Allow reports whether one event for key may happen now, and counts it if
 // so. Allow is shorthand for AllowN(key, 1).
@@ -134,10 +164,10 @@ func (c *SlidingCounter[K]) Allow(key K) bool { return c.AllowN(key, 1) }
 // so; otherwise it counts nothing. AllowN is Take(key, n).Allowed without the
 // work of filling in the rest of the Result.
 func (c *SlidingCounter[K]) AllowN(key K, n int) bool {
-	if n <= 0 || uint64(n) > c.events {
+	if n <= 0 {
 		return n == 0
 	}
-	v, _, _ := c.decide(key, n)
+	_, v, _, _ := c.decide(key, n)
 	return v == admitted || (v == untracked && c.overflow == admitUntracked)
 }
 
@@ -148,14 +178,17 @@ func (c *SlidingCounter[K]) AllowN(key K, n int) bool {
 // n == 0 is always allowed and counts nothing. n < 0, or n above Events, can
 // never pass: the Result is refused with RetryAfter InfDuration.
 func (c *SlidingCounter[K]) Take(key K, n int) Result {
-	if n <= 0 || uint64(n) > c.events {
+	if n <= 0 {
 		return impossible(c.Peek(key), n)
 	}
-	verdict, now, v := c.decide(key, n)
-	if verdict == untracked {
-		return c.untracked(int(c.events), n)
+	cfg, verdict, now, v := c.decide(key, n)
+	switch verdict {
+	case untracked:
+		return c.untracked(int(cfg.arith.events), n)
+	case never:
+		return impossible(c.Peek(key), n)
 	}
-	return c.result(verdict == admitted, now, v, uint64(n))
+	return cfg.arith.result(verdict == admitted, now, v, uint64(n))
 }
 
 // counterView is a key's state as seen at one time: the window it decides
@@ -166,33 +199,60 @@ type counterView struct {
 	elapsed       int64 // since the window's start, in [0, period)
 }
 
-// decide counts n (1 <= n <= Events) events for key if they fit. It returns
-// the verdict (admitted, refused, or untracked if the key cap left no place
-// for the key), the time it was made at and the state it was made on (with
-// the n events when admitted).
-func (c *SlidingCounter[K]) decide(key K, n int) (_ verdict, now int64, v counterView) {
-	st := c.loadOrCreate(key)
+// decide counts n >= 1 events for key if they fit. It returns the limit
+// the decision was made under, the verdict, the time it was made at and the
+// state it was made on (with the n events when admitted).
+func (c *SlidingCounter[K]) decide(key K, n int) (cfg *keyConfig[counterRules], _ verdict, now int64, v counterView) {
+	st := c.load(key)
+	if st == nil {
+		// A request that can never pass must not create the key.
+		if cfg = c.policy.resolve(key); cfg.err != nil || uint64(n) > cfg.arith.events {
+			return cfg, never, 0, v
+		}
+		st = c.loadOrCreate(key)
+	}
 	for {
 		if st == nil {
-			return untracked, 0, v
+			return c.policy.resolve(key), untracked, 0, v
 		}
 		// The clock is read inside the loop: a retry after a lost CAS must
 		// not decide on a time older than the state it lost to.
 		now = c.clock.now()
 		old := st.word.Load()
-		if old == retiredWord {
-			st = c.replace(key, st)
+		cfg = st.cfg
+		if old >= movedWord || cfg.stale() {
+			st = settleWord(c.keyed, c.policy, key, st, old)
 			continue
 		}
-		v = c.at(old, now)
-		if !c.fits(v, uint64(n)) {
-			return refused, now, v
+		r := &cfg.arith
+		if cfg.err != nil || uint64(n) > r.events {
+			return cfg, never, 0, v
+		}
+		v = r.at(old, now)
+		if !r.fits(v, uint64(n)) {
+			return cfg, refused, now, v
 		}
 		v.cur += uint64(n)
-		if st.word.CompareAndSwap(old, v.w<<(2*c.shift)|v.previous<<c.shift|v.cur) {
-			return admitted, now, v
+		if st.word.CompareAndSwap(old, v.w<<(2*r.shift)|v.previous<<r.shift|v.cur) {
+			return cfg, admitted, now, v
 		}
 	}
+}
+
+// carry returns the word under the limit to that holds what word, not idle
+// at now, holds under r (see SetLimit): the window of to that holds now (or
+// the start of word's window, if the clock stepped back before it), with
+// the current count of word's window if it has not ended, and its previous
+// count if the window before it ended after the new previous window began.
+func (r counterRules) carry(word uint64, to *counterRules, now int64) uint64 {
+	v := r.at(word, now)
+	start := r.grid.start(v.w)
+	w := to.grid.index(max(now, start))
+	var previous uint64
+	if start > to.grid.start(w)-to.grid.period {
+		previous = v.previous
+	}
+	return w<<(2*to.shift) | saturate(previous, to.shift)<<to.shift | saturate(v.cur, to.shift)
 }
 
 // at returns the view of a state holding word at now. A state whose window
@@ -285,45 +345,36 @@ func (r *counterRules) fitsAt(v counterView, n uint64) int64 {
 // Peek does not create the key.
 func (c *SlidingCounter[K]) Peek(key K) Result {
 	now := c.clock.now()
-	var word uint64
-	if st := c.load(key); st != nil {
-		if word = st.word.Load(); word == retiredWord {
-			word = 0
-		}
+	word, cfg := observeWord(c.keyed, c.policy, key)
+	if cfg.err != nil {
+		return Result{RetryAfter: InfDuration, Err: cfg.err}
 	}
-	v := c.at(word, now)
-	return c.result(c.fits(v, 1), now, v, 1)
+	r := &cfg.arith
+	v := r.at(word, now)
+	return r.result(r.fits(v, 1), now, v, 1)
 }
 
 // Reset forgets key: its counts are zero again. Admissions that race with
 // Reset happen either wholly before it (and are forgotten) or after it.
-func (c *SlidingCounter[K]) Reset(key K) { c.reset(key) }
+func (c *SlidingCounter[K]) Reset(key K) { resetKey(c.keyed, key, (*counterState).retire) }
 
 // Refund gives back n events that Take or AllowN admitted for key, as if they
 // had not been admitted: keylimit.All uses it to undo a partial admission. It
 // lowers the current window's count, and the previous one's for what the
 // current cannot give back, never below 0. n <= 0 does nothing.
-func (c *SlidingCounter[K]) Refund(key K, n int) {
-	st := c.load(key)
-	if st == nil || n <= 0 {
-		return
+func (c *SlidingCounter[K]) Refund(key K, n int) { refundWord(c.keyed, key, n) }
+
+// refund lowers the current count of word by n, and the previous one for
+// what the current cannot give back, never below 0.
+func (r counterRules) refund(word uint64, n int) (uint64, bool) {
+	mask := uint64(1)<<r.shift - 1
+	previous, cur := word>>r.shift&mask, word&mask
+	fromCur := min(uint64(n), cur)
+	fromPrevious := min(uint64(n)-fromCur, previous)
+	if fromCur+fromPrevious == 0 {
+		return word, false
 	}
-	mask := uint64(1)<<c.shift - 1
-	for {
-		old := st.word.Load()
-		if old == retiredWord {
-			return
-		}
-		previous, cur := old>>c.shift&mask, old&mask
-		fromCur := min(uint64(n), cur)
-		fromPrevious := min(uint64(n)-fromCur, previous)
-		if fromCur+fromPrevious == 0 {
-			return
-		}
-		if st.word.CompareAndSwap(old, old-fromCur-fromPrevious<<c.shift) {
-			return
-		}
-	}
+	return word - fromCur - fromPrevious<<r.shift, true
 }
 
 // Len returns the number of keys the counter tracks.
@@ -353,7 +404,7 @@ func (c *SlidingCounter[K]) WaitN(ctx context.Context, key K, n int) error {
 // indistinguishable from a new key's: when its estimate is zero for good
 // (two windows on if the current count is not zero, one if only the
 // previous is), and not before its window starts.
-func (r *counterRules) idleAt(word uint64) int64 {
+func (r counterRules) idleAt(word uint64) int64 {
 	mask := uint64(1)<<r.shift - 1
 	w := word >> (2 * r.shift)
 	if w == 0 {
@@ -368,15 +419,4 @@ func (r *counterRules) idleAt(word uint64) int64 {
 	default:
 		return start
 	}
-}
-
-// retireIfIdle retires st if it is idle at now, deciding and retiring in one
-// CAS; otherwise it returns when st could be idle.
-func (r *counterRules) retireIfIdle(st *counterState, now int64) (bool, int64) {
-	word := st.word.Load()
-	if word == retiredWord {
-		return false, now // being removed by Reset
-	}
-	at := r.idleAt(word)
-	return at <= now && st.word.CompareAndSwap(word, retiredWord), at
 }

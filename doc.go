@@ -50,11 +50,16 @@
 // All combines limiters on the same key, all or nothing: 10 a minute and 500
 // an hour. A request one of them refuses takes nothing from the others.
 //
+// Every limiter type takes per-key limits and changes of limit at run time.
 // WithKeyLimit gives keys limits of their own (tiers: a paying client twice
 // the quota of a free one); the limit is resolved when a key is first seen
-// and kept with its state. SetLimit changes a limiter's limit while it runs:
-// every key moves to it on its next call, keeping what it owes, so a change
-// of limit never creates capacity.
+// and kept with its state, so the hot path never asks for it. SetLimit
+// changes a limiter's limit while it runs: every key moves to it on its next
+// call, keeping what it used: a TokenBucket its debt in tokens, a
+// FixedWindow the count of its window, a SlidingWindow its admission times, a
+// SlidingCounter its counts. So a change of limit never creates capacity:
+// each type's SetLimit states the bound it keeps however often the limit
+// changes.
 //
 // # Results
 //

@@ -452,3 +452,96 @@ func ExampleTokenBucket_SetLimit() {
 	// after: 20 left of 30/1m0s
 	// keylimit: events 0 is below 1
 }
+
+// An operator lowers a limit during an incident: a key keeps the count of
+// its window, which is now above the new limit, so it waits for the window
+// to end; the next window has the new limit.
+func ExampleFixedWindow_SetLimit() {
+	mock := clock.NewMock() // on a minute boundary
+	lim, _ := keylimit.NewFixedWindow[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	mock.Add(15 * time.Second)
+	lim.AllowN("k", 8)
+	fmt.Println("before:", lim.Peek("k").Remaining, "left of", lim.Limit())
+	if err := lim.SetLimit(keylimit.PerMinute(5)); err != nil {
+		panic(err)
+	}
+	r := lim.Take("k", 1)
+	fmt.Println("after:", r.Remaining, "left of", lim.Limit(), "retry in", r.RetryAfter)
+	mock.Add(r.RetryAfter)
+	fmt.Println("next minute:", lim.AllowN("k", 5), lim.Allow("k"))
+	// Output:
+	// before: 2 left of 10/1m0s
+	// after: 0 left of 5/1m0s retry in 45s
+	// next minute: true false
+}
+
+// A key keeps its admission times across changes of limit: a raised limit
+// gives it the difference at once, and lowering the limit and raising it
+// back gives back nothing.
+func ExampleSlidingWindow_SetLimit() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewSlidingWindow[string](keylimit.Per(3, 10*time.Second), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	lim.AllowN("k", 3)
+	fmt.Println("3 of 3 used, Allow:", lim.Allow("k"))
+	_ = lim.SetLimit(keylimit.Per(5, 10*time.Second))
+	fmt.Println("raised to 5, AllowN(2):", lim.AllowN("k", 2))
+	_ = lim.SetLimit(keylimit.Per(1, 10*time.Second))
+	_ = lim.SetLimit(keylimit.Per(5, 10*time.Second))
+	r := lim.Take("k", 1)
+	fmt.Println("lowered to 1 and raised back to 5, Allow:", r.Allowed, "retry in", r.RetryAfter)
+	// Output:
+	// 3 of 3 used, Allow: false
+	// raised to 5, AllowN(2): true
+	// lowered to 1 and raised back to 5, Allow: false retry in 10s
+}
+
+// A key keeps its counts across a change of limit: its estimate is the same
+// number, weighed against the new Events.
+func ExampleSlidingCounter_SetLimit() {
+	mock := clock.NewMock() // on a minute boundary
+	lim, _ := keylimit.NewSlidingCounter[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	lim.AllowN("k", 8)
+	mock.Add(90 * time.Second) // the 8 now weigh half: 4
+	fmt.Println("before:", lim.Peek("k").Remaining, "left of", lim.Limit())
+	_ = lim.SetLimit(keylimit.PerMinute(20))
+	fmt.Println("raised:", lim.Peek("k").Remaining, "left of", lim.Limit())
+	_ = lim.SetLimit(keylimit.PerMinute(3))
+	r := lim.Peek("k")
+	fmt.Println("lowered:", r.Remaining, "left of", lim.Limit(), "retry in", r.RetryAfter)
+	// Output:
+	// before: 6 left of 10/1m0s
+	// raised: 16 left of 20/1m0s
+	// lowered: 0 left of 3/1m0s retry in 15s
+}
+
+// Tiers on a sliding window: one limiter, each client under its own quota
+// in any minute.
+func ExampleWithKeyLimit_slidingWindow() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewSlidingWindow[string](keylimit.PerMinute(2), keylimit.WithClock(mock),
+		keylimit.WithKeyLimit(func(client string) keylimit.Limit {
+			if client == "acme" {
+				return keylimit.PerMinute(5)
+			}
+			return keylimit.Limit{} // the limiter's own: 2 a minute
+		}))
+	defer lim.Close()
+
+	for _, client := range []string{"acme", "hobbyist"} {
+		n := 0
+		for lim.Allow(client) {
+			n++
+		}
+		r := lim.Take(client, 1)
+		fmt.Printf("%s: %d requests, limit %d, retry in %v\n", client, n, r.Limit, r.RetryAfter)
+	}
+	// Output:
+	// acme: 5 requests, limit 5, retry in 1m0s
+	// hobbyist: 2 requests, limit 2, retry in 1m0s
+}

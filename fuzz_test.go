@@ -2,6 +2,7 @@ package keylimit_test
 
 import (
 	"math/big"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,23 +139,32 @@ var windowFuzzPeriods = append([]time.Duration{time.Nanosecond}, fuzzPeriods...)
 
 // refWindow is what the window fuzz targets need of a reference model. now
 // is in ns since the limiter's creation.
+//
+// setLimit changes the limit. As in the limiters, a key moves to it on its
+// next take or peek, at that call's time: a key idle under its old limit
+// starts afresh, another carries its state over by the type's rules.
+// refund acts on a key where it is, moved or not.
 type refWindow interface {
 	take(key string, n int, now int64) keylimit.Result
 	peek(key string, now int64) keylimit.Result
 	refund(key string, n int)
 	reset(key string)
+	setLimit(l keylimit.Limit)
 }
 
 // windowLimiter is what the window fuzz targets drive.
 type windowLimiter interface {
 	keylimit.Limiter[string]
 	keylimit.Refunder[string]
+	SetLimit(keylimit.Limit) error
 	Close() error
 }
 
 // fuzzWindow runs random sequences of clock moves (forward and back), Take,
-// Peek, Reset and Refund on three keys of lim, and checks that every Result
-// equals ref's. The limiter holds at most 3 keys, and an op takes a fourth
+// Peek, Reset, Refund and SetLimit on three keys of lim, and checks that
+// every Result equals ref's. An op byte of 248 or more changes the limit
+// (rare in random input, so that the other ops stay dense, and absent from
+// the corpus committed before SetLimit, which keeps its meaning). The limiter holds at most 3 keys, and an op takes a fourth
 // key and gives it back: at the cap that sweeps, and forgets the idle keys
 // among the three, which must change no decision.
 //
@@ -171,6 +181,16 @@ func fuzzWindow(t *testing.T, lim windowLimiter, ref refWindow, mock *fastClock,
 	for i := 0; i+2 < len(ops); i += 3 {
 		key, arg := keys[int(ops[i+1])%len(keys)], int(ops[i+2])
 		now := int64(mock.Now().Sub(t0))
+		if ops[i] >= 248 {
+			// Events 1..20 and a Period of fuzzPeriods: no nanosecond
+			// window, whose few count bits could not hold every count.
+			nl := keylimit.Per(arg%20+1, fuzzPeriods[int(ops[i+1])%len(fuzzPeriods)])
+			if err := lim.SetLimit(nl); err != nil {
+				t.Fatalf("op %d: SetLimit(%v): %v", i/3, nl, err)
+			}
+			ref.setLimit(nl)
+			continue
+		}
 		var got, want keylimit.Result
 		switch ops[i] % 8 {
 		case 0:
@@ -233,6 +253,11 @@ var windowFuzzSeeds = []struct {
 	{3, 2, 9, []byte{3, 1, 8, 2, 0, 90, 3, 1, 1, 6, 1, 2, 3, 1, 200, 1, 0, 1, 7, 0, 0, 4, 1, 0}},
 	{1, 4, 200, []byte{1, 2, 3, 3, 2, 3, 0, 2, 255, 4, 2, 0, 2, 0, 30, 3, 2, 2}},
 	{2, 0, 3, []byte{3, 0, 3, 0, 0, 1, 3, 0, 3, 2, 0, 1, 3, 0, 2, 7, 0, 0, 4, 0, 0}},
+	// Changes of limit (op bytes from 248): raised, lowered, new Periods,
+	// with refunds, sweeps and the clock stepping back between them.
+	{5, 1, 0, []byte{3, 0, 5, 250, 2, 9, 3, 0, 3, 4, 0, 0, 0, 0, 40, 250, 0, 2, 4, 0, 0, 3, 0, 2, 6, 0, 1, 250, 1, 19, 4, 0, 0, 2, 0, 5, 4, 0, 0}},
+	{9, 2, 17, []byte{3, 1, 9, 3, 2, 4, 0, 0, 6, 252, 3, 1, 4, 1, 0, 3, 1, 1, 6, 1, 3, 253, 4, 12, 4, 1, 0, 7, 0, 0, 0, 0, 200, 4, 2, 0, 255, 0, 9, 3, 2, 9}},
+	{19, 3, 99, []byte{3, 0, 20, 0, 0, 3, 3, 0, 20, 249, 1, 4, 4, 0, 0, 2, 0, 2, 4, 0, 0, 249, 0, 19, 3, 0, 7, 6, 0, 5, 4, 0, 0, 1, 0, 1, 4, 0, 0}},
 }
 
 // FuzzFixedWindow checks FixedWindow against refFixed.
@@ -281,40 +306,71 @@ func FuzzSlidingCounter(f *testing.F) {
 }
 
 // refFixed is a fixed window written the plain way: each key has the
-// absolute number of the window (Unix time / period, rounded down) it last
-// admitted in and the count there. A key decides in now's window, or in its
-// own if that is later (time does not go back inside a key).
+// absolute number of the window (Unix time / its period, rounded down) it
+// last admitted in, the count there, and the limit it is under. A key
+// decides in now's window, or in its own if that is later (time does not go
+// back inside a key).
 type refFixed struct {
-	period, start int64 // start: the limiter's creation in Unix ns
-	events        int
-	keys          map[string]refFixedKey
+	start int64 // the limiter's creation in Unix ns
+	limit keylimit.Limit
+	gen   int // how many times the limit changed
+	keys  map[string]refFixedKey
 }
 
-type refFixedKey struct{ window, count int64 }
+type refFixedKey struct {
+	window, count int64
+	limit         keylimit.Limit
+	gen           int
+}
 
 func newRefFixed(l keylimit.Limit, created time.Time) *refFixed {
-	return &refFixed{period: int64(l.Period), start: created.UnixNano(), events: l.Events, keys: map[string]refFixedKey{}}
+	return &refFixed{start: created.UnixNano(), limit: l, keys: map[string]refFixedKey{}}
+}
+
+// absWindow returns the absolute window of Unix time unix for period p.
+func absWindow(unix int64, p time.Duration) int64 {
+	w := unix / int64(p)
+	if unix%int64(p) < 0 {
+		w-- // round down before the epoch
+	}
+	return w
+}
+
+func (r *refFixed) setLimit(l keylimit.Limit) { r.limit, r.gen = l, r.gen+1 }
+
+// move moves key to the current limit at now, if it is under an older one:
+// idle (its window over, or nothing counted and its window begun), it is
+// forgotten; else it goes to the new window that holds its time, max(now,
+// its window's start), with its count.
+func (r *refFixed) move(key string, now int64) {
+	k, ok := r.keys[key]
+	if !ok || k.gen == r.gen {
+		return
+	}
+	p, unix := int64(k.limit.Period), r.start+now
+	if k.count > 0 && (k.window+1)*p <= unix || k.count == 0 && k.window*p <= unix {
+		delete(r.keys, key)
+		return
+	}
+	r.keys[key] = refFixedKey{window: absWindow(max(unix, k.window*p), r.limit.Period), count: k.count, limit: r.limit, gen: r.gen}
 }
 
 // at returns the window key decides in at now and its count there.
 func (r *refFixed) at(key string, now int64) refFixedKey {
-	unix := r.start + now
-	w := unix / r.period
-	if unix%r.period < 0 {
-		w-- // round down before the epoch
-	}
+	w := absWindow(r.start+now, r.limit.Period)
 	k, ok := r.keys[key]
 	switch {
 	case !ok || k.window < w:
-		return refFixedKey{window: w}
+		return refFixedKey{window: w, limit: r.limit, gen: r.gen}
 	default:
 		return k
 	}
 }
 
 func (r *refFixed) report(allowed bool, k refFixedKey, now int64) keylimit.Result {
-	left := time.Duration((k.window+1)*r.period - r.start - now)
-	res := keylimit.Result{Allowed: allowed, Limit: r.events, Remaining: r.events - int(k.count)}
+	p, events := int64(r.limit.Period), r.limit.Events
+	left := time.Duration((k.window+1)*p - r.start - now)
+	res := keylimit.Result{Allowed: allowed, Limit: events, Remaining: max(events-int(k.count), 0)}
 	if k.count > 0 {
 		res.ResetAfter = left
 	}
@@ -325,15 +381,16 @@ func (r *refFixed) report(allowed bool, k refFixedKey, now int64) keylimit.Resul
 }
 
 func (r *refFixed) take(key string, n int, now int64) keylimit.Result {
+	r.move(key, now)
 	k := r.at(key, now)
 	switch {
 	case n == 0:
 		return r.report(true, k, now)
-	case n < 0 || n > r.events:
+	case n < 0 || n > r.limit.Events:
 		res := r.report(false, k, now)
 		res.RetryAfter = keylimit.InfDuration
 		return res
-	case int(k.count)+n > r.events:
+	case int(k.count)+n > r.limit.Events:
 		return r.report(false, k, now)
 	}
 	k.count += int64(n)
@@ -342,8 +399,9 @@ func (r *refFixed) take(key string, n int, now int64) keylimit.Result {
 }
 
 func (r *refFixed) peek(key string, now int64) keylimit.Result {
+	r.move(key, now)
 	k := r.at(key, now)
-	return r.report(int(k.count) < r.events, k, now)
+	return r.report(int(k.count) < r.limit.Events, k, now)
 }
 
 func (r *refFixed) refund(key string, n int) {
@@ -361,21 +419,62 @@ func (r *refFixed) reset(key string) { delete(r.keys, key) }
 // time is now or its newest admission if later (time does not go back
 // inside a key); the events in its window are those after that time −
 // period. n events are admitted iff they fit, recorded at the key's time.
+//
+// A key moved to a smaller Events keeps its newest times, and counts the
+// others as phantoms, which come back at its oldest time if it grows
+// again; an admission forgets them (it overwrites the oldest times, which
+// had left the window, and the phantoms are older). A refund from a key
+// with phantoms lets them take the times it gives back, at the oldest time.
 type refSliding struct {
-	period int64
-	events int
-	keys   map[string][]int64
+	limit keylimit.Limit
+	gen   int
+	keys  map[string]*refSlidingKey
+}
+
+type refSlidingKey struct {
+	log      []int64
+	phantoms int
+	limit    keylimit.Limit
+	gen      int
 }
 
 func newRefSliding(l keylimit.Limit) *refSliding {
-	return &refSliding{period: int64(l.Period), events: l.Events, keys: map[string][]int64{}}
+	return &refSliding{limit: l, keys: map[string]*refSlidingKey{}}
+}
+
+func (r *refSliding) setLimit(l keylimit.Limit) { r.limit, r.gen = l, r.gen+1 }
+
+// move moves key to the current limit, if it is under an older one. Of
+// its times it keeps those in its old window at its time, and its
+// phantoms if that is all of them; of those, the newest that the new
+// Events has room for, counting the rest as phantoms.
+func (r *refSliding) move(key string, now int64) {
+	k := r.keys[key]
+	if k == nil || k.gen == r.gen {
+		return
+	}
+	var in []int64
+	for _, e := range k.log {
+		if e > r.at(key, now)-int64(k.limit.Period) {
+			in = append(in, e)
+		}
+	}
+	phantoms := k.phantoms
+	if len(in) < len(k.log) {
+		phantoms = 0
+	}
+	var all []int64
+	if len(in) > 0 {
+		all = append(slices.Repeat([]int64{in[0]}, phantoms), in...)
+	}
+	keep := min(len(all), r.limit.Events)
+	r.keys[key] = &refSlidingKey{log: all[len(all)-keep:], phantoms: len(all) - keep, limit: r.limit, gen: r.gen}
 }
 
 // at returns key's time at now.
 func (r *refSliding) at(key string, now int64) int64 {
-	log := r.keys[key]
-	if len(log) > 0 {
-		return max(now, log[len(log)-1])
+	if k := r.keys[key]; k != nil && len(k.log) > 0 {
+		return max(now, k.log[len(k.log)-1])
 	}
 	return now
 }
@@ -383,9 +482,11 @@ func (r *refSliding) at(key string, now int64) int64 {
 // count returns how many of key's events are in the window ending at t.
 func (r *refSliding) count(key string, t int64) int {
 	c := 0
-	for _, e := range r.keys[key] {
-		if e > t-r.period {
-			c++
+	if k := r.keys[key]; k != nil {
+		for _, e := range k.log {
+			if e > t-int64(r.limit.Period) {
+				c++
+			}
 		}
 	}
 	return c
@@ -393,20 +494,22 @@ func (r *refSliding) count(key string, t int64) int {
 
 // fits reports whether n events of key fit at now.
 func (r *refSliding) fits(key string, n int, now int64) bool {
-	return r.count(key, r.at(key, now))+n <= r.events
+	return r.count(key, r.at(key, now))+n <= r.limit.Events
 }
 
 func (r *refSliding) report(allowed bool, key string, n int, now int64) keylimit.Result {
 	t := r.at(key, now)
 	c := r.count(key, t)
-	res := keylimit.Result{Allowed: allowed, Limit: r.events, Remaining: r.events - c}
-	if log := r.keys[key]; c > 0 {
-		res.ResetAfter = time.Duration(log[len(log)-1] + r.period - now)
+	p, events := int64(r.limit.Period), r.limit.Events
+	res := keylimit.Result{Allowed: allowed, Limit: events, Remaining: events - c}
+	if c > 0 {
+		log := r.keys[key].log
+		res.ResetAfter = time.Duration(log[len(log)-1] + p - now)
 	}
-	if !allowed && n > 0 && n <= r.events {
+	if !allowed && n > 0 && n <= events {
 		// The first moment n fit: now, or when an entry leaves the window.
-		for _, e := range r.keys[key] {
-			if leave := e + r.period; leave > now && r.fits(key, n, leave) {
+		for _, e := range r.keys[key].log {
+			if leave := e + p; leave > now && r.fits(key, n, leave) {
 				res.RetryAfter = time.Duration(leave - now)
 				break
 			}
@@ -416,10 +519,11 @@ func (r *refSliding) report(allowed bool, key string, n int, now int64) keylimit
 }
 
 func (r *refSliding) take(key string, n int, now int64) keylimit.Result {
+	r.move(key, now)
 	switch {
 	case n == 0:
 		return r.report(true, key, n, now)
-	case n < 0 || n > r.events:
+	case n < 0 || n > r.limit.Events:
 		res := r.report(false, key, n, now)
 		res.RetryAfter = keylimit.InfDuration
 		return res
@@ -427,57 +531,101 @@ func (r *refSliding) take(key string, n int, now int64) keylimit.Result {
 		return r.report(false, key, n, now)
 	}
 	t := r.at(key, now)
-	log := r.keys[key]
-	for range n {
-		log = append(log, t)
+	k := r.keys[key]
+	if k == nil {
+		k = &refSlidingKey{limit: r.limit, gen: r.gen}
+		r.keys[key] = k
 	}
-	r.keys[key] = log[max(len(log)-r.events, 0):]
+	for range n {
+		k.log = append(k.log, t)
+	}
+	k.log = k.log[max(len(k.log)-r.limit.Events, 0):]
+	k.phantoms = 0
 	return r.report(true, key, n, now)
 }
 
 func (r *refSliding) peek(key string, now int64) keylimit.Result {
+	r.move(key, now)
 	return r.report(r.fits(key, 1, now), key, 1, now)
 }
 
 func (r *refSliding) refund(key string, n int) {
-	log := r.keys[key]
-	r.keys[key] = log[:len(log)-min(n, len(log))]
+	k := r.keys[key]
+	if k == nil {
+		return
+	}
+	back := min(n, len(k.log))
+	fill := min(back, k.phantoms)
+	if fill > 0 {
+		k.log = append(slices.Repeat([]int64{k.log[0]}, fill), k.log[:len(k.log)-back]...)
+		k.phantoms -= fill
+		return
+	}
+	k.log = k.log[:len(k.log)-back]
 }
 
 func (r *refSliding) reset(key string) { delete(r.keys, key) }
 
 // refCounter is the sliding counter written the plain way, in rationals:
-// each key has a count per absolute window (Unix time / period, rounded
-// down) and the latest window it admitted in. At now, a key's time is now,
-// or the start of its latest window if later (time does not go back inside
-// a key); its estimate there is count(previous window) × the share of the
-// previous window still inside the sliding one + count(current window). n
-// events fit iff estimate + n <= Events. Waits are found by bisection over
-// time, which works because the estimate only falls as time passes.
+// each key has a count per absolute window (Unix time / its period, rounded
+// down), the latest window it admitted in and the limit it is under. At
+// now, a key's time is now, or the start of its latest window if later
+// (time does not go back inside a key); its estimate there is
+// count(previous window) × the share of the previous window still inside
+// the sliding one + count(current window). n events fit iff estimate + n <=
+// Events. Waits are found by bisection over time, which works because the
+// estimate only falls as time passes.
 type refCounter struct {
-	period, start int64
-	events        int
-	keys          map[string]*refCounterKey
+	start int64
+	limit keylimit.Limit
+	gen   int
+	keys  map[string]*refCounterKey
 }
 
 type refCounterKey struct {
 	latest int64
 	counts map[int64]int64
+	limit  keylimit.Limit
+	gen    int
 }
 
 func newRefCounter(l keylimit.Limit, created time.Time) *refCounter {
-	return &refCounter{period: int64(l.Period), start: created.UnixNano(), events: l.Events, keys: map[string]*refCounterKey{}}
+	return &refCounter{start: created.UnixNano(), limit: l, keys: map[string]*refCounterKey{}}
+}
+
+func (r *refCounter) setLimit(l keylimit.Limit) { r.limit, r.gen = l, r.gen+1 }
+
+// move moves key to the current limit at now, if it is under an older one:
+// idle (its estimate nothing for good), it is forgotten; else it goes to
+// the new window that holds its time, with the count of the window it
+// decides in, and the count of the window before if that one ended after
+// the new previous window began.
+func (r *refCounter) move(key string, now int64) {
+	k := r.keys[key]
+	if k == nil || k.gen == r.gen {
+		return
+	}
+	p, unix := int64(k.limit.Period), r.start+now
+	cur, previous := k.counts[k.latest], k.counts[k.latest-1]
+	if cur > 0 && (k.latest+2)*p <= unix || cur == 0 && previous > 0 && (k.latest+1)*p <= unix || cur == 0 && previous == 0 && k.latest*p <= unix {
+		delete(r.keys, key)
+		return
+	}
+	w := max(k.latest, absWindow(unix, k.limit.Period)) // the window it decides in
+	np := int64(r.limit.Period)
+	nw := absWindow(max(unix, w*p), r.limit.Period)
+	moved := &refCounterKey{latest: nw, counts: map[int64]int64{nw: k.counts[w]}, limit: r.limit, gen: r.gen}
+	if w*p > (nw-1)*np {
+		moved.counts[nw-1] = k.counts[w-1]
+	}
+	r.keys[key] = moved
 }
 
 // window returns the absolute window of now and its start, in the
 // limiter's time.
 func (r *refCounter) window(now int64) (w, start int64) {
-	unix := r.start + now
-	w = unix / r.period
-	if unix%r.period < 0 {
-		w--
-	}
-	return w, w*r.period - r.start
+	w = absWindow(r.start+now, r.limit.Period)
+	return w, w*int64(r.limit.Period) - r.start
 }
 
 // at returns key's window and the time into it at now.
@@ -496,23 +644,25 @@ func (r *refCounter) estimate(key string, now int64) *big.Rat {
 	if k == nil {
 		return new(big.Rat)
 	}
-	est := big.NewRat(k.counts[w-1]*(r.period-elapsed), r.period)
+	p := int64(r.limit.Period)
+	est := big.NewRat(k.counts[w-1]*(p-elapsed), p)
 	return est.Add(est, big.NewRat(k.counts[w], 1))
 }
 
 // fits reports whether n events of key fit at now.
 func (r *refCounter) fits(key string, n int, now int64) bool {
 	est := r.estimate(key, now)
-	return est.Add(est, big.NewRat(int64(n), 1)).Cmp(big.NewRat(int64(r.events), 1)) <= 0
+	return est.Add(est, big.NewRat(int64(n), 1)).Cmp(big.NewRat(int64(r.limit.Events), 1)) <= 0
 }
 
 // first returns the earliest time from now on at which ok holds for key,
 // which once true stays true; it holds at the latest 3 periods after key's
 // time.
 func (r *refCounter) first(key string, now int64, ok func(t int64) bool) int64 {
-	lo, hi := now, now+3*r.period
+	p := int64(r.limit.Period)
+	lo, hi := now, now+3*p
 	if k := r.keys[key]; k != nil {
-		hi = max(hi, k.latest*r.period-r.start+3*r.period)
+		hi = max(hi, k.latest*p-r.start+3*p)
 	}
 	for lo < hi {
 		mid := lo + (hi-lo)/2
@@ -526,25 +676,27 @@ func (r *refCounter) first(key string, now int64, ok func(t int64) bool) int64 {
 }
 
 func (r *refCounter) report(allowed bool, key string, n int, now int64) keylimit.Result {
-	res := keylimit.Result{Allowed: allowed, Limit: r.events}
-	for m := r.events; m > 0; m-- {
+	events := r.limit.Events
+	res := keylimit.Result{Allowed: allowed, Limit: events}
+	for m := events; m > 0; m-- {
 		if r.fits(key, m, now) {
 			res.Remaining = m
 			break
 		}
 	}
 	res.ResetAfter = time.Duration(r.first(key, now, func(t int64) bool { return r.estimate(key, t).Sign() == 0 }) - now)
-	if !allowed && n > 0 && n <= r.events {
+	if !allowed && n > 0 && n <= events {
 		res.RetryAfter = time.Duration(r.first(key, now, func(t int64) bool { return r.fits(key, n, t) }) - now)
 	}
 	return res
 }
 
 func (r *refCounter) take(key string, n int, now int64) keylimit.Result {
+	r.move(key, now)
 	switch {
 	case n == 0:
 		return r.report(true, key, n, now)
-	case n < 0 || n > r.events:
+	case n < 0 || n > r.limit.Events:
 		res := r.report(false, key, n, now)
 		res.RetryAfter = keylimit.InfDuration
 		return res
@@ -554,7 +706,7 @@ func (r *refCounter) take(key string, n int, now int64) keylimit.Result {
 	w, _ := r.at(key, now)
 	k := r.keys[key]
 	if k == nil {
-		k = &refCounterKey{counts: map[int64]int64{}}
+		k = &refCounterKey{counts: map[int64]int64{}, limit: r.limit, gen: r.gen}
 		r.keys[key] = k
 	}
 	k.latest = w
@@ -563,6 +715,7 @@ func (r *refCounter) take(key string, n int, now int64) keylimit.Result {
 }
 
 func (r *refCounter) peek(key string, now int64) keylimit.Result {
+	r.move(key, now)
 	return r.report(r.fits(key, 1, now), key, 1, now)
 }
 

@@ -1,10 +1,13 @@
 package keylimit_test
 
 import (
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/stretchr/testify/require"
 )
@@ -142,4 +145,135 @@ func TestAllAllocs(t *testing.T) {
 	lim := keylimit.All[string](bs[0], bs[1])
 	lim.Allow("k")
 	require.Zero(t, testing.AllocsPerRun(1000, func() { lim.Allow("k") }))
+}
+
+// TestAllMinuteAndHour is the case of 10 a minute and 500 an hour on one
+// key, with a FixedWindow for the minute and, for the hour, a SlidingWindow
+// or a FixedWindow, on a mock clock: 10 pass, the 11th is refused until the
+// minute's end; after 50 minutes of 10 a minute, the 501st of the hour is
+// refused though the minute would allow it. No refused call is charged to
+// either limit.
+func TestAllMinuteAndHour(t *testing.T) {
+	for _, hour := range []struct {
+		name string
+		new  func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error)
+		// retry is the RetryAfter of the 501st request, at 50:15, when the
+		// first 10 came at 0:15.
+		retry time.Duration
+	}{
+		{"SlidingWindow", asLimiterOf(keylimit.NewSlidingWindow[string]), 10 * time.Minute},
+		{"FixedWindow", asLimiterOf(keylimit.NewFixedWindow[string]), 9*time.Minute + 45*s},
+	} {
+		t.Run(hour.name, func(t *testing.T) {
+			mock := clock.NewMock() // on an hour boundary
+			minute, err := keylimit.NewFixedWindow[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
+			require.NoError(t, err)
+			defer minute.Close()
+			hourly, err := hour.new(keylimit.PerHour(500), keylimit.WithClock(mock))
+			require.NoError(t, err)
+			defer hourly.(io.Closer).Close()
+			lim := keylimit.All[string](minute, hourly)
+			t0 := mock.Now()
+
+			mock.Set(t0.Add(15 * s))
+			for i := range 10 {
+				require.True(t, lim.Allow("k"), "request %d", i+1)
+			}
+			r := lim.Take("k", 1)
+			require.False(t, r.Allowed)
+			require.Equal(t, 10, r.Limit, "the minute refused")
+			require.Equal(t, 45*s, r.RetryAfter, "until the minute's end")
+			require.Equal(t, 490, hourly.Peek("k").Remaining, "the refused call took nothing from the hour")
+			require.Equal(t, 0, minute.Peek("k").Remaining)
+
+			// 49 more minutes of 10 a minute, each 11th refused.
+			for m := 1; m < 50; m++ {
+				mock.Set(t0.Add(time.Duration(m)*time.Minute + 15*s))
+				require.True(t, lim.AllowN("k", 10), "minute %d", m)
+				require.Equal(t, 10, lim.Take("k", 1).Limit, "minute %d: the minute refused", m)
+			}
+			require.Equal(t, 0, hourly.Peek("k").Remaining, "500 in the hour")
+
+			mock.Set(t0.Add(50*time.Minute + 15*s))
+			require.True(t, minute.Peek("k").Allowed, "the minute would allow it")
+			r = lim.Take("k", 1)
+			require.False(t, r.Allowed, "the 501st in the hour")
+			require.Equal(t, 500, r.Limit, "the hour refused")
+			require.Equal(t, hour.retry, r.RetryAfter)
+			require.Equal(t, 10, minute.Peek("k").Remaining, "the minute gave back what it took")
+			for range 5 {
+				require.False(t, lim.Allow("k"))
+			}
+			require.Equal(t, 10, minute.Peek("k").Remaining, "refused calls are never charged")
+
+			mock.Add(r.RetryAfter - 1)
+			require.False(t, lim.Allow("k"), "1 ns before RetryAfter")
+			mock.Add(1)
+			require.True(t, lim.AllowN("k", 10), "at RetryAfter")
+		})
+	}
+}
+
+// asLimiterOf adapts a constructor to return a Limiter.
+func asLimiterOf[L keylimit.Limiter[string]](ctor func(keylimit.Limit, ...keylimit.Option) (L, error)) func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error) {
+	return func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+		lim, err := ctor(l, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return lim, nil
+	}
+}
+
+// TestAllExactUnderContentionWindows is TestAllExactUnderContention with
+// every limiter type in the mix: many goroutines through All on a frozen
+// clock admit exactly the tightest quota, each window type in turn the
+// tightest, and every limiter is charged exactly what was admitted.
+func TestAllExactUnderContentionWindows(t *testing.T) {
+	const tight = 5_000
+	for _, tightest := range []string{"FixedWindow", "SlidingWindow", "SlidingCounter"} {
+		t.Run(tightest, func(t *testing.T) {
+			clk := newFastClock()
+			quota := map[string]int{"FixedWindow": 40_000, "SlidingWindow": keylimit.MaxSlidingWindowEvents, "SlidingCounter": 30_000, "TokenBucket": 20_000}
+			quota[tightest] = tight
+			ctors := map[string]func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error){
+				"FixedWindow":    asLimiterOf(keylimit.NewFixedWindow[string]),
+				"SlidingWindow":  asLimiterOf(keylimit.NewSlidingWindow[string]),
+				"SlidingCounter": asLimiterOf(keylimit.NewSlidingCounter[string]),
+				"TokenBucket":    asLimiterOf(keylimit.NewTokenBucket[string]),
+			}
+			// The tightest third, so that the two before it give back.
+			var order []string
+			for _, name := range []string{"FixedWindow", "SlidingCounter", "SlidingWindow"} {
+				if name != tightest {
+					order = append(order, name)
+				}
+			}
+			order = append(order, tightest, "TokenBucket")
+			var limiters []keylimit.Limiter[string]
+			for _, name := range order {
+				l, err := ctors[name](keylimit.PerHour(quota[name]), keylimit.WithClock(clk))
+				require.NoError(t, err)
+				t.Cleanup(func() { l.(io.Closer).Close() })
+				limiters = append(limiters, l)
+			}
+			lim := keylimit.All(limiters...)
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					for range 500 {
+						if lim.Allow("hot") {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			require.EqualValues(t, tight, admitted.Load())
+			for i, name := range order {
+				require.Equal(t, quota[name]-tight, limiters[i].Peek("hot").Remaining, "%s is charged what was admitted", name)
+			}
+		})
+	}
 }

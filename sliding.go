@@ -3,6 +3,7 @@ package keylimit
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,7 +11,7 @@ import (
 
 // MaxSlidingWindowEvents is the largest Limit.Events a SlidingWindow accepts:
 // it keeps 8 bytes per event of the quota for every active key, 80 KB at this
-// cap. For larger quotas use a SlidingCounter, whose key costs 8 bytes
+// cap. For larger quotas use a SlidingCounter, whose key costs 16 bytes
 // whatever the quota.
 const MaxSlidingWindowEvents = 10_000
 
@@ -47,18 +48,32 @@ const MaxSlidingWindowEvents = 10_000
 // If an injected clock steps back, the key decides at the time of its
 // newest entry, and records there: entries newer than now still count, and
 // a step back never reopens capacity.
+//
+// Each key can have its own limit (WithKeyLimit), and SetLimit changes
+// limits while the window runs; a key keeps its admission times across the
+// change.
 type SlidingWindow[K comparable] struct {
 	*keyed[K, slidingState]
-	slidingRules
-	limit   Limit
+	policy  *policy[K, slidingRules] // not inline: the evictor holds it, and must not hold the window
 	evictor *evictor
 }
 
-// slidingRules is the arithmetic of one SlidingWindow's states; the
-// evictor's hooks keep a copy, not the limiter.
+// slidingRules is the arithmetic of one SlidingWindow limit.
 type slidingRules struct {
 	events int
 	period int64
+}
+
+// newSlidingRules checks l for a SlidingWindow and returns its arithmetic.
+func newSlidingRules(l Limit) (slidingRules, error) {
+	if err := l.validateWindow(); err != nil {
+		return slidingRules{}, err
+	}
+	if l.Events > MaxSlidingWindowEvents {
+		return slidingRules{}, fmt.Errorf("keylimit: a SlidingWindow keeps at most %d events per key (8 bytes each), not %d: use a SlidingCounter for large quotas",
+			MaxSlidingWindowEvents, l.Events)
+	}
+	return slidingRules{events: l.Events, period: int64(l.Period)}, nil
 }
 
 // slidingState is one key's log.
@@ -70,19 +85,38 @@ type slidingState struct {
 	// seq, then what it needs, then seq again: if seq was even and has not
 	// changed, what it read is one consistent state.
 	seq atomic.Uint64
-	// pos is head<<32 | size: the last size admissions are in the size slots
-	// before head (mod Events), oldest first. It is retiredPos once the state
-	// is retired (Reset, the evictor), after which nothing writes it again
-	// and callers look the key up afresh (keyed.replace).
+	// pos is head<<32 | phantoms<<16 | size: the last size admissions are
+	// in the size slots before head (mod Events), oldest first. phantoms
+	// counts admissions older than the oldest entry that the log has no
+	// room for: a change to a smaller Events kept only the newest entries
+	// (see SetLimit). They are not judged (a log that has phantoms is
+	// full, so its oldest entry decides for them, being newer), but they
+	// come back if a change grows the log again. An admission, which writes
+	// pos from head and size, forgets them: a full log's admission
+	// overwrites its oldest entries, which had left the window, and the
+	// phantoms are older. Two sentinels end the state's life, after which
+	// nothing writes it again and callers look the key up afresh
+	// (keyed.replace): retiredPos (Reset, the evictor) and movedPos (a change
+	// of limit moved the key to a new state).
 	pos atomic.Uint64
 	// log holds admission times in ns since the limiter's creation, in
 	// nondecreasing order from the oldest slot to the newest: an admission
 	// records max(now, newest entry), so time never goes back in the log.
+	// It has one slot per event of cfg's Events.
 	log []atomic.Int64
+	// cfg is the limit the log is under, for the state's whole life.
+	cfg *keyConfig[slidingRules]
 }
 
-// retiredPos marks a retired state; a live pos has size <= Events < 2^32.
-const retiredPos = ^uint64(0)
+// The sentinels of slidingState.pos. A live pos has head < Events < 2^16.
+const (
+	retiredPos = ^uint64(0)
+	movedPos   = ^uint64(1)
+)
+
+func newSlidingState(c *keyConfig[slidingRules]) *slidingState {
+	return &slidingState{log: make([]atomic.Int64, c.arith.events), cfg: c}
+}
 
 // NewSlidingWindow returns a SlidingWindow that admits at most l.Events per
 // key in any interval of length l.Period. It returns an error if l or an
@@ -93,38 +127,62 @@ const retiredPos = ^uint64(0)
 // stop its evictor at once; a limiter dropped without Close stops it once
 // the garbage collector finds it unreachable.
 func NewSlidingWindow[K comparable](l Limit, opts ...Option) (*SlidingWindow[K], error) {
-	if err := l.validateWindow(); err != nil {
+	if _, err := newSlidingRules(l); err != nil {
 		return nil, err
 	}
-	if l.Events > MaxSlidingWindowEvents {
-		return nil, fmt.Errorf("keylimit: a SlidingWindow keeps at most %d events per key (8 bytes each), not %d: use a SlidingCounter for large quotas",
-			MaxSlidingWindowEvents, l.Events)
-	}
 	o, err := buildOptions(opts)
-	if err == nil {
-		err = noKeyLimit(o, "SlidingWindow")
-	}
 	if err != nil {
 		return nil, err
 	}
-	rules := slidingRules{events: l.Events, period: int64(l.Period)}
+	pol := new(policy[K, slidingRules])
+	if err := pol.init(l, o, newSlidingRules); err != nil {
+		return nil, err
+	}
 	s := &SlidingWindow[K]{
 		keyed: newKeyed(o, stateHooks[K, slidingState]{
-			newState: func(K) *slidingState {
-				return &slidingState{log: make([]atomic.Int64, rules.events)}
-			},
-			retireIfIdle: rules.retireIfIdle,
-			retire:       (*slidingState).retire,
+			newState:     func(key K) *slidingState { return newSlidingState(pol.resolve(key)) },
+			retireIfIdle: (*slidingState).retireIfIdle,
+			retire:       func(st *slidingState) { st.retire() },
 		}),
-		slidingRules: rules,
-		limit:        l,
+		policy: pol,
 	}
 	s.evictor = startEvictor(s, s.keyed, o, l.Period)
 	return s, nil
 }
 
-// Limit returns the limit the window enforces.
-func (s *SlidingWindow[K]) Limit() Limit { return s.limit }
+// Limit returns the window's limit: the one it was made with, or the last
+// one SetLimit set. Keys given their own by WithKeyLimit are not under it.
+func (s *SlidingWindow[K]) Limit() Limit { return s.policy.limit() }
+
+// SetLimit makes l the window's limit, and has every key resolve its limit
+// again (WithKeyLimit's function is asked anew), each from its next call.
+// It returns an error, and changes nothing, if l is invalid (Events above
+// MaxSlidingWindowEvents included; for a limit from WithKeyLimit, that is
+// the key's Result.Err).
+//
+// A key keeps the admission times that count under its old limit, those in
+// its window. Its log is reallocated to the new Events, so a key's memory
+// follows its limit, keeping the newest entries; under a new Period the
+// same times are judged against the new window.
+// Admissions that a smaller log has no room for are not forgotten: if a
+// later change grows the log again, they come back as entries at the
+// oldest kept entry's time, no earlier than theirs (which is strict, never
+// lenient). A key whose log was full under a lowered limit so waits for
+// its oldest entries to leave the window; under a raised one it has the
+// difference at once. Times that have left the old window are dropped,
+// even under a longer Period, and a key with none left starts afresh: as it
+// would, had the limiter forgotten it when it was idle (see
+// WithEvictionInterval), so eviction never changes a decision across a
+// change either.
+//
+// So a change of limit never creates capacity: however often the limit
+// changes, a key admits at most the largest Events of the limits in any
+// interval of the shortest Period. With one Period, that is the larger
+// limit; with several it is looser than either, as a log kept for a short
+// Period has let go of what a longer one would count (see
+// FixedWindow.SetLimit). Admissions racing with SetLimit are decided under
+// one limit or the other, never a mix.
+func (s *SlidingWindow[K]) SetLimit(l Limit) error { return s.policy.set(l) }
 
 // Allow reports whether one event for key may happen now, and records it if
 // so. Allow is shorthand for AllowN(key, 1).
@@ -134,11 +192,12 @@ func (s *SlidingWindow[K]) Allow(key K) bool { return s.AllowN(key, 1) }
 // if so; otherwise it records nothing. AllowN is Take(key, n).Allowed without
 // the work of filling in the rest of the Result.
 func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
-	if n <= 0 || n > s.events {
+	if n <= 0 {
 		return n == 0
 	}
-	d := s.decide(key, n, false)
-	return d.ok || (d.untracked && s.overflow == admitUntracked)
+	var d slidingDecision
+	_, v := s.decide(key, n, false, &d)
+	return v == admitted || (v == untracked && s.overflow == admitUntracked)
 }
 
 // Take records n events for key if all n fit in the window, and reports the
@@ -147,14 +206,18 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 // n == 0 is always allowed and records nothing. n < 0, or n above Events,
 // can never pass: the Result is refused with RetryAfter InfDuration.
 func (s *SlidingWindow[K]) Take(key K, n int) Result {
-	if n <= 0 || n > s.events {
+	if n <= 0 {
 		return impossible(s.Peek(key), n)
 	}
-	d := s.decide(key, n, true)
-	if d.untracked {
-		return s.untracked(s.events, n)
+	var d slidingDecision
+	c, v := s.decide(key, n, true, &d)
+	switch v {
+	case untracked:
+		return s.untracked(c.arith.events, n)
+	case never:
+		return impossible(s.Peek(key), n)
 	}
-	return s.result(d)
+	return c.arith.result(d)
 }
 
 // Peek reports the state of key's window now without recording anything:
@@ -164,31 +227,57 @@ func (s *SlidingWindow[K]) Take(key K, n int) Result {
 func (s *SlidingWindow[K]) Peek(key K) Result {
 	now := s.clock.now()
 	var d slidingDecision
-	st := s.load(key)
-	if st == nil {
-		s.judge(nil, 0, now, 1, true, &d)
-		return s.result(d)
-	}
-	for range 4 {
-		if s.judgeSnapshot(st, now, 1, true, &d) {
-			return s.result(d)
+	for {
+		st := s.load(key)
+		if st == nil {
+			c := s.policy.resolve(key)
+			if c.err != nil {
+				return Result{RetryAfter: InfDuration, Err: c.err}
+			}
+			c.arith.judge(nil, 0, now, 1, true, &d)
+			return c.arith.result(d)
 		}
+		c := st.cfg
+		if c.stale() {
+			moveKey(s.keyed, s.policy, key, st, (*slidingState).moveTo)
+			continue
+		}
+		if c.err != nil {
+			return Result{RetryAfter: InfDuration, Err: c.err}
+		}
+		r := &c.arith
+		for range 4 {
+			if r.judgeSnapshot(st, now, 1, true, &d) {
+				return r.result(d)
+			}
+		}
+		if r.judgeLocked(st, now, &d) {
+			return r.result(d)
+		}
+		runtime.Gosched() // moved: the map shows the new state in a moment
 	}
+}
+
+// judgeLocked is Peek's judgement under st's lock, for when the lock-free
+// reads keep meeting writers. A retired st is judged as a new key's. It
+// reports false if st was moved.
+func (r *slidingRules) judgeLocked(st *slidingState, now int64, d *slidingDecision) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if pos := st.pos.Load(); pos != retiredPos {
-		s.judge(st, pos, now, 1, true, &d)
-	} else {
-		s.judge(nil, 0, now, 1, true, &d)
+	switch pos := st.pos.Load(); pos {
+	case movedPos:
+		return false
+	case retiredPos:
+		r.judge(nil, 0, now, 1, true, d)
+	default:
+		r.judge(st, pos, now, 1, true, d)
 	}
-	return s.result(d)
+	return true
 }
 
 // slidingDecision is a decision on n events and what Result needs of it.
 type slidingDecision struct {
 	ok bool
-	// untracked is set if the key cap left no place for the key.
-	untracked bool
 	// now is the clock reading it was made at; t, the time it was made
 	// for, max(now, the newest entry); newest, the newest entry after it,
 	// if count > 0.
@@ -200,10 +289,19 @@ type slidingDecision struct {
 	count int
 }
 
-// decide records n (1 <= n <= Events) events for key if they fit. report
-// asks for the count in the window, which Take needs and AllowN does not.
-func (s *SlidingWindow[K]) decide(key K, n int, report bool) slidingDecision {
-	st := s.loadOrCreate(key)
+// decide records n >= 1 events for key if they fit, and returns the limit
+// it decided under and its verdict, with the decision in d when admitted or
+// refused. report asks for the count in the window, which Take needs and
+// AllowN does not.
+func (s *SlidingWindow[K]) decide(key K, n int, report bool, d *slidingDecision) (*keyConfig[slidingRules], verdict) {
+	st := s.load(key)
+	if st == nil {
+		// A request that can never pass must not create the key.
+		if c := s.policy.resolve(key); c.err != nil || n > c.arith.events {
+			return c, never
+		}
+		st = s.loadOrCreate(key)
+	}
 	// One clock reading serves the whole call. A decision under the lock
 	// may then see admissions recorded after this reading; it is made at
 	// max(now, the newest entry), a time within this call, on the log as
@@ -211,30 +309,83 @@ func (s *SlidingWindow[K]) decide(key K, n int, report bool) slidingDecision {
 	now := s.clock.now()
 	for {
 		if st == nil {
-			return slidingDecision{untracked: true}
+			return s.policy.resolve(key), untracked
+		}
+		c := st.cfg
+		if c.stale() {
+			if st = moveKey(s.keyed, s.policy, key, st, (*slidingState).moveTo); st == nil {
+				st = s.loadOrCreate(key)
+			}
+			continue
+		}
+		r := &c.arith
+		if c.err != nil || n > r.events {
+			return c, never
 		}
 		// A refusal needs no lock: a consistent snapshot that refuses is
 		// the state at one instant of this call. Only an admission locks.
-		var d slidingDecision
-		if s.judgeSnapshot(st, now, n, report, &d) && !d.ok {
-			return d
+		if r.judgeSnapshot(st, now, n, report, d) && !d.ok {
+			return c, refused
 		}
 		st.mu.Lock()
 		pos := st.pos.Load()
-		if pos == retiredPos {
+		if pos >= movedPos {
 			st.mu.Unlock()
 			st = s.replace(key, st)
 			continue
 		}
-		s.judge(st, pos, now, n, report, &d)
+		r.judge(st, pos, now, n, report, d)
 		if d.ok {
 			st.append(pos, d.t, n)
-			d.count += n
-			d.newest = d.t
 		}
 		st.mu.Unlock()
-		return d
+		if !d.ok {
+			return c, refused
+		}
+		d.count += n
+		d.newest = d.t
+		return c, admitted
 	}
+}
+
+// moveTo is moveKey's carry for a SlidingWindow: it retires st as moved and
+// returns a state under c holding st's log, resized (see SetLimit).
+func (st *slidingState) moveTo(c *keyConfig[slidingRules], now int64) (*slidingState, bool) {
+	nu := newSlidingState(c)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	pos := st.pos.Load()
+	if pos >= movedPos {
+		return nil, false
+	}
+	if c.err == nil {
+		// The admissions that still count under the old limit: the
+		// entries in the window that ends at the key's time, and the
+		// phantoms, older, only if no entry has left it. Older ones no
+		// longer count, and would be gone had the evictor forgotten the
+		// key when it was idle: keeping them would let eviction change a
+		// decision under a longer Period.
+		r := &st.cfg.arith
+		var d slidingDecision
+		r.judge(st, pos, now, 1, true, &d)
+		head, phantoms, size := unpackPos(pos)
+		events, first := len(st.log), size-d.count
+		if first > 0 {
+			phantoms = 0
+		}
+		// Oldest first: the phantoms at the oldest entry's time, then the
+		// entries. The new log takes the newest of them, and counts the
+		// rest as its phantoms.
+		total := phantoms + d.count
+		keep := min(total, c.arith.events)
+		for i := range keep {
+			entry := first + max(total-keep+i-phantoms, 0) // before first: a phantom
+			nu.log[i].Store(st.log[(head-size+entry+events)%events].Load())
+		}
+		nu.pos.Store(packPos(keep%c.arith.events, total-keep, keep))
+	}
+	st.pos.Store(movedPos)
+	return nu, true
 }
 
 // judge decides n events at now on the log of st at pos, without writing,
@@ -242,7 +393,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, report bool) slidingDecision {
 // pointer: returned by value through the layers above, its copies cost more
 // than the decision.)
 func (r *slidingRules) judge(st *slidingState, pos uint64, now int64, n int, report bool, d *slidingDecision) {
-	head, size := unpackPos(pos)
+	head, _, size := unpackPos(pos)
 	// entry returns the i-th oldest of the size entries.
 	entry := func(i int) int64 {
 		at := head - size + i // in [-events, events)
@@ -305,11 +456,11 @@ func (r *slidingRules) judgeSnapshot(st *slidingState, now int64, n int, report 
 
 // snapshot begins a read of st without its lock: it returns the sequence
 // number to check with unchanged once done, and pos. ok is false if a
-// writer is mid-way or st is retired.
+// writer is mid-way or st is retired or moved.
 func (st *slidingState) snapshot() (seq, pos uint64, ok bool) {
 	seq = st.seq.Load()
 	pos = st.pos.Load()
-	return seq, pos, seq&1 == 0 && pos != retiredPos
+	return seq, pos, seq&1 == 0 && pos < movedPos
 }
 
 // unchanged reports whether no writer has run since snapshot returned seq:
@@ -318,7 +469,7 @@ func (st *slidingState) unchanged(seq uint64) bool { return st.seq.Load() == seq
 
 // append records n admissions at t in the log at pos. The caller holds mu.
 func (st *slidingState) append(pos uint64, t int64, n int) {
-	head, size := unpackPos(pos)
+	head, _, size := unpackPos(pos)
 	events := len(st.log)
 	st.seq.Add(1)
 	for range n {
@@ -327,34 +478,41 @@ func (st *slidingState) append(pos uint64, t int64, n int) {
 			head = 0
 		}
 	}
-	st.pos.Store(packPos(head, min(size+n, events)))
+	st.pos.Store(packPos(head, 0, min(size+n, events))) // forgets the phantoms (see pos)
 	st.seq.Add(1)
 }
 
-// retire retires st whatever its log (Reset).
-func (st *slidingState) retire() {
+// retire retires st whatever its log (Reset), unless a change of limit
+// moved it first (see resetKey).
+func (st *slidingState) retire() bool {
 	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.pos.Load() == movedPos {
+		return false
+	}
 	st.pos.Store(retiredPos)
-	st.mu.Unlock()
+	return true
 }
 
 // retireIfIdle retires st if its newest admission has left the window at
 // now: the log is then indistinguishable from a new key's. The decision and
 // the retirement are made under st's lock, so an admission either lands
 // before (and st is not idle) or meets the retired state and starts over.
-// Otherwise it returns when st could be idle.
-func (r *slidingRules) retireIfIdle(st *slidingState, now int64) (bool, int64) {
+// Otherwise it returns when st could be idle. A state under a stale limit
+// is judged under its own: it never changes limit in place.
+func (st *slidingState) retireIfIdle(now int64) (bool, int64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	pos := st.pos.Load()
-	if pos == retiredPos {
-		return false, now // being removed by Reset
+	if pos >= movedPos {
+		return false, now // being removed by Reset, or moved
 	}
-	head, size := unpackPos(pos)
+	head, _, size := unpackPos(pos)
 	if size == 0 {
 		st.pos.Store(retiredPos)
 		return true, now
 	}
+	r := &st.cfg.arith
 	at := st.log[(head-1+r.events)%r.events].Load() + r.period
 	if at > now {
 		return false, at
@@ -363,12 +521,20 @@ func (r *slidingRules) retireIfIdle(st *slidingState, now int64) (bool, int64) {
 	return true, at
 }
 
-func unpackPos(pos uint64) (head, size int) { return int(pos >> 32), int(pos & (1<<32 - 1)) }
-func packPos(head, size int) uint64         { return uint64(head)<<32 | uint64(size) }
+// unpackPos and packPos read and make a pos. Each field is below 2^16:
+// head and size are at most MaxSlidingWindowEvents, and so are phantoms
+// plus size (a change of limit keeps their sum; an admission drops them).
+func unpackPos(pos uint64) (head, phantoms, size int) {
+	return int(pos >> 32), int(pos >> 16 & (1<<16 - 1)), int(pos & (1<<16 - 1))
+}
+
+func packPos(head, phantoms, size int) uint64 {
+	return uint64(head)<<32 | uint64(phantoms)<<16 | uint64(size)
+}
 
 // Reset forgets key: its log is empty again. Admissions that race with Reset
 // happen either wholly before it (and are forgotten) or after it.
-func (s *SlidingWindow[K]) Reset(key K) { s.reset(key) }
+func (s *SlidingWindow[K]) Reset(key K) { resetKey(s.keyed, key, (*slidingState).retire) }
 
 // Refund gives back n events that Take or AllowN admitted for key, as if they
 // had not been admitted: keylimit.All uses it to undo a partial admission. It
@@ -376,24 +542,51 @@ func (s *SlidingWindow[K]) Reset(key K) { s.reset(key) }
 // between, theirs go instead, which can only make room earlier, never
 // beyond the full quota. n <= 0 does nothing.
 func (s *SlidingWindow[K]) Refund(key K, n int) {
-	st := s.load(key)
-	if st == nil || n <= 0 {
+	if n <= 0 {
 		return
 	}
+	for st := s.load(key); st != nil && !st.refund(n); st = s.load(key) {
+		runtime.Gosched() // moved: the map shows the new state in a moment
+	}
+}
+
+// refund removes the n newest entries of st's log. It reports false if st
+// was moved, and its entries with it.
+func (st *slidingState) refund(n int) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	pos := st.pos.Load()
-	if pos == retiredPos {
-		return
+	switch pos {
+	case movedPos:
+		return false
+	case retiredPos:
+		return true
 	}
 	// The entries that the refunded admissions pushed out of the ring had
 	// left the window before them (an admission needs that), and time does
 	// not go back in the log, so they need not come back.
-	head, size := unpackPos(pos)
+	head, phantoms, size := unpackPos(pos)
+	events := len(st.log)
 	k := min(n, size)
 	st.seq.Add(1)
-	st.pos.Store(packPos((head-k+s.events)%s.events, size-k))
+	if phantoms > 0 {
+		// A log with phantoms is full, and must stay so (see pos): they
+		// take the freed slots, before the oldest entry, at its time.
+		// A refund after a change of limit left phantoms so gives back
+		// less, never more.
+		oldest := (head - size + events) % events
+		at := st.log[oldest].Load()
+		fill := min(k, phantoms)
+		for i := 1; i <= fill; i++ {
+			st.log[(oldest-i+events)%events].Store(at)
+		}
+		phantoms -= fill
+		size += fill
+	}
+	head = (head - k + events) % events
+	st.pos.Store(packPos(head, phantoms, size-k))
 	st.seq.Add(1)
+	return true
 }
 
 // Len returns the number of keys the window tracks.

@@ -1,7 +1,10 @@
 package keylimit
 
 import (
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/benbjohnson/clock"
 )
@@ -20,7 +23,7 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 	var d slidingDecision
 	now := s.clock.now()
 
-	if ok := s.judgeSnapshot(st, now, 1, true, &d); !ok || !d.ok || d.count != 2 {
+	if ok := st.cfg.arith.judgeSnapshot(st, now, 1, true, &d); !ok || !d.ok || d.count != 2 {
 		t.Fatalf("a quiet read = %+v, consistent %v; want consistent, allowed, 2 in the window", d, ok)
 	}
 	seq, _, ok := st.snapshot()
@@ -44,15 +47,89 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 	if _, _, ok := st.snapshot(); ok {
 		t.Fatal("a read that began while a writer was mid-way was allowed")
 	}
-	if s.judgeSnapshot(st, now, 1, true, &d) {
+	if st.cfg.arith.judgeSnapshot(st, now, 1, true, &d) {
 		t.Fatal("a judgement that began while a writer was mid-way reported itself consistent")
 	}
 	st.seq.Add(1)
-	if ok := s.judgeSnapshot(st, now, 1, true, &d); !ok || d.ok || d.count != 3 {
+	if ok := st.cfg.arith.judgeSnapshot(st, now, 1, true, &d); !ok || d.ok || d.count != 3 {
 		t.Fatalf("a quiet read = %+v, consistent %v; want consistent, refused, 3 in the window", d, ok)
 	}
 	st.retire()
-	if s.judgeSnapshot(st, now, 1, true, &d) {
+	if st.cfg.arith.judgeSnapshot(st, now, 1, true, &d) {
 		t.Fatal("a read of a retired state reported itself a decision")
+	}
+}
+
+// TestSlidingWindowLogFollowsTheLimit pins how a change of Events resizes a
+// key's log, and the phantoms that a smaller log keeps of the entries it
+// has no room for.
+func TestSlidingWindowLogFollowsTheLimit(t *testing.T) {
+	clk := newTestClock()
+	s, err := NewSlidingWindow[string](PerHour(10), WithClock(clk), WithEvictionInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// log returns k's log, oldest first, and its phantoms, after moving
+	// it to the current limit.
+	log := func() (entries []time.Duration, phantoms int) {
+		s.Peek("k")
+		st := s.load("k")
+		head, phantoms, size := unpackPos(st.pos.Load())
+		for i := range size {
+			entries = append(entries, time.Duration(st.log[(head-size+i+len(st.log))%len(st.log)].Load()))
+		}
+		if len(st.log) != st.cfg.arith.events {
+			t.Fatalf("a log of %d slots under %d events", len(st.log), st.cfg.arith.events)
+		}
+		return entries, phantoms
+	}
+	expect := func(what string, gotEntries []time.Duration, gotPhantoms int, wantEntries []time.Duration, wantPhantoms int) {
+		t.Helper()
+		if fmt.Sprint(gotEntries) != fmt.Sprint(wantEntries) || gotPhantoms != wantPhantoms {
+			t.Fatalf("%s: entries %v and %d phantoms, want %v and %d", what, gotEntries, gotPhantoms, wantEntries, wantPhantoms)
+		}
+	}
+	repeat := func(d time.Duration, n int) []time.Duration { return slices.Repeat([]time.Duration{d}, n) }
+
+	for i := range 10 {
+		s.Allow("k")
+		if i < 9 {
+			clk.Add(time.Second)
+		}
+	} // entries at 0 s, 1 s, ... 9 s
+	s.SetLimit(PerHour(3))
+	e, p := log()
+	expect("shrunk to 3", e, p, []time.Duration{7 * time.Second, 8 * time.Second, 9 * time.Second}, 7)
+
+	// A refund from a log with phantoms keeps it full: 2 phantoms take the
+	// freed slots, at the oldest entry's time.
+	s.Refund("k", 2)
+	e, p = log()
+	expect("refunded 2", e, p, repeat(7*time.Second, 3), 5)
+
+	// Grown to 20: the 5 phantoms come back, at 7 s, before the 3 entries.
+	s.SetLimit(PerHour(20))
+	e, p = log()
+	expect("grown to 20", e, p, repeat(7*time.Second, 8), 0)
+	if r := s.Peek("k"); r.Remaining != 12 {
+		t.Fatalf("Remaining %d, want 12: 10 admitted, 2 refunded", r.Remaining)
+	}
+
+	// Shrunk again, then an admission that overwrites the oldest entries,
+	// which have left the window: the phantoms, older, are forgotten.
+	s.SetLimit(PerHour(2))
+	e, p = log()
+	expect("shrunk to 2", e, p, repeat(7*time.Second, 2), 6)
+	clk.Add(time.Hour)
+	if !s.Allow("k") {
+		t.Fatal("refused an hour later")
+	}
+	// Grown to 5: the entry of 7 s, out of the window, is not kept.
+	s.SetLimit(PerHour(5))
+	e, p = log()
+	expect("an admission later, grown to 5", e, p, []time.Duration{time.Hour + 9*time.Second}, 0)
+	if r := s.Peek("k"); r.Remaining != 4 {
+		t.Fatalf("Remaining %d, want 4", r.Remaining)
 	}
 }

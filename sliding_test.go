@@ -184,7 +184,7 @@ func TestSlidingWindowRandomizedExact(t *testing.T) {
 				t.Fatalf("seed %d, call %d: Take(%d) at %v with %v = %+v, want %+v", seed, i, n, time.Duration(now), l, got, want)
 			}
 			if got.Allowed {
-				log := ref.keys["k"]
+				log := ref.keys["k"].log
 				for range n {
 					times = append(times, log[len(log)-1])
 				}

@@ -1,6 +1,7 @@
 package keylimit
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -29,4 +30,103 @@ func TestWindowEvictionRaceAdmitsExactly(t *testing.T) {
 		lim, _ := NewSlidingCounter[int](l, WithClock(clk), WithEvictionInterval(0))
 		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.keyed) }, events, 2*time.Hour)
 	})
+}
+
+// TestWindowEvictionRaceAdmitsExactlyWhileLimitsChange is
+// TestWindowEvictionRaceAdmitsExactly with the limit set anew (to itself)
+// every few calls: each key moves to new states while sweeps retire idle
+// ones and admissions race with both, and still exactly Events pass a
+// round.
+func TestWindowEvictionRaceAdmitsExactlyWhileLimitsChange(t *testing.T) {
+	const events = 50
+	l := PerHour(events)
+	// withMoves wraps allow so that every 31st call starts a generation.
+	withMoves := func(set func(Limit) error, allow func(int) bool) func(int) bool {
+		var calls atomic.Int64
+		return func(k int) bool {
+			if calls.Add(1)%31 == 0 {
+				if err := set(l); err != nil {
+					panic(err)
+				}
+			}
+			return allow(k)
+		}
+	}
+	t.Run("FixedWindow", func(t *testing.T) {
+		clk := newTestClock()
+		lim, _ := NewFixedWindow[int](l, WithClock(clk), WithEvictionInterval(0))
+		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.keyed) }, events, 2*time.Hour)
+	})
+	t.Run("SlidingWindow", func(t *testing.T) {
+		clk := newTestClock()
+		lim, _ := NewSlidingWindow[int](l, WithClock(clk), WithEvictionInterval(0))
+		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.keyed) }, events, 2*time.Hour)
+	})
+	t.Run("SlidingCounter", func(t *testing.T) {
+		clk := newTestClock()
+		lim, _ := NewSlidingCounter[int](l, WithClock(clk), WithEvictionInterval(0))
+		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.keyed) }, events, 2*time.Hour)
+	})
+}
+
+// TestResetAndRefundFollowAMove pins what Reset and Refund do when they
+// meet a state that a change of limit has moved, but that the map still
+// shows (the move is under way): they wait for the new state and act on it.
+func TestResetAndRefundFollowAMove(t *testing.T) {
+	lim, _ := NewFixedWindow[string](PerHour(5), WithClock(newTestClock()), WithEvictionInterval(0))
+	defer lim.Close()
+	// moveByHand moves k's state as moveKey does, but leaves the map
+	// showing the old state until the returned function is called.
+	moveByHand := func() (finish func()) {
+		old := lim.load("k")
+		nu, ok := old.moveTo(old.cfg, lim.clock.now())
+		if !ok {
+			t.Fatal("moveTo refused a live state")
+		}
+		return func() { lim.m.Store(lim.hash("k"), nu) }
+	}
+	// during runs op while a move is under way, and checks that op waits
+	// for it.
+	during := func(op func()) {
+		finish := moveByHand()
+		done := make(chan struct{})
+		go func() { defer close(done); op() }()
+		select {
+		case <-done:
+			t.Fatal("acted on a moved state without waiting for the new one")
+		case <-time.After(20 * time.Millisecond):
+		}
+		finish()
+		<-done
+	}
+
+	lim.AllowN("k", 4)
+	during(func() { lim.Refund("k", 3) })
+	if r := lim.Peek("k"); r.Remaining != 4 {
+		t.Fatalf("after a refund of 3 across a move: Remaining %d, want 4", r.Remaining)
+	}
+	during(func() { lim.Reset("k") })
+	if r, n := lim.Peek("k"), lim.Len(); r.Remaining != 5 || n != 0 {
+		t.Fatalf("after a Reset across a move: Remaining %d and %d keys, want 5 and 0", r.Remaining, n)
+	}
+
+	// A SlidingWindow, whose states move under their lock.
+	s, _ := NewSlidingWindow[string](PerHour(5), WithClock(newTestClock()), WithEvictionInterval(0))
+	defer s.Close()
+	s.AllowN("k", 4)
+	old := s.load("k")
+	nu, _ := old.moveTo(old.cfg, 0)
+	done := make(chan struct{})
+	go func() { defer close(done); s.Refund("k", 3); s.Reset("k") }()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("acted on a moved log without waiting for the new one")
+	default:
+	}
+	s.m.Store(s.hash("k"), nu)
+	<-done
+	if r, n := s.Peek("k"), s.Len(); r.Remaining != 5 || n != 0 {
+		t.Fatalf("SlidingWindow after a Refund and a Reset across a move: Remaining %d and %d keys, want 5 and 0", r.Remaining, n)
+	}
 }

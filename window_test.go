@@ -440,14 +440,13 @@ func TestWindowEvictorForgetsIdleKeysOnly(t *testing.T) {
 	}
 }
 
-func TestWindowsRefuseWithKeyLimit(t *testing.T) {
-	tier := keylimit.WithKeyLimit(func(string) keylimit.Limit { return keylimit.PerSecond(2) })
-	_, err := keylimit.NewFixedWindow[string](keylimit.PerSecond(1), tier)
-	require.EqualError(t, err, "keylimit: WithKeyLimit is not supported by a FixedWindow, only by a TokenBucket")
-	_, err = keylimit.NewSlidingWindow[string](keylimit.PerSecond(1), tier)
-	require.EqualError(t, err, "keylimit: WithKeyLimit is not supported by a SlidingWindow, only by a TokenBucket")
-	_, err = keylimit.NewSlidingCounter[string](keylimit.PerSecond(1), tier)
-	require.EqualError(t, err, "keylimit: WithKeyLimit is not supported by a SlidingCounter, only by a TokenBucket")
-	_, err = keylimit.NewFixedWindow[string](keylimit.PerSecond(1), keylimit.WithMaxKeys(0))
+func TestWindowOptionErrors(t *testing.T) {
+	_, err := keylimit.NewFixedWindow[string](keylimit.PerSecond(1), keylimit.WithMaxKeys(0))
 	require.EqualError(t, err, "keylimit: max keys 0 is below 1", "option errors reach the window constructors")
+	_, err = keylimit.NewSlidingWindow[string](keylimit.PerSecond(1), keylimit.WithMaxKeys(0))
+	require.EqualError(t, err, "keylimit: max keys 0 is below 1")
+	_, err = keylimit.NewSlidingCounter[string](keylimit.PerSecond(1), keylimit.WithMaxKeys(0))
+	require.EqualError(t, err, "keylimit: max keys 0 is below 1")
+	_, err = keylimit.NewFixedWindow[string](keylimit.PerSecond(0), keylimit.WithMaxKeys(0))
+	require.EqualError(t, err, "keylimit: events 0 is below 1", "the limit's error comes first")
 }

@@ -15,6 +15,8 @@
 //
 // The suite uses limits whose Burst is Events, so a quota means the same to a
 // bucket and to a window: Events at once, then refusals until time passes.
+// Its SetLimit case runs on limiters with a SetLimit(keylimit.Limit) error
+// method, and is skipped for the others.
 package limitertest
 
 import (
@@ -101,6 +103,14 @@ var cases = []struct {
 	{"RefillAfterPeriod", false, refillAfterPeriod},
 	{"RetryAfterIsExact", true, retryAfterIsExact},
 	{"ClockSteppingBackCreatesNothing", true, clockStepsBack},
+	{"SetLimitKeepsWhatWasUsed", false, setLimitKeepsWhatWasUsed},
+}
+
+// limitSetter is a limiter whose limit can change while it runs: every
+// in-memory limiter of keylimit. The suite's SetLimit case runs on the
+// limiters that have this method, and is skipped for the others.
+type limitSetter interface {
+	SetLimit(keylimit.Limit) error
 }
 
 // hour is a period long enough that real time passing during a test does
@@ -357,4 +367,52 @@ func clockStepsBack(t *testing.T, h Harness) {
 	expect(t, "RetryAfter after the clock went back and forth", after.RetryAfter, before.RetryAfter)
 	h.Advance(after.RetryAfter)
 	expect(t, "Allow after RetryAfter", lim.Allow(k), true)
+}
+
+// setLimitKeepsWhatWasUsed: after SetLimit, a key keeps what it used: a
+// raised limit gives it the difference at once, a lowered one refuses it,
+// and flipping the limit back and forth reopens nothing. An invalid limit
+// is an error that changes nothing. Every type keeps the key's use in its
+// own way (a bucket its debt in tokens, a window its count); within one
+// Period, with no time passing, they all agree.
+func setLimitKeepsWhatWasUsed(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, hour)
+	setter, ok := lim.(limitSetter)
+	if !ok {
+		t.Skipf("limitertest: %T has no SetLimit(keylimit.Limit) error method", lim)
+	}
+	set := func(l keylimit.Limit) {
+		t.Helper()
+		if err := setter.SetLimit(l); err != nil {
+			t.Fatalf("SetLimit(%v): %v", l, err)
+		}
+	}
+	k := key(t, "k")
+	expect(t, "AllowN(6) of 10", lim.AllowN(k, 6), true)
+
+	set(keylimit.PerHour(20))
+	r := lim.Peek(k)
+	if !r.Allowed || r.Limit != 20 || r.Remaining != 14 {
+		t.Fatalf("Peek after raising 10 to 20 with 6 used = %+v, want allowed, Limit 20, Remaining 14", r)
+	}
+	expect(t, "AllowN(14) after the raise", lim.AllowN(k, 14), true)
+	expect(t, "Allow with 20 of 20 used", lim.Allow(k), false)
+	expect(t, "Peek(new key).Remaining", lim.Peek(key(t, "new")).Remaining, 20)
+
+	for round := range 3 {
+		set(keylimit.PerHour(5))
+		r = lim.Take(k, 1)
+		if r.Allowed || r.Limit != 5 || r.Remaining != 0 || r.RetryAfter <= 0 {
+			t.Fatalf("round %d: Take after lowering to 5 with 20 used = %+v, want refused, Limit 5, Remaining 0, RetryAfter > 0", round, r)
+		}
+		set(keylimit.PerHour(20))
+		expect(t, fmt.Sprintf("round %d: Allow back at 20 with 20 used", round), lim.Allow(k), false)
+	}
+
+	err := setter.SetLimit(keylimit.PerHour(0))
+	if err == nil || !strings.HasPrefix(err.Error(), "keylimit") {
+		t.Fatalf("SetLimit(PerHour(0)) = %v, want an error from keylimit", err)
+	}
+	expect(t, "Peek(new key).Limit after an invalid SetLimit", lim.Peek(key(t, "new2")).Limit, 20)
+	expect(t, "Allow after an invalid SetLimit", lim.Allow(k), false)
 }
