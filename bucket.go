@@ -49,6 +49,11 @@ type bucketState struct {
 	cfg atomic.Pointer[keyConfig[gcra]]
 }
 
+// staleRead is how near a refusal must come to passing for decide to read
+// the clock again before refusing: about the time between a clock read and
+// the CAS it serves, had another caller admitted in between.
+const staleRead = int64(time.Microsecond)
+
 const (
 	retiredTAT    = -1 // the state has left, or is leaving, the map
 	convertingTAT = -2 // the state is moving to a new limit; wait
@@ -195,6 +200,7 @@ const (
 // decision was made under, its time, max(TAT, now) before it, and the TAT
 // that admitting n gives (the new TAT when admitted).
 func (b *TokenBucket[K]) decide(key K, n int) (c *keyConfig[gcra], now, base, next int64, v verdict) {
+	reread := false
 	st := b.load(key)
 	if st == nil {
 		// A request that can never pass must not create the key.
@@ -228,6 +234,14 @@ func (b *TokenBucket[K]) decide(key K, n int) (c *keyConfig[gcra], now, base, ne
 		base = max(tat, now)
 		next = base + int64(n)*g.interval
 		if next-now > g.tau {
+			// A refusal short by less than staleRead may come from a clock
+			// read that a concurrent admission overtook (its TAT counts
+			// from a later now): read the clock once more before refusing.
+			// A later time is always a valid time to decide on.
+			if !reread && next-now-g.tau < staleRead {
+				reread = true
+				continue
+			}
 			return c, now, base, next, refused
 		}
 		if st.tat.CompareAndSwap(tat, next) {

@@ -414,3 +414,37 @@ func TestTokenBucketKeyTypes(t *testing.T) {
 	require.True(t, lim.Allow(b))
 	var _ keylimit.Limiter[client] = lim
 }
+
+// hookClock returns its time, and runs hook (once) inside the first Now
+// call after it is set: a way to slip another caller's admission between a
+// clock read and the CAS it serves.
+type hookClock struct {
+	*fastClock
+	hook func()
+}
+
+func (c *hookClock) Now() time.Time {
+	now := c.fastClock.Now()
+	if h := c.hook; h != nil {
+		c.hook = nil
+		h()
+	}
+	return now
+}
+
+// TestTokenBucketStaleClockReadIsReread: a caller whose clock read a
+// concurrent admission overtook, and which falls short by less than a
+// microsecond only because of that, reads the clock again and passes,
+// instead of being refused on a time already past.
+func TestTokenBucketStaleClockReadIsReread(t *testing.T) {
+	clk := &hookClock{fastClock: newFastClock()}
+	lim, err := keylimit.NewTokenBucket[string](keylimit.Per(2, 2*ms), keylimit.WithClock(clk), keylimit.WithEvictionInterval(0))
+	require.NoError(t, err)
+	clk.Add(10 * ms)
+	clk.hook = func() {
+		clk.Add(500 * time.Nanosecond)
+		require.True(t, lim.Allow("k"), "the caller that overtakes")
+	}
+	require.True(t, lim.Allow("k"), "the overtaken caller: one token was left when it decided")
+	require.False(t, lim.Allow("k"), "and none after it")
+}
