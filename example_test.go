@@ -545,3 +545,71 @@ func ExampleWithKeyLimit_slidingWindow() {
 	// acme: 5 requests, limit 5, retry in 1m0s
 	// hobbyist: 2 requests, limit 2, retry in 1m0s
 }
+
+// A cap of two keys. A third key is refused while both are in use, with
+// Untracked set so that a server can answer 503 rather than 429; once a key
+// has gone idle, it makes room.
+func ExampleWithMaxKeys() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(1), keylimit.WithClock(mock), keylimit.WithMaxKeys(2))
+	defer lim.Close()
+
+	fmt.Println(lim.Allow("alice"), lim.Allow("bob"))
+	r := lim.Take("mallory", 1)
+	fmt.Printf("mallory: allowed=%v untracked=%v retry-after=%v\n", r.Allowed, r.Untracked, r.RetryAfter)
+	mock.Add(time.Minute) // alice and bob are idle again
+	r = lim.Take("mallory", 1)
+	fmt.Printf("a minute later: allowed=%v untracked=%v keys=%d\n", r.Allowed, r.Untracked, lim.Len())
+	// Output:
+	// true true
+	// mallory: allowed=false untracked=true retry-after=1m0s
+	// a minute later: allowed=true untracked=false keys=1
+}
+
+// At the cap, keys that cannot be tracked are admitted without being
+// counted: availability for new clients over protection.
+func ExampleWithAdmitUntracked() {
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerHour(1), keylimit.WithMaxKeys(1), keylimit.WithAdmitUntracked())
+	defer lim.Close()
+
+	fmt.Println(lim.Allow("alice"), lim.Allow("alice"))
+	r := lim.Take("bob", 1)
+	fmt.Println(r.Allowed, r.Untracked, lim.Allow("bob"))
+	// Output:
+	// true false
+	// true true true
+}
+
+// WithEvictionInterval(0) turns the background sweep off: keys stay until
+// Reset (or until a key cap needs their place).
+func ExampleWithEvictionInterval() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewTokenBucket[int](keylimit.PerSecond(10), keylimit.WithClock(mock), keylimit.WithEvictionInterval(0))
+	defer lim.Close()
+
+	lim.Allow(1)
+	lim.Allow(2)
+	mock.Add(time.Hour)
+	fmt.Println("keys after an idle hour:", lim.Len())
+	lim.Reset(1)
+	fmt.Println("after Reset(1):", lim.Len())
+	// Output:
+	// keys after an idle hour: 2
+	// after Reset(1): 1
+}
+
+// Refund gives back what a request took when the work it paid for did not
+// happen.
+func ExampleTokenBucket_Refund() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(5), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	lim.AllowN("export", 3)
+	fmt.Println("remaining:", lim.Peek("export").Remaining)
+	lim.Refund("export", 2) // two of the three exports failed upstream
+	fmt.Println("after the refund:", lim.Peek("export").Remaining)
+	// Output:
+	// remaining: 2
+	// after the refund: 4
+}
