@@ -296,34 +296,6 @@ func TestTokenBucketReset(t *testing.T) {
 	require.False(t, lim.Allow("b"), "other keys keep their state")
 }
 
-func TestTokenBucketResetUnderContention(t *testing.T) {
-	// Reset racing with admissions: each admission lands either before a
-	// reset (and is forgotten) or after it. After the last reset, the key
-	// admits exactly what a fresh key would, minus what was admitted since.
-	lim, _ := newMockBucket(t, keylimit.PerHour(1).WithBurst(100))
-	var wg sync.WaitGroup
-	var stop atomic.Bool
-	for range 8 {
-		wg.Go(func() {
-			for !stop.Load() {
-				lim.Allow("k")
-			}
-		})
-	}
-	for range 1000 {
-		lim.Reset("k")
-	}
-	stop.Store(true)
-	wg.Wait()
-	lim.Reset("k")
-	n := 0
-	for lim.Allow("k") {
-		n++
-	}
-	require.Equal(t, 100, n)
-	require.Equal(t, 1, lim.Len())
-}
-
 // advanceUntil advances mock in steps until done is closed, so that a
 // goroutine blocked on one of its timers wakes whenever it registered it.
 func advanceUntil(t *testing.T, mock *clock.Mock, step time.Duration, done <-chan struct{}) {

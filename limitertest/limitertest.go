@@ -98,6 +98,7 @@ var cases = []struct {
 	{"ImpossibleAndEmptyRequests", false, impossibleRequests},
 	{"PeekConsumesNothing", false, peekConsumesNothing},
 	{"ResetForgetsOnlyThatKey", false, resetForgets},
+	{"ResetUnderContention", false, resetUnderContention},
 	{"InvalidLimitsAreErrors", false, invalidLimits},
 	{"ExactUnderContention", false, exactUnderContention},
 	{"RefillAfterPeriod", false, refillAfterPeriod},
@@ -226,6 +227,37 @@ func resetForgets(t *testing.T, h Harness) {
 	expect(t, "Peek(a).Remaining after Reset", lim.Peek(a).Remaining, 10)
 	expect(t, "AllowN(a, 10) after Reset", lim.AllowN(a, 10), true)
 	expect(t, "Allow(b): b keeps its state", lim.Allow(b), false)
+}
+
+// resetUnderContention: Resets racing with admissions on one key. Each
+// admission lands wholly before a reset (and is forgotten) or after it, so
+// after a last Reset the key admits exactly its quota, and is one key.
+func resetUnderContention(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, keylimit.PerHour(100))
+	k := key(t, "k")
+	var wg sync.WaitGroup
+	var stop atomic.Bool
+	for range 8 {
+		wg.Go(func() {
+			for !stop.Load() {
+				lim.Allow(k)
+			}
+		})
+	}
+	for range 1000 {
+		lim.Reset(k)
+	}
+	stop.Store(true)
+	wg.Wait()
+	lim.Reset(k)
+	n := 0
+	for lim.Allow(k) {
+		n++
+	}
+	expect(t, "admitted after the last Reset", n, 100)
+	if l, ok := lim.(interface{ Len() int }); ok {
+		expect(t, "Len", l.Len(), 1)
+	}
 }
 
 func invalidLimits(t *testing.T, h Harness) {
