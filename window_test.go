@@ -185,32 +185,6 @@ func TestFixedWindowExactUnderContentionFrozenClock(t *testing.T) {
 	testExactUnderContention(t, newFrozen(t, keylimit.NewFixedWindow[string], keylimit.PerHour(300_000)), 300_000)
 }
 
-// testExactUnderContention makes a million Allow calls on one key of lim, a
-// limiter of quota events on a frozen clock, from 100 goroutines: exactly
-// quota pass.
-func testExactUnderContention(t *testing.T, lim keylimit.Limiter[string], quota int) {
-	t.Helper()
-	const goroutines = 100
-	attempts := 3 * quota / goroutines
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range goroutines {
-		wg.Go(func() {
-			<-start
-			for range attempts {
-				if lim.Allow("hot") {
-					admitted.Add(1)
-				}
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	require.EqualValues(t, quota, admitted.Load())
-	require.Equal(t, 0, lim.Peek("hot").Remaining)
-}
-
 // testExactUnderContentionMixedN has goroutines ask for 1, 2 and 3 events at
 // once on one key of lim (quota a multiple of 6, frozen clock): the events
 // admitted add up to the quota, less at most 2 that no request of 3 fits.
