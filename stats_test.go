@@ -22,10 +22,18 @@ var statsTypes = []struct {
 	name string
 	new  func(l keylimit.Limit, opts ...keylimit.Option) (statser, error)
 }{
-	{"TokenBucket", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) { return keylimit.NewTokenBucket[string](l, o...) }},
-	{"FixedWindow", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) { return keylimit.NewFixedWindow[string](l, o...) }},
-	{"SlidingWindow", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) { return keylimit.NewSlidingWindow[string](l, o...) }},
-	{"SlidingCounter", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) { return keylimit.NewSlidingCounter[string](l, o...) }},
+	{"TokenBucket", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) {
+		return keylimit.NewTokenBucket[string](l, o...)
+	}},
+	{"FixedWindow", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) {
+		return keylimit.NewFixedWindow[string](l, o...)
+	}},
+	{"SlidingWindow", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) {
+		return keylimit.NewSlidingWindow[string](l, o...)
+	}},
+	{"SlidingCounter", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) {
+		return keylimit.NewSlidingCounter[string](l, o...)
+	}},
 }
 
 // TestStatsCountExactlyUnderContention: 16 goroutines make 2,000 calls each
