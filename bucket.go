@@ -151,7 +151,7 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 	}
 	var d bucketDecision
 	_, v := b.decide(key, n, &d)
-	return v == admitted || (v == untracked && b.keys.overflow == admitUntracked)
+	return b.keys.admits(v)
 }
 
 // Take takes n tokens from key's bucket if all n are there, and reports the
@@ -165,6 +165,7 @@ func (b *TokenBucket[K]) Take(key K, n int) Result {
 	}
 	var d bucketDecision
 	c, v := b.decide(key, n, &d)
+	b.keys.admits(v)
 	switch v {
 	case untracked:
 		return b.keys.untracked(c.arith.burst, n)
@@ -325,6 +326,9 @@ func (b *TokenBucket[K]) observe(key K) (int64, *keyConfig[gcra]) {
 // Reset forgets key: its bucket is full again. Admissions that race with
 // Reset happen either wholly before it (and are forgotten) or after it.
 func (b *TokenBucket[K]) Reset(key K) { b.keys.reset(key) }
+
+// Stats returns what the bucket has counted (see Stats and WithStats).
+func (b *TokenBucket[K]) Stats() Stats { return b.keys.stats() }
 
 // Len returns the number of keys the bucket tracks.
 func (b *TokenBucket[K]) Len() int { return b.keys.len() }

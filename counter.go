@@ -91,6 +91,9 @@ func (c *SlidingCounter[K]) Reset(key K) { c.w.reset(key) }
 // current cannot give back, never below 0. n <= 0 does nothing.
 func (c *SlidingCounter[K]) Refund(key K, n int) { c.w.refund(key, n) }
 
+// Stats returns what the counter has counted (see Stats and WithStats).
+func (c *SlidingCounter[K]) Stats() Stats { return c.w.keys.stats() }
+
 // Len returns the number of keys the counter tracks.
 func (c *SlidingCounter[K]) Len() int { return c.w.keys.len() }
 

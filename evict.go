@@ -124,6 +124,7 @@ func (s *shard[K, S]) sweep() (evicted int) {
 		return true
 	})
 	s.nextIdle.CompareAndSwap(maxTime, next)
+	s.counts.evicted.Add(uint64(evicted))
 	return evicted
 }
 

@@ -87,6 +87,9 @@ func (f *FixedWindow[K]) Reset(key K) { f.w.reset(key) }
 // window that has ended are gone already. n <= 0 does nothing.
 func (f *FixedWindow[K]) Refund(key K, n int) { f.w.refund(key, n) }
 
+// Stats returns what the window has counted (see Stats and WithStats).
+func (f *FixedWindow[K]) Stats() Stats { return f.w.keys.stats() }
+
 // Len returns the number of keys the window tracks.
 func (f *FixedWindow[K]) Len() int { return f.w.keys.len() }
 

@@ -54,6 +54,8 @@ type shard[K comparable, S any] struct {
 	// evicted: at the cap, a new key before then is refused without a sweep.
 	sweepMu  sync.Mutex
 	nextIdle atomic.Int64
+
+	counts shardStats
 }
 
 // stateHooks are what a shard needs to know of a limiter's per-key state.
@@ -82,6 +84,9 @@ func newShard[K comparable, S any](o options, hooks stateHooks[K, S]) *shard[K, 
 		overflow: o.overflow,
 	}
 	s.nextIdle.Store(minTime)
+	if o.stats {
+		s.counts.decisions = newStripedCounts()
+	}
 	return s
 }
 
@@ -205,6 +210,14 @@ func (s *shard[K, S]) reset(key K) {
 		s.hooks.retire(p)
 		s.remove(h, p)
 	}
+}
+
+// admits reports whether a decision with verdict v admits, and counts it
+// (see Stats).
+func (s *shard[K, S]) admits(v verdict) bool {
+	ok := v == admitted || v == untracked && s.overflow == admitUntracked
+	s.counts.record(v, ok)
+	return ok
 }
 
 // len is the number of keys tracked.

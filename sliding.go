@@ -157,7 +157,7 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 	}
 	var d slidingDecision
 	_, v := s.decide(key, n, &d)
-	return v == admitted || (v == untracked && s.keys.overflow == admitUntracked)
+	return s.keys.admits(v)
 }
 
 // Take records n events for key if all n fit in the window, and reports the
@@ -171,6 +171,7 @@ func (s *SlidingWindow[K]) Take(key K, n int) Result {
 	}
 	d := slidingDecision{report: true}
 	c, v := s.decide(key, n, &d)
+	s.keys.admits(v)
 	switch v {
 	case untracked:
 		return s.keys.untracked(c.arith.events, n)
@@ -550,6 +551,9 @@ func (st *slidingState) refund(n int) bool {
 	st.seq.Add(1)
 	return true
 }
+
+// Stats returns what the window has counted (see Stats and WithStats).
+func (s *SlidingWindow[K]) Stats() Stats { return s.keys.stats() }
 
 // Len returns the number of keys the window tracks.
 func (s *SlidingWindow[K]) Len() int { return s.keys.len() }

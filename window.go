@@ -436,7 +436,7 @@ func (w *windowLimiter[K]) allowN(key K, n int) bool {
 	}
 	var d windowDecision
 	_, v := w.decide(key, n, &d)
-	return v == admitted || (v == untracked && w.keys.overflow == admitUntracked)
+	return w.keys.admits(v)
 }
 
 // take is Take for both types.
@@ -446,6 +446,7 @@ func (w *windowLimiter[K]) take(key K, n int) Result {
 	}
 	var d windowDecision
 	c, v := w.decide(key, n, &d)
+	w.keys.admits(v)
 	switch v {
 	case untracked:
 		return w.keys.untracked(int(c.arith.events), n)
