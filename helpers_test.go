@@ -52,6 +52,7 @@ type limiter interface {
 	SetLimit(keylimit.Limit) error
 	Limit() keylimit.Limit
 	Len() int
+	Stats() keylimit.Stats
 	Wait(ctx context.Context, key string) error
 	WaitN(ctx context.Context, key string, n int) error
 	Close() error
