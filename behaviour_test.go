@@ -1,6 +1,7 @@
 package keylimit_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -34,10 +35,11 @@ func TestBehaviour(t *testing.T) {
 	}
 }
 
-// TestClockStepsBack: each type's exact answers when its clock steps back,
-// to before the key's last decision, to before the limiter's creation, and
-// far forward. Time does not go back inside a key: no capacity reopens, and
-// nothing panics.
+// TestClockStepsBack: each type's exact answers when its injected clock
+// steps back, to before a key's last decision, to before the limiter's
+// creation, and far forward. A limiter's time never goes back: it decides as
+// at the latest time it has read, so no capacity reopens, a new key is full
+// whenever it comes, and nothing panics.
 func TestClockStepsBack(t *testing.T) {
 	for _, tt := range []struct {
 		kind  *kind
@@ -46,25 +48,22 @@ func TestClockStepsBack(t *testing.T) {
 	}{
 		{tokenBucket, keylimit.PerSecond(1).WithBurst(3), []step{
 			{10 * s, "take", "k", 3, allowed(3, 0, 3*s)},
-			// Back by 5 s: the TAT stays where the admissions left it.
-			{5 * s, "take", "k", 1, refused(3, 0, 6*s, 8*s)},
+			{5 * s, "take", "k", 1, refused(3, 0, 1*s, 3*s)}, // back by 5 s: decided at 10 s
 			{farPast, "allow", "k", 1, verdict(false)},
-			{farPast, "allow", "fresh", 1, verdict(false)}, // before the creation, even a new key has no tokens
-			{10 * s, "allow", "k", 1, verdict(false)},      // stepping back and forth again creates no token
+			{farPast, "allow", "fresh", 1, verdict(true)}, // a new key is full whenever it comes
+			{10 * s, "allow", "k", 1, verdict(false)},     // stepping back and forth creates no token
 			{11 * s, "allow", "k", 1, verdict(true)},
 			{11 * s, "allow", "k", 1, verdict(false)},
 			{farFuture, "allow", "k", 3, verdict(true)},
 			{farFuture, "allow", "k", 1, verdict(false)},
 		}},
 		{fixedWindow, keylimit.PerMinute(3), []step{
-			{130 * s, "allow", "k", 3, verdict(true)}, // in the window [120 s, 180 s)
-			// Back into the previous window: the key decides in its own
-			// window, whose end is now 110 s away. No capacity reopens.
-			{70 * s, "take", "k", 1, refused(3, 0, 110*s, 110*s)},
-			{70 * s, "peek", "k", 0, refused(3, 0, 110*s, 110*s)},
-			{70 * s, "allow", "fresh", 1, verdict(true)}, // a new key has a full window whenever it starts
+			{130 * s, "allow", "k", 3, verdict(true)},           // in the window [120 s, 180 s)
+			{70 * s, "take", "k", 1, refused(3, 0, 50*s, 50*s)}, // back into the previous window: decided at 130 s
+			{70 * s, "peek", "k", 0, refused(3, 0, 50*s, 50*s)}, // no capacity reopens
+			{70 * s, "allow", "fresh", 1, verdict(true)},        // a new key has a full window whenever it comes
 			{farPast, "allow", "k", 1, verdict(false)},
-			{179 * s, "allow", "k", 1, verdict(false)}, // stepping back and forth again reopens nothing
+			{179 * s, "allow", "k", 1, verdict(false)},
 			{180 * s, "allow", "k", 3, verdict(true)},
 			{180 * s, "allow", "k", 1, verdict(false)},
 			{farFuture, "allow", "k", 3, verdict(true)},
@@ -74,14 +73,11 @@ func TestClockStepsBack(t *testing.T) {
 			{30 * s, "allow", "k", 1, verdict(true)},
 			{100 * s, "allow", "k", 2, verdict(true)},
 			{100 * s, "peek", "k", 0, allowed(3, 1, time.Minute)}, // the entry of 30 s has left
-			// Back to 20 s: the key keeps deciding at 100 s, its latest
-			// time. The entries of 100 s, newer than now, count; no
-			// capacity reopens.
-			{20 * s, "peek", "k", 0, allowed(3, 1, 140*s)},
-			{20 * s, "take", "k", 1, allowed(3, 0, 140*s)}, // recorded at 100 s, not at 20 s
-			{20 * s, "take", "k", 1, refused(3, 0, 140*s, 140*s)},
+			{20 * s, "peek", "k", 0, allowed(3, 1, time.Minute)},  // back to 20 s: decided at 100 s
+			{20 * s, "take", "k", 1, allowed(3, 0, time.Minute)},  // recorded at 100 s
+			{20 * s, "take", "k", 1, refused(3, 0, time.Minute, time.Minute)},
 			{farPast, "allow", "k", 1, verdict(false)},
-			{160*s - 1, "allow", "k", 1, verdict(false)}, // stepping back and forth reopens nothing
+			{160*s - 1, "allow", "k", 1, verdict(false)},
 			{160 * s, "allow", "k", 3, verdict(true)},
 			{farFuture, "allow", "k", 3, verdict(true)},
 			{farFuture, "allow", "k", 1, verdict(false)},
@@ -89,12 +85,10 @@ func TestClockStepsBack(t *testing.T) {
 		{slidingCounter, keylimit.PerMinute(4), []step{
 			{90 * s, "allow", "k", 4, verdict(true)},
 			{90 * s, "peek", "k", 0, refused(4, 0, 45*s, 90*s)},
-			// Back into the previous window: the key decides as at its
-			// window's start, 60 s, and waits from there.
-			{30 * s, "take", "k", 1, refused(4, 0, 105*s, 150*s)},
-			{30 * s, "allow", "fresh", 4, verdict(true)}, // a new key has its full quota whenever it starts
+			{30 * s, "take", "k", 1, refused(4, 0, 45*s, 90*s)}, // back into the previous window: decided at 90 s
+			{30 * s, "allow", "fresh", 4, verdict(true)},        // a new key has its full quota whenever it comes
 			{farPast, "allow", "k", 1, verdict(false)},
-			{90 * s, "peek", "k", 0, refused(4, 0, 45*s, 90*s)}, // stepping back and forth changes nothing
+			{90 * s, "peek", "k", 0, refused(4, 0, 45*s, 90*s)},
 			{135 * s, "allow", "k", 1, verdict(true)},
 			{135 * s, "allow", "k", 1, verdict(false)},
 			{farFuture, "allow", "k", 4, verdict(true)},
@@ -104,6 +98,39 @@ func TestClockStepsBack(t *testing.T) {
 		t.Run(tt.kind.name, func(t *testing.T) {
 			lim, mock := tt.kind.mock(t, tt.limit)
 			runSteps(t, lim, mock, tt.steps)
+		})
+	}
+}
+
+// TestEvictionThenClockStepsBack: a key forgotten once idle, and then asked
+// with the clock stepped back to before it went idle, is answered as a key
+// that was kept: forgetting never changes a decision. So is a new key asked
+// with the clock three hours before the limiter's creation, by every type.
+func TestEvictionThenClockStepsBack(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			l := keylimit.PerMinute(3)
+			mock := clock.NewMock()
+			t0 := mock.Now()
+			swept := k.make(t, l, keylimit.WithClock(mock), keylimit.WithMaxKeys(1), keylimit.WithEvictionInterval(0))
+			kept := k.make(t, l, keylimit.WithClock(mock), keylimit.WithEvictionInterval(0))
+			both := func(what string, f func(lim limiter) keylimit.Result) {
+				t.Helper()
+				require.Equal(t, f(kept), f(swept), what)
+			}
+			mock.Set(t0.Add(-3 * time.Hour))
+			both("a new key, 3 h before the creation", func(lim limiter) keylimit.Result { return lim.Take("k", 3) })
+			mock.Set(t0.Add(10 * time.Minute))                                                     // k is idle
+			both("another key", func(lim limiter) keylimit.Result { return lim.Take("other", 1) }) // at swept's cap: k goes
+			swept.Reset("other")
+			kept.Reset("other")
+			require.Zero(t, swept.Len(), "k was forgotten")
+			require.Equal(t, 1, kept.Len(), "k was kept")
+			mock.Set(t0.Add(30 * s))
+			for i := range 4 {
+				both(fmt.Sprintf("take %d, the clock stepped back", i), func(lim limiter) keylimit.Result { return lim.Take("k", 1) })
+			}
+			both("peek", func(lim limiter) keylimit.Result { return lim.Peek("k") })
 		})
 	}
 }

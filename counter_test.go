@@ -44,16 +44,25 @@ func TestSlidingCounterSteps(t *testing.T) {
 	require.Equal(t, 1, lim.Len(), "b: a was reset, and peeks create no key")
 }
 
-// TestSlidingCounterRefundWeighs: a refund comes off the current window's
-// count first, then off the previous window's, which weighs only in part.
+// TestSlidingCounterRefundWeighs: a refund comes off the count of the
+// window its events were admitted in: the current count, or the previous
+// one, which weighs only in part, and nothing once that has faded.
 func TestSlidingCounterRefundWeighs(t *testing.T) {
 	lim, mock := slidingCounter.mock(t, keylimit.PerMinute(4))
 	runSteps(t, lim, mock, []step{
-		{0, "allow", "k", 4, verdict(true)},
-		{time.Minute, "take", "k", 0, allowed(4, 0, time.Minute)}, // the 4 are now the previous window's
-		{90 * s, "allow", "k", 2, verdict(true)},                  // 4 × 1/2 + 2 = 4
-		{90 * s, "refund", "k", 3, keylimit.Result{}},             // 2 from this window, 1 from the previous
-		{90 * s, "peek", "k", 0, allowed(4, 2, 30*s)},             // 3 × 1/2 = 1.5 weigh, rounded up to 2
+		{0, "admit", "k", 3, verdict(true)},
+		{time.Minute, "take", "k", 0, allowed(4, 1, time.Minute)}, // the 3 are now the previous window's
+		{90 * s, "admit", "k", 2, verdict(true)},                  // 3 × 1/2 = 1.5, rounded up to 2, + 2 = 4
+		{90 * s, "refund", "k", 1, keylimit.Result{}},             // the 2 of this window
+		{90 * s, "peek", "k", 0, allowed(4, 2, 30*s)},
+		{90 * s, "refund", "k", 2, keylimit.Result{}}, // the 3 of the previous window
+		{90 * s, "peek", "k", 0, allowed(4, 4, 0)},
+		// A refund after the count has faded gives back nothing.
+		{3 * time.Minute, "admit", "k", 4, verdict(true)},
+		{4 * time.Minute, "admit", "k", 1, verdict(false)}, // the 4 weigh fully at the start of the next window
+		{6 * time.Minute, "admit", "k", 4, verdict(true)},
+		{6 * time.Minute, "refund", "k", 2, keylimit.Result{}}, // the 4 of 3 min: faded
+		{6 * time.Minute, "admit", "k", 1, verdict(false)},
 	})
 }
 

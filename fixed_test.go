@@ -36,15 +36,17 @@ func TestFixedWindowSteps(t *testing.T) {
 }
 
 // TestFixedWindowRefundsOnlyItsWindow: a refund gives back events of the
-// key's current window; those of a window that has ended are gone already.
+// window they were admitted in, while it lasts; a window that has ended is
+// gone already, and a refund does not take from the next one.
 func TestFixedWindowRefundsOnlyItsWindow(t *testing.T) {
 	lim, mock := fixedWindow.mock(t, keylimit.PerMinute(3))
 	runSteps(t, lim, mock, []step{
-		{0, "allow", "k", 3, verdict(true)},
-		{time.Minute, "allow", "k", 1, verdict(true)},
-		{time.Minute, "refund", "k", 3, keylimit.Result{}}, // one from this window
+		{0, "admit", "k", 3, verdict(true)},
+		{time.Minute, "admit", "k", 1, verdict(true)},
+		{time.Minute, "refund", "k", 1, keylimit.Result{}}, // the one of this window
 		{time.Minute, "peek", "k", 0, allowed(3, 3, 0)},
-		{time.Minute, "allow", "k", 3, verdict(true)},
+		{time.Minute, "admit", "k", 3, verdict(true)},
+		{time.Minute, "refund", "k", 3, keylimit.Result{}}, // the 3 of the window that ended: gone already
 		{time.Minute, "allow", "k", 1, verdict(false)},
 	})
 }

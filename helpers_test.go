@@ -146,7 +146,7 @@ func bucketsOn(t *testing.T, c keylimit.Option, limits ...keylimit.Limit) []*key
 // on a mock clock, call op on key with n, and expect want.
 type step struct {
 	at   time.Duration // or farPast, farFuture
-	op   string        // "take", "peek", "allow" (want.Allowed only), "refund" or "reset"
+	op   string        // "take", "peek", "allow" or "admit" (want.Allowed only), "refund" or "reset"
 	key  string
 	n    int
 	want keylimit.Result
@@ -161,9 +161,13 @@ const (
 
 // runSteps plays steps in order on lim, whose clock is mock, created at
 // mock's current time.
+//
+// "admit" is Admit, which records the key's admissions; "refund" gives back
+// the n-th latest of them (1: the latest).
 func runSteps(t *testing.T, lim limiter, mock *clock.Mock, steps []step) {
 	t.Helper()
 	t0 := mock.Now()
+	admitted := map[string][]keylimit.Admission{}
 	for i, st := range steps {
 		switch st.at {
 		case farPast:
@@ -182,8 +186,17 @@ func runSteps(t *testing.T, lim limiter, mock *clock.Mock, steps []step) {
 		case "allow":
 			require.Equal(t, st.want.Allowed, lim.AllowN(st.key, st.n), "step %d: at %v AllowN(%q, %d)", i, st.at, st.key, st.n)
 			continue
+		case "admit":
+			r, a := lim.Admit(st.key, st.n)
+			require.Equal(t, st.want.Allowed, r.Allowed, "step %d: at %v Admit(%q, %d)", i, st.at, st.key, st.n)
+			if r.Allowed {
+				admitted[st.key] = append(admitted[st.key], a)
+			}
+			continue
 		case "refund":
-			lim.Refund(st.key, st.n)
+			adms := admitted[st.key]
+			require.LessOrEqual(t, st.n, len(adms), "step %d: refund of admission %d of %q, which has %d", i, st.n, st.key, len(adms))
+			lim.Refund(st.key, adms[len(adms)-st.n])
 			continue
 		case "reset":
 			lim.Reset(st.key)

@@ -199,6 +199,7 @@ func moveKey[K comparable, C, S any](k *shard[K, S], p *policy[K, C], key K, old
 // had been moved, in which case the key's events live on in the state it
 // was moved to, which resetKey retires instead.
 func resetKey[K comparable, S any](k *shard[K, S], key K, retire func(*S) (retired bool)) {
+	k.resets.Add(1)
 	h := k.hash(key)
 	for {
 		p, ok := k.m.Load(h)

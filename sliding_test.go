@@ -107,6 +107,7 @@ func TestSlidingWindowRandomizedExact(t *testing.T) {
 		ref := newRefSliding(l)
 		t0 := mock.Now()
 		var times []int64 // every admitted event, in order
+		var latest int64  // the limiter's time: the latest the clock read
 		for i := range 3000 {
 			switch rng.IntN(10) {
 			case 0:
@@ -114,7 +115,8 @@ func TestSlidingWindowRandomizedExact(t *testing.T) {
 			default:
 				mock.Add(time.Duration(rng.Int64N(int64(l.Period) / 5)))
 			}
-			now := int64(mock.Now().Sub(t0))
+			now := max(int64(mock.Now().Sub(t0)), latest)
+			latest = now
 			n := 1 + rng.IntN(min(l.Events, 4))
 			got, want := lim.Take("k", n), ref.take("k", n, now)
 			require.Equal(t, want, got, "seed %d, call %d: Take(%d) at %v with %v", seed, i, n, time.Duration(now), l)
@@ -137,24 +139,29 @@ func TestSlidingWindowRandomizedExact(t *testing.T) {
 	}
 }
 
-// TestSlidingWindowRefundsTheNewest: a refund takes the newest entries off
-// the log; an entry a full log pushed out, already out of the window, does
-// not come back.
-func TestSlidingWindowRefundsTheNewest(t *testing.T) {
+// TestSlidingWindowRefundsItsEntries: a refund takes the admission's own
+// entries off the log, whatever came after; an entry a full log pushed out,
+// already out of the window, does not come back.
+func TestSlidingWindowRefundsItsEntries(t *testing.T) {
 	lim, mock := slidingWindow.mock(t, keylimit.Per(3, 10*s))
 	runSteps(t, lim, mock, []step{
-		{0, "allow", "k", 1, verdict(true)},
-		{2 * s, "allow", "k", 2, verdict(true)},
-		{2 * s, "refund", "k", 1, keylimit.Result{}}, // one of 2 s goes
+		{0, "admit", "k", 1, verdict(true)},
+		{2 * s, "admit", "k", 2, verdict(true)},
+		{2 * s, "refund", "k", 2, keylimit.Result{}}, // the entry of 0 s goes
 		{2 * s, "peek", "k", 0, allowed(3, 1, 10*s)},
-		{2 * s, "refund", "k", 10, keylimit.Result{}},
+		{2 * s, "refund", "k", 1, keylimit.Result{}}, // and those of 2 s
 		{2 * s, "peek", "k", 0, allowed(3, 3, 0)},
-		// A full log: the refunded admission pushed out the entry of 2 s,
+		// A full log: the admission of 12 s pushed out an entry of 2 s,
 		// which had left the window; it does not come back.
-		{2 * s, "allow", "k", 3, verdict(true)},
-		{12 * s, "allow", "k", 1, verdict(true)},
+		{2 * s, "admit", "k", 3, verdict(true)},
+		{12 * s, "admit", "k", 1, verdict(true)},
 		{12 * s, "refund", "k", 1, keylimit.Result{}},
 		{12 * s, "peek", "k", 0, allowed(3, 3, 0)},
+		// The entries of 2 s left the window: refunding them later gives
+		// back nothing the window still counts.
+		{12 * s, "admit", "k", 3, verdict(true)},
+		{12 * s, "refund", "k", 3, keylimit.Result{}},
+		{12 * s, "allow", "k", 1, verdict(false)},
 	})
 }
 

@@ -3,6 +3,7 @@ package keylimit_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,4 +147,122 @@ func TestWaitNSystemClock(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, keylimit.WaitN(context.Background(), keylimit.Limiter[string](lim), "k", 1, nil))
 	require.GreaterOrEqual(t, time.Since(start), 15*time.Millisecond, "the wait slept until the token came back")
+}
+
+// countingClock is a mock clock that counts the timers made on it: each
+// sleep of a wait is one timer.
+type countingClock struct {
+	*clock.Mock
+	timers atomic.Int64
+}
+
+func (c *countingClock) Timer(d time.Duration) *clock.Timer {
+	c.timers.Add(1)
+	return c.Mock.Timer(d)
+}
+
+// queueWaiters starts waiters 0..n-1 on key of lim, each once the one before
+// it has gone to sleep (its timer is made), and returns the order they are
+// admitted in and the channel of their errors.
+func queueWaiters(t *testing.T, lim *keylimit.TokenBucket[string], clk *countingClock, ctxs []context.Context) (order chan int, errs chan error) {
+	t.Helper()
+	order, errs = make(chan int, len(ctxs)), make(chan error, len(ctxs))
+	for i, ctx := range ctxs {
+		before := clk.timers.Load()
+		go func() {
+			err := lim.Wait(ctx, "k")
+			if err == nil {
+				order <- i
+			}
+			errs <- err
+		}()
+		require.Eventually(t, func() bool { return clk.timers.Load() == before+1 }, 5*time.Second, 100*time.Microsecond,
+			"waiter %d goes to sleep", i)
+	}
+	return order, errs
+}
+
+// TestWaitFirstComeFirstServed: waiters 1..10 on a drained bucket of 10 a
+// second are admitted in the order they came, one every 100 ms, each after
+// exactly one sleep.
+func TestWaitFirstComeFirstServed(t *testing.T) {
+	clk := &countingClock{Mock: clock.NewMock()}
+	lim := build(t, keylimit.NewTokenBucket[string], keylimit.PerSecond(10), keylimit.WithClock(clk))
+	require.True(t, lim.AllowN("k", 10), "drain the bucket")
+	ctxs := make([]context.Context, 10)
+	for i := range ctxs {
+		ctxs[i] = context.Background()
+	}
+	order, _ := queueWaiters(t, lim, clk, ctxs)
+	for want := range 10 {
+		clk.Add(100 * ms)
+		select {
+		case got := <-order:
+			require.Equal(t, want, got, "at %v the waiter admitted", time.Duration(want+1)*100*ms)
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "no waiter admitted", "at %v", time.Duration(want+1)*100*ms)
+		}
+		require.Never(t, func() bool { return len(order) > 0 }, 20*time.Millisecond, time.Millisecond,
+			"one waiter every 100 ms")
+	}
+	require.EqualValues(t, 10, clk.timers.Load(), "one sleep per waiter")
+	require.False(t, lim.Allow("k"), "the waiters took every token")
+}
+
+// TestWaitCancelMovesTheQueueUp: a waiter that gives up gives back its turn,
+// and the waiters behind it, not a newcomer, move up into it.
+func TestWaitCancelMovesTheQueueUp(t *testing.T) {
+	clk := &countingClock{Mock: clock.NewMock()}
+	lim := build(t, keylimit.NewTokenBucket[string], keylimit.PerSecond(10), keylimit.WithClock(clk))
+	require.True(t, lim.AllowN("k", 10), "drain the bucket")
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	ctxs := []context.Context{context.Background(), ctx1, context.Background(), context.Background()}
+	order, errs := queueWaiters(t, lim, clk, ctxs) // turns at 100, 200, 300 and 400 ms
+
+	cancel1() // waiter 1 gives up its turn at 200 ms
+	require.ErrorIs(t, <-errs, context.Canceled)
+	require.False(t, lim.Allow("k"), "a newcomer does not get the turn given back")
+
+	for _, want := range []int{0, 2, 3} {
+		clk.Add(100 * ms)
+		select {
+		case got := <-order:
+			require.Equal(t, want, got)
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "no waiter admitted", "want waiter %d", want)
+		}
+	}
+	require.Equal(t, time.Duration(300*ms), clk.Since(time.Unix(0, 0).UTC()), "the last waiter came at 300 ms, not 400")
+	clk.Add(100 * ms)
+	require.True(t, lim.Allow("k"), "at 400 ms, the token of the waiter who gave up is there for anyone")
+	require.False(t, lim.Allow("k"))
+}
+
+// TestReserveN: a reservation takes its tokens at once and says when they
+// may be used; it never reaches further than the caller allows; Cancel
+// gives back what later reservations leave, once.
+func TestReserveN(t *testing.T) {
+	lim, mock := tokenBucket.mock(t, keylimit.PerSecond(10))
+	b := lim.(*keylimit.TokenBucket[string])
+	r := b.ReserveN("k", 10, 0)
+	require.True(t, r.OK())
+	require.Zero(t, r.Delay())
+	r2 := b.ReserveN("k", 2, time.Second)
+	require.True(t, r2.OK())
+	require.Equal(t, 200*ms, r2.Delay())
+	require.Equal(t, keylimit.Result{Allowed: true, Limit: 10, ResetAfter: 1200 * ms}, r2.Result())
+	r3 := b.ReserveN("k", 1, 250*ms)
+	require.False(t, r3.OK(), "300 ms is beyond the 250 ms allowed")
+	require.Equal(t, keylimit.InfDuration, r3.Delay())
+	require.Equal(t, 300*ms, r3.Result().RetryAfter)
+	require.Equal(t, keylimit.InfDuration, b.ReserveN("k", 11, time.Hour).Result().RetryAfter, "more than the burst: never")
+
+	r4 := b.ReserveN("k", 1, time.Second) // behind r2: at 300 ms
+	require.Equal(t, 300*ms, r4.Delay())
+	r2.Cancel()
+	r2.Cancel() // once
+	require.Equal(t, 200*ms, b.ReserveN("k", 1, time.Second).Delay(), "r2's 2 tokens came back: the next comes at 200 ms, in r2's place (r4 keeps its 300 ms)")
+	mock.Add(time.Hour)
+	r4.Cancel() // long after its time: its token refilled anyway, nothing to give
+	require.Equal(t, 10, b.Peek("k").Remaining)
 }

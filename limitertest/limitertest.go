@@ -111,6 +111,7 @@ var cases = []struct {
 	{"ExactUnderContention", false, exactUnderContention},
 	{"ExactUnderContentionMixedN", false, exactUnderContentionMixedN},
 	{"RefundGivesBack", false, refundGivesBack},
+	{"LateRefundGivesNothing", false, lateRefundGivesNothing},
 	{"RefillAfterPeriod", false, refillAfterPeriod},
 	{"RetryAfterIsExact", true, retryAfterIsExact},
 	{"ClockSteppingBackCreatesNothing", true, clockStepsBack},
@@ -371,37 +372,94 @@ func exactUnderContentionMixedN(t *testing.T, h Harness) {
 	expect(t, "Peek().Remaining after the contention", lim.Peek(k).Remaining, quota-int(taken.Load()))
 }
 
-// refundGivesBack: Refund gives back what was admitted, never beyond the
-// full quota, creates no key, and does nothing for n <= 0. With no time
-// passing, every type agrees (a bucket gives back tokens, a window events
-// of its current window).
+// refundGivesBack: Refund gives back what an admission took, and creates no
+// key. With no time passing,
+// every type agrees (a bucket gives back tokens, a window events of its
+// current window).
 func refundGivesBack(t *testing.T, h Harness) {
 	lim := newLimiter(t, h, hour)
 	refunder, ok := lim.(keylimit.Refunder[string])
 	if !ok {
-		t.Skipf("limitertest: %T has no Refund(string, int) method", lim)
+		t.Fatalf("limitertest: %T is not a keylimit.Refunder (Admit and Refund methods)", lim)
 	}
 	k, never := key(t, "k"), key(t, "never-seen")
-	expect(t, "AllowN(7) of 10", lim.AllowN(k, 7), true)
-	refunder.Refund(k, 3)
-	expect(t, "Peek().Remaining after Refund(3) of 7 used", lim.Peek(k).Remaining, 6)
-	refunder.Refund(k, 100)
-	r := lim.Peek(k)
-	if !r.Allowed || r.Remaining != 10 || r.RetryAfter != 0 || r.ResetAfter != 0 {
-		t.Fatalf("Peek after Refund(100) = %+v, want allowed, Remaining 10, no waits: never beyond the full quota", r)
-	}
-	expect(t, "AllowN(10) after the refunds", lim.AllowN(k, 10), true)
-	expect(t, "Allow with 10 of 10 used", lim.Allow(k), false)
-	for _, n := range []int{0, -1} {
-		refunder.Refund(k, n)
-		expect(t, fmt.Sprintf("Peek().Remaining after Refund(%d)", n), lim.Peek(k).Remaining, 0)
-	}
-	refunder.Refund(never, 1)
-	expect(t, "Peek(a key never seen).Remaining after its Refund", lim.Peek(never).Remaining, 10)
+	r, a := refunder.Admit(k, 7)
+	expect(t, "Admit(7) of 10: Allowed", r.Allowed, true)
+	expect(t, "Admit(7) of 10: Admission.N", a.N, 7)
+	expect(t, "Admit(7) of 10: Remaining", r.Remaining, 3)
+	refunder.Refund(k, a)
+	expect(t, "Peek().Remaining after the refund of 7", lim.Peek(k).Remaining, 10)
+
+	_, a3 := refunder.Admit(k, 3)
+	_, a4 := refunder.Admit(k, 4)
+	refunder.Refund(k, a3)
+	expect(t, "Peek().Remaining after admitting 3 and 4 and refunding the 3", lim.Peek(k).Remaining, 6)
+	r, refused := refunder.Admit(k, 7)
+	expect(t, "Admit(7) with 6 left: Allowed", r.Allowed, false)
+	expect(t, "Admit(7) with 6 left: its Admission", refused, keylimit.Admission{})
+	refunder.Refund(k, refused)
+	refunder.Refund(k, keylimit.Admission{})
+	expect(t, "Peek().Remaining after refunding empty admissions", lim.Peek(k).Remaining, 6)
+	refunder.Refund(k, a4)
+	expect(t, "Peek().Remaining after refunding the 4", lim.Peek(k).Remaining, 10)
+
+	refunder.Refund(never, a3)
+	expect(t, "Peek(a key never seen).Remaining after a refund", lim.Peek(never).Remaining, 10)
 	if l, ok := lim.(interface{ Len() int }); ok {
 		expect(t, "Len: Refund creates no key", l.Len(), 1)
 	}
 }
+
+// lateRefundGivesNothing: a refund that comes after its events have stopped
+// counting (their window ended, their log entries left the window, their
+// tokens refilled) gives back nothing, so the capacity that later requests
+// used stays used. It is the attack on All: limiter B of All(A, B) is slow
+// to refuse, A's quota renews meanwhile, another request takes it, and then
+// All refunds A's first admission. Without an exact refund, a third request
+// would pass: two admissions in one window of a limit of 1.
+func lateRefundGivesNothing(t *testing.T, h Harness) {
+	period := time.Hour
+	if h.Advance == nil {
+		period = 300 * time.Millisecond
+	}
+	a := newLimiter(t, h, keylimit.Per(1, period))
+	k := key(t, "k")
+	wait := h.resetPeriods() * period
+	others := 0
+	slow := &slowRefuser{wait: func() {
+		if h.Advance != nil {
+			h.Advance(wait)
+		} else {
+			time.Sleep(wait + 50*time.Millisecond)
+		}
+		// A's quota has renewed: another request takes it.
+		if a.Allow(k) {
+			others++
+		}
+	}}
+	both := keylimit.All(a, slow)
+	expect(t, "All(A, slow B).Allow: B refuses", both.Allow(k), false)
+	expect(t, "requests A admitted while B was deciding", others, 1)
+	expect(t, "A.Allow after the late refund: the window's one event is the other request's", a.Allow(k), false)
+	expect(t, "A.Peek().Remaining after the late refund", a.Peek(k).Remaining, 0)
+}
+
+// slowRefuser is a limiter that takes a while to refuse everything.
+type slowRefuser struct{ wait func() }
+
+func (s *slowRefuser) Allow(string) bool { return false }
+func (s *slowRefuser) AllowN(string, int) bool {
+	return false
+}
+
+func (s *slowRefuser) Take(key string, n int) keylimit.Result {
+	s.wait()
+	return keylimit.Result{Limit: 1, RetryAfter: time.Second}
+}
+func (s *slowRefuser) Peek(string) keylimit.Result {
+	return keylimit.Result{Limit: 1, RetryAfter: time.Second}
+}
+func (s *slowRefuser) Reset(string) {}
 
 // refillAfterPeriod: once a whole Period has passed since the last
 // admission, the full quota is back, for a bucket and a window alike (two
