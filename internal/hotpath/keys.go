@@ -27,8 +27,8 @@ func Key(i int) string {
 }
 
 var (
-	allKeysOnce sync.Once
-	allKeys     []string
+	madeMu sync.Mutex // protects made
+	made   []string   // keys 0 to len(made)-1, made once and shared
 )
 
 // Keys returns keys 0 to n-1 (n <= MaxKeys) in a shuffled order, the same
@@ -36,13 +36,12 @@ var (
 // traffic from many clients does, not in insertion order. The strings are
 // shared with other callers' slices; the slice is the caller's.
 func Keys(n int) []string {
-	allKeysOnce.Do(func() {
-		allKeys = make([]string, MaxKeys)
-		for i := range allKeys {
-			allKeys[i] = Key(i)
-		}
-	})
-	keys := append([]string(nil), allKeys[:n]...)
+	madeMu.Lock()
+	for i := len(made); i < n; i++ {
+		made = append(made, Key(i))
+	}
+	keys := append([]string(nil), made[:n]...)
+	madeMu.Unlock()
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	return keys
 }
