@@ -67,10 +67,9 @@ pivot() {
 		while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) }
 		return s out
 	}
-	function show(v) {
+	function show(v, count) {
 		if (v >= 1000) return commas(v)
-		if (v == int(v)) return sprintf("%d", v)
-		if (v >= 100) return sprintf("%.0f", v)
+		if (count && v == int(v) || v >= 100) return sprintf("%.0f", v)
 		if (v >= 10) return sprintf("%.1f", v)
 		if (v >= 1) return sprintf("%.2f", v)
 		return sprintf("%.3g", v)
@@ -89,7 +88,7 @@ pivot() {
 		if (nu > 1) col = col " " label
 		if (!(c in seen)) { seen[c] = 1; rows[++nr] = c }
 		if (!(col in seencol)) { seencol[col] = 1; cols[++nc] = col }
-		cell[c, col] = show(v) (label ~ /ns\/op$/ && $3 != "∞" && $3 != "" ? " ±" $3 : "")
+		cell[c, col] = show(v, label ~ /^(allocs|B|admitted)\/op$/) (label ~ /ns\/op$/ && $3 != "∞" && $3 != "" ? " ±" $3 : "")
 	}
 	END {
 		printf "| contender |"; for (j = 1; j <= nc; j++) printf " %s |", cols[j]; print ""
@@ -102,8 +101,8 @@ pivot() {
 	}'
 }
 
-# contention BURST: a Markdown table of TestHotKeyContention's lines for
-# one burst, a row per contender over its rounds.
+# contention BURST: a heading and a Markdown table of TestHotKeyContention's
+# lines for one burst, a row per contender over its rounds.
 contention() {
 	awk -v burst="$1" '
 	{
@@ -125,8 +124,14 @@ contention() {
 		if (burst - a > under[c]) under[c] = burst - a
 		errors[c] += f["errors"]
 	}
-	function span(lo, hi) { return lo == hi ? lo : lo "–" hi }
+	function commas(n, s, out) {
+		s = sprintf("%d", n); out = ""
+		while (length(s) > 3) { out = "," substr(s, length(s) - 2) out; s = substr(s, 1, length(s) - 3) }
+		return s out
+	}
+	function span(lo, hi) { return lo == hi ? commas(lo) : commas(lo) "–" commas(hi) }
 	END {
+		print "### burst " commas(burst) " per hour\n"
 		print "| contender | goroutines × calls | rounds | admitted | bound | verdict |"
 		print "|---|---|---:|---:|---:|---|"
 		for (i = 1; i <= n; i++) {
@@ -219,14 +224,14 @@ refusal the library could not decide. \`TestHotKeyContention\` asserts that ever
 admits between the burst and the bound, with no error; the peers' counts are what they did here.
 EOF
 	for b in $bursts; do
-		printf '\n### burst %s per hour\n\n' "$b"
+		echo
 		contention "$b"
 	done
 	cat <<EOF
 
 ## Memory: heap bytes per key
 
-The median of $MEMCOUNT runs of BenchmarkMemory over $KEYS keys, each used once: the live heap after
+BenchmarkMemory over $KEYS keys, each used once (the median of $MEMCOUNT runs): the live heap after
 two \`runtime.GC()\`, less the live heap before the limiter was built, over the keys. *held*:
 under a limit of 10 an hour, so no key may be forgotten. *idle*: under 10 per 100 ms, once the
 keys have gone idle and the contender (asked to sweep every 100 ms) has evicted what it can;
