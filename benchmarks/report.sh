@@ -101,9 +101,9 @@ pivot() {
 	}'
 }
 
-# contention BURST: a heading and a Markdown table of TestHotKeyContention's
+# exactness BURST: a heading and a Markdown table of TestHotKeyContention's
 # lines for one burst, a row per contender over its rounds.
-contention() {
+exactness() {
 	awk -v burst="$1" '
 	{
 		for (s = 1; s <= NF && $s != "contention"; s++) {}
@@ -225,7 +225,7 @@ admits between the burst and the bound, with no error; the peers' counts are wha
 EOF
 	for b in $bursts; do
 		echo
-		contention "$b"
+		exactness "$b"
 	done
 	cat <<EOF
 
