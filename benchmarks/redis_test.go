@@ -40,6 +40,7 @@ func redisContenders(tb testing.TB, client *redis.Client) []struct {
 	require.NoError(tb, err)
 	sliding, err := redislimit.NewSlidingWindow(client, redisLimit, redislimit.WithPrefix("bench:sliding:"))
 	require.NoError(tb, err)
+	tb.Cleanup(func() { bucket.Close(); fixed.Close(); sliding.Close() })
 	return []struct {
 		name  string
 		allow allowFunc
