@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/stretchr/testify/require"
 )
 
 // refBucket is a token bucket written the textbook way, to check the GCRA
@@ -93,9 +94,7 @@ func FuzzTokenBucket(f *testing.F) {
 		}
 		mock := newFastClock()
 		lim, err := keylimit.NewTokenBucket[string](l, keylimit.WithClock(mock))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer lim.Close()
 		ref := newRefBucket(l)
 		t0 := mock.Now()
@@ -126,8 +125,8 @@ func FuzzTokenBucket(f *testing.F) {
 				delete(ref.keys, key)
 				continue
 			}
-			if got != want {
-				t.Fatalf("op %d (%d on %q, arg %d) at %v with %v:\n got %+v\nwant %+v", i/3, ops[i]%6, key, arg, time.Duration(now), l, got, want)
+			if got != want { // a cheap compare first: require on every op would slow the fuzzer
+				require.Equal(t, want, got, "op %d (%d on %q, arg %d) at %v with %v", i/3, ops[i]%6, key, arg, time.Duration(now), l)
 			}
 		}
 	})
@@ -185,9 +184,7 @@ func fuzzWindow(t *testing.T, lim windowLimiter, ref refWindow, mock *fastClock,
 			// Events 1..20 and a Period of fuzzPeriods: no nanosecond
 			// window, whose few count bits could not hold every count.
 			nl := keylimit.Per(arg%20+1, fuzzPeriods[int(ops[i+1])%len(fuzzPeriods)])
-			if err := lim.SetLimit(nl); err != nil {
-				t.Fatalf("op %d: SetLimit(%v): %v", i/3, nl, err)
-			}
+			require.NoError(t, lim.SetLimit(nl), "op %d: SetLimit(%v)", i/3, nl)
 			ref.setLimit(nl)
 			continue
 		}
@@ -223,8 +220,8 @@ func fuzzWindow(t *testing.T, lim windowLimiter, ref refWindow, mock *fastClock,
 			swept = mock.Now()
 			continue
 		}
-		if got != want {
-			t.Fatalf("op %d (%d on %q, arg %d) at %v with %v:\n got %+v\nwant %+v", i/3, ops[i]%8, key, arg, time.Duration(now), l, got, want)
+		if got != want { // a cheap compare first: require on every op would slow the fuzzer
+			require.Equal(t, want, got, "op %d (%d on %q, arg %d) at %v with %v", i/3, ops[i]%8, key, arg, time.Duration(now), l)
 		}
 	}
 }
@@ -283,9 +280,7 @@ func FuzzSlidingWindow(f *testing.F) {
 	f.Fuzz(func(t *testing.T, events, period, offset uint8, ops []byte) {
 		l, mock := fuzzWindowSetup(events, period, offset)
 		lim, err := keylimit.NewSlidingWindow[string](l, windowOpts(mock)...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		fuzzWindow(t, lim, newRefSliding(l), mock, l, ops)
 	})
 }

@@ -70,8 +70,3 @@ func TestLimitBurstAndString(t *testing.T) {
 	require.Equal(t, "1/1s burst 5", keylimit.PerSecond(1).WithBurst(5).String())
 	require.Equal(t, keylimit.Limit{Events: 7, Period: time.Minute}, keylimit.PerMinute(7))
 }
-
-func TestOptionErrors(t *testing.T) {
-	_, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1), keylimit.WithClock(nil))
-	require.ErrorContains(t, err, "keylimit: WithClock(nil)")
-}

@@ -2,6 +2,7 @@ package keylimit_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,99 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/stretchr/testify/require"
 )
+
+// waitCases are the types under the wait tests' limit of 2 per 2 s, on a
+// mock clock that starts on a boundary, with how long a key that used its
+// quota at the start waits for its next event, and what is left once that
+// event is taken.
+var waitCases = []struct {
+	kind *kind
+	wait time.Duration
+	left int
+}{
+	{tokenBucket, 1 * s, 0},    // a token a second
+	{fixedWindow, 2 * s, 1},    // the window ends
+	{slidingWindow, 2 * s, 1},  // the 2 leave the window
+	{slidingCounter, 3 * s, 0}, // 2 × (2 s − 1 s)/2 s + 1 <= 2 in the next window
+}
+
+// TestWait: Wait returns at once while the quota lasts, and otherwise when
+// the next event fits, having taken it.
+func TestWait(t *testing.T) {
+	for _, c := range waitCases {
+		t.Run(c.kind.name, func(t *testing.T) {
+			lim, mock := c.kind.mock(t, keylimit.Per(2, 2*s))
+			t0 := mock.Now()
+			ctx := context.Background()
+			require.NoError(t, lim.WaitN(ctx, "k", 2))
+			require.Equal(t, t0, mock.Now(), "no wait while the quota lasts")
+
+			done := make(chan struct{})
+			var err error
+			go func() { defer close(done); err = lim.Wait(ctx, "k") }()
+			advanceUntil(t, mock, 100*ms, done)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, mock.Now().Sub(t0), c.wait, "the next event fits after %v", c.wait)
+			require.Equal(t, c.left, lim.Peek("k").Remaining, "the wait took its event")
+		})
+	}
+}
+
+// TestWaitErrors: a wait that can never pass fails at once, and so does one
+// that would outlast its context's deadline; a cancelled context ends it.
+func TestWaitErrors(t *testing.T) {
+	for _, c := range waitCases {
+		t.Run(c.kind.name, func(t *testing.T) {
+			lim, mock := c.kind.mock(t, keylimit.Per(2, 2*s))
+			start := mock.Now()
+
+			err := lim.WaitN(context.Background(), "k", 3)
+			require.ErrorIs(t, err, keylimit.ErrExceedsLimit)
+			require.ErrorContains(t, err, "3 events can never pass a limit of 2 at once")
+			require.ErrorIs(t, lim.WaitN(context.Background(), "k", -1), keylimit.ErrExceedsLimit)
+
+			require.True(t, lim.AllowN("k", 2))
+			ctx, cancel := mock.WithTimeout(context.Background(), 500*ms)
+			defer cancel()
+			err = lim.Wait(ctx, "k")
+			require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.ErrorContains(t, err, fmt.Sprintf("waiting %v for 1 event would outlast the context deadline, 500ms away", c.wait))
+			require.Equal(t, start, mock.Now(), "a wait that fails at once does not sleep")
+
+			cctx, ccancel := context.WithCancel(context.Background())
+			ccancel()
+			require.ErrorIs(t, lim.Wait(cctx, "k"), context.Canceled)
+		})
+	}
+}
+
+// TestWaitCancelledTakesNothing: a wait cancelled while it sleeps returns at
+// once, and takes nothing.
+func TestWaitCancelledTakesNothing(t *testing.T) {
+	for _, c := range waitCases {
+		t.Run(c.kind.name, func(t *testing.T) {
+			lim, mock := c.kind.mock(t, keylimit.Per(2, 2*s))
+			require.True(t, lim.AllowN("k", 2))
+
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error)
+			go func() { errc <- lim.WaitN(ctx, "k", 2) }()
+			mock.Add(500 * ms)
+			time.Sleep(10 * time.Millisecond) // let it block on its timer
+			cancel()
+			select {
+			case err := <-errc:
+				require.ErrorIs(t, err, context.Canceled)
+				require.ErrorContains(t, err, "keylimit: wait for 2 events")
+			case <-time.After(5 * time.Second):
+				require.FailNow(t, "a cancelled Wait did not return")
+			}
+			mock.Add(lim.Peek("k").ResetAfter)
+			require.Equal(t, 2, lim.Peek("k").Remaining, "the cancelled wait took nothing")
+		})
+	}
+}
 
 // TestWaitNOnAll waits on a combination, which has no Wait method of its own:
 // 1/s and 2/min on one key. The second event waits for the per-second limit,
@@ -47,9 +141,7 @@ func TestWaitNOnAll(t *testing.T) {
 
 // TestWaitNSystemClock: a nil clock is the system clock.
 func TestWaitNSystemClock(t *testing.T) {
-	lim, err := keylimit.NewTokenBucket[string](keylimit.Per(1, 20*time.Millisecond))
-	require.NoError(t, err)
-	defer lim.Close()
+	lim := tokenBucket.make(t, keylimit.Per(1, 20*time.Millisecond))
 	require.True(t, lim.Allow("k"))
 	start := time.Now()
 	require.NoError(t, keylimit.WaitN(context.Background(), keylimit.Limiter[string](lim), "k", 1, nil))

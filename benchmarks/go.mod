@@ -10,8 +10,8 @@ replace (
 require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/juju/ratelimit v1.0.2
-	github.com/keylimit/keylimit v0.0.0-00010101000000-000000000000
-	github.com/keylimit/keylimit/redislimit v0.0.0-00010101000000-000000000000
+	github.com/keylimit/keylimit v0.1.0
+	github.com/keylimit/keylimit/redislimit v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/stretchr/testify v1.12.1
