@@ -4,7 +4,7 @@
 # (golang.org/x/perf, a tool in this module's go.mod) does the statistics;
 # this script only runs the commands and lays their results out as tables.
 #
-#   bash benchmarks/report.sh       # the published size: about half an hour on 2 cores
+#   bash benchmarks/report.sh       # the published size (COUNT=6 BENCHTIME=50ms took 9.5 min on 2 cores)
 #   COUNT=2 BENCHTIME=20ms KEYS=20000 SHORT=1 OUT=/tmp/b.md bash benchmarks/report.sh
 #
 # COUNT      runs of each speed row (benchstat gives a 95% interval from 6)
