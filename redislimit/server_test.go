@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/keylimit/keylimit/redislimit/internal/redisserver"
+	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
