@@ -2,7 +2,6 @@ package redislimit_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/limitertest"
@@ -28,9 +27,7 @@ func TestBehaviour(t *testing.T) {
 				c := shared.client(t)
 				limitertest.Run(t, limitertest.Harness{
 					New: func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error) {
-						// A generous timeout: under -race on a busy machine a
-						// slow round trip must not turn into a fallback decision.
-						return typ.new(c, l, redislimit.WithTimeout(10*time.Second), redislimit.WithDenyCacheSize(cache.size))
+						return typ.new(c, l, redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(cache.size))
 					},
 					Attempts: 2_000,
 				})
