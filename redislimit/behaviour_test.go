@@ -15,6 +15,7 @@ import (
 // default) and off, so that the contention case counts Redis's own
 // exactness too, not only the cache's.
 func TestBehaviour(t *testing.T) {
+	t.Parallel() // with the other tests that sleep on real time
 	for _, typ := range types {
 		for _, cache := range []struct {
 			name string

@@ -19,6 +19,7 @@ import (
 // on the same port, and checks that decisions are exact again: the quota,
 // no more, no less, all made by Redis.
 func TestRedisKilledAndRestarted(t *testing.T) {
+	t.Parallel() // each case on a server of its own
 	for _, c := range []struct {
 		typ    string
 		policy redislimit.FailurePolicy
@@ -170,6 +171,7 @@ func TestErrorReplyDoesNotStartTheBackoff(t *testing.T) {
 // deciding on it: nothing panics or races, the errors reach OnError, and
 // once Redis is back (and the backoff over) decisions are exact again.
 func TestKillUnderLoad(t *testing.T) {
+	t.Parallel() // with the other tests that sleep on real time
 	for _, typ := range types {
 		t.Run(typ.name, func(t *testing.T) {
 			t.Parallel() // each on a server of its own

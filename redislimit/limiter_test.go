@@ -60,6 +60,7 @@ func TestConstructorErrors(t *testing.T) {
 // when it ends, a sliding log when its newest entry leaves. A refused call
 // writes nothing, not even the expiry.
 func TestKeysExpireWhenFresh(t *testing.T) {
+	t.Parallel() // with the other tests that sleep on real time
 	c := shared.client(t)
 	ctx := context.Background()
 	for _, typ := range types {
