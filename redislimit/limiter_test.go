@@ -66,7 +66,7 @@ func TestKeysExpireWhenFresh(t *testing.T) {
 	for _, typ := range types {
 		t.Run(typ.name, func(t *testing.T) {
 			t.Parallel()
-			l := keylimit.Per(2, 2*time.Second)
+			l := keylimit.Per(2, time.Second)
 			lim, err := typ.new(c, l, redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
 			if err != nil {
 				t.Fatal(err)
