@@ -15,7 +15,7 @@ import (
 //
 // Whatever the policy, the error is passed to the WithOnError callback and
 // returned by the methods that return errors. For the failure backoff
-// (WithFailureBackoff) that follows, calls are answered by the policy
+// (WithFailureBackoff) that follows, decisions are answered by the policy
 // without asking Redis; then Redis is asked again.
 type FailurePolicy struct {
 	kind      failKind
@@ -36,8 +36,9 @@ const (
 func FailOpen() FailurePolicy { return FailurePolicy{kind: failOpen} }
 
 // FailClosed refuses every request while Redis fails: protection first. The
-// Result is refused with Remaining 0 and RetryAfter the limit's interval
-// (Period / Events), after which Redis is asked again.
+// Result is refused with Remaining 0, and RetryAfter and ResetAfter the
+// limit's interval (Period / Events). Redis is asked again once the failure
+// backoff has passed (WithFailureBackoff), which may be later.
 func FailClosed() FailurePolicy { return FailurePolicy{kind: failClosed} }
 
 // FailLocal decides in process while Redis fails, with a keylimit limiter of
@@ -45,16 +46,11 @@ func FailClosed() FailurePolicy { return FailurePolicy{kind: failClosed} }
 // number of instances expected to share the load: together they then admit
 // about what the fleet would. Events and Burst are divided rounding down,
 // and never below 1. FailLocal(1) (the default policy) gives each instance
-// the whole limit.
-//
-// The in-memory windows bound their quotas where Redis does not (a
-// keylimit.SlidingWindow takes at most keylimit.MaxSlidingWindowEvents); for
-// a share above what the same algorithm takes in memory, the fallback is
-// the nearest that does: a SlidingCounter for a sliding window, then a
-// TokenBucket of the same rate.
-//
-// The fallback limiter lives as long as the Redis limiter and keeps its
-// state between outages; Close releases it (and stops its evictor).
+// the whole limit. A share above what the in-memory type takes (such as
+// keylimit.MaxSlidingWindowEvents) falls back to the nearest type that takes
+// it: a SlidingCounter for a sliding window, then a TokenBucket of the same
+// rate. The fallback limiter keeps its state between outages; Close
+// releases it.
 func FailLocal(instances int) FailurePolicy {
 	if instances < 1 {
 		return FailurePolicy{kind: failLocal, err: fmt.Errorf("redislimit: FailLocal(%d): instances is below 1", instances)}

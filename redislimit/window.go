@@ -10,13 +10,9 @@ import (
 
 // FixedWindow is keylimit.FixedWindow kept in Redis: at most Limit.Events
 // admissions per key in each window of Limit.Period, windows aligned to
-// multiples of the period since the Unix epoch on Redis server time, so
-// that every instance, and the in-memory limiter, agree on where a window
-// starts.
-//
-// Like the in-memory one, it lets up to twice Events through around a window
-// boundary (Events at the end of one window, Events at the start of the
-// next); SlidingWindow does not.
+// multiples of the period since the Unix epoch on Redis server time, as the
+// in-memory limiter's are. Like it, it lets up to twice Events through
+// around a window boundary; SlidingWindow does not.
 //
 // Each decision is one Lua script call (lua/fixed.lua). The key's state is
 // a hash of the window and its count, expiring when the window ends.
