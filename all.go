@@ -149,7 +149,7 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 		return sum, Admission{}, firstErr
 	}
 	*record = append([]Admission(nil), adms...) // a copy: adms may be on this stack
-	return sum, Admission{N: n, state: record}, firstErr
+	return sum, Admission{N: n, By: a, state: record}, firstErr
 }
 
 // admit is r.Admit, under ctx if r takes one.
@@ -267,7 +267,7 @@ func (a *all[K]) Admit(key K, n int) (Result, Admission) {
 // combination.
 func (a *all[K]) Refund(key K, adm Admission) {
 	parts, ok := adm.state.(*[]Admission)
-	if !ok {
+	if !ok || adm.By != a {
 		return
 	}
 	for i, p := range *parts {

@@ -188,7 +188,7 @@ func (b *TokenBucket[K]) admit(key K, n int, a *Admission) Result {
 		return impossible(b.Peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: d.next, state: d.st, unit: c.arith.interval}
+			*a = Admission{N: n, Mark: d.next, By: b, state: d.st, unit: c.arith.interval}
 		}
 	}
 	return c.arith.result(v == admitted, &d)
@@ -382,7 +382,7 @@ func (b *TokenBucket[K]) Refund(key K, a Admission) { b.refund(a) }
 // refund is Refund, and returns how far it moved the TAT back, in ns.
 func (b *TokenBucket[K]) refund(a Admission) int64 {
 	st, ok := a.state.(*bucketState)
-	if !ok || a.N <= 0 {
+	if !ok || a.N <= 0 || a.By != b {
 		return 0
 	}
 	for {
@@ -461,7 +461,7 @@ func (b *TokenBucket[K]) ReserveN(key K, n int, maxDelay time.Duration) *Reserva
 	default:
 		r.ok = true
 		r.at = d.next - c.arith.tau
-		r.adm = Admission{N: n, Mark: d.next, state: d.st, unit: c.arith.interval}
+		r.adm = Admission{N: n, Mark: d.next, By: b, state: d.st, unit: c.arith.interval}
 		r.res = c.arith.allowed(d.now, d.next)
 	}
 	return r

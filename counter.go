@@ -74,12 +74,12 @@ func (c *SlidingCounter[K]) AllowN(key K, n int) bool { return c.w.allowN(key, n
 //
 // n == 0 is always allowed and counts nothing. n < 0, or n above Events, can
 // never pass: the Result is refused with RetryAfter InfDuration.
-func (c *SlidingCounter[K]) Take(key K, n int) Result { return c.w.admit(key, n, nil) }
+func (c *SlidingCounter[K]) Take(key K, n int) Result { return c.w.admit(key, n, nil, nil) }
 
 // Admit is Take, and also returns what an admission took, for Refund.
 func (c *SlidingCounter[K]) Admit(key K, n int) (Result, Admission) {
 	var a Admission
-	r := c.w.admit(key, n, &a)
+	r := c.w.admit(key, n, &a, c)
 	return r, a
 }
 
@@ -96,7 +96,7 @@ func (c *SlidingCounter[K]) Reset(key K) { c.w.reset(key) }
 // from the count of the window they were admitted in, while that count
 // still weighs: as the current count, or as the previous count in the
 // window after (see Refunder).
-func (c *SlidingCounter[K]) Refund(key K, a Admission) { c.w.refund(key, a) }
+func (c *SlidingCounter[K]) Refund(key K, a Admission) { c.w.refund(key, a, c) }
 
 // Stats returns what the counter has counted (see Stats and WithStats).
 func (c *SlidingCounter[K]) Stats() Stats { return c.w.keys.stats() }

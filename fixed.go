@@ -70,12 +70,12 @@ func (f *FixedWindow[K]) AllowN(key K, n int) bool { return f.w.allowN(key, n) }
 //
 // n == 0 is always allowed and counts nothing. n < 0, or n above Events, can
 // never pass: the Result is refused with RetryAfter InfDuration.
-func (f *FixedWindow[K]) Take(key K, n int) Result { return f.w.admit(key, n, nil) }
+func (f *FixedWindow[K]) Take(key K, n int) Result { return f.w.admit(key, n, nil, nil) }
 
 // Admit is Take, and also returns what an admission took, for Refund.
 func (f *FixedWindow[K]) Admit(key K, n int) (Result, Admission) {
 	var a Admission
-	r := f.w.admit(key, n, &a)
+	r := f.w.admit(key, n, &a, f)
 	return r, a
 }
 
@@ -92,7 +92,7 @@ func (f *FixedWindow[K]) Reset(key K) { f.w.reset(key) }
 // if their window has not ended: it lowers that window's count. Events of a
 // window that has ended are gone already, and are not given back to a later
 // one (see Refunder).
-func (f *FixedWindow[K]) Refund(key K, a Admission) { f.w.refund(key, a) }
+func (f *FixedWindow[K]) Refund(key K, a Admission) { f.w.refund(key, a, f) }
 
 // Stats returns what the window has counted (see Stats and WithStats).
 func (f *FixedWindow[K]) Stats() Stats { return f.w.keys.stats() }

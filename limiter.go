@@ -48,6 +48,10 @@ type Admission struct {
 	// bucket's admission wrote, the window a window counted in, the time a
 	// sliding log recorded). Only the limiter that made it reads it.
 	Mark int64
+	// By is the limiter that made it. Refund ignores an Admission another
+	// limiter made; a limiter that wraps others (All, a Redis limiter with
+	// its in-process fallback) tells by it whose Admission it holds.
+	By any
 	// What the in-memory limiters check on Refund: the key's state the
 	// events were counted in, the limiter's count of Resets before the
 	// admission, and the unit Mark counts in (a bucket's interval, a

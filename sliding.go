@@ -195,7 +195,7 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission) Result {
 		return impossible(s.Peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: d.t, state: d.st, epoch: epoch}
+			*a = Admission{N: n, Mark: d.t, By: s, state: d.st, epoch: epoch}
 		}
 	}
 	return c.arith.result(d)
@@ -535,7 +535,7 @@ func (s *SlidingWindow[K]) Reset(key K) { resetKey(s.keys, key, (*slidingState).
 // gives back nothing (see Refunder).
 func (s *SlidingWindow[K]) Refund(key K, a Admission) {
 	st, ok := a.state.(*slidingState)
-	if !ok || a.N <= 0 {
+	if !ok || a.N <= 0 || a.By != s {
 		return
 	}
 	for !st.refund(a.Mark, a.N) {

@@ -37,7 +37,7 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 		t.Fatal("a read during which an admission landed reported itself consistent")
 	}
 	seq, _, _ = st.snapshot()
-	s.Refund("k", Admission{N: 1, Mark: adm.Mark, state: adm.state})
+	s.Refund("k", Admission{N: 1, Mark: adm.Mark, By: s, state: adm.state})
 	if st.unchanged(seq) {
 		t.Fatal("a read during which a Refund landed reported itself consistent")
 	}

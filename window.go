@@ -449,7 +449,7 @@ func (w *windowLimiter[K]) allowN(key K, n int) bool {
 
 // admit is Take for both types, and when a is not nil and the events are
 // admitted, fills in their Admission.
-func (w *windowLimiter[K]) admit(key K, n int, a *Admission) Result {
+func (w *windowLimiter[K]) admit(key K, n int, a *Admission, by any) Result {
 	if n <= 0 {
 		return impossible(w.peek(key), n)
 	}
@@ -467,7 +467,7 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission) Result {
 		return impossible(w.peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: int64(d.view.w), state: d.st, epoch: epoch, unit: c.arith.grid.period}
+			*a = Admission{N: n, Mark: int64(d.view.w), By: by, state: d.st, epoch: epoch, unit: c.arith.grid.period}
 		}
 	}
 	return c.arith.result(v == admitted, &d)
@@ -512,9 +512,9 @@ func (w *windowLimiter[K]) observe(key K) (uint64, *keyConfig[windowRules]) {
 // refund gives back what a, an Admission for key, still holds (see Refund).
 // It follows the key to the state a change of limit moved it to, if the
 // windows are the same and no Reset came between.
-func (w *windowLimiter[K]) refund(key K, a Admission) {
+func (w *windowLimiter[K]) refund(key K, a Admission, by any) {
 	st, ok := a.state.(*windowState)
-	if !ok || a.N <= 0 {
+	if !ok || a.N <= 0 || a.By != by {
 		return
 	}
 	for {

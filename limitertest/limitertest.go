@@ -400,6 +400,15 @@ func refundGivesBack(t *testing.T, h Harness) {
 	refunder.Refund(k, refused)
 	refunder.Refund(k, keylimit.Admission{})
 	expect(t, "Peek().Remaining after refunding empty admissions", lim.Peek(k).Remaining, 6)
+	// Another limiter's Admission is not this one's to give back (two Redis
+	// limiters of one limit may share the key's count: then the other's
+	// admission shows here too, and still is not refunded).
+	other := newLimiter(t, h, hour).(keylimit.Refunder[string])
+	_, theirs := other.Admit(k, 4)
+	before := lim.Peek(k).Remaining
+	refunder.Refund(k, theirs)
+	expect(t, "Peek().Remaining after refunding another limiter's admission", lim.Peek(k).Remaining, before)
+	other.Refund(k, theirs)
 	refunder.Refund(k, a4)
 	expect(t, "Peek().Remaining after refunding the 4", lim.Peek(k).Remaining, 10)
 

@@ -61,7 +61,7 @@ func NewTokenBucket(client redis.UniversalClient, l keylimit.Limit, opts ...Opti
 		retryClosed: iv,
 	}
 	b := new(TokenBucket)
-	err = b.init(client, l, alg, o, func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+	err = b.init(b, client, l, alg, o, func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
 		return keylimit.NewTokenBucket[string](l, opts...)
 	})
 	if err != nil {

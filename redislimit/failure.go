@@ -111,28 +111,29 @@ func (l *limiter) trip(ctx context.Context, err error, now int64) {
 }
 
 // failed reports err and answers a request of n events (0 for Peek) by the
-// failure policy.
-func (l *limiter) failed(op, key string, n int, err error) (keylimit.Result, error) {
+// failure policy, with the fallback's Admission when it admits (FailOpen
+// admits without taking: there is nothing to give back).
+func (l *limiter) failed(op, key string, n int, err error) (keylimit.Result, keylimit.Admission, error) {
 	err = l.report(op, key, err)
 	q := l.alg.quota
 	switch l.policy.kind {
 	case failOpen:
-		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, err
+		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, keylimit.Admission{}, err
 	case failClosed:
 		rc := l.alg.retryClosed
-		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc}, err
+		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc}, keylimit.Admission{}, err
 	}
 	if n == 0 {
-		return l.fallback.Peek(key), err
+		return l.fallback.Peek(key), keylimit.Admission{}, err
 	}
-	r := l.fallback.Take(key, n)
+	r, a := l.fallback.(keylimit.Refunder[string]).Admit(key, n)
 	if r.RetryAfter == keylimit.InfDuration {
 		// n is above the fallback's share of the quota, but not above the
 		// quota: it can pass once Redis is back, which is asked again after
 		// the backoff.
 		r.RetryAfter = max(l.backoff, l.alg.retryClosed)
 	}
-	return r, err
+	return r, a, err
 }
 
 // report wraps err in an *Error and passes it to the OnError callback,

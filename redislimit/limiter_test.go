@@ -133,31 +133,36 @@ func TestRefund(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			refund := lim.(interface{ Refund(string, int) }).Refund
+			refunder := lim.(keylimit.Refunder[string])
 			prefix := lim.(interface{ Prefix() string }).Prefix()
 			key := testKey(t, "k")
-			lim.AllowN(key, 4)
-			lim.AllowN(key, 6)
-			refund(key, 3)
-			if r := lim.Peek(key); r.Remaining != 3 {
-				t.Fatalf("Remaining after taking 10 and refunding 3 = %d, want 3", r.Remaining)
+			_, four := refunder.Admit(key, 4)
+			_, six := refunder.Admit(key, 6)
+			refunder.Refund(key, four)
+			if r := lim.Peek(key); r.Remaining != 4 {
+				t.Fatalf("Remaining after taking 4 and 6 and refunding the 4 = %d, want 4", r.Remaining)
 			}
-			refund(key, 0)
-			refund(key, -5)
-			if r := lim.Peek(key); r.Remaining != 3 {
-				t.Fatalf("Remaining after refunding 0 and -5 = %d, want 3 still", r.Remaining)
+			refunder.Refund(key, keylimit.Admission{})
+			if r := lim.Peek(key); r.Remaining != 4 {
+				t.Fatalf("Remaining after refunding nothing = %d, want 4 still", r.Remaining)
 			}
-			if !lim.AllowN(key, 3) || lim.Allow(key) {
-				t.Fatal("the 3 refunded events were not admitted exactly")
+			if !lim.AllowN(key, 4) || lim.Allow(key) {
+				t.Fatal("the 4 refunded events were not admitted exactly")
 			}
-			refund(key, 25)
+			refunder.Refund(key, six)
+			if r := lim.Peek(key); r.Remaining != 6 {
+				t.Fatalf("Remaining after refunding the 6 too = %d, want 6", r.Remaining)
+			}
+			lim.Reset(key)
+			_, all := refunder.Admit(key, 10)
+			refunder.Refund(key, all)
 			if r := lim.Peek(key); r.Remaining != 10 || r.ResetAfter != 0 {
-				t.Fatalf("after refunding more than was taken: %+v, want a full quota of 10, no more", r)
+				t.Fatalf("after refunding all that was taken: %+v, want a full quota of 10, no more", r)
 			}
 			if n, _ := c.Exists(ctx, prefix+key).Result(); n != 0 {
 				t.Fatal("a key refunded to a full quota still exists")
 			}
-			refund(testKey(t, "never-seen"), 2)
+			refunder.Refund(testKey(t, "never-seen"), six)
 			if n, _ := c.Keys(ctx, prefix+testKey(t, "never")+"*").Result(); len(n) != 0 {
 				t.Fatalf("refunding a key never seen created %v", n)
 			}

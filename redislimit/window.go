@@ -48,7 +48,7 @@ type SlidingWindow struct {
 // NewTokenBucket), or if an option is invalid. It does not contact Redis.
 func NewFixedWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Option) (*FixedWindow, error) {
 	w := new(FixedWindow)
-	if err := w.initWindow(client, l, "fixed", fixedScript, opts, newFixedFallback); err != nil {
+	if err := w.initWindow(w, client, l, "fixed", fixedScript, opts, newFixedFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -61,14 +61,14 @@ func NewFixedWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Opti
 // It returns the errors NewFixedWindow does.
 func NewSlidingWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Option) (*SlidingWindow, error) {
 	w := new(SlidingWindow)
-	if err := w.initWindow(client, l, "sliding", slidingScript, opts, newSlidingFallback); err != nil {
+	if err := w.initWindow(w, client, l, "sliding", slidingScript, opts, newSlidingFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
 // initWindow checks l for a window and sets lim up as one.
-func (lim *limiter) initWindow(client redis.UniversalClient, l keylimit.Limit, name string, script *redis.Script, opts []Option,
+func (lim *limiter) initWindow(self any, client redis.UniversalClient, l keylimit.Limit, name string, script *redis.Script, opts []Option,
 	newFallback newFallbackFunc) error {
 	if err := l.Validate(); err != nil {
 		return err
@@ -89,5 +89,5 @@ func (lim *limiter) initWindow(client redis.UniversalClient, l keylimit.Limit, n
 		unit:        time.Microsecond,
 		retryClosed: l.Interval(),
 	}
-	return lim.init(client, l, alg, o, newFallback)
+	return lim.init(self, client, l, alg, o, newFallback)
 }

@@ -167,9 +167,10 @@ func TestSlidingNeverExceedsInAnyInterval(t *testing.T) {
 	}
 }
 
-// TestSlidingRefundTakesTheNewest: a sliding log forgets the newest
-// admissions on Refund, so the oldest still decides when the key frees up.
-func TestSlidingRefundTakesTheNewest(t *testing.T) {
+// TestSlidingRefundTakesItsEntries: a sliding log forgets the refunded
+// admission's own entries, so the oldest still decides when the key frees
+// up.
+func TestSlidingRefundTakesItsEntries(t *testing.T) {
 	c := shared.client(t)
 	lim, err := redislimit.NewSlidingWindow(c, keylimit.Per(3, time.Hour), redislimit.WithTimeout(patient))
 	if err != nil {
@@ -179,8 +180,9 @@ func TestSlidingRefundTakesTheNewest(t *testing.T) {
 	lim.Allow(key)
 	first := lim.Peek(key).ResetAfter // the first entry leaves then
 	time.Sleep(20 * time.Millisecond)
-	lim.AllowN(key, 2)
-	lim.Refund(key, 1)
+	lim.Allow(key)
+	_, second := lim.Admit(key, 1)
+	lim.Refund(key, second)
 	lim.Allow(key)
 	r := lim.Take(key, 1)
 	if r.Allowed || r.RetryAfter > first || r.RetryAfter < first-time.Second {
