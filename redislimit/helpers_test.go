@@ -13,8 +13,8 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
-	"github.com/keylimit/keylimit/redislimit"
 	"github.com/keylimit/keylimit/internal/redisserver"
+	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 )
 
