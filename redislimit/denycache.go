@@ -37,6 +37,7 @@ type denial struct {
 	until int64 // at + RetryAfter: no request of n or more passes before
 	n     int   // the number of events refused
 	res   keylimit.Result
+	each  []keylimit.Result // a joined limiter's: each limiter's Result
 }
 
 // sweepEvery bounds how often a full cache scans itself for expired entries.
@@ -55,8 +56,9 @@ func (d *denyCache) init(max int) {
 // by the time that has passed: RetryAfter and ResetAfter shrink, Remaining is
 // as Redis reported it (a lower bound: capacity may have come back since).
 // For a request larger than the one refused, RetryAfter is a lower bound
-// too: more events may take longer to fit.
-func (d *denyCache) check(key string, n int, now int64) (keylimit.Result, bool) {
+// too: more events may take longer to fit. A joined limiter's entry writes
+// each limiter's Result, moved on alike, into each, if each is not nil.
+func (d *denyCache) check(key string, n int, now int64, each []keylimit.Result) (keylimit.Result, bool) {
 	if d.m == nil {
 		return keylimit.Result{}, false
 	}
@@ -64,24 +66,41 @@ func (d *denyCache) check(key string, n int, now int64) (keylimit.Result, bool) 
 	if !ok || now >= e.until || n < e.n {
 		return keylimit.Result{}, false
 	}
-	r := e.res
 	passed := time.Duration(now - e.at)
+	for i := range min(len(each), len(e.each)) {
+		each[i] = movedOn(e.each[i], passed)
+	}
+	r := e.res
 	r.RetryAfter = time.Duration(e.until - now)
 	r.ResetAfter = max(r.ResetAfter-passed, r.RetryAfter)
 	return r, true
 }
 
+// movedOn is r, reported passed ago, now.
+func movedOn(r keylimit.Result, passed time.Duration) keylimit.Result {
+	if r.RetryAfter > 0 {
+		r.RetryAfter = max(r.RetryAfter-passed, time.Nanosecond)
+	}
+	r.ResetAfter = max(r.ResetAfter-passed, r.RetryAfter)
+	return r
+}
+
 // record remembers that Redis refused n events for key at local time now
-// with r. A refusal that can never pass (InfDuration) is answered without a
-// round trip anyway, and is not recorded.
-func (d *denyCache) record(key string, n int, r keylimit.Result, now int64) {
+// with r (and, for a joined limiter, each limiter's Result, each). A refusal
+// that can never pass (InfDuration) is answered without a round trip
+// anyway, and is not recorded.
+func (d *denyCache) record(key string, n int, r keylimit.Result, now int64, each []keylimit.Result) {
 	if d.m == nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter == keylimit.InfDuration {
 		return
 	}
 	if d.m.Size() >= d.max && !d.sweep(now) {
 		return // full of live refusals: this key goes to Redis each time
 	}
-	d.m.Store(key, denial{at: now, until: now + int64(r.RetryAfter), n: n, res: r})
+	e := denial{at: now, until: now + int64(r.RetryAfter), n: n, res: r}
+	if each != nil {
+		e.each = append([]keylimit.Result(nil), each...)
+	}
+	d.m.Store(key, e)
 }
 
 // sweep deletes the expired entries of a full cache, at most once per

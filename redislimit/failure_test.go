@@ -155,7 +155,7 @@ func TestErrorReplyDoesNotStartTheBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Set(context.Background(), lim.Prefix()+"clobbered", "not a hash", time.Minute).Err(); err != nil {
+	if err := c.Set(context.Background(), lim.Prefix()+"{clobbered}", "not a hash", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r, err := lim.TakeContext(context.Background(), "clobbered", 1)

@@ -16,12 +16,12 @@ import (
 	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
-// The helpers of the package's tests. Assertions: the standard library's
-// t.Fatalf (this module's go.mod does not require testify); only the test's
-// goroutine asserts, other goroutines count or collect and the test asserts
-// afterwards.
+// The helpers of the package's tests. Assertions: testify's require, on the
+// test's goroutine only; other goroutines count or collect and the test
+// asserts afterwards. (Files not yet converted still use t.Fatalf.)
 
 // ---- Redis servers ----
 
@@ -90,9 +90,7 @@ func startServer() (*server, error) {
 func newServer(t testing.TB) *server {
 	t.Helper()
 	s, err := startServer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(s.Stop)
 	return s
 }
@@ -117,9 +115,7 @@ func (s *server) commandStats(t testing.TB) map[string]int64 {
 		t.Cleanup(func() { s.stats.Close(); s.stats = nil })
 	}
 	info, err := s.stats.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
+	require.NoError(t, err, "INFO commandstats")
 	stats := map[string]int64{}
 	for _, line := range strings.Split(info, "\n") {
 		// cmdstat_evalsha:calls=12,usec=345,...
@@ -129,9 +125,7 @@ func (s *server) commandStats(t testing.TB) map[string]int64 {
 		}
 		calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
 		n, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			t.Fatalf("INFO commandstats: cannot read %q: %v", line, err)
-		}
+		require.NoError(t, err, "INFO commandstats: cannot read %q", line)
 		stats[strings.TrimPrefix(name, "cmdstat_")] = n
 	}
 	return stats
@@ -276,7 +270,7 @@ func waitUntilBack(t *testing.T, lim keylimit.Limiter[string]) {
 			return
 		}
 	}
-	t.Fatalf("the limiter did not reach the restarted Redis within 10s: %v", err)
+	require.NoError(t, err, "the limiter did not reach the restarted Redis within 10s")
 }
 
 // ---- Time ----
@@ -315,9 +309,7 @@ func untilBoundary(period, lead time.Duration) {
 func redisTime(t *testing.T, c *redis.Client) int64 {
 	t.Helper()
 	now, err := c.Time(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return now.UnixNano()
 }
 
@@ -349,10 +341,9 @@ func sideBySide(t *testing.T, rlim, mlim keylimit.Limiter[string], requests []in
 			got, want = rlim.Take(key, n), mlim.Take(key, n)
 		}
 		impossible := n < 0 || n > want.Limit
-		if got.Allowed != want.Allowed || got.Limit != want.Limit || !near(got.RetryAfter, want.RetryAfter, slack) ||
-			(!impossible && (got.Remaining != want.Remaining || !near(got.ResetAfter, want.ResetAfter, slack))) {
-			t.Fatalf("step %d, n=%d: Redis %+v, memory %+v", i, n, got, want)
-		}
+		same := got.Allowed == want.Allowed && got.Limit == want.Limit && near(got.RetryAfter, want.RetryAfter, slack) &&
+			(impossible || got.Remaining == want.Remaining && near(got.ResetAfter, want.ResetAfter, slack))
+		require.True(t, same, "step %d, n=%d: Redis %+v, memory %+v", i, n, got, want)
 	}
 }
 
@@ -361,4 +352,10 @@ func near(a, b, slack time.Duration) bool {
 		return a == b
 	}
 	return a-b <= slack && b-a <= slack
+}
+
+// stateKey is the Redis key of key's state in lim: its prefix, then the
+// key, as the hash tag.
+func stateKey(lim keylimit.Limiter[string], key string) string {
+	return lim.(interface{ Prefix() string }).Prefix() + "{" + key + "}"
 }

@@ -29,6 +29,8 @@ type options struct {
 	denyCache int
 	backoff   time.Duration
 	err       error // the first invalid option, reported by the constructor
+
+	decisionOptions // WithKeyLimit's function, and the tests' script clock
 }
 
 // The defaults of the options.
