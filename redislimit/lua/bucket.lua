@@ -19,8 +19,9 @@
 -- A change of limit keeps the key's debt in tokens, as the in-memory
 -- bucket does: a TAT that counts in another interval is read as as many
 -- tokens owed in this one, rounded up, however many that is beyond the
--- burst, so that no change of limit creates capacity. The state is
--- rewritten in the new interval by the next admission.
+-- burst, so that no change of limit creates capacity. The first take or
+-- peek under the new limit writes the state in its interval (a refund
+-- passes the admission's limit, and converts nothing).
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Unix
 -- time in ns (about 2^61) is not, so times are kept as whole seconds plus ns
@@ -84,7 +85,8 @@ algs.bucket = function(key, interval, tau)
     ahead = since(tat)
   end
   local owed = ahead
-  if ahead > 0 and unit ~= interval then
+  local convert = ahead > 0 and unit ~= interval and mode ~= 'refund'
+  if convert then
     owed = scale(ahead, interval, unit)
   end
   -- base = max(TAT, now) - now: a bucket never holds more than burst tokens.
@@ -107,6 +109,10 @@ algs.bucket = function(key, interval, tau)
     redis.call('SET', key, tat .. ' ' .. int(interval))
     expire(key, a / 1e6)
     return tat
+  end
+
+  if convert then
+    store(owed)
   end
 
   function o.fits(k)

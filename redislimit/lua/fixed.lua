@@ -19,10 +19,12 @@
 -- every sum below. The mark of an admission is its window's index.
 --
 -- A change of limit keeps the count, as the in-memory window does: a count
--- of a window of another period, if that window has not ended, is the count
--- of the window of this period that holds now (or that window's start, if
--- the clock stepped back before it), and is written in this period by the
--- next admission. The count may be above events: Remaining is then 0.
+-- of a window of another period, if that window has not ended, becomes the
+-- count of the window of this period that holds now (or that window's
+-- start, if the clock stepped back before it), written so by the first
+-- take or peek under the new limit (a refund passes the admission's limit,
+-- and converts nothing). The count may be above events: Remaining is then
+-- 0.
 
 -- floorMod is x mod m in [0, m), for x of either sign; fmod is exact on
 -- doubles.
@@ -52,11 +54,15 @@ algs.fixed = function(key, period, events)
   -- left: µs until this window ends, on the server's clock (which may be
   -- behind at, the time the decision is made at).
   local left = period - into + at - now
+  local convert = false
   if state[1] then
     if p == period then
       if w == window then count = c end
-    elseif at < (w + 1) * p then
-      count = c -- carried from a window of another period that has not ended
+    else
+      convert = mode ~= 'refund'
+      if at < (w + 1) * p then
+        count = c -- carried from a window of another period that has not ended
+      end
     end
   end
   local windowText = int(window)
@@ -76,6 +82,10 @@ algs.fixed = function(key, period, events)
     end
     redis.call('HSET', key, 'w', windowText, 'c', k, 'p', int(period))
     expire(key, left / 1000)
+  end
+
+  if convert then
+    store(count)
   end
 
   function o.fits(k)
