@@ -144,7 +144,7 @@ func (s *server) commands(t testing.TB) int64 {
 
 // inScripts are the commands the limiters' scripts run inside Redis.
 var inScripts = map[string]bool{"time": true, "get": true, "set": true, "del": true, "hmget": true, "hset": true,
-	"pexpire": true, "llen": true, "lindex": true, "ltrim": true, "rpush": true}
+	"pexpire": true, "llen": true, "lindex": true, "ltrim": true, "rpush": true, "lrem": true}
 
 // sentSince returns the commands clients sent since commandStats returned
 // before, by name: the differences in the counts, less the commands that
@@ -359,3 +359,6 @@ func near(a, b, slack time.Duration) bool {
 func stateKey(lim keylimit.Limiter[string], key string) string {
 	return lim.(interface{ Prefix() string }).Prefix() + "{" + key + "}"
 }
+
+// fmtType is the dynamic type of v, as %T prints it.
+func fmtType(v any) string { return fmt.Sprintf("%T", v) }
