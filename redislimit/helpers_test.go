@@ -52,6 +52,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	shared, redisAddr = s, s.Addr
+	go startCluster() // in the background, while the other tests run
 	port, err := redisserver.FreePort()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -63,7 +64,44 @@ func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
 	code := m.Run()
 	s.Stop()
+	<-clusterReady
+	if cluster != nil {
+		cluster.Stop()
+	}
 	os.Exit(code)
+}
+
+// The Redis Cluster the cluster tests share (cluster_test.go): 3 masters
+// and a replica of the first, started by TestMain in the background; ready
+// is closed once it runs (or failed to start, clusterErr says why).
+var (
+	cluster      *redisserver.Cluster
+	clusterErr   error
+	clusterStart time.Duration // how long it took
+	clusterReady = make(chan struct{})
+)
+
+func startCluster() {
+	defer close(clusterReady)
+	start := time.Now()
+	cluster, clusterErr = redisserver.StartCluster(3, 1)
+	clusterStart = time.Since(start)
+}
+
+// theCluster waits for the shared cluster and returns it.
+func theCluster(t testing.TB) *redisserver.Cluster {
+	t.Helper()
+	<-clusterReady
+	require.NoError(t, clusterErr, "starting the Redis Cluster")
+	return cluster
+}
+
+// clusterClient returns a cluster client of c as the limiters need one,
+// closed when the test ends.
+func clusterClient(t testing.TB, c *redisserver.Cluster) *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { cc.Close() })
+	return cc
 }
 
 // quietLogger drops go-redis's log lines.

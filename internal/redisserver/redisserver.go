@@ -32,6 +32,7 @@ type Server struct {
 	Addr string // "127.0.0.1:Port"
 	cmd  *exec.Cmd
 	dir  string
+	args []string        // beyond those every server gets (a cluster node's)
 	out  strings.Builder // what the process printed
 }
 
@@ -53,7 +54,11 @@ func FreePort() (int, error) {
 
 // Start starts redis-server on 127.0.0.1:port (a free port if port is 0),
 // with no persistence, and waits until it answers PING.
-func Start(port int) (*Server, error) {
+func Start(port int) (*Server, error) { return start(port) }
+
+// start is Start, with args for redis-server beyond those every server
+// gets.
+func start(port int, args ...string) (*Server, error) {
 	if !Installed() {
 		return nil, ErrMissing
 	}
@@ -68,7 +73,7 @@ func Start(port int) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
+	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, args: args}
 	if err := s.Restart(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -80,9 +85,9 @@ func Start(port int) (*Server, error) {
 // it answers PING. Its data is gone: nothing is persisted.
 func (s *Server) Restart() error {
 	s.out.Reset()
-	s.cmd = exec.Command("redis-server",
+	s.cmd = exec.Command("redis-server", append([]string{
 		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir)
+		"--save", "", "--appendonly", "no", "--dir", s.dir}, s.args...)...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("redisserver: starting redis-server: %w", err)

@@ -1,0 +1,164 @@
+package redislimit_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/redisserver"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCluster runs the limiters on a real Redis Cluster: 3 masters, each
+// holding a third of the slots, and a replica of the first, started by the
+// tests (redisserver.StartCluster). In turn: the behaviour suite, the fleet
+// exactness test with three cluster clients, a joined decision in one
+// script call on the slot of the key, and last a failover of the first
+// master to its replica while a limit is hammered.
+func TestCluster(t *testing.T) {
+	t.Parallel() // with the other tests that sleep on real time
+	cl := theCluster(t)
+	t.Logf("the cluster started in %v", clusterStart)
+	c := clusterClient(t, cl)
+
+	t.Run("Behaviour", func(t *testing.T) {
+		for _, typ := range types {
+			t.Run(typ.name, func(t *testing.T) {
+				t.Parallel()
+				runSuite(t, c, typ.new)
+			})
+		}
+	})
+	t.Run("Fleet", func(t *testing.T) {
+		fleetAdmitsTheLimit(t, func(t testing.TB) redis.UniversalClient { return clusterClient(t, cl) })
+	})
+	t.Run("Joined", func(t *testing.T) { joinedOnCluster(t, cl, c) })
+	t.Run("Failover", func(t *testing.T) { failover(t, cl) })
+}
+
+// joinedOnCluster: keylimit.All of two Redis limiters on a cluster client
+// is joined, and each decision is one EVALSHA, on the node of the key's
+// slot, for keys all over the cluster: the key is the hash tag of both
+// states. A prefix with a '{' would move the tag into the prefix, so Join
+// refuses it, and All decides limiter by limiter, as exactly.
+func joinedOnCluster(t *testing.T, cl *redisserver.Cluster, c *redis.ClusterClient) {
+	newLim := func(prefix string) redisLimiter {
+		lim, err := redislimit.NewSlidingWindow(c, keylimit.PerHour(3), redislimit.WithPrefix(prefix),
+			redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+		require.NoError(t, err)
+		return lim
+	}
+	a, b := newLim(testKey(t, "a")+":"), newLim(testKey(t, "b")+":")
+	lim, ok := keylimit.All[string](a, b).(joinedLimiter)
+	require.True(t, ok, "All of two Redis limiters on one cluster client is not joined")
+	masters := make([]*server, len(cl.Masters))
+	for i, m := range cl.Masters {
+		masters[i] = &server{Server: m}
+	}
+	evalsha := func() (n int64) {
+		for _, m := range masters {
+			n += m.commandStats(t)["evalsha"]
+		}
+		return n
+	}
+	nodes := map[string]bool{}
+	for i := range 12 {
+		key := testKey(t, "k")
+		node, err := c.MasterForKey(context.Background(), stateKey(a, key))
+		require.NoError(t, err)
+		nodes[node.Options().Addr] = true
+		lim.Peek(key) // the client has learned where the slot is
+		before := evalsha()
+		r, err := lim.TakeContext(context.Background(), key, 2)
+		require.NoError(t, err, "key %d", i)
+		require.True(t, r.Allowed, "key %d: %v", i, r)
+		require.Equal(t, before+1, evalsha(), "key %d: script calls for one decision", i)
+		require.Equal(t, 1, a.Peek(key).Remaining, "key %d: the first limit", i)
+		require.Equal(t, 1, b.Peek(key).Remaining, "key %d: the second limit", i)
+	}
+	require.Len(t, nodes, 3, "the keys' slots were on these masters: %v", nodes)
+
+	tagged := keylimit.All[string](newLim("{tenant}:a:"), newLim("{tenant}:b:"))
+	_, joined := tagged.(joinedLimiter)
+	require.False(t, joined && strings.HasPrefix(fmtType(tagged), "*redislimit."), "limiters whose prefixes hold a '{' were joined on a cluster")
+	key := testKey(t, "k")
+	require.True(t, tagged.AllowN(key, 3), "AllowN(3) limiter by limiter")
+	require.False(t, tagged.Allow(key), "Allow after 3 of 3")
+}
+
+// failover fails the first master over to its replica, and back, with
+// CLUSTER FAILOVER (redisserver.Cluster.Failover), while 8 goroutines
+// hammer one key of its slots with a sliding window of 300 an hour (no
+// refill during the test), and measures what the limit admits across it.
+// A manual failover waits for the replica to catch up before it swaps, so
+// Redis loses no admission: with a patient timeout, every call waits out
+// the swap and exactly 300 are admitted. With the default timeout (100 ms)
+// and failure policy (FailLocal(1)), calls that outlast the swap are
+// answered in process: the test logs how many, and checks that nothing
+// beyond them was admitted.
+func failover(t *testing.T, cl *redisserver.Cluster) {
+	const quota = 300
+	for _, tc := range []struct {
+		name string
+		opts []redislimit.Option
+	}{
+		{"patient", []redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithFailurePolicy(redislimit.FailClosed())}},
+		{"defaults", nil},
+	} {
+		c := clusterClient(t, cl)
+		var key string
+		for {
+			key = testKey(t, "k")
+			node, err := c.MasterForKey(context.Background(), "{"+key+"}")
+			require.NoError(t, err)
+			if node.Options().Addr == cl.Masters[0].Addr {
+				break
+			}
+		}
+		var errs errorLog
+		lim, err := redislimit.NewSlidingWindow(c, keylimit.PerHour(quota), append(tc.opts,
+			redislimit.WithDenyCacheSize(0), redislimit.WithOnError(errs.add))...)
+		require.NoError(t, err)
+		var admitted, calls atomic.Int64
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for !stop.Load() && admitted.Load() < quota {
+					calls.Add(1)
+					if lim.Allow(key) {
+						admitted.Add(1)
+					}
+				}
+			})
+		}
+		for admitted.Load() < quota/3 {
+			time.Sleep(time.Millisecond)
+		}
+		atFailover := admitted.Load()
+		start := time.Now()
+		require.NoError(t, cl.Failover(0))
+		took := time.Since(start)
+		for deadline := time.Now().Add(patient); admitted.Load() < quota && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		stop.Store(true)
+		wg.Wait()
+		failed := int64(errs.len())
+		t.Logf("%s: a failover of the key's master after %d admissions took %v: %d admitted of %d, in %d calls, %d of them failed",
+			tc.name, atFailover, took, admitted.Load(), quota, calls.Load(), failed)
+		if tc.name == "patient" {
+			require.EqualValues(t, quota, admitted.Load(), "%s: admitted across the failover", tc.name)
+		} else {
+			require.LessOrEqual(t, admitted.Load(), quota+failed, "%s: admitted across the failover", tc.name)
+		}
+		r := lim.Peek(key)
+		require.False(t, r.Allowed, "%s: Peek on the new master after the quota: %v", tc.name, r)
+	}
+}
