@@ -63,7 +63,7 @@ func buildOptions(opts []Option) (options, error) {
 }
 
 // WithPrefix sets the prefix of every Redis key the limiter writes: the state
-// of key k lives at prefix+k. Limiters (on any instance) that share a prefix
+// of key k lives at prefix{k}. Limiters (on any instance) that share a prefix
 // share their keys' state, so give each limit its own prefix, e.g.
 // "ratelimit:login:".
 //
@@ -72,8 +72,8 @@ func buildOptions(opts []Option) (options, error) {
 // never share state by accident, and instances configured alike always do.
 // Set a prefix of your own to keep the state across a change of the limit.
 //
-// In Redis Cluster a decision touches one key, so any prefix works; put a
-// hash tag in the keys ("{tenant}:...") only to place them yourself.
+// On Redis Cluster, k is the hash tag; a prefix that contains '{' takes it
+// over (see the package doc, "Keys, and Redis Cluster").
 func WithPrefix(prefix string) Option {
 	return optionFunc(func(o *options) { o.prefix = &prefix })
 }
