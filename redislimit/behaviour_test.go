@@ -17,6 +17,8 @@ import (
 // the cases that step the clock back and forth run too, and nothing sleeps.
 // Each runs with the deny cache on (the default) and off, so that the
 // contention cases count Redis's own exactness too, not only the cache's.
+// (The scripts' production path, on TIME, is what every other test runs
+// on: side by side with memory, expiry, boundaries, the fleet, examples.)
 func TestBehaviour(t *testing.T) {
 	c := shared.client(t)
 	for _, typ := range types {
@@ -28,28 +30,6 @@ func TestBehaviour(t *testing.T) {
 				runSuite(t, c, typ.new, redislimit.WithDenyCacheSize(cache.size))
 			})
 		}
-	}
-}
-
-// TestBehaviourOnRedisTime runs the suite on Redis server time, as in
-// production: the cases that step a clock cannot run (Redis time cannot be
-// moved; TestBehaviour runs them), refill is checked by sleeping, and
-// contention makes as many calls as round trips allow.
-func TestBehaviourOnRedisTime(t *testing.T) {
-	t.Parallel() // with the other tests that sleep on real time
-	c := shared.client(t)
-	for _, typ := range types {
-		t.Run(typ.name, func(t *testing.T) {
-			// Most of a run is sleeping on Redis time; the suite's keys
-			// carry the test's name, so the runs share nothing.
-			t.Parallel()
-			limitertest.Run(t, limitertest.Harness{
-				New: func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error) {
-					return typ.new(c, l, redislimit.WithTimeout(patient))
-				},
-				Attempts: 2_000,
-			})
-		})
 	}
 }
 

@@ -2,8 +2,11 @@ package redislimit_test
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,7 +55,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	shared, redisAddr = s, s.Addr
-	go startCluster() // in the background, while the other tests run
+	flag.Parse()
+	if runsCluster() {
+		go startCluster() // in the background, while the other tests run
+	} else {
+		clusterErr = errors.New("the Redis Cluster was not started: -run does not select TestCluster")
+		close(clusterReady)
+	}
 	port, err := redisserver.FreePort()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -80,6 +89,16 @@ var (
 	clusterStart time.Duration // how long it took
 	clusterReady = make(chan struct{})
 )
+
+// runsCluster reports whether -run selects TestCluster, so that a run of
+// other tests does not start a cluster (its start-up allocates, which the
+// tests that count allocations would see).
+func runsCluster() bool {
+	run := flag.Lookup("test.run").Value.String()
+	top, _, _ := strings.Cut(run, "/")
+	ok, err := regexp.MatchString(top, "TestCluster")
+	return run == "" || ok || err != nil
+}
 
 func startCluster() {
 	defer close(clusterReady)
