@@ -90,10 +90,13 @@ var (
 	clusterReady = make(chan struct{})
 )
 
-// runsCluster reports whether -run selects TestCluster, so that a run of
-// other tests does not start a cluster (its start-up allocates, which the
+// runsCluster reports whether -run selects TestCluster (and -list is not
+// given), so that a run of other tests does not start a cluster (its start-up allocates, which the
 // tests that count allocations would see).
 func runsCluster() bool {
+	if flag.Lookup("test.list").Value.String() != "" {
+		return false
+	}
 	run := flag.Lookup("test.run").Value.String()
 	top, _, _ := strings.Cut(run, "/")
 	ok, err := regexp.MatchString(top, "TestCluster")

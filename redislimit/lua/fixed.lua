@@ -26,101 +26,95 @@
 -- and converts nothing). The count may be above events: Remaining is then
 -- 0.
 
--- floorMod is x mod m in [0, m), for x of either sign; fmod is exact on
--- doubles.
-local function floorMod(x, m)
-  local r = math.fmod(x, m)
-  if r < 0 then r = r + m end
-  return r
-end
+if uses.fixed then
+  local fixed = {}
+  algs.fixed = fixed
 
-algs.fixed = function(key, period, events)
-  local o = {}
-  local now = now_s * 1e6 + now_us -- µs since the Unix epoch
-  local at = now -- the time the decision is made at
-
-  local count = 0
-  local state = redis.call('HMGET', key, 'w', 'c', 'p')
-  local w, c, p
-  if state[1] then
-    w, c, p = tonumber(state[1]), tonumber(state[2]), tonumber(state[3]) or period
-    -- Time only moves forward inside the state: if the server's clock
-    -- stepped back before the stored window began, decide as at its start,
-    -- so that its count is not forgotten.
-    at = math.max(now, w * p)
-  end
-  local into = floorMod(at, period)
-  local window = (at - into) / period
-  -- left: µs until this window ends, on the server's clock (which may be
-  -- behind at, the time the decision is made at).
-  local left = period - into + at - now
-  local convert = false
-  if state[1] then
-    if p == period then
-      if w == window then count = c end
-    else
-      convert = mode ~= 'refund'
-      if at < (w + 1) * p then
-        count = c -- carried from a window of another period that has not ended
-      end
+  -- store writes count k for s's window, or deletes the state when k is 0.
+  -- The key expires when the window ends on the server's clock.
+  local function store(s, k)
+    if k <= 0 then
+      redis.call('DEL', s.key)
+      return
     end
+    redis.call('HSET', s.key, 'w', s.windowText, 'c', k, 'p', s.periodText)
+    redis.call('PEXPIRE', s.key, ttl(s.left / 1000))
   end
-  local windowText = int(window)
 
   -- reset: until the quota is whole again; 0 when nothing was admitted.
-  local function reset(k)
-    if k > 0 then return left end
+  local function reset(s, k)
+    if k > 0 then return s.left end
     return 0
   end
 
-  -- store writes count k for this window, or deletes the state when k is
-  -- 0. The key expires when the window ends on the server's clock.
-  local function store(k)
-    if k <= 0 then
-      redis.call('DEL', key)
-      return
+  -- read: s.count is the admissions in the window that holds s.at, the
+  -- time the decision is made at; s.left the µs until it ends on the
+  -- server's clock (which may be behind s.at).
+  function fixed.read(key, period, events)
+    local now = now_s * 1e6 + now_us -- µs since the Unix epoch
+    local s = {key = key, period = period, events = events, count = 0, periodText = string.format('%d', period)}
+    local state = redis.call('HMGET', key, 'w', 'c', 'p')
+    local w, c, p
+    local at = now
+    if state[1] then
+      w, c, p = tonumber(state[1]), tonumber(state[2]), state[3] or s.periodText
+      s.stored, s.same = true, p == s.periodText
+      -- Time only moves forward inside the state: if the server's clock
+      -- stepped back before the stored window began, decide as at its
+      -- start, so that its count is not forgotten.
+      at = math.max(now, w * tonumber(p))
     end
-    redis.call('HSET', key, 'w', windowText, 'c', k, 'p', int(period))
-    expire(key, left / 1000)
+    -- fmod is exact on doubles; so is the division of a multiple of period.
+    local into = math.fmod(at, period)
+    if into < 0 then into = into + period end
+    s.window = (at - into) / period
+    s.windowText = string.format('%d', s.window)
+    s.left = period - into + at - now
+    if state[1] then
+      if s.same then
+        if w == s.window then s.count = c end
+      elseif mode ~= 'refund' then
+        -- Counted in a window of another period: carried if that window
+        -- has not ended, and written so.
+        if at < (w + 1) * tonumber(p) then s.count = c end
+        store(s, s.count)
+        s.same = true
+      end
+    end
+    return s
   end
 
-  if convert then
-    store(count)
-  end
-
-  function o.fits(k)
-    return count + k <= events
+  function fixed.fits(s, k)
+    return s.count + k <= s.events
   end
 
   -- Refused: nothing is written; the next window starts afresh.
-  function o.refused(k)
-    return reply(0, events - count, left, reset(count))
+  function fixed.refused(s, k)
+    return reply(0, s.events - s.count, s.left, reset(s, s.count))
   end
 
-  function o.peek()
-    if o.fits(1) then
-      return reply(1, events - count, 0, reset(count))
+  function fixed.peek(s)
+    if fixed.fits(s, 1) then
+      return reply(1, s.events - s.count, 0, reset(s, s.count))
     end
-    return o.refused(1)
+    return fixed.refused(s, 1)
   end
 
-  function o.admit(k)
-    store(count + k)
-    return reply(1, events - count - k, 0, left, windowText)
+  function fixed.admit(s, k)
+    store(s, s.count + k)
+    return reply(1, s.events - s.count - k, 0, s.left, s.windowText)
   end
 
   -- refund gives back only while the admission's window is the current
   -- one, counted in the admission's period (the caller passes the
   -- parameters of the admission's limit): the events of a window that has
   -- ended are gone already, and must not come off the next window's count.
-  function o.refund(k, mark)
-    if state[1] and p == period and mark == windowText then
-      local left_count = math.max(count - k, 0)
-      if left_count ~= count then store(left_count) end
-      count = left_count
+  function fixed.refund(s, k, mark)
+    if s.stored and s.same and mark == s.windowText then
+      local count = math.max(s.count - k, 0)
+      if count ~= s.count then store(s, count) end
+      s.count = count
     end
-    return reply(1, events - count, 0, reset(count))
+    return reply(1, s.events - s.count, 0, reset(s, s.count))
   end
-
-  return o
 end

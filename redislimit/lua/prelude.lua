@@ -39,9 +39,16 @@ if limiters < 1 or #ARGV < 2 + 4 * limiters then
   return redis.error_reply('redislimit: ' .. #ARGV .. ' arguments for ' .. limiters .. ' keys')
 end
 
--- fail ends the script with an error reply.
-local function fail(message)
-  error({err = 'redislimit: ' .. message})
+-- uses: the algorithms of this call. Each algorithm's file defines its
+-- functions only if the call uses it: every function a script defines is
+-- made anew on each call, and costs the server time.
+local uses = {}
+for i = 1, limiters do
+  local alg = ARGV[4 * i - 1]
+  if alg ~= 'bucket' and alg ~= 'fixed' and alg ~= 'sliding' then
+    return redis.error_reply('redislimit: unknown algorithm ' .. tostring(alg))
+  end
+  uses[alg] = true
 end
 
 -- Every decision is made on the server's clock, never the caller's, so that
@@ -58,28 +65,26 @@ else
 end
 local now_us = math.floor(now_ns / 1000)
 
--- expire makes key expire in ms milliseconds (rounded up). Under the tests'
--- clock, which does not move with Redis's, a key lives an hour longer, so
--- that it never expires while the test's time stands still: the scripts
--- judge a state by its content, never by its presence alone.
-local function expire(key, ms)
+-- ttl returns ms rounded up, for PX and PEXPIRE: a key never expires before
+-- its state is the same as none. Under the tests' clock, which does not
+-- move with Redis's, a key lives an hour longer, so that it never expires
+-- while the test's time stands still: the script judges a state by its
+-- content, never by its presence alone.
+local function ttl(ms)
   if fixed_clock then ms = ms + 3600000 end
-  redis.call('PEXPIRE', key, math.ceil(ms))
+  return math.ceil(ms)
 end
 
--- int formats x as an integer within the range of an int64.
-local function int(x)
-  return string.format('%d', math.max(math.min(x, 9e18), -9e18))
-end
-
--- reply is one limiter's five integers; mark is a string of digits.
+-- reply is one limiter's five integers; mark is a string of digits. Times
+-- are capped within an int64 (a clock stepped far back makes them huge).
 local function reply(allowed, remaining, retry, reset, mark)
-  return int(allowed) .. ' ' .. int(remaining) .. ' ' .. int(retry) .. ' ' .. int(reset) .. ' ' .. (mark or '0')
+  return string.format('%d %d %d %d %s', allowed, remaining, math.min(retry, 9e18), math.min(reset, 9e18), mark or '0')
 end
 
--- algs maps an algorithm's name to its constructor, which reads a key's
--- state under the key's limit and returns an object with these methods
--- (each returns reply()): fits(n) (a boolean, nothing written), refused(n)
--- for n that does not fit, peek(), admit(n) and refund(n, mark), which
--- write.
+-- algs maps an algorithm's name to its functions: read(key, p1, p2)
+-- returns the key's state under the limit (a table, converted to this
+-- limit's terms and written so, for a take or a peek, if another limit
+-- wrote it); fits(s, n) tells whether n fit, writing nothing; refused(s, n)
+-- replies for n that does not fit; peek(s) replies for 1, writing nothing;
+-- admit(s, n) and refund(s, n, mark) write and reply.
 local algs = {}

@@ -18,111 +18,112 @@
 -- limit. The list holds at most events entries of the window, more only
 -- after the limit was lowered, until they leave it.
 
-algs.sliding = function(key, period, events)
-  local o = {}
-  local clock = now_s * 1e6 + now_us -- µs since the Unix epoch
-  local now = clock -- the time the decision is made at
+if uses.sliding then
+  local sliding = {}
+  algs.sliding = sliding
 
-  local len = redis.call('LLEN', key)
-  local newest = 0
-  if len > 0 then
-    newest = tonumber(redis.call('LINDEX', key, -1))
-    -- Time only moves forward inside the state: if the server's clock
-    -- stepped back, decide as of the newest admission, so the list stays in
-    -- order and no entry leaves the window early.
-    if newest > now then now = newest end
+  -- at: the admission time at index i of s's list.
+  local function at(s, i)
+    return tonumber(redis.call('LINDEX', s.key, i))
   end
-
-  -- at: the admission time at index i.
-  local function at(i)
-    return tonumber(redis.call('LINDEX', key, i))
-  end
-
-  -- first: index of the oldest entry still in the window (t > now - period).
-  -- Entries before it have left; admit trims them, peek only skips them.
-  -- The list is in order, so a binary search finds it in O(log events)
-  -- LINDEX calls; usually the head is still in the window and one call
-  -- suffices.
-  local first = 0
-  if len > 0 and at(0) <= now - period then
-    local lo, hi = 1, len -- at(lo - 1) has left; at(hi) is in, or hi == len
-    while lo < hi do
-      local mid = math.floor((lo + hi) / 2)
-      if at(mid) <= now - period then lo = mid + 1 else hi = mid end
-    end
-    first = lo
-  end
-  local count = len - first
 
   -- leaves: µs until the entry at index i leaves the window, on the
-  -- server's clock (which may be behind now, the time the decision is made
-  -- at).
-  local function leaves(i)
-    return at(i) + period - clock
+  -- server's clock (which may be behind s.now, the time the decision is
+  -- made at).
+  local function leaves(s, i)
+    return at(s, i) + s.period - s.clock
   end
 
-  local function reset(k)
-    if k > 0 then return newest + period - clock end
+  local function reset(s, k)
+    if k > 0 then return s.newest + s.period - s.clock end
     return 0
   end
 
-  function o.fits(k)
-    return count + k <= events
-  end
-
-  -- refused: k does not fit until count + k - events entries have left; the
-  -- last of those to leave is the (count + k - events)-th oldest in the
-  -- window.
-  function o.refused(k)
-    return reply(0, events - count, leaves(first + count + k - events - 1), reset(count))
-  end
-
-  function o.peek()
-    if o.fits(1) then
-      return reply(1, events - count, 0, reset(count))
+  -- read: s.first is the index of the oldest entry still in the window
+  -- (t > now - period); entries before it have left, admit trims them, peek
+  -- only skips them. The list is in order, so a binary search finds it in
+  -- O(log events) LINDEX calls; usually the head is still in the window
+  -- and one call suffices.
+  function sliding.read(key, period, events)
+    local clock = now_s * 1e6 + now_us -- µs since the Unix epoch
+    local s = {key = key, period = period, events = events, clock = clock, now = clock, newest = 0, first = 0}
+    s.len = redis.call('LLEN', key)
+    if s.len > 0 then
+      s.newest = at(s, -1)
+      -- Time only moves forward inside the state: if the server's clock
+      -- stepped back, decide as of the newest admission, so the list stays
+      -- in order and no entry leaves the window early.
+      if s.newest > s.now then s.now = s.newest end
+      if at(s, 0) <= s.now - period then
+        local lo, hi = 1, s.len -- at(lo - 1) has left; at(hi) is in, or hi == len
+        while lo < hi do
+          local mid = math.floor((lo + hi) / 2)
+          if at(s, mid) <= s.now - period then lo = mid + 1 else hi = mid end
+        end
+        s.first = lo
+      end
     end
-    return o.refused(1)
+    s.count = s.len - s.first
+    return s
   end
 
-  function o.admit(k)
-    if first > 0 then
-      redis.call('LTRIM', key, first, -1)
+  function sliding.fits(s, k)
+    return s.count + k <= s.events
+  end
+
+  -- refused: k does not fit until count + k - events entries have left;
+  -- the last of those to leave is the (count + k - events)-th oldest in the
+  -- window.
+  function sliding.refused(s, k)
+    return reply(0, s.events - s.count, leaves(s, s.first + s.count + k - s.events - 1), reset(s, s.count))
+  end
+
+  function sliding.peek(s)
+    if sliding.fits(s, 1) then
+      return reply(1, s.events - s.count, 0, reset(s, s.count))
+    end
+    return sliding.refused(s, 1)
+  end
+
+  function sliding.admit(s, k)
+    if s.first > 0 then
+      redis.call('LTRIM', s.key, s.first, -1)
     end
     -- Push k copies of now, in chunks that stay within Lua's stack.
-    local entry = int(now)
+    local entry = string.format('%d', s.now)
     local todo = k
     while todo > 0 do
       local chunk = math.min(todo, 1000)
       local batch = {}
       for i = 1, chunk do batch[i] = entry end
-      redis.call('RPUSH', key, unpack(batch))
+      redis.call('RPUSH', s.key, unpack(batch))
       todo = todo - chunk
     end
     -- The key expires when its newest entry leaves the window on the
     -- server's clock.
-    expire(key, (now + period - clock) / 1000)
-    return reply(1, events - count - k, 0, now + period - clock, entry)
+    local life = s.now + s.period - s.clock
+    redis.call('PEXPIRE', s.key, ttl(life / 1000))
+    return reply(1, s.events - s.count - k, 0, life, entry)
   end
 
   -- refund forgets up to k entries of the admission's time, from the
   -- newest end: entries of equal times are alike, and entries the list no
   -- longer holds had left the window (trimmed by a later admission).
-  function o.refund(k, mark)
+  function sliding.refund(s, k, mark)
     if not string.match(mark, '^%-?%d+$') then
-      fail('refund of a malformed mark ' .. mark)
+      error({err = 'redislimit: refund of a malformed mark ' .. mark})
     end
-    local removed = redis.call('LREM', key, -k, mark)
-    if tonumber(mark) > now - period then
+    local removed = redis.call('LREM', s.key, -k, mark)
+    local count = s.count
+    if tonumber(mark) > s.now - s.period then
       count = count - removed
     end
     if count <= 0 then
-      redis.call('DEL', key)
-      return reply(1, events, 0, 0)
+      redis.call('DEL', s.key)
+      return reply(1, s.events, 0, 0)
     end
-    newest = tonumber(redis.call('LINDEX', key, -1))
-    expire(key, (newest + period - clock) / 1000)
-    return reply(1, events - count, 0, newest + period - clock)
+    local life = at(s, -1) + s.period - s.clock
+    redis.call('PEXPIRE', s.key, ttl(life / 1000))
+    return reply(1, s.events - count, 0, life)
   end
-
-  return o
 end
