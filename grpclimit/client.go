@@ -55,9 +55,10 @@ type Client struct {
 	mu sync.RWMutex
 	// paused maps a key to the end of the server's pause on it. Protected
 	// by mu. A pause only ever grows later; an entry that has ended is
-	// deleted when next read, or by the sweep that adding a pause to
-	// sweepAbove or more runs; at most maxPauses are kept.
-	paused map[string]time.Time
+	// deleted when next read, or by a sweep (see sweepAbove); at most
+	// maxPauses are kept.
+	paused  map[string]time.Time
+	sweepAt int // the number of pauses at which the next sweep runs; protected by mu
 }
 
 // DefaultMaxPause is the longest pause a server can put on a key of a

@@ -75,8 +75,7 @@ func (c ClientIP) request(ctx context.Context) (*http.Request, error) {
 	if c.Header != "" {
 		name, key = textproto.CanonicalMIMEHeaderKey(c.Header), strings.ToLower(c.Header)
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md[key]; len(v) > 0 {
+	if v := metadata.ValueFromIncomingContext(ctx, key); len(v) > 0 {
 		r.Header = http.Header{name: v}
 	}
 	return r, nil

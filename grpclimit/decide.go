@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
@@ -33,6 +34,7 @@ const (
 // and admit find it by a type assertion.
 type verdict struct {
 	header   http.Header // the fields the middleware set
+	url      url.URL     // the request's URL, allocated with the verdict
 	outcome  outcome
 	decision Decision // when refused
 	err      error    // when failed
@@ -67,8 +69,8 @@ func fail(w http.ResponseWriter, _ *http.Request, err error) {
 
 // decide decides the call to method under ctx.
 func (s *Server) decide(ctx context.Context, method string) *verdict {
-	v := &verdict{}
-	s.limit.ServeHTTP(v, callRequest(ctx, method))
+	v := &verdict{url: url.URL{Path: method}}
+	s.limit.ServeHTTP(v, callRequest(ctx, method, &v.url))
 	return v
 }
 

@@ -171,7 +171,7 @@ type setup struct {
 
 // start starts a backend as su says, with a client connection to it, and
 // stops both when the test ends.
-func start(t *testing.T, su setup) *backend {
+func start(t testing.TB, su setup) *backend {
 	t.Helper()
 	b := &backend{}
 	counter := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -373,4 +373,25 @@ func waitError(t *testing.T, err error) *grpclimit.WaitError {
 	we, ok := err.(*grpclimit.WaitError)
 	require.True(t, ok, "error %v (%T) is not a *WaitError", err, err)
 	return we
+}
+
+// ---- The examples' server ----
+
+// exampleHealth starts a health service on bufconn behind the server
+// options given, and returns a client for it, dialled with the options
+// given, and a function that stops both.
+func exampleHealth(server []grpc.ServerOption, client ...grpc.DialOption) (healthpb.HealthClient, func()) {
+	srv := grpc.NewServer(server...)
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis := bufconn.Listen(1 << 20)
+	go srv.Serve(lis)
+	dial := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+	}, client...)
+	conn, err := grpc.NewClient(target, dial...)
+	if err != nil {
+		panic(err)
+	}
+	return healthpb.NewHealthClient(conn), func() { conn.Close(); srv.Stop() }
 }

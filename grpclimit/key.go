@@ -46,8 +46,7 @@ func Metadata(name string) KeyFunc {
 	name = strings.ToLower(name)
 	missing := fmt.Errorf("%w: no %s metadata", ErrNoKey, name)
 	return func(ctx context.Context, _ string) (string, error) {
-		md, _ := metadata.FromIncomingContext(ctx)
-		if v := md[name]; len(v) > 0 && v[0] != "" {
+		if v := metadata.ValueFromIncomingContext(ctx, name); len(v) > 0 && v[0] != "" {
 			return v[0], nil
 		}
 		return "", missing
@@ -71,7 +70,7 @@ func Join(keys ...KeyFunc) KeyFunc {
 	}
 	joined := httplimit.Join(parts...) // panics if keys is empty
 	return func(ctx context.Context, method string) (string, error) {
-		return joined(callRequest(ctx, method))
+		return joined(callRequest(ctx, method, &url.URL{Path: method}))
 	}
 }
 
@@ -82,12 +81,13 @@ func fromHTTP(k KeyFunc) httplimit.KeyFunc {
 }
 
 // callRequest is a gRPC call as httplimit sees it: what it is on the wire,
-// an HTTP/2 POST to the full method name, with the call's context. Pattern
-// holds the method too, so that httplimit.Route keys by it. It has no Header
-// and no RemoteAddr: ClientIP makes its own request with those.
-func callRequest(ctx context.Context, method string) *http.Request {
+// an HTTP/2 POST to the full method name (u, whose Path is method), with
+// the call's context. Pattern holds the method too, so that httplimit.Route
+// keys by it. It has no Header and no RemoteAddr: ClientIP makes its own
+// request with those.
+func callRequest(ctx context.Context, method string, u *url.URL) *http.Request {
 	r := &http.Request{
-		Method: http.MethodPost, URL: &url.URL{Path: method}, Pattern: method,
+		Method: http.MethodPost, URL: u, Pattern: method,
 		Proto: "HTTP/2.0", ProtoMajor: 2,
 	}
 	return r.WithContext(ctx)

@@ -17,8 +17,9 @@ import (
 // ByMethod), not the server's, so few are expected; the cap is for a
 // ClientKeyFunc that keys by something unbounded.
 const (
-	// sweepAbove is the number of pauses above which adding one first
-	// deletes those that have ended.
+	// sweepAbove is the least number of pauses at which adding one first
+	// deletes those that have ended; after a sweep, the next comes when the
+	// pauses have doubled, so that sweeping costs O(1) an add, amortized.
 	sweepAbove = 64
 	// maxPauses is the most pauses kept: past it, adding one drops the one
 	// that ends first.
@@ -41,12 +42,13 @@ func (c *Client) pause(key string, until, now time.Time) {
 		}
 		return
 	}
-	if len(c.paused) >= sweepAbove {
+	if n := len(c.paused); n >= max(c.sweepAt, sweepAbove) || n >= maxPauses {
 		for k, u := range c.paused {
 			if !u.After(now) {
 				delete(c.paused, k)
 			}
 		}
+		c.sweepAt = 2 * len(c.paused)
 	}
 	if len(c.paused) >= maxPauses {
 		first, firstUntil := "", time.Time{}

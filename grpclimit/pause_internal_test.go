@@ -14,22 +14,29 @@ import (
 func TestPausesAreBounded(t *testing.T) {
 	var c Client
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
-	const n = 3 * maxPauses
+	const n = maxPauses + 100
 	for i := range n {
 		c.pause(strconv.Itoa(i), now.Add(time.Duration(i+1)*time.Second), now)
 	}
-	require.Len(t, c.paused, maxPauses)
+	require.Equal(t, maxPauses, len(c.paused), "pauses kept")
 	require.True(t, c.pausedUntil("0", now).IsZero(), "the pause that ends first was dropped")
 	require.True(t, c.pausedUntil(strconv.Itoa(n-maxPauses-1), now).IsZero(), "and every one ending before the kept")
 	require.Equal(t, now.Add(n*time.Second), c.pausedUntil(strconv.Itoa(n-1), now), "the last is kept")
 
 	late := now.Add(2 * n * time.Second)
 	c.pause("new", now.Add(time.Second), late)
-	require.Len(t, c.paused, 1, "the ended pauses were swept")
+	require.Equal(t, 1, len(c.paused), "pauses kept: the ended ones were swept")
+
+	var d Client
+	for i := range sweepAbove {
+		d.pause(strconv.Itoa(i), now.Add(time.Second), now)
+	}
+	d.pause("new", now.Add(3*time.Second), now.Add(2*time.Second))
+	require.Equal(t, 1, len(d.paused), "pauses kept: a sweep at sweepAbove")
 
 	c.pause("new", now.Add(10*time.Second), now)
 	c.pause("new", now.Add(5*time.Second), now)
 	require.Equal(t, now.Add(10*time.Second), c.pausedUntil("new", now), "a shorter pause arriving late")
 	require.True(t, c.pausedUntil("new", now.Add(10*time.Second)).IsZero(), "a pause has ended at its end")
-	require.Empty(t, c.paused, "an ended pause is deleted when read")
+	require.Equal(t, 0, len(c.paused), "an ended pause is deleted when read")
 }
