@@ -67,10 +67,11 @@ type Config struct {
 //
 // Each call (each stream, once, when it opens) takes its cost from the
 // policies of its tier under its key. An admitted call goes on to the
-// handler; a refused one ends with ResourceExhausted and a
-// google.rpc.RetryInfo detail carrying the delay after which it can pass
-// (see RetryDelay). Either way the call's response header metadata carries the
-// IETF rate-limit fields httplimit sends, lower-case:
+// handler; a refused one ends with ResourceExhausted, a
+// google.rpc.RetryInfo detail of the delay after which it can pass (see
+// RetryDelay), and that delay in milliseconds as grpc-retry-pushback-ms
+// trailer metadata. Either way the call's header metadata carries the IETF
+// rate-limit fields as httplimit sends them, under lower-case keys:
 //
 //	ratelimit-policy: "minute";q=10;w=60
 //	ratelimit: "minute";r=0;t=42
