@@ -28,9 +28,9 @@ import (
 // detail or grpc-retry-pushback-ms trailer metadata, pauses its key for
 // every call through the Client until then, for at most MaxPause.
 //
-// Its methods are safe for concurrent use; it must not be copied after
-// first use. The zero Client keys calls by target, has no limit of its own,
-// and obeys the server's pauses.
+// It is safe for concurrent use and must not be copied after first use. The
+// zero Client keys calls by target, has no limit of its own, and obeys the
+// server's pauses.
 type Client struct {
 	// Limiter is the client's own limit: every call waits for one event of
 	// it under the call's key (keylimit.WaitN, bounded by the call's

@@ -62,22 +62,18 @@ type Config struct {
 	Error func(ctx context.Context, method string, err error) error
 }
 
-// Server holds the server interceptors of one Config: a unary and a stream
-// interceptor that share its limiters.
-//
-// Each call (each stream, once, when it opens) takes its cost from the
-// policies of its tier under its key. An admitted call goes on to the
-// handler; a refused one ends with ResourceExhausted, a
-// google.rpc.RetryInfo detail of the delay after which it can pass (see
-// RetryDelay), and that delay in milliseconds as grpc-retry-pushback-ms
-// trailer metadata. Either way the call's header metadata carries the IETF
-// rate-limit fields as httplimit sends them, under lower-case keys:
+// Server holds the server interceptors of one Config, a unary and a stream
+// one that share its limiters; it is safe for concurrent use. Each call
+// (each stream, once, when it opens) takes its cost from the policies of its
+// tier under its key. An admitted call goes on to the handler; a refused one
+// ends with ResourceExhausted, a google.rpc.RetryInfo detail of the delay
+// after which it can pass (see RetryDelay), and that delay in milliseconds
+// as grpc-retry-pushback-ms trailer metadata. Either way the call's header
+// metadata carries the IETF rate-limit fields as httplimit sends them:
 //
 //	ratelimit-policy: "minute";q=10;w=60
 //	ratelimit: "minute";r=0;t=42
 //	retry-after: 6                       (refused calls only)
-//
-// A Server is safe for concurrent use.
 type Server struct {
 	// limit is httplimit's middleware around admit: each call is decided
 	// by it, presented as the request it is on the wire (see decide.go).
