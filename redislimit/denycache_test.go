@@ -125,7 +125,7 @@ func TestResetAndRefundClearTheDenyCache(t *testing.T) {
 func TestDenyCacheIsBounded(t *testing.T) {
 	s := newServer(t)
 	mock := clock.NewMock()
-	lim, err := redislimit.NewTokenBucket(s.client(t), keylimit.PerMinute(1),
+	lim, err := redislimit.NewTokenBucket(s.client(t), "test", keylimit.PerMinute(1),
 		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithDenyCacheSize(2))
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,7 @@
 //		Addr:                  "localhost:6379",
 //		ContextTimeoutEnabled: true, // required: every decision has a deadline
 //	})
-//	lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(100),
-//		redislimit.WithPrefix("ratelimit:api:"))
+//	lim, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(100))
 //	if err != nil {
 //		return err
 //	}

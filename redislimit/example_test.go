@@ -21,8 +21,7 @@ func Example() {
 	for range 3 {
 		client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 		defer client.Close()
-		lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(5),
-			redislimit.WithPrefix("example:fleet:"), redislimit.WithTimeout(time.Second))
+		lim, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(5), redislimit.WithTimeout(time.Second))
 		if err != nil {
 			panic(err)
 		}
@@ -46,7 +45,7 @@ func Example() {
 func ExampleNewTokenBucket() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(2).WithBurst(3))
+	lim, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(2).WithBurst(3))
 	if err != nil {
 		panic(err)
 	}
@@ -68,7 +67,7 @@ func ExampleNewTokenBucket() {
 func ExampleNewFixedWindow() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, err := redislimit.NewFixedWindow(client, keylimit.PerMinute(3))
+	lim, err := redislimit.NewFixedWindow(client, "login", keylimit.PerMinute(3))
 	if err != nil {
 		panic(err)
 	}
@@ -87,7 +86,7 @@ func ExampleNewFixedWindow() {
 func ExampleNewSlidingWindow() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, err := redislimit.NewSlidingWindow(client, keylimit.Per(2, time.Hour))
+	lim, err := redislimit.NewSlidingWindow(client, "export", keylimit.Per(2, time.Hour))
 	if err != nil {
 		panic(err)
 	}
@@ -106,7 +105,7 @@ func ExampleNewSlidingWindow() {
 func ExampleTokenBucket_TakeContext() {
 	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10),
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10),
 		redislimit.WithFailurePolicy(redislimit.FailOpen()))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -125,7 +124,7 @@ func ExampleTokenBucket_TakeContext() {
 func ExampleTokenBucket_Refund() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerHour(10))
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerHour(10))
 	defer lim.Reset("frank")
 
 	lim.AllowN("frank", 6)
@@ -139,7 +138,7 @@ func ExampleTokenBucket_Refund() {
 func ExampleTokenBucket_Peek() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerHour(10))
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerHour(10))
 	defer lim.Reset("gina")
 
 	lim.AllowN("gina", 3)
@@ -151,16 +150,27 @@ func ExampleTokenBucket_Peek() {
 	// 7
 }
 
+// Limiters of different names never share state, even under the same
+// limit: the default prefix holds the name, the algorithm and the limit.
+// WithPrefix sets a prefix of your own.
 func ExampleWithPrefix() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	login, _ := redislimit.NewFixedWindow(client, keylimit.PerMinute(5), redislimit.WithPrefix("ratelimit:login:"))
-	api, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(100))
+	login, _ := redislimit.NewFixedWindow(client, "login", keylimit.PerMinute(5))
+	signup, _ := redislimit.NewFixedWindow(client, "signup", keylimit.PerMinute(5))
+	own, _ := redislimit.NewFixedWindow(client, "login", keylimit.PerMinute(5), redislimit.WithPrefix("ratelimit:login:"))
+	defer login.Reset("olga")
+	defer signup.Reset("olga")
+
+	fmt.Println(login.AllowN("olga", 5), signup.Allow("olga"))
 	fmt.Println(login.Prefix())
-	fmt.Println(api.Prefix())
+	fmt.Println(signup.Prefix())
+	fmt.Println(own.Prefix())
 	// Output:
+	// true true
+	// keylimit:login:fixed:5/1m0s/5:
+	// keylimit:signup:fixed:5/1m0s/5:
 	// ratelimit:login:
-	// keylimit:bucket:100/1s/100:
 }
 
 // With Redis down, FailClosed refuses, FailOpen admits, and FailLocal
@@ -170,7 +180,7 @@ func ExampleWithFailurePolicy() {
 	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
 	for _, p := range []redislimit.FailurePolicy{redislimit.FailClosed(), redislimit.FailOpen(), redislimit.FailLocal(2)} {
-		lim, _ := redislimit.NewTokenBucket(client, keylimit.PerMinute(10),
+		lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10),
 			redislimit.WithFailurePolicy(p), redislimit.WithTimeout(50*time.Millisecond))
 		admitted := 0
 		for range 10 {
@@ -212,7 +222,7 @@ func ExampleWithOnError() {
 	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
 	reported := 0
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10),
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10),
 		redislimit.WithOnError(func(err error) { reported++ }))
 	for range 5 {
 		lim.Allow("ivan")
@@ -228,7 +238,7 @@ func ExampleWithFailureBackoff() {
 	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
 	for _, backoff := range []time.Duration{0, time.Minute} {
-		lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10), redislimit.WithFailureBackoff(backoff))
+		lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10), redislimit.WithFailureBackoff(backoff))
 		lim.Allow("judy")
 		_, err := lim.TakeContext(context.Background(), "judy", 1)
 		fmt.Printf("backoff %v: spared %v\n", backoff, errors.Is(err, redislimit.ErrUnavailable))
@@ -241,9 +251,9 @@ func ExampleWithFailureBackoff() {
 func ExampleWithTimeout() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	_, err := redislimit.NewTokenBucket(client, keylimit.PerSecond(10), redislimit.WithTimeout(20*time.Millisecond))
+	_, err := redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10), redislimit.WithTimeout(20*time.Millisecond))
 	fmt.Println(err)
-	_, err = redislimit.NewTokenBucket(client, keylimit.PerSecond(10), redislimit.WithTimeout(0))
+	_, err = redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10), redislimit.WithTimeout(0))
 	fmt.Println(err)
 	// Output:
 	// <nil>
@@ -256,7 +266,7 @@ func ExampleWithDenyCacheSize() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	mock := clock.NewMock()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerHour(1),
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerHour(1),
 		redislimit.WithDenyCacheSize(10_000), redislimit.WithClock(mock))
 	defer lim.Reset("kim")
 
@@ -275,7 +285,7 @@ func ExampleWithClock() {
 	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
 	mock := clock.NewMock()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerMinute(1),
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(1),
 		redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailLocal(1)))
 	fmt.Println(lim.Allow("lee"), lim.Allow("lee")) // the fallback decides, on the mock
 	mock.Add(time.Minute)
@@ -297,7 +307,7 @@ func ExampleError() {
 func ExampleTokenBucket_Limit() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, _ := redislimit.NewSlidingWindow(client, keylimit.PerMinute(30))
+	lim, _ := redislimit.NewSlidingWindow(client, "api", keylimit.PerMinute(30))
 	fmt.Println(lim.Limit())
 	// Output: 30/min
 }
@@ -307,7 +317,7 @@ func ExampleTokenBucket_Limit() {
 func ExampleTokenBucket_WaitN() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10).WithBurst(1))
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10).WithBurst(1))
 	defer lim.Reset("partner-api")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

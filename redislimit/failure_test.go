@@ -111,12 +111,12 @@ func TestStalledRedisTimesOut(t *testing.T) {
 	// A patient limiter on the same client makes the connection and loads
 	// the script while Redis answers, so that the short timeout below is
 	// spent on nothing but the stalled call.
-	warm, err := redislimit.NewTokenBucket(client, keylimit.PerHour(10), redislimit.WithTimeout(patient))
+	warm, err := redislimit.NewTokenBucket(client, "test", keylimit.PerHour(10), redislimit.WithTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var errs errorLog
-	lim, err := redislimit.NewTokenBucket(client, keylimit.PerHour(10),
+	lim, err := redislimit.NewTokenBucket(client, "test", keylimit.PerHour(10),
 		redislimit.WithTimeout(250*time.Millisecond), redislimit.WithFailurePolicy(redislimit.FailClosed()),
 		redislimit.WithOnError(errs.add))
 	if err != nil {
@@ -150,7 +150,7 @@ func TestStalledRedisTimesOut(t *testing.T) {
 func TestErrorReplyDoesNotStartTheBackoff(t *testing.T) {
 	c := shared.client(t)
 	var errs errorLog
-	lim, err := redislimit.NewFixedWindow(c, keylimit.PerHour(10), redislimit.WithPrefix(testKey(t, "p")+":"),
+	lim, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(10), redislimit.WithPrefix(testKey(t, "p")+":"),
 		redislimit.WithTimeout(patient), redislimit.WithFailurePolicy(redislimit.FailClosed()), redislimit.WithOnError(errs.add))
 	if err != nil {
 		t.Fatal(err)
@@ -244,7 +244,7 @@ func TestKillUnderLoad(t *testing.T) {
 // told to retry after the backoff or the limit's interval, the later.
 func TestFailLocalShare(t *testing.T) {
 	client := deadClient(t)
-	lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(10),
+	lim, err := redislimit.NewTokenBucket(client, "test", keylimit.PerMinute(10),
 		redislimit.WithFailurePolicy(redislimit.FailLocal(4)), redislimit.WithClock(clock.NewMock()))
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func TestFailLocalShare(t *testing.T) {
 func TestResetIgnoresTheBackoff(t *testing.T) {
 	s := newServer(t)
 	mock := clock.NewMock()
-	lim, err := redislimit.NewTokenBucket(quickClient(t, s), keylimit.PerHour(2),
+	lim, err := redislimit.NewTokenBucket(quickClient(t, s), "test", keylimit.PerHour(2),
 		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailClosed()))
 	if err != nil {
 		t.Fatal(err)

@@ -190,13 +190,13 @@ var types = []struct {
 	new  newFunc
 }{
 	{"TokenBucket", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewTokenBucket(c, l, opts...))
+		return nilIfErr(redislimit.NewTokenBucket(c, "test", l, opts...))
 	}},
 	{"FixedWindow", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewFixedWindow(c, l, opts...))
+		return nilIfErr(redislimit.NewFixedWindow(c, "test", l, opts...))
 	}},
 	{"SlidingWindow", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewSlidingWindow(c, l, opts...))
+		return nilIfErr(redislimit.NewSlidingWindow(c, "test", l, opts...))
 	}},
 }
 

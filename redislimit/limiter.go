@@ -20,6 +20,7 @@ type limiter struct {
 	client  redis.UniversalClient
 	alg     algorithm
 	limit   keylimit.Limit
+	name    string        // the constructor's: the limiter's purpose, in logs and the default prefix
 	prefix  string        // of every key written: prefix + key
 	timeout time.Duration // bound on one decision's wait for Redis
 	policy  FailurePolicy
@@ -75,11 +76,8 @@ func (lim *limiter) init(self any, client redis.UniversalClient, l keylimit.Limi
 	lim.clock = newLocalClock(o.clock)
 	lim.deny.init(o.denyCache)
 	lim.backoff = o.backoff
-	if o.prefix != nil {
-		lim.prefix = *o.prefix
-	} else {
-		lim.prefix = fmt.Sprintf("keylimit:%s:%d/%v/%d:", alg.name, l.Events, l.Period, alg.quota)
-	}
+	lim.name = o.name
+	lim.prefix = o.keyPrefix(alg.name, l, alg.quota)
 	if o.policy.kind == failLocal {
 		var opts []keylimit.Option
 		if o.clock != nil {
@@ -118,6 +116,9 @@ func checkClient(c redis.UniversalClient) error {
 
 // Limit returns the limit the limiter enforces across the fleet.
 func (l *limiter) Limit() keylimit.Limit { return l.limit }
+
+// Name returns the name the limiter was made with.
+func (l *limiter) Name() string { return l.name }
 
 // Prefix returns the prefix of the Redis keys the limiter writes.
 func (l *limiter) Prefix() string { return l.prefix }

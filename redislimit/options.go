@@ -3,9 +3,11 @@ package redislimit
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
 )
 
 // Option configures a Redis limiter. Options are passed to the constructors
@@ -21,7 +23,8 @@ func (f optionFunc) apply(o *options) { f(o) }
 
 // options is what Option values set, before a constructor reads them.
 type options struct {
-	prefix    *string // nil: the default, derived from the algorithm and the limit
+	name      string  // the constructor's name argument, checked
+	prefix    *string // nil: the default, derived from the name, the algorithm and the limit
 	timeout   time.Duration
 	policy    FailurePolicy
 	onError   func(error)
@@ -50,8 +53,12 @@ func (o *options) fail(err error) {
 	}
 }
 
-func buildOptions(opts []Option) (options, error) {
-	o := options{timeout: DefaultTimeout, policy: FailLocal(1), denyCache: DefaultDenyCacheSize, backoff: DefaultFailureBackoff}
+// buildOptions checks the constructor's name and applies opts.
+func buildOptions(name string, opts []Option) (options, error) {
+	o := options{name: name, timeout: DefaultTimeout, policy: FailLocal(1), denyCache: DefaultDenyCacheSize, backoff: DefaultFailureBackoff}
+	if err := checkName(name); err != nil {
+		return o, err
+	}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -60,18 +67,51 @@ func buildOptions(opts []Option) (options, error) {
 	return o, o.err
 }
 
+// maxNameLen bounds a limiter's name, which every Redis key it writes holds.
+const maxNameLen = 100
+
+// checkName refuses a name that is empty, long, or holds anything but
+// letters, digits and - _ . : / (no spaces, which logs would split, and no
+// braces, which Redis Cluster reads as a hash tag that would put every key
+// of the limiter on one node).
+func checkName(name string) error {
+	if name == "" {
+		return errors.New(`redislimit: the limiter's name is empty; name it for its purpose, such as "login"`)
+	}
+	if len(name) > maxNameLen {
+		return fmt.Errorf("redislimit: the limiter's name is %d bytes long, more than %d", len(name), maxNameLen)
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("-_.:/", c)) {
+			return fmt.Errorf("redislimit: the limiter's name %q holds %q; use letters, digits and - _ . : /", name, c)
+		}
+	}
+	return nil
+}
+
+// keyPrefix returns the prefix of the Redis keys of a limiter of algorithm
+// alg (its quota q) under limit l: WithPrefix's, or the default, which holds
+// the name, the algorithm and the limit (see WithPrefix).
+func (o *options) keyPrefix(alg string, l keylimit.Limit, q int) string {
+	if o.prefix != nil {
+		return *o.prefix
+	}
+	return fmt.Sprintf("keylimit:%s:%s:%d/%v/%d:", o.name, alg, l.Events, l.Period, q)
+}
+
 // WithPrefix sets the prefix of every Redis key the limiter writes: the state
 // of key k lives at prefix+k. Limiters (on any instance) that share a prefix
-// share their keys' state, so give each limit its own prefix, e.g.
-// "ratelimit:login:".
+// share their keys' state.
 //
-// The default is derived from the algorithm and the limit, such as
-// "keylimit:bucket:10/1m0s:", so that two limiters with different limits
-// never share state by accident, and instances configured alike always do.
-// Set a prefix of your own to keep the state across a change of the limit.
+// The default holds the limiter's name, its algorithm and its limit, such as
+// "keylimit:login:bucket:5/1m0s/5:". So limiters with different names never
+// share state, nor do limiters of one name with different algorithms or
+// limits (two limits combined with keylimit.All, say), and instances
+// configured alike always do. A change of the limit therefore starts every
+// key afresh, once (see the README for a rolling deploy); a prefix of your
+// own keeps the keys' state across a change, read under the new limit.
 //
-// In Redis Cluster a decision touches one key, so any prefix works; put a
-// hash tag in the keys ("{tenant}:...") only to place them yourself.
+// In Redis Cluster a decision touches one key, so any prefix works.
 func WithPrefix(prefix string) Option {
 	return optionFunc(func(o *options) { o.prefix = &prefix })
 }

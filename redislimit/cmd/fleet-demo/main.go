@@ -71,21 +71,21 @@ var rows = []struct {
 		return lim, lim, err
 	}},
 	{"redislimit TokenBucket", redisLimiter(func(c redis.UniversalClient) (keylimit.Limiter[string], error) {
-		return redislimit.NewTokenBucket(c, limit, redisOptions...)
+		return redislimit.NewTokenBucket(c, "fleet-demo", limit, redisOptions...)
 	})},
 	{"in-memory FixedWindow", func(string) (keylimit.Limiter[string], io.Closer, error) {
 		lim, err := keylimit.NewFixedWindow[string](limit)
 		return lim, lim, err
 	}},
 	{"redislimit FixedWindow", redisLimiter(func(c redis.UniversalClient) (keylimit.Limiter[string], error) {
-		return redislimit.NewFixedWindow(c, limit, redisOptions...)
+		return redislimit.NewFixedWindow(c, "fleet-demo", limit, redisOptions...)
 	})},
 	{"in-memory SlidingWindow", func(string) (keylimit.Limiter[string], io.Closer, error) {
 		lim, err := keylimit.NewSlidingWindow[string](limit)
 		return lim, lim, err
 	}},
 	{"redislimit SlidingWindow", redisLimiter(func(c redis.UniversalClient) (keylimit.Limiter[string], error) {
-		return redislimit.NewSlidingWindow(c, limit, redisOptions...)
+		return redislimit.NewSlidingWindow(c, "fleet-demo", limit, redisOptions...)
 	})},
 }
 
