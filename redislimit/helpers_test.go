@@ -3,6 +3,7 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -61,6 +62,9 @@ func TestMain(m *testing.M) {
 	// The tests kill servers on purpose; the client's log of the failed
 	// reconnections would only bury the test output.
 	redis.SetLogger(quietLogger{})
+	// Every limiter logs at construction what its failure policy admits;
+	// the tests that read the logs give a logger of their own.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	code := m.Run()
 	s.Stop()
 	os.Exit(code)

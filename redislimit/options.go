@@ -3,6 +3,7 @@ package redislimit
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -27,6 +28,9 @@ type options struct {
 	prefix    *string // nil: the default, derived from the name, the algorithm and the limit
 	timeout   time.Duration
 	policy    FailurePolicy
+	policySet bool         // WithFailurePolicy was given
+	fleet     int          // WithFleetSize; 0: not given
+	logger    *slog.Logger // WithLogger; nil: slog.Default()
 	onError   func(error)
 	clock     clock.Clock // nil: the system's monotonic clock
 	denyCache int
@@ -63,6 +67,9 @@ func buildOptions(name string, opts []Option) (options, error) {
 		if opt != nil {
 			opt.apply(&o)
 		}
+	}
+	if !o.policySet && o.fleet > 0 {
+		o.policy = FailLocal(o.fleet)
 	}
 	return o, o.err
 }
@@ -137,9 +144,12 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithFailurePolicy sets what the limiter answers while Redis fails or times
-// out (default FailLocal(1)).
+// out: FailOpen, FailClosed or FailLocal. The default is FailLocal of the
+// fleet size (WithFleetSize), or FailLocal(1) without one, which lets each
+// instance admit the whole limit: a fleet of N admits up to N times it.
 func WithFailurePolicy(p FailurePolicy) Option {
 	return optionFunc(func(o *options) {
+		o.policySet = true
 		if p.kind == 0 {
 			o.fail(errors.New("redislimit: WithFailurePolicy: the zero FailurePolicy; use FailOpen, FailClosed or FailLocal"))
 			return
@@ -149,6 +159,38 @@ func WithFailurePolicy(p FailurePolicy) Option {
 			return
 		}
 		o.policy = p
+	})
+}
+
+// WithFleetSize says that n instances share the limit (default: not said).
+// Without WithFailurePolicy, the failure policy is then FailLocal(n): while
+// Redis fails, each instance decides alone on 1/n of the limit, so the fleet
+// admits about the limit, not n times it. Give the most instances the fleet
+// runs (autoscaled between a and b, b): fewer then admit less, never more.
+// The limiter logs at construction what its policy admits across the fleet.
+func WithFleetSize(n int) Option {
+	return optionFunc(func(o *options) {
+		if n < 1 {
+			o.fail(fmt.Errorf("redislimit: WithFleetSize(%d): the fleet size is below 1", n))
+			return
+		}
+		o.fleet = n
+	})
+}
+
+// WithLogger sets the logger of the events operators must know of, each
+// logged once, never per request: at construction, what the failure policy
+// admits; the start (Warn) and end (Info) of a Redis outage; an eviction
+// policy that can reset limits (Warn, see Ping). The default is
+// slog.Default(), as it is when a line is logged. Lines say "redislimit:"
+// and carry the limiter's name.
+func WithLogger(lg *slog.Logger) Option {
+	return optionFunc(func(o *options) {
+		if lg == nil {
+			o.fail(errors.New("redislimit: WithLogger(nil): pass slog.New(slog.DiscardHandler) to log nothing"))
+			return
+		}
+		o.logger = lg
 	})
 }
 
@@ -179,14 +221,16 @@ func WithClock(c clock.Clock) Option {
 }
 
 // WithDenyCacheSize sets how many refused keys the limiter remembers in
-// process (default DefaultDenyCacheSize); 0 turns the deny cache off.
+// process (default DefaultDenyCacheSize); 0 turns the deny cache off. Each
+// costs about 150 bytes whatever the key's length (it is kept as two seeded
+// 64-bit hashes, not as a string), so the default holds at most about 15 MB.
 //
 // Once Redis refuses a key with RetryAfter d, the limiter refuses the same
 // request (or a larger one) for that key for d without asking Redis again.
 // It never admits anything Redis would refuse; the only difference it can
 // make is to refuse a key that a Reset or Refund on another instance freed,
-// until d has passed. When the cache is full, expired entries are swept;
-// while it is full of live ones, further refused keys go to Redis.
+// until d has passed. A full cache forgets its oldest refusal for each new
+// one.
 func WithDenyCacheSize(n int) Option {
 	return optionFunc(func(o *options) {
 		if n < 0 {
