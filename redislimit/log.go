@@ -31,9 +31,11 @@ type ops struct {
 	since   int64      // local ns at which the outage under way began
 	before  uint64     // counts.fallbacks() then
 	logged  bool       // whether its start was logged, and so its end will be
-	// lastLogged is the local ns of the last outage start logged; unlogged
-	// the outages started since that were not, within quietPeriod of it.
+	// lastLogged is the local ns of the last outage start logged, if any
+	// was (anyLogged); unlogged the outages started since that were not,
+	// within quietPeriod of it.
 	lastLogged int64
+	anyLogged  bool
 	unlogged   int
 
 	// policy is where the check of the eviction policy stands: unchecked,
@@ -105,7 +107,7 @@ func (l *limiter) outageStarted(err error, now int64) {
 		return
 	}
 	o.since, o.before = now, o.counts.fallbacks()
-	o.logged = o.lastLogged == 0 || now-o.lastLogged >= quietPeriod
+	o.logged = !o.anyLogged || now-o.lastLogged >= quietPeriod
 	if !o.logged {
 		o.unlogged++
 		return
@@ -115,7 +117,7 @@ func (l *limiter) outageStarted(err error, now int64) {
 		attrs = append(attrs, "outages_not_logged", o.unlogged)
 	}
 	l.logger().Warn("redislimit: Redis failed; the failure policy decides until Redis answers again", attrs...)
-	o.lastLogged, o.unlogged = now, 0
+	o.lastLogged, o.anyLogged, o.unlogged = now, true, 0
 }
 
 // outageEnded ends the outage under way at local time now, and logs its end
