@@ -95,9 +95,11 @@ var failures atomic.Int64
 
 // redisOptions are the demo's: a patient timeout, since a busy machine must
 // not turn the demo into a demo of the failure policy, and a count of any
-// failure all the same.
+// failure all the same; the fleet's size, so that if Redis failed each
+// instance would decide alone on a third of the limit.
 var redisOptions = []redislimit.Option{
 	redislimit.WithTimeout(5 * time.Second),
+	redislimit.WithFleetSize(instances),
 	redislimit.WithOnError(func(error) { failures.Add(1) }),
 }
 
