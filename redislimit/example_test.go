@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -333,4 +335,67 @@ func ExampleTokenBucket_WaitN() {
 	// Output:
 	// 3 calls made
 	// true
+}
+
+// WithFleetSize says how many instances share the limit: while Redis fails,
+// each then decides alone on its share, here 10 a minute shared by 2.
+func ExampleWithFleetSize() {
+	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10), redislimit.WithFleetSize(2))
+	admitted := 0
+	for range 10 {
+		if lim.Allow("nina") {
+			admitted++
+		}
+	}
+	fmt.Printf("with Redis down, this instance admitted %d of 10\n", admitted)
+	// Output:
+	// with Redis down, this instance admitted 5 of 10
+}
+
+// Without a failure policy or a fleet size, a limiter says at construction
+// what a fleet would admit while Redis fails (here to a logger that leaves
+// out the time).
+func ExampleWithLogger() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "hint" {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10), redislimit.WithLogger(logger))
+	// Output:
+	// level=INFO msg="redislimit: limiter ready; while Redis fails, its failure policy decides" limiter=api prefix=keylimit:api:bucket:10/1m0s/10: limit=10/min policy="fail local/1" admits="each instance decides alone on 10/min, so a fleet of N instances admits up to N × 10/min"
+}
+
+// Ping checks at start-up that Redis answers, takes the script, and will not
+// evict the limiter's keys.
+func ExampleTokenBucket_Ping() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10))
+	fmt.Println(lim.Ping(context.Background()))
+	// Output:
+	// <nil>
+}
+
+// Stats counts requests, round trips and the deny cache's answers.
+func ExampleTokenBucket_Stats() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, "stats", keylimit.PerHour(2))
+	defer lim.Reset("omar")
+
+	for range 5 {
+		lim.Allow("omar") // 2 admitted; the third refused by Redis, the others by the deny cache
+	}
+	st := lim.Stats()
+	fmt.Println(st.Admitted, st.Refused, st.Calls, st.CacheHits)
+	// Output:
+	// 2 3 3 2
 }

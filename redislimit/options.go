@@ -78,9 +78,9 @@ func buildOptions(name string, opts []Option) (options, error) {
 const maxNameLen = 100
 
 // checkName refuses a name that is empty, long, or holds anything but
-// letters, digits and - _ . : / (no spaces, which logs would split, and no
-// braces, which Redis Cluster reads as a hash tag that would put every key
-// of the limiter on one node).
+// letters, digits and - _ . : /: no spaces or control characters, which
+// keys and logs would carry, and no braces, which Redis Cluster reads as a
+// hash tag that would put every key of the limiter on one node.
 func checkName(name string) error {
 	if name == "" {
 		return errors.New(`redislimit: the limiter's name is empty; name it for its purpose, such as "login"`)
