@@ -23,6 +23,7 @@ func TestDenyCacheSendsNothingWhileDenied(t *testing.T) {
 			lim, err := typ.new(s.client(t), keylimit.PerHour(5),
 				redislimit.WithTimeout(patient), redislimit.WithClock(mock))
 			require.NoError(t, err)
+			pinged(t, lim)
 			key := testKey(t, "flooded")
 			require.True(t, lim.AllowN(key, 5), "AllowN(5) on a new key")
 			refusal := lim.Take(key, 1) // Redis refuses: now remembered
@@ -98,6 +99,7 @@ func TestDenyCacheIsBounded(t *testing.T) {
 	lim, err := redislimit.NewTokenBucket(s.client(t), "test", keylimit.PerMinute(1),
 		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithDenyCacheSize(2))
 	require.NoError(t, err)
+	pinged(t, lim)
 	refuse := func(key string) {
 		t.Helper()
 		lim.Allow(key)

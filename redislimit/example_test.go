@@ -158,8 +158,8 @@ func ExampleTokenBucket_Peek() {
 func ExampleWithPrefix() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	login, _ := redislimit.NewFixedWindow(client, "login", keylimit.PerMinute(5))
-	signup, _ := redislimit.NewFixedWindow(client, "signup", keylimit.PerMinute(5))
+	login, _ := redislimit.NewFixedWindow(client, "login", keylimit.PerMinute(5), redislimit.WithTimeout(time.Second))
+	signup, _ := redislimit.NewFixedWindow(client, "signup", keylimit.PerMinute(5), redislimit.WithTimeout(time.Second))
 	own, _ := redislimit.NewFixedWindow(client, "login", keylimit.PerMinute(5), redislimit.WithPrefix("ratelimit:login:"))
 	defer login.Reset("olga")
 	defer signup.Reset("olga")
@@ -269,7 +269,7 @@ func ExampleWithDenyCacheSize() {
 	defer client.Close()
 	mock := clock.NewMock()
 	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerHour(1),
-		redislimit.WithDenyCacheSize(10_000), redislimit.WithClock(mock))
+		redislimit.WithDenyCacheSize(10_000), redislimit.WithClock(mock), redislimit.WithTimeout(time.Second))
 	defer lim.Reset("kim")
 
 	lim.Allow("kim")
@@ -388,7 +388,7 @@ func ExampleTokenBucket_Ping() {
 func ExampleTokenBucket_Stats() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, _ := redislimit.NewTokenBucket(client, "stats", keylimit.PerHour(2))
+	lim, _ := redislimit.NewTokenBucket(client, "stats", keylimit.PerHour(2), redislimit.WithTimeout(time.Second))
 	defer lim.Reset("omar")
 
 	for range 5 {

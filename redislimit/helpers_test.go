@@ -243,6 +243,15 @@ func (l *errorLog) list() []error {
 	return append([]error(nil), l.errs...)
 }
 
+// pinged runs lim's Ping, which leaves the eviction policy checked: a test
+// that counts the commands Redis ran calls it first, so that the check a
+// first successful call would start in the background cannot add a CONFIG
+// GET (or the handshake of a connection of its own) to the count.
+func pinged(t *testing.T, lim keylimit.Limiter[string]) {
+	t.Helper()
+	require.NoError(t, lim.(interface{ Ping(context.Context) error }).Ping(context.Background()), "Ping")
+}
+
 // quickClient is a client that gives up on a dead server at once (no
 // retries), so that a test of an outage does not wait out its timeouts.
 func quickClient(t *testing.T, s *server) *redis.Client {
