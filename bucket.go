@@ -10,25 +10,17 @@ import (
 
 // TokenBucket limits each key to a rate with bursts: a bucket of
 // Limit.BurstSize() tokens per key that refills continuously, one token every
-// Limit.Interval(). An event takes one token; a key that has never been seen
-// has a full bucket.
+// Limit.Interval(). An event takes one token; a key never seen has a full
+// bucket.
 //
-// It runs the generic cell rate algorithm (GCRA): each key's state is one
-// int64, the theoretical arrival time (TAT), the instant at which its bucket
-// will be full again. Refill is never computed or stored: the tokens at time
-// now are (now + Burst×Interval − TAT) / Interval. So no fraction of a token
-// is ever lost to rounding, however often the key is asked.
-//
-// Allow on an existing key reads the clock, loads the key without a lock and
-// makes one compare-and-swap; it allocates nothing. A refused call writes
-// nothing. All methods are safe for concurrent use; admissions are exact
-// under any number of goroutines: over any interval of length d, a key admits
-// at most BurstSize() + d/Interval() events.
-//
-// Each key can have its own limit (WithKeyLimit), and SetLimit changes limits
-// while the bucket runs; a key keeps its debt in tokens across the change.
+// It runs the generic cell rate algorithm (GCRA): a key's whole state is one
+// int64, the time at which its bucket is full again (the theoretical arrival
+// time, TAT), updated by one compare-and-swap. Refill is never stored, so no
+// fraction of a token is lost to rounding however often a key is asked.
+// Over any interval of length d, a key admits at most BurstSize() +
+// d/Interval() events, under any number of goroutines.
 type TokenBucket[K comparable] struct {
-	*keyed[K, bucketState]
+	keys    *shard[K, bucketState]
 	policy  *policy[K, gcra] // not inline: the evictor holds it, and must not hold the bucket
 	evictor *evictor
 }
@@ -41,7 +33,7 @@ type bucketState struct {
 	// only grows. The exceptions use sentinels, which no live TAT equals
 	// (it is never negative): retirement (Reset, the evictor) swaps in
 	// retiredTAT, after which nothing writes it again and callers look the
-	// key up afresh (keyed.replace); a change of limit swaps in
+	// key up afresh (shard.replace); a change of limit swaps in
 	// convertingTAT while it moves the state to the new limit (convert).
 	tat atomic.Int64
 	// cfg is the limit the TAT is under. It is written when the state is
@@ -117,7 +109,7 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 		return nil, err
 	}
 	b := &TokenBucket[K]{policy: pol}
-	b.keyed = newKeyed(o, stateHooks[K, bucketState]{
+	b.keys = newShard(o, stateHooks[K, bucketState]{
 		newState: func(key K) *bucketState {
 			st := new(bucketState)
 			st.cfg.Store(pol.resolve(key))
@@ -127,7 +119,7 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 		retire:       (*bucketState).retire,
 	})
 	// The bucket's own limit gives the default sweep interval.
-	b.evictor = startEvictor(b, b.keyed, o, time.Duration(pol.cur.Load().def.arith.tau))
+	b.evictor = startEvictor(b, b.keys, o, time.Duration(pol.cur.Load().def.arith.tau))
 	return b, nil
 }
 
@@ -139,14 +131,11 @@ func (b *TokenBucket[K]) Limit() Limit { return b.policy.limit() }
 // again (WithKeyLimit's function is asked anew), each from its next call.
 // It returns an error, and changes nothing, if l is invalid.
 //
-// A key keeps its debt in tokens: a key that owed 3 tokens (3 × the old
-// Interval until its bucket is full) owes 3 under the new limit (3 × the new
-// Interval), even beyond the new burst, in which case it waits for the
-// excess to refill before its next event. So a change of limit never creates
+// A key keeps its debt in tokens, even beyond the new burst: one that owed 3
+// tokens owes 3 under the new limit. So a change of limit never creates
 // capacity: over any interval, a key admits at most the larger burst plus
-// the faster rate, however often the limit changes. A raised limit gives a
-// key that owed everything the difference of the bursts at once. Admissions
-// racing with SetLimit are decided under one limit or the other, never a mix.
+// the faster rate, however often the limit changes. Admissions racing with
+// SetLimit are decided under one limit or the other, never a mix.
 func (b *TokenBucket[K]) SetLimit(l Limit) error { return b.policy.set(l) }
 
 // Allow reports whether one event for key may happen now, and takes its token
@@ -160,8 +149,9 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 	if n <= 0 {
 		return n == 0
 	}
-	_, _, _, _, v := b.decide(key, n)
-	return v == admitted || (v == untracked && b.overflow == admitUntracked)
+	var d bucketDecision
+	_, v := b.decide(key, n, &d)
+	return b.keys.admits(v)
 }
 
 // Take takes n tokens from key's bucket if all n are there, and reports the
@@ -171,82 +161,81 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 // can never pass: the Result is refused with RetryAfter InfDuration.
 func (b *TokenBucket[K]) Take(key K, n int) Result {
 	if n <= 0 {
-		return b.impossible(key, n)
+		return impossible(b.Peek(key), n)
 	}
-	c, now, base, next, v := b.decide(key, n)
+	var d bucketDecision
+	c, v := b.decide(key, n, &d)
+	b.keys.admits(v)
 	switch v {
-	case admitted:
-		return c.arith.allowed(now, next)
-	case refused:
-		return c.arith.refused(now, base, next)
 	case untracked:
-		return b.untracked(c.arith.burst, n)
-	default:
-		return b.impossible(key, n)
+		return b.keys.untracked(c.arith.burst, n)
+	case never:
+		return impossible(b.Peek(key), n)
 	}
+	return c.arith.result(v == admitted, &d)
 }
 
-// verdict is decide's answer.
-type verdict uint8
+// bucketDecision is a decision on n tokens made at now: base is max(TAT,
+// now) before it, next the TAT that admitting them gives (the new TAT when
+// admitted).
+type bucketDecision struct {
+	now, base, next int64
+}
 
-const (
-	admitted  verdict = iota
-	refused           // not now
-	never             // n above the key's burst, or its limit is invalid
-	untracked         // the key cap left no place for the key
-)
-
-// decide admits n >= 1 events for key if they fit. It returns the limit the
-// decision was made under, its time, max(TAT, now) before it, and the TAT
-// that admitting n gives (the new TAT when admitted).
-func (b *TokenBucket[K]) decide(key K, n int) (c *keyConfig[gcra], now, base, next int64, v verdict) {
-	reread := false
-	st := b.load(key)
+// decide takes n >= 1 tokens for key if they are there, and returns the
+// limit it decided under and its verdict, with the decision in d when
+// admitted or refused.
+func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcra], verdict) {
+	st := b.keys.load(key)
 	if st == nil {
 		// A request that can never pass must not create the key.
-		if c = b.policy.resolve(key); c.err != nil || n > c.arith.burst {
-			return c, 0, 0, 0, never
+		if c := b.policy.resolve(key); c.err != nil || n > c.arith.burst {
+			return c, never
 		}
-		if st = b.loadOrCreate(key); st == nil {
-			return c, 0, 0, 0, untracked
+		if st = b.keys.loadOrCreate(key); st == nil {
+			return b.policy.resolve(key), untracked
 		}
 	}
+	d.now = b.keys.clock.now()
+	lost, reread := false, false
 	for {
-		// The clock is read inside the loop: a retry after a lost CAS must
-		// not decide on a time older than the TAT it lost to.
-		now = b.clock.now()
 		tat := st.tat.Load()
 		if tat < 0 {
 			if st = b.settle(key, st, tat); st == nil {
-				return b.policy.resolve(key), 0, 0, 0, untracked
+				return b.policy.resolve(key), untracked
 			}
 			continue
 		}
-		c = st.cfg.Load()
+		c := st.cfg.Load()
 		if b.policy.stale(c) {
 			b.convert(key, st, tat, c)
 			continue
 		}
 		g := &c.arith
 		if c.err != nil || n > g.burst {
-			return c, 0, 0, 0, never
+			return c, never
 		}
-		base = max(tat, now)
-		next = base + int64(n)*g.interval
-		if next-now > g.tau {
-			// A refusal short by less than staleRead may come from a clock
-			// read that a concurrent admission overtook (its TAT counts
-			// from a later now): read the clock once more before refusing.
-			// A later time is always a valid time to decide on.
-			if !reread && next-now-g.tau < staleRead {
+		d.base = max(tat, d.now)
+		d.next = d.base + int64(n)*g.interval
+		if d.next-d.now > g.tau {
+			// A TAT a concurrent admission wrote counts from its own clock
+			// reading, which may be later than d.now: a refusal short by
+			// less than staleRead, or made after a lost CAS (which retries
+			// on the time read before it), is checked once more at a
+			// fresh time. A later time is always a valid time to decide on.
+			if !reread && (lost || d.next-d.now-g.tau < staleRead) {
 				reread = true
+				d.now = b.keys.clock.now()
 				continue
 			}
-			return c, now, base, next, refused
+			return c, refused
 		}
-		if st.tat.CompareAndSwap(tat, next) {
-			return c, now, base, next, admitted
+		// On a lost CAS the loop retries on the same d.now: the TAT it
+		// lost to is at least as late, so the retry is at least as strict.
+		if st.tat.CompareAndSwap(tat, d.next) {
+			return c, admitted
 		}
+		lost = true
 	}
 }
 
@@ -258,7 +247,7 @@ func (b *TokenBucket[K]) settle(key K, st *bucketState, tat int64) *bucketState 
 		runtime.Gosched()
 		return st
 	}
-	return b.replace(key, st)
+	return b.keys.replace(key, st)
 }
 
 // convert moves st, whose TAT is tat under the stale config old, to the
@@ -269,7 +258,7 @@ func (b *TokenBucket[K]) convert(key K, st *bucketState, tat int64, old *keyConf
 		return
 	}
 	c := b.policy.resolve(key)
-	now := b.clock.now()
+	now := b.keys.clock.now()
 	next := tat
 	if tat > now && c.err == nil {
 		// Keep the debt in tokens: (tat-now)/old interval tokens owed
@@ -300,7 +289,7 @@ func scaleUp(x, mul, div int64) int64 {
 // tells whether Allow(key) would pass, RetryAfter how long until it would.
 // Peek does not create the key.
 func (b *TokenBucket[K]) Peek(key K) Result {
-	now := b.clock.now()
+	now := b.keys.clock.now()
 	tat, c := b.observe(key)
 	if c.err != nil {
 		return Result{Limit: c.arith.burst, RetryAfter: InfDuration, Err: c.err}
@@ -313,7 +302,7 @@ func (b *TokenBucket[K]) Peek(key K) Result {
 // reported as it would be after its conversion.
 func (b *TokenBucket[K]) observe(key K) (int64, *keyConfig[gcra]) {
 	for {
-		st := b.load(key)
+		st := b.keys.load(key)
 		if st == nil {
 			return 0, b.policy.resolve(key)
 		}
@@ -336,10 +325,13 @@ func (b *TokenBucket[K]) observe(key K) (int64, *keyConfig[gcra]) {
 
 // Reset forgets key: its bucket is full again. Admissions that race with
 // Reset happen either wholly before it (and are forgotten) or after it.
-func (b *TokenBucket[K]) Reset(key K) { b.reset(key) }
+func (b *TokenBucket[K]) Reset(key K) { b.keys.reset(key) }
+
+// Stats returns what the bucket has counted (see Stats and WithStats).
+func (b *TokenBucket[K]) Stats() Stats { return b.keys.stats() }
 
 // Len returns the number of keys the bucket tracks.
-func (b *TokenBucket[K]) Len() int { return b.len() }
+func (b *TokenBucket[K]) Len() int { return b.keys.len() }
 
 // Close stops the bucket's evictor. The bucket still answers after Close,
 // exactly, but no longer forgets idle keys in the background. It always
@@ -354,7 +346,7 @@ func (b *TokenBucket[K]) Close() error {
 // Refunding what was not admitted can fill a bucket early, never past full.
 // n <= 0 does nothing.
 func (b *TokenBucket[K]) Refund(key K, n int) {
-	st := b.load(key)
+	st := b.keys.load(key)
 	if st == nil || n <= 0 {
 		return
 	}
@@ -384,22 +376,7 @@ func (b *TokenBucket[K]) Wait(ctx context.Context, key K) error { return b.WaitN
 // the wait would outlast ctx's deadline; it returns ctx's error, wrapped, if
 // ctx ends first. A failed wait takes nothing.
 func (b *TokenBucket[K]) WaitN(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, b, &b.clock, key, n)
-}
-
-// impossible answers a Take that needs no CAS: n == 0 (allowed, takes
-// nothing), n that can never pass, and keys whose limit is invalid.
-func (b *TokenBucket[K]) impossible(key K, n int) Result {
-	r := b.Peek(key)
-	if r.Err != nil {
-		return r
-	}
-	r.Allowed = n == 0
-	r.RetryAfter = 0
-	if n != 0 {
-		r.RetryAfter = InfDuration
-	}
-	return r
+	return waitN[K](ctx, b, &b.keys.clock, key, n)
 }
 
 // remaining is the number of whole tokens in a bucket whose TAT is tat.
@@ -408,6 +385,16 @@ func (g *gcra) remaining(now, tat int64) int {
 	return int(min(max(r, 0), int64(g.burst)))
 }
 
+// result reports decision d: admitted (ok) or refused.
+func (g *gcra) result(ok bool, d *bucketDecision) Result {
+	if ok {
+		return g.allowed(d.now, d.next)
+	}
+	return g.refused(d.now, d.base, d.next)
+}
+
+// allowed reports an admission, or a Peek that would pass, after which the
+// TAT is tat.
 func (g *gcra) allowed(now, tat int64) Result {
 	return Result{
 		Allowed:    true,
@@ -428,6 +415,7 @@ func (g *gcra) refused(now, base, next int64) Result {
 	}
 }
 
+// peek reports what a request of one token would meet at now.
 func (g *gcra) peek(now, tat int64) Result {
 	base := max(tat, now)
 	if next := base + g.interval; next-now > g.tau {

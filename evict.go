@@ -91,15 +91,15 @@ func defaultEvictionInterval(span time.Duration) time.Duration {
 
 // untracked is the Result for a request of n events whose key the limiter
 // cannot track (see WithMaxKeys). quota is the limiter's Result.Limit.
-func (k *keyed[K, S]) untracked(quota, n int) Result {
-	if k.overflow == admitUntracked {
+func (s *shard[K, S]) untracked(quota, n int) Result {
+	if s.overflow == admitUntracked {
 		return Result{Allowed: true, Limit: quota, Remaining: quota - n, Untracked: true}
 	}
 	// The earliest a tracked key can go idle, as of the last sweep, is when
 	// a place may free up; if unknown, suggest a second.
 	retry := time.Second
-	if next := k.nextIdle.Load(); next != minTime && next != maxTime {
-		retry = time.Duration(max(next-k.clock.now(), 0))
+	if next := s.nextIdle.Load(); next != minTime && next != maxTime {
+		retry = time.Duration(max(next-s.clock.now(), 0))
 	}
 	return Result{Limit: quota, RetryAfter: retry, Untracked: true}
 }
@@ -110,20 +110,21 @@ func (k *keyed[K, S]) untracked(quota, n int) Result {
 // A key inserted during the sweep stores minTime there ("unknown: sweeping
 // may help"), and the sweep's CAS from maxTime then fails, so the hint is
 // never later than the truth.
-func (k *keyed[K, S]) sweep() (evicted int) {
-	k.nextIdle.Store(maxTime)
-	now := k.clock.now()
+func (s *shard[K, S]) sweep() (evicted int) {
+	s.nextIdle.Store(maxTime)
+	now := s.clock.now()
 	next := int64(maxTime)
-	k.m.Range(func(h uint64, p *S) bool {
-		if retired, idleAt := k.hooks.retireIfIdle(p, now); retired {
-			k.remove(h, p)
+	s.m.Range(func(h uint64, p *S) bool {
+		if retired, idleAt := s.hooks.retireIfIdle(p, now); retired {
+			s.remove(h, p)
 			evicted++
 		} else {
 			next = min(next, idleAt)
 		}
 		return true
 	})
-	k.nextIdle.CompareAndSwap(maxTime, next)
+	s.nextIdle.CompareAndSwap(maxTime, next)
+	s.counts.evicted.Add(uint64(evicted))
 	return evicted
 }
 
@@ -140,11 +141,11 @@ func (e *evictor) close() {
 	}
 }
 
-// startEvictor starts the background sweeper of k, which belongs to the
+// startEvictor starts the background sweeper of s, which belongs to the
 // limiter owner, every o.evictEvery or the default derived from span. The
-// goroutine holds k but not owner; a cleanup attached to owner stops it once
+// goroutine holds s but not owner; a cleanup attached to owner stops it once
 // owner is unreachable, so a limiter dropped without Close leaks nothing.
-func startEvictor[T any, K comparable, S any](owner *T, k *keyed[K, S], o options, span time.Duration) *evictor {
+func startEvictor[T any, K comparable, S any](owner *T, s *shard[K, S], o options, span time.Duration) *evictor {
 	every := defaultEvictionInterval(span)
 	if o.evictSet {
 		every = o.evictEvery
@@ -166,9 +167,9 @@ func startEvictor[T any, K comparable, S any](owner *T, k *keyed[K, S], o option
 			case <-e.stop:
 				return
 			case <-ticker.C:
-				k.sweepMu.Lock()
-				k.sweep()
-				k.sweepMu.Unlock()
+				s.sweepMu.Lock()
+				s.sweep()
+				s.sweepMu.Unlock()
 			}
 		}
 	}()

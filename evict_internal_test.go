@@ -29,7 +29,7 @@ func newTestClock() *testClock {
 func (c *testClock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *testClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 
-func sweepNow[K comparable, S any](k *keyed[K, S]) int {
+func sweepNow[K comparable, S any](k *shard[K, S]) int {
 	k.sweepMu.Lock()
 	defer k.sweepMu.Unlock()
 	return k.sweep()
@@ -63,7 +63,7 @@ func TestEvictionNeverChangesADecision(t *testing.T) {
 					t.Fatalf("%v step %d: Peek(%d) = %+v with eviction, %+v without", l, step, key, a, b)
 				}
 			}
-			evicted += sweepNow(swept.keyed)
+			evicted += sweepNow(swept.keys)
 		}
 		if evicted < 100 {
 			t.Fatalf("%v: only %d evictions: the test did not exercise eviction", l, evicted)
@@ -84,12 +84,12 @@ func TestExhaustedKeyIsNotEvictedBeforeRefill(t *testing.T) {
 		t.Fatal("a new key refused its burst")
 	}
 	for elapsed := time.Duration(0); elapsed < 2*time.Second; elapsed += time.Millisecond {
-		if n := sweepNow(b.keyed); n != 0 || b.Len() != 1 {
+		if n := sweepNow(b.keys); n != 0 || b.Len() != 1 {
 			t.Fatalf("at %v after exhaustion: a sweep evicted %d keys, Len %d", elapsed, n, b.Len())
 		}
 		clk.Add(time.Millisecond)
 	}
-	if n := sweepNow(b.keyed); n != 1 || b.Len() != 0 {
+	if n := sweepNow(b.keys); n != 1 || b.Len() != 0 {
 		t.Fatalf("once full: a sweep evicted %d keys, Len %d; want 1 and 0", n, b.Len())
 	}
 }
@@ -104,7 +104,7 @@ func TestEvictionRaceAdmitsExactly(t *testing.T) {
 	const burst = 50
 	clk := newTestClock()
 	b, _ := NewTokenBucket[int](PerHour(burst), WithClock(clk), WithEvictionInterval(0))
-	admitExactlyWhileSweeping(t, clk, b.Allow, func() int { return sweepNow(b.keyed) }, burst, 2*time.Hour)
+	admitExactlyWhileSweeping(t, clk, b.Allow, func() int { return sweepNow(b.keys) }, burst, 2*time.Hour)
 }
 
 // admitExactlyWhileSweeping runs the rounds of TestEvictionRaceAdmitsExactly

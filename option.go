@@ -25,6 +25,7 @@ type options struct {
 	maxKeys    int // 0: no cap
 	overflow   overflowPolicy
 	keyLimit   any   // WithKeyLimit's func(K) Limit
+	stats      bool  // WithStats
 	err        error // the first invalid option, reported by the constructor
 }
 

@@ -31,3 +31,28 @@ type Result struct {
 	// for every decision made by a limit, admitted or refused.
 	Err error
 }
+
+// verdict is what a limiter's decide answers.
+type verdict uint8
+
+const (
+	admitted  verdict = iota
+	refused           // not now
+	never             // n above the key's quota, or its limit is invalid
+	untracked         // the key cap left no place for the key
+)
+
+// impossible answers, from a Peek of the key, a request that needs no
+// decision: n == 0 (allowed, takes nothing) and n that can never pass. A
+// Peek that could not apply the key's limit (Err) is returned as it is.
+func impossible(r Result, n int) Result {
+	if r.Err != nil {
+		return r
+	}
+	r.Allowed = n == 0
+	r.RetryAfter = 0
+	if n != 0 {
+		r.RetryAfter = InfDuration
+	}
+	return r
+}

@@ -8,38 +8,34 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 )
 
-// keyed is what every limiter type is built on: the keys, the clock, the key
-// cap and the evictor. A limiter type supplies its per-key state S and the
-// functions on it that keyed needs (stateHooks).
+// shard is the keyed store every limiter type stands on: one xsync.MapOf of
+// per-key states, the clock, the key cap and what the evictor needs. A
+// limiter type supplies its per-key state S and the functions on it that the
+// shard needs (stateHooks).
 //
-// # The map
+// It is one map, not a set of shards: xsync.MapOf is already split into
+// 64-byte buckets, Load takes no lock and writes nothing, and an insert locks
+// one bucket, so a second level of sharding would cost a hash and an
+// indirection on every call and buy nothing.
 //
-// States live in one xsync.MapOf. That table is already sharded the way a
-// limiter needs: it is split into 64-byte buckets, Load takes no lock and
-// writes nothing, and an insert locks one bucket. A second level of shards on
-// top would cost a hash and an indirection on every call and buy nothing.
+// The map is keyed by a 64-bit hash of the key (maphash, seeded when the
+// limiter is made), not by the key itself: the limiter keeps no copy of its
+// keys, and a lookup is one integer compare. Two keys whose hashes collide
+// share one state: both are judged by the limit of whichever was seen
+// first (with WithKeyLimit that may be the other key's), and their events
+// count together. With a random seed no one can aim for a collision; by
+// chance, among a million live keys, some pair collides with probability
+// about 3 in 100 million (n²/2^65).
 //
-// The map is keyed by a 64-bit hash of the key (maphash, with a seed drawn
-// when the limiter is made), not by the key itself: the limiter keeps no copy
-// of its keys, which saves their bytes (16 for a 16-byte string, plus its
-// 16-byte header in the map entry) and makes a lookup one integer compare.
-// Two keys that collide share one state. That can only make the limiter
-// stricter for those two keys, never admit more than one key's quota; with a
-// random seed no one can aim for a collision, and by chance one collision
-// among a million live keys has a probability below 3 in 100 million.
+// A state leaves the map only after its limiter has retired it by swapping
+// in a sentinel (Reset, the evictor). A caller that meets a retired state
+// calls replace, which installs a fresh one under the map's lock for the
+// key, so no admission is recorded in a state no longer reachable.
 //
-// # Retirement
-//
-// A state leaves the map only after it has been retired, that is after its
-// limiter swapped a sentinel into it by CAS (Reset, the evictor). A caller
-// that meets a retired state calls replace, which installs a fresh one under
-// the bucket lock, so no admission is ever recorded in a state that is no
-// longer reachable.
-//
-// Limiters embed a *keyed. The evictor goroutine holds the keyed, never the
-// limiter, so that a limiter dropped without Close can be collected and its
-// cleanup can stop the goroutine (see evict.go).
-type keyed[K comparable, S any] struct {
+// The evictor goroutine holds the shard, never the limiter, so that a
+// limiter dropped without Close can be collected and its cleanup can stop
+// the goroutine (see evict.go).
+type shard[K comparable, S any] struct {
 	m     *xsync.MapOf[uint64, *S]
 	seed  maphash.Seed
 	clock timeSource
@@ -58,9 +54,11 @@ type keyed[K comparable, S any] struct {
 	// evicted: at the cap, a new key before then is refused without a sweep.
 	sweepMu  sync.Mutex
 	nextIdle atomic.Int64
+
+	counts shardStats
 }
 
-// stateHooks are what keyed needs to know of a limiter's per-key state.
+// stateHooks are what a shard needs to know of a limiter's per-key state.
 type stateHooks[K comparable, S any] struct {
 	// newState returns the state of a key never seen (or forgotten).
 	newState func(key K) *S
@@ -76,8 +74,8 @@ type stateHooks[K comparable, S any] struct {
 	retire func(p *S)
 }
 
-func newKeyed[K comparable, S any](o options, hooks stateHooks[K, S]) *keyed[K, S] {
-	k := &keyed[K, S]{
+func newShard[K comparable, S any](o options, hooks stateHooks[K, S]) *shard[K, S] {
+	s := &shard[K, S]{
 		m:        xsync.NewMapOfWithHasher[uint64, *S](hashHash),
 		seed:     maphash.MakeSeed(),
 		clock:    newTimeSource(o.clock),
@@ -85,73 +83,76 @@ func newKeyed[K comparable, S any](o options, hooks stateHooks[K, S]) *keyed[K, 
 		maxKeys:  int64(o.maxKeys),
 		overflow: o.overflow,
 	}
-	k.nextIdle.Store(minTime)
-	return k
+	s.nextIdle.Store(minTime)
+	if o.stats {
+		s.counts.decisions = newStripedCounts()
+	}
+	return s
 }
 
 // hashHash is the map's hasher: its keys are already seeded hashes, so it
 // only mixes in the table's own seed.
 func hashHash(h, seed uint64) uint64 { return h ^ seed }
 
-func (k *keyed[K, S]) hash(key K) uint64 { return maphash.Comparable(k.seed, key) }
+func (s *shard[K, S]) hash(key K) uint64 { return maphash.Comparable(s.seed, key) }
 
 // load returns the state of key, or nil. Lock-free.
-func (k *keyed[K, S]) load(key K) *S {
-	p, _ := k.m.Load(k.hash(key))
+func (s *shard[K, S]) load(key K) *S {
+	p, _ := s.m.Load(s.hash(key))
 	return p
 }
 
 // loadOrCreate returns the state of key, creating it if it is missing, or
 // nil if the key is new and the key cap is reached with no key that can be
 // evicted (see untracked). Lock-free and allocation-free when the key exists.
-func (k *keyed[K, S]) loadOrCreate(key K) *S {
-	h := k.hash(key)
-	if p, ok := k.m.Load(h); ok {
+func (s *shard[K, S]) loadOrCreate(key K) *S {
+	h := s.hash(key)
+	if p, ok := s.m.Load(h); ok {
 		return p
 	}
-	return k.create(key, h)
+	return s.create(key, h)
 }
 
 // create inserts a fresh state for key, within the key cap.
-func (k *keyed[K, S]) create(key K, h uint64) *S {
-	if !k.reserve() {
+func (s *shard[K, S]) create(key K, h uint64) *S {
+	if !s.reserve() {
 		return nil
 	}
 	created := false
-	p, _ := k.m.LoadOrCompute(h, func() *S {
+	p, _ := s.m.LoadOrCompute(h, func() *S {
 		created = true
-		return k.hooks.newState(key)
+		return s.hooks.newState(key)
 	})
 	if !created {
-		k.count.Add(-1) // another caller inserted it first
+		s.count.Add(-1) // another caller inserted it first
 		return p
 	}
 	// A new key may go idle before the time the last sweep computed.
-	k.nextIdle.Store(minTime)
+	s.nextIdle.Store(minTime)
 	return p
 }
 
 // reserve takes a place for a new key, making room by a sweep if the cap is
 // reached and some key can go. It reports false if no place could be had.
-func (k *keyed[K, S]) reserve() bool {
-	if k.tryReserve() {
+func (s *shard[K, S]) reserve() bool {
+	if s.tryReserve() {
 		return true
 	}
-	return k.sweepAtCap() && k.tryReserve()
+	return s.sweepAtCap() && s.tryReserve()
 }
 
 // tryReserve takes a place for a new key if the cap allows.
-func (k *keyed[K, S]) tryReserve() bool {
-	if k.maxKeys == 0 {
-		k.count.Add(1)
+func (s *shard[K, S]) tryReserve() bool {
+	if s.maxKeys == 0 {
+		s.count.Add(1)
 		return true
 	}
 	for {
-		c := k.count.Load()
-		if c >= k.maxKeys {
+		c := s.count.Load()
+		if c >= s.maxKeys {
 			return false
 		}
-		if k.count.CompareAndSwap(c, c+1) {
+		if s.count.CompareAndSwap(c, c+1) {
 			return true
 		}
 	}
@@ -159,20 +160,20 @@ func (k *keyed[K, S]) tryReserve() bool {
 
 // sweepAtCap evicts the idle keys to make room for a new one, unless no key
 // can be idle yet or another sweep is running. It reports whether it swept.
-func (k *keyed[K, S]) sweepAtCap() bool {
-	if k.clock.now() < k.nextIdle.Load() || !k.sweepMu.TryLock() {
+func (s *shard[K, S]) sweepAtCap() bool {
+	if s.clock.now() < s.nextIdle.Load() || !s.sweepMu.TryLock() {
 		return false
 	}
-	defer k.sweepMu.Unlock()
-	k.sweep()
+	defer s.sweepMu.Unlock()
+	s.sweep()
 	return true
 }
 
 // replace swaps the retired state old of key for a fresh one and returns the
 // state now mapped, which is another caller's if one replaced old first. It
 // returns nil if old was removed meanwhile and the key cap has no place left.
-func (k *keyed[K, S]) replace(key K, old *S) *S {
-	p, _ := k.m.Compute(k.hash(key), func(cur *S, loaded bool) (*S, bool) {
+func (s *shard[K, S]) replace(key K, old *S) *S {
+	p, _ := s.m.Compute(s.hash(key), func(cur *S, loaded bool) (*S, bool) {
 		if loaded && cur != old {
 			return cur, false
 		}
@@ -180,22 +181,22 @@ func (k *keyed[K, S]) replace(key K, old *S) *S {
 			// The evictor removed old between our load and now: this is
 			// an insert, and needs a place under the cap. (No sweep
 			// here: it would lock the bucket this callback holds.)
-			if !k.tryReserve() {
+			if !s.tryReserve() {
 				return nil, true
 			}
-			k.nextIdle.Store(minTime)
+			s.nextIdle.Store(minTime)
 		}
-		return k.hooks.newState(key), false
+		return s.hooks.newState(key), false
 	})
 	return p
 }
 
 // remove deletes the entry of hash h if it still maps to the retired state
 // old.
-func (k *keyed[K, S]) remove(h uint64, old *S) {
-	k.m.Compute(h, func(cur *S, loaded bool) (*S, bool) {
+func (s *shard[K, S]) remove(h uint64, old *S) {
+	s.m.Compute(h, func(cur *S, loaded bool) (*S, bool) {
 		if loaded && cur == old {
-			k.count.Add(-1)
+			s.count.Add(-1)
 			return cur, true
 		}
 		return cur, !loaded
@@ -203,13 +204,21 @@ func (k *keyed[K, S]) remove(h uint64, old *S) {
 }
 
 // reset forgets key: its state is retired, then removed.
-func (k *keyed[K, S]) reset(key K) {
-	h := k.hash(key)
-	if p, ok := k.m.Load(h); ok {
-		k.hooks.retire(p)
-		k.remove(h, p)
+func (s *shard[K, S]) reset(key K) {
+	h := s.hash(key)
+	if p, ok := s.m.Load(h); ok {
+		s.hooks.retire(p)
+		s.remove(h, p)
 	}
 }
 
+// admits reports whether a decision with verdict v admits, and counts it
+// (see Stats).
+func (s *shard[K, S]) admits(v verdict) bool {
+	ok := v == admitted || v == untracked && s.overflow == admitUntracked
+	s.counts.record(v, ok)
+	return ok
+}
+
 // len is the number of keys tracked.
-func (k *keyed[K, S]) len() int { return int(k.count.Load()) }
+func (s *shard[K, S]) len() int { return int(s.count.Load()) }

@@ -17,43 +17,19 @@ const MaxSlidingWindowEvents = 10_000
 
 // SlidingWindow limits each key exactly to Limit.Events in any interval of
 // length Limit.Period: it admits n events at time t if and only if at most
-// Events − n were admitted in (t − Period, t]. Unlike a FixedWindow, it
-// has no boundary at which a client can pass twice its quota. Limit.Burst is
-// ignored.
+// Events − n were admitted in (t − Period, t]. It has no boundary at which a
+// client can pass twice its quota. Limit.Burst is ignored.
 //
-// It keeps a log of each key's last Events admission times, in a ring of
+// It keeps a log of each key's last Events admission times, a ring of
 // 8 × Events bytes allocated on the key's first admission (so Events is
-// capped at MaxSlidingWindowEvents). Deciding reads one entry: n events fit
-// if the n-th oldest of the last Events admissions has left the window.
-// Result.RetryAfter is when enough of the oldest entries leave for the
-// request to fit; ResetAfter is when the newest leaves.
-//
-// # Concurrency
-//
-// An admission writes a log entry and moves the ring's head, two words that
-// one compare-and-swap cannot update together, and the log must stay in time
-// order for the one-entry test to be exact. So admissions (and Refund, Reset
-// and eviction) hold a small per-key mutex, which also keeps every decision
-// exact under any number of goroutines. Everything that only reads — a
-// refusal, Peek — takes no lock and writes nothing: it reads a snapshot
-// of the log between two readings of a sequence counter that writers bump
-// (a seqlock), and falls back to the lock only if a writer ran meanwhile.
-// On the hot-path benchmarks (BenchmarkAllow), an admission on one key
-// costs about 1.6 times a TokenBucket's serially and 3 times with two CPUs
-// contending for the key, whose admissions then queue on its lock; a
-// refusal costs about what the bucket's does; across 10,000 keys the
-// difference is within the noise of the map lookup.
-// Allow allocates nothing after a key's first admission.
-//
-// If an injected clock steps back, the key decides at the time of its
-// newest entry, and records there: entries newer than now still count, and
-// a step back never reopens capacity.
-//
-// Each key can have its own limit (WithKeyLimit), and SetLimit changes
-// limits while the window runs; a key keeps its admission times across the
-// change.
+// capped at MaxSlidingWindowEvents). Admissions take a per-key lock, since
+// the log and its head are two words; refusals and Peek read a consistent
+// snapshot without it and write nothing. RetryAfter is when enough of the
+// oldest entries leave for the request to fit; ResetAfter when the newest
+// leaves. If an injected clock steps back, the key decides at the time of
+// its newest entry: a step back never reopens capacity.
 type SlidingWindow[K comparable] struct {
-	*keyed[K, slidingState]
+	keys    *shard[K, slidingState]
 	policy  *policy[K, slidingRules] // not inline: the evictor holds it, and must not hold the window
 	evictor *evictor
 }
@@ -96,7 +72,7 @@ type slidingState struct {
 	// overwrites its oldest entries, which had left the window, and the
 	// phantoms are older. Two sentinels end the state's life, after which
 	// nothing writes it again and callers look the key up afresh
-	// (keyed.replace): retiredPos (Reset, the evictor) and movedPos (a change
+	// (shard.replace): retiredPos (Reset, the evictor) and movedPos (a change
 	// of limit moved the key to a new state).
 	pos atomic.Uint64
 	// log holds admission times in ns since the limiter's creation, in
@@ -139,14 +115,14 @@ func NewSlidingWindow[K comparable](l Limit, opts ...Option) (*SlidingWindow[K],
 		return nil, err
 	}
 	s := &SlidingWindow[K]{
-		keyed: newKeyed(o, stateHooks[K, slidingState]{
+		keys: newShard(o, stateHooks[K, slidingState]{
 			newState:     func(key K) *slidingState { return newSlidingState(pol.resolve(key)) },
 			retireIfIdle: (*slidingState).retireIfIdle,
 			retire:       func(st *slidingState) { st.retire() },
 		}),
 		policy: pol,
 	}
-	s.evictor = startEvictor(s, s.keyed, o, l.Period)
+	s.evictor = startEvictor(s, s.keys, o, l.Period)
 	return s, nil
 }
 
@@ -157,31 +133,15 @@ func (s *SlidingWindow[K]) Limit() Limit { return s.policy.limit() }
 // SetLimit makes l the window's limit, and has every key resolve its limit
 // again (WithKeyLimit's function is asked anew), each from its next call.
 // It returns an error, and changes nothing, if l is invalid (Events above
-// MaxSlidingWindowEvents included; for a limit from WithKeyLimit, that is
-// the key's Result.Err).
+// MaxSlidingWindowEvents included).
 //
-// A key keeps the admission times that count under its old limit, those in
-// its window. Its log is reallocated to the new Events, so a key's memory
-// follows its limit, keeping the newest entries; under a new Period the
-// same times are judged against the new window.
-// Admissions that a smaller log has no room for are not forgotten: if a
-// later change grows the log again, they come back as entries at the
-// oldest kept entry's time, no earlier than theirs (which is strict, never
-// lenient). A key whose log was full under a lowered limit so waits for
-// its oldest entries to leave the window; under a raised one it has the
-// difference at once. Times that have left the old window are dropped,
-// even under a longer Period, and a key with none left starts afresh: as it
-// would, had the limiter forgotten it when it was idle (see
-// WithEvictionInterval), so eviction never changes a decision across a
-// change either.
-//
-// So a change of limit never creates capacity: however often the limit
-// changes, a key admits at most the largest Events of the limits in any
-// interval of the shortest Period. With one Period, that is the larger
-// limit; with several it is looser than either, as a log kept for a short
-// Period has let go of what a longer one would count (see
-// FixedWindow.SetLimit). Admissions racing with SetLimit are decided under
-// one limit or the other, never a mix.
+// A key keeps the admission times still in its window, in a log resized to
+// the new Events (entries a smaller log has no room for are kept as a count,
+// and come back if the log grows again); a key with none left starts afresh.
+// So a change never creates capacity: however often the limit changes, a key
+// admits at most the largest Events of the limits in any interval of the
+// shortest Period (see DESIGN.md). Admissions racing with SetLimit are
+// decided under one limit or the other, never a mix.
 func (s *SlidingWindow[K]) SetLimit(l Limit) error { return s.policy.set(l) }
 
 // Allow reports whether one event for key may happen now, and records it if
@@ -196,8 +156,8 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 		return n == 0
 	}
 	var d slidingDecision
-	_, v := s.decide(key, n, false, &d)
-	return v == admitted || (v == untracked && s.overflow == admitUntracked)
+	_, v := s.decide(key, n, &d)
+	return s.keys.admits(v)
 }
 
 // Take records n events for key if all n fit in the window, and reports the
@@ -209,11 +169,12 @@ func (s *SlidingWindow[K]) Take(key K, n int) Result {
 	if n <= 0 {
 		return impossible(s.Peek(key), n)
 	}
-	var d slidingDecision
-	c, v := s.decide(key, n, true, &d)
+	d := slidingDecision{report: true}
+	c, v := s.decide(key, n, &d)
+	s.keys.admits(v)
 	switch v {
 	case untracked:
-		return s.untracked(c.arith.events, n)
+		return s.keys.untracked(c.arith.events, n)
 	case never:
 		return impossible(s.Peek(key), n)
 	}
@@ -225,29 +186,29 @@ func (s *SlidingWindow[K]) Take(key K, n int) Result {
 // would. Peek does not create the key, and takes no lock unless a writer
 // changes the key while it reads.
 func (s *SlidingWindow[K]) Peek(key K) Result {
-	now := s.clock.now()
-	var d slidingDecision
+	now := s.keys.clock.now()
+	d := slidingDecision{report: true}
 	for {
-		st := s.load(key)
+		st := s.keys.load(key)
 		if st == nil {
 			c := s.policy.resolve(key)
 			if c.err != nil {
-				return Result{RetryAfter: InfDuration, Err: c.err}
+				return Result{Limit: c.arith.events, RetryAfter: InfDuration, Err: c.err}
 			}
-			c.arith.judge(nil, 0, now, 1, true, &d)
+			c.arith.judge(nil, 0, now, 1, &d)
 			return c.arith.result(d)
 		}
 		c := st.cfg
 		if c.stale() {
-			moveKey(s.keyed, s.policy, key, st, (*slidingState).moveTo)
+			moveKey(s.keys, s.policy, key, st, (*slidingState).moveTo)
 			continue
 		}
 		if c.err != nil {
-			return Result{RetryAfter: InfDuration, Err: c.err}
+			return Result{Limit: c.arith.events, RetryAfter: InfDuration, Err: c.err}
 		}
 		r := &c.arith
 		for range 4 {
-			if r.judgeSnapshot(st, now, 1, true, &d) {
+			if r.judgeSnapshot(st, now, 1, &d) {
 				return r.result(d)
 			}
 		}
@@ -268,16 +229,19 @@ func (r *slidingRules) judgeLocked(st *slidingState, now int64, d *slidingDecisi
 	case movedPos:
 		return false
 	case retiredPos:
-		r.judge(nil, 0, now, 1, true, d)
+		r.judge(nil, 0, now, 1, d)
 	default:
-		r.judge(st, pos, now, 1, true, d)
+		r.judge(st, pos, now, 1, d)
 	}
 	return true
 }
 
 // slidingDecision is a decision on n events and what Result needs of it.
 type slidingDecision struct {
-	ok bool
+	// report asks for count, which Take and Peek need and AllowN does not
+	// (it costs a binary search of the log). The caller sets it.
+	report bool
+	ok     bool
 	// now is the clock reading it was made at; t, the time it was made
 	// for, max(now, the newest entry); newest, the newest entry after it,
 	// if count > 0.
@@ -291,30 +255,29 @@ type slidingDecision struct {
 
 // decide records n >= 1 events for key if they fit, and returns the limit
 // it decided under and its verdict, with the decision in d when admitted or
-// refused. report asks for the count in the window, which Take needs and
-// AllowN does not.
-func (s *SlidingWindow[K]) decide(key K, n int, report bool, d *slidingDecision) (*keyConfig[slidingRules], verdict) {
-	st := s.load(key)
+// refused.
+func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[slidingRules], verdict) {
+	st := s.keys.load(key)
 	if st == nil {
 		// A request that can never pass must not create the key.
 		if c := s.policy.resolve(key); c.err != nil || n > c.arith.events {
 			return c, never
 		}
-		st = s.loadOrCreate(key)
+		st = s.keys.loadOrCreate(key)
 	}
 	// One clock reading serves the whole call. A decision under the lock
 	// may then see admissions recorded after this reading; it is made at
 	// max(now, the newest entry), a time within this call, on the log as
 	// it is at that time: exact, and admissions still go in time order.
-	now := s.clock.now()
+	now := s.keys.clock.now()
 	for {
 		if st == nil {
 			return s.policy.resolve(key), untracked
 		}
 		c := st.cfg
 		if c.stale() {
-			if st = moveKey(s.keyed, s.policy, key, st, (*slidingState).moveTo); st == nil {
-				st = s.loadOrCreate(key)
+			if st = moveKey(s.keys, s.policy, key, st, (*slidingState).moveTo); st == nil {
+				st = s.keys.loadOrCreate(key)
 			}
 			continue
 		}
@@ -324,17 +287,17 @@ func (s *SlidingWindow[K]) decide(key K, n int, report bool, d *slidingDecision)
 		}
 		// A refusal needs no lock: a consistent snapshot that refuses is
 		// the state at one instant of this call. Only an admission locks.
-		if r.judgeSnapshot(st, now, n, report, d) && !d.ok {
+		if r.judgeSnapshot(st, now, n, d) && !d.ok {
 			return c, refused
 		}
 		st.mu.Lock()
 		pos := st.pos.Load()
 		if pos >= movedPos {
 			st.mu.Unlock()
-			st = s.replace(key, st)
+			st = s.keys.replace(key, st)
 			continue
 		}
-		r.judge(st, pos, now, n, report, d)
+		r.judge(st, pos, now, n, d)
 		if d.ok {
 			st.append(pos, d.t, n)
 		}
@@ -366,8 +329,8 @@ func (st *slidingState) moveTo(c *keyConfig[slidingRules], now int64) (*slidingS
 		// key when it was idle: keeping them would let eviction change a
 		// decision under a longer Period.
 		r := &st.cfg.arith
-		var d slidingDecision
-		r.judge(st, pos, now, 1, true, &d)
+		d := slidingDecision{report: true}
+		r.judge(st, pos, now, 1, &d)
 		head, phantoms, size := unpackPos(pos)
 		events, first := len(st.log), size-d.count
 		if first > 0 {
@@ -392,7 +355,7 @@ func (st *slidingState) moveTo(c *keyConfig[slidingRules], now int64) (*slidingS
 // into d. st == nil is a key never seen. (The decision goes through a
 // pointer: returned by value through the layers above, its copies cost more
 // than the decision.)
-func (r *slidingRules) judge(st *slidingState, pos uint64, now int64, n int, report bool, d *slidingDecision) {
+func (r *slidingRules) judge(st *slidingState, pos uint64, now int64, n int, d *slidingDecision) {
 	head, _, size := unpackPos(pos)
 	// entry returns the i-th oldest of the size entries.
 	entry := func(i int) int64 {
@@ -402,7 +365,7 @@ func (r *slidingRules) judge(st *slidingState, pos uint64, now int64, n int, rep
 		}
 		return st.log[at].Load()
 	}
-	*d = slidingDecision{now: now, t: now}
+	*d = slidingDecision{now: now, t: now, report: d.report}
 	if size > 0 {
 		d.newest = entry(size - 1)
 		d.t = max(now, d.newest)
@@ -416,7 +379,7 @@ func (r *slidingRules) judge(st *slidingState, pos uint64, now int64, n int, rep
 			d.ok, d.leave = false, e+r.period
 		}
 	}
-	if report {
+	if d.report {
 		// The first entry in the window, by binary search over the log.
 		lo, hi := 0, size
 		for lo < hi {
@@ -445,12 +408,12 @@ func (r *slidingRules) result(d slidingDecision) Result {
 // judgeSnapshot judges n events at now on st without its lock, into d, and
 // reports whether d is one state's decision: false if a writer ran while it
 // read (see slidingState.seq) or st is retired.
-func (r *slidingRules) judgeSnapshot(st *slidingState, now int64, n int, report bool, d *slidingDecision) bool {
+func (r *slidingRules) judgeSnapshot(st *slidingState, now int64, n int, d *slidingDecision) bool {
 	seq, pos, ok := st.snapshot()
 	if !ok {
 		return false
 	}
-	r.judge(st, pos, now, n, report, d)
+	r.judge(st, pos, now, n, d)
 	return st.unchanged(seq)
 }
 
@@ -534,7 +497,7 @@ func packPos(head, phantoms, size int) uint64 {
 
 // Reset forgets key: its log is empty again. Admissions that race with Reset
 // happen either wholly before it (and are forgotten) or after it.
-func (s *SlidingWindow[K]) Reset(key K) { resetKey(s.keyed, key, (*slidingState).retire) }
+func (s *SlidingWindow[K]) Reset(key K) { resetKey(s.keys, key, (*slidingState).retire) }
 
 // Refund gives back n events that Take or AllowN admitted for key, as if they
 // had not been admitted: keylimit.All uses it to undo a partial admission. It
@@ -545,7 +508,7 @@ func (s *SlidingWindow[K]) Refund(key K, n int) {
 	if n <= 0 {
 		return
 	}
-	for st := s.load(key); st != nil && !st.refund(n); st = s.load(key) {
+	for st := s.keys.load(key); st != nil && !st.refund(n); st = s.keys.load(key) {
 		runtime.Gosched() // moved: the map shows the new state in a moment
 	}
 }
@@ -589,8 +552,11 @@ func (st *slidingState) refund(n int) bool {
 	return true
 }
 
+// Stats returns what the window has counted (see Stats and WithStats).
+func (s *SlidingWindow[K]) Stats() Stats { return s.keys.stats() }
+
 // Len returns the number of keys the window tracks.
-func (s *SlidingWindow[K]) Len() int { return s.len() }
+func (s *SlidingWindow[K]) Len() int { return s.keys.len() }
 
 // Close stops the window's evictor. The window still answers after Close,
 // exactly, but no longer forgets idle keys in the background. It always
@@ -609,5 +575,5 @@ func (s *SlidingWindow[K]) Wait(ctx context.Context, key K) error { return s.Wai
 // wait would outlast ctx's deadline; it returns ctx's error, wrapped, if ctx
 // ends first. A failed wait records nothing.
 func (s *SlidingWindow[K]) WaitN(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, s, &s.clock, key, n)
+	return waitN[K](ctx, s, &s.keys.clock, key, n)
 }

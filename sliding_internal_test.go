@@ -19,11 +19,11 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 	}
 	defer s.Close()
 	s.AllowN("k", 2)
-	st := s.load("k")
-	var d slidingDecision
-	now := s.clock.now()
+	st := s.keys.load("k")
+	d := slidingDecision{report: true}
+	now := s.keys.clock.now()
 
-	if ok := st.cfg.arith.judgeSnapshot(st, now, 1, true, &d); !ok || !d.ok || d.count != 2 {
+	if ok := st.cfg.arith.judgeSnapshot(st, now, 1, &d); !ok || !d.ok || d.count != 2 {
 		t.Fatalf("a quiet read = %+v, consistent %v; want consistent, allowed, 2 in the window", d, ok)
 	}
 	seq, _, ok := st.snapshot()
@@ -47,15 +47,15 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 	if _, _, ok := st.snapshot(); ok {
 		t.Fatal("a read that began while a writer was mid-way was allowed")
 	}
-	if st.cfg.arith.judgeSnapshot(st, now, 1, true, &d) {
+	if st.cfg.arith.judgeSnapshot(st, now, 1, &d) {
 		t.Fatal("a judgement that began while a writer was mid-way reported itself consistent")
 	}
 	st.seq.Add(1)
-	if ok := st.cfg.arith.judgeSnapshot(st, now, 1, true, &d); !ok || d.ok || d.count != 3 {
+	if ok := st.cfg.arith.judgeSnapshot(st, now, 1, &d); !ok || d.ok || d.count != 3 {
 		t.Fatalf("a quiet read = %+v, consistent %v; want consistent, refused, 3 in the window", d, ok)
 	}
 	st.retire()
-	if st.cfg.arith.judgeSnapshot(st, now, 1, true, &d) {
+	if st.cfg.arith.judgeSnapshot(st, now, 1, &d) {
 		t.Fatal("a read of a retired state reported itself a decision")
 	}
 }
@@ -74,7 +74,7 @@ func TestSlidingWindowLogFollowsTheLimit(t *testing.T) {
 	// it to the current limit.
 	log := func() (entries []time.Duration, phantoms int) {
 		s.Peek("k")
-		st := s.load("k")
+		st := s.keys.load("k")
 		head, phantoms, size := unpackPos(st.pos.Load())
 		for i := range size {
 			entries = append(entries, time.Duration(st.log[(head-size+i+len(st.log))%len(st.log)].Load()))

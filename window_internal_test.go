@@ -18,17 +18,17 @@ func TestWindowEvictionRaceAdmitsExactly(t *testing.T) {
 	t.Run("FixedWindow", func(t *testing.T) {
 		clk := newTestClock()
 		lim, _ := NewFixedWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.keyed) }, events, 2*time.Hour)
+		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
 	})
 	t.Run("SlidingWindow", func(t *testing.T) {
 		clk := newTestClock()
 		lim, _ := NewSlidingWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.keyed) }, events, 2*time.Hour)
+		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.keys) }, events, 2*time.Hour)
 	})
 	t.Run("SlidingCounter", func(t *testing.T) {
 		clk := newTestClock()
 		lim, _ := NewSlidingCounter[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.keyed) }, events, 2*time.Hour)
+		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
 	})
 }
 
@@ -55,17 +55,17 @@ func TestWindowEvictionRaceAdmitsExactlyWhileLimitsChange(t *testing.T) {
 	t.Run("FixedWindow", func(t *testing.T) {
 		clk := newTestClock()
 		lim, _ := NewFixedWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.keyed) }, events, 2*time.Hour)
+		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
 	})
 	t.Run("SlidingWindow", func(t *testing.T) {
 		clk := newTestClock()
 		lim, _ := NewSlidingWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.keyed) }, events, 2*time.Hour)
+		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.keys) }, events, 2*time.Hour)
 	})
 	t.Run("SlidingCounter", func(t *testing.T) {
 		clk := newTestClock()
 		lim, _ := NewSlidingCounter[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.keyed) }, events, 2*time.Hour)
+		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
 	})
 }
 
@@ -78,12 +78,12 @@ func TestResetAndRefundFollowAMove(t *testing.T) {
 	// moveByHand moves k's state as moveKey does, but leaves the map
 	// showing the old state until the returned function is called.
 	moveByHand := func() (finish func()) {
-		old := lim.load("k")
-		nu, ok := old.moveTo(old.cfg, lim.clock.now())
+		old := lim.w.keys.load("k")
+		nu, ok := old.moveTo(old.cfg, lim.w.keys.clock.now())
 		if !ok {
 			t.Fatal("moveTo refused a live state")
 		}
-		return func() { lim.m.Store(lim.hash("k"), nu) }
+		return func() { lim.w.keys.m.Store(lim.w.keys.hash("k"), nu) }
 	}
 	// during runs op while a move is under way, and checks that op waits
 	// for it.
@@ -114,7 +114,7 @@ func TestResetAndRefundFollowAMove(t *testing.T) {
 	s, _ := NewSlidingWindow[string](PerHour(5), WithClock(newTestClock()), WithEvictionInterval(0))
 	defer s.Close()
 	s.AllowN("k", 4)
-	old := s.load("k")
+	old := s.keys.load("k")
 	nu, _ := old.moveTo(old.cfg, 0)
 	done := make(chan struct{})
 	go func() { defer close(done); s.Refund("k", 3); s.Reset("k") }()
@@ -124,7 +124,7 @@ func TestResetAndRefundFollowAMove(t *testing.T) {
 		t.Fatal("acted on a moved log without waiting for the new one")
 	default:
 	}
-	s.m.Store(s.hash("k"), nu)
+	s.keys.m.Store(s.keys.hash("k"), nu)
 	<-done
 	if r, n := s.Peek("k"), s.Len(); r.Remaining != 5 || n != 0 {
 		t.Fatalf("SlidingWindow after a Refund and a Reset across a move: Remaining %d and %d keys, want 5 and 0", r.Remaining, n)

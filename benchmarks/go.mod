@@ -6,7 +6,7 @@ replace github.com/keylimit/keylimit => ../
 
 require (
 	github.com/juju/ratelimit v1.0.2
-	github.com/keylimit/keylimit v0.0.0-00010101000000-000000000000
+	github.com/keylimit/keylimit v0.1.0
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
 	github.com/sethvargo/go-limiter v0.7.1
 	github.com/throttled/throttled/v2 v2.15.0

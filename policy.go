@@ -176,7 +176,7 @@ func (p *policy[K, C]) stale(c *keyConfig[C]) bool { return c.stale() }
 // sentinel and looks the key up again (keyed.replace, which takes that
 // lock) finds the new state. The key's limit is resolved before the lock is
 // taken: WithKeyLimit's function never runs under it.
-func moveKey[K comparable, C, S any](k *keyed[K, S], p *policy[K, C], key K, old *S,
+func moveKey[K comparable, C, S any](k *shard[K, S], p *policy[K, C], key K, old *S,
 	carry func(old *S, c *keyConfig[C], now int64) (*S, bool),
 ) *S {
 	c := p.resolve(key)
@@ -198,7 +198,7 @@ func moveKey[K comparable, C, S any](k *keyed[K, S], p *policy[K, C], key K, old
 // limit moves: retire retires a state and reports true, unless the state
 // had been moved, in which case the key's events live on in the state it
 // was moved to, which resetKey retires instead.
-func resetKey[K comparable, S any](k *keyed[K, S], key K, retire func(*S) (retired bool)) {
+func resetKey[K comparable, S any](k *shard[K, S], key K, retire func(*S) (retired bool)) {
 	h := k.hash(key)
 	for {
 		p, ok := k.m.Load(h)

@@ -3,27 +3,19 @@ package keylimit
 import "fmt"
 
 // All returns a Limiter that admits n events for a key only if every one of
-// limiters admits them: 10 a minute AND 500 an hour on the same API key.
-//
-// A refused request takes nothing. All asks the limiters in order; when one
-// refuses, the ones before it, which had already taken n, give them back
-// (Refund). Between a take and its refund, a few hundred nanoseconds at most,
-// a concurrent request for the same key can see the temporary debit and be
-// refused by a limiter it would have passed; it can never be admitted beyond
-// any limit. To keep that window rare, put the limiter most likely to refuse
-// first.
+// limiters admits them: 10 a minute AND 500 an hour on the same API key. A
+// refused request takes nothing: All asks the limiters in order, and when one
+// refuses, gives back (Refund) what the ones before it took. Put the limiter
+// most likely to refuse first.
 //
 // Every limiter except the last must implement Refunder (all of this module's
-// limiters do); the last one never needs to give anything back. All panics
-// if one does not, or if limiters is empty or holds a nil: those are
-// programming errors, found when the program starts.
+// limiters do). All panics if one does not, or if limiters is empty or holds
+// a nil: programming errors, found when the program starts.
 //
-// The Result reports the binding limit: Allowed only if all allowed; the
-// smallest Remaining; the largest RetryAfter and ResetAfter; and the Limit of
-// the limiter that decided (the one that refused, or when allowed, the one
-// with the least Remaining). For a refused request, the RetryAfter of the
-// limiters after the one that refused is that of one event (their Peek), so
-// RetryAfter is a lower bound there. The combination also implements Refunder.
+// The Result reports the binding limit: Allowed only if all allowed, the
+// least Remaining with its Limit, the largest RetryAfter and ResetAfter (a
+// lower bound when refused: the limiters after the one that refused report
+// their Peek). The combination also implements Refunder.
 func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 	if len(limiters) == 0 {
 		panic("keylimit: All needs at least one limiter")
