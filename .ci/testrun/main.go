@@ -50,8 +50,8 @@ func main() {
 	var wg sync.WaitGroup
 	for _, dir := range modules {
 		m := r.module(dir)
+		sem <- struct{}{} // here, not in the goroutine: modules start in order
 		wg.Go(func() {
-			sem <- struct{}{}
 			defer func() { <-sem }()
 			r.test(m, testFlags)
 		})
