@@ -42,7 +42,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	r := &run{out: os.Stdout, start: time.Now(), slow: *slow, last: time.Now(), modules: map[string]*module{}}
+	r := &run{out: os.Stdout, start: time.Now(), slow: *slow, last: time.Now()}
 	fmt.Fprintf(r.out, "go test -json %s ./... in %s, %d at a time\n", strings.Join(testFlags, " "), strings.Join(modules, ", "), *jobs)
 	stop := make(chan struct{})
 	go r.heartbeat(*quiet, stop)
@@ -55,6 +55,10 @@ func main() {
 			defer func() { <-sem }()
 			r.test(m, testFlags)
 		})
+		// The next module starts once this one's first test binary runs:
+		// two go commands building at once on a cold cache would each
+		// compile the standard library with -race, as neither has it yet.
+		<-m.built
 	}
 	wg.Wait()
 	close(stop)
@@ -72,18 +76,19 @@ type run struct {
 	start time.Time
 	slow  time.Duration
 
-	mu      sync.Mutex
-	last    time.Time // when a line was last printed
-	modules map[string]*module
-	order   []*module
-	failed  []string // packages and tests that failed, for the last line
+	mu     sync.Mutex
+	last   time.Time // when a line was last printed
+	order  []*module
+	failed []string // packages and tests that failed, for the last line
 }
 
 // module is one module's go test, and what it is doing now.
 type module struct {
 	dir     string
-	started bool // its go test is running
-	done    bool
+	started bool            // its go test is running
+	done    bool            // its go test has ended
+	built   chan struct{}   // closed when its first test binary starts, or it ends
+	first   sync.Once       // closes built
 	running map[string]*pkg // packages whose tests are running, by import path
 	// buildFailed holds the import paths of packages whose tests did not build.
 	buildFailed []string
@@ -117,8 +122,7 @@ type event struct {
 }
 
 func (r *run) module(dir string) *module {
-	m := &module{dir: dir, running: map[string]*pkg{}}
-	r.modules[dir] = m
+	m := &module{dir: dir, running: map[string]*pkg{}, built: make(chan struct{})}
 	r.order = append(r.order, m)
 	return m
 }
@@ -132,6 +136,7 @@ func (r *run) printf(format string, args ...any) {
 
 // test runs go test in module m and reports its events as they come.
 func (r *run) test(m *module, flags []string) {
+	defer m.first.Do(func() { close(m.built) })
 	r.mu.Lock()
 	m.started = true
 	r.printf("start module %s: building its tests", moduleName(m.dir))
@@ -234,6 +239,7 @@ func (r *run) event(m *module, e event) bool {
 		}
 		return true
 	case e.Action == "run" && !sub:
+		m.first.Do(func() { close(m.built) })
 		p.ran = true
 		p.tests[top] = &test{since: time.Now()}
 	case e.Action == "output":
