@@ -1,21 +1,25 @@
 package keylimit
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // All returns a Limiter that admits n events for a key only if every one of
 // limiters admits them: 10 a minute AND 500 an hour on the same API key. A
 // refused request takes nothing: All asks the limiters in order, and when one
-// refuses, gives back (Refund) what the ones before it took. Put the limiter
-// most likely to refuse first.
+// refuses, gives back (Refund) exactly what the ones before it took. Put the
+// limiter most likely to refuse first. If the first limiter is a Joiner that
+// can join the others (Redis limiters on one client), All is the limiter it
+// returns: one step, all or nothing, for all of them.
 //
 // Every limiter except the last must implement Refunder (all of this module's
 // limiters do). All panics if one does not, or if limiters is empty or holds
 // a nil: programming errors, found when the program starts.
 //
 // The Result reports the binding limit: Allowed only if all allowed, the
-// least Remaining with its Limit, the largest RetryAfter and ResetAfter (a
-// lower bound when refused: the limiters after the one that refused report
-// their Peek). The combination also implements Refunder.
+// least Remaining with its Limit, the largest RetryAfter and ResetAfter. The
+// limiter All returns also implements ContextLimiter and EachTaker.
 func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 	if len(limiters) == 0 {
 		panic("keylimit: All needs at least one limiter")
@@ -34,7 +38,34 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 		}
 		refunders[i] = r
 	}
+	if j, ok := limiters[0].(Joiner[K]); ok && len(limiters) > 1 {
+		if joined, ok := j.Join(limiters); ok {
+			return joined
+		}
+	}
 	return &all[K]{limiters: append([]Limiter[K](nil), limiters...), refunders: refunders}
+}
+
+// EachTaker is a combination of limiters that reports the Result of each
+// one: what All returns. The httplimit middleware uses it to send every
+// policy's state without asking for it again.
+type EachTaker[K comparable] interface {
+	// TakeEach is TakeContext, and writes the Result of each limiter
+	// combined into each, in order, if each is not nil (it must then have
+	// one element per limiter). For a refused request, the Result of every
+	// limiter but the one that refused is its Peek after the refund.
+	TakeEach(ctx context.Context, key K, n int, each []Result) (Result, error)
+}
+
+// Joiner is implemented by limiters that can decide together with others in
+// one step, all or nothing, such as the Redis limiters of the redislimit
+// module (one script call for several limits on one key). All asks its
+// first limiter to join the rest.
+type Joiner[K comparable] interface {
+	// Join returns a limiter that decides for all of limiters (the receiver
+	// first) at once, with All's semantics and Result, implementing
+	// ContextLimiter and EachTaker; or false if it cannot join them all.
+	Join(limiters []Limiter[K]) (Limiter[K], bool)
 }
 
 // all is the Limiter that All returns.
@@ -51,14 +82,62 @@ func (a *all[K]) AllowN(key K, n int) bool { return a.Take(key, n).Allowed }
 
 // Take takes n from every limiter, or from none.
 func (a *all[K]) Take(key K, n int) Result {
+	r, _ := a.TakeEach(context.Background(), key, n, nil)
+	return r
+}
+
+// TakeContext is Take under ctx, which every limiter that takes a context
+// gets (see ContextLimiter).
+func (a *all[K]) TakeContext(ctx context.Context, key K, n int) (Result, error) {
+	return a.TakeEach(ctx, key, n, nil)
+}
+
+// inlineLimiters is how many limiters All decides for without allocating.
+const inlineLimiters = 4
+
+// TakeEach is TakeContext, reporting each limiter's Result (see EachTaker).
+// The error is the first a limiter returned, or ctx's if it ended before
+// every limiter was asked, in which case nothing is taken.
+func (a *all[K]) TakeEach(ctx context.Context, key K, n int, each []Result) (Result, error) {
+	r, _, err := a.take(ctx, key, n, each, nil)
+	return r, err
+}
+
+// take takes n from every limiter or from none, reporting each one's
+// Result in each if it is not nil, and, if record is not nil and the
+// events are admitted, the admission of each limiter that can refund in
+// *record.
+func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *[]Admission) (Result, Admission, error) {
+	var buf [inlineLimiters]Admission
+	adms := buf[:0]
+	if len(a.limiters) > inlineLimiters {
+		adms = make([]Admission, 0, len(a.limiters))
+	}
 	var sum Result
+	var firstErr error
 	for i, l := range a.limiters {
-		r := l.Take(key, n)
+		if err := ctx.Err(); err != nil {
+			a.undo(ctx, key, adms)
+			return Result{Limit: sum.Limit, RetryAfter: sum.RetryAfter}, Admission{}, err
+		}
+		var r Result
+		var err error
+		if rf, ok := l.(Refunder[K]); ok && (i < len(a.refunders) || record != nil) {
+			var adm Admission
+			r, adm, err = admit(ctx, rf, key, n)
+			adms = append(adms, adm)
+		} else {
+			r, err = takeContext(ctx, l, key, n)
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if each != nil {
+			each[i] = r
+		}
 		if !r.Allowed {
-			for j := i - 1; j >= 0; j-- {
-				a.refunders[j].Refund(key, n)
-			}
-			return a.refused(key, i, r)
+			a.undo(ctx, key, adms[:min(i, len(adms))])
+			return a.refused(key, i, r, each), Admission{}, firstErr
 		}
 		if i == 0 {
 			sum = r
@@ -66,17 +145,67 @@ func (a *all[K]) Take(key K, n int) Result {
 			sum = bind(sum, r)
 		}
 	}
-	return sum
+	if record == nil {
+		return sum, Admission{}, firstErr
+	}
+	*record = append([]Admission(nil), adms...) // a copy: adms may be on this stack
+	return sum, Admission{N: n, By: a, state: record}, firstErr
+}
+
+// admit is r.Admit, under ctx if r takes one.
+func admit[K comparable](ctx context.Context, r Refunder[K], key K, n int) (Result, Admission, error) {
+	if c, ok := r.(ContextRefunder[K]); ok {
+		return c.AdmitContext(ctx, key, n)
+	}
+	res, adm := r.Admit(key, n)
+	return res, adm, nil
+}
+
+// takeContext is l.Take, under ctx if l takes one.
+func takeContext[K comparable](ctx context.Context, l Limiter[K], key K, n int) (Result, error) {
+	if c, ok := l.(ContextLimiter[K]); ok {
+		return c.TakeContext(ctx, key, n)
+	}
+	return l.Take(key, n), nil
+}
+
+// undo refunds the admissions adms of the first limiters, in reverse order.
+// A refund must happen even if ctx has ended, or the events would stay
+// taken: it keeps ctx's values (for tracing) but not its end.
+func (a *all[K]) undo(ctx context.Context, key K, adms []Admission) {
+	if len(adms) == 0 {
+		return
+	}
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	for j := len(adms) - 1; j >= 0; j-- {
+		refund(ctx, a.limiters[j].(Refunder[K]), key, adms[j])
+	}
+}
+
+// refund is r.Refund, under ctx if r takes one.
+func refund[K comparable](ctx context.Context, r Refunder[K], key K, adm Admission) {
+	if c, ok := r.(ContextRefunder[K]); ok {
+		c.RefundContext(ctx, key, adm)
+		return
+	}
+	r.Refund(key, adm)
 }
 
 // refused reports a refusal by limiter i, which answered r: the others, none
 // of which holds anything of this request now, are asked what they would say.
-func (a *all[K]) refused(key K, i int, r Result) Result {
+func (a *all[K]) refused(key K, i int, r Result, each []Result) Result {
 	sum := r
 	for j, l := range a.limiters {
-		if j != i {
-			sum = bind(sum, l.Peek(key))
+		if j == i {
+			continue
 		}
+		p := l.Peek(key)
+		if each != nil {
+			each[j] = p
+		}
+		sum = bind(sum, p)
 	}
 	sum.Allowed, sum.Limit = false, r.Limit
 	return sum
@@ -113,6 +242,9 @@ func bind(sum, r Result) Result {
 	sum.RetryAfter = max(sum.RetryAfter, r.RetryAfter)
 	sum.ResetAfter = max(sum.ResetAfter, r.ResetAfter)
 	sum.Untracked = sum.Untracked || r.Untracked
+	if sum.Err == nil {
+		sum.Err = r.Err
+	}
 	return sum
 }
 
@@ -123,17 +255,31 @@ func (a *all[K]) Reset(key K) {
 	}
 }
 
-// Refund gives n back to every limiter that can take it back.
-func (a *all[K]) Refund(key K, n int) {
-	for _, r := range a.refunders {
-		r.Refund(key, n)
+// Admit is Take, and also returns what the admission took from each
+// limiter, for Refund, so that a combination can be one limiter of another.
+// It allocates the record of the admissions.
+func (a *all[K]) Admit(key K, n int) (Result, Admission) {
+	r, adm, _ := a.take(context.Background(), key, n, nil, new([]Admission))
+	return r, adm
+}
+
+// Refund gives back each limiter's part of adm, an Admission of this
+// combination.
+func (a *all[K]) Refund(key K, adm Admission) {
+	parts, ok := adm.state.(*[]Admission)
+	if !ok || adm.By != a {
+		return
 	}
-	if last, ok := a.limiters[len(a.limiters)-1].(Refunder[K]); ok {
-		last.Refund(key, n)
+	for i, p := range *parts {
+		if r, ok := a.limiters[i].(Refunder[K]); ok {
+			r.Refund(key, p)
+		}
 	}
 }
 
 var (
-	_ Limiter[string]  = (*all[string])(nil)
-	_ Refunder[string] = (*all[string])(nil)
+	_ Limiter[string]        = (*all[string])(nil)
+	_ Refunder[string]       = (*all[string])(nil)
+	_ ContextLimiter[string] = (*all[string])(nil)
+	_ EachTaker[string]      = (*all[string])(nil)
 )

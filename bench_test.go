@@ -1,185 +1,133 @@
 package keylimit_test
 
 import (
-	"fmt"
-	"math/rand/v2"
+	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/keylimit/keylimit"
-	"github.com/puzpuzpuz/xsync/v3"
+	"github.com/keylimit/keylimit/internal/hotpath"
 )
 
-// The rows of every hot-path benchmark, read as a table:
+// The hot path beside the floor, through the one harness (internal/hotpath,
+// which says how a row is run); the benchmarks module runs the same rows
+// with other Go rate limiters beside these:
 //
-//	BenchmarkAllow/<limiter>/keys=<n>/<serial|parallel>
+//	go test -run '^$' -bench '^BenchmarkAllow' -cpu 1,2 .
 //
-// "floor" is the least a keyed limiter can do per call, measured in the same
-// run: read the monotonic clock, find the key's word in an xsync map, and CAS
-// it. A limiter's ns/op divided by the floor's on the same row is a ratio
-// that does not depend on the machine. Keys are distinct 16-byte strings,
-// built and inserted before the timer starts, and visited in a shuffled
-// order so that large key sets pay the memory latency real traffic pays.
+// Names read as a table, BenchmarkAllow/<limiter>/keys=<n>/<serial|parallel>:
+// BenchmarkAllow under a limit that admits nearly every call,
+// BenchmarkAllowRefused under one that refuses every call measured.
 
-// allower is what the benchmarks call, so that the floor and the limiters
-// pay the same dynamic dispatch.
-type allower interface{ Allow(key string) bool }
-
-// floor is the physical floor of a keyed decision.
-type floor struct {
-	m     *xsync.MapOf[string, *atomic.Int64]
-	start time.Time
-}
-
-func newFloor(keys []string) *floor {
-	f := &floor{m: xsync.NewMapOf[string, *atomic.Int64](), start: time.Now()}
-	for _, k := range keys {
-		f.m.Store(k, new(atomic.Int64))
-	}
-	return f
-}
-
-func (f *floor) Allow(key string) bool {
-	now := int64(time.Since(f.start))
-	w, _ := f.m.Load(key)
-	old := w.Load()
-	return w.CompareAndSwap(old, now)
-}
-
-// benchLimiter builds a limiter for the benchmarks.
-type benchLimiter struct {
+// benchLimiters are the limiters the hot-path benchmarks run: the floor,
+// then keylimit's four types, each called through hotpath.Allower.
+var benchLimiters = []struct {
 	name string
-	new  func(b *testing.B, l keylimit.Limit) keylimit.Limiter[string]
+	new  func(hotpath.Limit) (hotpath.Allower, error)
+}{
+	{"floor", func(hotpath.Limit) (hotpath.Allower, error) { return hotpath.NewFloor(), nil }},
+	{"keylimit-bucket", benchNew(keylimit.NewTokenBucket[string])},
+	{"keylimit-fixedwindow", benchNew(keylimit.NewFixedWindow[string])},
+	{"keylimit-slidingwindow", benchNew(keylimit.NewSlidingWindow[string])},
+	{"keylimit-slidingcounter", benchNew(keylimit.NewSlidingCounter[string])},
+	// The bucket counting its decisions for Stats: what WithStats costs.
+	{"keylimit-bucket-stats", func(l hotpath.Limit) (hotpath.Allower, error) {
+		return keylimit.NewTokenBucket[string](keylimit.Per(l.Events, l.Period), keylimit.WithStats())
+	}},
 }
 
-// benchLimiters lists every limiter type the hot-path benchmarks run.
-//
-// The window types take the benchmark's limits as far as they can:
-//   - sliding keeps 8 bytes per event of the quota per key, so loose
-//     becomes 10 events per 10 ns, the same rate in 80 bytes a key (a
-//     million keys of 10,000 events would need 80 GB);
-//   - counter counts at most 16,777,215 a day (two counts and a window
-//     share its word), so loose becomes that: on one key, a run of more
-//     than 16.7 million iterations refuses the rest. Compare it with
-//     -benchtime=10000000x.
-var benchLimiters = []benchLimiter{
-	{"bucket", benchNew(keylimit.NewTokenBucket[string], nil)},
-	{"fixed", benchNew(keylimit.NewFixedWindow[string], nil)},
-	{"sliding", benchNew(keylimit.NewSlidingWindow[string], func(l keylimit.Limit) keylimit.Limit {
-		if l.Events <= 10 {
-			return l
-		}
-		return keylimit.Per(10, l.Period*10/time.Duration(l.Events))
-	})},
-	{"counter", benchNew(keylimit.NewSlidingCounter[string], func(l keylimit.Limit) keylimit.Limit {
-		if l == loose {
-			return keylimit.Per(16_777_215, 24*time.Hour)
-		}
-		return l
-	})},
-}
-
-// benchNew makes a benchLimiter.new of a constructor; fit, if not nil,
-// adapts the benchmark's limit to what the type takes.
-func benchNew[L interface {
-	keylimit.Limiter[string]
-	Close() error
-}](ctor func(keylimit.Limit, ...keylimit.Option) (L, error), fit func(keylimit.Limit) keylimit.Limit) func(b *testing.B, l keylimit.Limit) keylimit.Limiter[string] {
-	return func(b *testing.B, l keylimit.Limit) keylimit.Limiter[string] {
-		if fit != nil {
-			l = fit(l)
-		}
-		lim, err := ctor(l)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { lim.Close() })
-		return lim
+// benchNew adapts a keylimit constructor to the harness: Events per Period.
+func benchNew[L hotpath.Allower](ctor func(keylimit.Limit, ...keylimit.Option) (L, error)) func(hotpath.Limit) (hotpath.Allower, error) {
+	return func(l hotpath.Limit) (hotpath.Allower, error) {
+		return ctor(keylimit.Per(l.Events, l.Period))
 	}
-}
-
-var (
-	// loose admits nearly everything; tight refuses nearly everything.
-	loose = keylimit.PerSecond(1_000_000_000)
-	tight = keylimit.PerHour(1)
-)
-
-var benchKeyCounts = []struct {
-	name string
-	n    int
-}{{"1", 1}, {"10k", 10_000}, {"1M", 1_000_000}}
-
-var (
-	benchKeysOnce sync.Once
-	benchKeysAll  []string
-)
-
-// benchKeys returns n distinct 16-byte keys in a shuffled order.
-func benchKeys(n int) []string {
-	benchKeysOnce.Do(func() {
-		benchKeysAll = make([]string, 1_000_000)
-		for i := range benchKeysAll {
-			benchKeysAll[i] = fmt.Sprintf("%016x", uint64(i)*0x9E3779B97F4A7C15)
-		}
-	})
-	keys := append([]string(nil), benchKeysAll[:n]...)
-	rand.New(rand.NewPCG(1, 2)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
-	return keys
 }
 
 func BenchmarkAllow(b *testing.B) {
-	for _, kc := range benchKeyCounts {
-		keys := benchKeys(kc.n)
-		modes := []string{"parallel"}
-		if kc.n == 1 {
-			modes = []string{"serial", "parallel"}
-		}
-		for _, mode := range modes {
-			name := fmt.Sprintf("keys=%s/%s", kc.name, mode)
-			b.Run("floor/"+name, func(b *testing.B) { runAllow(b, newFloor(keys), keys, mode) })
-			for _, bl := range benchLimiters {
-				b.Run(bl.name+"/"+name, func(b *testing.B) {
-					lim := bl.new(b, loose)
-					for _, k := range keys {
-						lim.Allow(k)
-					}
-					runAllow(b, lim, keys, mode)
-				})
-				b.Run(bl.name+"-refused/"+name, func(b *testing.B) {
-					lim := bl.new(b, tight)
-					for _, k := range keys {
-						lim.Allow(k)
-					}
-					runAllow(b, lim, keys, mode)
-				})
-			}
-		}
+	for _, bl := range benchLimiters {
+		hotpath.Run(b, bl.name, hotpath.Loose, bl.new)
 	}
 }
 
-func runAllow(b *testing.B, lim allower, keys []string, mode string) {
-	b.ReportAllocs()
-	b.ResetTimer()
-	if mode == "serial" {
-		i := 0
-		for b.Loop() {
-			lim.Allow(keys[i])
-			if i++; i == len(keys) {
-				i = 0
-			}
-		}
-		return
+func BenchmarkAllowRefused(b *testing.B) {
+	for _, bl := range benchLimiters {
+		hotpath.Run(b, bl.name, hotpath.Tight, bl.new)
 	}
-	var seed atomic.Uint64
-	b.RunParallel(func(pb *testing.PB) {
-		i := int(seed.Add(0x9E3779B9) % uint64(len(keys)))
-		for pb.Next() {
-			lim.Allow(keys[i])
-			if i++; i == len(keys) {
-				i = 0
+}
+
+// benchKeys and runAllow are the harness's keys and row, for the benchmarks
+// of this package that measure something else (Allow during eviction).
+func benchKeys(n int) []string { return hotpath.Keys(n) }
+
+func runAllow(b *testing.B, lim hotpath.Allower, keys []string, mode string) {
+	hotpath.RunRow(b, lim, keys, mode == "parallel")
+}
+
+// BenchmarkWaitContended is 64 goroutines waiting on one key of a bucket of
+// 20,000 a second, burst 1 (an event every 50 µs): each op is one Wait that
+// returned. "queued" is
+// the bucket's own WaitN (a reservation, one sleep); "polling" is the
+// package's WaitN over a view of the bucket without WaitN (Take, sleep
+// RetryAfter, Take again). takes/op counts Take calls per admitted event;
+// spread is the slowest wait over the median one.
+func BenchmarkWaitContended(b *testing.B) {
+	for _, mode := range []string{"queued", "polling"} {
+		b.Run(mode, func(b *testing.B) {
+			lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(20_000).WithBurst(1))
+			if err != nil {
+				b.Fatal(err)
 			}
-		}
-	})
+			defer lim.Close()
+			counted := &takeCounter{lim: lim}
+			wait := func(ctx context.Context) error { return lim.Wait(ctx, "k") }
+			if mode == "polling" {
+				wait = func(ctx context.Context) error { return keylimit.WaitN[string](ctx, counted, "k", 1, nil) }
+			}
+			const waiters = 64
+			waits := make([][]time.Duration, waiters)
+			per := max(b.N/waiters, 1)
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for g := range waiters {
+				wg.Go(func() {
+					for range per {
+						start := time.Now()
+						if err := wait(context.Background()); err != nil {
+							panic(err)
+						}
+						waits[g] = append(waits[g], time.Since(start))
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			var all []time.Duration
+			for _, w := range waits {
+				all = append(all, w...)
+			}
+			slices.Sort(all)
+			if mode == "polling" {
+				b.ReportMetric(float64(counted.n.Load())/float64(len(all)), "takes/op")
+			} else {
+				b.ReportMetric(1, "takes/op") // one reservation per wait, by construction
+			}
+			if med := all[len(all)/2]; med > 0 {
+				b.ReportMetric(float64(all[len(all)-1])/float64(med), "spread")
+			}
+		})
+	}
+}
+
+// takeCounter is a bucket seen only through Take, counting the calls.
+type takeCounter struct {
+	lim *keylimit.TokenBucket[string]
+	n   atomic.Int64
+}
+
+func (c *takeCounter) Take(key string, n int) keylimit.Result {
+	c.n.Add(1)
+	return c.lim.Take(key, n)
 }

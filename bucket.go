@@ -2,6 +2,7 @@ package keylimit
 
 import (
 	"context"
+	"math"
 	"math/bits"
 	"runtime"
 	"sync/atomic"
@@ -23,18 +24,19 @@ type TokenBucket[K comparable] struct {
 	keys    *shard[K, bucketState]
 	policy  *policy[K, gcra] // not inline: the evictor holds it, and must not hold the bucket
 	evictor *evictor
+	queues  waitQueues[K] // the waiters of Wait, by key
 }
 
 // bucketState is one key's state.
 type bucketState struct {
 	// tat is the theoretical arrival time in ns since the limiter's creation:
-	// the bucket is full at any now >= tat. 0, a new key's value, is full from
-	// the start. Admissions write it by CAS from the value they read, so it
-	// only grows. The exceptions use sentinels, which no live TAT equals
-	// (it is never negative): retirement (Reset, the evictor) swaps in
-	// retiredTAT, after which nothing writes it again and callers look the
-	// key up afresh (shard.replace); a change of limit swaps in
-	// convertingTAT while it moves the state to the new limit (convert).
+	// the bucket is full at any now >= tat. freshTAT, a new key's value, is
+	// before any time the clock gives. Admissions write it by CAS from the
+	// value they read, so it only grows (Refund moves it back by CAS). The
+	// exceptions are sentinels below freshTAT: retirement (Reset, the
+	// evictor) swaps in retiredTAT, after which nothing writes it again and
+	// callers look the key up afresh (shard.replace); a change of limit
+	// swaps in convertingTAT while it moves the state to the new limit.
 	tat atomic.Int64
 	// cfg is the limit the TAT is under. It is written when the state is
 	// made, and after that only while tat holds convertingTAT.
@@ -47,8 +49,9 @@ type bucketState struct {
 const staleRead = int64(time.Microsecond)
 
 const (
-	retiredTAT    = -1 // the state has left, or is leaving, the map
-	convertingTAT = -2 // the state is moving to a new limit; wait
+	freshTAT      = -1 << 62          // a new key's: full at any time, before the creation too
+	retiredTAT    = math.MinInt64     // the state has left, or is leaving, the map
+	convertingTAT = math.MinInt64 + 1 // the state is moving to a new limit; wait
 )
 
 // retireIfIdle retires st if its bucket is full at now: then it is
@@ -56,7 +59,7 @@ const (
 // its TAT.
 func (st *bucketState) retireIfIdle(now int64) (bool, int64) {
 	tat := st.tat.Load()
-	if tat < 0 {
+	if tat < freshTAT {
 		return false, now // being removed, or converted
 	}
 	return tat <= now && st.tat.CompareAndSwap(tat, retiredTAT), tat
@@ -112,6 +115,7 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 	b.keys = newShard(o, stateHooks[K, bucketState]{
 		newState: func(key K) *bucketState {
 			st := new(bucketState)
+			st.tat.Store(freshTAT)
 			st.cfg.Store(pol.resolve(key))
 			return st
 		},
@@ -138,6 +142,13 @@ func (b *TokenBucket[K]) Limit() Limit { return b.policy.limit() }
 // SetLimit are decided under one limit or the other, never a mix.
 func (b *TokenBucket[K]) SetLimit(l Limit) error { return b.policy.set(l) }
 
+// SetKeyLimit gives each key its own limit from now on: f(key), asked when
+// a key is next seen, as WithKeyLimit does from the start (nil: every key is
+// under the bucket's own limit again). Unlike the option, f's key type is
+// checked by the compiler. Every key moves to its new limit on its next
+// call and keeps what it used, as with SetLimit.
+func (b *TokenBucket[K]) SetKeyLimit(f func(key K) Limit) error { return b.policy.setKeyLimit(f) }
+
 // Allow reports whether one event for key may happen now, and takes its token
 // if so. Allow is shorthand for AllowN(key, 1).
 func (b *TokenBucket[K]) Allow(key K) bool { return b.AllowN(key, 1) }
@@ -151,7 +162,9 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 	}
 	var d bucketDecision
 	_, v := b.decide(key, n, &d)
-	return b.keys.admits(v)
+	ok := v == admitted || v == untracked && b.keys.overflow == admitUntracked // keys.admits, inlined
+	b.keys.counts.count(v, ok)
+	return ok
 }
 
 // Take takes n tokens from key's bucket if all n are there, and reports the
@@ -159,7 +172,18 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 //
 // n == 0 is always allowed and takes nothing. n < 0, or n above the burst,
 // can never pass: the Result is refused with RetryAfter InfDuration.
-func (b *TokenBucket[K]) Take(key K, n int) Result {
+func (b *TokenBucket[K]) Take(key K, n int) Result { return b.admit(key, n, nil) }
+
+// Admit is Take, and also returns what an admission took, for Refund.
+func (b *TokenBucket[K]) Admit(key K, n int) (Result, Admission) {
+	var a Admission
+	r := b.admit(key, n, &a)
+	return r, a
+}
+
+// admit is Take, and when a is not nil and the tokens are taken, fills in
+// their Admission.
+func (b *TokenBucket[K]) admit(key K, n int, a *Admission) Result {
 	if n <= 0 {
 		return impossible(b.Peek(key), n)
 	}
@@ -171,6 +195,10 @@ func (b *TokenBucket[K]) Take(key K, n int) Result {
 		return b.keys.untracked(c.arith.burst, n)
 	case never:
 		return impossible(b.Peek(key), n)
+	case admitted:
+		if a != nil {
+			*a = Admission{N: n, Mark: d.next, By: b, state: d.st, unit: c.arith.interval}
+		}
 	}
 	return c.arith.result(v == admitted, &d)
 }
@@ -179,7 +207,11 @@ func (b *TokenBucket[K]) Take(key K, n int) Result {
 // now) before it, next the TAT that admitting them gives (the new TAT when
 // admitted).
 type bucketDecision struct {
+	// ahead, set by the caller, is how far beyond a full bucket's debt the
+	// TAT may run: 0 for Take, a reservation's greatest delay for Reserve.
+	ahead           int64
 	now, base, next int64
+	st              *bucketState // the state decided on
 }
 
 // decide takes n >= 1 tokens for key if they are there, and returns the
@@ -196,43 +228,52 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 			return b.policy.resolve(key), untracked
 		}
 	}
-	d.now = b.keys.clock.now()
+	// The loop works on locals, and writes d once, when it returns.
+	ahead := d.ahead
+	now := b.keys.clock.now()
 	lost, reread := false, false
 	for {
 		tat := st.tat.Load()
-		if tat < 0 {
+		if tat < freshTAT {
 			if st = b.settle(key, st, tat); st == nil {
 				return b.policy.resolve(key), untracked
 			}
+			// Another state, perhaps a fresh one made after the old was
+			// found idle at a later time than now: only a reading taken
+			// after it can decide on it.
+			now = b.keys.clock.now()
 			continue
 		}
 		c := st.cfg.Load()
 		if b.policy.stale(c) {
 			b.convert(key, st, tat, c)
+			now = b.keys.clock.now()
 			continue
 		}
 		g := &c.arith
 		if c.err != nil || n > g.burst {
 			return c, never
 		}
-		d.base = max(tat, d.now)
-		d.next = d.base + int64(n)*g.interval
-		if d.next-d.now > g.tau {
+		base := max(tat, now)
+		next := base + int64(n)*g.interval
+		if over := next - now - g.tau - ahead; over > 0 {
 			// A TAT a concurrent admission wrote counts from its own clock
-			// reading, which may be later than d.now: a refusal short by
+			// reading, which may be later than now: a refusal short by
 			// less than staleRead, or made after a lost CAS (which retries
 			// on the time read before it), is checked once more at a
 			// fresh time. A later time is always a valid time to decide on.
-			if !reread && (lost || d.next-d.now-g.tau < staleRead) {
+			if !reread && (lost || over < staleRead) {
 				reread = true
-				d.now = b.keys.clock.now()
+				now = b.keys.clock.now()
 				continue
 			}
+			d.now, d.base, d.next = now, base, next
 			return c, refused
 		}
-		// On a lost CAS the loop retries on the same d.now: the TAT it
-		// lost to is at least as late, so the retry is at least as strict.
-		if st.tat.CompareAndSwap(tat, d.next) {
+		// On a lost CAS the loop retries on the same now: the TAT it lost
+		// to is at least as late, so the retry is at least as strict.
+		if st.tat.CompareAndSwap(tat, next) {
+			d.now, d.base, d.next, d.st = now, base, next, st
 			return c, admitted
 		}
 		lost = true
@@ -268,7 +309,7 @@ func (b *TokenBucket[K]) convert(key K, st *bucketState, tat int64, old *keyConf
 		next = now + scaleUp(tat-now, c.arith.interval, old.arith.interval)
 	}
 	st.cfg.Store(c)
-	st.tat.Store(max(next, 0))
+	st.tat.Store(next)
 }
 
 // scaleUp returns ceil(x × mul / div) for positive values, computed in 128
@@ -297,19 +338,19 @@ func (b *TokenBucket[K]) Peek(key K) Result {
 	return c.arith.peek(now, tat)
 }
 
-// observe returns key's TAT and the limit it is under, or 0 (full) and the
+// observe returns key's TAT and the limit it is under, or freshTAT and the
 // key's limit for a key not tracked. A state under a stale limit is
 // reported as it would be after its conversion.
 func (b *TokenBucket[K]) observe(key K) (int64, *keyConfig[gcra]) {
 	for {
 		st := b.keys.load(key)
 		if st == nil {
-			return 0, b.policy.resolve(key)
+			return freshTAT, b.policy.resolve(key)
 		}
 		tat := st.tat.Load()
 		switch {
 		case tat == retiredTAT:
-			return 0, b.policy.resolve(key)
+			return freshTAT, b.policy.resolve(key)
 		case tat == convertingTAT:
 			runtime.Gosched()
 			continue
@@ -341,14 +382,20 @@ func (b *TokenBucket[K]) Close() error {
 	return nil
 }
 
-// Refund gives back n events that Take or AllowN admitted for key, as if they
-// had not been admitted: keylimit.All uses it to undo a partial admission.
-// Refunding what was not admitted can fill a bucket early, never past full.
-// n <= 0 does nothing.
-func (b *TokenBucket[K]) Refund(key K, n int) {
-	st := b.keys.load(key)
-	if st == nil || n <= 0 {
-		return
+// Refund gives back the tokens of a, an Admission the bucket made for key,
+// that have not refilled since: the admission moved the bucket's TAT n
+// intervals later, and what of that still lies ahead of now, and of the
+// TAT, is given back. Later admissions keep their place, and no interval
+// ever admits more than the limit, however late the refund. After a Reset
+// of the key, or a change to a limit of another Interval, it gives back
+// nothing.
+func (b *TokenBucket[K]) Refund(key K, a Admission) { b.refund(a) }
+
+// refund is Refund, and returns how far it moved the TAT back, in ns.
+func (b *TokenBucket[K]) refund(a Admission) int64 {
+	st, ok := a.state.(*bucketState)
+	if !ok || a.N <= 0 || a.By != b {
+		return 0
 	}
 	for {
 		tat := st.tat.Load()
@@ -356,14 +403,107 @@ func (b *TokenBucket[K]) Refund(key K, n int) {
 		case tat == convertingTAT:
 			runtime.Gosched()
 			continue
-		case tat == retiredTAT || tat == 0:
-			return // forgotten or untouched: full already
+		case tat == retiredTAT:
+			return 0 // Reset, or evicted once full (so nothing to give)
 		}
 		g := &st.cfg.Load().arith
-		cost := int64(min(n, g.burst)) * g.interval
-		if st.tat.CompareAndSwap(tat, max(tat-cost, 0)) {
-			return
+		if g.interval != a.unit {
+			return 0 // converted: the TAT counts in other intervals now
 		}
+		// The clock is read after the TAT, so every admission in it decided
+		// at or before now. An admission never writes a TAT more than tau
+		// after its time, so tat − tau is a time some admission reached:
+		// after an injected clock stepped back, the refund counts from
+		// there, never from before it. (See DESIGN.md, "Exact refunds".)
+		now := max(b.keys.clock.now(), tat-g.tau)
+		back := min(int64(a.N)*g.interval, a.Mark-now, tat-now)
+		if back <= 0 {
+			return 0
+		}
+		if st.tat.CompareAndSwap(tat, tat-back) {
+			return back
+		}
+	}
+}
+
+// Reservation is n events of a key that a TokenBucket has set aside: they may
+// happen once Delay has passed, and must not happen before. Cancel gives
+// them back. Its methods are safe for concurrent use, once it is returned.
+type Reservation[K comparable] struct {
+	b   *TokenBucket[K]
+	key K
+	ok  bool
+	at  int64 // when the events may happen, in the bucket's time
+	res Result
+	adm Admission
+	// canceled guards Cancel: one Cancel gives back, at most once.
+	canceled atomic.Bool
+}
+
+// ReserveN sets aside n events for key in the bucket and returns the
+// Reservation: the events may happen after its Delay, which is 0 if the
+// tokens are there now. It reserves nothing, and the Reservation is not
+// OK, if the tokens would come later than maxDelay from now, or never (n
+// above the burst: Result().RetryAfter is then InfDuration). So a flood of
+// reservations cannot push a key further ahead than its callers allow.
+// Reserving takes one compare-and-swap, as Take does.
+//
+// The bucket's Wait and WaitN reserve, so waiters are served first come,
+// first served. Reserve is for a caller that schedules the events itself.
+func (b *TokenBucket[K]) ReserveN(key K, n int, maxDelay time.Duration) *Reservation[K] {
+	r := &Reservation[K]{b: b, key: key}
+	if n <= 0 || maxDelay < 0 {
+		r.res = impossible(b.Peek(key), n)
+		if n == 0 && maxDelay >= 0 {
+			r.ok, r.at = true, b.keys.clock.now()
+		}
+		return r
+	}
+	d := bucketDecision{ahead: min(int64(maxDelay), int64(maxSpan))}
+	c, v := b.decide(key, n, &d)
+	b.keys.admits(v)
+	switch v {
+	case untracked:
+		r.res = b.keys.untracked(c.arith.burst, n)
+		r.ok, r.at = r.res.Allowed, d.now
+	case never:
+		r.res = impossible(b.Peek(key), n)
+	case refused:
+		r.res = c.arith.result(false, &d)
+	default:
+		r.ok = true
+		r.at = d.next - c.arith.tau
+		r.adm = Admission{N: n, Mark: d.next, By: b, state: d.st, unit: c.arith.interval}
+		r.res = c.arith.allowed(d.now, d.next)
+	}
+	return r
+}
+
+// OK reports whether the events were reserved.
+func (r *Reservation[K]) OK() bool { return r.ok }
+
+// Delay returns how long from now the caller must wait before the events
+// happen: 0 if they may happen now, InfDuration if the Reservation is not
+// OK.
+func (r *Reservation[K]) Delay() time.Duration {
+	if !r.ok {
+		return InfDuration
+	}
+	return time.Duration(max(r.at-r.b.keys.clock.now(), 0))
+}
+
+// Result reports the reservation as a decision: for an OK one, the bucket
+// after it (Allowed, though the events may have to wait Delay); for one
+// that is not, why, with the RetryAfter a Take would have met.
+func (r *Reservation[K]) Result() Result { return r.res }
+
+// Cancel gives back what the reservation took, as far as later admissions
+// and reservations allow (they keep their times), and never more: see
+// Refund. Cancel after the events happened gives back what the bucket has
+// not refilled since. Only the first Cancel does anything.
+func (r *Reservation[K]) Cancel() {
+	if r.ok && r.canceled.CompareAndSwap(false, true) {
+		r.b.refund(r.adm)
 	}
 }
 
@@ -371,12 +511,15 @@ func (b *TokenBucket[K]) Refund(key K, n int) {
 // returns nil. Wait is shorthand for WaitN(ctx, key, 1).
 func (b *TokenBucket[K]) Wait(ctx context.Context, key K) error { return b.WaitN(ctx, key, 1) }
 
-// WaitN blocks until n events for key may happen and takes their tokens. It
-// fails at once, taking nothing, if n can never pass (ErrExceedsLimit) or if
-// the wait would outlast ctx's deadline; it returns ctx's error, wrapped, if
-// ctx ends first. A failed wait takes nothing.
+// WaitN blocks until n events for key may happen and takes their tokens.
+// Waiters are served first come, first served: each reserves its turn once
+// (ReserveN, with ctx's deadline as the greatest delay) and sleeps until
+// it; a waiter that gives up cancels its reservation, and the waiters
+// behind it move up. It fails at once, taking nothing, if n can never pass
+// (ErrExceedsLimit) or if the wait would outlast ctx's deadline; it returns
+// ctx's error, wrapped, if ctx ends first, having given back its turn.
 func (b *TokenBucket[K]) WaitN(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, b, &b.keys.clock, key, n)
+	return b.waitQueued(ctx, key, n)
 }
 
 // remaining is the number of whole tokens in a bucket whose TAT is tat.

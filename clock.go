@@ -2,6 +2,7 @@ package keylimit
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -16,7 +17,8 @@ const horizon = int64(1) << 61
 // WithClock makes the limiter read time from c instead of the system's
 // monotonic clock. Pass clock.NewMock() in tests to step time by hand:
 // every boundary then becomes deterministic. Timers used by Wait come from c
-// as well.
+// as well. The limiter's time never goes back: if c steps back, the limiter
+// decides as at the latest time it read until c passes it again.
 func WithClock(c clock.Clock) Option {
 	return optionFunc(func(o *options) {
 		if c == nil {
@@ -41,25 +43,41 @@ type timeSource struct {
 	start time.Time
 	// startUnix is start in ns since the Unix epoch: windows align to it.
 	startUnix int64
+	// latest, for an injected clock, is the latest time the limiter has
+	// read: its time never goes back, so a clock that steps back is ignored
+	// until it passes latest again. Every reading raises it. (The system
+	// clock is monotonic, and skips it.)
+	latest atomic.Int64
 }
 
-func newTimeSource(c clock.Clock) timeSource {
+// init sets t up to read c, or the system clock if c is nil.
+func (t *timeSource) init(c clock.Clock) {
 	if c == nil {
 		now := time.Now()
-		return timeSource{timers: clock.New(), start: now, startUnix: now.UnixNano()}
+		t.timers, t.start, t.startUnix = clock.New(), now, now.UnixNano()
+		return
 	}
 	now := c.Now()
-	return timeSource{injected: c, timers: c, start: now, startUnix: now.UnixNano()}
+	t.injected, t.timers, t.start, t.startUnix = c, c, now, now.UnixNano()
 }
 
 // now returns ns since creation, clamped to [-maxSpan, horizon]. An injected
-// clock may step back, even before the creation; the limiters are written so
-// that a step back never creates capacity.
+// clock may step back, even before the creation: the time now returns does
+// not (see latest), so a limiter decides as at the latest time it has seen.
 func (t *timeSource) now() int64 {
 	if t.injected == nil {
 		return clampTime(int64(time.Since(t.start)))
 	}
-	return clampTime(int64(t.injected.Now().Sub(t.start)))
+	n := clampTime(int64(t.injected.Now().Sub(t.start)))
+	for {
+		latest := t.latest.Load()
+		if n <= latest {
+			return latest
+		}
+		if t.latest.CompareAndSwap(latest, n) {
+			return n
+		}
+	}
 }
 
 func clampTime(ns int64) int64 {

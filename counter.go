@@ -59,6 +59,13 @@ func (c *SlidingCounter[K]) Limit() Limit { return c.w.policy.limit() }
 // bound it keeps is FixedWindow.SetLimit's (see DESIGN.md).
 func (c *SlidingCounter[K]) SetLimit(l Limit) error { return c.w.policy.set(l) }
 
+// SetKeyLimit gives each key its own limit from now on: f(key), asked when
+// a key is next seen, as WithKeyLimit does from the start (nil: every key is
+// under the counter's own limit again). Unlike the option, f's key type is
+// checked by the compiler. Every key moves to its new limit on its next
+// call and keeps what it used, as with SetLimit.
+func (c *SlidingCounter[K]) SetKeyLimit(f func(key K) Limit) error { return c.w.policy.setKeyLimit(f) }
+
 // Allow reports whether one event for key may happen now, and counts it if
 // so. Allow is shorthand for AllowN(key, 1).
 func (c *SlidingCounter[K]) Allow(key K) bool { return c.w.allowN(key, 1) }
@@ -74,7 +81,14 @@ func (c *SlidingCounter[K]) AllowN(key K, n int) bool { return c.w.allowN(key, n
 //
 // n == 0 is always allowed and counts nothing. n < 0, or n above Events, can
 // never pass: the Result is refused with RetryAfter InfDuration.
-func (c *SlidingCounter[K]) Take(key K, n int) Result { return c.w.take(key, n) }
+func (c *SlidingCounter[K]) Take(key K, n int) Result { return c.w.admit(key, n, nil, nil) }
+
+// Admit is Take, and also returns what an admission took, for Refund.
+func (c *SlidingCounter[K]) Admit(key K, n int) (Result, Admission) {
+	var a Admission
+	r := c.w.admit(key, n, &a, c)
+	return r, a
+}
 
 // Peek reports the key's estimate now without counting anything: Allowed
 // tells whether Allow(key) would pass, RetryAfter how long until it would.
@@ -85,11 +99,11 @@ func (c *SlidingCounter[K]) Peek(key K) Result { return c.w.peek(key) }
 // Reset happen either wholly before it (and are forgotten) or after it.
 func (c *SlidingCounter[K]) Reset(key K) { c.w.reset(key) }
 
-// Refund gives back n events that Take or AllowN admitted for key, as if they
-// had not been admitted: keylimit.All uses it to undo a partial admission. It
-// lowers the current window's count, and the previous one's for what the
-// current cannot give back, never below 0. n <= 0 does nothing.
-func (c *SlidingCounter[K]) Refund(key K, n int) { c.w.refund(key, n) }
+// Refund gives back the events of a, an Admission the counter made for key,
+// from the count of the window they were admitted in, while that count
+// still weighs: as the current count, or as the previous count in the
+// window after (see Refunder).
+func (c *SlidingCounter[K]) Refund(key K, a Admission) { c.w.refund(key, a, c) }
 
 // Stats returns what the counter has counted (see Stats and WithStats).
 func (c *SlidingCounter[K]) Stats() Stats { return c.w.keys.stats() }

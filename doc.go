@@ -49,10 +49,14 @@
 //     writes nothing. Two exceptions: a SlidingWindow admits under a per-key
 //     lock, and a call that meets a key while SetLimit moves it to a new
 //     limit yields until the move, a few instructions, is done.
-//   - Time only moves forward inside a state: an injected clock that steps
-//     back never creates capacity and never panics.
+//   - Time only moves forward: a limiter decides as at the latest time it
+//     has read, so an injected clock that steps back creates no capacity
+//     and never panics.
 //   - Forgetting never changes a decision: a key is evicted only once its
 //     state is the same as a new key's.
+//   - A refused request of All takes nothing, and a Refund gives back only
+//     what an admission still holds: however late it comes, no interval
+//     admits more than the limit.
 //   - Invalid configuration is an error that says what is wrong
 //     ("keylimit: burst 0 is below 1"), never a panic later.
 //

@@ -1,6 +1,8 @@
 package keylimit_test
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"runtime"
 	"sync"
@@ -12,33 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// memLimiter is what the memory test needs of a limiter.
-type memLimiter interface {
-	keylimit.Limiter[string]
-	Len() int
-	Close() error
-}
-
-// memTypes lists every limiter type the memory test measures, with the most
-// bytes per key it may take (including the key).
-var memTypes = []struct {
-	name   string
-	maxB   float64
-	newLim func(l keylimit.Limit, opts ...keylimit.Option) (memLimiter, error)
-}{
-	{"TokenBucket", 80, func(l keylimit.Limit, opts ...keylimit.Option) (memLimiter, error) {
-		return keylimit.NewTokenBucket[string](l, opts...)
-	}},
-	{"FixedWindow", 80, func(l keylimit.Limit, opts ...keylimit.Option) (memLimiter, error) {
-		return keylimit.NewFixedWindow[string](l, opts...)
-	}},
-	// 48 bytes of state and 8 per event of the quota (10 here).
-	{"SlidingWindow", 80 + 48 + 80, func(l keylimit.Limit, opts ...keylimit.Option) (memLimiter, error) {
-		return keylimit.NewSlidingWindow[string](l, opts...)
-	}},
-	{"SlidingCounter", 80, func(l keylimit.Limit, opts ...keylimit.Option) (memLimiter, error) {
-		return keylimit.NewSlidingCounter[string](l, opts...)
-	}},
+// memMaxBytes is the most heap bytes per key each type may take, the key
+// included, at the memory test's limit of 10 events.
+var memMaxBytes = map[string]float64{
+	tokenBucket.name:    80,
+	fixedWindow.name:    80,
+	slidingWindow.name:  80 + 48 + 80, // 48 bytes of state and 8 per event of the quota
+	slidingCounter.name: 80,
 }
 
 func heapInUse() uint64 {
@@ -50,67 +32,59 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
-// waitFor polls cond until it holds, failing the test after a long real-time
-// deadline. It waits for background work (the evictor); it asserts nothing
-// about speed.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// TestMemoryPerKeyAndRelease inserts a million distinct 16-byte keys into
-// each limiter type and reports the heap bytes per key (the key included:
-// the test keeps no key, so whatever of it the limiter keeps is counted).
-// Then, in a limiter with its evictor on, it lets the same keys go idle and
+// TestMemoryPerKeyAndRelease inserts distinct 16-byte keys into each
+// limiter type and bounds the heap bytes per key (the key included: the
+// test keeps no key, so whatever of it the limiter keeps is counted). Then,
+// in a limiter with its evictor on, it lets the same keys go idle and
 // requires the heap to come back to within 10% of its baseline, with Len 0.
+// It inserts 16,000 keys (a million under -full).
 //
 // The bytes per key are measured with eviction off: a sweep in progress
 // holds on to the map's previous table while the map grows, which would be
 // counted too.
 func TestMemoryPerKeyAndRelease(t *testing.T) {
-	n := 1_000_000
-	if raceEnabled {
-		n = 200_000 // the race detector is slow; per-key bytes are the same
-	}
-	fill := func(t *testing.T, lim memLimiter) {
+	// 16,000 keys are just past a growth of the map's table, as a million
+	// are: where a key costs the most (65 B for a bucket here, 66 B at a
+	// million; 52 B just before a growth).
+	n := sized(16_000, 1_000_000)
+	fill := func(t *testing.T, lim limiter) {
+		t.Helper()
+		var id [8]byte
 		var key [16]byte
+		refused := 0
 		for i := range n {
-			copy(key[:], fmt.Sprintf("%016x", i))
+			binary.BigEndian.PutUint64(id[:], uint64(i))
+			hex.Encode(key[:], id[:])
 			if !lim.Allow(string(key[:])) {
-				t.Fatalf("key %d refused", i)
+				refused++
 			}
 		}
+		require.Zero(t, refused, "new keys refused")
 		require.Equal(t, n, lim.Len())
 	}
-	for _, typ := range memTypes {
-		t.Run(typ.name, func(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
 			l := keylimit.PerSecond(10)
-			lim, err := typ.newLim(l, keylimit.WithClock(newFastClock()), keylimit.WithEvictionInterval(0))
+			// Not k.on: its cleanup would keep the limiter, and its keys,
+			// reachable after this measure.
+			lim, err := k.new(l, keylimit.WithClock(newFastClock()), keylimit.WithEvictionInterval(0))
 			require.NoError(t, err)
 			empty := heapInUse()
 			fill(t, lim)
 			perKey := float64(heapInUse()-empty) / float64(n)
-			t.Logf("%s: %d keys, %.1f heap bytes per key, key included", typ.name, n, perKey)
-			require.LessOrEqual(t, perKey, typ.maxB)
-			lim.Close()
+			t.Logf("%s: %d keys, %.1f heap bytes per key, key included", k.name, n, perKey)
+			require.LessOrEqual(t, perKey, memMaxBytes[k.name])
+			require.NoError(t, lim.Close())
 			lim = nil
 
 			clk := newFastClock()
-			lim, err = typ.newLim(l, keylimit.WithClock(clk), keylimit.WithEvictionInterval(20*time.Millisecond))
-			require.NoError(t, err)
-			defer lim.Close()
+			lim = k.on(t, clk, l, keylimit.WithEvictionInterval(20*time.Millisecond))
 			empty = heapInUse()
 			fill(t, lim)
 			clk.Add(time.Minute) // every key is idle now
 			waitFor(t, "the evictor to forget every key", func() bool { return lim.Len() == 0 })
 			after := heapInUse()
-			t.Logf("%s: heap after eviction %d B, empty limiter %d B", typ.name, after, empty)
+			t.Logf("%s: heap after eviction %d B, empty limiter %d B", k.name, after, empty)
 			require.LessOrEqual(t, float64(after), float64(empty)*1.10+64<<10,
 				"heap after eviction within 10%% of an empty limiter's (plus 64 KiB of slack for the runtime)")
 		})
@@ -149,25 +123,97 @@ func TestForgottenCloseDoesNotLeakTheEvictor(t *testing.T) {
 	off.Close()
 }
 
-func TestEvictionOptionErrors(t *testing.T) {
-	_, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1), keylimit.WithEvictionInterval(-time.Second))
-	require.EqualError(t, err, "keylimit: eviction interval -1s is negative")
-	_, err = keylimit.NewTokenBucket[string](keylimit.PerSecond(1), keylimit.WithMaxKeys(0))
-	require.EqualError(t, err, "keylimit: max keys 0 is below 1")
+// evictionCase is, for one limiter type, when a key whose events are
+// admitted goes idle.
+type evictionCase struct {
+	kind *kind
+	// idle returns when a key that admitted n events at t0+at goes idle,
+	// for the tests' limit of 2 per 10 s on a clock that starts on a
+	// boundary.
+	idle func(at time.Duration, n int) time.Duration
 }
 
+func evictionCases() []evictionCase {
+	window := func(at time.Duration, _ int) time.Duration { return at.Truncate(10*s) + 10*s }
+	return []evictionCase{
+		{tokenBucket, func(at time.Duration, n int) time.Duration { return at + time.Duration(n)*5*s }},
+		{fixedWindow, window},
+		{slidingWindow, func(at time.Duration, _ int) time.Duration { return at + 10*s }},
+		{slidingCounter, func(at time.Duration, n int) time.Duration { return window(at, n) + 10*s }},
+	}
+}
+
+// TestKeyCapEvictsOnlyIdleKeys: at the key cap, a new key is admitted
+// exactly when a tracked key goes idle, and only the idle keys are
+// forgotten. It pins each type's idle time: not 1 ns before, and the
+// RetryAfter of an untracked key says when.
+func TestKeyCapEvictsOnlyIdleKeys(t *testing.T) {
+	for _, c := range evictionCases() {
+		t.Run(c.kind.name, func(t *testing.T) {
+			lim, mock := c.kind.mock(t, keylimit.Per(2, 10*s), keylimit.WithMaxKeys(2), keylimit.WithEvictionInterval(0))
+			t0 := mock.Now()
+			mock.Set(t0.Add(3 * s))
+			require.True(t, lim.Allow("a"))
+			mock.Set(t0.Add(5 * s))
+			require.True(t, lim.Allow("b"))
+			idleA, idleB := c.idle(3*s, 1), c.idle(5*s, 1)
+
+			r := lim.Take("new", 1)
+			require.True(t, r.Untracked, "no key is idle at 5 s")
+			require.False(t, r.Allowed)
+			require.Equal(t, idleA-5*s, r.RetryAfter, "an untracked key learns when a place frees up")
+
+			mock.Set(t0.Add(idleA - 1))
+			require.True(t, lim.Take("new", 1).Untracked, "a is idle only at %v", idleA)
+			require.Equal(t, 1, lim.Peek("a").Remaining, "a keeps its state until idle")
+
+			mock.Set(t0.Add(idleA))
+			r = lim.Take("new", 1)
+			require.True(t, r.Allowed)
+			require.False(t, r.Untracked, "a went idle at %v and made room", idleA)
+			if idleB > idleA {
+				require.Equal(t, 2, lim.Len(), "b is not idle")
+				require.True(t, lim.Allow("b"), "b keeps its state: one of its 2 left")
+				require.False(t, lim.Allow("b"))
+			} else {
+				require.Equal(t, 1, lim.Len(), "b went idle with a")
+			}
+		})
+	}
+}
+
+// TestEvictorForgetsIdleKeysOnly runs the background evictor every
+// millisecond of real time: keys are never forgotten before they are idle on
+// the limiter's clock, and are forgotten once they are.
 func TestEvictorForgetsIdleKeysOnly(t *testing.T) {
-	clk := newFastClock()
-	lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1).WithBurst(10), keylimit.WithClock(clk), keylimit.WithEvictionInterval(time.Millisecond))
-	require.NoError(t, err)
-	defer lim.Close()
-	lim.AllowN("busy", 10) // full again in 10 s
-	lim.Allow("light")     // in 1 s
-	clk.Add(2 * time.Second)
-	waitFor(t, "the evictor to forget the idle key", func() bool { return lim.Len() == 1 })
-	time.Sleep(20 * time.Millisecond) // many more sweeps
-	require.Equal(t, 1, lim.Len())
-	require.Equal(t, 2, lim.Peek("busy").Remaining, "the busy key kept its state")
+	for _, c := range evictionCases() {
+		t.Run(c.kind.name, func(t *testing.T) {
+			lim, mock := c.kind.mock(t, keylimit.Per(2, 10*s), keylimit.WithEvictionInterval(time.Millisecond))
+			t0 := mock.Now()
+			mock.Set(t0.Add(3 * s))
+			require.True(t, lim.AllowN("a", 2))
+			mock.Set(t0.Add(9 * s))
+			require.True(t, lim.Allow("b"))
+			idleA, idleB := c.idle(3*s, 2), c.idle(9*s, 1)
+
+			mock.Set(t0.Add(idleA - 1))
+			time.Sleep(30 * time.Millisecond) // some 30 sweeps
+			require.Equal(t, 2, lim.Len(), "no key is idle yet")
+			require.Equal(t, time.Duration(1), lim.Peek("a").ResetAfter, "a is whole again in 1 ns")
+
+			mock.Set(t0.Add(idleA))
+			if idleB > idleA {
+				waitFor(t, "a to be forgotten", func() bool { return lim.Len() == 1 })
+				require.Equal(t, 1, lim.Peek("b").Remaining, "b is not idle")
+				mock.Set(t0.Add(idleB - 1))
+				time.Sleep(30 * time.Millisecond)
+				require.Equal(t, 1, lim.Len(), "b is not idle yet")
+				mock.Set(t0.Add(idleB))
+			}
+			waitFor(t, "every key to be forgotten", func() bool { return lim.Len() == 0 })
+			require.True(t, lim.AllowN("a", 2), "a forgotten key starts afresh")
+		})
+	}
 }
 
 // TestKeyCapUnderAFlood: goroutines flood distinct keys at a cap. Len never
@@ -175,54 +221,61 @@ func TestEvictorForgetsIdleKeysOnly(t *testing.T) {
 // every refusal of a new key says Untracked.
 func TestKeyCapUnderAFlood(t *testing.T) {
 	const capacity = 1000
-	clk := newFastClock()
-	lim, err := keylimit.NewTokenBucket[string](keylimit.PerHour(3), keylimit.WithClock(clk), keylimit.WithMaxKeys(capacity))
-	require.NoError(t, err)
-	defer lim.Close()
-	require.True(t, lim.AllowN("victim", 3))
-	var tracked, untracked, overCap atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 16 {
-		wg.Go(func() {
-			for i := range 500 {
-				r := lim.Take(fmt.Sprintf("attacker-%d-%d", g, i), 1)
-				switch {
-				case r.Allowed && !r.Untracked:
-					tracked.Add(1)
-				case !r.Allowed && r.Untracked:
-					untracked.Add(1)
-				default:
-					t.Errorf("unexpected Result for a new key: %+v", r)
-				}
-				if lim.Len() > capacity {
-					overCap.Add(1)
-				}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			lim := k.on(t, newFastClock(), keylimit.PerHour(3), keylimit.WithMaxKeys(capacity))
+			require.True(t, lim.AllowN("victim", 3))
+			var tracked, untracked, overCap atomic.Int64
+			var mu sync.Mutex
+			var unexpected []keylimit.Result
+			var wg sync.WaitGroup
+			for g := range 16 {
+				wg.Go(func() {
+					for i := range 500 {
+						r := lim.Take(fmt.Sprintf("attacker-%d-%d", g, i), 1)
+						switch {
+						case r.Allowed && !r.Untracked:
+							tracked.Add(1)
+						case !r.Allowed && r.Untracked:
+							untracked.Add(1)
+						default:
+							mu.Lock()
+							unexpected = append(unexpected, r)
+							mu.Unlock()
+						}
+						if lim.Len() > capacity {
+							overCap.Add(1)
+						}
+					}
+				})
 			}
+			wg.Wait()
+			require.Empty(t, unexpected, "Results for a new key neither admitted and tracked nor refused and untracked")
+			require.Zero(t, overCap.Load(), "Len exceeded the cap")
+			require.EqualValues(t, capacity-1, tracked.Load(), "exactly the free places were taken")
+			require.EqualValues(t, 16*500-(capacity-1), untracked.Load())
+			require.Equal(t, capacity, lim.Len())
+			r := lim.Take("victim", 1)
+			require.False(t, r.Allowed, "the flood did not reset the victim's limit")
+			require.False(t, r.Untracked)
 		})
 	}
-	wg.Wait()
-	require.Zero(t, overCap.Load(), "Len exceeded the cap")
-	require.EqualValues(t, capacity-1, tracked.Load(), "exactly the free places were taken")
-	require.EqualValues(t, 16*500-(capacity-1), untracked.Load())
-	require.Equal(t, capacity, lim.Len())
-	r := lim.Take("victim", 1)
-	require.False(t, r.Allowed, "the flood did not reset the victim's limit")
-	require.False(t, r.Untracked)
 }
 
 func TestAdmitUntracked(t *testing.T) {
-	clk := newFastClock()
-	lim, err := keylimit.NewTokenBucket[string](keylimit.PerHour(2), keylimit.WithClock(clk), keylimit.WithMaxKeys(1), keylimit.WithAdmitUntracked())
-	require.NoError(t, err)
-	defer lim.Close()
-	require.True(t, lim.AllowN("a", 2))
-	for range 5 {
-		r := lim.Take("b", 1)
-		require.Equal(t, keylimit.Result{Allowed: true, Limit: 2, Remaining: 1, Untracked: true}, r)
-		require.True(t, lim.Allow("b"), "an untracked key is admitted and not counted")
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			lim := k.on(t, newFastClock(), keylimit.PerHour(2), keylimit.WithMaxKeys(1), keylimit.WithAdmitUntracked())
+			require.True(t, lim.AllowN("a", 2))
+			for range 5 {
+				r := lim.Take("b", 1)
+				require.Equal(t, keylimit.Result{Allowed: true, Limit: 2, Remaining: 1, Untracked: true}, r)
+				require.True(t, lim.Allow("b"), "an untracked key is admitted and not counted")
+			}
+			require.False(t, lim.Allow("a"), "the tracked key keeps its limit")
+			require.Equal(t, 1, lim.Len())
+		})
 	}
-	require.False(t, lim.Allow("a"), "the tracked key keeps its limit")
-	require.Equal(t, 1, lim.Len())
 }
 
 // BenchmarkAllowDuringEviction measures Allow on existing keys while the
@@ -239,9 +292,7 @@ func BenchmarkAllowDuringEviction(b *testing.B) {
 		}
 		b.Run("bucket/keys=1M/"+name, func(b *testing.B) {
 			lim, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1000), keylimit.WithEvictionInterval(every))
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			defer lim.Close()
 			for _, k := range keys {
 				lim.Allow(k)

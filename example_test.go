@@ -110,7 +110,7 @@ func ExamplePer() {
 	fmt.Println(keylimit.PerSecond(3).Interval())
 	// Output:
 	// 100/10s
-	// 10/1m0s burst 3
+	// 10/min burst 3
 	// 333.333334ms
 }
 
@@ -219,7 +219,7 @@ func ExampleNewFixedWindow() {
 	_, err = keylimit.NewFixedWindow[string](keylimit.Per(10, time.Nanosecond))
 	fmt.Println(err)
 	// Output:
-	// 100/1m0s <nil>
+	// 100/min <nil>
 	// remaining=99 reset=30s
 	// keylimit: a FixedWindow counts at most 3 events per 1ns, not 10
 }
@@ -230,9 +230,10 @@ func ExampleFixedWindow_Refund() {
 	lim, _ := keylimit.NewFixedWindow[string](keylimit.PerHour(2))
 	defer lim.Close()
 
-	lim.AllowN("upload:alice", 2)
+	lim.Allow("upload:alice")
+	_, upload := lim.Admit("upload:alice", 1)
 	fmt.Println("remaining:", lim.Peek("upload:alice").Remaining)
-	lim.Refund("upload:alice", 1) // the upload failed: give its event back
+	lim.Refund("upload:alice", upload) // the upload failed: give its event back
 	fmt.Println("remaining:", lim.Peek("upload:alice").Remaining)
 	lim.Reset("upload:alice")
 	fmt.Println("remaining:", lim.Peek("upload:alice").Remaining)
@@ -301,7 +302,7 @@ func ExampleNewSlidingWindow() {
 	lim.Close()
 	// Output:
 	// keylimit: a SlidingWindow keeps at most 10000 events per key (8 bytes each), not 50000: use a SlidingCounter for large quotas
-	// 10000/1h0m0s <nil>
+	// 10000/h <nil>
 }
 
 // A sliding counter of 10 a minute. At 1:15, the 10 events of the previous
@@ -356,7 +357,7 @@ func ExampleNewSlidingCounter() {
 	lim.Close()
 	// Output:
 	// keylimit: a SlidingCounter counts at most 65535 events per 1s, not 100000: use a longer Period, or a FixedWindow or TokenBucket
-	// 100000/1h0m0s <nil>
+	// 100000/h <nil>
 }
 
 // Two limits on one key: 5 a second and 7 a minute. A refused request takes
@@ -448,8 +449,8 @@ func ExampleTokenBucket_SetLimit() {
 	fmt.Println("after:", lim.Peek("k").Remaining, "left of", lim.Limit())
 	fmt.Println(lim.SetLimit(keylimit.PerMinute(0)))
 	// Output:
-	// before: 0 left of 10/1m0s
-	// after: 20 left of 30/1m0s
+	// before: 0 left of 10/min
+	// after: 20 left of 30/min
 	// keylimit: events 0 is below 1
 }
 
@@ -472,8 +473,8 @@ func ExampleFixedWindow_SetLimit() {
 	mock.Add(r.RetryAfter)
 	fmt.Println("next minute:", lim.AllowN("k", 5), lim.Allow("k"))
 	// Output:
-	// before: 2 left of 10/1m0s
-	// after: 0 left of 5/1m0s retry in 45s
+	// before: 2 left of 10/min
+	// after: 0 left of 5/min retry in 45s
 	// next minute: true false
 }
 
@@ -515,9 +516,9 @@ func ExampleSlidingCounter_SetLimit() {
 	r := lim.Peek("k")
 	fmt.Println("lowered:", r.Remaining, "left of", lim.Limit(), "retry in", r.RetryAfter)
 	// Output:
-	// before: 6 left of 10/1m0s
-	// raised: 16 left of 20/1m0s
-	// lowered: 0 left of 3/1m0s retry in 15s
+	// before: 6 left of 10/min
+	// raised: 16 left of 20/min
+	// lowered: 0 left of 3/min retry in 15s
 }
 
 // Tiers on a sliding window: one limiter, each client under its own quota
@@ -605,11 +606,108 @@ func ExampleTokenBucket_Refund() {
 	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(5), keylimit.WithClock(mock))
 	defer lim.Close()
 
-	lim.AllowN("export", 3)
+	lim.Allow("export")
+	_, exports := lim.Admit("export", 2)
 	fmt.Println("remaining:", lim.Peek("export").Remaining)
-	lim.Refund("export", 2) // two of the three exports failed upstream
+	lim.Refund("export", exports) // the two exports failed upstream
 	fmt.Println("after the refund:", lim.Peek("export").Remaining)
+	// A minute later the tokens would have refilled anyway: a refund
+	// then gives back nothing.
+	_, late := lim.Admit("export", 1)
+	mock.Add(time.Minute)
+	lim.Refund("export", late)
+	fmt.Println("a minute later:", lim.Peek("export").Remaining)
 	// Output:
 	// remaining: 2
 	// after the refund: 4
+	// a minute later: 5
+}
+
+// A limit from configuration: JSON, YAML or a flag carry it as text.
+func ExampleParseLimit() {
+	l, err := keylimit.ParseLimit("10/s burst 20")
+	fmt.Println(l, l.Interval(), l.BurstSize(), err)
+	_, err = keylimit.ParseLimit("10/fortnight")
+	fmt.Println(err)
+	// Output:
+	// 10/s burst 20 100ms 20 <nil>
+	// keylimit: limit "10/fortnight": period "fortnight" is neither a unit (ms, s, min, h, d) nor a duration such as 90s
+}
+
+// A Result reads as a line of a log.
+func ExampleResult_String() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
+	defer lim.Close()
+	fmt.Println(lim.Take("ip:203.0.113.7", 2))
+	fmt.Println(lim.Take("ip:203.0.113.7", 1))
+	// Output:
+	// allowed: 0 of 2 left, full in 1m0s
+	// refused: 0 of 2 left, retry in 30s, full in 1m0s
+}
+
+// A reservation sets tokens aside for later: a batch job that must send 5
+// requests learns when it may start, and cancels if it gives up.
+func ExampleTokenBucket_ReserveN() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerSecond(2), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	lim.AllowN("partner", 2) // the bucket is empty
+	r := lim.ReserveN("partner", 2, 5*time.Second)
+	fmt.Println("reserved:", r.OK(), "start in:", r.Delay())
+	tooFar := lim.ReserveN("partner", 2, 500*time.Millisecond)
+	fmt.Println("within 500ms:", tooFar.OK())
+	r.Cancel() // the job was called off: its tokens go to whoever asks next
+	fmt.Println("after the cancel, the next 2 in:", lim.ReserveN("partner", 2, time.Minute).Delay())
+	// Output:
+	// reserved: true start in: 1s
+	// within 500ms: false
+	// after the cancel, the next 2 in: 1s
+}
+
+// WithStats counts decisions for metrics; keys, evictions and untracked
+// requests are counted anyway.
+func ExampleWithStats() {
+	lim, _ := keylimit.NewFixedWindow[string](keylimit.PerMinute(2), keylimit.WithStats())
+	defer lim.Close()
+	for range 3 {
+		lim.Allow("k")
+	}
+	st := lim.Stats()
+	fmt.Printf("keys=%d admitted=%d refused=%d\n", st.Keys, st.Admitted, st.Refused)
+	// Output:
+	// keys=1 admitted=2 refused=1
+}
+
+// Tiers given after construction: the compiler checks the function's key
+// type against the limiter's.
+func ExampleTokenBucket_SetKeyLimit() {
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(5))
+	defer lim.Close()
+	_ = lim.SetKeyLimit(func(apiKey string) keylimit.Limit {
+		if apiKey == "acme" {
+			return keylimit.PerMinute(50) // a paying client
+		}
+		return keylimit.Limit{} // the bucket's own: 5 a minute
+	})
+	fmt.Println(lim.Peek("acme").Remaining, lim.Peek("hobbyist").Remaining)
+	// Output:
+	// 50 5
+}
+
+// All gives back what the first limits took when a later one refuses: the
+// minute's quota is intact after the hour refused.
+func ExampleAll_refund() {
+	mock := clock.NewMock()
+	minute, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
+	hour, _ := keylimit.NewFixedWindow[string](keylimit.PerHour(1), keylimit.WithClock(mock))
+	defer minute.Close()
+	defer hour.Close()
+	both := keylimit.All[string](minute, hour)
+	fmt.Println(both.Allow("k"), both.Allow("k"))
+	fmt.Println("the minute's quota:", minute.Peek("k").Remaining)
+	// Output:
+	// true false
+	// the minute's quota: 9
 }

@@ -55,6 +55,13 @@ func (f *FixedWindow[K]) Limit() Limit { return f.w.policy.limit() }
 // the bound is then looser (see DESIGN.md, "Changing a limit").
 func (f *FixedWindow[K]) SetLimit(l Limit) error { return f.w.policy.set(l) }
 
+// SetKeyLimit gives each key its own limit from now on: f(key), asked when
+// a key is next seen, as WithKeyLimit does from the start (nil: every key is
+// under the window's own limit again). Unlike the option, f's key type is
+// checked by the compiler. Every key moves to its new limit on its next
+// call and keeps what it used, as with SetLimit.
+func (w *FixedWindow[K]) SetKeyLimit(f func(key K) Limit) error { return w.w.policy.setKeyLimit(f) }
+
 // Allow reports whether one event for key may happen now, and counts it if
 // so. Allow is shorthand for AllowN(key, 1).
 func (f *FixedWindow[K]) Allow(key K) bool { return f.w.allowN(key, 1) }
@@ -70,7 +77,14 @@ func (f *FixedWindow[K]) AllowN(key K, n int) bool { return f.w.allowN(key, n) }
 //
 // n == 0 is always allowed and counts nothing. n < 0, or n above Events, can
 // never pass: the Result is refused with RetryAfter InfDuration.
-func (f *FixedWindow[K]) Take(key K, n int) Result { return f.w.take(key, n) }
+func (f *FixedWindow[K]) Take(key K, n int) Result { return f.w.admit(key, n, nil, nil) }
+
+// Admit is Take, and also returns what an admission took, for Refund.
+func (f *FixedWindow[K]) Admit(key K, n int) (Result, Admission) {
+	var a Admission
+	r := f.w.admit(key, n, &a, f)
+	return r, a
+}
 
 // Peek reports the state of key's window now without counting anything:
 // Allowed tells whether Allow(key) would pass, RetryAfter how long until it
@@ -81,11 +95,11 @@ func (f *FixedWindow[K]) Peek(key K) Result { return f.w.peek(key) }
 // Reset happen either wholly before it (and are forgotten) or after it.
 func (f *FixedWindow[K]) Reset(key K) { f.w.reset(key) }
 
-// Refund gives back n events that Take or AllowN admitted for key, as if they
-// had not been admitted: keylimit.All uses it to undo a partial admission. It
-// lowers the count of the key's window, never below 0; events admitted in a
-// window that has ended are gone already. n <= 0 does nothing.
-func (f *FixedWindow[K]) Refund(key K, n int) { f.w.refund(key, n) }
+// Refund gives back the events of a, an Admission the window made for key,
+// if their window has not ended: it lowers that window's count. Events of a
+// window that has ended are gone already, and are not given back to a later
+// one (see Refunder).
+func (f *FixedWindow[K]) Refund(key K, a Admission) { f.w.refund(key, a, f) }
 
 // Stats returns what the window has counted (see Stats and WithStats).
 func (f *FixedWindow[K]) Stats() Stats { return f.w.keys.stats() }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/stretchr/testify/require"
 )
 
 // refBucket is a token bucket written the textbook way, to check the GCRA
@@ -33,7 +34,7 @@ func newRefBucket(l keylimit.Limit) *refBucket {
 func (r *refBucket) level(key string, now int64) int64 {
 	k, ok := r.keys[key]
 	if !ok {
-		k = refKey{level: r.capacity, at: 0} // full when the limiter was created
+		return r.capacity // a key never seen is full at any time, before the creation too
 	}
 	return min(r.capacity, k.level+(now-k.at))
 }
@@ -93,18 +94,17 @@ func FuzzTokenBucket(f *testing.F) {
 		}
 		mock := newFastClock()
 		lim, err := keylimit.NewTokenBucket[string](l, keylimit.WithClock(mock))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer lim.Close()
 		ref := newRefBucket(l)
 		t0 := mock.Now()
 		// A step of a seventh of the interval lands between token arrivals.
 		unit := max(l.Interval()/7, 1)
 		keys := []string{"a", "b", "c"}
+		var latest int64 // the limiter's time never goes back: the latest it read
 		for i := 0; i+2 < len(ops); i += 3 {
 			key, arg := keys[int(ops[i+1])%len(keys)], int(ops[i+2])
-			now := int64(mock.Now().Sub(t0))
+			now := max(int64(mock.Now().Sub(t0)), latest)
 			var got, want keylimit.Result
 			switch ops[i] % 6 {
 			case 0:
@@ -126,8 +126,9 @@ func FuzzTokenBucket(f *testing.F) {
 				delete(ref.keys, key)
 				continue
 			}
-			if got != want {
-				t.Fatalf("op %d (%d on %q, arg %d) at %v with %v:\n got %+v\nwant %+v", i/3, ops[i]%6, key, arg, time.Duration(now), l, got, want)
+			latest = now
+			if got != want { // a cheap compare first: require on every op would slow the fuzzer
+				require.Equal(t, want, got, "op %d (%d on %q, arg %d) at %v with %v", i/3, ops[i]%6, key, arg, time.Duration(now), l)
 			}
 		}
 	})
@@ -143,11 +144,11 @@ var windowFuzzPeriods = append([]time.Duration{time.Nanosecond}, fuzzPeriods...)
 // setLimit changes the limit. As in the limiters, a key moves to it on its
 // next take or peek, at that call's time: a key idle under its old limit
 // starts afresh, another carries its state over by the type's rules.
-// refund acts on a key where it is, moved or not.
+// (Refunds are checked by FuzzRefundsNeverOverAdmit, against the bound
+// every type keeps, not against a model of each type's refund.)
 type refWindow interface {
 	take(key string, n int, now int64) keylimit.Result
 	peek(key string, now int64) keylimit.Result
-	refund(key string, n int)
 	reset(key string)
 	setLimit(l keylimit.Limit)
 }
@@ -161,33 +162,29 @@ type windowLimiter interface {
 }
 
 // fuzzWindow runs random sequences of clock moves (forward and back), Take,
-// Peek, Reset, Refund and SetLimit on three keys of lim, and checks that
+// Peek, AllowN, Reset and SetLimit on three keys of lim, and checks that
 // every Result equals ref's. An op byte of 248 or more changes the limit
 // (rare in random input, so that the other ops stay dense, and absent from
-// the corpus committed before SetLimit, which keeps its meaning). The limiter holds at most 3 keys, and an op takes a fourth
-// key and gives it back: at the cap that sweeps, and forgets the idle keys
-// among the three, which must change no decision.
-//
-// A key is idle when it is indistinguishable from a new one at the sweep's
-// time and after: a clock that later steps back before the sweep could tell
-// (as for a TokenBucket, whose forgotten key comes back full). So the clock
-// never steps back before the last sweep.
+// the corpus committed before SetLimit, which keeps its meaning). The
+// limiter holds at most 3 keys, and an op takes a fourth key and gives it
+// back: at the cap that sweeps, and forgets the idle keys among the three,
+// which must change no decision, even when the clock later steps back
+// before the sweep (the limiter's time never goes back: the model decides
+// at the latest time the limiter read).
 func fuzzWindow(t *testing.T, lim windowLimiter, ref refWindow, mock *fastClock, l keylimit.Limit, ops []byte) {
 	defer lim.Close()
 	t0 := mock.Now()
 	unit := max(l.Period/13, 1) // steps land inside windows, not only on their edges
 	keys := []string{"a", "b", "c"}
-	swept := mock.Now()
+	var latest int64 // the limiter's time never goes back: the latest it read
 	for i := 0; i+2 < len(ops); i += 3 {
 		key, arg := keys[int(ops[i+1])%len(keys)], int(ops[i+2])
-		now := int64(mock.Now().Sub(t0))
+		now := max(int64(mock.Now().Sub(t0)), latest)
 		if ops[i] >= 248 {
 			// Events 1..20 and a Period of fuzzPeriods: no nanosecond
 			// window, whose few count bits could not hold every count.
 			nl := keylimit.Per(arg%20+1, fuzzPeriods[int(ops[i+1])%len(fuzzPeriods)])
-			if err := lim.SetLimit(nl); err != nil {
-				t.Fatalf("op %d: SetLimit(%v): %v", i/3, nl, err)
-			}
+			require.NoError(t, lim.SetLimit(nl), "op %d: SetLimit(%v)", i/3, nl)
 			ref.setLimit(nl)
 			continue
 		}
@@ -200,8 +197,7 @@ func fuzzWindow(t *testing.T, lim windowLimiter, ref refWindow, mock *fastClock,
 			mock.Add(time.Duration(arg%4) * l.Period)
 			continue
 		case 2:
-			// The clock steps back, not before the last sweep.
-			mock.Add(-min(time.Duration(arg)*unit, mock.Now().Sub(swept)))
+			mock.Add(-time.Duration(arg) * unit) // the clock steps back
 			continue
 		case 3:
 			n := arg%(l.Events+3) - 1 // -1 .. Events+1
@@ -214,17 +210,17 @@ func fuzzWindow(t *testing.T, lim windowLimiter, ref refWindow, mock *fastClock,
 			continue
 		case 6:
 			n := arg%(l.Events+1) + 1
-			lim.Refund(key, n)
-			ref.refund(key, n)
-			continue
+			require.Equal(t, ref.take(key, n, now).Allowed, lim.AllowN(key, n), "op %d: AllowN(%q, %d) at %v", i/3, key, n, time.Duration(now))
 		case 7:
-			lim.Take("probe", 1)
+			lim.Take("probe", 1) // at the cap: a sweep, which must change no decision
 			lim.Reset("probe")
-			swept = mock.Now()
+		}
+		latest = now
+		if ops[i]%8 >= 6 {
 			continue
 		}
-		if got != want {
-			t.Fatalf("op %d (%d on %q, arg %d) at %v with %v:\n got %+v\nwant %+v", i/3, ops[i]%8, key, arg, time.Duration(now), l, got, want)
+		if got != want { // a cheap compare first: require on every op would slow the fuzzer
+			require.Equal(t, want, got, "op %d (%d on %q, arg %d) at %v with %v", i/3, ops[i]%8, key, arg, time.Duration(now), l)
 		}
 	}
 }
@@ -254,7 +250,7 @@ var windowFuzzSeeds = []struct {
 	{1, 4, 200, []byte{1, 2, 3, 3, 2, 3, 0, 2, 255, 4, 2, 0, 2, 0, 30, 3, 2, 2}},
 	{2, 0, 3, []byte{3, 0, 3, 0, 0, 1, 3, 0, 3, 2, 0, 1, 3, 0, 2, 7, 0, 0, 4, 0, 0}},
 	// Changes of limit (op bytes from 248): raised, lowered, new Periods,
-	// with refunds, sweeps and the clock stepping back between them.
+	// with AllowN, sweeps and the clock stepping back between them.
 	{5, 1, 0, []byte{3, 0, 5, 250, 2, 9, 3, 0, 3, 4, 0, 0, 0, 0, 40, 250, 0, 2, 4, 0, 0, 3, 0, 2, 6, 0, 1, 250, 1, 19, 4, 0, 0, 2, 0, 5, 4, 0, 0}},
 	{9, 2, 17, []byte{3, 1, 9, 3, 2, 4, 0, 0, 6, 252, 3, 1, 4, 1, 0, 3, 1, 1, 6, 1, 3, 253, 4, 12, 4, 1, 0, 7, 0, 0, 0, 0, 200, 4, 2, 0, 255, 0, 9, 3, 2, 9}},
 	{19, 3, 99, []byte{3, 0, 20, 0, 0, 3, 3, 0, 20, 249, 1, 4, 4, 0, 0, 2, 0, 2, 4, 0, 0, 249, 0, 19, 3, 0, 7, 6, 0, 5, 4, 0, 0, 1, 0, 1, 4, 0, 0}},
@@ -283,9 +279,7 @@ func FuzzSlidingWindow(f *testing.F) {
 	f.Fuzz(func(t *testing.T, events, period, offset uint8, ops []byte) {
 		l, mock := fuzzWindowSetup(events, period, offset)
 		lim, err := keylimit.NewSlidingWindow[string](l, windowOpts(mock)...)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		fuzzWindow(t, lim, newRefSliding(l), mock, l, ops)
 	})
 }
@@ -404,13 +398,6 @@ func (r *refFixed) peek(key string, now int64) keylimit.Result {
 	return r.report(int(k.count) < r.limit.Events, k, now)
 }
 
-func (r *refFixed) refund(key string, n int) {
-	if k, ok := r.keys[key]; ok {
-		k.count = max(k.count-int64(n), 0)
-		r.keys[key] = k
-	}
-}
-
 func (r *refFixed) reset(key string) { delete(r.keys, key) }
 
 // refSliding is a sliding log written the plain way: each key keeps the
@@ -423,8 +410,7 @@ func (r *refFixed) reset(key string) { delete(r.keys, key) }
 // A key moved to a smaller Events keeps its newest times, and counts the
 // others as phantoms, which come back at its oldest time if it grows
 // again; an admission forgets them (it overwrites the oldest times, which
-// had left the window, and the phantoms are older). A refund from a key
-// with phantoms lets them take the times it gives back, at the oldest time.
+// had left the window, and the phantoms are older).
 type refSliding struct {
 	limit keylimit.Limit
 	gen   int
@@ -547,21 +533,6 @@ func (r *refSliding) take(key string, n int, now int64) keylimit.Result {
 func (r *refSliding) peek(key string, now int64) keylimit.Result {
 	r.move(key, now)
 	return r.report(r.fits(key, 1, now), key, 1, now)
-}
-
-func (r *refSliding) refund(key string, n int) {
-	k := r.keys[key]
-	if k == nil {
-		return
-	}
-	back := min(n, len(k.log))
-	fill := min(back, k.phantoms)
-	if fill > 0 {
-		k.log = append(slices.Repeat([]int64{k.log[0]}, fill), k.log[:len(k.log)-back]...)
-		k.phantoms -= fill
-		return
-	}
-	k.log = k.log[:len(k.log)-back]
 }
 
 func (r *refSliding) reset(key string) { delete(r.keys, key) }
@@ -719,16 +690,95 @@ func (r *refCounter) peek(key string, now int64) keylimit.Result {
 	return r.report(r.fits(key, 1, now), key, 1, now)
 }
 
-func (r *refCounter) refund(key string, n int) {
-	k := r.keys[key]
-	if k == nil {
-		return
-	}
-	for _, w := range []int64{k.latest, k.latest - 1} {
-		back := min(int64(n), k.counts[w])
-		k.counts[w] -= back
-		n -= int(back)
-	}
-}
-
 func (r *refCounter) reset(key string) { delete(r.keys, key) }
+
+// FuzzRefundsNeverOverAdmit checks the guarantee exact refunds exist for:
+// however late a refund comes, the admissions that stand (those not
+// refunded) never exceed the limit. Random sequences of Admit, AllowN,
+// Refund of any earlier admission (the latest, or one long ago), and clock
+// moves run on one key of each type; then every interval is checked against
+// the type's bound, counting only the admissions that stand.
+func FuzzRefundsNeverOverAdmit(f *testing.F) {
+	// The attack: admitted, the window rolls over, another admitted, then
+	// the first refunded; a third must be refused.
+	f.Add(uint8(0), uint8(1), uint8(1), []byte{0, 1, 0, 2, 10, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0})
+	f.Add(uint8(1), uint8(3), uint8(2), []byte{0, 3, 0, 1, 2, 0, 0, 1, 0, 2, 5, 0, 1, 1, 0, 0, 3, 0})
+	f.Add(uint8(2), uint8(4), uint8(3), []byte{0, 4, 0, 2, 3, 0, 0, 2, 0, 1, 0, 0, 2, 4, 0, 0, 4, 0})
+	f.Add(uint8(3), uint8(5), uint8(0), []byte{0, 5, 0, 2, 13, 0, 0, 3, 0, 1, 1, 0, 3, 0, 0, 0, 5, 0})
+	f.Fuzz(func(t *testing.T, typ, events, period uint8, ops []byte) {
+		k := kinds[int(typ)%len(kinds)]
+		l := keylimit.Per(int(events%10)+1, windowFuzzPeriods[int(period)%len(windowFuzzPeriods)])
+		clk := newFastClock()
+		lim, err := k.new(l, keylimit.WithClock(clk), keylimit.WithEvictionInterval(0))
+		if err != nil {
+			return // a limit the type does not take (too many events per ns)
+		}
+		defer lim.Close()
+
+		type admission struct {
+			at       int64 // Unix ns
+			n        int
+			adm      keylimit.Admission
+			refunded bool
+		}
+		var adms []admission
+		unit := max(l.Period/7, 1)
+		for i := 0; i+2 < len(ops) && len(adms) < 200; i += 3 {
+			arg := int(ops[i+1])
+			switch ops[i] % 4 {
+			case 0:
+				n := arg%l.Events + 1
+				if r, a := lim.Admit("k", n); r.Allowed {
+					adms = append(adms, admission{at: clk.ns.Load(), n: n, adm: a})
+				}
+			case 1:
+				n := arg%l.Events + 1
+				if lim.AllowN("k", n) {
+					adms = append(adms, admission{at: clk.ns.Load(), n: n}) // no Admission: never refunded
+				}
+			case 2:
+				clk.Add(time.Duration(arg) * unit)
+			case 3:
+				if len(adms) == 0 {
+					continue
+				}
+				a := &adms[len(adms)-1-arg%len(adms)]
+				if a.adm.N > 0 && !a.refunded {
+					lim.Refund("k", a.adm)
+					a.refunded = true
+				}
+			}
+			if ops[i+2]%5 == 0 {
+				lim.Take("probe", 1) // other keys' traffic changes nothing for "k"
+			}
+		}
+
+		var stand []admission
+		for _, a := range adms {
+			if !a.refunded {
+				stand = append(stand, a)
+			}
+		}
+		p := int64(l.Period)
+		for i := range stand {
+			sum := 0
+			for j := i; j < len(stand); j++ {
+				sum += stand[j].n
+				d := stand[j].at - stand[i].at
+				switch k {
+				case tokenBucket: // at most Burst + d/Interval
+					require.LessOrEqual(t, int64(sum)*int64(l.Interval()), int64(l.BurstSize())*int64(l.Interval())+d,
+						"%v: admissions %d..%d over %v", l, i, j, time.Duration(d))
+				case slidingWindow: // at most Events in any interval of Period
+					if d < p {
+						require.LessOrEqual(t, sum, l.Events, "%v: admissions %d..%d within %v", l, i, j, time.Duration(d))
+					}
+				default: // at most Events in one aligned window
+					if absWindow(stand[i].at, l.Period) == absWindow(stand[j].at, l.Period) {
+						require.LessOrEqual(t, sum, l.Events, "%v: admissions %d..%d in one window", l, i, j)
+					}
+				}
+			}
+		}
+	})
+}

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -79,14 +82,6 @@ func (l Limit) Interval() time.Duration {
 	return (l.Period + ev - 1) / ev
 }
 
-// String describes l, e.g. "10/1m0s" or "10/1s burst 20".
-func (l Limit) String() string {
-	if b := l.BurstSize(); b != l.Events {
-		return fmt.Sprintf("%d/%v burst %d", l.Events, l.Period, b)
-	}
-	return fmt.Sprintf("%d/%v", l.Events, l.Period)
-}
-
 // Validate reports what is wrong with l for a token bucket, or nil.
 // Constructors call it; it is exported for callers that build limits from
 // configuration and want to check them early.
@@ -118,4 +113,119 @@ func (l Limit) validateWindow() error {
 		return fmt.Errorf("keylimit: burst %d is below 1", l.Burst)
 	}
 	return nil
+}
+
+// The units a Limit's text may name its Period by, and String uses for a
+// Period of exactly one of them.
+var periodUnits = []struct {
+	name  string
+	d     time.Duration
+	alias []string
+}{
+	{"ms", time.Millisecond, []string{"millisecond"}},
+	{"s", time.Second, []string{"sec", "second"}},
+	{"min", time.Minute, []string{"m", "minute"}},
+	{"h", time.Hour, []string{"hr", "hour"}},
+	{"d", 24 * time.Hour, []string{"day"}},
+}
+
+// maxLimitText bounds the text ParseLimit reads, so that a configuration
+// value cannot make it do unbounded work.
+const maxLimitText = 128
+
+// ParseLimit parses the text form of a Limit: Events, a slash, and the Period
+// as a unit (ms, s, min, h, d, or their long names) or a Go duration
+// ("90s", "1m30s"), optionally followed by "burst" and the Burst:
+//
+//	100/min
+//	10/s burst 20
+//	5000/1h30m
+//
+// It returns an error that says what is wrong, for text that does not parse
+// or a Limit that is not valid (see Validate).
+func ParseLimit(text string) (Limit, error) {
+	var l Limit
+	if err := l.UnmarshalText([]byte(text)); err != nil {
+		return Limit{}, err
+	}
+	return l, nil
+}
+
+// String formats l in the text form ParseLimit reads: "10/min",
+// "10/s burst 20", "7/1m30s".
+func (l Limit) String() string {
+	b, _ := l.MarshalText()
+	return string(b)
+}
+
+// MarshalText formats l as String does, so that a Limit is a string in JSON,
+// YAML and other text encodings. It never fails.
+func (l Limit) MarshalText() ([]byte, error) {
+	b := strconv.AppendInt(nil, int64(l.Events), 10)
+	b = append(b, '/')
+	unit := ""
+	for _, u := range periodUnits {
+		if l.Period == u.d {
+			unit = u.name
+		}
+	}
+	if unit == "" {
+		unit = l.Period.String()
+	}
+	b = append(b, unit...)
+	if l.burstSet || l.Burst != 0 {
+		b = append(b, " burst "...)
+		b = strconv.AppendInt(b, int64(l.Burst), 10)
+	}
+	return b, nil
+}
+
+// UnmarshalText parses text as ParseLimit does, and checks the Limit with
+// Validate, so that a limit loaded from JSON, YAML or a flag (flag.TextVar)
+// is known to be valid.
+func (l *Limit) UnmarshalText(text []byte) error {
+	if len(text) > maxLimitText {
+		return fmt.Errorf("keylimit: a limit's text is at most %d bytes, not %d", maxLimitText, len(text))
+	}
+	s := strings.TrimSpace(string(text))
+	rate, burst, hasBurst := strings.Cut(s, " burst ")
+	events, period, ok := strings.Cut(strings.TrimSpace(rate), "/")
+	if !ok {
+		return fmt.Errorf("keylimit: limit %q: want events/period, such as 100/min or 10/s burst 20", s)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(events))
+	if err != nil {
+		return fmt.Errorf("keylimit: limit %q: events %q is not a whole number", s, strings.TrimSpace(events))
+	}
+	d, err := parsePeriod(strings.TrimSpace(period))
+	if err != nil {
+		return fmt.Errorf("keylimit: limit %q: %w", s, err)
+	}
+	parsed := Per(n, d)
+	if hasBurst {
+		b, err := strconv.Atoi(strings.TrimSpace(burst))
+		if err != nil {
+			return fmt.Errorf("keylimit: limit %q: burst %q is not a whole number", s, strings.TrimSpace(burst))
+		}
+		parsed = parsed.WithBurst(b)
+	}
+	if err := parsed.Validate(); err != nil {
+		return fmt.Errorf("%w (in %q)", err, s)
+	}
+	*l = parsed
+	return nil
+}
+
+// parsePeriod reads a Period: a unit's name, or a Go duration.
+func parsePeriod(s string) (time.Duration, error) {
+	for _, u := range periodUnits {
+		if s == u.name || slices.Contains(u.alias, s) {
+			return u.d, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("period %q is neither a unit (ms, s, min, h, d) nor a duration such as 90s", s)
+	}
+	return d, nil
 }

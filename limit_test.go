@@ -1,6 +1,11 @@
 package keylimit_test
 
 import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,12 +71,80 @@ func TestLimitInterval(t *testing.T) {
 func TestLimitBurstAndString(t *testing.T) {
 	require.Equal(t, 10, keylimit.PerSecond(10).BurstSize(), "Burst 0 means Events")
 	require.Equal(t, 3, keylimit.PerSecond(10).WithBurst(3).BurstSize())
-	require.Equal(t, "10/1s", keylimit.PerSecond(10).String())
-	require.Equal(t, "1/1s burst 5", keylimit.PerSecond(1).WithBurst(5).String())
+	require.Equal(t, "10/s", keylimit.PerSecond(10).String())
+	require.Equal(t, "1/s burst 5", keylimit.PerSecond(1).WithBurst(5).String())
 	require.Equal(t, keylimit.Limit{Events: 7, Period: time.Minute}, keylimit.PerMinute(7))
 }
 
-func TestOptionErrors(t *testing.T) {
-	_, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1), keylimit.WithClock(nil))
-	require.ErrorContains(t, err, "keylimit: WithClock(nil)")
+// TestParseLimit: the text form of a Limit, as configuration gives it, and
+// the errors that say what is wrong.
+func TestParseLimit(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want keylimit.Limit
+	}{
+		{"100/min", keylimit.PerMinute(100)},
+		{"100/minute", keylimit.PerMinute(100)},
+		{"100/m", keylimit.PerMinute(100)},
+		{"10/s burst 20", keylimit.PerSecond(10).WithBurst(20)},
+		{" 10 / sec  burst 20 ", keylimit.PerSecond(10).WithBurst(20)},
+		{"5000/h", keylimit.PerHour(5000)},
+		{"7/1m30s", keylimit.Per(7, 90*time.Second)},
+		{"1/d", keylimit.Per(1, 24*time.Hour)},
+		{"3/250ms", keylimit.Per(3, 250*time.Millisecond)},
+	} {
+		got, err := keylimit.ParseLimit(tt.text)
+		require.NoError(t, err, "%q", tt.text)
+		require.Equal(t, tt.want, got, "%q", tt.text)
+		back, err := keylimit.ParseLimit(got.String())
+		require.NoError(t, err, "%q: its String %q parses", tt.text, got.String())
+		require.Equal(t, got, back, "%q: String and ParseLimit round-trip", tt.text)
+	}
+	for text, msg := range map[string]string{
+		"":                          `keylimit: limit "": want events/period, such as 100/min or 10/s burst 20`,
+		"100":                       `keylimit: limit "100": want events/period`,
+		"ten/s":                     `keylimit: limit "ten/s": events "ten" is not a whole number`,
+		"10/fortnight":              `keylimit: limit "10/fortnight": period "fortnight" is neither a unit (ms, s, min, h, d) nor a duration such as 90s`,
+		"10/s burst x":              `keylimit: limit "10/s burst x": burst "x" is not a whole number`,
+		"0/s":                       `keylimit: events 0 is below 1 (in "0/s")`,
+		"10/s burst 0":              `keylimit: burst 0 is below 1 (in "10/s burst 0")`,
+		"10/-1s":                    `keylimit: period -1s is not positive (in "10/-1s")`,
+		strings.Repeat("9", 200):    `keylimit: a limit's text is at most 128 bytes, not 200`,
+		"99999999999999999999999/s": `keylimit: limit "99999999999999999999999/s": events "99999999999999999999999" is not a whole number`,
+	} {
+		_, err := keylimit.ParseLimit(text)
+		require.ErrorContains(t, err, msg, "%q", text)
+	}
+}
+
+// TestLimitAsText: a Limit loads from JSON and from a flag, and is written
+// back in the same form.
+func TestLimitAsText(t *testing.T) {
+	var cfg struct {
+		Login keylimit.Limit `json:"login"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(`{"login": "5/min burst 10"}`), &cfg))
+	require.Equal(t, keylimit.PerMinute(5).WithBurst(10), cfg.Login)
+	out, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"login": "5/min burst 10"}`, string(out))
+	require.ErrorContains(t, json.Unmarshal([]byte(`{"login": "5/min burst 0"}`), &cfg), "keylimit: burst 0 is below 1")
+
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var api keylimit.Limit
+	fs.TextVar(&api, "api", keylimit.PerSecond(10), "the API's limit")
+	require.NoError(t, fs.Parse([]string{"-api", "100/h"}))
+	require.Equal(t, keylimit.PerHour(100), api)
+	require.Error(t, fs.Parse([]string{"-api", "100/hour/2"}))
+}
+
+// TestResultString: a Result reads as a line of a log.
+func TestResultString(t *testing.T) {
+	require.Equal(t, "allowed: 7 of 10 left, full in 3s", allowed(10, 7, 3*s).String())
+	require.Equal(t, "refused: 0 of 10 left, retry in 1.5s, full in 6s", refused(10, 0, 1500*ms, 6*s).String())
+	require.Equal(t, "refused: 2 of 3 left, never passes", keylimit.Result{Limit: 3, Remaining: 2, RetryAfter: keylimit.InfDuration}.String())
+	require.Equal(t, "refused (untracked): 0 of 5 left, retry in 1s", keylimit.Result{Limit: 5, RetryAfter: time.Second, Untracked: true}.String())
+	require.Equal(t, "refused: 0 of 0 left, never passes: boom",
+		keylimit.Result{RetryAfter: keylimit.InfDuration, Err: errors.New("boom")}.String())
 }

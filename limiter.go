@@ -1,8 +1,10 @@
 package keylimit
 
+import "context"
+
 // Limiter is what every keyed limiter in this module does: TokenBucket,
-// FixedWindow, SlidingWindow, SlidingCounter, the Redis limiters of the redislimit module,
-// and combinations of them made by All.
+// FixedWindow, SlidingWindow, SlidingCounter, the Redis limiters of the
+// redislimit module, and combinations of them made by All.
 //
 // Implementations are safe for concurrent use.
 type Limiter[K comparable] interface {
@@ -22,23 +24,74 @@ type Limiter[K comparable] interface {
 	Reset(key K)
 }
 
-// Refunder is implemented by limiters that can give admitted events back.
-// All uses it to undo the admissions of the limiters that admitted a request
-// another one refused.
+// ContextLimiter is a Limiter whose decisions can wait on something outside
+// the process, such as the Redis limiters of the redislimit module, and so
+// take a context. All, WaitN, and the httplimit middleware and Transport use
+// TakeContext when a limiter has it.
+type ContextLimiter[K comparable] interface {
+	Limiter[K]
+	// TakeContext is Take under ctx. A ctx that has ended when it is called
+	// makes no decision: the Result is refused and the error is ctx's. A
+	// non-nil error otherwise says why the decision is not the limit's own
+	// (a failure policy answered while the store failed).
+	TakeContext(ctx context.Context, key K, n int) (Result, error)
+}
+
+// Admission is what one admitted request took from a limiter: how many
+// events, and where the limiter counted them. Refund takes it to give back
+// exactly what the admission still holds. The zero Admission, a refused
+// request's, gives back nothing.
+type Admission struct {
+	// N is the number of events admitted.
+	N int
+	// Mark is where the limiter counted them, in its own terms (the TAT a
+	// bucket's admission wrote, the window a window counted in, the time a
+	// sliding log recorded). Only the limiter that made it reads it.
+	Mark int64
+	// By is the limiter that made it. Refund ignores an Admission another
+	// limiter made; a limiter that wraps others (All, a Redis limiter with
+	// its in-process fallback) tells by it whose Admission it holds.
+	By any
+	// What the in-memory limiters check on Refund: the key's state the
+	// events were counted in, the limiter's count of Resets before the
+	// admission, and the unit Mark counts in (a bucket's interval, a
+	// window's period).
+	state any
+	epoch uint64
+	unit  int64
+}
+
+// Refunder is implemented by limiters whose admissions can be given back
+// exactly. All uses it to undo what the limiters before a refusing one
+// took; every limiter of this module and of redislimit implements it.
 type Refunder[K comparable] interface {
-	// Refund gives back n events that were admitted for key, as if they had
-	// not been. Refunding events that were not admitted may restore capacity
-	// early, but never beyond a full quota.
-	Refund(key K, n int)
+	// Admit is Take, and also returns what an admission took, for Refund.
+	// A refused request's Admission is the zero Admission.
+	Admit(key K, n int) (Result, Admission)
+	// Refund gives back what a, an Admission this limiter made for key,
+	// still holds, and never more: events whose window has ended, whose log
+	// entries have left the window, or whose tokens have refilled since are
+	// not given back, so that however late the refund, no interval ever
+	// admits more than the limit. A Refund after a change of limit that
+	// moved the key may give back nothing. Refund each Admission at most
+	// once: a second Refund of it may give back another admission's events.
+	Refund(key K, a Admission)
+}
+
+// ContextRefunder is a Refunder whose admissions and refunds take a
+// context, as the Redis limiters' do. All uses these methods when a limiter
+// has them.
+type ContextRefunder[K comparable] interface {
+	Refunder[K]
+	// AdmitContext is Admit under ctx, as TakeContext is Take.
+	AdmitContext(ctx context.Context, key K, n int) (Result, Admission, error)
+	// RefundContext is Refund under ctx.
+	RefundContext(ctx context.Context, key K, a Admission) error
 }
 
 var (
-	_ Limiter[string]  = (*TokenBucket[string])(nil)
 	_ Refunder[string] = (*TokenBucket[string])(nil)
-	_ Limiter[string]  = (*FixedWindow[string])(nil)
 	_ Refunder[string] = (*FixedWindow[string])(nil)
-	_ Limiter[string]  = (*SlidingWindow[string])(nil)
 	_ Refunder[string] = (*SlidingWindow[string])(nil)
-	_ Limiter[string]  = (*SlidingCounter[string])(nil)
 	_ Refunder[string] = (*SlidingCounter[string])(nil)
 )

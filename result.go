@@ -1,6 +1,10 @@
 package keylimit
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Result reports one decision and the state of the key after it.
 //
@@ -30,6 +34,36 @@ type Result struct {
 	// key's limit: the limit WithKeyLimit gave the key is invalid. It is nil
 	// for every decision made by a limit, admitted or refused.
 	Err error
+}
+
+// String describes r for logs: "allowed: 7 of 10 left, full in 3s",
+// "refused: 0 of 10 left, retry in 1.5s, full in 6s", with "untracked"
+// and the error when they apply.
+func (r Result) String() string {
+	var b strings.Builder
+	if r.Allowed {
+		b.WriteString("allowed")
+	} else {
+		b.WriteString("refused")
+	}
+	if r.Untracked {
+		b.WriteString(" (untracked)")
+	}
+	fmt.Fprintf(&b, ": %d of %d left", r.Remaining, r.Limit)
+	switch {
+	case r.Allowed:
+	case r.RetryAfter == InfDuration:
+		b.WriteString(", never passes")
+	default:
+		fmt.Fprintf(&b, ", retry in %v", r.RetryAfter)
+	}
+	if r.ResetAfter > 0 {
+		fmt.Fprintf(&b, ", full in %v", r.ResetAfter)
+	}
+	if r.Err != nil {
+		fmt.Fprintf(&b, ": %v", r.Err)
+	}
+	return b.String()
 }
 
 // verdict is what a limiter's decide answers.

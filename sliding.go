@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,6 +145,13 @@ func (s *SlidingWindow[K]) Limit() Limit { return s.policy.limit() }
 // decided under one limit or the other, never a mix.
 func (s *SlidingWindow[K]) SetLimit(l Limit) error { return s.policy.set(l) }
 
+// SetKeyLimit gives each key its own limit from now on: f(key), asked when
+// a key is next seen, as WithKeyLimit does from the start (nil: every key is
+// under the window's own limit again). Unlike the option, f's key type is
+// checked by the compiler. Every key moves to its new limit on its next
+// call and keeps what it used, as with SetLimit.
+func (s *SlidingWindow[K]) SetKeyLimit(f func(key K) Limit) error { return s.policy.setKeyLimit(f) }
+
 // Allow reports whether one event for key may happen now, and records it if
 // so. Allow is shorthand for AllowN(key, 1).
 func (s *SlidingWindow[K]) Allow(key K) bool { return s.AllowN(key, 1) }
@@ -157,7 +165,9 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 	}
 	var d slidingDecision
 	_, v := s.decide(key, n, &d)
-	return s.keys.admits(v)
+	ok := v == admitted || v == untracked && s.keys.overflow == admitUntracked // keys.admits, inlined
+	s.keys.counts.count(v, ok)
+	return ok
 }
 
 // Take records n events for key if all n fit in the window, and reports the
@@ -165,9 +175,24 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 //
 // n == 0 is always allowed and records nothing. n < 0, or n above Events,
 // can never pass: the Result is refused with RetryAfter InfDuration.
-func (s *SlidingWindow[K]) Take(key K, n int) Result {
+func (s *SlidingWindow[K]) Take(key K, n int) Result { return s.admit(key, n, nil) }
+
+// Admit is Take, and also returns what an admission took, for Refund.
+func (s *SlidingWindow[K]) Admit(key K, n int) (Result, Admission) {
+	var a Admission
+	r := s.admit(key, n, &a)
+	return r, a
+}
+
+// admit is Take, and when a is not nil and the events are recorded, fills
+// in their Admission.
+func (s *SlidingWindow[K]) admit(key K, n int, a *Admission) Result {
 	if n <= 0 {
 		return impossible(s.Peek(key), n)
+	}
+	var epoch uint64
+	if a != nil {
+		epoch = s.keys.resets.Load() // before: a Reset after this may forget the admission
 	}
 	d := slidingDecision{report: true}
 	c, v := s.decide(key, n, &d)
@@ -177,6 +202,10 @@ func (s *SlidingWindow[K]) Take(key K, n int) Result {
 		return s.keys.untracked(c.arith.events, n)
 	case never:
 		return impossible(s.Peek(key), n)
+	case admitted:
+		if a != nil {
+			*a = Admission{N: n, Mark: d.t, By: s, state: d.st, epoch: epoch}
+		}
 	}
 	return c.arith.result(d)
 }
@@ -251,6 +280,8 @@ type slidingDecision struct {
 	leave int64
 	// count is how many entries are in the window at t, after the decision.
 	count int
+	// st is the state that recorded an admission.
+	st *slidingState
 }
 
 // decide records n >= 1 events for key if they fit, and returns the limit
@@ -265,10 +296,13 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 		}
 		st = s.keys.loadOrCreate(key)
 	}
-	// One clock reading serves the whole call. A decision under the lock
-	// may then see admissions recorded after this reading; it is made at
-	// max(now, the newest entry), a time within this call, on the log as
-	// it is at that time: exact, and admissions still go in time order.
+	// One clock reading serves the call while it decides on one state. A
+	// decision under the lock may then see admissions recorded after this
+	// reading; it is made at max(now, the newest entry), a time within this
+	// call, on the log as it is at that time: exact, and admissions still
+	// go in time order. A move or a replacement brings another state,
+	// perhaps a fresh one made after the old was found idle at a later
+	// time: the clock is read again for it.
 	now := s.keys.clock.now()
 	for {
 		if st == nil {
@@ -279,6 +313,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 			if st = moveKey(s.keys, s.policy, key, st, (*slidingState).moveTo); st == nil {
 				st = s.keys.loadOrCreate(key)
 			}
+			now = s.keys.clock.now()
 			continue
 		}
 		r := &c.arith
@@ -295,6 +330,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 		if pos >= movedPos {
 			st.mu.Unlock()
 			st = s.keys.replace(key, st)
+			now = s.keys.clock.now()
 			continue
 		}
 		r.judge(st, pos, now, n, d)
@@ -307,6 +343,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 		}
 		d.count += n
 		d.newest = d.t
+		d.st = st
 		return c, admitted
 	}
 }
@@ -499,23 +536,37 @@ func packPos(head, phantoms, size int) uint64 {
 // happen either wholly before it (and are forgotten) or after it.
 func (s *SlidingWindow[K]) Reset(key K) { resetKey(s.keys, key, (*slidingState).retire) }
 
-// Refund gives back n events that Take or AllowN admitted for key, as if they
-// had not been admitted: keylimit.All uses it to undo a partial admission. It
-// removes the n newest entries of the key's log; if other admissions came
-// between, theirs go instead, which can only make room earlier, never
-// beyond the full quota. n <= 0 does nothing.
-func (s *SlidingWindow[K]) Refund(key K, n int) {
-	if n <= 0 {
+// Refund gives back the events of a, an Admission the window made for key:
+// it removes their entries from the key's log, if they are still there
+// (entries pushed out of the log had left the window, and count for
+// nothing). Other admissions keep theirs, and no interval ever admits more
+// than the limit, however late the refund. After a Reset of the key it
+// gives back nothing (see Refunder).
+func (s *SlidingWindow[K]) Refund(key K, a Admission) {
+	st, ok := a.state.(*slidingState)
+	if !ok || a.N <= 0 || a.By != s {
 		return
 	}
-	for st := s.keys.load(key); st != nil && !st.refund(n); st = s.keys.load(key) {
-		runtime.Gosched() // moved: the map shows the new state in a moment
+	for !st.refund(a.Mark, a.N) {
+		// Moved by a change of limit: the entries went along, at the same
+		// times, unless a Reset came between.
+		if s.keys.resets.Load() != a.epoch {
+			return
+		}
+		next := s.keys.load(key)
+		if next == nil {
+			return // evicted once idle under its new limit
+		}
+		if next == st {
+			runtime.Gosched() // the map shows the new state in a moment
+		}
+		st = next
 	}
 }
 
-// refund removes the n newest entries of st's log. It reports false if st
-// was moved, and its entries with it.
-func (st *slidingState) refund(n int) bool {
+// refund removes up to n entries of time t from st's log. It reports false
+// if st was moved, and its entries with it.
+func (st *slidingState) refund(t int64, n int) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	pos := st.pos.Load()
@@ -525,29 +576,37 @@ func (st *slidingState) refund(n int) bool {
 	case retiredPos:
 		return true
 	}
-	// The entries that the refunded admissions pushed out of the ring had
-	// left the window before them (an admission needs that), and time does
-	// not go back in the log, so they need not come back.
 	head, phantoms, size := unpackPos(pos)
 	events := len(st.log)
-	k := min(n, size)
+	at := func(i int) *atomic.Int64 { return &st.log[(head-size+i+events)%events] } // the i-th oldest
+	// The entries of time t are a run in the time-ordered log: the last one
+	// is the last entry not after t.
+	last := sort.Search(size, func(i int) bool { return at(i).Load() > t }) - 1
+	k := 0
+	for k < n && last-k >= 0 && at(last-k).Load() == t {
+		k++
+	}
+	if k == 0 {
+		return true
+	}
 	st.seq.Add(1)
+	for i := last + 1; i < size; i++ { // the newer entries close the gap
+		at(i - k).Store(at(i).Load())
+	}
+	head, size = (head-k+events)%events, size-k
 	if phantoms > 0 {
-		// A log with phantoms is full, and must stay so (see pos): they
+		// A log with phantoms was full, and must stay so (see pos): they
 		// take the freed slots, before the oldest entry, at its time.
-		// A refund after a change of limit left phantoms so gives back
-		// less, never more.
 		oldest := (head - size + events) % events
-		at := st.log[oldest].Load()
+		first := st.log[oldest].Load()
 		fill := min(k, phantoms)
 		for i := 1; i <= fill; i++ {
-			st.log[(oldest-i+events)%events].Store(at)
+			st.log[(oldest-i+events)%events].Store(first)
 		}
 		phantoms -= fill
 		size += fill
 	}
-	head = (head - k + events) % events
-	st.pos.Store(packPos(head, phantoms, size-k))
+	st.pos.Store(packPos(head, phantoms, size))
 	st.seq.Add(1)
 	return true
 }

@@ -18,7 +18,7 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.AllowN("k", 2)
+	_, adm := s.Admit("k", 2)
 	st := s.keys.load("k")
 	d := slidingDecision{report: true}
 	now := s.keys.clock.now()
@@ -37,7 +37,7 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 		t.Fatal("a read during which an admission landed reported itself consistent")
 	}
 	seq, _, _ = st.snapshot()
-	s.Refund("k", 1)
+	s.Refund("k", Admission{N: 1, Mark: adm.Mark, By: s, state: adm.state})
 	if st.unchanged(seq) {
 		t.Fatal("a read during which a Refund landed reported itself consistent")
 	}
@@ -92,8 +92,12 @@ func TestSlidingWindowLogFollowsTheLimit(t *testing.T) {
 	}
 	repeat := func(d time.Duration, n int) []time.Duration { return slices.Repeat([]time.Duration{d}, n) }
 
+	var last [2]Admission // of the admissions at 8 s and 9 s
 	for i := range 10 {
-		s.Allow("k")
+		_, a := s.Admit("k", 1)
+		if i >= 8 {
+			last[i-8] = a
+		}
 		if i < 9 {
 			clk.Add(time.Second)
 		}
@@ -104,7 +108,8 @@ func TestSlidingWindowLogFollowsTheLimit(t *testing.T) {
 
 	// A refund from a log with phantoms keeps it full: 2 phantoms take the
 	// freed slots, at the oldest entry's time.
-	s.Refund("k", 2)
+	s.Refund("k", last[1])
+	s.Refund("k", last[0])
 	e, p = log()
 	expect("refunded 2", e, p, repeat(7*time.Second, 3), 5)
 

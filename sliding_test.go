@@ -2,7 +2,6 @@ package keylimit_test
 
 import (
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,7 @@ import (
 
 func TestSlidingWindowSteps(t *testing.T) {
 	// 3 in any 10 s.
-	lim, mock := newMock(t, keylimit.NewSlidingWindow[string], keylimit.Per(3, 10*s))
+	lim, mock := slidingWindow.mock(t, keylimit.Per(3, 10*s))
 	runSteps(t, lim, mock, []step{
 		{0, "peek", "a", 0, allowed(3, 3, 0)},
 		{1 * s, "take", "a", 1, allowed(3, 2, 10*s)},
@@ -42,45 +41,6 @@ func TestSlidingWindowSteps(t *testing.T) {
 	require.Equal(t, 1, lim.Len(), "b: a was reset, and peeks create no key")
 }
 
-func TestSlidingWindowClockStepsBack(t *testing.T) {
-	lim, mock := newMock(t, keylimit.NewSlidingWindow[string], keylimit.PerMinute(3))
-	t0 := mock.Now()
-	mock.Set(t0.Add(30 * s))
-	require.True(t, lim.Allow("k"))
-	mock.Set(t0.Add(100 * s))
-	require.True(t, lim.AllowN("k", 2))
-	at100 := lim.Peek("k")
-	require.Equal(t, allowed(3, 1, time.Minute), at100, "the entry of 30 s has left")
-
-	// Back to 20 s: the key keeps deciding at 100 s, its latest time. The
-	// entries of 100 s, newer than now, count; no capacity reopens.
-	mock.Set(t0.Add(20 * s))
-	require.Equal(t, allowed(3, 1, 140*s), lim.Peek("k"))
-	require.Equal(t, allowed(3, 0, 140*s), lim.Take("k", 1), "recorded at 100 s, not at 20 s")
-	require.Equal(t, refused(3, 0, 140*s, 140*s), lim.Take("k", 1))
-
-	// Far before the creation and far after: no panic.
-	mock.Set(t0.AddDate(-1000, 0, 0))
-	require.False(t, lim.Allow("k"))
-	mock.Set(t0.Add(160*s - 1))
-	require.False(t, lim.Allow("k"), "stepping back and forth reopens nothing")
-	mock.Set(t0.Add(160 * s))
-	require.True(t, lim.AllowN("k", 3))
-	mock.Set(t0.AddDate(1000, 0, 0))
-	require.True(t, lim.AllowN("k", 3))
-	require.False(t, lim.Allow("k"))
-}
-
-func TestSlidingWindowExactUnderContentionFrozenClock(t *testing.T) {
-	// The quota is the largest a SlidingWindow takes, a third of the
-	// attempts: admissions race for a long stretch.
-	testExactUnderContention(t, newFrozen(t, keylimit.NewSlidingWindow[string], keylimit.PerHour(keylimit.MaxSlidingWindowEvents)), keylimit.MaxSlidingWindowEvents)
-}
-
-func TestSlidingWindowExactUnderContentionMixedN(t *testing.T) {
-	testExactUnderContentionMixedN(t, newFrozen(t, keylimit.NewSlidingWindow[string], keylimit.PerHour(9_996)), 9_996)
-}
-
 // TestSlidingWindowNeverExceedsUnderContention: goroutines hammer one key
 // with requests of 1 to 3 events while they also move the clock forward.
 // Each admission was decided between two clock readings taken around the
@@ -89,67 +49,45 @@ func TestSlidingWindowExactUnderContentionMixedN(t *testing.T) {
 // after_j], and must number at most Events.
 func TestSlidingWindowNeverExceedsUnderContention(t *testing.T) {
 	l := keylimit.Per(20, s)
-	mock := newFastClock()
-	lim := newFrozenAt(t, keylimit.NewSlidingWindow[string], l, mock)
-	type admission struct {
-		before, after time.Duration
-		n             int
-	}
+	clk := newFastClock()
+	lim := slidingWindow.on(t, clk, l)
 	var (
 		mu   sync.Mutex
-		adms []admission
+		adms []timedAdmission
 		wg   sync.WaitGroup
 	)
-	t0 := mock.Now()
+	t0 := clk.Now()
+	end := t0.Add(20 * s).UnixNano()
 	for g := range 16 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(g), 7))
 			for {
 				if rng.IntN(40) == 0 {
-					mock.Add(time.Duration(1+rng.IntN(13)) * ms)
+					clk.Add(time.Duration(1+rng.IntN(13)) * ms)
 				}
-				before := mock.Now().Sub(t0)
-				if before > 20*s {
+				before := clk.Now().UnixNano()
+				if before > end {
 					return
 				}
 				n := 1 + rng.IntN(3)
 				ok := lim.AllowN("hot", n)
-				after := mock.Now().Sub(t0)
+				after := clk.Now().UnixNano()
 				if ok {
 					mu.Lock()
-					adms = append(adms, admission{before, after, n})
+					adms = append(adms, timedAdmission{before, after, n})
 					mu.Unlock()
 				}
 			}
 		})
 	}
 	wg.Wait()
-
-	sort.Slice(adms, func(i, j int) bool { return adms[i].after < adms[j].after })
+	checkSlidingBound(t, adms, l.Events, l.Period)
 	events := 0
-	for j, a := range adms {
+	for _, a := range adms {
 		events += a.n
-		in := 0
-		for _, b := range adms[:j+1] {
-			if b.before > a.after-l.Period {
-				in += b.n
-			}
-		}
-		if in > l.Events {
-			t.Fatalf("%d events admitted in (%v, %v], limit %d", in, a.after-l.Period, a.after, l.Events)
-		}
 	}
-	elapsed := mock.Now().Sub(t0)
+	elapsed := clk.Now().Sub(t0)
 	require.Greater(t, events, int(elapsed/l.Period)*l.Events*3/4, "the window admits as the clock moves")
-}
-
-// newFrozenAt is newFrozen on a given fastClock.
-func newFrozenAt[L interface{ Close() error }](t testing.TB, ctor constructor[L], l keylimit.Limit, c *fastClock) L {
-	t.Helper()
-	lim, err := ctor(l, keylimit.WithClock(c))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, lim.Close()) })
-	return lim
 }
 
 // TestSlidingWindowRandomizedExact plays long random sequences of requests
@@ -165,10 +103,11 @@ func TestSlidingWindowRandomizedExact(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 11))
 		l := keylimit.Per(1+rng.IntN(60), time.Duration(1+rng.IntN(5000))*ms)
 		mock := newFastClock()
-		lim := newFrozenAt(t, keylimit.NewSlidingWindow[string], l, mock)
+		lim := slidingWindow.on(t, mock, l)
 		ref := newRefSliding(l)
 		t0 := mock.Now()
 		var times []int64 // every admitted event, in order
+		var latest int64  // the limiter's time: the latest the clock read
 		for i := range 3000 {
 			switch rng.IntN(10) {
 			case 0:
@@ -176,12 +115,11 @@ func TestSlidingWindowRandomizedExact(t *testing.T) {
 			default:
 				mock.Add(time.Duration(rng.Int64N(int64(l.Period) / 5)))
 			}
-			now := int64(mock.Now().Sub(t0))
+			now := max(int64(mock.Now().Sub(t0)), latest)
+			latest = now
 			n := 1 + rng.IntN(min(l.Events, 4))
 			got, want := lim.Take("k", n), ref.take("k", n, now)
-			if got != want {
-				t.Fatalf("seed %d, call %d: Take(%d) at %v with %v = %+v, want %+v", seed, i, n, time.Duration(now), l, got, want)
-			}
+			require.Equal(t, want, got, "seed %d, call %d: Take(%d) at %v with %v", seed, i, n, time.Duration(now), l)
 			if got.Allowed {
 				log := ref.keys["k"].log
 				for range n {
@@ -195,36 +133,85 @@ func TestSlidingWindowRandomizedExact(t *testing.T) {
 			for j < len(times) && times[j] < times[i]+int64(l.Period) {
 				j++
 			}
-			if j-i > l.Events {
-				t.Fatalf("seed %d: %d events in [%v, %v + %v), limit %d", seed, j-i, time.Duration(times[i]), time.Duration(times[i]), l.Period, l.Events)
-			}
+			require.LessOrEqual(t, j-i, l.Events, "seed %d: events in [%v, %v + %v)", seed, time.Duration(times[i]), time.Duration(times[i]), l.Period)
 		}
 		require.Greater(t, len(times), l.Events, "seed %d admits", seed)
 	}
 }
 
-func TestSlidingWindowAllocs(t *testing.T) {
-	testAllocs(t, keylimit.NewSlidingWindow[string], keylimit.PerHour(keylimit.MaxSlidingWindowEvents), keylimit.PerHour(1))
+// TestSlidingWindowRefundsItsEntries: a refund takes the admission's own
+// entries off the log, whatever came after; an entry a full log pushed out,
+// already out of the window, does not come back.
+func TestSlidingWindowRefundsItsEntries(t *testing.T) {
+	lim, mock := slidingWindow.mock(t, keylimit.Per(3, 10*s))
+	runSteps(t, lim, mock, []step{
+		{0, "admit", "k", 1, verdict(true)},
+		{2 * s, "admit", "k", 2, verdict(true)},
+		{2 * s, "refund", "k", 2, keylimit.Result{}}, // the entry of 0 s goes
+		{2 * s, "peek", "k", 0, allowed(3, 1, 10*s)},
+		{2 * s, "refund", "k", 1, keylimit.Result{}}, // and those of 2 s
+		{2 * s, "peek", "k", 0, allowed(3, 3, 0)},
+		// A full log: the admission of 12 s pushed out an entry of 2 s,
+		// which had left the window; it does not come back.
+		{2 * s, "admit", "k", 3, verdict(true)},
+		{12 * s, "admit", "k", 1, verdict(true)},
+		{12 * s, "refund", "k", 1, keylimit.Result{}},
+		{12 * s, "peek", "k", 0, allowed(3, 3, 0)},
+		// The entries of 2 s left the window: refunding them later gives
+		// back nothing the window still counts.
+		{12 * s, "admit", "k", 3, verdict(true)},
+		{12 * s, "refund", "k", 3, keylimit.Result{}},
+		{12 * s, "allow", "k", 1, verdict(false)},
+	})
 }
 
-func TestSlidingWindowRefund(t *testing.T) {
-	lim, mock := newMock(t, keylimit.NewSlidingWindow[string], keylimit.Per(3, 10*s))
+func TestSlidingWindowSetLimitKeepsTheTimes(t *testing.T) {
+	lim, mock := slidingWindow.mock(t, keylimit.Per(4, 10*s))
+	t0 := mock.Now()
+	at := func(d time.Duration) { mock.Set(t0.Add(d)) }
+	at(1 * s)
 	require.True(t, lim.Allow("k"))
-	mock.Add(2 * s)
-	require.True(t, lim.AllowN("k", 2))
-	lim.Refund("k", 1) // the newest, of 2 s, goes
-	require.Equal(t, allowed(3, 1, 10*s), lim.Peek("k"))
-	lim.Refund("k", 10)
-	require.Equal(t, allowed(3, 3, 0), lim.Peek("k"), "never beyond the full quota")
-	lim.Refund("never-seen", 1)
-	lim.Refund("k", 0)
-	require.Equal(t, 1, lim.Len(), "Refund creates no key")
+	at(2 * s)
+	require.True(t, lim.Allow("k"))
+	at(3 * s)
+	require.True(t, lim.AllowN("k", 2)) // entries at 1, 2, 3 and 3 s
 
-	// A full ring: the refunded admission had pushed out an entry that had
-	// left the window; it does not come back.
-	require.True(t, lim.AllowN("k", 3))
-	mock.Add(10 * s)
-	require.True(t, lim.Allow("k"))
-	lim.Refund("k", 1)
-	require.Equal(t, allowed(3, 3, 0), lim.Peek("k"))
+	// Raised: the 4 entries stay, 2 more fit at once.
+	require.NoError(t, lim.SetLimit(keylimit.Per(6, 10*s)))
+	require.Equal(t, allowed(6, 2, 10*s), lim.Peek("k"))
+
+	// Lowered to 2: the newest 2 entries, at 3 s, decide: 1 fits at 13 s.
+	require.NoError(t, lim.SetLimit(keylimit.Per(2, 10*s)))
+	at(4 * s)
+	require.Equal(t, refused(2, 0, 9*s, 9*s), lim.Take("k", 1))
+
+	// Raised back to 4: the 2 entries the small log had no room for come
+	// back at 3 s, later than they came (1 and 2 s): nothing fits before
+	// 13 s, where without them 1 would at 11 s, 2 at 12 s.
+	require.NoError(t, lim.SetLimit(keylimit.Per(4, 10*s)))
+	at(11 * s)
+	require.Equal(t, refused(4, 0, 2*s, 2*s), lim.Take("k", 1))
+	at(13 * s)
+	require.Equal(t, allowed(4, 0, 10*s), lim.Take("k", 4))
+
+}
+
+func TestSlidingWindowSetLimitNewPeriod(t *testing.T) {
+	// A new Period judges the same times; a key idle under its old limit
+	// starts afresh.
+	lim, mock := slidingWindow.mock(t, keylimit.Per(4, 10*s))
+	t0 := mock.Now()
+	mock.Set(t0.Add(3 * s))
+	require.True(t, lim.AllowN("k", 4))
+	mock.Set(t0.Add(7 * s))
+	require.True(t, lim.AllowN("q", 4))
+	mock.Set(t0.Add(9 * s))
+	require.Equal(t, refused(4, 0, 4*s, 4*s), lim.Peek("k"), "4 in the window (−1 s, 9 s]")
+	require.NoError(t, lim.SetLimit(keylimit.Per(4, 5*s)))
+	require.Equal(t, allowed(4, 4, 0), lim.Peek("k"), "none in the window (4 s, 9 s]")
+	require.Equal(t, refused(4, 0, 3*s, 3*s), lim.Peek("q"), "q's 4 at 7 s are in it")
+	require.NoError(t, lim.SetLimit(keylimit.Per(4, 10*s)))
+	require.Equal(t, refused(4, 0, 8*s, 8*s), lim.Peek("q"), "q kept its times")
+	require.Equal(t, allowed(4, 4, 0), lim.Peek("k"),
+		"k was idle under its last limit, which the evictor could have forgotten: it starts afresh")
 }

@@ -5,52 +5,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/stretchr/testify/require"
 )
-
-// statser is what every limiter type has for metrics.
-type statser interface {
-	keylimit.Limiter[string]
-	Stats() keylimit.Stats
-	Close() error
-}
-
-// statsTypes builds each limiter type on a frozen mock clock.
-var statsTypes = []struct {
-	name string
-	new  func(l keylimit.Limit, opts ...keylimit.Option) (statser, error)
-}{
-	{"TokenBucket", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) {
-		return keylimit.NewTokenBucket[string](l, o...)
-	}},
-	{"FixedWindow", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) {
-		return keylimit.NewFixedWindow[string](l, o...)
-	}},
-	{"SlidingWindow", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) {
-		return keylimit.NewSlidingWindow[string](l, o...)
-	}},
-	{"SlidingCounter", func(l keylimit.Limit, o ...keylimit.Option) (statser, error) {
-		return keylimit.NewSlidingCounter[string](l, o...)
-	}},
-}
 
 // TestStatsCountExactlyUnderContention: 16 goroutines make 2,000 calls each
 // on one key of a quota of 700 on a frozen clock; Stats counts every one,
 // exactly, whichever call path (Allow, AllowN, Take) made it.
 func TestStatsCountExactlyUnderContention(t *testing.T) {
 	const goroutines, calls, quota = 16, 2000, 700
-	for _, typ := range statsTypes {
-		t.Run(typ.name, func(t *testing.T) {
-			lim, err := typ.new(keylimit.PerHour(quota), keylimit.WithClock(clock.NewMock()), keylimit.WithStats())
-			require.NoError(t, err)
-			defer lim.Close()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			lim, _ := k.mock(t, keylimit.PerHour(quota), keylimit.WithStats())
 			var wg sync.WaitGroup
 			for g := range goroutines {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					for i := range calls {
 						switch (g + i) % 3 {
 						case 0:
@@ -61,7 +30,7 @@ func TestStatsCountExactlyUnderContention(t *testing.T) {
 							lim.Take("k", 1)
 						}
 					}
-				}()
+				})
 			}
 			wg.Wait()
 			lim.Peek("k") // reports, counts nothing
@@ -76,13 +45,9 @@ func TestStatsCountExactlyUnderContention(t *testing.T) {
 // TestStatsWithoutWithStats: decisions are not counted unless asked for;
 // keys, evictions and untracked requests always are.
 func TestStatsWithoutWithStats(t *testing.T) {
-	for _, typ := range statsTypes {
-		t.Run(typ.name, func(t *testing.T) {
-			mock := clock.NewMock()
-			lim, err := typ.new(keylimit.PerSecond(1), keylimit.WithClock(mock), keylimit.WithMaxKeys(2),
-				keylimit.WithEvictionInterval(time.Millisecond))
-			require.NoError(t, err)
-			defer lim.Close()
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			lim, mock := k.mock(t, keylimit.PerSecond(1), keylimit.WithMaxKeys(2), keylimit.WithEvictionInterval(time.Millisecond))
 			require.True(t, lim.Allow("a"))
 			require.True(t, lim.Allow("b"))
 			require.False(t, lim.Allow("c"), "c is over the key cap")
@@ -91,22 +56,18 @@ func TestStatsWithoutWithStats(t *testing.T) {
 			require.Equal(t, keylimit.Stats{Keys: 2, Untracked: 2}, st)
 
 			mock.Add(time.Hour) // every key idle: the evictor forgets both
-			require.Eventually(t, func() bool { return lim.Stats().Evicted == 2 }, 5*time.Second, time.Millisecond)
+			waitFor(t, "the evictor to forget both keys", func() bool { return lim.Stats().Evicted == 2 })
 			require.Equal(t, keylimit.Stats{Keys: 0, Untracked: 2, Evicted: 2}, lim.Stats())
 		})
 	}
 }
 
-// TestStatsAllocs: counting decisions allocates nothing (every call here
-// is admitted).
+// TestStatsAllocs: counting decisions allocates nothing, admitted or
+// refused.
 func TestStatsAllocs(t *testing.T) {
-	for _, typ := range statsTypes {
-		t.Run(typ.name, func(t *testing.T) {
-			lim, err := typ.new(keylimit.PerHour(10_000), keylimit.WithStats())
-			require.NoError(t, err)
-			defer lim.Close()
-			lim.Allow("k")
-			require.Zero(t, testing.AllocsPerRun(1000, func() { lim.Allow("k") }), "Allow allocates")
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			testAllocs(t, k.make(t, keylimit.PerHour(10_000), keylimit.WithStats()), k.make(t, keylimit.PerHour(1), keylimit.WithStats()))
 		})
 	}
 }

@@ -2,6 +2,8 @@ package keylimit_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +11,99 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/stretchr/testify/require"
 )
+
+// waitCases are the types under the wait tests' limit of 2 per 2 s, on a
+// mock clock that starts on a boundary, with how long a key that used its
+// quota at the start waits for its next event, and what is left once that
+// event is taken.
+var waitCases = []struct {
+	kind *kind
+	wait time.Duration
+	left int
+}{
+	{tokenBucket, 1 * s, 0},    // a token a second
+	{fixedWindow, 2 * s, 1},    // the window ends
+	{slidingWindow, 2 * s, 1},  // the 2 leave the window
+	{slidingCounter, 3 * s, 0}, // 2 × (2 s − 1 s)/2 s + 1 <= 2 in the next window
+}
+
+// TestWait: Wait returns at once while the quota lasts, and otherwise when
+// the next event fits, having taken it.
+func TestWait(t *testing.T) {
+	for _, c := range waitCases {
+		t.Run(c.kind.name, func(t *testing.T) {
+			lim, mock := c.kind.mock(t, keylimit.Per(2, 2*s))
+			t0 := mock.Now()
+			ctx := context.Background()
+			require.NoError(t, lim.WaitN(ctx, "k", 2))
+			require.Equal(t, t0, mock.Now(), "no wait while the quota lasts")
+
+			done := make(chan struct{})
+			var err error
+			go func() { defer close(done); err = lim.Wait(ctx, "k") }()
+			advanceUntil(t, mock, 100*ms, done)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, mock.Now().Sub(t0), c.wait, "the next event fits after %v", c.wait)
+			require.Equal(t, c.left, lim.Peek("k").Remaining, "the wait took its event")
+		})
+	}
+}
+
+// TestWaitErrors: a wait that can never pass fails at once, and so does one
+// that would outlast its context's deadline; a cancelled context ends it.
+func TestWaitErrors(t *testing.T) {
+	for _, c := range waitCases {
+		t.Run(c.kind.name, func(t *testing.T) {
+			lim, mock := c.kind.mock(t, keylimit.Per(2, 2*s))
+			start := mock.Now()
+
+			err := lim.WaitN(context.Background(), "k", 3)
+			require.ErrorIs(t, err, keylimit.ErrExceedsLimit)
+			require.ErrorContains(t, err, "3 events can never pass a limit of 2 at once")
+			require.ErrorIs(t, lim.WaitN(context.Background(), "k", -1), keylimit.ErrExceedsLimit)
+
+			require.True(t, lim.AllowN("k", 2))
+			ctx, cancel := mock.WithTimeout(context.Background(), 500*ms)
+			defer cancel()
+			err = lim.Wait(ctx, "k")
+			require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.ErrorContains(t, err, fmt.Sprintf("waiting %v for 1 event would outlast the context deadline, 500ms away", c.wait))
+			require.Equal(t, start, mock.Now(), "a wait that fails at once does not sleep")
+
+			cctx, ccancel := context.WithCancel(context.Background())
+			ccancel()
+			require.ErrorIs(t, lim.Wait(cctx, "k"), context.Canceled)
+		})
+	}
+}
+
+// TestWaitCancelledTakesNothing: a wait cancelled while it sleeps returns at
+// once, and takes nothing.
+func TestWaitCancelledTakesNothing(t *testing.T) {
+	for _, c := range waitCases {
+		t.Run(c.kind.name, func(t *testing.T) {
+			lim, mock := c.kind.mock(t, keylimit.Per(2, 2*s))
+			require.True(t, lim.AllowN("k", 2))
+
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error)
+			go func() { errc <- lim.WaitN(ctx, "k", 2) }()
+			mock.Add(500 * ms)
+			time.Sleep(10 * time.Millisecond) // let it block on its timer
+			cancel()
+			select {
+			case err := <-errc:
+				require.ErrorIs(t, err, context.Canceled)
+				require.ErrorContains(t, err, "keylimit: wait for 2 events")
+			case <-time.After(5 * time.Second):
+				require.FailNow(t, "a cancelled Wait did not return")
+			}
+			mock.Add(lim.Peek("k").ResetAfter)
+			require.Equal(t, 2, lim.Peek("k").Remaining, "the cancelled wait took nothing")
+		})
+	}
+}
 
 // TestWaitNOnAll waits on a combination, which has no Wait method of its own:
 // 1/s and 2/min on one key. The second event waits for the per-second limit,
@@ -47,11 +142,127 @@ func TestWaitNOnAll(t *testing.T) {
 
 // TestWaitNSystemClock: a nil clock is the system clock.
 func TestWaitNSystemClock(t *testing.T) {
-	lim, err := keylimit.NewTokenBucket[string](keylimit.Per(1, 20*time.Millisecond))
-	require.NoError(t, err)
-	defer lim.Close()
+	lim := tokenBucket.make(t, keylimit.Per(1, 20*time.Millisecond))
 	require.True(t, lim.Allow("k"))
 	start := time.Now()
 	require.NoError(t, keylimit.WaitN(context.Background(), keylimit.Limiter[string](lim), "k", 1, nil))
 	require.GreaterOrEqual(t, time.Since(start), 15*time.Millisecond, "the wait slept until the token came back")
+}
+
+// countingClock is a mock clock that counts the timers made on it: each
+// sleep of a wait is one timer.
+type countingClock struct {
+	*clock.Mock
+	timers atomic.Int64
+}
+
+func (c *countingClock) Timer(d time.Duration) *clock.Timer {
+	c.timers.Add(1)
+	return c.Mock.Timer(d)
+}
+
+// queueWaiters starts waiters 0..n-1 on key of lim, each once the one before
+// it has gone to sleep (its timer is made), and returns the order they are
+// admitted in and the channel of their errors.
+func queueWaiters(t *testing.T, lim *keylimit.TokenBucket[string], clk *countingClock, ctxs []context.Context) (order chan int, errs chan error) {
+	t.Helper()
+	order, errs = make(chan int, len(ctxs)), make(chan error, len(ctxs))
+	for i, ctx := range ctxs {
+		before := clk.timers.Load()
+		go func() {
+			err := lim.Wait(ctx, "k")
+			if err == nil {
+				order <- i
+			}
+			errs <- err
+		}()
+		require.Eventually(t, func() bool { return clk.timers.Load() == before+1 }, 5*time.Second, 100*time.Microsecond,
+			"waiter %d goes to sleep", i)
+	}
+	return order, errs
+}
+
+// TestWaitFirstComeFirstServed: waiters 1..10 on a drained bucket of 10 a
+// second are admitted in the order they came, one every 100 ms, each after
+// exactly one sleep.
+func TestWaitFirstComeFirstServed(t *testing.T) {
+	clk := &countingClock{Mock: clock.NewMock()}
+	lim := build(t, keylimit.NewTokenBucket[string], keylimit.PerSecond(10), keylimit.WithClock(clk))
+	require.True(t, lim.AllowN("k", 10), "drain the bucket")
+	ctxs := make([]context.Context, 10)
+	for i := range ctxs {
+		ctxs[i] = context.Background()
+	}
+	order, _ := queueWaiters(t, lim, clk, ctxs)
+	for want := range 10 {
+		clk.Add(100 * ms)
+		select {
+		case got := <-order:
+			require.Equal(t, want, got, "at %v the waiter admitted", time.Duration(want+1)*100*ms)
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "no waiter admitted", "at %v", time.Duration(want+1)*100*ms)
+		}
+		require.Never(t, func() bool { return len(order) > 0 }, 20*time.Millisecond, time.Millisecond,
+			"one waiter every 100 ms")
+	}
+	require.EqualValues(t, 10, clk.timers.Load(), "one sleep per waiter")
+	require.False(t, lim.Allow("k"), "the waiters took every token")
+}
+
+// TestWaitCancelMovesTheQueueUp: a waiter that gives up gives back its turn,
+// and the waiters behind it, not a newcomer, move up into it.
+func TestWaitCancelMovesTheQueueUp(t *testing.T) {
+	clk := &countingClock{Mock: clock.NewMock()}
+	lim := build(t, keylimit.NewTokenBucket[string], keylimit.PerSecond(10), keylimit.WithClock(clk))
+	require.True(t, lim.AllowN("k", 10), "drain the bucket")
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	ctxs := []context.Context{context.Background(), ctx1, context.Background(), context.Background()}
+	order, errs := queueWaiters(t, lim, clk, ctxs) // turns at 100, 200, 300 and 400 ms
+
+	cancel1() // waiter 1 gives up its turn at 200 ms
+	require.ErrorIs(t, <-errs, context.Canceled)
+	require.False(t, lim.Allow("k"), "a newcomer does not get the turn given back")
+
+	for _, want := range []int{0, 2, 3} {
+		clk.Add(100 * ms)
+		select {
+		case got := <-order:
+			require.Equal(t, want, got)
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "no waiter admitted", "want waiter %d", want)
+		}
+	}
+	require.Equal(t, time.Duration(300*ms), clk.Since(time.Unix(0, 0).UTC()), "the last waiter came at 300 ms, not 400")
+	clk.Add(100 * ms)
+	require.True(t, lim.Allow("k"), "at 400 ms, the token of the waiter who gave up is there for anyone")
+	require.False(t, lim.Allow("k"))
+}
+
+// TestReserveN: a reservation takes its tokens at once and says when they
+// may be used; it never reaches further than the caller allows; Cancel
+// gives back what later reservations leave, once.
+func TestReserveN(t *testing.T) {
+	lim, mock := tokenBucket.mock(t, keylimit.PerSecond(10))
+	b := lim.(*keylimit.TokenBucket[string])
+	r := b.ReserveN("k", 10, 0)
+	require.True(t, r.OK())
+	require.Zero(t, r.Delay())
+	r2 := b.ReserveN("k", 2, time.Second)
+	require.True(t, r2.OK())
+	require.Equal(t, 200*ms, r2.Delay())
+	require.Equal(t, keylimit.Result{Allowed: true, Limit: 10, ResetAfter: 1200 * ms}, r2.Result())
+	r3 := b.ReserveN("k", 1, 250*ms)
+	require.False(t, r3.OK(), "300 ms is beyond the 250 ms allowed")
+	require.Equal(t, keylimit.InfDuration, r3.Delay())
+	require.Equal(t, 300*ms, r3.Result().RetryAfter)
+	require.Equal(t, keylimit.InfDuration, b.ReserveN("k", 11, time.Hour).Result().RetryAfter, "more than the burst: never")
+
+	r4 := b.ReserveN("k", 1, time.Second) // behind r2: at 300 ms
+	require.Equal(t, 300*ms, r4.Delay())
+	r2.Cancel()
+	r2.Cancel() // once
+	require.Equal(t, 200*ms, b.ReserveN("k", 1, time.Second).Delay(), "r2's 2 tokens came back: the next comes at 200 ms, in r2's place (r4 keeps its 300 ms)")
+	mock.Add(time.Hour)
+	r4.Cancel() // long after its time: its token refilled anyway, nothing to give
+	require.Equal(t, 10, b.Peek("k").Remaining)
 }

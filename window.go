@@ -176,6 +176,7 @@ type windowDecision struct {
 	now  int64
 	view windowView
 	n    uint64
+	st   *windowState // the state decided on
 }
 
 // result reports d as a Result.
@@ -241,20 +242,22 @@ func (r *windowRules) carry(word uint64, to *windowRules, now int64) uint64 {
 // saturate returns count, or the most a field of bits holds if less.
 func saturate(count uint64, bits uint) uint64 { return min(count, 1<<bits-1) }
 
-// refund returns word with up to n admitted events given back (from the
-// current count, then the previous one), or false if it has none.
-func (r *windowRules) refund(word uint64, n int) (uint64, bool) {
+// refund returns word with up to n events admitted in window w given back,
+// or false if none of them still counts: they are the current count while
+// w is the word's window, a SlidingCounter's previous count the window after,
+// and nothing once a later window has begun.
+func (r *windowRules) refund(word uint64, w, n uint64) (uint64, bool) {
 	mask := uint64(1)<<r.shift - 1
-	previous, cur := uint64(0), word&mask
-	if r.sliding {
-		previous = word >> r.shift & mask
-	}
-	fromCur := min(uint64(n), cur)
-	fromPrevious := min(uint64(n)-fromCur, previous)
-	if fromCur+fromPrevious == 0 {
+	var at uint // where w's count is in the word
+	switch last := word >> r.wshift; {
+	case last == w:
+	case r.sliding && last == w+1:
+		at = r.shift
+	default:
 		return word, false
 	}
-	return word - fromCur - fromPrevious<<r.shift, true
+	give := min(n, word>>at&mask)
+	return word - give<<at, give > 0
 }
 
 // windowState is one key's state in a FixedWindow or a SlidingCounter: one
@@ -387,6 +390,10 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		c := st.cfg
 		if old >= movedWord || c.stale() {
 			st = w.settle(key, st, old)
+			// Another state, perhaps a fresh one made after the old was
+			// found idle at a later time than d.now: only a reading
+			// taken after it can decide on it.
+			d.now = w.keys.clock.now()
 			continue
 		}
 		r := &c.arith
@@ -409,6 +416,7 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		}
 		d.view.cur += d.n
 		if st.word.CompareAndSwap(old, r.pack(d.view)) {
+			d.st = st
 			return c, admitted
 		}
 		lost = true
@@ -436,13 +444,20 @@ func (w *windowLimiter[K]) allowN(key K, n int) bool {
 	}
 	var d windowDecision
 	_, v := w.decide(key, n, &d)
-	return w.keys.admits(v)
+	ok := v == admitted || v == untracked && w.keys.overflow == admitUntracked // keys.admits, inlined
+	w.keys.counts.count(v, ok)
+	return ok
 }
 
-// take is Take for both types.
-func (w *windowLimiter[K]) take(key K, n int) Result {
+// admit is Take for both types, and when a is not nil and the events are
+// admitted, fills in their Admission.
+func (w *windowLimiter[K]) admit(key K, n int, a *Admission, by any) Result {
 	if n <= 0 {
 		return impossible(w.peek(key), n)
+	}
+	var epoch uint64
+	if a != nil {
+		epoch = w.keys.resets.Load() // before: a Reset after this may forget the admission
 	}
 	var d windowDecision
 	c, v := w.decide(key, n, &d)
@@ -452,6 +467,10 @@ func (w *windowLimiter[K]) take(key K, n int) Result {
 		return w.keys.untracked(int(c.arith.events), n)
 	case never:
 		return impossible(w.peek(key), n)
+	case admitted:
+		if a != nil {
+			*a = Admission{N: n, Mark: int64(d.view.w), By: by, state: d.st, epoch: epoch, unit: c.arith.grid.period}
+		}
 	}
 	return c.arith.result(v == admitted, &d)
 }
@@ -492,23 +511,38 @@ func (w *windowLimiter[K]) observe(key K) (uint64, *keyConfig[windowRules]) {
 	}
 }
 
-// refund gives back n events admitted for key (see Refund), following the
-// key to its new state if a change of limit moves it meanwhile.
-func (w *windowLimiter[K]) refund(key K, n int) {
-	if n <= 0 {
+// refund gives back what a, an Admission for key, still holds (see Refund).
+// It follows the key to the state a change of limit moved it to, if the
+// windows are the same and no Reset came between.
+func (w *windowLimiter[K]) refund(key K, a Admission, by any) {
+	st, ok := a.state.(*windowState)
+	if !ok || a.N <= 0 || a.By != by {
 		return
 	}
-	for st := w.keys.load(key); st != nil; {
+	for {
 		old := st.word.Load()
 		switch old {
 		case retiredWord:
-			return
+			return // Reset, or evicted once idle (so nothing to give)
 		case movedWord:
-			runtime.Gosched() // the map shows the new state in a moment
-			st = w.keys.load(key)
+			if w.keys.resets.Load() != a.epoch {
+				return // a Reset may have forgotten the admission
+			}
+			next := w.keys.load(key)
+			if next == nil {
+				return // evicted once idle under its new limit
+			}
+			if next == st {
+				runtime.Gosched() // the map shows the new state in a moment
+			}
+			st = next
 			continue
 		}
-		word, ok := st.cfg.arith.refund(old, n)
+		r := &st.cfg.arith
+		if r.grid.period != a.unit {
+			return // moved to windows of another length: the window is gone
+		}
+		word, ok := r.refund(old, uint64(a.Mark), uint64(a.N))
 		if !ok || st.word.CompareAndSwap(old, word) {
 			return
 		}

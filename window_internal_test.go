@@ -100,10 +100,10 @@ func TestResetAndRefundFollowAMove(t *testing.T) {
 		<-done
 	}
 
-	lim.AllowN("k", 4)
-	during(func() { lim.Refund("k", 3) })
-	if r := lim.Peek("k"); r.Remaining != 4 {
-		t.Fatalf("after a refund of 3 across a move: Remaining %d, want 4", r.Remaining)
+	_, adm := lim.Admit("k", 4)
+	during(func() { lim.Refund("k", adm) })
+	if r := lim.Peek("k"); r.Remaining != 5 {
+		t.Fatalf("after a refund of 4 across a move: Remaining %d, want 5", r.Remaining)
 	}
 	during(func() { lim.Reset("k") })
 	if r, n := lim.Peek("k"), lim.Len(); r.Remaining != 5 || n != 0 {
@@ -113,11 +113,11 @@ func TestResetAndRefundFollowAMove(t *testing.T) {
 	// A SlidingWindow, whose states move under their lock.
 	s, _ := NewSlidingWindow[string](PerHour(5), WithClock(newTestClock()), WithEvictionInterval(0))
 	defer s.Close()
-	s.AllowN("k", 4)
+	_, sadm := s.Admit("k", 4)
 	old := s.keys.load("k")
 	nu, _ := old.moveTo(old.cfg, 0)
 	done := make(chan struct{})
-	go func() { defer close(done); s.Refund("k", 3); s.Reset("k") }()
+	go func() { defer close(done); s.Refund("k", sadm); s.Reset("k") }()
 	time.Sleep(20 * time.Millisecond)
 	select {
 	case <-done:

@@ -1,11 +1,11 @@
 package benchmarks
 
 import (
-	"fmt"
 	"io"
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/hotpath"
 )
 
 // Limiter is the one call every benchmark, every count and every memory
@@ -45,16 +45,15 @@ const (
 	Peer
 )
 
-// Contender is one limiter under test: what it is called (the last element
-// of a benchmark name) and how to build it.
+// Contender is one limiter under test: what it is called (the limiter's
+// part of a benchmark name) and how to build it. What each one is, and how
+// its idle keys leave it, is said where it is defined and in NOTES.md.
 type Contender struct {
 	Name string
 	Kind Kind
-	// Doc says what it is, in a line of Markdown.
-	Doc string
-	// Evicts says how keys leave the limiter once idle, or is "" if they
-	// never do (its memory only grows).
-	Evicts string
+	// Evicts says whether keys leave the limiter once idle; if not, its
+	// memory only grows.
+	Evicts bool
 	// New builds the limiter for q. Call Close on it when done.
 	New func(q Quota) (Limiter, error)
 	// Bound is the most it may admit on one key in a given time; nil means
@@ -81,14 +80,13 @@ func Contenders() []Contender {
 	}
 }
 
-// Lookup returns the contender called name.
-func Lookup(name string) (Contender, error) {
-	for _, c := range Contenders() {
-		if c.Name == name {
-			return c, nil
-		}
-	}
-	return Contender{}, fmt.Errorf("benchmarks: no contender is called %q", name)
+// floorContender is not a limiter: hotpath.Floor, the least a keyed limiter
+// can do per call (a clock read, an xsync.MapOf Load, one CAS), the same
+// floor the root package's benchmarks print. It never forgets a key.
+var floorContender = Contender{
+	Name: "floor",
+	Kind: Floor,
+	New:  func(Quota) (Limiter, error) { return hotpath.NewFloor(), nil },
 }
 
 // Close releases lim's background work, if it has any.
@@ -107,17 +105,17 @@ type keylimitLimiter interface {
 
 // keylimitContender turns a keylimit constructor into a contender, so that
 // each keylimit type is one line of Contenders: its name, the bound its
-// algorithm keeps, its constructor. The limiter it builds is the
-// keylimit type itself, not a wrapper: a benchmark calls its Allow through
-// Limiter exactly as it calls the floor's.
+// algorithm keeps, its constructor. The limiter it builds is the keylimit
+// type itself, not a wrapper: a benchmark calls its Allow through Limiter
+// exactly as it calls the floor's. A background sweep every
+// WithEvictionInterval (Quota.Sweep if set) removes the keys
+// indistinguishable from new ones.
 func keylimitContender[L keylimitLimiter](name string, bound Bound, newL func(keylimit.Limit, ...keylimit.Option) (L, error)) Contender {
 	return Contender{
-		Name:  name,
-		Kind:  Keylimit,
-		Bound: bound,
-		Doc:   fmt.Sprintf("`%T`, built with `keylimit.Per(burst, period)`", *new(L)),
-		Evicts: "a background sweep every `WithEvictionInterval` (by default the time a key takes to go idle, " +
-			"kept between 10 s and 10 min) removes the keys indistinguishable from new ones",
+		Name:   name,
+		Kind:   Keylimit,
+		Bound:  bound,
+		Evicts: true,
 		New: func(q Quota) (Limiter, error) {
 			var opts []keylimit.Option
 			if q.Sweep > 0 {

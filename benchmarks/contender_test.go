@@ -3,6 +3,9 @@ package benchmarks
 import (
 	"testing"
 	"time"
+
+	"github.com/keylimit/keylimit/internal/hotpath"
+	"github.com/stretchr/testify/require"
 )
 
 // peersAndKeylimit returns every contender but the floor, which limits
@@ -18,26 +21,20 @@ func peersAndKeylimit() []Contender {
 }
 
 // countAllowed builds c for q and returns how many of n calls on one key it
-// admits, from one goroutine.
+// admits, from one goroutine, none of them failing with an error.
 func countAllowed(t *testing.T, c Contender, q Quota, n int) int {
 	t.Helper()
 	lim, err := c.New(q)
-	if err != nil {
-		t.Fatalf("%s: %v", c.Name, err)
-	}
-	defer func() {
-		if err := Close(lim); err != nil {
-			t.Errorf("%s: Close: %v", c.Name, err)
-		}
-	}()
+	require.NoError(t, err, c.Name)
+	defer func() { require.NoError(t, Close(lim), "%s: Close", c.Name) }()
 	allowed := 0
 	for range n {
 		if lim.Allow("0123456789abcdef") {
 			allowed++
 		}
 	}
-	if e, ok := lim.(Errors); ok && e.Errors() != 0 {
-		t.Errorf("%s: %d errors from one goroutine", c.Name, e.Errors())
+	if e, ok := lim.(Errors); ok {
+		require.Zero(t, e.Errors(), "%s: errors from one goroutine", c.Name)
 	}
 	return allowed
 }
@@ -49,20 +46,13 @@ func countAllowed(t *testing.T, c Contender, q Quota, n int) int {
 // is MaxBurst+1, juju takes a rate) would fail here.
 func TestContendersKeepTheirQuota(t *testing.T) {
 	const n = 1000
+	loose := Quota{Burst: hotpath.Loose.Events, Period: hotpath.Loose.Period}
+	tight := Quota{Burst: hotpath.Tight.Events, Period: hotpath.Tight.Period}
 	for _, c := range peersAndKeylimit() {
 		t.Run(c.Name, func(t *testing.T) {
-			for _, bl := range benchLimits {
-				want := n
-				if bl.name == "tight" {
-					want = 1
-				}
-				if got := countAllowed(t, c, bl.quota, n); got != want {
-					t.Errorf("%s limit: %d of %d calls admitted, want %d", bl.name, got, n, want)
-				}
-			}
-			if got, want := countAllowed(t, c, HotKeyQuota, n), HotKeyQuota.Burst; got != want {
-				t.Errorf("hot-key quota: %d of %d calls admitted, want %d", got, n, want)
-			}
+			require.Equal(t, n, countAllowed(t, c, loose, n), "loose limit: calls admitted of %d", n)
+			require.Equal(t, 1, countAllowed(t, c, tight, n), "tight limit: calls admitted of %d", n)
+			require.Equal(t, HotKeyQuota.Burst, countAllowed(t, c, HotKeyQuota, n), "hot-key quota: calls admitted of %d", n)
 		})
 	}
 }
@@ -73,33 +63,15 @@ func TestContendersKeepKeysApart(t *testing.T) {
 	for _, c := range peersAndKeylimit() {
 		t.Run(c.Name, func(t *testing.T) {
 			lim, err := c.New(Quota{Burst: 1, Period: time.Hour})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer Close(lim)
-			keys := Keys(100)
+			keys := hotpath.Keys(100)
 			for _, k := range keys {
-				if !lim.Allow(k) {
-					t.Fatalf("first call on key %q refused", k)
-				}
+				require.True(t, lim.Allow(k), "first call on key %q", k)
 			}
 			for _, k := range keys {
-				if lim.Allow(k) {
-					t.Fatalf("second call on key %q admitted", k)
-				}
+				require.False(t, lim.Allow(k), "second call on key %q", k)
 			}
 		})
-	}
-}
-
-func TestLookup(t *testing.T) {
-	for _, c := range Contenders() {
-		got, err := Lookup(c.Name)
-		if err != nil || got.Name != c.Name {
-			t.Errorf("Lookup(%q) = %q, %v", c.Name, got.Name, err)
-		}
-	}
-	if _, err := Lookup("nope"); err == nil {
-		t.Error(`Lookup("nope") found a contender`)
 	}
 }

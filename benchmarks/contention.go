@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/keylimit/keylimit/internal/hotpath"
 )
 
 // HotKeyQuota is the limit of the contention count: 100 events per hour, so
@@ -57,7 +59,7 @@ func Contend(c Contender, q Quota, goroutines, attempts int) (Admission, error) 
 		return Admission{}, err
 	}
 	defer Close(lim)
-	key := Key(-1) // a key no benchmark uses
+	key := hotpath.Key(-1) // a key no benchmark uses
 
 	var admitted atomic.Int64
 	start := make(chan struct{})

@@ -2,14 +2,18 @@
 // people use today, behind one small interface (Limiter), so that every
 // contender pays the same dynamic dispatch and is asked the same questions:
 //
-//   - speed: BenchmarkAllow/<limit>/keys=<n>/<serial|parallel>/<contender>,
-//     with the floor (clock read + map lookup + one CAS) in the same run;
+//   - speed: BenchmarkAllow and BenchmarkAllowRefused, the rows of the one
+//     hot-path harness (internal/hotpath), with the floor in the same run:
+//     BenchmarkAllow/<contender>/keys=<n>/<serial|parallel>;
 //   - exactness: Contend, the count one hot key admits when many goroutines
-//     ask at once, against the bound the limit allows;
-//   - memory: MeasureMemory, the heap each contender keeps per key, and what
-//     is left after the keys go idle.
+//     ask at once, against the bound the limit allows (TestHotKeyContention);
+//   - memory: HeapPerKey and HeapPerKeyOnceIdle, the heap each contender
+//     keeps per key, and what is left once the keys go idle (BenchmarkMemory);
+//   - Redis: BenchmarkRedis, redislimit beside github.com/go-redis/redis_rate
+//     on a redis-server the benchmark starts.
 //
-// It is its own module so that the keylimit module never depends on the
-// limiters it is compared with. run.sh regenerates ../BENCHMARKS.md from all
-// three; cmd/benchreport writes that file.
+// It is its own module so that no library module of keylimit depends on the
+// limiters it is compared with. report.sh runs all of it, has benchstat
+// (golang.org/x/perf, a tool of this module) do the statistics, and writes
+// ../BENCHMARKS.md; NOTES.md says how to read it.
 package benchmarks

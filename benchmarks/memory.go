@@ -3,6 +3,8 @@ package benchmarks
 import (
 	"runtime"
 	"time"
+
+	"github.com/keylimit/keylimit/internal/hotpath"
 )
 
 // HeldQuota is the limit of the first memory measurement: a key used once
@@ -72,7 +74,7 @@ func useKeys(c Contender, q Quota, n int) (Limiter, error) {
 		return nil, err
 	}
 	for i := range n {
-		lim.Allow(Key(i))
+		lim.Allow(hotpath.Key(i))
 	}
 	return lim, nil
 }

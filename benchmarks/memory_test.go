@@ -1,10 +1,12 @@
 package benchmarks
 
 import (
-	"math"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/keylimit/keylimit/internal/hotpath"
+	"github.com/stretchr/testify/require"
 )
 
 // retainer is a limiter whose memory is known: each Allow keeps one node of
@@ -43,18 +45,13 @@ func (r *retainer) forget() {
 // retainerContender builds retainers; if evicts, each forgets everything
 // one Period after it is built.
 func retainerContender(keepKey, evicts bool) Contender {
-	c := Contender{Name: "retainer", Kind: Peer}
-	c.New = func(q Quota) (Limiter, error) {
+	return Contender{Name: "retainer", Kind: Peer, Evicts: evicts, New: func(q Quota) (Limiter, error) {
 		r := &retainer{keepKey: keepKey}
 		if evicts {
 			time.AfterFunc(q.Period, r.forget)
 		}
 		return r, nil
-	}
-	if evicts {
-		c.Evicts = "all keys, one Period after it is built"
-	}
-	return c
+	}}
 }
 
 // TestHeapPerKeyCountsWhatIsKept calibrates HeapPerKey on limiters whose
@@ -69,14 +66,10 @@ func TestHeapPerKeyCountsWhatIsKept(t *testing.T) {
 	for _, tc := range []struct {
 		keepKey bool
 		want    float64
-	}{{false, 128}, {true, 128 + KeyLen}} {
+	}{{false, 128}, {true, 128 + hotpath.KeyLen}} {
 		got, err := HeapPerKey(retainerContender(tc.keepKey, false), n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if math.Abs(got-tc.want) > 2 {
-			t.Errorf("keepKey %v: %.1f bytes per key, want %.0f", tc.keepKey, got, tc.want)
-		}
+		require.NoError(t, err)
+		require.InDelta(t, tc.want, got, 2, "keepKey %v: bytes per key", tc.keepKey)
 	}
 }
 
@@ -87,19 +80,11 @@ func TestHeapPerKeyCountsWhatIsKept(t *testing.T) {
 func TestHeapPerKeyOnceIdleWaitsForEviction(t *testing.T) {
 	const n = 20_000
 	got, waited, err := HeapPerKeyOnceIdle(retainerContender(true, true), n, 50*time.Millisecond, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got > 1 {
-		t.Errorf("evicting: %.1f bytes per key after %v; want under 1", got, waited)
-	}
+	require.NoError(t, err)
+	require.Less(t, got, 1.0, "evicting: bytes per key after %v", waited)
 	got, _, err = HeapPerKeyOnceIdle(retainerContender(true, false), n, 50*time.Millisecond, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if math.Abs(got-(128+KeyLen)) > 2 {
-		t.Errorf("not evicting: %.1f bytes per key once idle; want 144", got)
-	}
+	require.NoError(t, err)
+	require.InDelta(t, 128+hotpath.KeyLen, got, 2, "not evicting: bytes per key once idle")
 }
 
 // TestHeapOfEveryContender runs both measurements on every contender at a
@@ -110,24 +95,14 @@ func TestHeapOfEveryContender(t *testing.T) {
 	for _, c := range Contenders() {
 		t.Run(c.Name, func(t *testing.T) {
 			held, err := HeapPerKey(c, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%.1f bytes per key", held)
-			if held < 8 {
-				t.Errorf("%.1f bytes per key: less than one word of state", held)
-			}
-			if c.Evicts == "" {
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, held, 8.0, "bytes per key: at least one word of state")
+			if !c.Evicts {
 				return
 			}
 			idle, waited, err := HeapPerKeyOnceIdle(c, n, 50*time.Millisecond, 5*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%.1f bytes per key once idle, after %v", idle, waited)
-			if idle > held+1 {
-				t.Errorf("%.1f bytes per key once idle, more than the %.1f before", idle, held)
-			}
+			require.NoError(t, err)
+			require.LessOrEqual(t, idle, held+1, "bytes per key once idle (after %v), against %.1f before", waited, held)
 		})
 	}
 }

@@ -54,11 +54,10 @@ func (p *rwMapPerKey[L]) Allow(key string) bool {
 
 // perKeyContenders returns the sync.Map and the RWMutex contender of one
 // single-stream limiter: newL builds it for a quota, allow asks it.
-func perKeyContenders[L any](prefix, doc string, newL func(q Quota) L, allow func(L) bool) (syncMap, rwMutex Contender) {
+func perKeyContenders[L any](prefix string, newL func(q Quota) L, allow func(L) bool) (syncMap, rwMutex Contender) {
 	syncMap = Contender{
 		Name: prefix + "-syncmap",
 		Kind: Peer,
-		Doc:  doc + " per key in a `sync.Map` (Load, then LoadOrStore on a miss)",
 		New: func(q Quota) (Limiter, error) {
 			return &syncMapPerKey[L]{newL: func() L { return newL(q) }, allow: allow}, nil
 		},
@@ -66,7 +65,6 @@ func perKeyContenders[L any](prefix, doc string, newL func(q Quota) L, allow fun
 	rwMutex = Contender{
 		Name: prefix + "-rwmutex",
 		Kind: Peer,
-		Doc:  doc + " per key in a map behind a `sync.RWMutex` (RLock, then Lock on a miss)",
 		New: func(q Quota) (Limiter, error) {
 			return &rwMapPerKey[L]{m: make(map[string]L), newL: func() L { return newL(q) }, allow: allow}, nil
 		},
@@ -77,10 +75,13 @@ func perKeyContenders[L any](prefix, doc string, newL func(q Quota) L, allow fun
 // perSecond is q's refill rate in events per second.
 func (q Quota) perSecond() float64 { return float64(q.Burst) / q.Period.Seconds() }
 
-var xtimeSyncMap, xtimeRWMutex = perKeyContenders("xtime", "`golang.org/x/time/rate`: one `*rate.Limiter`",
+// xtime is one golang.org/x/time/rate Limiter per key.
+var xtimeSyncMap, xtimeRWMutex = perKeyContenders("xtime",
 	func(q Quota) *rate.Limiter { return rate.NewLimiter(rate.Limit(q.perSecond()), q.Burst) },
 	(*rate.Limiter).Allow)
 
-var jujuSyncMap, jujuRWMutex = perKeyContenders("juju", "`github.com/juju/ratelimit`: one `*ratelimit.Bucket` (`TakeAvailable(1)`)",
+// juju is one github.com/juju/ratelimit Bucket per key, asked with
+// TakeAvailable(1).
+var jujuSyncMap, jujuRWMutex = perKeyContenders("juju",
 	func(q Quota) *ratelimit.Bucket { return ratelimit.NewBucketWithRate(q.perSecond(), int64(q.Burst)) },
 	func(b *ratelimit.Bucket) bool { return b.TakeAvailable(1) == 1 })

@@ -32,7 +32,8 @@ func (e *errorCount) ok(allowed bool, err error) bool {
 }
 
 // sethvargo is github.com/sethvargo/go-limiter's memorystore: a map behind an
-// RWMutex, a mutex per key, Tokens per Interval.
+// RWMutex, a mutex per key, Tokens per Interval. A sweep every SweepInterval
+// (6 h by default) deletes the keys unused for SweepMinTTL (12 h by default).
 type sethvargo struct {
 	errorCount
 	store golimiter.Store
@@ -41,8 +42,7 @@ type sethvargo struct {
 var sethvargoMemory = Contender{
 	Name:   "sethvargo-memorystore",
 	Kind:   Peer,
-	Doc:    "`github.com/sethvargo/go-limiter/memorystore`: a map behind an RWMutex, a mutex per key, Tokens per Interval",
-	Evicts: "a sweep every SweepInterval (6 h by default) deletes keys unused for SweepMinTTL (12 h by default)",
+	Evicts: true,
 	New: func(q Quota) (Limiter, error) {
 		c := &memorystore.Config{Tokens: uint64(q.Burst), Interval: q.Period}
 		if q.Sweep > 0 {
@@ -65,7 +65,8 @@ func (s *sethvargo) Close() error { return s.store.Close(context.Background()) }
 
 // ulule is github.com/ulule/limiter/v3 on its memory store: a fixed window
 // per key, a counter behind an RWMutex in a sync.Map, under the key prefixed
-// with "limiter:".
+// with "limiter:". A cleaner every CleanUpInterval (30 s by default) deletes
+// the keys whose window has ended.
 type ulule struct {
 	errorCount
 	lim *ululelimiter.Limiter
@@ -74,8 +75,7 @@ type ulule struct {
 var ululeMemory = Contender{
 	Name:   "ulule-memory",
 	Kind:   Peer,
-	Doc:    "`github.com/ulule/limiter/v3` on its memory store: a fixed window per key, a counter per key in a `sync.Map`",
-	Evicts: "a cleaner every CleanUpInterval (30 s by default) deletes keys whose window has ended",
+	Evicts: true,
 	New: func(q Quota) (Limiter, error) {
 		opts := ululelimiter.StoreOptions{Prefix: ululelimiter.DefaultPrefix, CleanUpInterval: ululelimiter.DefaultCleanUpInterval}
 		if q.Sweep > 0 {
@@ -94,7 +94,9 @@ func (u *ulule) Allow(key string) bool {
 // throttledGCRA is github.com/throttled/throttled/v2's GCRA rate limiter on
 // its memstore, a map behind an RWMutex. The store is built without a key
 // cap (memstore.New(0)): with one it becomes an LRU that takes a mutex on
-// every call and evicts by count, not by idleness.
+// every call and evicts by count, not by idleness. Without, it never forgets
+// a key. It admits MaxBurst+1 at once, and gives up with an error after 10
+// lost compare-and-swaps on one key.
 type throttledGCRA struct {
 	errorCount
 	lim *throttled.GCRARateLimiterCtx
@@ -103,7 +105,6 @@ type throttledGCRA struct {
 var throttledMemstore = Contender{
 	Name: "throttled-memstore",
 	Kind: Peer,
-	Doc:  "`github.com/throttled/throttled/v2` GCRA on `memstore.New(0)`: a map behind an RWMutex, a CAS retried up to 10 times",
 	New: func(q Quota) (Limiter, error) {
 		store, err := memstore.NewCtx(0)
 		if err != nil {

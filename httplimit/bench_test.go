@@ -9,7 +9,6 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -103,7 +102,7 @@ func TestAllocs(t *testing.T) {
 			h.ServeHTTP(w, reqs[i%len(reqs)])
 			i++
 		})
-		assert.LessOrEqual(t, got, max, c.name)
+		require.LessOrEqual(t, got, max, c.name)
 		t.Logf("%s: %v allocations a request", c.name, got)
 	}
 }
@@ -135,6 +134,37 @@ func BenchmarkMiddleware(b *testing.B) {
 			bareNs := float64(time.Since(start).Nanoseconds()) / float64(b.N)
 			b.ReportMetric(bareNs, "bare-ns/op")
 			b.ReportMetric(limitedNs-bareNs, "overhead-ns/op")
+		})
+	}
+}
+
+// BenchmarkTransport measures what the Transport adds to a request over its
+// Base, here a Base that answers at once without a network: the key, the
+// pause lookup and, with a limiter, one Take. The bucket is generous enough
+// never to make a request wait.
+func BenchmarkTransport(b *testing.B) {
+	answer := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody}
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) { return answer, nil })
+	lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1e9).WithBurst(1e9))
+	require.NoError(b, err)
+	defer lim.Close()
+	req, err := http.NewRequest(http.MethodGet, "http://partner.example/v1/items", nil)
+	require.NoError(b, err)
+	for _, bc := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{
+		{"bare-base", base},
+		{"transport", &httplimit.Transport{Base: base}},
+		{"transport-bucket", &httplimit.Transport{Base: base, Limiter: lim}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := bc.rt.RoundTrip(req); err != nil {
+					require.NoError(b, err) // only on failure: require's Helper call would be timed
+				}
+			}
 		})
 	}
 }

@@ -13,36 +13,22 @@ import (
 //
 //	Key: httplimit.ClientIP{}.Key,
 //
-// The client's address is the connection's peer, Request.RemoteAddr, unless
-// the peer is one of TrustedProxies. Then it is the rightmost address of the
-// forwarding header (X-Forwarded-For, or Header) that is not a trusted
-// proxy: each trusted proxy appends the address it received the request
-// from, so reading from the right, past our own proxies, gives the first
-// address no one we trust could have made up. The leftmost address is never
-// used: it is whatever the client wrote.
-//
-// So a client that talks to the server directly can forge any forwarding
-// header without changing its key. If every address of the header is a
-// trusted proxy (or there is no header), the request came from inside:
-// the leftmost of them (or the peer) is its key. An entry that is not an
-// address (RFC 7239's "unknown" or an obfuscated node, a malformed value)
-// where the client's address should be means the client cannot be told:
-// Key and Addr return an error that wraps ErrNoKey, and the request is
-// answered 400 by default.
-//
-// List only proxies that append the address they received from to the
-// header you name: a trusted proxy that passes the header on untouched lets
-// its clients choose their key.
-//
-// IPv6 clients are grouped by the network prefix of length IPv6Prefix
-// (64 by default), the block one subscriber usually holds, so that a client
-// cannot escape its limit by rotating addresses within it. IPv4-mapped IPv6
-// addresses (::ffff:192.0.2.1) count as the IPv4 address; zones are
-// dropped.
+// The client is the connection's peer (Request.RemoteAddr), unless the peer
+// is one of TrustedProxies: then it is the rightmost address of the
+// forwarding header that is not a trusted proxy. The leftmost, which the
+// client may have written, is never believed. If every address is a trusted
+// proxy (or there is none), the leftmost of them (or the peer) is the
+// client. An entry that is not an address where the client's should be
+// ("unknown", an obfuscated node, a malformed value) is an error that wraps
+// ErrNoKey, answered 400 by default. IPv6 clients are keyed by their prefix
+// of IPv6Prefix bits; IPv4-mapped addresses count as IPv4, zones are dropped.
 type ClientIP struct {
 	// TrustedProxies are the networks of the reverse proxies and load
 	// balancers in front of the server, whose forwarding header is
-	// believed: netip.MustParsePrefix("10.0.0.0/8"). None by default.
+	// believed: netip.MustParsePrefix("10.0.0.0/8"). None by default. List
+	// only proxies that append the address they received from to Header: a
+	// trusted proxy that passes the header on untouched lets its clients
+	// choose their key.
 	TrustedProxies []netip.Prefix
 	// Header is the field the trusted proxies append the client's address
 	// to: "X-Forwarded-For" if empty; "Forwarded" for the RFC 7239 field,
@@ -50,8 +36,10 @@ type ClientIP struct {
 	// comma-separated list of addresses, as X-Forwarded-For does.
 	Header string
 	// IPv6Prefix is the length in bits of the prefix IPv6 clients are keyed
-	// by: 0 means 64; 128 keys each address alone. Outside 0 to 128 every
-	// request fails with an error (500).
+	// by: 0 means 64, the block one subscriber usually holds, so that a
+	// client cannot escape its limit by rotating addresses within it; 128
+	// keys each address alone. Outside 0 to 128 every request fails with an
+	// error (500).
 	IPv6Prefix int
 }
 
@@ -92,6 +80,10 @@ func (c ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 		forwarded = name == fieldForwarded
 	}
 	lines := r.Header[name]
+	// Each trusted proxy appends the address it received the request from,
+	// so reading from the right, past our own proxies, gives the first
+	// address no one we trust could have made up; a client that talks to
+	// the server directly can forge any header without changing its key.
 	// Lines are read from the last: a proxy may add its own line rather
 	// than append to the last one; either way the order is kept.
 	leftmost := peer

@@ -3,35 +3,14 @@ package httplimit_test
 import (
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"testing"
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func prefixes(ss ...string) []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range ss {
-		out = append(out, netip.MustParsePrefix(s))
-	}
-	return out
-}
-
-// request returns a request from peer carrying the header lines given as
-// name, value pairs.
-func request(peer string, fields ...string) *http.Request {
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	r.RemoteAddr = peer
-	for i := 0; i+1 < len(fields); i += 2 {
-		r.Header.Add(fields[i], fields[i+1])
-	}
-	return r
-}
 
 func TestClientIPKey(t *testing.T) {
 	proxies := prefixes("10.0.0.0/8", "2001:db8:ffff::/48")
@@ -109,11 +88,11 @@ func TestClientIPKey(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			key, err := c.ip.Key(c.r)
 			if err != nil {
-				assert.Equal(t, c.want, err.Error())
-				assert.Empty(t, key)
+				require.Equal(t, c.want, err.Error())
+				require.Empty(t, key)
 				return
 			}
-			assert.Equal(t, c.want, key)
+			require.Equal(t, c.want, key)
 		})
 	}
 }
@@ -122,38 +101,27 @@ func TestClientIPKey(t *testing.T) {
 // one from RemoteAddr or the configuration is the server's (500).
 func TestClientIPErrorKinds(t *testing.T) {
 	behind := httplimit.ClientIP{TrustedProxies: prefixes("10.0.0.0/8")}
-	_, err := behind.Key(request("10.0.0.1:80", "X-Forwarded-For", "garbage"))
-	assert.True(t, errors.Is(err, httplimit.ErrNoKey), "%v", err)
-	_, err = behind.Key(request("unix"))
-	assert.False(t, errors.Is(err, httplimit.ErrNoKey), "%v", err)
-	_, err = httplimit.ClientIP{IPv6Prefix: -1}.Key(request("10.0.0.1:80"))
-	assert.False(t, errors.Is(err, httplimit.ErrNoKey), "%v", err)
+	for _, c := range []struct {
+		name    string
+		ip      httplimit.ClientIP
+		r       *http.Request
+		clients bool // the error wraps ErrNoKey
+	}{
+		{"garbage in X-Forwarded-For", behind, request("10.0.0.1:80", "X-Forwarded-For", "garbage"), true},
+		{"RemoteAddr not an address", behind, request("unix"), false},
+		{"IPv6Prefix out of range", httplimit.ClientIP{IPv6Prefix: -1}, request("10.0.0.1:80"), false},
+	} {
+		_, err := c.ip.Key(c.r)
+		require.Error(t, err, c.name)
+		require.Equal(t, c.clients, errors.Is(err, httplimit.ErrNoKey), "%s: %v", c.name, err)
+	}
 }
 
 func TestClientIPAddr(t *testing.T) {
 	ip := httplimit.ClientIP{TrustedProxies: prefixes("10.0.0.0/8")}
 	a, err := ip.Addr(request("10.0.0.1:80", "X-Forwarded-For", "2001:db8:1:2:3:4:5:6"))
 	require.NoError(t, err)
-	assert.Equal(t, netip.MustParseAddr("2001:db8:1:2:3:4:5:6"), a, "Addr does not group")
-}
-
-// countAdmitted sends the requests through a middleware keyed by ip with
-// a burst of 3 and counts the 200s.
-func countAdmitted(t *testing.T, ip httplimit.ClientIP, reqs []*http.Request) int {
-	t.Helper()
-	limit := limited(t, httplimit.Config{
-		Key:      ip.Key,
-		Policies: []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(3), clock.NewMock())},
-	})(&ok{})
-	n := 0
-	for _, r := range reqs {
-		w := httptest.NewRecorder()
-		limit.ServeHTTP(w, r)
-		if w.Code == http.StatusOK {
-			n++
-		}
-	}
-	return n
+	require.Equal(t, netip.MustParseAddr("2001:db8:1:2:3:4:5:6"), a, "Addr does not group")
 }
 
 // A client that rotates its IPv6 address within its /64 shares one limit;
@@ -163,10 +131,10 @@ func TestIPv6RotationSharesALimit(t *testing.T) {
 	for i := range 10 {
 		reqs = append(reqs, request(netip.AddrPortFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, byte(i), 9, 9, 9, 9, 9, 9, byte(i)}), 1000).String()))
 	}
-	assert.Equal(t, 3, countAdmitted(t, httplimit.ClientIP{}, reqs), "one /64")
-	assert.Equal(t, 10, countAdmitted(t, httplimit.ClientIP{IPv6Prefix: 128}, reqs), "every address alone")
+	require.Equal(t, 3, countAdmitted(t, httplimit.ClientIP{}, reqs), "one /64")
+	require.Equal(t, 10, countAdmitted(t, httplimit.ClientIP{IPv6Prefix: 128}, reqs), "every address alone")
 	reqs = append(reqs, request("[2001:db8:1:3::1]:1000"))
-	assert.Equal(t, 4, countAdmitted(t, httplimit.ClientIP{}, reqs), "the next /64 is another client")
+	require.Equal(t, 4, countAdmitted(t, httplimit.ClientIP{}, reqs), "the next /64 is another client")
 }
 
 // Over a real connection from 127.0.0.1, an untrusted peer: a forged
@@ -182,9 +150,9 @@ func TestForgedForwardedForOverTheWire(t *testing.T) {
 	for _, forged := range []string{"198.51.100.1", "198.51.100.2", "198.51.100.3, 203.0.113.4", "203.0.113.5", "2001:db8::1"} {
 		statuses = append(statuses, get(t, srv.URL, "X-Forwarded-For", forged, "Forwarded", "for="+forged).status)
 	}
-	assert.Equal(t, []int{200, 200, 200, 429, 429}, statuses)
+	require.Equal(t, []int{200, 200, 200, 429, 429}, statuses)
 	for _, d := range seen.list() {
-		assert.Equal(t, "127.0.0.1", d.Key)
+		require.Equal(t, "127.0.0.1", d.Key)
 	}
 }
 
@@ -200,16 +168,16 @@ func TestTrustedProxyOverTheWire(t *testing.T) {
 	})(&ok{}))
 	send := func(xff string) int { return get(t, srv.URL, "X-Forwarded-For", xff).status }
 	// The client 203.0.113.9 forges a different leftmost address each time.
-	assert.Equal(t, 200, send("1.1.1.1, 203.0.113.9"))
-	assert.Equal(t, 200, send("2.2.2.2, 203.0.113.9, 127.0.0.2"))
-	assert.Equal(t, 429, send("3.3.3.3, 203.0.113.9"))
+	require.Equal(t, 200, send("1.1.1.1, 203.0.113.9"))
+	require.Equal(t, 200, send("2.2.2.2, 203.0.113.9, 127.0.0.2"))
+	require.Equal(t, 429, send("3.3.3.3, 203.0.113.9"))
 	// Another client is counted apart.
-	assert.Equal(t, 200, send("203.0.113.10"))
+	require.Equal(t, 200, send("203.0.113.10"))
 	var keys []string
 	for _, d := range seen.list() {
 		keys = append(keys, d.Key)
 	}
-	assert.Equal(t, []string{"203.0.113.9", "203.0.113.9", "203.0.113.9", "203.0.113.10"}, keys)
+	require.Equal(t, []string{"203.0.113.9", "203.0.113.9", "203.0.113.9", "203.0.113.10"}, keys)
 	got := get(t, srv.URL, "X-Forwarded-For", "not an address")
-	assert.Equal(t, http.StatusBadRequest, got.status)
+	require.Equal(t, http.StatusBadRequest, got.status)
 }

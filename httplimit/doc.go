@@ -114,15 +114,10 @@
 //
 // Before each request it waits for a token of its own Limiter under the
 // request's key (its host, or any KeyFunc), never past the request's
-// deadline: a wait that would outlast it fails at once, saying how long it
-// would have been. It reads every answer: a 429 or 503 with Retry-After or
-// with a RateLimit t=, or a RateLimit member with r=0 on any answer, pauses
-// the key for every request sharing the Transport, until the time the
-// server gave. So the fields this package's middleware sends are what
-// the Transport acts on. With Retries, it sends idempotent requests whose
-// body can be replayed again after a 429 or 503, after the server's pause
-// and a jittered backoff; a POST only if marked (MarkIdempotent, or an
-// Idempotency-Key field). When it cannot go on, it returns a
-// *TransportError: how long the wait would have been, until when the server
-// paused the key, or that it gave up after its retries (ErrGaveUp).
+// deadline. It reads every answer: a 429 or 503 with Retry-After, or a
+// RateLimit member with r=0, pauses the key for every request sharing the
+// Transport, so the fields this package's middleware sends are what the
+// Transport acts on. With Retries, it sends an idempotent request again
+// after a 429 or 503, once the server's pause and a jittered backoff have
+// passed. When it cannot go on, it returns a *TransportError that says why.
 package httplimit

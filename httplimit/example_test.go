@@ -63,18 +63,6 @@ func ExampleNew() {
 	//   {"error":"rate limit exceeded","retry_after_seconds":20,"policy":"minute","limit":3,"remaining":0}
 }
 
-// call sends a GET for target with the given header fields (name, value
-// pairs) to h, and returns the response.
-func call(h http.Handler, target string, fields ...string) *http.Response {
-	r := httptest.NewRequest(http.MethodGet, target, nil)
-	for i := 0; i+1 < len(fields); i += 2 {
-		r.Header.Set(fields[i], fields[i+1])
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w.Result()
-}
-
 var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
 
 // Tiers: "gold" clients get 5 requests a minute, everyone else 2. Each tier

@@ -1,13 +1,13 @@
 package httplimit_test
 
 import (
-	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzClientIP feeds ClientIP forwarding headers as a client may write
@@ -33,9 +33,7 @@ func FuzzClientIP(f *testing.F) {
 	peer := netip.MustParseAddr("10.0.0.254")
 	f.Fuzz(func(t *testing.T, line1, line2, fwd string) {
 		r, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		r.RemoteAddr = netip.AddrPortFrom(peer, 1234).String()
 		r.Header.Add("X-Forwarded-For", line1)
 		r.Header.Add("X-Forwarded-For", line2)
@@ -43,20 +41,20 @@ func FuzzClientIP(f *testing.F) {
 
 		got, gotErr := httplimit.ClientIP{TrustedProxies: trusted}.Addr(r)
 		want, wantOK := referenceXFF(line1+","+line2, peer, inTrusted)
-		if (gotErr == nil) != wantOK || gotErr == nil && got != want {
-			t.Fatalf("X-Forwarded-For %q, %q: got %v, %v; the reference says %v, %v", line1, line2, got, gotErr, want, wantOK)
-		}
-		if gotErr != nil && !errors.Is(gotErr, httplimit.ErrNoKey) {
-			t.Fatalf("X-Forwarded-For %q, %q: error %v does not wrap ErrNoKey", line1, line2, gotErr)
+		require.Equal(t, wantOK, gotErr == nil, "X-Forwarded-For %q, %q: got %v, %v; the reference says %v", line1, line2, got, gotErr, want)
+		if wantOK {
+			require.Equal(t, want, got, "X-Forwarded-For %q, %q", line1, line2)
+		} else {
+			require.ErrorIs(t, gotErr, httplimit.ErrNoKey, "X-Forwarded-For %q, %q", line1, line2)
 		}
 
 		// Whatever a client wrote, Forwarded answers an address or an
 		// ErrNoKey, and never panics.
 		fwdIP := httplimit.ClientIP{TrustedProxies: trusted, Header: "Forwarded"}
-		if got, err := fwdIP.Addr(r); err != nil && !errors.Is(err, httplimit.ErrNoKey) {
-			t.Fatalf("Forwarded %q: error %v does not wrap ErrNoKey", fwd, err)
-		} else if err == nil && (!got.IsValid() || got.Is4In6() || got.Zone() != "") {
-			t.Fatalf("Forwarded %q: address %v is not a plain address", fwd, got)
+		if got, err := fwdIP.Addr(r); err != nil {
+			require.ErrorIs(t, err, httplimit.ErrNoKey, "Forwarded %q", fwd)
+		} else {
+			require.True(t, got.IsValid() && !got.Is4In6() && got.Zone() == "", "Forwarded %q: address %v is not a plain address", fwd, got)
 		}
 
 		// The X-Forwarded-For list as well-formed Forwarded elements, each
@@ -72,8 +70,9 @@ func FuzzClientIP(f *testing.F) {
 		}
 		r.Header.Set("Forwarded", strings.Join(elements, ", "))
 		got, gotErr = fwdIP.Addr(r)
-		if (gotErr == nil) != wantOK || gotErr == nil && got != want {
-			t.Fatalf("Forwarded %q: got %v, %v; the reference says %v, %v", r.Header.Get("Forwarded"), got, gotErr, want, wantOK)
+		require.Equal(t, wantOK, gotErr == nil, "Forwarded %q: got %v, %v; the reference says %v", r.Header.Get("Forwarded"), got, gotErr, want)
+		if wantOK {
+			require.Equal(t, want, got, "Forwarded %q", r.Header.Get("Forwarded"))
 		}
 	})
 }

@@ -16,15 +16,15 @@ import (
 // A KeyFunc that cannot key a request returns an error, never a key shared
 // by every such request: the middleware then answers without calling the
 // handler (see Config.Error). Wrap ErrNoKey when the request lacks what the
-// key needs, so that the client is told (400); any other error is the
-// server's (500).
+// key needs, so that the client is told (400); any other error, and an
+// empty key without one, is the server's (500).
 type KeyFunc func(r *http.Request) (string, error)
 
 // ErrNoKey is wrapped by the errors of KeyFuncs for requests that do not
 // carry what their key needs: a missing header, a forwarding header in
-// which the client's address cannot be read. By default the middleware answers them 400 Bad Request,
-// with the error's text; other key errors are the server's and answered
-// 500 with a generic text.
+// which the client's address cannot be read. By default the middleware
+// answers them 400 Bad Request, with the error's text; other key errors are
+// the server's and answered 500 with a generic text.
 var ErrNoKey = errors.New("httplimit: the request carries no key")
 
 // Header returns a KeyFunc that keys requests by the value of the header
@@ -78,8 +78,9 @@ func Route(r *http.Request) (string, error) {
 // KeyFuncs: Join(ClientIP{}.Key, Route) counts each client on each route
 // apart. The key is their keys joined by '|', each with '|' and '\'
 // escaped by a '\', so that distinct combinations never make one key. A
-// request that one of them cannot key, or keys "", has no key, with that
-// one's error.
+// request that one of them cannot key has no key, with that one's error;
+// one that one of them keys "" is the server's error (500), as the empty
+// key of any KeyFunc is.
 //
 // Join panics if keys is empty or holds a nil, a programming error.
 func Join(keys ...KeyFunc) KeyFunc {

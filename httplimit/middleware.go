@@ -103,8 +103,8 @@ type Decision struct {
 	// Result is the binding policy's state after the decision: its Limit,
 	// Remaining and ResetAfter. Allowed, RetryAfter and Untracked are the
 	// decision's, over all the policies: RetryAfter is InfDuration if the
-	// cost is above a policy's quota, so that the request can never pass.
-	// Err is the limiter's Result.Err: the key's limit could not be
+	// request can never pass (its cost is above a policy's quota, or Err is
+	// set). Err is the limiter's Result.Err: the key's limit could not be
 	// applied; the request is answered by Config.Error, or passes in dry
 	// run. In dry run, Allowed false marks a request that would have been
 	// refused.

@@ -27,22 +27,20 @@ type Policy struct {
 	// Structured Field String) and unique among the policies of a tier.
 	Name string
 	// Limiter counts the requests, by key. A request takes its cost (see
-	// Config.Cost, 1 by default) from it.
+	// Config.Cost, 1 by default) from it. A limiter that cannot give events
+	// back (keylimit.Refunder) must be the last policy of its tier: New
+	// reports an error otherwise.
 	Limiter keylimit.Limiter[string]
-	// Window is the w the RateLimit-Policy field announces: the time over
-	// which the quota q applies, sent in whole seconds rounded up. Leave it
-	// 0 to derive it from a limiter that reports its keylimit.Limit (a
-	// method Limit() keylimit.Limit, as keylimit's limiters have): for a
-	// *keylimit.TokenBucket, the time an empty bucket takes to refill fully,
-	// Burst × Period / Events (the Period when Burst is Events); for any
-	// other limiter, its Period, as for a window. New reports an error if
-	// Window is 0 and the limiter does not report its Limit. The Limit is
-	// asked on every request, so SetLimit shows at once.
-	//
-	// A limiter with keylimit.WithKeyLimit gives keys limits of their own:
-	// q is then each key's own (Result.Limit), but w is derived from the
-	// limiter's Limit, since no method tells a key's. Set Window if the
-	// limits share a window, or keep one limiter per tier (Config.Tiers).
+	// Window is the w the RateLimit-Policy field announces, the time over
+	// which the quota q applies, sent in whole seconds rounded up. 0 derives
+	// it on every request (so SetLimit shows at once) from a limiter that
+	// reports its keylimit.Limit (a method Limit() keylimit.Limit, as
+	// keylimit's limiters have): for a *keylimit.TokenBucket the time an
+	// empty bucket takes to refill fully, Burst × Period / Events; for any
+	// other, its Period. New reports an error if Window is 0 and the limiter
+	// does not report its Limit. Under keylimit.WithKeyLimit, q is each
+	// key's own but w is still derived from the limiter's Limit: set Window
+	// if the limits share a window, or keep one limiter per tier.
 	Window time.Duration
 
 	err error // an error from Bucket, reported by New

@@ -2,59 +2,14 @@ package httplimit_test
 
 import (
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// scripted is a Limiter that answers Take with the Result it is given and
-// reports the Limit it is given: any limiter, not only keylimit's, can
-// count for a policy, and whatever it answers makes valid fields.
-type scripted struct {
-	mu     sync.Mutex
-	result keylimit.Result
-	limit  keylimit.Limit
-}
-
-func (s *scripted) set(r keylimit.Result, l keylimit.Limit) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.result, s.limit = r, l
-}
-
-func (s *scripted) Take(string, int) keylimit.Result {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.result
-}
-func (s *scripted) Peek(k string) keylimit.Result { return s.Take(k, 1) }
-func (s *scripted) Allow(k string) bool           { return s.Take(k, 1).Allowed }
-func (s *scripted) AllowN(k string, n int) bool   { return s.Take(k, n).Allowed }
-func (s *scripted) Reset(string)                  {}
-func (s *scripted) Limit() keylimit.Limit {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.limit
-}
-
-// noLimit is a Limiter that does not report its Limit.
-type noLimit struct{ scripted }
-
-func (*noLimit) Limit() {}
-
-func serveOnce(t *testing.T, h http.Handler) *httptest.ResponseRecorder {
-	t.Helper()
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
-	return w
-}
 
 func TestFieldsFromAnyLimiter(t *testing.T) {
 	lim := &scripted{}
@@ -83,13 +38,13 @@ func TestFieldsFromAnyLimiter(t *testing.T) {
 			keylimit.Per(1, 1<<62), 999_999_999_999_999, 4611686019, 999_999_999_999_999, 4611686019, ""},
 	} {
 		lim.set(c.result, c.limit)
-		w := serveOnce(t, h)
-		f := policyFields(t, w.Header())
-		assert.Equal(t, []fields{{`odd "name" \ here`, c.q, c.w, c.r, c.t}}, f, c.name)
-		assert.Equal(t, c.retryAfter, w.Header().Get("Retry-After"), c.name)
+		w := call(h, "/")
+		f := policyFields(t, w.Header)
+		require.Equal(t, []fields{{`odd "name" \ here`, c.q, c.w, c.r, c.t}}, f, c.name)
+		require.Equal(t, c.retryAfter, w.Header.Get("Retry-After"), c.name)
 	}
 	lim.set(keylimit.Result{Allowed: true, Limit: 7}, keylimit.PerMinute(7))
-	assert.Equal(t, `"odd \"name\" \\ here";q=7;w=60`, serveOnce(t, h).Header().Get("RateLimit-Policy"))
+	require.Equal(t, `"odd \"name\" \\ here";q=7;w=60`, call(h, "/").Header.Get("RateLimit-Policy"))
 }
 
 // w for a token bucket is the time an empty bucket takes to refill fully.
@@ -111,16 +66,16 @@ func TestBucketWindow(t *testing.T) {
 			Key:      func(*http.Request) (string, error) { return "k", nil },
 			Policies: []httplimit.Policy{bucket(t, "p", c.limit, mock)},
 		})(&ok{})
-		f := policyFields(t, serveOnce(t, h).Header())
-		assert.Equal(t, c.q, f[0].q, "%v", c.limit)
-		assert.Equal(t, c.w, f[0].w, "%v", c.limit)
+		f := policyFields(t, call(h, "/").Header)
+		require.Equal(t, c.q, f[0].q, "%v", c.limit)
+		require.Equal(t, c.w, f[0].w, "%v", c.limit)
 	}
 	// Window, when set, is what w says.
 	h := limited(t, httplimit.Config{
 		Key:      func(*http.Request) (string, error) { return "k", nil },
 		Policies: []httplimit.Policy{{Name: "p", Limiter: &noLimit{}, Window: 1500 * time.Millisecond}},
 	})(&ok{})
-	assert.Equal(t, int64(2), policyFields(t, serveOnce(t, h).Header())[0].w)
+	require.Equal(t, int64(2), policyFields(t, call(h, "/").Header)[0].w)
 }
 
 func TestNewErrors(t *testing.T) {
@@ -165,16 +120,14 @@ func TestNewErrors(t *testing.T) {
 			`httplimit: two policies are named "a" (tier "gold")`},
 	} {
 		mw, err := httplimit.New(c.config)
-		assert.Nil(t, mw)
-		if assert.Error(t, err) {
-			assert.Equal(t, c.want, err.Error())
-		}
+		require.Nil(t, mw)
+		require.EqualError(t, err, c.want)
 	}
-	assert.PanicsWithValue(t, "httplimit: the middleware cannot wrap a nil http.Handler", func() {
+	require.PanicsWithValue(t, "httplimit: the middleware cannot wrap a nil http.Handler", func() {
 		limited(t, httplimit.Config{Key: key, Policies: []httplimit.Policy{p("a")}})(nil)
 	})
-	assert.PanicsWithValue(t, "httplimit: Join needs at least one KeyFunc", func() { httplimit.Join() })
-	assert.PanicsWithValue(t, "httplimit: Join: KeyFunc 1 is nil", func() { httplimit.Join(key, nil) })
+	require.PanicsWithValue(t, "httplimit: Join needs at least one KeyFunc", func() { httplimit.Join() })
+	require.PanicsWithValue(t, "httplimit: Join: KeyFunc 1 is nil", func() { httplimit.Join(key, nil) })
 }
 
 // The last policy alone may lack Refund: All never needs to undo it.
@@ -187,9 +140,9 @@ func TestLastPolicyNeedNotRefund(t *testing.T) {
 		Key:      func(*http.Request) (string, error) { return "k", nil },
 		Policies: []httplimit.Policy{b, {Name: "last", Limiter: lim}},
 	})(&ok{})
-	w := serveOnce(t, h)
-	require.Equal(t, http.StatusTooManyRequests, w.Code)
-	assert.Equal(t, []fields{{"first", 10, 60, 10, 0}, {"last", 4, 60, 0, 0}}, policyFields(t, w.Header()), "the first gave back what it took")
+	w := call(h, "/")
+	require.Equal(t, http.StatusTooManyRequests, w.StatusCode)
+	require.Equal(t, []fields{{"first", 10, 60, 10, 0}, {"last", 4, 60, 0, 0}}, policyFields(t, w.Header), "the first gave back what it took")
 }
 
 // SetLimit shows in the next response's RateLimit-Policy.
@@ -201,9 +154,9 @@ func TestSetLimitShows(t *testing.T) {
 		Key:      func(*http.Request) (string, error) { return "k", nil },
 		Policies: []httplimit.Policy{{Name: "p", Limiter: b}},
 	})(&ok{})
-	assert.Equal(t, `"p";q=10;w=60`, serveOnce(t, h).Header().Get("RateLimit-Policy"))
+	require.Equal(t, `"p";q=10;w=60`, call(h, "/").Header.Get("RateLimit-Policy"))
 	require.NoError(t, b.SetLimit(keylimit.PerHour(100).WithBurst(20)))
-	assert.Equal(t, `"p";q=20;w=720`, serveOnce(t, h).Header().Get("RateLimit-Policy"))
+	require.Equal(t, `"p";q=20;w=720`, call(h, "/").Header.Get("RateLimit-Policy"))
 }
 
 // A key whose limit (from keylimit.WithKeyLimit) is invalid is the
@@ -231,19 +184,19 @@ func TestInvalidKeyLimit(t *testing.T) {
 		},
 	}
 	h := limited(t, config)(&ok{})
-	assert.Equal(t, http.StatusOK, call(h, "/", "X-User", "good").StatusCode)
-	assert.Equal(t, http.StatusInternalServerError, call(h, "/", "X-User", "bad").StatusCode)
+	require.Equal(t, http.StatusOK, call(h, "/", "X-User", "good").StatusCode)
+	require.Equal(t, http.StatusInternalServerError, call(h, "/", "X-User", "bad").StatusCode)
 	require.Len(t, errs, 1)
-	assert.Equal(t, `httplimit: policy "keyed" cannot limit key "bad": keylimit: the limit WithKeyLimit gave this key is invalid: keylimit: events -1 is below 1`, errs[0].Error())
-	assert.Len(t, seen.list(), 1, "an undecided request is not a decision")
+	require.Equal(t, `httplimit: policy "keyed" cannot limit key "bad": keylimit: the limit WithKeyLimit gave this key is invalid: keylimit: events -1 is below 1`, errs[0].Error())
+	require.Len(t, seen.list(), 1, "an undecided request is not a decision")
 
 	config.DryRun = true
 	h = limited(t, config)(&ok{})
 	resp := call(h, "/", "X-User", "bad")
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	d := seen.list()[1]
-	assert.Equal(t, "keyed", d.Policy)
-	assert.False(t, d.Result.Allowed)
-	assert.Error(t, d.Result.Err)
-	assert.Equal(t, int64(100), policyFields(t, resp.Header)[0].r, "the first policy gave back what it took")
+	require.Equal(t, "keyed", d.Policy)
+	require.False(t, d.Result.Allowed)
+	require.Error(t, d.Result.Err)
+	require.Equal(t, int64(100), policyFields(t, resp.Header)[0].r, "the first policy gave back what it took")
 }

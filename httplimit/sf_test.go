@@ -1,11 +1,12 @@
 package httplimit_test
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // A strict parser of RFC 9651 Structured Field lists, for checking the
@@ -221,13 +222,8 @@ func TestSFParser(t *testing.T) {
 	}
 	for _, c := range good {
 		items, err := parseSFList(c.in)
-		if err != nil {
-			t.Errorf("%q: %v", c.in, err)
-			continue
-		}
-		if got := fmt.Sprint(items); got != c.want && !(c.want == "[]" && len(items) == 0) {
-			t.Errorf("%q parsed as %s, want %s", c.in, got, c.want)
-		}
+		require.NoError(t, err, "%q", c.in)
+		require.Equal(t, c.want, fmt.Sprint(items), "%q", c.in)
 	}
 	bad := []string{
 		`"minute";q=10,`,              // trailing comma
@@ -248,10 +244,8 @@ func TestSFParser(t *testing.T) {
 		`"a";q=1 x`,                   // junk after the item
 	}
 	for _, in := range bad {
-		if items, err := parseSFList(in); err == nil {
-			t.Errorf("%q parsed as %v, want an error", in, items)
-		} else if errors.Is(err, strconv.ErrSyntax) {
-			t.Errorf("%q: %v", in, err)
-		}
+		items, err := parseSFList(in)
+		require.Error(t, err, "%q parsed as %v", in, items)
+		require.NotErrorIs(t, err, strconv.ErrSyntax, "%q: the parser's own error, not strconv's", in)
 	}
 }

@@ -17,44 +17,17 @@ import (
 // Transport is an http.RoundTripper that keeps a client under a server's
 // rate limit, and backs off when the server says so.
 //
-// Before each request, retries included, it waits for one event of its own
-// Limiter under the request's key (by default the request's host). The wait
-// honours the request's context: it never sleeps past the deadline, and if
-// the wait would outlast it, RoundTrip fails at once with a *TransportError
-// that says how long the wait would have been (it matches
-// keylimit.ErrWouldExceedDeadline and context.DeadlineExceeded). A wait that
-// fails or is cancelled takes nothing from the Limiter.
+// Before each send, retries included, it waits for one event of Limiter
+// under the request's key, and for the end of any pause the server put on
+// that key. A wait that fails takes nothing, and one that would outlast the
+// request's context fails at once, with a *TransportError.
 //
-// It reads every answer. A 429 Too Many Requests or 503 Service Unavailable
-// with a Retry-After field (seconds or an HTTP-date, RFC 9110), or else with
-// a RateLimit field (draft-ietf-httpapi-ratelimit-headers) giving t= seconds,
-// pauses the request's key until then: every request under that key waits,
-// whichever caller sends it, as long as they share the Transport. A
-// RateLimit member with r=0 and t= pauses the key the same way on any
-// answer, a 200 included. When both fields are there, Retry-After wins.
-// Legacy X-RateLimit-* fields are not read: their units differ between
-// servers.
-//
-// With Retries above 0, it sends a request again after a 429 or a 503, at
-// most Retries times, if the request is idempotent (GET, HEAD, OPTIONS,
-// TRACE, PUT, DELETE, a request with an Idempotency-Key header, or one whose
-// context was marked by MarkIdempotent) and its body can be replayed (no
-// body, or Request.GetBody set, as http.NewRequest does for in-memory
-// bodies). A retry waits for the server's pause, then a backoff (see
-// Backoff), then for its turn as any other request. The bodies of the answers
-// it retries are read and closed. When it runs out of retries it returns a
-// *TransportError matching ErrGaveUp. Other answers, and every answer of a
-// request it may not retry, go back to the caller as they are. Errors of
-// Base (a refused connection, say) are returned at once, never retried.
-//
-// The server's pauses are obeyed in full, however long: give requests a
-// deadline (http.Client.Timeout, or a context) to fail at once instead of
-// waiting out a pause longer than the caller can afford.
-//
-// A Transport must not be copied after first use. Its methods are safe for
-// concurrent use. The zero Transport sends through http.DefaultTransport,
-// has no limit of its own, retries nothing, and still obeys the server's
-// pauses.
+// A 429 or 503 with Retry-After or a RateLimit t=, and a RateLimit member
+// with r=0 on any answer, pause the key until the time the server gave, for
+// every request through the Transport (see RoundTrip). Its methods are safe
+// for concurrent use; it must not be copied after first use. The zero
+// Transport sends through http.DefaultTransport, has no limit of its own,
+// retries nothing, and obeys the server's pauses.
 type Transport struct {
 	// Base sends the requests. nil means http.DefaultTransport.
 	Base http.RoundTripper
@@ -71,8 +44,13 @@ type Transport struct {
 	// RoundTrip returns that error.
 	Key KeyFunc
 
-	// Retries is the most times a request is sent again after a 429 or 503.
-	// 0 means never.
+	// Retries is the most times a request is sent again after a 429 or 503;
+	// 0 means never. Only a request that is idempotent (GET, HEAD, OPTIONS,
+	// TRACE, PUT, DELETE, one with an Idempotency-Key field, or one whose
+	// context MarkIdempotent marked) and whose body can be replayed (none,
+	// or Request.GetBody set, as http.NewRequest does for in-memory bodies)
+	// is retried. A retry waits for the server's pause, then Backoff, then
+	// its turn; the answers it replaces are read (up to 64 KiB) and closed.
 	Retries int
 
 	// Backoff is the delay before the first retry, doubled for each one
@@ -96,7 +74,8 @@ type Transport struct {
 	mu sync.Mutex
 	// paused maps a key to the end of the server's pause on it. Protected
 	// by mu. A pause only ever grows later; an entry that has ended is
-	// deleted when next read, or by a sweep when another pause is added.
+	// deleted when next read, or by the sweep that adding a pause to
+	// sweepAbove or more runs.
 	paused map[string]time.Time
 }
 
@@ -126,10 +105,18 @@ func MarkIdempotent(ctx context.Context) context.Context {
 	return context.WithValue(ctx, idempotentKey{}, true)
 }
 
-// RoundTrip sends req through Base when its key's turn comes, retries it if
-// it may and the server refused it, and returns the server's answer. It
-// returns a *TransportError if it could not wait for the turn, or gave up
-// retrying.
+// RoundTrip sends req through Base when its key's turn comes, sends it again
+// if Retries allows and the server refused it, and returns the server's
+// answer. It returns a *TransportError if it could not wait for the turn
+// (the context ended, or would have ended first) or gave up retrying
+// (ErrGaveUp), and an error of Base at once, never retried.
+//
+// A 429 or 503 pauses the key by its Retry-After (seconds or an HTTP-date,
+// RFC 9110), or else by the RateLimit field's t (of a member with r=0 if
+// one has it); any other answer by a RateLimit member with r=0 and t.
+// X-RateLimit-* fields are not read: their units differ between servers.
+// A pause is obeyed in full, however long: give requests a deadline
+// (http.Client.Timeout, or a context) to fail at once instead.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key, err := t.key(req)
 	if err != nil {

@@ -1,13 +1,11 @@
 package httplimit_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,207 +17,6 @@ import (
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/stretchr/testify/require"
 )
-
-const (
-	ms = time.Millisecond
-	s  = time.Second
-)
-
-// autoClock is a mock clock that lets time pass by itself whenever someone
-// waits on it: a Timer of d moves the clock d forward at once. With one
-// goroutine at a time waiting, a test runs on exact simulated time, at once.
-type autoClock struct{ *clock.Mock }
-
-func (c autoClock) Timer(d time.Duration) *clock.Timer {
-	t := c.Mock.Timer(d)
-	c.Mock.Add(d)
-	return t
-}
-
-// countingClock is a mock clock that counts the timers made on it, so that
-// a test can wait until the goroutines it started are all asleep on the
-// clock before it moves the clock.
-type countingClock struct {
-	*clock.Mock
-	timers *atomic.Int32
-}
-
-func newCountingClock() countingClock {
-	return countingClock{clock.NewMock(), new(atomic.Int32)}
-}
-
-func (c countingClock) Timer(d time.Duration) *clock.Timer {
-	t := c.Mock.Timer(d)
-	c.timers.Add(1)
-	return t
-}
-
-// asleep waits until n timers have been made on c.
-func (c countingClock) asleep(t *testing.T, n int) {
-	t.Helper()
-	waitFor(t, fmt.Sprintf("%d goroutines asleep", n), func() bool { return int(c.timers.Load()) >= n })
-}
-
-// arrival is one request as the partner server saw it.
-type arrival struct {
-	at     time.Duration // on the mock clock, since the test began
-	method string
-	body   string
-	status int
-}
-
-// partner is a server on 127.0.0.1 that answers as its script says (the
-// n-th request, from 0, gets the status the script returns) and records
-// every request it sees, with the mock time it saw it at.
-type partner struct {
-	*httptest.Server
-	mock *clock.Mock
-	t0   time.Time
-
-	mu       sync.Mutex
-	arrivals []arrival // protected by mu
-}
-
-func newPartner(t *testing.T, mock *clock.Mock, script func(n int, r *http.Request, h http.Header) int) *partner {
-	p := &partner{mock: mock, t0: mock.Now()}
-	p.Server = serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		p.mu.Lock()
-		n := len(p.arrivals)
-		status := script(n, r, w.Header())
-		p.arrivals = append(p.arrivals, arrival{at: p.mock.Now().Sub(p.t0), method: r.Method, body: string(body), status: status})
-		p.mu.Unlock()
-		w.WriteHeader(status)
-		fmt.Fprintf(w, "answer %d\n", n)
-	}))
-	return p
-}
-
-// limitedServer is a partner behind the httplimit middleware, which
-// enforces l per client IP on the mock clock. Its arrivals are the
-// middleware's decisions, refusals included.
-func limitedServer(t *testing.T, mock *clock.Mock, l keylimit.Limit) *partner {
-	p := &partner{mock: mock, t0: mock.Now()}
-	limit := limited(t, httplimit.Config{
-		Key:      httplimit.ClientIP{}.Key,
-		Policies: []httplimit.Policy{bucket(t, "second", l, mock)},
-		OnDecision: func(r *http.Request, d httplimit.Decision) {
-			status := http.StatusOK
-			if !d.Result.Allowed {
-				status = http.StatusTooManyRequests
-			}
-			p.mu.Lock()
-			p.arrivals = append(p.arrivals, arrival{at: p.mock.Now().Sub(p.t0), method: r.Method, status: status})
-			p.mu.Unlock()
-		},
-	})
-	p.Server = serve(t, limit(&ok{}))
-	return p
-}
-
-func (p *partner) seen() []arrival {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]arrival(nil), p.arrivals...)
-}
-
-func (p *partner) count() int { return len(p.seen()) }
-
-// times returns the mock times of the arrivals.
-func (p *partner) times() []time.Duration {
-	var out []time.Duration
-	for _, a := range p.seen() {
-		out = append(out, a.at)
-	}
-	return out
-}
-
-// refuseFirst answers the first n requests with status and the given field,
-// the rest with 200.
-func refuseFirst(n, status int, fields ...string) func(int, *http.Request, http.Header) int {
-	return func(i int, _ *http.Request, h http.Header) int {
-		if i >= n {
-			return http.StatusOK
-		}
-		for j := 0; j < len(fields); j += 2 {
-			h.Set(fields[j], fields[j+1])
-		}
-		return status
-	}
-}
-
-// fetch sends a GET to url with c, reads the answer to its end and closes it.
-func fetch(t *testing.T, c *http.Client, ctx context.Context, url string) (*http.Response, error) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	require.NoError(t, err)
-	resp, err := c.Do(req)
-	if err == nil {
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-	return resp, err
-}
-
-// newBucket returns a TokenBucket on mock.
-func newBucket(t *testing.T, mock *clock.Mock, l keylimit.Limit) *keylimit.TokenBucket[string] {
-	lim, err := keylimit.NewTokenBucket[string](l, keylimit.WithClock(mock))
-	require.NoError(t, err)
-	t.Cleanup(func() { lim.Close() })
-	return lim
-}
-
-// waitUpTo polls cond in real time until it holds or d has passed, and
-// reports whether it held.
-func waitUpTo(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
-
-// waitFor polls cond in real time until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if !waitUpTo(10*time.Second, cond) {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
-// storm sends rounds requests from each of n goroutines through c, and
-// counts the answers by status.
-func storm(t *testing.T, c *http.Client, url string, n, rounds int) (ok, refused int64) {
-	t.Helper()
-	var okN, refusedN atomic.Int64
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range rounds {
-				resp, err := fetch(t, c, context.Background(), url)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				switch resp.StatusCode {
-				case http.StatusOK:
-					okN.Add(1)
-				case http.StatusTooManyRequests:
-					refusedN.Add(1)
-				default:
-					t.Errorf("unexpected status %d", resp.StatusCode)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return okN.Load(), refusedN.Load()
-}
 
 // TestTransportKeepsFiftyGoroutinesUnderTheServerLimit: a partner enforces
 // 10/s (burst 10). 50 goroutines, one request each, through one Transport
@@ -234,35 +31,39 @@ func TestTransportKeepsFiftyGoroutinesUnderTheServerLimit(t *testing.T) {
 		mock := clock.NewMock()
 		srv := limitedServer(t, mock, serverLimit)
 		tr := &httplimit.Transport{
-			Limiter: newBucket(t, mock, keylimit.PerSecond(10).WithBurst(1)), // even pacing
+			Limiter: newBucket(t, keylimit.PerSecond(10).WithBurst(1), mock), // even pacing
 			Clock:   mock,
 		}
 		c := &http.Client{Transport: tr}
 
-		var ok, refused int64
+		var got *tally
 		finished := make(chan struct{})
 		go func() {
 			defer close(finished)
-			ok, refused = storm(t, c, srv.URL, goroutines, rounds)
+			got = storm(c, srv.URL, goroutines, rounds)
 		}()
+		done := func() bool {
+			select {
+			case <-finished:
+				return true
+			default:
+				return false
+			}
+		}
 		// Move the clock a token at a time, once the request the limit lets
 		// through at this instant has arrived: none is in flight while the
 		// clock moves, so the server sees each at the time it was sent.
-		want := 1
-	advance:
-		for {
-			waitUpTo(time.Second, func() bool { return srv.count() >= want })
-			select {
-			case <-finished:
-				break advance
-			default:
-				want = srv.count() + 1
-				mock.Add(100 * ms)
+		for want := 1; ; {
+			waitUpTo(time.Second, func() bool { return srv.count() >= want || done() })
+			if done() {
+				break
 			}
+			want = srv.count() + 1 // before the clock moves and lets it out
+			mock.Add(100 * ms)
 		}
-		t.Logf("through the Transport: %d answered 200, %d answered 429, in %v of mock time", ok, refused, mock.Now().Sub(srv.t0))
-		require.Zero(t, refused, "no 429 through the Transport")
-		require.EqualValues(t, total, ok)
+		t.Logf("through the Transport: %v answers by status, in %v of mock time", got.byStatus, mock.Now().Sub(srv.t0))
+		require.Empty(t, got.errs)
+		require.Equal(t, map[int]int{200: total}, got.byStatus, "no 429 through the Transport")
 
 		perSecond := map[time.Duration]int{}
 		for _, at := range srv.times() {
@@ -277,10 +78,10 @@ func TestTransportKeepsFiftyGoroutinesUnderTheServerLimit(t *testing.T) {
 	t.Run("without the Transport", func(t *testing.T) {
 		mock := clock.NewMock()
 		srv := limitedServer(t, mock, serverLimit)
-		ok, refused := storm(t, &http.Client{}, srv.URL, goroutines, rounds)
-		t.Logf("without the Transport: %d answered 200, %d answered 429", ok, refused)
-		require.EqualValues(t, 10, ok, "the server's burst")
-		require.EqualValues(t, total-10, refused, "a storm of 429s")
+		got := storm(&http.Client{}, srv.URL, goroutines, rounds)
+		t.Logf("without the Transport: %v answers by status", got.byStatus)
+		require.Empty(t, got.errs)
+		require.Equal(t, map[int]int{200: 10, 429: total - 10}, got.byStatus, "the server's burst, then a storm of 429s")
 	})
 }
 
@@ -295,23 +96,17 @@ func TestTransportPausesTheHostForEveryCaller(t *testing.T) {
 	other := newPartner(t, mock, refuseFirst(0, 0))
 	c := &http.Client{Transport: &httplimit.Transport{Clock: clk}}
 
-	resp, err := fetch(t, c, context.Background(), srv.URL)
+	resp, err := fetch(c, context.Background(), srv.URL)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "no retries: the 429 goes back to the caller")
 
 	const callers = 20
+	var after tally // the callers' answers, asserted once they are all back
 	var wg sync.WaitGroup
 	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, err := fetch(t, c, context.Background(), srv.URL)
-			if err != nil || resp.StatusCode != http.StatusOK {
-				t.Errorf("after the pause: %v %v", resp, err)
-			}
-		}()
+		wg.Go(func() { after.add(fetch(c, context.Background(), srv.URL)) })
 	}
-	resp, err = fetch(t, c, context.Background(), other.URL)
+	resp, err = fetch(c, context.Background(), other.URL)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "another host is not paused")
 
@@ -323,6 +118,8 @@ func TestTransportPausesTheHostForEveryCaller(t *testing.T) {
 	mock.Add(1 * ms)
 	waitFor(t, "the callers to resume", func() bool { return srv.count() == 1+callers })
 	wg.Wait()
+	require.Empty(t, after.errs)
+	require.Equal(t, map[int]int{200: callers}, after.byStatus, "after the pause")
 	for _, a := range srv.seen()[1:] {
 		require.Equal(t, 2*s, a.at, "resumed at the end of the pause")
 	}
@@ -338,16 +135,15 @@ func TestTransportRateLimitZeroPausesOn200(t *testing.T) {
 		return http.StatusOK
 	})
 	c := &http.Client{Transport: &httplimit.Transport{Clock: autoClock{mock}, Key: func(*http.Request) (string, error) { return "partner", nil }}}
-	_, err := fetch(t, c, context.Background(), srv.URL)
+	_, err := fetch(c, context.Background(), srv.URL)
 	require.NoError(t, err)
 
 	ctx, cancel := mock.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, err = fetch(t, c, ctx, srv.URL)
+	_, err = fetch(c, ctx, srv.URL)
 	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	var te *httplimit.TransportError
-	require.ErrorAs(t, err, &te)
+	te := transportError(t, err)
 	require.Equal(t, mock.Now().Add(3*s), te.Until)
 	require.ErrorContains(t, err, `httplimit: waiting to send to "partner", paused by the server until 1970-01-01T00:00:03Z: keylimit: waiting 3s for 1 event would outlast the context deadline, 1s away`)
 	require.Equal(t, 1, srv.count())
@@ -359,9 +155,9 @@ func TestTransportRateLimitZeroPausesOn200(t *testing.T) {
 func TestTransportDeadline(t *testing.T) {
 	mock := clock.NewMock()
 	srv := newPartner(t, mock, refuseFirst(0, 0))
-	lim := newBucket(t, mock, keylimit.PerSecond(1))
+	lim := newBucket(t, keylimit.PerSecond(1), mock)
 	c := &http.Client{Transport: &httplimit.Transport{Clock: autoClock{mock}, Limiter: lim}}
-	_, err := fetch(t, c, context.Background(), srv.URL)
+	_, err := fetch(c, context.Background(), srv.URL)
 	require.NoError(t, err)
 
 	ctx, cancel := mock.WithTimeout(context.Background(), 500*ms)
@@ -374,8 +170,7 @@ func TestTransportDeadline(t *testing.T) {
 	require.Equal(t, t0, mock.Now(), "no sleep")
 	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	var te *httplimit.TransportError
-	require.ErrorAs(t, err, &te)
+	te := transportError(t, err)
 	require.Equal(t, srv.Listener.Addr().String(), te.Key, "the host is the key")
 	require.Zero(t, te.Retries)
 	require.Zero(t, te.StatusCode)
@@ -396,19 +191,12 @@ func TestTransportClientTimeout(t *testing.T) {
 	require.NoError(t, err)
 	defer lim.Close()
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &httplimit.Transport{Limiter: lim}}
-	_, err = fetch(t, c, context.Background(), srv.URL)
+	_, err = fetch(c, context.Background(), srv.URL)
 	require.NoError(t, err)
-	_, err = fetch(t, c, context.Background(), srv.URL)
+	_, err = fetch(c, context.Background(), srv.URL)
 	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline, "a wait of about a minute is refused at once")
 	require.Equal(t, 1, srv.count())
 }
-
-type closeTracker struct {
-	io.Reader
-	closed atomic.Bool
-}
-
-func (c *closeTracker) Close() error { c.closed.Store(true); return nil }
 
 // TestTransportCancelDuringWait: a request waiting for its token, or for the
 // end of a server's pause, returns as soon as its context is cancelled, with
@@ -425,9 +213,9 @@ func TestTransportCancelDuringWait(t *testing.T) {
 			clk := newCountingClock()
 			mock := clk.Mock
 			srv := newPartner(t, mock, tc.script)
-			lim := newBucket(t, mock, keylimit.PerSecond(1))
+			lim := newBucket(t, keylimit.PerSecond(1), mock)
 			c := &http.Client{Transport: &httplimit.Transport{Clock: clk, Limiter: lim}}
-			_, err := fetch(t, c, context.Background(), srv.URL)
+			_, err := fetch(c, context.Background(), srv.URL)
 			require.NoError(t, err)
 			key := srv.Listener.Addr().String()
 
@@ -435,7 +223,7 @@ func TestTransportCancelDuringWait(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error)
 			go func() {
-				_, err := fetch(t, c, ctx, srv.URL)
+				_, err := fetch(c, ctx, srv.URL)
 				errc <- err
 			}()
 			clk.asleep(t, 1)
@@ -445,53 +233,12 @@ func TestTransportCancelDuringWait(t *testing.T) {
 				require.ErrorIs(t, err, context.Canceled)
 				require.ErrorContains(t, err, "httplimit: waiting to send to")
 			case <-time.After(5 * time.Second):
-				t.Fatal("a cancelled wait did not return")
+				require.FailNow(t, "a cancelled wait did not return")
 			}
 			mock.Add(500 * ms)
 			require.Equal(t, 1, lim.Peek(key).Remaining, "the cancelled wait took no token")
 			require.Equal(t, 1, srv.count())
 		})
-	}
-}
-
-// recorder is a Base that records the answers it returns, to check that
-// the Transport closes those it retries.
-type recorder struct {
-	mu     sync.Mutex
-	bodies []*closeTracker
-}
-
-func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	body := &closeTracker{Reader: bytes.NewReader(data)}
-	resp.Body = body
-	r.mu.Lock()
-	r.bodies = append(r.bodies, body)
-	r.mu.Unlock()
-	return resp, nil
-}
-
-func (r *recorder) closed() []bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []bool
-	for _, b := range r.bodies {
-		out = append(out, b.closed.Load())
-	}
-	return out
-}
-
-// retrying returns a Transport that retries up to 3 times on mock time,
-// with a backoff of 100 ms jittered by rnd.
-func retrying(mock *clock.Mock, rnd float64, base http.RoundTripper) *httplimit.Transport {
-	return &httplimit.Transport{
-		Base: base, Clock: autoClock{mock}, Retries: 3,
-		Backoff: 100 * ms, Rand: func() float64 { return rnd },
 	}
 }
 
@@ -511,7 +258,7 @@ func TestTransportRetriesWithJitteredBackoff(t *testing.T) {
 			srv := newPartner(t, mock, refuseFirst(2, http.StatusServiceUnavailable))
 			rec := &recorder{}
 			c := &http.Client{Transport: retrying(mock, tc.rnd, rec)}
-			resp, err := fetch(t, c, context.Background(), srv.URL)
+			resp, err := fetch(c, context.Background(), srv.URL)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			require.Equal(t, tc.want, srv.times())
@@ -527,7 +274,7 @@ func TestTransportRetryWaitsForTheServerPause(t *testing.T) {
 	mock := clock.NewMock()
 	srv := newPartner(t, mock, refuseFirst(1, http.StatusTooManyRequests, "Retry-After", "1"))
 	c := &http.Client{Transport: retrying(mock, 0, nil)}
-	resp, err := fetch(t, c, context.Background(), srv.URL)
+	resp, err := fetch(c, context.Background(), srv.URL)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, []time.Duration{0, 1050 * ms}, srv.times())
@@ -604,10 +351,9 @@ func TestTransportGivesUp(t *testing.T) {
 	srv := newPartner(t, mock, refuseFirst(math.MaxInt, http.StatusTooManyRequests, "Retry-After", "1"))
 	rec := &recorder{}
 	c := &http.Client{Transport: retrying(mock, 0, rec)}
-	_, err := fetch(t, c, context.Background(), srv.URL)
+	_, err := fetch(c, context.Background(), srv.URL)
 	require.ErrorIs(t, err, httplimit.ErrGaveUp)
-	var te *httplimit.TransportError
-	require.ErrorAs(t, err, &te)
+	te := transportError(t, err)
 	require.Equal(t, 3, te.Retries)
 	require.Equal(t, http.StatusTooManyRequests, te.StatusCode)
 	require.ErrorContains(t, err, `httplimit: gave up on "`+te.Key+`" after 3 retries: last answer 429 Too Many Requests, paused by the server until 1970-01-01T00:00:04.35Z`)
@@ -624,10 +370,9 @@ func TestTransportRetryWouldOutlastDeadline(t *testing.T) {
 	c := &http.Client{Transport: retrying(mock, 0, nil)}
 	ctx, cancel := mock.WithTimeout(context.Background(), 500*ms)
 	defer cancel()
-	_, err := fetch(t, c, ctx, srv.URL)
+	_, err := fetch(c, ctx, srv.URL)
 	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
-	var te *httplimit.TransportError
-	require.ErrorAs(t, err, &te)
+	te := transportError(t, err)
 	require.Equal(t, http.StatusTooManyRequests, te.StatusCode)
 	require.Zero(t, te.Retries)
 	require.ErrorContains(t, err, `again after 429 Too Many Requests (0 retries so far), paused by the server until 1970-01-01T00:00:01Z: keylimit: waiting 1.05s for 1 event would outlast the context deadline, 500ms away`)
@@ -648,14 +393,10 @@ func TestTransportBaseErrorsAreNotRetried(t *testing.T) {
 		return http.DefaultTransport.RoundTrip(req)
 	})
 	c := &http.Client{Transport: retrying(mock, 0, base)}
-	_, err := fetch(t, c, context.Background(), url)
+	_, err := fetch(c, context.Background(), url)
 	require.Error(t, err)
 	require.EqualValues(t, 1, calls.Load())
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestTransportKeyFunc: pauses and limits follow the Key function, here an
 // API key header: one paused key does not pause another on the same host,
@@ -705,13 +446,6 @@ func TestTransportCloseIdleConnections(t *testing.T) {
 	(&httplimit.Transport{Base: roundTripFunc(nil)}).CloseIdleConnections() // no such method: nothing
 }
 
-type idleCloser struct {
-	roundTripFunc
-	closed bool
-}
-
-func (c *idleCloser) CloseIdleConnections() { c.closed = true }
-
 // TestTransportConcurrentPausesAndRetries hammers one Transport from 30
 // goroutines over three hosts whose servers refuse every 7th request with
 // Retry-After: 1, under the race detector: every request ends in a 200.
@@ -730,66 +464,29 @@ func TestTransportConcurrentPausesAndRetries(t *testing.T) {
 		}))
 	}
 	c := &http.Client{Transport: &httplimit.Transport{Clock: mock, Retries: 20, Backoff: 10 * ms}}
+	var got tally // asserted once every goroutine is done
 	var wg sync.WaitGroup
-	var okN atomic.Int32
 	for g := range 30 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range 5 {
-				resp, err := fetch(t, c, context.Background(), servers[(g+i)%3].URL)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if resp.StatusCode == http.StatusOK {
-					okN.Add(1)
-				}
+				got.add(fetch(c, context.Background(), servers[(g+i)%3].URL))
 			}
-		}()
+		})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+	// The pauses and backoffs end as mock time passes, 50 ms of it every
+	// millisecond.
 	for {
 		select {
 		case <-done:
 			t.Logf("150 requests, %d refusals retried", refusals.Load())
-			require.EqualValues(t, 150, okN.Load(), "every request succeeds in the end")
+			require.Empty(t, got.errs)
+			require.Equal(t, map[int]int{200: 150}, got.byStatus, "every request succeeds in the end")
 			require.Positive(t, refusals.Load())
 			return
-		case <-time.After(2 * time.Millisecond):
+		case <-time.After(time.Millisecond):
 			mock.Add(50 * ms)
 		}
-	}
-}
-
-// BenchmarkTransport measures what the Transport adds to a request over its
-// Base, here a Base that answers at once without a network: the key, the
-// pause lookup and, with a limiter, one Take. The bucket is generous enough
-// never to make a request wait.
-func BenchmarkTransport(b *testing.B) {
-	answer := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody}
-	base := roundTripFunc(func(*http.Request) (*http.Response, error) { return answer, nil })
-	lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1e9).WithBurst(1e9))
-	require.NoError(b, err)
-	defer lim.Close()
-	req, err := http.NewRequest(http.MethodGet, "http://partner.example/v1/items", nil)
-	require.NoError(b, err)
-	for _, bc := range []struct {
-		name string
-		rt   http.RoundTripper
-	}{
-		{"bare-base", base},
-		{"transport", &httplimit.Transport{Base: base}},
-		{"transport-bucket", &httplimit.Transport{Base: base, Limiter: lim}},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := bc.rt.RoundTrip(req); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

@@ -16,7 +16,8 @@
 // The suite uses limits whose Burst is Events, so a quota means the same to a
 // bucket and to a window: Events at once, then refusals until time passes.
 // Its SetLimit case runs on limiters with a SetLimit(keylimit.Limit) error
-// method, and is skipped for the others.
+// method, its Refund case on keylimit.Refunder[string]s, and its cases that
+// step the clock on harnesses with Advance; each is skipped for the others.
 package limitertest
 
 import (
@@ -45,9 +46,16 @@ type Harness struct {
 	// the clock, and checks refill by sleeping instead.
 	Advance func(d time.Duration)
 
-	// Attempts is how many calls the contention case makes in all (default
-	// 30,000). A limiter behind a network round trip may want fewer.
+	// Attempts is how many calls each contention case makes in all
+	// (default 30,000): a third of them are admitted, so that admissions
+	// race for a long stretch. A limiter behind a network round trip may
+	// want fewer; an in-memory one can afford a million.
 	Attempts int
+
+	// MaxEvents is the largest Events the limiter takes, if it has such a
+	// cap (keylimit.MaxSlidingWindowEvents for a SlidingWindow): the
+	// contention cases use no larger quota. 0 means no cap.
+	MaxEvents int
 
 	// Approximate declares a limiter that estimates the sliding window
 	// from the counts of two aligned windows (keylimit.SlidingCounter): the
@@ -101,6 +109,9 @@ var cases = []struct {
 	{"ResetUnderContention", false, resetUnderContention},
 	{"InvalidLimitsAreErrors", false, invalidLimits},
 	{"ExactUnderContention", false, exactUnderContention},
+	{"ExactUnderContentionMixedN", false, exactUnderContentionMixedN},
+	{"RefundGivesBack", false, refundGivesBack},
+	{"LateRefundGivesNothing", false, lateRefundGivesNothing},
 	{"RefillAfterPeriod", false, refillAfterPeriod},
 	{"RetryAfterIsExact", true, retryAfterIsExact},
 	{"ClockSteppingBackCreatesNothing", true, clockStepsBack},
@@ -222,8 +233,14 @@ func resetForgets(t *testing.T, h Harness) {
 	a, b := key(t, "a"), key(t, "b")
 	expect(t, "AllowN(a, 10)", lim.AllowN(a, 10), true)
 	expect(t, "AllowN(b, 10)", lim.AllowN(b, 10), true)
+	if l, ok := lim.(interface{ Len() int }); ok {
+		expect(t, "Len with two keys", l.Len(), 2)
+	}
 	lim.Reset(a)
 	lim.Reset(key(t, "never-seen"))
+	if l, ok := lim.(interface{ Len() int }); ok {
+		expect(t, "Len after Reset of one key and of a key never seen", l.Len(), 1)
+	}
 	expect(t, "Peek(a).Remaining after Reset", lim.Peek(a).Remaining, 10)
 	expect(t, "AllowN(a, 10) after Reset", lim.AllowN(a, 10), true)
 	expect(t, "Allow(b): b keeps its state", lim.Allow(b), false)
@@ -286,15 +303,25 @@ func invalidLimits(t *testing.T, h Harness) {
 	}
 }
 
-// exactUnderContention: many goroutines on one key admit exactly the quota.
-// The quota is a third of the attempts (at most 10,000, which every limiter
-// type accepts), so that admissions race for a long stretch, not only for the
-// first few microseconds: a lost update shows.
+// quota returns the contention cases' quota: a share of the attempts,
+// rounded down to a multiple of unit, at most h.MaxEvents.
+func (h Harness) quota(share, unit int) int {
+	q := h.Attempts / share
+	if h.MaxEvents > 0 {
+		q = min(q, h.MaxEvents)
+	}
+	return max(q/unit*unit, unit)
+}
+
+// exactUnderContention: many goroutines on one key admit exactly the quota,
+// and leave nothing. The quota is a third of the attempts, so that
+// admissions race for a long stretch, not only for the first few
+// microseconds: a lost update shows.
 func exactUnderContention(t *testing.T, h Harness) {
-	quota := min(max(h.Attempts/3, 10), 10_000)
+	quota := h.quota(3, 1)
 	lim := newLimiter(t, h, keylimit.PerHour(quota))
 	k := key(t, "hot")
-	goroutines := 32
+	const goroutines = 100
 	per := max(h.Attempts/goroutines, 10)
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -312,7 +339,136 @@ func exactUnderContention(t *testing.T, h Harness) {
 	close(start)
 	wg.Wait()
 	expect(t, fmt.Sprintf("admitted of %d attempts", goroutines*per), admitted.Load(), int64(quota))
+	expect(t, "Peek().Remaining after the contention", lim.Peek(k).Remaining, 0)
 }
+
+// exactUnderContentionMixedN: goroutines ask for 1, 2 and 3 events at once
+// on one key: the events admitted add up to the quota (a multiple of 6, so
+// that every mix fits), less at most 2 that no request of 3 fits, and Peek
+// reports exactly what is left.
+func exactUnderContentionMixedN(t *testing.T, h Harness) {
+	quota := h.quota(5, 6)
+	lim := newLimiter(t, h, keylimit.PerHour(quota))
+	k := key(t, "hot")
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range 30 {
+		n := g%3 + 1
+		wg.Go(func() {
+			<-start
+			for range quota / 6 {
+				if lim.AllowN(k, n) {
+					taken.Add(int64(n))
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := int(taken.Load()); got > quota || got <= quota-3 {
+		t.Fatalf("events admitted = %d, want in (%d, %d]: at most 2 can be left that no request of 3 fits", got, quota-3, quota)
+	}
+	expect(t, "Peek().Remaining after the contention", lim.Peek(k).Remaining, quota-int(taken.Load()))
+}
+
+// refundGivesBack: Refund gives back what an admission took, and creates no
+// key. With no time passing,
+// every type agrees (a bucket gives back tokens, a window events of its
+// current window).
+func refundGivesBack(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, hour)
+	refunder, ok := lim.(keylimit.Refunder[string])
+	if !ok {
+		t.Fatalf("limitertest: %T is not a keylimit.Refunder (Admit and Refund methods)", lim)
+	}
+	k, never := key(t, "k"), key(t, "never-seen")
+	r, a := refunder.Admit(k, 7)
+	expect(t, "Admit(7) of 10: Allowed", r.Allowed, true)
+	expect(t, "Admit(7) of 10: Admission.N", a.N, 7)
+	expect(t, "Admit(7) of 10: Remaining", r.Remaining, 3)
+	refunder.Refund(k, a)
+	expect(t, "Peek().Remaining after the refund of 7", lim.Peek(k).Remaining, 10)
+
+	_, a3 := refunder.Admit(k, 3)
+	_, a4 := refunder.Admit(k, 4)
+	refunder.Refund(k, a3)
+	expect(t, "Peek().Remaining after admitting 3 and 4 and refunding the 3", lim.Peek(k).Remaining, 6)
+	r, refused := refunder.Admit(k, 7)
+	expect(t, "Admit(7) with 6 left: Allowed", r.Allowed, false)
+	expect(t, "Admit(7) with 6 left: its Admission", refused, keylimit.Admission{})
+	refunder.Refund(k, refused)
+	refunder.Refund(k, keylimit.Admission{})
+	expect(t, "Peek().Remaining after refunding empty admissions", lim.Peek(k).Remaining, 6)
+	// Another limiter's Admission is not this one's to give back (two Redis
+	// limiters of one limit may share the key's count: then the other's
+	// admission shows here too, and still is not refunded).
+	other := newLimiter(t, h, hour).(keylimit.Refunder[string])
+	_, theirs := other.Admit(k, 4)
+	before := lim.Peek(k).Remaining
+	refunder.Refund(k, theirs)
+	expect(t, "Peek().Remaining after refunding another limiter's admission", lim.Peek(k).Remaining, before)
+	other.Refund(k, theirs)
+	refunder.Refund(k, a4)
+	expect(t, "Peek().Remaining after refunding the 4", lim.Peek(k).Remaining, 10)
+
+	refunder.Refund(never, a3)
+	expect(t, "Peek(a key never seen).Remaining after a refund", lim.Peek(never).Remaining, 10)
+	if l, ok := lim.(interface{ Len() int }); ok {
+		expect(t, "Len: Refund creates no key", l.Len(), 1)
+	}
+}
+
+// lateRefundGivesNothing: a refund that comes after its events have stopped
+// counting (their window ended, their log entries left the window, their
+// tokens refilled) gives back nothing, so the capacity that later requests
+// used stays used. It is the attack on All: limiter B of All(A, B) is slow
+// to refuse, A's quota renews meanwhile, another request takes it, and then
+// All refunds A's first admission. Without an exact refund, a third request
+// would pass: two admissions in one window of a limit of 1.
+func lateRefundGivesNothing(t *testing.T, h Harness) {
+	period := time.Hour
+	if h.Advance == nil {
+		period = 300 * time.Millisecond
+	}
+	a := newLimiter(t, h, keylimit.Per(1, period))
+	k := key(t, "k")
+	wait := h.resetPeriods() * period
+	others := 0
+	slow := &slowRefuser{wait: func() {
+		if h.Advance != nil {
+			h.Advance(wait)
+		} else {
+			time.Sleep(wait + 50*time.Millisecond)
+		}
+		// A's quota has renewed: another request takes it.
+		if a.Allow(k) {
+			others++
+		}
+	}}
+	both := keylimit.All(a, slow)
+	expect(t, "All(A, slow B).Allow: B refuses", both.Allow(k), false)
+	expect(t, "requests A admitted while B was deciding", others, 1)
+	expect(t, "A.Allow after the late refund: the window's one event is the other request's", a.Allow(k), false)
+	expect(t, "A.Peek().Remaining after the late refund", a.Peek(k).Remaining, 0)
+}
+
+// slowRefuser is a limiter that takes a while to refuse everything.
+type slowRefuser struct{ wait func() }
+
+func (s *slowRefuser) Allow(string) bool { return false }
+func (s *slowRefuser) AllowN(string, int) bool {
+	return false
+}
+
+func (s *slowRefuser) Take(key string, n int) keylimit.Result {
+	s.wait()
+	return keylimit.Result{Limit: 1, RetryAfter: time.Second}
+}
+func (s *slowRefuser) Peek(string) keylimit.Result {
+	return keylimit.Result{Limit: 1, RetryAfter: time.Second}
+}
+func (s *slowRefuser) Reset(string) {}
 
 // refillAfterPeriod: once a whole Period has passed since the last
 // admission, the full quota is back, for a bucket and a window alike (two
@@ -379,7 +535,9 @@ func retryAfterIsExact(t *testing.T, h Harness) {
 }
 
 // clockStepsBack: a clock that steps back creates no capacity and panics
-// nowhere; when it comes forward again the key is where it was.
+// nowhere, not even a thousand years back or forth, beyond the reach of
+// int64 nanoseconds from the limiter's creation; when it comes forward again
+// the key is where it was.
 func clockStepsBack(t *testing.T, h Harness) {
 	lim := newLimiter(t, h, keylimit.Per(4, time.Minute))
 	k := key(t, "k")
@@ -395,10 +553,24 @@ func clockStepsBack(t *testing.T, h Harness) {
 		h.Advance(back)
 		expect(t, "Allow with the clock forward again", lim.Allow(k), false)
 	}
+	// A thousand years, in steps a time.Duration holds.
+	const century = 100 * 365 * 24 * time.Hour
+	far := func(sign time.Duration) {
+		for range 10 {
+			h.Advance(sign * century)
+		}
+	}
+	far(-1)
+	expect(t, "Allow a thousand years back", lim.Allow(k), false)
+	far(1)
+	expect(t, "Allow back from a thousand years back", lim.Allow(k), false)
 	after := lim.Peek(k)
 	expect(t, "RetryAfter after the clock went back and forth", after.RetryAfter, before.RetryAfter)
 	h.Advance(after.RetryAfter)
 	expect(t, "Allow after RetryAfter", lim.Allow(k), true)
+	far(1)
+	expect(t, "AllowN(4) a thousand years on", lim.AllowN(k, 4), true)
+	expect(t, "Allow a thousand years on, the quota used", lim.Allow(k), false)
 }
 
 // setLimitKeepsWhatWasUsed: after SetLimit, a key keeps what it used: a
@@ -423,6 +595,9 @@ func setLimitKeepsWhatWasUsed(t *testing.T, h Harness) {
 	expect(t, "AllowN(6) of 10", lim.AllowN(k, 6), true)
 
 	set(keylimit.PerHour(20))
+	if l, ok := lim.(interface{ Limit() keylimit.Limit }); ok {
+		expect(t, "Limit() after SetLimit", l.Limit(), keylimit.PerHour(20))
+	}
 	r := lim.Peek(k)
 	if !r.Allowed || r.Limit != 20 || r.Remaining != 14 {
 		t.Fatalf("Peek after raising 10 to 20 with 6 used = %+v, want allowed, Limit 20, Remaining 14", r)
@@ -434,8 +609,8 @@ func setLimitKeepsWhatWasUsed(t *testing.T, h Harness) {
 	for round := range 3 {
 		set(keylimit.PerHour(5))
 		r = lim.Take(k, 1)
-		if r.Allowed || r.Limit != 5 || r.Remaining != 0 || r.RetryAfter <= 0 {
-			t.Fatalf("round %d: Take after lowering to 5 with 20 used = %+v, want refused, Limit 5, Remaining 0, RetryAfter > 0", round, r)
+		if r.Allowed || r.Limit != 5 || r.Remaining != 0 || r.RetryAfter <= 0 || r.Untracked || r.Err != nil {
+			t.Fatalf("round %d: Take after lowering to 5 with 20 used = %+v, want refused, Limit 5, Remaining 0, RetryAfter > 0, tracked, no error", round, r)
 		}
 		set(keylimit.PerHour(20))
 		expect(t, fmt.Sprintf("round %d: Allow back at 20 with 20 used", round), lim.Allow(k), false)
@@ -446,5 +621,16 @@ func setLimitKeepsWhatWasUsed(t *testing.T, h Harness) {
 		t.Fatalf("SetLimit(PerHour(0)) = %v, want an error from keylimit", err)
 	}
 	expect(t, "Peek(new key).Limit after an invalid SetLimit", lim.Peek(key(t, "new2")).Limit, 20)
+	if l, ok := lim.(interface{ Limit() keylimit.Limit }); ok {
+		expect(t, "Limit() after an invalid SetLimit", l.Limit(), keylimit.PerHour(20))
+	}
 	expect(t, "Allow after an invalid SetLimit", lim.Allow(k), false)
+
+	// Once the key has waited out what it used under the limit it is
+	// under, the whole new quota is back, and no more.
+	if h.Advance != nil {
+		h.Advance(h.resetPeriods() * time.Hour)
+		expect(t, "AllowN(20) once what was used is gone", lim.AllowN(k, 20), true)
+		expect(t, "Allow with 20 of 20 used again", lim.Allow(k), false)
+	}
 }

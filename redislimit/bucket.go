@@ -11,16 +11,14 @@ import (
 // TokenBucket is keylimit.TokenBucket kept in Redis, so that every instance
 // of a fleet shares one bucket per key: each key has a bucket of
 // Limit.BurstSize() tokens that refills continuously, one token every
-// Limit.Interval(), on Redis server time.
+// Limit.Interval(), on Redis server time. It gives the Results the
+// in-memory bucket gives for the same history.
 //
-// It runs the same GCRA as the in-memory bucket, with the same Result for
-// the same history, in one Lua script call per decision (lua/bucket.lua):
-// the key's state is its theoretical arrival time (TAT), stored as one
-// string that expires when the bucket is full again.
-//
-// All methods are safe for concurrent use, from any number of goroutines
-// and instances: Redis runs each script alone, so admissions are exact
-// across the fleet.
+// Each decision is one Lua script call (lua/bucket.lua). The key's state is
+// its theoretical arrival time (TAT) in ns, one string that expires when the
+// bucket is full again. All methods are safe for concurrent use, from any
+// number of goroutines and instances, and admissions are exact across the
+// fleet.
 type TokenBucket struct {
 	limiter
 }
@@ -63,7 +61,7 @@ func NewTokenBucket(client redis.UniversalClient, l keylimit.Limit, opts ...Opti
 		retryClosed: iv,
 	}
 	b := new(TokenBucket)
-	err = b.init(client, l, alg, o, func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+	err = b.init(b, client, l, alg, o, func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
 		return keylimit.NewTokenBucket[string](l, opts...)
 	})
 	if err != nil {

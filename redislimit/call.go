@@ -18,7 +18,7 @@ import (
 // soon as the script call has returned.
 type call struct {
 	keys [1]string
-	args [4]any
+	args [5]any
 	ctx  callContext
 }
 
@@ -83,7 +83,7 @@ func startCall(parent context.Context, timeout time.Duration) (*call, context.Co
 // the pool.
 func (c *call) end(cancel context.CancelFunc) {
 	c.keys[0] = ""
-	c.args = [4]any{}
+	c.args = [5]any{}
 	if cancel != nil {
 		cancel()
 		calls.Put(c)

@@ -6,8 +6,9 @@ import (
 	"github.com/benbjohnson/clock"
 )
 
-// localClock is this process's time, which only the deny cache and the
-// fallback limiter use: decisions made by Redis are made on Redis time.
+// localClock is this process's time, which only the deny cache, the failure
+// backoff, the fallback limiter and WaitN's sleeps use: decisions made by
+// Redis are made on Redis time.
 // Only durations are formed from it (how long ago Redis refused a key), so
 // instances whose wall clocks disagree by minutes still agree.
 type localClock struct {

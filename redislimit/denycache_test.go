@@ -97,13 +97,14 @@ func TestResetAndRefundClearTheDenyCache(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			refunder := lim.(interface{ Refund(string, int) })
+			refunder := lim.(keylimit.Refunder[string])
 			key := testKey(t, "k")
-			lim.AllowN(key, 3)
+			lim.AllowN(key, 2)
+			_, last := refunder.Admit(key, 1)
 			if lim.Allow(key) {
 				t.Fatal("Allow after the quota passed")
 			}
-			refunder.Refund(key, 1)
+			refunder.Refund(key, last)
 			if !lim.Allow(key) {
 				t.Fatal("Allow after Refund(1) was refused")
 			}

@@ -51,9 +51,9 @@
 //
 // Once Redis refuses a key with RetryAfter d, the instance refuses the same
 // request (or a larger one) for that key for d without a round trip: a
-// flood on a refused key costs a clock read and a map lookup a call (about
-// 150 ns), allocates nothing and sends Redis nothing. It never admits what
-// Redis would refuse. See WithDenyCacheSize.
+// flood on a refused key costs a clock read and a map lookup a call,
+// allocates nothing and sends Redis nothing. It never admits what Redis
+// would refuse. See WithDenyCacheSize.
 //
 // # When Redis fails
 //
@@ -68,9 +68,10 @@
 // default) decides in process with a keylimit limiter of the same algorithm
 // and a share of the limit. The error goes to the WithOnError callback and
 // is returned by the Context methods. For the failure backoff that follows
-// (WithFailureBackoff, one second by default) calls are answered by the
-// policy without trying Redis, so an outage costs one timeout per backoff,
-// not one per call. Once Redis answers again, decisions are exact again.
+// (WithFailureBackoff, one second by default) calls other than Reset are
+// answered by the policy without trying Redis, so an outage costs one
+// timeout per backoff, not one per call. Once Redis answers again,
+// decisions are exact again.
 //
 // # Time
 //
@@ -78,13 +79,13 @@
 // Window periods must be whole microseconds; a bucket's interval may be any
 // number of nanoseconds, and its span (Burst × Interval) at most about 52
 // days, the most the script computes exactly with Lua's doubles. Local time
-// (WithClock) serves only the deny cache, the failure backoff and the
-// FailLocal fallback.
+// (WithClock) serves only the deny cache, the failure backoff, the FailLocal
+// fallback and the sleeps of Wait and WaitN.
 //
 // # Concurrency and cost
 //
 // Every method is safe for concurrent use, from any number of goroutines and
-// instances. An admitted decision costs one round trip and about two
+// instances. An admitted decision costs one round trip and at most two
 // allocations beyond the client's own (a context with a deadline and the
 // arguments are reused between calls). There is no zero value to use:
 // build limiters with their constructors. Close releases the fallback

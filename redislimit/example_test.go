@@ -128,8 +128,9 @@ func ExampleTokenBucket_Refund() {
 	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerHour(10))
 	defer lim.Reset("frank")
 
-	lim.AllowN("frank", 10)
-	lim.Refund("frank", 4)
+	lim.AllowN("frank", 6)
+	_, batch := lim.Admit("frank", 4)
+	lim.Refund("frank", batch) // the batch failed: give its 4 back
 	fmt.Println("remaining:", lim.Peek("frank").Remaining)
 	// Output:
 	// remaining: 4
@@ -298,7 +299,7 @@ func ExampleTokenBucket_Limit() {
 	defer client.Close()
 	lim, _ := redislimit.NewSlidingWindow(client, keylimit.PerMinute(30))
 	fmt.Println(lim.Limit())
-	// Output: 30/1m0s
+	// Output: 30/min
 }
 
 // WaitN waits for capacity across the fleet instead of being refused; a wait

@@ -15,7 +15,7 @@ import (
 //
 // Whatever the policy, the error is passed to the WithOnError callback and
 // returned by the methods that return errors. For the failure backoff
-// (WithFailureBackoff) that follows, calls are answered by the policy
+// (WithFailureBackoff) that follows, decisions are answered by the policy
 // without asking Redis; then Redis is asked again.
 type FailurePolicy struct {
 	kind      failKind
@@ -36,8 +36,9 @@ const (
 func FailOpen() FailurePolicy { return FailurePolicy{kind: failOpen} }
 
 // FailClosed refuses every request while Redis fails: protection first. The
-// Result is refused with Remaining 0 and RetryAfter the limit's interval
-// (Period / Events), after which Redis is asked again.
+// Result is refused with Remaining 0, and RetryAfter and ResetAfter the
+// limit's interval (Period / Events). Redis is asked again once the failure
+// backoff has passed (WithFailureBackoff), which may be later.
 func FailClosed() FailurePolicy { return FailurePolicy{kind: failClosed} }
 
 // FailLocal decides in process while Redis fails, with a keylimit limiter of
@@ -45,16 +46,11 @@ func FailClosed() FailurePolicy { return FailurePolicy{kind: failClosed} }
 // number of instances expected to share the load: together they then admit
 // about what the fleet would. Events and Burst are divided rounding down,
 // and never below 1. FailLocal(1) (the default policy) gives each instance
-// the whole limit.
-//
-// The in-memory windows bound their quotas where Redis does not (a
-// keylimit.SlidingWindow takes at most keylimit.MaxSlidingWindowEvents); for
-// a share above what the same algorithm takes in memory, the fallback is
-// the nearest that does: a SlidingCounter for a sliding window, then a
-// TokenBucket of the same rate.
-//
-// The fallback limiter lives as long as the Redis limiter and keeps its
-// state between outages; Close releases it (and stops its evictor).
+// the whole limit. A share above what the in-memory type takes (such as
+// keylimit.MaxSlidingWindowEvents) falls back to the nearest type that takes
+// it: a SlidingCounter for a sliding window, then a TokenBucket of the same
+// rate. The fallback limiter keeps its state between outages; Close
+// releases it.
 func FailLocal(instances int) FailurePolicy {
 	if instances < 1 {
 		return FailurePolicy{kind: failLocal, err: fmt.Errorf("redislimit: FailLocal(%d): instances is below 1", instances)}
@@ -115,28 +111,29 @@ func (l *limiter) trip(ctx context.Context, err error, now int64) {
 }
 
 // failed reports err and answers a request of n events (0 for Peek) by the
-// failure policy.
-func (l *limiter) failed(op, key string, n int, err error) (keylimit.Result, error) {
+// failure policy, with the fallback's Admission when it admits (FailOpen
+// admits without taking: there is nothing to give back).
+func (l *limiter) failed(op, key string, n int, err error) (keylimit.Result, keylimit.Admission, error) {
 	err = l.report(op, key, err)
 	q := l.alg.quota
 	switch l.policy.kind {
 	case failOpen:
-		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, err
+		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, keylimit.Admission{}, err
 	case failClosed:
 		rc := l.alg.retryClosed
-		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc}, err
+		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc}, keylimit.Admission{}, err
 	}
 	if n == 0 {
-		return l.fallback.Peek(key), err
+		return l.fallback.Peek(key), keylimit.Admission{}, err
 	}
-	r := l.fallback.Take(key, n)
+	r, a := l.fallback.(keylimit.Refunder[string]).Admit(key, n)
 	if r.RetryAfter == keylimit.InfDuration {
 		// n is above the fallback's share of the quota, but not above the
 		// quota: it can pass once Redis is back, which is asked again after
 		// the backoff.
 		r.RetryAfter = max(l.backoff, l.alg.retryClosed)
 	}
-	return r, err
+	return r, a, err
 }
 
 // report wraps err in an *Error and passes it to the OnError callback,

@@ -12,77 +12,34 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/redislimit"
-	"github.com/redis/go-redis/v9"
 )
-
-// errorLog collects what WithOnError reports.
-type errorLog struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (l *errorLog) add(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.errs = append(l.errs, err)
-}
-
-func (l *errorLog) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.errs)
-}
-
-// quickClient is a client that gives up on a dead server at once (no
-// retries), so that a test of an outage does not wait out its timeouts.
-func quickClient(t *testing.T, s *server) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true,
-		MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
 
 // TestRedisKilledAndRestarted kills redis-server (SIGKILL) under a limiter,
 // checks that the failure policy answers while it is down, starts it again
 // on the same port, and checks that decisions are exact again: the quota,
 // no more, no less, all made by Redis.
 func TestRedisKilledAndRestarted(t *testing.T) {
-	cases := []struct {
+	t.Parallel() // each case on a server of its own
+	for _, c := range []struct {
 		typ    string
 		policy redislimit.FailurePolicy
-		// whileDown checks the answers to 20 Allow calls while Redis is down.
-		whileDown func(t *testing.T, admitted int, r keylimit.Result)
+		// The answers to 20 Take(1) calls while Redis is down: how many were
+		// admitted, and the last.
+		admitted int
+		last     keylimit.Result
 	}{
-		{"TokenBucket", redislimit.FailOpen(), func(t *testing.T, admitted int, r keylimit.Result) {
-			if admitted != 20 || !r.Allowed || r.Remaining != 9 {
-				t.Fatalf("fail open: admitted %d of 20, last %+v; want all, Remaining 9", admitted, r)
-			}
-		}},
-		{"TokenBucket", redislimit.FailClosed(), func(t *testing.T, admitted int, r keylimit.Result) {
-			if admitted != 0 || r.Allowed || r.RetryAfter != 6*time.Minute {
-				t.Fatalf("fail closed: admitted %d of 20, last %+v; want none, RetryAfter 6m (the interval)", admitted, r)
-			}
-		}},
-	}
-	for _, typ := range types {
-		cases = append(cases, struct {
-			typ       string
-			policy    redislimit.FailurePolicy
-			whileDown func(t *testing.T, admitted int, r keylimit.Result)
-		}{typ.name, redislimit.FailLocal(2), func(t *testing.T, admitted int, r keylimit.Result) {
-			if admitted != 5 || r.Allowed {
-				t.Fatalf("fail local/2: admitted %d of 20, last %+v; want exactly 5, half the quota of 10", admitted, r)
-			}
-		}})
-	}
-	for _, c := range cases {
+		{"TokenBucket", redislimit.FailOpen(), 20, keylimit.Result{Allowed: true, Limit: 10, Remaining: 9}},
+		// RetryAfter: the interval of 10 an hour.
+		{"TokenBucket", redislimit.FailClosed(), 0, keylimit.Result{Limit: 10, RetryAfter: 6 * time.Minute, ResetAfter: 6 * time.Minute}},
+		// Exactly half the quota of 10, in a limiter of the same type, on
+		// the mock clock at the Unix epoch.
+		{"TokenBucket", redislimit.FailLocal(2), 5, keylimit.Result{Limit: 5, RetryAfter: 12 * time.Minute, ResetAfter: time.Hour}},
+		{"FixedWindow", redislimit.FailLocal(2), 5, keylimit.Result{Limit: 5, RetryAfter: time.Hour, ResetAfter: time.Hour}},
+		{"SlidingWindow", redislimit.FailLocal(2), 5, keylimit.Result{Limit: 5, RetryAfter: time.Hour, ResetAfter: time.Hour}},
+	} {
 		t.Run(c.typ+"/"+c.policy.String(), func(t *testing.T) {
-			var newLim newFunc
-			for _, typ := range types {
-				if typ.name == c.typ {
-					newLim = typ.new
-				}
-			}
+			t.Parallel() // each on a server of its own
+			newLim := typeNamed(c.typ)
 			s := newServer(t)
 			mock := clock.NewMock() // local time: the backoff and the fallback run on it
 			var errs errorLog
@@ -103,15 +60,17 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 					admitted++
 				}
 			}
-			c.whileDown(t, admitted, last)
+			if admitted != c.admitted || last != c.last {
+				t.Fatalf("%s: admitted %d of 20, the last %+v; want %d, the last %+v", c.policy, admitted, last, c.admitted, c.last)
+			}
 			// The first failure went to OnError; the backoff spared Redis
 			// (and the caller) the other 19 attempts.
 			if n := errs.len(); n != 1 {
 				t.Fatalf("OnError was called %d times during the outage, want 1 (then the backoff)", n)
 			}
 			var rerr *redislimit.Error
-			if !errors.As(errs.errs[0], &rerr) || rerr.Op != "take" || rerr.Key != "down" {
-				t.Fatalf("OnError got %v, want a *redislimit.Error for take \"down\"", errs.errs[0])
+			if !errors.As(errs.list()[0], &rerr) || rerr.Op != "take" || rerr.Key != "down" {
+				t.Fatalf("OnError got %v, want a *redislimit.Error for take \"down\"", errs.list()[0])
 			}
 			if _, err := lim.(interface {
 				TakeContext(context.Context, string, int) (keylimit.Result, error)
@@ -142,20 +101,29 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 }
 
 // TestStalledRedisTimesOut: a Redis that accepts connections but never
-// answers (SIGSTOP) holds a decision only until the timeout; the policy
-// answers and the error says the deadline passed. (The client's own read
-// timeout, 5 s, plays no part.)
+// answers (SIGSTOP) holds a decision only until the timeout, here 250 ms;
+// the policy answers and the error says the deadline passed. (The client's
+// own read timeout, 5 s, plays no part.)
 func TestStalledRedisTimesOut(t *testing.T) {
+	t.Parallel() // its own server; most of it is waiting out the timeout
 	s := newServer(t)
+	client := s.client(t)
+	// A patient limiter on the same client makes the connection and loads
+	// the script while Redis answers, so that the short timeout below is
+	// spent on nothing but the stalled call.
+	warm, err := redislimit.NewTokenBucket(client, keylimit.PerHour(10), redislimit.WithTimeout(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var errs errorLog
-	lim, err := redislimit.NewTokenBucket(s.client(t), keylimit.PerHour(10),
-		redislimit.WithTimeout(time.Second), redislimit.WithFailurePolicy(redislimit.FailClosed()),
+	lim, err := redislimit.NewTokenBucket(client, keylimit.PerHour(10),
+		redislimit.WithTimeout(250*time.Millisecond), redislimit.WithFailurePolicy(redislimit.FailClosed()),
 		redislimit.WithOnError(errs.add))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !lim.Allow("k") {
-		t.Fatalf("Allow with Redis up was refused: %v", errs.errs)
+	if r, err := warm.TakeContext(context.Background(), "k", 1); !r.Allowed || err != nil {
+		t.Fatalf("Take with Redis up: %+v, %v", r, err)
 	}
 	if err := s.Process().Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -163,10 +131,10 @@ func TestStalledRedisTimesOut(t *testing.T) {
 	defer s.Process().Signal(syscall.SIGCONT)
 	start := time.Now()
 	r, err := lim.TakeContext(context.Background(), "k", 1)
-	// Not a speed test: a bound above the timeout of 1 s and below the
-	// client's own 5 s, that only a call ignoring its deadline would break.
+	// Not a speed test: a bound above the timeout and below the client's
+	// own 5 s, that only a call ignoring its deadline would break.
 	if took := time.Since(start); took > 4*time.Second {
-		t.Fatalf("a decision on a stalled Redis took %v with a timeout of 1s", took)
+		t.Fatalf("a decision on a stalled Redis took %v with a timeout of 250ms", took)
 	}
 	if r.Allowed || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("on a stalled Redis: %+v, %v; want refused (fail closed) and a deadline error", r, err)
@@ -199,56 +167,14 @@ func TestErrorReplyDoesNotStartTheBackoff(t *testing.T) {
 	}
 }
 
-// TestConstructorErrors: what the constructors refuse, and that they say why.
-func TestConstructorErrors(t *testing.T) {
-	ignoresDeadlines := redis.NewClient(&redis.Options{Addr: shared.Addr})
-	t.Cleanup(func() { ignoresDeadlines.Close() })
-	good := shared.client(t)
-	for _, c := range []struct {
-		name   string
-		client redis.UniversalClient
-		limit  keylimit.Limit
-		opts   []redislimit.Option
-		want   string
-	}{
-		{"nil client", nil, keylimit.PerHour(1), nil, "client is nil"},
-		{"client ignores deadlines", ignoresDeadlines, keylimit.PerHour(1), nil, "ContextTimeoutEnabled"},
-		{"invalid limit", good, keylimit.Per(0, time.Second), nil, "keylimit: events 0 is below 1"},
-		{"zero timeout", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithTimeout(0)}, "timeout 0s is not positive"},
-		{"negative deny cache", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithDenyCacheSize(-1)}, "deny cache size -1"},
-		{"negative backoff", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailureBackoff(-1)}, "backoff -1ns is negative"},
-		{"nil clock", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithClock(nil)}, "WithClock(nil)"},
-		{"zero policy", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailurePolicy(redislimit.FailurePolicy{})}, "zero FailurePolicy"},
-		{"FailLocal(0)", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailurePolicy(redislimit.FailLocal(0))}, "FailLocal(0)"},
-	} {
-		for _, typ := range types {
-			lim, err := typ.new(c.client, c.limit, c.opts...)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("%s, %s: error %v, want one containing %q", typ.name, c.name, err, c.want)
-			}
-			if lim != nil {
-				t.Errorf("%s, %s: a limiter came with the error", typ.name, c.name)
-			}
-		}
-	}
-	if _, err := redislimit.NewTokenBucket(good, keylimit.Per(1, 60*24*time.Hour)); err == nil ||
-		!strings.Contains(err.Error(), "redislimit: burst 1 at one event per 1440h0m0s spans more than") {
-		t.Errorf("a bucket spanning 60 days: error %v, want one saying the span is too long", err)
-	}
-	for _, typ := range types[1:] {
-		if _, err := typ.new(good, keylimit.Per(1, 1500*time.Nanosecond)); err == nil ||
-			!strings.Contains(err.Error(), "period 1.5µs is not a whole number of microseconds") {
-			t.Errorf("%s with a period of 1.5µs: error %v, want one about microseconds", typ.name, err)
-		}
-	}
-}
-
 // TestKillUnderLoad kills and restarts redis-server while goroutines keep
 // deciding on it: nothing panics or races, the errors reach OnError, and
 // once Redis is back (and the backoff over) decisions are exact again.
 func TestKillUnderLoad(t *testing.T) {
+	t.Parallel() // with the other tests that sleep on real time
 	for _, typ := range types {
 		t.Run(typ.name, func(t *testing.T) {
+			t.Parallel() // each on a server of its own
 			s := newServer(t)
 			var errs errorLog
 			lim, err := typ.new(quickClient(t, s), keylimit.PerSecond(100),
@@ -306,27 +232,10 @@ func TestKillUnderLoad(t *testing.T) {
 			}
 			if admitted < 100 || admitted > most || errs.len() != errsBefore {
 				t.Fatalf("once Redis is back: admitted %d of 150 in %v with errors %v, want 100 to %d and none",
-					admitted, took.end.Sub(took.start), errs.errs[errsBefore:], most)
+					admitted, took.end.Sub(took.start), errs.list()[errsBefore:], most)
 			}
 		})
 	}
-}
-
-// waitUntilBack waits until lim reaches Redis again. After a burst of
-// failed dials, go-redis's pool stops dialing and probes the server once a
-// second, so a restarted server may be unreachable for a second or so.
-func waitUntilBack(t *testing.T, lim keylimit.Limiter[string]) {
-	t.Helper()
-	peek := lim.(interface {
-		PeekContext(context.Context, string) (keylimit.Result, error)
-	}).PeekContext
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, err = peek(context.Background(), "probe"); err == nil {
-			return
-		}
-	}
-	t.Fatalf("the limiter did not reach the restarted Redis within 10s: %v", err)
 }
 
 // TestFailLocalShare: under FailLocal(4), a request within the fleet's
@@ -334,8 +243,7 @@ func waitUntilBack(t *testing.T, lim keylimit.Limiter[string]) {
 // not as "never" (InfDuration): it can pass once Redis is back, so it is
 // told to retry after the backoff or the limit's interval, the later.
 func TestFailLocalShare(t *testing.T) {
-	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	t.Cleanup(func() { client.Close() })
+	client := deadClient(t)
 	lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(10),
 		redislimit.WithFailurePolicy(redislimit.FailLocal(4)), redislimit.WithClock(clock.NewMock()))
 	if err != nil {
@@ -386,8 +294,7 @@ func TestResetIgnoresTheBackoff(t *testing.T) {
 // token again, and neither window does. Quotas above what a window takes in
 // memory still get a fallback.
 func TestFailLocalUsesTheSameAlgorithm(t *testing.T) {
-	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
-	t.Cleanup(func() { client.Close() })
+	client := deadClient(t)
 	for _, typ := range types[1:] {
 		t.Run(typ.name, func(t *testing.T) {
 			mock := clock.NewMock() // at the Unix epoch: a minute window starts now

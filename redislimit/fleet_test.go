@@ -64,16 +64,6 @@ func TestFleetAdmitsTheGlobalLimit(t *testing.T) {
 	}
 }
 
-// skewedClock is the real clock as read on a machine whose wall clock is
-// off by offset. Its times carry no monotonic reading, so durations between
-// them are wall-clock durations, as on that machine.
-type skewedClock struct {
-	*clock.Mock // for the methods a limiter does not call here
-	offset      time.Duration
-}
-
-func (c skewedClock) Now() time.Time { return time.Now().Round(0).Add(c.offset) }
-
 // TestClockSkewDoesNotMatter: three instances whose clocks disagree by
 // minutes (one 5 min ahead, one 3 min behind) decide on Redis time alone. A
 // key drained on one is refused on the others, with the same RetryAfter; a

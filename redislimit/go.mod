@@ -12,7 +12,6 @@ require (
 
 require (
 	github.com/benbjohnson/clock v1.3.5
-	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/keylimit/keylimit v0.1.0
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
 	github.com/redis/go-redis/v9 v9.23.0

@@ -1,11 +1,172 @@
 package redislimit_test
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/redisserver"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
 )
+
+// The helpers of the package's tests. Assertions: the standard library's
+// t.Fatalf (this module's go.mod does not require testify); only the test's
+// goroutine asserts, other goroutines count or collect and the test asserts
+// afterwards.
+
+// ---- Redis servers ----
+
+// The tests run against real redis-server processes, started here on
+// 127.0.0.1 on free ports and stopped when the tests end. There is no
+// skipping: without redis-server the tests fail and say how to install it.
+
+// shared is the server most tests use; each test uses keys of its own.
+var shared *server
+
+// redisAddr is the address of the server the examples use (shared's); in
+// your code, your server's, such as "localhost:6379".
+var redisAddr string
+
+// deadAddr is an address where no Redis listens, for the examples of
+// failures.
+var deadAddr string
+
+func TestMain(m *testing.M) {
+	if !redisserver.Installed() {
+		fmt.Fprintln(os.Stderr, "redislimit: the tests need redis-server, and", redisserver.InstallHint)
+		fmt.Fprintln(os.Stderr, ".ci/run installs it by itself on a CI machine; so does .ci/test when run as root.")
+		os.Exit(1)
+	}
+	s, err := startServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	shared, redisAddr = s, s.Addr
+	port, err := redisserver.FreePort()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	deadAddr = "127.0.0.1:" + strconv.Itoa(port)
+	// The tests kill servers on purpose; the client's log of the failed
+	// reconnections would only bury the test output.
+	redis.SetLogger(quietLogger{})
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
+}
+
+// quietLogger drops go-redis's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// server is a redis-server process, with what the tests read of it.
+type server struct {
+	*redisserver.Server
+	// stats is the client commandStats reads with, made on first use.
+	stats *redis.Client
+}
+
+func startServer() (*server, error) {
+	s, err := redisserver.Start(0)
+	if err != nil {
+		return nil, err
+	}
+	return &server{Server: s}, nil
+}
+
+// newServer starts a server of the test's own, stopped when the test ends.
+func newServer(t testing.TB) *server {
+	t.Helper()
+	s, err := startServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// client returns a client of s as the limiters need one (context deadlines
+// honoured), closed when the test ends.
+func (s *server) client(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// commandStats returns the calls of each command the server has run, from
+// INFO commandstats, by name ("evalsha", "get", ...). It counts the commands
+// scripts run as well as those clients send. INFO itself is left out.
+func (s *server) commandStats(t testing.TB) map[string]int64 {
+	t.Helper()
+	if s.stats == nil {
+		// One connection, made once: a new one would add its handshake
+		// (HELLO, CLIENT SETINFO) to the counts.
+		s.stats = redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 1})
+		t.Cleanup(func() { s.stats.Close(); s.stats = nil })
+	}
+	info, err := s.stats.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	stats := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		// cmdstat_evalsha:calls=12,usec=345,...
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			t.Fatalf("INFO commandstats: cannot read %q: %v", line, err)
+		}
+		stats[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return stats
+}
+
+// commands returns how many commands the server has run in all, those run
+// by scripts included.
+func (s *server) commands(t testing.TB) int64 {
+	t.Helper()
+	var total int64
+	for _, n := range s.commandStats(t) {
+		total += n
+	}
+	return total
+}
+
+// inScripts are the commands the limiters' scripts run inside Redis.
+var inScripts = map[string]bool{"time": true, "get": true, "set": true, "del": true, "hmget": true, "hset": true,
+	"pexpire": true, "llen": true, "lindex": true, "ltrim": true, "rpush": true}
+
+// sentSince returns the commands clients sent since commandStats returned
+// before, by name: the differences in the counts, less the commands that
+// scripts run inside Redis.
+func (s *server) sentSince(t testing.TB, before map[string]int64) map[string]int64 {
+	t.Helper()
+	sent := map[string]int64{}
+	for name, n := range s.commandStats(t) {
+		if d := n - before[name]; d != 0 && !inScripts[name] {
+			sent[name] = d
+		}
+	}
+	return sent
+}
+
+// ---- Keys, limiters, clients ----
 
 // keySeq makes keys unique within the test binary.
 var keySeq atomic.Int64
@@ -19,3 +180,185 @@ func testKey(t testing.TB, name string) string {
 // patient is a timeout for tests that count exactly: a slow round trip on a
 // busy machine must not become a failure-policy decision.
 const patient = 10 * time.Second
+
+// newFunc is a Redis limiter constructor as the tests use them.
+type newFunc func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error)
+
+// types are the three Redis limiters, for the tests that run on each.
+var types = []struct {
+	name string
+	new  newFunc
+}{
+	{"TokenBucket", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
+		return nilIfErr(redislimit.NewTokenBucket(c, l, opts...))
+	}},
+	{"FixedWindow", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
+		return nilIfErr(redislimit.NewFixedWindow(c, l, opts...))
+	}},
+	{"SlidingWindow", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
+		return nilIfErr(redislimit.NewSlidingWindow(c, l, opts...))
+	}},
+}
+
+// typeNamed returns the Redis limiter type of that name.
+func typeNamed(name string) newFunc {
+	for _, typ := range types {
+		if typ.name == name {
+			return typ.new
+		}
+	}
+	panic("no Redis limiter type " + name)
+}
+
+// nilIfErr turns a typed nil pointer into a nil interface, so that the
+// suite's "no limiter with an error" check sees what a caller would.
+func nilIfErr[L keylimit.Limiter[string]](lim L, err error) (keylimit.Limiter[string], error) {
+	if err != nil {
+		return nil, err
+	}
+	return lim, nil
+}
+
+// errorLog collects what WithOnError reports.
+type errorLog struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errorLog) add(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, err)
+}
+
+func (l *errorLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.errs)
+}
+
+// list returns the errors reported so far.
+func (l *errorLog) list() []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]error(nil), l.errs...)
+}
+
+// quickClient is a client that gives up on a dead server at once (no
+// retries), so that a test of an outage does not wait out its timeouts.
+func quickClient(t *testing.T, s *server) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true,
+		MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// deadClient returns a client of an address where no Redis listens, which
+// gives up at once (no retries), closed when the test ends.
+func deadClient(t *testing.T) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true,
+		MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitUntilBack waits until lim reaches Redis again. After a burst of
+// failed dials, go-redis's pool stops dialing and probes the server once a
+// second, so a restarted server may be unreachable for a second or so.
+func waitUntilBack(t *testing.T, lim keylimit.Limiter[string]) {
+	t.Helper()
+	peek := lim.(interface {
+		PeekContext(context.Context, string) (keylimit.Result, error)
+	}).PeekContext
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err = peek(context.Background(), "probe"); err == nil {
+			return
+		}
+	}
+	t.Fatalf("the limiter did not reach the restarted Redis within 10s: %v", err)
+}
+
+// ---- Time ----
+
+// span is when a call was made on this machine's clock, which Redis shares:
+// the script read TIME somewhere in [start, end]. Tests on real time check
+// what a Result says against spans, so that a slow machine (a sleep that
+// oversleeps, a round trip that stalls) cannot make them fail.
+type span struct{ start, end time.Time }
+
+// timed runs f and returns when it ran.
+func timed(f func()) span {
+	start := time.Now()
+	f()
+	return span{start, time.Now()}
+}
+
+// within reports whether d is in [lo, hi], with 1 ms to spare for Redis's
+// µs clock and rounding.
+func within(d, lo, hi time.Duration) bool {
+	return d >= lo-time.Millisecond && d <= hi+time.Millisecond
+}
+
+// untilBoundary sleeps until lead before the next multiple of period on the
+// Unix clock.
+func untilBoundary(period, lead time.Duration) {
+	into := time.Duration(time.Now().UnixNano()) % period
+	wait := period - into - lead
+	if wait < 0 {
+		wait += period
+	}
+	time.Sleep(wait)
+}
+
+// redisTime reads the server's clock, in ns since the Unix epoch.
+func redisTime(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	now, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.UnixNano()
+}
+
+// skewedClock is the real clock as read on a machine whose wall clock is
+// off by offset. Its times carry no monotonic reading, so durations between
+// them are wall-clock durations, as on that machine.
+type skewedClock struct {
+	*clock.Mock // for the methods a limiter does not call here
+	offset      time.Duration
+}
+
+func (c skewedClock) Now() time.Time { return time.Now().Round(0).Add(c.offset) }
+
+// ---- Comparing with the in-memory limiters ----
+
+// sideBySide makes the requests (n; 0 means Peek) on both limiters and
+// compares the Results. A request that can never pass is answered by the
+// Redis limiter without a round trip, so only its decision and RetryAfter
+// (InfDuration) are compared.
+func sideBySide(t *testing.T, rlim, mlim keylimit.Limiter[string], requests []int) {
+	t.Helper()
+	key := testKey(t, "k")
+	const slack = time.Second // far less than any interval the limits have
+	for i, n := range requests {
+		var got, want keylimit.Result
+		if n == 0 {
+			got, want = rlim.Peek(key), mlim.Peek(key)
+		} else {
+			got, want = rlim.Take(key, n), mlim.Take(key, n)
+		}
+		impossible := n < 0 || n > want.Limit
+		if got.Allowed != want.Allowed || got.Limit != want.Limit || !near(got.RetryAfter, want.RetryAfter, slack) ||
+			(!impossible && (got.Remaining != want.Remaining || !near(got.ResetAfter, want.ResetAfter, slack))) {
+			t.Fatalf("step %d, n=%d: Redis %+v, memory %+v", i, n, got, want)
+		}
+	}
+}
+
+func near(a, b, slack time.Duration) bool {
+	if a == keylimit.InfDuration || b == keylimit.InfDuration {
+		return a == b
+	}
+	return a-b <= slack && b-a <= slack
+}

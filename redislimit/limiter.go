@@ -33,6 +33,9 @@ type limiter struct {
 	downUntil atomic.Int64
 	// fallback decides while Redis fails, under FailLocal; nil otherwise.
 	fallback keylimit.Limiter[string]
+	// self is the limiter this one is embedded in (*TokenBucket, ...): the
+	// By of its Admissions.
+	self any
 }
 
 // algorithm is what distinguishes a token bucket from a window: its script
@@ -55,7 +58,8 @@ type newFallbackFunc func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[
 
 // init sets up lim, the limiter shared by the constructors, once they have
 // checked l and chosen alg. It is set up in place: lim holds atomics.
-func (lim *limiter) init(client redis.UniversalClient, l keylimit.Limit, alg algorithm, o options, newFallback newFallbackFunc) error {
+func (lim *limiter) init(self any, client redis.UniversalClient, l keylimit.Limit, alg algorithm, o options, newFallback newFallbackFunc) error {
+	lim.self = self
 	if client == nil {
 		return errors.New("redislimit: the Redis client is nil")
 	}
@@ -131,44 +135,65 @@ func (l *limiter) AllowN(key string, n int) bool { return l.Take(key, n).Allowed
 // reports the decision and the key's state after it. It is TakeContext with
 // context.Background(), the error left to WithOnError.
 func (l *limiter) Take(key string, n int) keylimit.Result {
-	r, _ := l.TakeContext(context.Background(), key, n)
+	r, _, _ := l.AdmitContext(context.Background(), key, n)
 	return r
 }
 
 // TakeContext is Take with a context: the call waits for Redis until ctx
-// ends or the limiter's timeout passes, whichever is first.
+// ends or the limiter's timeout passes, whichever is first. A ctx that has
+// ended makes no call: the Result is refused and the error is ctx's.
 //
 // n == 0 is always allowed and records nothing (it asks Redis for the
 // key's state, as Peek does). n < 0, or n above the quota, can never pass:
 // the Result is refused with RetryAfter keylimit.InfDuration, answered
 // without a round trip (its Remaining and ResetAfter are then 0: unknown).
 // A request that the deny cache covers is refused without a round trip
-// too (see WithDenyCacheSize); for a request larger than the one Redis
-// refused, its RetryAfter is then a lower bound.
+// too (see WithDenyCacheSize).
 //
 // If Redis fails, the Result is the failure policy's and err, a *Error,
 // says why; the error went to the WithOnError callback as well.
 func (l *limiter) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
+	r, _, err := l.AdmitContext(ctx, key, n)
+	return r, err
+}
+
+// Admit is Take, and also returns what an admission took, for Refund.
+func (l *limiter) Admit(key string, n int) (keylimit.Result, keylimit.Admission) {
+	r, a, _ := l.AdmitContext(context.Background(), key, n)
+	return r, a
+}
+
+// AdmitContext is TakeContext, and also returns what an admission took, for
+// RefundContext: the mark the script wrote (a bucket's TAT, a window's
+// index, a log entry's time), or the fallback limiter's Admission when the
+// failure policy admitted.
+func (l *limiter) AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
 	if n < 0 || n > l.alg.quota {
-		return keylimit.Result{Limit: l.alg.quota, RetryAfter: keylimit.InfDuration}, nil
+		return keylimit.Result{Limit: l.alg.quota, RetryAfter: keylimit.InfDuration}, keylimit.Admission{}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return keylimit.Result{Limit: l.alg.quota}, keylimit.Admission{}, l.report("take", key, err)
 	}
 	if n == 0 {
 		r, err := l.PeekContext(ctx, key)
 		r.Allowed, r.RetryAfter = true, 0
-		return r, err
+		return r, keylimit.Admission{}, err
 	}
 	now := l.clock.now()
 	if r, ok := l.deny.check(key, n, now); ok {
-		return r, nil
+		return r, keylimit.Admission{}, nil
 	}
-	r, err := l.run(ctx, modeTake, key, n, now)
+	r, mark, err := l.run(ctx, modeTake, key, n, now, 0)
 	if err != nil {
 		return l.failed("take", key, n, err)
 	}
 	// now was read before the round trip, so the remembered refusal ends a
 	// little before Redis's: the cache errs towards asking again.
 	l.deny.record(key, n, r, now)
-	return r, nil
+	if !r.Allowed {
+		return r, keylimit.Admission{}, nil
+	}
+	return r, keylimit.Admission{N: n, Mark: mark, By: l.self}, nil
 }
 
 // Peek reports key's state now, recording nothing: Allowed tells whether
@@ -186,9 +211,13 @@ func (l *limiter) PeekContext(ctx context.Context, key string) (keylimit.Result,
 	if r, ok := l.deny.check(key, 1, now); ok {
 		return r, nil
 	}
-	r, err := l.run(ctx, modePeek, key, 1, now)
+	if err := ctx.Err(); err != nil {
+		return keylimit.Result{Limit: l.alg.quota}, l.report("peek", key, err)
+	}
+	r, _, err := l.run(ctx, modePeek, key, 1, now, 0)
 	if err != nil {
-		return l.failed("peek", key, 0, err)
+		r, _, err := l.failed("peek", key, 0, err)
+		return r, err
 	}
 	return r, nil
 }
@@ -219,30 +248,30 @@ func (l *limiter) ResetContext(ctx context.Context, key string) error {
 	return nil
 }
 
-// Refund gives back n events that were admitted for key, as if they had
-// never been: keylimit.All uses it to undo an admission by one limiter when
-// another refuses. Refunding events that were not admitted may restore
-// capacity early, but never beyond a full quota: a bucket is never more
-// than full, a window never below empty (a sliding log forgets its n newest
-// admissions), and a fixed window that has ended gives nothing back. n <= 0
-// does nothing. It is RefundContext with context.Background(), the error
-// left to WithOnError.
-func (l *limiter) Refund(key string, n int) { _ = l.RefundContext(context.Background(), key, n) }
+// Refund gives back what a, an Admission this limiter made for key, still
+// holds, in Redis, as keylimit.Refunder says: a bucket the tokens that have
+// not refilled, a fixed window the events of a window that has not ended, a
+// sliding log the entries still in it. It is RefundContext with
+// context.Background(), the error left to WithOnError.
+func (l *limiter) Refund(key string, a keylimit.Admission) {
+	_ = l.RefundContext(context.Background(), key, a)
+}
 
-// RefundContext is Refund with a context, in one script call. If Redis
-// fails, the error is returned (and passed to WithOnError), and under
-// FailLocal the fallback limiter is refunded instead: it is the one that
-// admitted the events if Redis was failing then too.
-func (l *limiter) RefundContext(ctx context.Context, key string, n int) error {
-	if n <= 0 {
+// RefundContext is Refund with a context, in one script call. An Admission
+// the fallback limiter made (Redis was failing then) is refunded there. If
+// Redis fails, the error is returned (and passed to WithOnError).
+func (l *limiter) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
+	if a.N <= 0 {
+		return nil
+	}
+	if a.By != l.self {
+		if r, ok := l.fallback.(keylimit.Refunder[string]); ok && a.By == l.fallback {
+			r.Refund(key, a)
+		}
 		return nil
 	}
 	l.deny.forget(key)
-	_, err := l.run(ctx, modeRefund, key, min(n, l.alg.quota), l.clock.now())
-	if err != nil {
-		if r, ok := l.fallback.(keylimit.Refunder[string]); ok {
-			r.Refund(key, n)
-		}
+	if _, _, err := l.run(ctx, modeRefund, key, min(a.N, l.alg.quota), l.clock.now(), a.Mark); err != nil {
 		return l.report("refund", key, err)
 	}
 	return nil
@@ -259,46 +288,47 @@ func (l *limiter) Close() error {
 }
 
 // run makes one script call for key at local time now, unless Redis failed
-// less than the backoff ago, and decodes its reply.
-func (l *limiter) run(ctx context.Context, mode any, key string, n int, now int64) (keylimit.Result, error) {
+// less than the backoff ago, and decodes its reply: the Result, and the
+// mark of an admission. mark is the admission a refund gives back.
+func (l *limiter) run(ctx context.Context, mode any, key string, n int, now, mark int64) (keylimit.Result, int64, error) {
 	if err := l.down(now); err != nil {
-		return keylimit.Result{}, err
+		return keylimit.Result{}, 0, err
 	}
 	c, tctx, cancel := startCall(ctx, l.timeout)
 	c.keys[0] = l.prefix + key
-	c.args = [4]any{mode, n, l.alg.arg3, l.alg.arg4}
+	c.args = [5]any{mode, n, l.alg.arg3, l.alg.arg4, mark}
 	reply, err := l.alg.script.Run(tctx, l.client, c.keys[:], c.args[:]...).Text()
 	c.end(cancel)
 	if err != nil {
 		l.trip(ctx, err, now)
-		return keylimit.Result{}, err
+		return keylimit.Result{}, 0, err
 	}
-	r, ok := parseReply(reply)
+	r, mark, ok := parseReply(reply)
 	if !ok {
-		return keylimit.Result{}, fmt.Errorf("redislimit: %s script replied %q, want four integers", l.alg.name, reply)
+		return keylimit.Result{}, 0, fmt.Errorf("redislimit: %s script replied %q, want five integers", l.alg.name, reply)
 	}
 	r.Limit = l.alg.quota
 	r.RetryAfter *= l.alg.unit
 	r.ResetAfter *= l.alg.unit
-	return r, nil
+	return r, mark, nil
 }
 
 // parseReply reads a script's reply, "allowed remaining retry-after
-// reset-after": four integers in one string, which the client reads with
-// fewer allocations than an array of four. The times are left in the
-// script's unit.
-func parseReply(s string) (r keylimit.Result, ok bool) {
-	var v [4]int64
+// reset-after mark": five integers in one string, which the client reads
+// with fewer allocations than an array. The times are left in the script's
+// unit; mark is an admission's (0 otherwise).
+func parseReply(s string) (r keylimit.Result, mark int64, ok bool) {
+	var v [5]int64
 	for i := range v {
 		field, rest, _ := strings.Cut(s, " ")
 		n, err := strconv.ParseInt(field, 10, 64)
 		if err != nil {
-			return r, false
+			return r, 0, false
 		}
 		v[i], s = n, rest
 	}
 	if s != "" {
-		return r, false
+		return r, 0, false
 	}
 	return keylimit.Result{
 		Allowed: v[0] == 1,
@@ -307,16 +337,16 @@ func parseReply(s string) (r keylimit.Result, ok bool) {
 		Remaining:  max(int(v[1]), 0),
 		RetryAfter: time.Duration(v[2]),
 		ResetAfter: time.Duration(v[3]),
-	}, true
+	}, v[4], true
 }
 
 // The Redis limiters are keylimit limiters, and can give events back, so
 // keylimit.All can combine them (with each other or with in-memory ones).
 var (
-	_ keylimit.Limiter[string]  = (*TokenBucket)(nil)
-	_ keylimit.Refunder[string] = (*TokenBucket)(nil)
-	_ keylimit.Limiter[string]  = (*FixedWindow)(nil)
-	_ keylimit.Refunder[string] = (*FixedWindow)(nil)
-	_ keylimit.Limiter[string]  = (*SlidingWindow)(nil)
-	_ keylimit.Refunder[string] = (*SlidingWindow)(nil)
+	_ keylimit.ContextLimiter[string]  = (*TokenBucket)(nil)
+	_ keylimit.ContextRefunder[string] = (*TokenBucket)(nil)
+	_ keylimit.ContextLimiter[string]  = (*FixedWindow)(nil)
+	_ keylimit.ContextRefunder[string] = (*FixedWindow)(nil)
+	_ keylimit.ContextLimiter[string]  = (*SlidingWindow)(nil)
+	_ keylimit.ContextRefunder[string] = (*SlidingWindow)(nil)
 )

@@ -78,15 +78,14 @@ func WithPrefix(prefix string) Option {
 
 // WithTimeout bounds how long one decision may wait for Redis, round trip,
 // retries and reconnection included (default DefaultTimeout). When it
-// passes, the decision is the failure policy's. The methods that take a
-// context use the earlier of its deadline and this one.
+// passes, the decision is the failure policy's, and the failure backoff
+// starts. The methods that take a context use the earlier of its deadline
+// and this one.
 //
-// The bound holds only if the client honours context deadlines: pass a
-// client whose Options have ContextTimeoutEnabled set (the constructors
-// refuse one known not to; see New*). A client dials its connections on
-// first use, so the first decisions of a process pay for the dial too (the
-// client's MinIdleConns dials ahead); a decision that times out is the
-// failure policy's, and starts the failure backoff.
+// The bound holds only if the client honours context deadlines (its Options
+// have ContextTimeoutEnabled set; the constructors refuse a client known not
+// to). A client dials its connections on first use, so the first decisions
+// of a process spend the timeout on the dial too (MinIdleConns dials ahead).
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {
@@ -126,8 +125,9 @@ func WithOnError(f func(err error)) Option {
 
 // WithClock makes the limiter read local time from c instead of the
 // system's monotonic clock. Decisions are made on Redis server time; local
-// time serves only the deny cache (how long a refusal lasts) and the
-// FailLocal fallback limiter. Tests pass clock.NewMock() to step it by hand.
+// time serves only the deny cache (how long a refusal lasts), the failure
+// backoff, the FailLocal fallback limiter and the sleeps of Wait and WaitN.
+// Tests pass clock.NewMock() to step it by hand.
 func WithClock(c clock.Clock) Option {
 	return optionFunc(func(o *options) {
 		if c == nil {
@@ -142,12 +142,11 @@ func WithClock(c clock.Clock) Option {
 // process (default DefaultDenyCacheSize); 0 turns the deny cache off.
 //
 // Once Redis refuses a key with RetryAfter d, the limiter refuses the same
-// request (or a larger one) for that key for d without asking Redis again:
-// a flood on a refused key costs a map lookup per call and sends nothing to
-// Redis. It never admits anything Redis would refuse; the only difference
-// it can make is to refuse a key that a Reset or Refund on another instance
-// freed, until d has passed. Expired entries are swept when the cache is
-// full; while it is full of live ones, further refused keys go to Redis.
+// request (or a larger one) for that key for d without asking Redis again.
+// It never admits anything Redis would refuse; the only difference it can
+// make is to refuse a key that a Reset or Refund on another instance freed,
+// until d has passed. When the cache is full, expired entries are swept;
+// while it is full of live ones, further refused keys go to Redis.
 func WithDenyCacheSize(n int) Option {
 	return optionFunc(func(o *options) {
 		if n < 0 {
@@ -160,14 +159,11 @@ func WithDenyCacheSize(n int) Option {
 
 // WithFailureBackoff sets how long, after Redis fails, the limiter answers
 // by its failure policy without asking Redis (default
-// DefaultFailureBackoff); 0 asks Redis on every call.
-//
-// A dead Redis costs a call its whole timeout (the client retries the
-// connection until the deadline), so without a backoff every decision
-// during an outage would wait that long. With it, one call per backoff
-// pays, and the rest are answered at once, with an error that wraps
-// ErrUnavailable. Error replies (Redis up, the command refused) and calls
-// whose own context ended do not start the backoff.
+// DefaultFailureBackoff); 0 asks Redis on every call. A dead Redis costs a
+// call its whole timeout: with a backoff, one call per backoff pays it, and
+// the others are answered at once, with an error that wraps ErrUnavailable.
+// Error replies (Redis up, the command refused) and calls whose own context
+// ended do not start the backoff; Reset asks Redis even during it.
 func WithFailureBackoff(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d < 0 {

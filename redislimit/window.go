@@ -10,13 +10,9 @@ import (
 
 // FixedWindow is keylimit.FixedWindow kept in Redis: at most Limit.Events
 // admissions per key in each window of Limit.Period, windows aligned to
-// multiples of the period since the Unix epoch on Redis server time, so
-// that every instance, and the in-memory limiter, agree on where a window
-// starts.
-//
-// Like the in-memory one, it lets up to twice Events through around a window
-// boundary (Events at the end of one window, Events at the start of the
-// next); SlidingWindow does not.
+// multiples of the period since the Unix epoch on Redis server time, as the
+// in-memory limiter's are. Like it, it lets up to twice Events through
+// around a window boundary; SlidingWindow does not.
 //
 // Each decision is one Lua script call (lua/fixed.lua). The key's state is
 // a hash of the window and its count, expiring when the window ends.
@@ -52,7 +48,7 @@ type SlidingWindow struct {
 // NewTokenBucket), or if an option is invalid. It does not contact Redis.
 func NewFixedWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Option) (*FixedWindow, error) {
 	w := new(FixedWindow)
-	if err := w.initWindow(client, l, "fixed", fixedScript, opts, newFixedFallback); err != nil {
+	if err := w.initWindow(w, client, l, "fixed", fixedScript, opts, newFixedFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -65,14 +61,14 @@ func NewFixedWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Opti
 // It returns the errors NewFixedWindow does.
 func NewSlidingWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Option) (*SlidingWindow, error) {
 	w := new(SlidingWindow)
-	if err := w.initWindow(client, l, "sliding", slidingScript, opts, newSlidingFallback); err != nil {
+	if err := w.initWindow(w, client, l, "sliding", slidingScript, opts, newSlidingFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
 // initWindow checks l for a window and sets lim up as one.
-func (lim *limiter) initWindow(client redis.UniversalClient, l keylimit.Limit, name string, script *redis.Script, opts []Option,
+func (lim *limiter) initWindow(self any, client redis.UniversalClient, l keylimit.Limit, name string, script *redis.Script, opts []Option,
 	newFallback newFallbackFunc) error {
 	if err := l.Validate(); err != nil {
 		return err
@@ -93,5 +89,5 @@ func (lim *limiter) initWindow(client redis.UniversalClient, l keylimit.Limit, n
 		unit:        time.Microsecond,
 		retryClosed: l.Interval(),
 	}
-	return lim.init(client, l, alg, o, newFallback)
+	return lim.init(self, client, l, alg, o, newFallback)
 }

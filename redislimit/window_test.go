@@ -1,6 +1,7 @@
 package redislimit_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -11,41 +12,12 @@ import (
 	"github.com/keylimit/keylimit/redislimit"
 )
 
-// span is when a call was made on this machine's clock, which Redis shares:
-// the script read TIME somewhere in [start, end]. Tests on real time check
-// what a Result says against spans, so that a slow machine (a sleep that
-// oversleeps, a round trip that stalls) cannot make them fail.
-type span struct{ start, end time.Time }
-
-// timed runs f and returns when it ran.
-func timed(f func()) span {
-	start := time.Now()
-	f()
-	return span{start, time.Now()}
-}
-
-// within reports whether d is in [lo, hi], with 1 ms to spare for Redis's
-// µs clock and rounding.
-func within(d, lo, hi time.Duration) bool {
-	return d >= lo-time.Millisecond && d <= hi+time.Millisecond
-}
-
-// untilBoundary sleeps until lead before the next multiple of period on the
-// Unix clock.
-func untilBoundary(period, lead time.Duration) {
-	into := time.Duration(time.Now().UnixNano()) % period
-	wait := period - into - lead
-	if wait < 0 {
-		wait += period
-	}
-	time.Sleep(wait)
-}
-
 // TestFixedWindowsAlignToTheEpoch: a fixed window ends at a multiple of its
 // period since the Unix epoch, as the in-memory FixedWindow's do, whatever
 // the time of the first request: decision time + ResetAfter is a multiple
 // of the period.
 func TestFixedWindowsAlignToTheEpoch(t *testing.T) {
+	t.Parallel() // on real time, with keys of its own
 	const period = 700 * time.Millisecond
 	lim, err := redislimit.NewFixedWindow(shared.client(t), keylimit.Per(5, period), redislimit.WithTimeout(patient))
 	if err != nil {
@@ -69,6 +41,7 @@ func TestFixedWindowsAlignToTheEpoch(t *testing.T) {
 // sliding window refuses the second 5 until the first have left, a period
 // after them.
 func TestBoundary(t *testing.T) {
+	t.Parallel() // on real time, with keys of its own
 	const period = 2 * time.Second
 	l := keylimit.Per(5, period)
 	c := shared.client(t)
@@ -152,6 +125,7 @@ func TestSlidingRetryAfterIsWhenTheOldestLeaves(t *testing.T) {
 // between the call and its return, so a group that certainly fits in one
 // period (last return - first call < period) is a violation.
 func TestSlidingNeverExceedsInAnyInterval(t *testing.T) {
+	t.Parallel() // on real time, with keys of its own
 	const events, period = 5, 120 * time.Millisecond
 	lim, err := redislimit.NewSlidingWindow(shared.client(t), keylimit.Per(events, period),
 		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
@@ -190,5 +164,48 @@ func TestSlidingNeverExceedsInAnyInterval(t *testing.T) {
 			t.Fatalf("admissions %d to %d (%d of them) all happened within %v, less than the period %v",
 				i, i+events, events+1, last.end.Sub(first.start), period)
 		}
+	}
+}
+
+// TestSlidingRefundTakesItsEntries: a sliding log forgets the refunded
+// admission's own entries, so the oldest still decides when the key frees
+// up.
+func TestSlidingRefundTakesItsEntries(t *testing.T) {
+	c := shared.client(t)
+	lim, err := redislimit.NewSlidingWindow(c, keylimit.Per(3, time.Hour), redislimit.WithTimeout(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t, "k")
+	lim.Allow(key)
+	first := lim.Peek(key).ResetAfter // the first entry leaves then
+	time.Sleep(20 * time.Millisecond)
+	lim.Allow(key)
+	_, second := lim.Admit(key, 1)
+	lim.Refund(key, second)
+	lim.Allow(key)
+	r := lim.Take(key, 1)
+	if r.Allowed || r.RetryAfter > first || r.RetryAfter < first-time.Second {
+		t.Fatalf("full log whose oldest entry leaves in about %v: %+v; want refused, RetryAfter the oldest entry's", first, r)
+	}
+}
+
+// TestSlidingLargeN: a sliding log admits a request of thousands of events
+// in one call (the script pushes them in chunks that Lua's stack can take).
+func TestSlidingLargeN(t *testing.T) {
+	c := shared.client(t)
+	lim, err := redislimit.NewSlidingWindow(c, keylimit.PerHour(2500), redislimit.WithTimeout(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := testKey(t, "k")
+	if r := lim.Take(key, 2499); !r.Allowed || r.Remaining != 1 {
+		t.Fatalf("Take(2499) on a quota of 2500: %+v", r)
+	}
+	if n, err := c.LLen(context.Background(), lim.Prefix()+key).Result(); err != nil || n != 2499 {
+		t.Fatalf("the log holds %d entries (%v), want 2499", n, err)
+	}
+	if lim.AllowN(key, 2) || !lim.Allow(key) || lim.Allow(key) {
+		t.Fatal("after 2499 of 2500: want AllowN(2) refused, Allow admitted, then refused")
 	}
 }

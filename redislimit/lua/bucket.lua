@@ -10,8 +10,9 @@
 --          is full and the state is the same as no state at all.
 -- ARGV[3]  interval: ns per token, Limit.Interval().
 -- ARGV[4]  tau: burst × interval in ns, how far the TAT may run ahead of now.
--- Modes: take n tokens; peek at 1; refund n tokens, never above a full
--- bucket. Times in the reply are in ns; remaining is in tokens.
+-- Modes: take n tokens; peek at 1; refund what an admission still holds.
+-- Times in the reply are in ns; remaining is in tokens. The mark of an
+-- admission is the TAT it wrote, as stored (seconds, then 9 digits of ns).
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Unix
 -- time in ns (about 2^61) is not, so times are kept as whole seconds plus ns
@@ -25,12 +26,16 @@ local burst = math.floor(tau / interval)
 local now_ns = now_us * 1000 -- now is now_s seconds + now_ns ns
 
 -- ahead = TAT - now, in ns. A missing key is a full bucket: TAT <= now.
+-- since returns how far the time t, stored as seconds then 9 digits of ns,
+-- is after now, in ns.
+local function since(t)
+  return (tonumber(string.sub(t, 1, -10)) - now_s) * 1e9 + (tonumber(string.sub(t, -9)) - now_ns)
+end
+
 local ahead = 0
 local stored = redis.call('GET', key)
 if stored then
-  local tat_s = tonumber(string.sub(stored, 1, -10))
-  local tat_ns = tonumber(string.sub(stored, -9))
-  ahead = (tat_s - now_s) * 1e9 + (tat_ns - now_ns)
+  ahead = since(stored)
 end
 -- base = max(TAT, now) - now: a bucket never holds more than burst tokens.
 local base = math.max(ahead, 0)
@@ -42,12 +47,15 @@ local function remaining(a)
 end
 
 -- store sets the TAT to now + a (a > 0) and makes the key expire then:
--- PX is rounded up to a whole ms, so the key never expires early.
+-- PX is rounded up to a whole ms, so the key never expires early. It
+-- returns the TAT as stored.
 local function store(a)
   local total = now_ns + a
   local ns = math.fmod(total, 1e9)
   local s = now_s + (total - ns) / 1e9
-  redis.call('SET', key, string.format('%d%09d', s, ns), 'PX', math.ceil(a / 1e6))
+  local tat = string.format('%d%09d', s, ns)
+  redis.call('SET', key, tat, 'PX', math.ceil(a / 1e6))
+  return tat
 end
 
 if mode == 'take' then
@@ -57,8 +65,7 @@ if mode == 'take' then
     -- admitting it gives is no more than tau ahead.
     return reply(0, remaining(base), next - tau, base)
   end
-  store(next)
-  return reply(1, remaining(next), 0, next)
+  return reply(1, remaining(next), 0, next, store(next))
 end
 
 if mode == 'peek' then
@@ -70,12 +77,24 @@ if mode == 'peek' then
 end
 
 if mode == 'refund' then
-  -- Give back n tokens: the TAT moves back by n intervals, never before now.
-  local back = base - n * interval
-  if back > 0 then
-    store(back)
-  elseif stored then
-    redis.call('DEL', key)
+  -- Give back what the admission that wrote the TAT mark still holds (see
+  -- keylimit's DESIGN.md, "Exact refunds"): it moved the TAT n intervals
+  -- later; what of that lies ahead of now, and of the TAT, comes back.
+  -- After the server's clock stepped back, now counts from TAT - tau, a
+  -- time some admission reached.
+  if string.len(mark) < 10 then
+    return redis.error_reply('redislimit: refund of a malformed mark ' .. mark)
   end
-  return reply(1, remaining(math.max(back, 0)), 0, math.max(back, 0))
+  local skew = math.max(ahead - tau, 0)
+  local back = math.min(n * interval, since(mark) - skew, ahead - skew)
+  if back > 0 then
+    if ahead - back > 0 then
+      store(ahead - back)
+    else
+      redis.call('DEL', key)
+    end
+    ahead = ahead - back
+  end
+  local a = math.max(ahead, 0)
+  return reply(1, remaining(a), 0, a)
 end

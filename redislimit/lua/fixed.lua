@@ -13,7 +13,9 @@
 -- ARGV[3]  period in µs (the caller requires a whole number of µs).
 -- ARGV[4]  events per window.
 --
--- Modes: take n admissions; peek at 1; refund n admissions of this window.
+-- Modes: take n admissions; peek at 1; refund the n admissions of the
+-- window mark, if it is still the state's. The mark of an admission is its
+-- window's index.
 -- Remaining is in events; times in the reply are in µs, the resolution of
 -- TIME: Unix time in µs (about 2^51) is exact in a Lua double, and so is
 -- every sum below.
@@ -33,6 +35,7 @@ local state = redis.call('HMGET', key, 'w', 'c')
 if state[1] and tonumber(state[1]) == window then
   count = tonumber(state[2])
 end
+local windowText = string.format('%d', window)
 
 -- reset: until the quota is whole again; 0 when nothing was admitted.
 local function reset(c)
@@ -56,7 +59,7 @@ if mode == 'take' then
     return reply(0, events - count, left, reset(count))
   end
   store(count + n)
-  return reply(1, events - count - n, 0, left)
+  return reply(1, events - count - n, 0, left, windowText)
 end
 
 if mode == 'peek' then
@@ -67,7 +70,13 @@ if mode == 'peek' then
 end
 
 if mode == 'refund' then
-  local c = math.max(count - n, 0)
-  if c ~= count then store(c) end
-  return reply(1, events - c, 0, reset(c))
+  -- Only while the admission's window is the current one: the events of a
+  -- window that has ended are gone already, and must not come off the
+  -- next window's count.
+  if mark == windowText then
+    local c = math.max(count - n, 0)
+    if c ~= count then store(c) end
+    count = c
+  end
+  return reply(1, events - count, 0, reset(count))
 end

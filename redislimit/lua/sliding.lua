@@ -11,7 +11,9 @@
 -- ARGV[3]  period in µs (the caller requires a whole number of µs).
 -- ARGV[4]  events per period.
 --
--- Modes: take n admissions; peek at 1; refund: forget the n newest.
+-- Modes: take n admissions; peek at 1; refund: forget the admission's own
+-- entries, if they are still in the list. The mark of an admission is the
+-- time it recorded (µs since the Unix epoch, in decimal).
 -- Remaining is in events; times in the reply are in µs, the resolution of
 -- TIME: Unix time in µs (about 2^51) is exact in a Lua double, and so is
 -- every sum below.
@@ -75,16 +77,17 @@ if mode == 'take' then
     redis.call('LTRIM', key, first, -1)
   end
   -- Push n copies of now, in chunks that stay within Lua's stack.
+  local entry = string.format('%d', now)
   local left = n
   while left > 0 do
     local chunk = math.min(left, 1000)
     local batch = {}
-    for i = 1, chunk do batch[i] = string.format('%d', now) end
+    for i = 1, chunk do batch[i] = entry end
     redis.call('RPUSH', key, unpack(batch))
     left = left - chunk
   end
   redis.call('PEXPIRE', key, math.ceil(period / 1000))
-  return reply(1, events - count - n, 0, period)
+  return reply(1, events - count - n, 0, period, entry)
 end
 
 if mode == 'peek' then
@@ -95,16 +98,19 @@ if mode == 'peek' then
 end
 
 if mode == 'refund' then
-  -- Forget the n newest admissions still in the window (older ones have
-  -- left and count for nothing).
-  local c = math.max(count - n, 0)
-  if c == 0 then
+  -- Forget up to n entries of the admission's time, from the newest end:
+  -- entries of equal times are alike, and entries the list no longer holds
+  -- had left the window (trimmed by a later take).
+  local removed = redis.call('LREM', key, -n, mark)
+  if tonumber(mark) > now - period then
+    count = count - removed
+  end
+  if count <= 0 then
     redis.call('DEL', key)
     return reply(1, events, 0, 0)
   end
-  redis.call('LTRIM', key, first, first + c - 1)
-  newest = at(-1)
+  newest = tonumber(redis.call('LINDEX', key, -1))
   local ttl = newest + period - now
   redis.call('PEXPIRE', key, math.ceil(ttl / 1000))
-  return reply(1, events - c, 0, ttl)
+  return reply(1, events - count, 0, ttl)
 end

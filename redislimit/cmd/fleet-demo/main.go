@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/redislimit"
-	"github.com/keylimit/keylimit/redislimit/internal/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/keylimit/keylimit/redislimit/internal/redisserver"
+	"github.com/keylimit/keylimit/internal/redisserver"
 )
 
 // TestFleetDemo runs the demo on its own redis-server and checks the

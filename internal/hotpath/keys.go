@@ -1,4 +1,4 @@
-package benchmarks
+package hotpath
 
 import (
 	"math/rand/v2"
@@ -8,6 +8,9 @@ import (
 // KeyLen is the length of every key: 16 bytes, the size of an API key's
 // prefix, a UUID's bytes or an IPv6 address.
 const KeyLen = 16
+
+// MaxKeys is the most keys Keys returns, and the largest row.
+const MaxKeys = 1_000_000
 
 // Key returns the i-th key: i times an odd constant, in 16 hex digits, so
 // that distinct i (below 2^64) give distinct keys that share no prefix
@@ -23,12 +26,9 @@ func Key(i int) string {
 	return string(b[:])
 }
 
-// MaxKeys is the most keys Keys returns.
-const MaxKeys = 1_000_000
-
 var (
-	allKeysOnce sync.Once
-	allKeys     []string
+	madeMu sync.Mutex // protects made
+	made   []string   // keys 0 to len(made)-1, made once and shared
 )
 
 // Keys returns keys 0 to n-1 (n <= MaxKeys) in a shuffled order, the same
@@ -36,13 +36,12 @@ var (
 // traffic from many clients does, not in insertion order. The strings are
 // shared with other callers' slices; the slice is the caller's.
 func Keys(n int) []string {
-	allKeysOnce.Do(func() {
-		allKeys = make([]string, MaxKeys)
-		for i := range allKeys {
-			allKeys[i] = Key(i)
-		}
-	})
-	keys := append([]string(nil), allKeys[:n]...)
+	madeMu.Lock()
+	for i := len(made); i < n; i++ {
+		made = append(made, Key(i))
+	}
+	keys := append([]string(nil), made[:n]...)
+	madeMu.Unlock()
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	return keys
 }

@@ -1,29 +1,14 @@
 package keylimit_test
 
 import (
-	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/stretchr/testify/require"
 )
-
-// bucketsOn returns token buckets of the given limits sharing one clock.
-func bucketsOn(t *testing.T, c keylimit.Option, limits ...keylimit.Limit) []*keylimit.TokenBucket[string] {
-	t.Helper()
-	var out []*keylimit.TokenBucket[string]
-	for _, l := range limits {
-		b, err := keylimit.NewTokenBucket[string](l, c)
-		require.NoError(t, err)
-		t.Cleanup(func() { b.Close() })
-		out = append(out, b)
-	}
-	return out
-}
 
 func TestAllRefusedTakesNothing(t *testing.T) {
 	clk := newFastClock()
@@ -77,29 +62,57 @@ func TestAllFirstRefusesSecondUntouched(t *testing.T) {
 	require.Equal(t, 3, p.Limit, "the bucket with 1 left binds")
 }
 
+// TestAllExactUnderContention: many goroutines through All on a frozen
+// clock, one limiter of each type, admit exactly the tightest quota, each
+// type in turn the tightest; every limiter before the tightest gives back
+// what it took for the calls the tightest refused, and every limiter ends
+// charged exactly what was admitted.
 func TestAllExactUnderContention(t *testing.T) {
-	// Many goroutines through All on a frozen clock admit exactly the
-	// tightest quota, and the refunds leave the looser limit charged for
-	// exactly what was admitted.
-	const loose, tight = 50_000, 20_000
-	clk := newFastClock()
-	bs := bucketsOn(t, keylimit.WithClock(clk), keylimit.PerHour(loose), keylimit.PerHour(tight))
-	lim := keylimit.All[string](bs[0], bs[1])
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Go(func() {
-			for range 1000 {
-				if lim.Allow("hot") {
-					admitted.Add(1)
+	const tight = 5_000
+	loose := map[*kind]int{tokenBucket: 20_000, fixedWindow: 40_000, slidingWindow: keylimit.MaxSlidingWindowEvents, slidingCounter: 30_000}
+	for _, tightest := range kinds {
+		t.Run(tightest.name, func(t *testing.T) {
+			// The tightest third: the two before it give back, the one after
+			// it is asked only when the tightest admits.
+			var order []*kind
+			for _, k := range kinds {
+				if k != tightest {
+					order = append(order, k)
 				}
+			}
+			order = append(order[:2:2], tightest, order[2])
+			clk := newFastClock()
+			var limiters []keylimit.Limiter[string]
+			for _, k := range order {
+				quota := loose[k]
+				if k == tightest {
+					quota = tight
+				}
+				limiters = append(limiters, k.on(t, clk, keylimit.PerHour(quota)))
+			}
+			lim := keylimit.All(limiters...)
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					for range 500 {
+						if lim.Allow("hot") {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			require.EqualValues(t, tight, admitted.Load())
+			for i, k := range order {
+				quota := loose[k]
+				if k == tightest {
+					quota = tight
+				}
+				require.Equal(t, quota-tight, limiters[i].Peek("hot").Remaining, "%s is charged what was admitted", k.name)
 			}
 		})
 	}
-	wg.Wait()
-	require.EqualValues(t, tight, admitted.Load())
-	require.Equal(t, loose-tight, bs[0].Peek("hot").Remaining)
-	require.Equal(t, 0, bs[1].Peek("hot").Remaining)
 }
 
 func TestAllOrderDoesNotChangeDecisions(t *testing.T) {
@@ -120,10 +133,14 @@ func TestAllResetAndRefund(t *testing.T) {
 	clk := newFastClock()
 	bs := bucketsOn(t, keylimit.WithClock(clk), keylimit.PerHour(4), keylimit.PerHour(3))
 	lim := keylimit.All[string](bs[0], bs[1])
-	require.True(t, lim.AllowN("k", 3))
-	lim.(keylimit.Refunder[string]).Refund("k", 2)
-	require.Equal(t, 3, bs[0].Peek("k").Remaining)
-	require.Equal(t, 2, bs[1].Peek("k").Remaining)
+	r, a := lim.(keylimit.Refunder[string]).Admit("k", 3)
+	require.True(t, r.Allowed)
+	require.Equal(t, 1, bs[0].Peek("k").Remaining)
+	require.Equal(t, 0, bs[1].Peek("k").Remaining)
+	lim.(keylimit.Refunder[string]).Refund("k", a)
+	require.Equal(t, 4, bs[0].Peek("k").Remaining)
+	require.Equal(t, 3, bs[1].Peek("k").Remaining)
+	require.True(t, lim.AllowN("k", 2))
 	lim.Reset("k")
 	require.Equal(t, 4, bs[0].Peek("k").Remaining)
 	require.Equal(t, 3, bs[1].Peek("k").Remaining)
@@ -155,23 +172,17 @@ func TestAllAllocs(t *testing.T) {
 // either limit.
 func TestAllMinuteAndHour(t *testing.T) {
 	for _, hour := range []struct {
-		name string
-		new  func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error)
+		kind *kind
 		// retry is the RetryAfter of the 501st request, at 50:15, when the
 		// first 10 came at 0:15.
 		retry time.Duration
 	}{
-		{"SlidingWindow", asLimiterOf(keylimit.NewSlidingWindow[string]), 10 * time.Minute},
-		{"FixedWindow", asLimiterOf(keylimit.NewFixedWindow[string]), 9*time.Minute + 45*s},
+		{slidingWindow, 10 * time.Minute},
+		{fixedWindow, 9*time.Minute + 45*s},
 	} {
-		t.Run(hour.name, func(t *testing.T) {
-			mock := clock.NewMock() // on an hour boundary
-			minute, err := keylimit.NewFixedWindow[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
-			require.NoError(t, err)
-			defer minute.Close()
-			hourly, err := hour.new(keylimit.PerHour(500), keylimit.WithClock(mock))
-			require.NoError(t, err)
-			defer hourly.(io.Closer).Close()
+		t.Run(hour.kind.name, func(t *testing.T) {
+			minute, mock := fixedWindow.mock(t, keylimit.PerMinute(10)) // on an hour boundary
+			hourly := hour.kind.make(t, keylimit.PerHour(500), keylimit.WithClock(mock))
 			lim := keylimit.All[string](minute, hourly)
 			t0 := mock.Now()
 
@@ -214,66 +225,46 @@ func TestAllMinuteAndHour(t *testing.T) {
 	}
 }
 
-// asLimiterOf adapts a constructor to return a Limiter.
-func asLimiterOf[L keylimit.Limiter[string]](ctor func(keylimit.Limit, ...keylimit.Option) (L, error)) func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error) {
-	return func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
-		lim, err := ctor(l, opts...)
-		if err != nil {
-			return nil, err
-		}
-		return lim, nil
-	}
-}
-
-// TestAllExactUnderContentionWindows is TestAllExactUnderContention with
-// every limiter type in the mix: many goroutines through All on a frozen
-// clock admit exactly the tightest quota, each window type in turn the
-// tightest, and every limiter is charged exactly what was admitted.
-func TestAllExactUnderContentionWindows(t *testing.T) {
-	const tight = 5_000
-	for _, tightest := range []string{"FixedWindow", "SlidingWindow", "SlidingCounter"} {
-		t.Run(tightest, func(t *testing.T) {
+// TestAllRefundsAcrossMoves: many goroutines through All on a frozen
+// clock, the window first, a tighter bucket second, so that the window
+// gives back what the bucket refuses, while other goroutines move the
+// window's key to new limits. The window ends charged with exactly what was
+// admitted: no refund is lost to a move, none counted twice.
+func TestAllRefundsAcrossMoves(t *testing.T) {
+	for _, k := range windowKinds {
+		t.Run(k.name, func(t *testing.T) {
 			clk := newFastClock()
-			quota := map[string]int{"FixedWindow": 40_000, "SlidingWindow": keylimit.MaxSlidingWindowEvents, "SlidingCounter": 30_000, "TokenBucket": 20_000}
-			quota[tightest] = tight
-			ctors := map[string]func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error){
-				"FixedWindow":    asLimiterOf(keylimit.NewFixedWindow[string]),
-				"SlidingWindow":  asLimiterOf(keylimit.NewSlidingWindow[string]),
-				"SlidingCounter": asLimiterOf(keylimit.NewSlidingCounter[string]),
-				"TokenBucket":    asLimiterOf(keylimit.NewTokenBucket[string]),
-			}
-			// The tightest third, so that the two before it give back.
-			var order []string
-			for _, name := range []string{"FixedWindow", "SlidingCounter", "SlidingWindow"} {
-				if name != tightest {
-					order = append(order, name)
+			loose := keylimit.PerHour(keylimit.MaxSlidingWindowEvents)
+			window := k.on(t, clk, loose)
+			tight := bucketsOn(t, keylimit.WithClock(clk), keylimit.PerHour(3000))[0]
+			lim := keylimit.All[string](window, tight)
+			var stop atomic.Bool
+			var setErrs atomic.Int64
+			var movers, callers sync.WaitGroup
+			movers.Go(func() {
+				for !stop.Load() {
+					if window.SetLimit(loose) != nil {
+						setErrs.Add(1)
+					}
+					window.Peek("hot")
 				}
-			}
-			order = append(order, tightest, "TokenBucket")
-			var limiters []keylimit.Limiter[string]
-			for _, name := range order {
-				l, err := ctors[name](keylimit.PerHour(quota[name]), keylimit.WithClock(clk))
-				require.NoError(t, err)
-				t.Cleanup(func() { l.(io.Closer).Close() })
-				limiters = append(limiters, l)
-			}
-			lim := keylimit.All(limiters...)
+			})
 			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			for range 64 {
-				wg.Go(func() {
-					for range 500 {
+			for range 16 {
+				callers.Go(func() {
+					for range 1000 {
 						if lim.Allow("hot") {
 							admitted.Add(1)
 						}
 					}
 				})
 			}
-			wg.Wait()
-			require.EqualValues(t, tight, admitted.Load())
-			for i, name := range order {
-				require.Equal(t, quota[name]-tight, limiters[i].Peek("hot").Remaining, "%s is charged what was admitted", name)
-			}
+			callers.Wait()
+			stop.Store(true)
+			movers.Wait()
+			require.Zero(t, setErrs.Load(), "SetLimit errors")
+			require.EqualValues(t, 3000, admitted.Load())
+			require.Equal(t, loose.Events-3000, window.Peek("hot").Remaining)
 		})
 	}
 }

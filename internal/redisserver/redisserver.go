@@ -1,10 +1,13 @@
 // Package redisserver starts and stops redis-server processes on 127.0.0.1,
-// for redislimit's tests and its fleet demo. A server listens on a free port
-// (or one given), keeps nothing on disk, and is stopped by Stop.
+// for the tests, demos and benchmarks of every module of keylimit (the
+// internal path lets any module under github.com/keylimit/keylimit import
+// it). A server listens on a free port (or one given), keeps nothing on
+// disk, and is stopped by Stop. It uses the standard library only, so that
+// the root module needs no Redis client.
 package redisserver
 
 import (
-	"context"
+	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -13,8 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // InstallHint says how to install redis-server, for when it is missing.
@@ -86,15 +87,35 @@ func (s *Server) Restart() error {
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("redisserver: starting redis-server: %w", err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
-	defer c.Close()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if c.Ping(context.Background()).Err() == nil {
+		if ping(s.Addr) == nil {
 			return nil
 		}
 	}
 	s.Kill()
 	return fmt.Errorf("redisserver: redis-server on %s did not answer PING within 10s; its output:\n%s", s.Addr, s.out.String())
+}
+
+// ping sends PING to the server at addr and reads its reply, within 100 ms.
+func ping(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	// The reply is one line; a 64-byte buffer bounds what is read of anything else.
+	line, err := bufio.NewReaderSize(conn, 64).ReadSlice('\n')
+	if err != nil {
+		return err
+	}
+	if string(line) != "+PONG\r\n" {
+		return fmt.Errorf("redisserver: PING answered %q", line)
+	}
+	return nil
 }
 
 // Process is the running redis-server, to signal (SIGSTOP stalls it); nil

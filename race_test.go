@@ -1,6 +1,0 @@
-//go:build race
-
-package keylimit_test
-
-// raceEnabled reports a -race build, whose tests scale some sizes down.
-const raceEnabled = true

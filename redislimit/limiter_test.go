@@ -1,0 +1,212 @@
+package redislimit_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestConstructorErrors: what the constructors refuse, and that they say why.
+func TestConstructorErrors(t *testing.T) {
+	ignoresDeadlines := redis.NewClient(&redis.Options{Addr: shared.Addr})
+	t.Cleanup(func() { ignoresDeadlines.Close() })
+	good := shared.client(t)
+	for _, c := range []struct {
+		name   string
+		client redis.UniversalClient
+		limit  keylimit.Limit
+		opts   []redislimit.Option
+		want   string
+	}{
+		{"nil client", nil, keylimit.PerHour(1), nil, "client is nil"},
+		{"client ignores deadlines", ignoresDeadlines, keylimit.PerHour(1), nil, "ContextTimeoutEnabled"},
+		{"invalid limit", good, keylimit.Per(0, time.Second), nil, "keylimit: events 0 is below 1"},
+		{"zero timeout", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithTimeout(0)}, "timeout 0s is not positive"},
+		{"negative deny cache", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithDenyCacheSize(-1)}, "deny cache size -1"},
+		{"negative backoff", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailureBackoff(-1)}, "backoff -1ns is negative"},
+		{"nil clock", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithClock(nil)}, "WithClock(nil)"},
+		{"zero policy", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailurePolicy(redislimit.FailurePolicy{})}, "zero FailurePolicy"},
+		{"FailLocal(0)", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailurePolicy(redislimit.FailLocal(0))}, "FailLocal(0)"},
+	} {
+		for _, typ := range types {
+			lim, err := typ.new(c.client, c.limit, c.opts...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s, %s: error %v, want one containing %q", typ.name, c.name, err, c.want)
+			}
+			if lim != nil {
+				t.Errorf("%s, %s: a limiter came with the error", typ.name, c.name)
+			}
+		}
+	}
+	if _, err := redislimit.NewTokenBucket(good, keylimit.Per(1, 60*24*time.Hour)); err == nil ||
+		!strings.Contains(err.Error(), "redislimit: burst 1 at one event per 1440h0m0s spans more than") {
+		t.Errorf("a bucket spanning 60 days: error %v, want one saying the span is too long", err)
+	}
+	for _, typ := range types[1:] {
+		if _, err := typ.new(good, keylimit.Per(1, 1500*time.Nanosecond)); err == nil ||
+			!strings.Contains(err.Error(), "period 1.5µs is not a whole number of microseconds") {
+			t.Errorf("%s with a period of 1.5µs: error %v, want one about microseconds", typ.name, err)
+		}
+	}
+}
+
+// TestKeysExpireWhenFresh: every key a limiter writes expires on its own
+// when its state is the same as none: a bucket when full, a fixed window
+// when it ends, a sliding log when its newest entry leaves. A refused call
+// writes nothing, not even the expiry.
+func TestKeysExpireWhenFresh(t *testing.T) {
+	t.Parallel() // with the other tests that sleep on real time
+	c := shared.client(t)
+	ctx := context.Background()
+	for _, typ := range types {
+		t.Run(typ.name, func(t *testing.T) {
+			t.Parallel()
+			l := keylimit.Per(2, time.Second)
+			lim, err := typ.new(c, l, redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			prefix := lim.(interface{ Prefix() string }).Prefix()
+			// An attempt counts only if its calls ran well within the state's
+			// life (a fixed window may be about to end; a machine may stall);
+			// otherwise it is made again on a new key.
+			for attempt := 1; ; attempt++ {
+				key := testKey(t, "k")
+				rkey := prefix + key
+				var r keylimit.Result
+				var ttl, ttl2 time.Duration
+				var dump, again string
+				var refused bool
+				at := timed(func() {
+					r = lim.Take(key, 2)
+					ttl, err = c.PTTL(ctx, rkey).Result()
+					dump, _ = c.Dump(ctx, rkey).Result()
+					refused = !lim.Allow(key)
+					again, _ = c.Dump(ctx, rkey).Result()
+					ttl2, _ = c.PTTL(ctx, rkey).Result()
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if took := at.end.Sub(at.start); took > r.ResetAfter/4 {
+					if attempt == 5 {
+						t.Fatalf("5 attempts, the last taking %v of a state that lasts %v: the machine is too slow for this test", took, r.ResetAfter)
+					}
+					continue
+				}
+				// PX is ResetAfter rounded up to a whole ms; less has passed
+				// than the time the calls took.
+				if ceil := r.ResetAfter.Round(time.Millisecond) + time.Millisecond; ttl <= 0 || ttl > ceil ||
+					ttl < r.ResetAfter-at.end.Sub(at.start)-time.Millisecond {
+					t.Fatalf("after %+v: PTTL %v, want ResetAfter rounded up, less the time passed", r, ttl)
+				}
+				if !refused {
+					t.Fatal("Allow with the quota taken passed")
+				}
+				if again != dump || ttl2 > ttl {
+					t.Fatalf("a refused call changed the key's state or moved its expiry from %v to %v", ttl, ttl2)
+				}
+				time.Sleep(r.ResetAfter + 20*time.Millisecond)
+				if n, _ := c.Exists(ctx, rkey).Result(); n != 0 {
+					t.Fatalf("the key still exists %v after ResetAfter %v", r.ResetAfter+20*time.Millisecond, r.ResetAfter)
+				}
+				return
+			}
+		})
+	}
+}
+
+// TestRefund: Refund gives back what was taken, never more: a bucket is
+// never above full, a window never below empty; refunding everything
+// deletes the key, and refunding a key never seen creates nothing.
+func TestRefund(t *testing.T) {
+	c := shared.client(t)
+	ctx := context.Background()
+	for _, typ := range types {
+		t.Run(typ.name, func(t *testing.T) {
+			lim, err := typ.new(c, keylimit.PerHour(10), redislimit.WithTimeout(patient))
+			if err != nil {
+				t.Fatal(err)
+			}
+			refunder := lim.(keylimit.Refunder[string])
+			prefix := lim.(interface{ Prefix() string }).Prefix()
+			key := testKey(t, "k")
+			_, four := refunder.Admit(key, 4)
+			_, six := refunder.Admit(key, 6)
+			refunder.Refund(key, four)
+			if r := lim.Peek(key); r.Remaining != 4 {
+				t.Fatalf("Remaining after taking 4 and 6 and refunding the 4 = %d, want 4", r.Remaining)
+			}
+			refunder.Refund(key, keylimit.Admission{})
+			if r := lim.Peek(key); r.Remaining != 4 {
+				t.Fatalf("Remaining after refunding nothing = %d, want 4 still", r.Remaining)
+			}
+			if !lim.AllowN(key, 4) || lim.Allow(key) {
+				t.Fatal("the 4 refunded events were not admitted exactly")
+			}
+			refunder.Refund(key, six)
+			if r := lim.Peek(key); r.Remaining != 6 {
+				t.Fatalf("Remaining after refunding the 6 too = %d, want 6", r.Remaining)
+			}
+			lim.Reset(key)
+			_, all := refunder.Admit(key, 10)
+			refunder.Refund(key, all)
+			if r := lim.Peek(key); r.Remaining != 10 || r.ResetAfter != 0 {
+				t.Fatalf("after refunding all that was taken: %+v, want a full quota of 10, no more", r)
+			}
+			if n, _ := c.Exists(ctx, prefix+key).Result(); n != 0 {
+				t.Fatal("a key refunded to a full quota still exists")
+			}
+			refunder.Refund(testKey(t, "never-seen"), six)
+			if n, _ := c.Keys(ctx, prefix+testKey(t, "never")+"*").Result(); len(n) != 0 {
+				t.Fatalf("refunding a key never seen created %v", n)
+			}
+			if !lim.AllowN(key, 10) || lim.Allow(key) {
+				t.Fatal("after the refunds, the quota is not exactly 10")
+			}
+		})
+	}
+}
+
+// TestSideBySideWithMemory runs one sequence of requests on each Redis
+// limiter and the in-memory keylimit limiter of the same type and limit at
+// about the same time: the same decisions, Limit and Remaining, and times
+// that agree to within the time between the two calls. The fixed windows
+// align to the same Unix hour.
+func TestSideBySideWithMemory(t *testing.T) {
+	c := shared.client(t)
+	for _, tc := range []struct {
+		name     string
+		l        keylimit.Limit
+		memory   func(keylimit.Limit) (keylimit.Limiter[string], error)
+		requests []int // n for Take; 0 means Peek
+	}{
+		{"TokenBucket", keylimit.PerMinute(6).WithBurst(4), func(l keylimit.Limit) (keylimit.Limiter[string], error) {
+			return keylimit.NewTokenBucket[string](l)
+		}, []int{1, 2, 0, 2, 1, 4, 5, -1, 1, 0}},
+		{"FixedWindow", keylimit.PerHour(6), func(l keylimit.Limit) (keylimit.Limiter[string], error) {
+			return keylimit.NewFixedWindow[string](l)
+		}, []int{1, 2, 0, 2, 1, 4, 1, 7, -1, 0, 1}},
+		{"SlidingWindow", keylimit.PerHour(6), func(l keylimit.Limit) (keylimit.Limiter[string], error) {
+			return keylimit.NewSlidingWindow[string](l)
+		}, []int{1, 2, 0, 2, 1, 4, 1, 7, -1, 0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rlim, err := typeNamed(tc.name)(c, tc.l, redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mlim, err := tc.memory(tc.l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mlim.(interface{ Close() error }).Close()
+			sideBySide(t, rlim, mlim, tc.requests)
+		})
+	}
+}
