@@ -109,6 +109,7 @@ type pkg struct {
 type test struct {
 	since time.Time
 	said  string // the last line it or a subtest logged, after the subtest's name
+	by    string // the test or subtest that said it
 }
 
 // event is a line of go test -json (go doc cmd/test2json).
@@ -245,10 +246,15 @@ func (r *run) event(m *module, e event) bool {
 	case e.Action == "output":
 		p.output[top] = append(p.output[top], e.Output)
 		if t := p.tests[top]; t != nil && isLog(e.Output) {
-			t.said = strings.TrimSpace(e.Output)
+			t.said, t.by = strings.TrimSpace(e.Output), e.Test
 			if sub {
 				t.said = subName + ": " + t.said
 			}
+		}
+	case e.Action == "skip" && sub:
+		// What a skipped subtest said is why it skipped, not what runs.
+		if t := p.tests[top]; t != nil && t.by == e.Test {
+			t.said, t.by = "", ""
 		}
 	case e.Action == "skip" && !sub:
 		p.skipped++
