@@ -116,7 +116,7 @@ func redisLimiter(build func(redis.UniversalClient) (keylimit.Limiter[string], e
 // show runs the scenario for every row against the Redis server at addr
 // and prints a table of what each instance admitted.
 func show(w io.Writer, addr string) error {
-	fmt.Fprintf(w, "%d instances behind a load balancer; limit %v per user.\n", instances, limit)
+	fmt.Fprintf(w, "%d instances behind a load balancer; limit %d an hour per user.\n", instances, limit.Events)
 	fmt.Fprintf(w, "alice sends %d requests at once, spread evenly over the instances.\n\n", requests)
 	fmt.Fprintf(w, "%-26s", "admitted by")
 	for i := range instances {
