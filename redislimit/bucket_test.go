@@ -19,7 +19,7 @@ import (
 // counts in, and the Results carry the intervals to the ns.
 func TestBucketIsExactToTheNanosecond(t *testing.T) {
 	c := shared.client(t)
-	lim, err := redislimit.NewTokenBucket(c, keylimit.PerSecond(3), redislimit.WithTimeout(patient))
+	lim, err := redislimit.NewTokenBucket(c, "test", keylimit.PerSecond(3), redislimit.WithTimeout(patient))
 	require.NoError(t, err)
 	iv := keylimit.PerSecond(3).Interval()
 	require.Equal(t, 333_333_334*time.Nanosecond, iv, "Interval")

@@ -33,6 +33,7 @@ func contextLimiters(t *testing.T, c redis.UniversalClient, opts ...redislimit.O
 		lim, err := typ.new(c, keylimit.PerHour(10), append(opts, redislimit.WithTimeout(patient),
 			redislimit.WithPrefix(testKey(t, typ.name)+":"))...)
 		require.NoError(t, err)
+		pinged(t, lim) // the eviction check, in the background under its own context, is done
 		lims[typ.name] = lim.(contextMethods)
 		all = append(all, lim)
 	}

@@ -49,7 +49,7 @@ func TestCluster(t *testing.T) {
 // refuses it, and All decides limiter by limiter, as exactly.
 func joinedOnCluster(t *testing.T, cl *redisserver.Cluster, c *redis.ClusterClient) {
 	newLim := func(prefix string) redisLimiter {
-		lim, err := redislimit.NewSlidingWindow(c, keylimit.PerHour(3), redislimit.WithPrefix(prefix),
+		lim, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerHour(3), redislimit.WithPrefix(prefix),
 			redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
 		require.NoError(t, err)
 		return lim
@@ -114,7 +114,7 @@ func failover(t *testing.T, cl *redisserver.Cluster) {
 		}
 	}
 	var errs errorLog
-	lim, err := redislimit.NewSlidingWindow(c, keylimit.PerHour(quota), redislimit.WithTimeout(patient),
+	lim, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerHour(quota), redislimit.WithTimeout(patient),
 		redislimit.WithFailurePolicy(redislimit.FailClosed()), redislimit.WithDenyCacheSize(0), redislimit.WithOnError(errs.add))
 	require.NoError(t, err)
 	var admitted, calls atomic.Int64

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"regexp"
 	"strconv"
@@ -22,9 +23,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The helpers of the package's tests. Assertions: testify's require, on the
-// test's goroutine only; other goroutines count or collect and the test
-// asserts afterwards. (Files not yet converted still use t.Fatalf.)
+// The helpers of the package's tests. Assertions: testify's require; only
+// the test's goroutine asserts, other goroutines count or collect and the
+// test asserts afterwards.
 
 // ---- Redis servers ----
 
@@ -71,6 +72,9 @@ func TestMain(m *testing.M) {
 	// The tests kill servers on purpose; the client's log of the failed
 	// reconnections would only bury the test output.
 	redis.SetLogger(quietLogger{})
+	// Every limiter logs at construction what its failure policy admits;
+	// the tests that read the logs give a logger of their own.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	code := m.Run()
 	s.Stop()
 	<-clusterReady
@@ -185,7 +189,7 @@ func (s *server) commandStats(t testing.TB) map[string]int64 {
 		}
 		calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
 		n, err := strconv.ParseInt(calls, 10, 64)
-		require.NoError(t, err, "INFO commandstats: cannot read %q", line)
+		require.NoError(t, err, "INFO commandstats: %q", line)
 		stats[strings.TrimPrefix(name, "cmdstat_")] = n
 	}
 	return stats
@@ -244,13 +248,13 @@ var types = []struct {
 	new  newFunc
 }{
 	{"TokenBucket", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewTokenBucket(c, l, opts...))
+		return nilIfErr(redislimit.NewTokenBucket(c, "test", l, opts...))
 	}},
 	{"FixedWindow", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewFixedWindow(c, l, opts...))
+		return nilIfErr(redislimit.NewFixedWindow(c, "test", l, opts...))
 	}},
 	{"SlidingWindow", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewSlidingWindow(c, l, opts...))
+		return nilIfErr(redislimit.NewSlidingWindow(c, "test", l, opts...))
 	}},
 }
 
@@ -296,6 +300,15 @@ func (l *errorLog) list() []error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]error(nil), l.errs...)
+}
+
+// pinged runs lim's Ping, which leaves the eviction policy checked: a test
+// that counts the commands Redis ran calls it first, so that the check a
+// first successful call would start in the background cannot add a CONFIG
+// GET (or the handshake of a connection of its own) to the count.
+func pinged(t *testing.T, lim keylimit.Limiter[string]) {
+	t.Helper()
+	require.NoError(t, lim.(interface{ Ping(context.Context) error }).Ping(context.Background()), "Ping")
 }
 
 // quickClient is a client that gives up on a dead server at once (no
@@ -401,9 +414,9 @@ func sideBySide(t *testing.T, rlim, mlim keylimit.Limiter[string], requests []in
 			got, want = rlim.Take(key, n), mlim.Take(key, n)
 		}
 		impossible := n < 0 || n > want.Limit
-		same := got.Allowed == want.Allowed && got.Limit == want.Limit && near(got.RetryAfter, want.RetryAfter, slack) &&
-			(impossible || got.Remaining == want.Remaining && near(got.ResetAfter, want.ResetAfter, slack))
-		require.True(t, same, "step %d, n=%d: Redis %+v, memory %+v", i, n, got, want)
+		require.True(t, got.Allowed == want.Allowed && got.Limit == want.Limit && near(got.RetryAfter, want.RetryAfter, slack) &&
+			(impossible || got.Remaining == want.Remaining && near(got.ResetAfter, want.ResetAfter, slack)),
+			"step %d, n=%d: Redis %+v, memory %+v", i, n, got, want)
 	}
 }
 
@@ -422,3 +435,103 @@ func stateKey(lim keylimit.Limiter[string], key string) string {
 
 // fmtType is the dynamic type of v, as %T prints it.
 func fmtType(v any) string { return fmt.Sprintf("%T", v) }
+
+// ---- Logs and faults ----
+
+// logRecorder is a slog.Handler that keeps the lines logged at its level or
+// above, for the tests of what the limiters log. It is safe for concurrent
+// use, and never calls t: a limiter may log from a goroutine of its own.
+type logRecorder struct {
+	level slog.Level
+	mu    sync.Mutex
+	lines []logLine
+}
+
+// logLine is one line logged: its level, message and attributes (as text).
+type logLine struct {
+	Level slog.Level
+	Msg   string
+	Attrs map[string]string
+}
+
+// newLogRecorder returns a recorder of the lines at level or above, and a
+// logger that writes to it.
+func newLogRecorder(level slog.Level) (*logRecorder, *slog.Logger) {
+	h := &logRecorder{level: level}
+	return h, slog.New(h)
+}
+
+func (h *logRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	line := logLine{Level: r.Level, Msg: r.Message, Attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		line.Attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, line)
+	return nil
+}
+
+// The limiters log with neither attributes nor groups of their own.
+func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { panic("WithAttrs is not used") }
+func (h *logRecorder) WithGroup(string) slog.Handler      { panic("WithGroup is not used") }
+
+// logged returns the lines logged so far whose message contains msg.
+func (h *logRecorder) logged(msg string) []logLine {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var lines []logLine
+	for _, l := range h.lines {
+		if strings.Contains(l.Msg, msg) {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// waitLogged waits up to 10 s for a line whose message contains msg (the
+// check of the eviction policy logs from a goroutine of its own) and
+// returns the lines that do.
+func (h *logRecorder) waitLogged(t *testing.T, msg string) []logLine {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if lines := h.logged(msg); len(lines) > 0 {
+			return lines
+		}
+	}
+	require.FailNow(t, "nothing logged", "no line containing %q within 10s", msg)
+	return nil
+}
+
+// faults is a client hook that fails every command while on, as a network
+// failure would, without stopping the server.
+type faults struct{ on atomic.Bool }
+
+// errInjected is the error of a command faults failed.
+var errInjected = errors.New("injected: connection reset by peer")
+
+// addFaults adds a faults hook to c and returns it, off.
+func addFaults(c *redis.Client) *faults {
+	f := new(faults)
+	c.AddHook(f)
+	return f
+}
+
+func (f *faults) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.on.Load() {
+			cmd.SetErr(errInjected)
+			return errInjected
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}

@@ -46,7 +46,7 @@ func (l *limiter) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string],
 	for _, p := range parts {
 		j.timeout = min(j.timeout, p.timeout)
 	}
-	j.deny.init(l.denySize)
+	j.deny.init(l.denySize, &l.ops.counts)
 	return j, true
 }
 
@@ -159,7 +159,7 @@ func (j *joined) admit(ctx context.Context, key string, n int, each []keylimit.R
 			err := j.peek(ctx, key, ks, res)
 			res[i] = r
 			copy(each, res)
-			return refusal(res, i), keylimit.Admission{}, err
+			return refusedBy(res, i), keylimit.Admission{}, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -185,8 +185,8 @@ func (j *joined) admit(ctx context.Context, key string, n int, each []keylimit.R
 	copy(each, res)
 	for i, r := range res {
 		if !r.Allowed {
-			sum := refusal(res, i)
-			j.deny.record(key, n, sum, now, res)
+			sum := refusedBy(res, i)
+			j.deny.recordEach(key, n, sum, now, res)
 			return sum, keylimit.Admission{}, nil
 		}
 	}
@@ -205,7 +205,7 @@ func (j *joined) admit(ctx context.Context, key string, n int, each []keylimit.R
 // time now, writing each limiter's Result into res, if a refusal made under
 // the same quotas covers it.
 func (j *joined) cached(key string, n int, ks []*keyLimit, now int64, res []keylimit.Result) (keylimit.Result, bool) {
-	r, ok := j.deny.check(key, n, now, res)
+	r, ok := j.deny.checkEach(key, n, now, res)
 	if !ok {
 		return r, false
 	}
@@ -268,7 +268,7 @@ func (j *joined) failed(ctx context.Context, key string, ks []*keyLimit, n int, 
 			}
 		}
 		copy(each, res)
-		return refusal(res, refuser), keylimit.Admission{}, first
+		return refusedBy(res, refuser), keylimit.Admission{}, first
 	}
 	copy(each, res)
 	if !record {
@@ -454,10 +454,10 @@ func allowed(res []keylimit.Result) keylimit.Result {
 	return sum
 }
 
-// refusal is the Result of a request limiter i refused, res every
+// refusedBy is the Result of a request limiter i refused, res every
 // limiter's Result (the others' Peeks): refused, with limiter i's Limit, as
 // in keylimit.All.
-func refusal(res []keylimit.Result, i int) keylimit.Result {
+func refusedBy(res []keylimit.Result, i int) keylimit.Result {
 	sum := res[i]
 	for j, r := range res {
 		if j != i {

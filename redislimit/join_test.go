@@ -44,12 +44,14 @@ func TestAllOfRedisLimitersIsOneRoundTrip(t *testing.T) {
 	s := newServer(t)
 	c := s.client(t)
 	newPair := func(cache int) (minute, hour redisLimiter) {
-		m, err := redislimit.NewSlidingWindow(c, keylimit.PerMinute(10), redislimit.WithPrefix(testKey(t, "minute")+":"),
+		m, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerMinute(10), redislimit.WithPrefix(testKey(t, "minute")+":"),
 			redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(cache))
 		require.NoError(t, err)
-		h, err := redislimit.NewTokenBucket(c, keylimit.PerHour(3), redislimit.WithPrefix(testKey(t, "hour")+":"),
+		h, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(3), redislimit.WithPrefix(testKey(t, "hour")+":"),
 			redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(cache))
 		require.NoError(t, err)
+		pinged(t, m) // the eviction check is done: only decisions are counted
+		pinged(t, h)
 		return m, h
 	}
 	sent := func(f func()) map[string]int64 {
@@ -189,7 +191,7 @@ func TestJoinedMatchesAllInMemory(t *testing.T) {
 func TestJoinNeedsRedisLimitersOnOneClient(t *testing.T) {
 	c := shared.client(t)
 	newLim := func(c redis.UniversalClient, prefix string) redisLimiter {
-		lim, err := redislimit.NewTokenBucket(c, keylimit.PerHour(2), redislimit.WithPrefix(prefix), redislimit.WithTimeout(patient))
+		lim, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(2), redislimit.WithPrefix(prefix), redislimit.WithTimeout(patient))
 		require.NoError(t, err)
 		return lim
 	}
@@ -230,9 +232,9 @@ func TestJoinedWhenRedisFails(t *testing.T) {
 	c := deadClient(t)
 	mock := clock.NewMock()
 	var errsA, errsB errorLog
-	a, err := redislimit.NewFixedWindow(c, keylimit.PerHour(3), redislimit.WithClock(mock), redislimit.WithOnError(errsA.add))
+	a, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(3), redislimit.WithClock(mock), redislimit.WithOnError(errsA.add))
 	require.NoError(t, err)
-	b, err := redislimit.NewTokenBucket(c, keylimit.PerHour(2), redislimit.WithClock(mock), redislimit.WithOnError(errsB.add))
+	b, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(2), redislimit.WithClock(mock), redislimit.WithOnError(errsB.add))
 	require.NoError(t, err)
 	lim := keylimit.All[string](a, b).(joinedLimiter)
 	key := testKey(t, "k")

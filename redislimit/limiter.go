@@ -18,6 +18,7 @@ import (
 type limiter struct {
 	client  redis.UniversalClient
 	alg     *algorithm
+	name    string        // the constructor's: the limiter's purpose, in logs and the default prefix
 	prefix  string        // of every key written: prefix{key}
 	timeout time.Duration // bound on one decision's wait for Redis
 	policy  FailurePolicy
@@ -38,6 +39,8 @@ type limiter struct {
 	// self is the limiter this one is embedded in (*TokenBucket, ...), the
 	// one keylimit.All and Join see.
 	self keylimit.Limiter[string]
+	// ops is what operators see: stats, outage logs, health checks.
+	ops ops
 
 	// keyLimit is WithKeyLimit's function; nil: every key is under the
 	// limiter's limit.
@@ -54,8 +57,8 @@ type newFallbackFunc func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[
 
 // init sets up lim, the limiter shared by the constructors, for alg and l.
 // It is set up in place: lim holds atomics.
-func (lim *limiter) init(self keylimit.Limiter[string], client redis.UniversalClient, l keylimit.Limit, alg *algorithm,
-	opts []Option, newFallback newFallbackFunc) error {
+func (lim *limiter) init(self keylimit.Limiter[string], client redis.UniversalClient, name string, l keylimit.Limit,
+	alg *algorithm, opts []Option, newFallback newFallbackFunc) error {
 	lim.self = self
 	lim.alg = alg
 	if err := l.Validate(); err != nil {
@@ -64,7 +67,7 @@ func (lim *limiter) init(self keylimit.Limiter[string], client redis.UniversalCl
 	if _, _, _, err := alg.params(l); err != nil {
 		return err
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(name, opts)
 	if err != nil {
 		return err
 	}
@@ -84,15 +87,12 @@ func (lim *limiter) init(self keylimit.Limiter[string], client redis.UniversalCl
 	lim.onError = o.onError
 	lim.clock = newLocalClock(o.clock)
 	lim.scriptClock = o.scriptClock
-	lim.deny.init(o.denyCache)
+	lim.ops.init(o)
+	lim.deny.init(o.denyCache, &lim.ops.counts)
 	lim.denySize = o.denyCache
 	lim.backoff = o.backoff
-	if o.prefix != nil {
-		lim.prefix = *o.prefix
-	} else {
-		def := lim.limits.Load().def
-		lim.prefix = fmt.Sprintf("keylimit:%s:%d/%v/%d:", alg.name, l.Events, l.Period, def.quota)
-	}
+	lim.name = o.name
+	lim.prefix = o.keyPrefix(alg.name, l, lim.limits.Load().def.quota)
 	if o.policy.kind == failLocal {
 		var opts []keylimit.Option
 		if o.clock != nil {
@@ -107,6 +107,7 @@ func (lim *limiter) init(self keylimit.Limiter[string], client redis.UniversalCl
 		}
 		lim.fallback = fb
 	}
+	lim.announce(o.policySet || o.fleet > 0)
 	return nil
 }
 
@@ -139,6 +140,9 @@ func checkClient(c redis.UniversalClient) error {
 	}
 	return nil
 }
+
+// Name returns the name the limiter was made with.
+func (l *limiter) Name() string { return l.name }
 
 // Prefix returns the prefix of the Redis keys the limiter writes: the state
 // of key k is at Prefix() + "{" + k + "}".
@@ -191,6 +195,13 @@ func (l *limiter) Admit(key string, n int) (keylimit.Result, keylimit.Admission)
 // index, a log entry's time) and, as its By, the limit the key was under;
 // or the fallback limiter's Admission when the failure policy admitted.
 func (l *limiter) AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
+	r, a, err := l.admit(ctx, key, n)
+	l.ops.counts.decided(r.Allowed)
+	return r, a, err
+}
+
+// admit is AdmitContext, not counted in Stats.
+func (l *limiter) admit(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
 	k := l.resolve(key)
 	if r, ok := k.never(n); ok {
 		return r, keylimit.Admission{}, nil
@@ -215,7 +226,7 @@ func (l *limiter) AdmitContext(ctx context.Context, key string, n int) (keylimit
 	r := res[0]
 	// now was read before the round trip, so the remembered refusal ends a
 	// little before Redis's: the cache errs towards asking again.
-	l.deny.record(key, n, r, now, nil)
+	l.deny.record(key, n, r, now)
 	if !r.Allowed {
 		return r, keylimit.Admission{}, nil
 	}
@@ -239,7 +250,7 @@ func (k *keyLimit) never(n int) (keylimit.Result, bool) {
 // cache at local time now, if a refusal made under the same quota covers
 // it.
 func (l *limiter) cached(key string, n int, k *keyLimit, now int64) (keylimit.Result, bool) {
-	r, ok := l.deny.check(key, n, now, nil)
+	r, ok := l.deny.check(key, n, now)
 	if ok && r.Limit != k.quota {
 		// Remembered under another limit: SetLimit, or WithKeyLimit's
 		// function, has changed it since.
@@ -308,8 +319,8 @@ func (l *limiter) ResetContext(ctx context.Context, key string) error {
 	c, tctx, cancel := startCall(ctx, l.timeout)
 	err := l.client.Del(tctx, l.redisKey(key)).Err()
 	c.end(cancel)
+	l.called(ctx, err, now)
 	if err != nil {
-		l.trip(ctx, err, now)
 		return l.report("reset", key, err)
 	}
 	return nil
@@ -375,8 +386,9 @@ func (l *limiter) call(ctx context.Context, mode any, key string, n int, k *keyL
 	parts := [1]*keyLimit{k}
 	in := [1]int64{mark}
 	d := decision{key: key, n: n, parts: parts[:], marks: in[:]}
-	if err := d.run(ctx, mode, l.client, l.timeout, l.scriptClock, res, marks); err != nil {
-		l.trip(ctx, err, now)
+	err := d.run(ctx, mode, l.client, l.timeout, l.scriptClock, res, marks)
+	l.called(ctx, err, now)
+	if err != nil {
 		return err
 	}
 	return nil

@@ -39,7 +39,7 @@ func TestConstructorErrors(t *testing.T) {
 			require.Nil(t, lim, "%s, %s: a limiter came with the error", typ.name, c.name)
 		}
 	}
-	_, err := redislimit.NewTokenBucket(good, keylimit.Per(1, 60*24*time.Hour))
+	_, err := redislimit.NewTokenBucket(good, "test", keylimit.Per(1, 60*24*time.Hour))
 	require.ErrorContains(t, err, "redislimit: burst 1 at one event per 1440h0m0s spans more than", "a bucket spanning 60 days")
 	for _, typ := range types[1:] {
 		_, err := typ.new(good, keylimit.Per(1, 1500*time.Nanosecond))

@@ -48,9 +48,8 @@ type decisionOptions struct {
 // algorithm is what distinguishes a token bucket from the windows: the
 // script's name for it and how a limit becomes its parameters.
 type algorithm struct {
-	// name is the script's name of the algorithm (ARGV), boxed once; it is
-	// in the default prefix too.
-	name any
+	name string        // the script's name of the algorithm; in the default prefix too
+	arg  any           // name, boxed once so that passing it to the client does not allocate
 	unit time.Duration // of the times the script returns: ns or µs
 	// params checks l and returns the script's two parameters for it (boxed
 	// int64s), the quota (Result.Limit: the most events admitted at once),
@@ -159,9 +158,13 @@ func (lim *limiter) SetLimit(l keylimit.Limit) error {
 
 // clear forgets every refusal.
 func (d *denyCache) clear() {
-	if d.m != nil {
-		d.m.Clear()
+	if d.m == nil {
+		return
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.order, d.oldest = d.order[:0], 0
+	d.m.Clear()
 }
 
 // fallbackKeyLimit is WithKeyLimit's function for the FailLocal fallback:

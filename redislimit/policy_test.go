@@ -90,7 +90,7 @@ func TestKeyLimitInvalidIsAnErrorNotAPanic(t *testing.T) {
 					return keylimit.Limit{}
 				}))
 			require.NoError(t, err)
-			lim.Allow("warm")
+			pinged(t, lim)
 			before := s.commandStats(t)
 			for _, r := range []keylimit.Result{lim.Take("broken", 1), lim.Peek("broken")} {
 				require.False(t, r.Allowed, "%v", r)
@@ -101,7 +101,7 @@ func TestKeyLimitInvalidIsAnErrorNotAPanic(t *testing.T) {
 			require.True(t, lim.AllowN(testKey(t, "fine"), 5), "another key")
 		})
 	}
-	_, err := redislimit.NewTokenBucket(s.client(t), keylimit.PerMinute(5), redislimit.WithKeyLimit(nil))
+	_, err := redislimit.NewTokenBucket(s.client(t), "test", keylimit.PerMinute(5), redislimit.WithKeyLimit(nil))
 	require.EqualError(t, err, "redislimit: WithKeyLimit(nil)")
 }
 
@@ -225,10 +225,10 @@ func TestSetLimitErrors(t *testing.T) {
 		require.EqualError(t, setter.SetLimit(keylimit.Per(5, 0)), "keylimit: period 0s is not positive", typ.name)
 		require.Equal(t, keylimit.PerHour(10), setter.Limit(), typ.name)
 	}
-	b, err := redislimit.NewTokenBucket(c, keylimit.PerHour(10))
+	b, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(10))
 	require.NoError(t, err)
 	require.ErrorContains(t, b.SetLimit(keylimit.Per(1, 60*24*time.Hour)), "spans more than")
-	w, err := redislimit.NewFixedWindow(c, keylimit.PerHour(10))
+	w, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(10))
 	require.NoError(t, err)
 	require.ErrorContains(t, w.SetLimit(keylimit.Per(1, 1500*time.Nanosecond)), "not a whole number of microseconds")
 	_, err = b.TakeContext(context.Background(), testKey(t, "k"), 1)

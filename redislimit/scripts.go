@@ -85,7 +85,7 @@ func (d *decision) run(ctx context.Context, mode any, client redis.UniversalClie
 		if mode == modeRefund {
 			mark = d.marks[i]
 		}
-		args = append(args, p.alg.name, p.param1, p.param2, mark)
+		args = append(args, p.alg.arg, p.param1, p.param2, mark)
 	}
 	if clk != nil {
 		now := clk.c.Now()
@@ -123,18 +123,18 @@ func parseReply(s string, parts []*keyLimit, res []keylimit.Result, marks []int6
 			// A count can exceed the events of a limit lowered since;
 			// Remaining never goes below 0.
 			Remaining:  int(max(min(v[1], int64(p.quota)), 0)),
-			RetryAfter: times(v[2], p.alg.unit),
-			ResetAfter: times(v[3], p.alg.unit),
+			RetryAfter: duration(v[2], p.alg.unit),
+			ResetAfter: duration(v[3], p.alg.unit),
 		}
 		marks[i] = v[4]
 	}
 	return s == ""
 }
 
-// times converts v of unit to a Duration, saturating below InfDuration
+// duration converts v of unit to a Duration, saturating below InfDuration
 // (which means "never"); negative values, which the script never returns
 // for a time, become 0.
-func times(v int64, unit time.Duration) time.Duration {
+func duration(v int64, unit time.Duration) time.Duration {
 	if v <= 0 {
 		return 0
 	}

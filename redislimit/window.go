@@ -38,30 +38,33 @@ type SlidingWindow struct {
 	limiter
 }
 
-// NewFixedWindow returns a FixedWindow that admits l.Events per aligned
-// window of l.Period per key, across every instance that shares client's
-// Redis and the prefix. l.Burst is not used.
+// NewFixedWindow returns a FixedWindow named name that admits l.Events per
+// aligned window of l.Period per key, across every instance that shares
+// client's Redis and the prefix. l.Burst is not used. name says what the
+// limit is for, as for NewTokenBucket.
 //
-// It returns an error if l is invalid (the error keylimit.Limit.Validate
-// gives), if l.Period is not a whole number of microseconds (the resolution
-// of Redis time), if client is nil or known to ignore context deadlines (see
-// NewTokenBucket), or if an option is invalid. It does not contact Redis.
-func NewFixedWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Option) (*FixedWindow, error) {
+// It returns an error if name is not a valid name (see NewTokenBucket), if
+// l is invalid (the error keylimit.Limit.Validate gives), if l.Period is not
+// a whole number of microseconds (the resolution of Redis time), if client
+// is nil or known to ignore context deadlines (see NewTokenBucket), or if an
+// option is invalid. It does not contact Redis (see Ping).
+func NewFixedWindow(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*FixedWindow, error) {
 	w := new(FixedWindow)
-	if err := w.init(w, client, l, &fixedAlgorithm, opts, newFixedFallback); err != nil {
+	if err := w.init(w, client, name, l, &fixedAlgorithm, opts, newFixedFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// NewSlidingWindow returns a SlidingWindow that admits at most l.Events per
-// l.Period per key, in any interval of that length, across every instance
-// that shares client's Redis and the prefix. l.Burst is not used.
+// NewSlidingWindow returns a SlidingWindow named name that admits at most
+// l.Events per l.Period per key, in any interval of that length, across
+// every instance that shares client's Redis and the prefix. l.Burst is not
+// used. name says what the limit is for, as for NewTokenBucket.
 //
 // It returns the errors NewFixedWindow does.
-func NewSlidingWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Option) (*SlidingWindow, error) {
+func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*SlidingWindow, error) {
 	w := new(SlidingWindow)
-	if err := w.init(w, client, l, &slidingAlgorithm, opts, newSlidingFallback); err != nil {
+	if err := w.init(w, client, name, l, &slidingAlgorithm, opts, newSlidingFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -70,8 +73,8 @@ func NewSlidingWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Op
 // The algorithms of lua/fixed.lua and lua/sliding.lua: their parameters are
 // the period in µs and the events.
 var (
-	fixedAlgorithm   = algorithm{name: "fixed", unit: time.Microsecond, params: windowParams}
-	slidingAlgorithm = algorithm{name: "sliding", unit: time.Microsecond, params: windowParams}
+	fixedAlgorithm   = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams}
+	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams}
 )
 
 // windowParams checks l for a window.

@@ -45,7 +45,7 @@ func StartCluster(masters, replicas int) (*Cluster, error) {
 		}
 	}()
 	for i := range masters + replicas {
-		s, err := start(0, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		s, err := Start(0, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0")
 		if err != nil {
 			return nil, err
