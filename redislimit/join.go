@@ -72,7 +72,8 @@ func sameScriptClock(a, b *scriptClock) bool {
 // (of the size of the first limiter's), whose entries hold every limiter's
 // Result. When Redis fails, each limiter's failure policy answers for it,
 // and the error goes to each one's WithOnError; the failure backoff of any
-// of them holds for all.
+// of them holds for all. Each limiter's Stats count the joined requests and
+// round trips it took part in.
 type joined struct {
 	parts   []*limiter
 	timeout time.Duration // the least of the parts'
@@ -144,6 +145,15 @@ func (j *joined) buffers(res *[inlineParts]keylimit.Result, marks *[inlineParts]
 // limiter's Result into each if it is not nil, and returns the admission if
 // record is set.
 func (j *joined) admit(ctx context.Context, key string, n int, each []keylimit.Result, record bool) (keylimit.Result, keylimit.Admission, error) {
+	r, a, err := j.decide(ctx, key, n, each, record)
+	for _, p := range j.parts {
+		p.ops.counts.decided(r.Allowed) // the request, in every limiter's Stats
+	}
+	return r, a, err
+}
+
+// decide is admit, not counted in Stats.
+func (j *joined) decide(ctx context.Context, key string, n int, each []keylimit.Result, record bool) (keylimit.Result, keylimit.Admission, error) {
 	var kbuf [inlineParts]*keyLimit
 	var rbuf [inlineParts]keylimit.Result
 	var mbuf [inlineParts]int64
@@ -227,13 +237,11 @@ func (j *joined) call(ctx context.Context, mode any, d *decision, now int64, res
 		}
 	}
 	first := j.parts[0]
-	if err := d.run(ctx, mode, first.client, j.timeout, first.scriptClock, res, marks); err != nil {
-		for _, p := range j.parts {
-			p.trip(ctx, err, now)
-		}
-		return err
+	err := d.run(ctx, mode, first.client, j.timeout, first.scriptClock, res, marks)
+	for _, p := range j.parts {
+		p.called(ctx, err, now) // a round trip of every limiter's, in its Stats
 	}
-	return nil
+	return err
 }
 
 // failed answers a request of n events for key by each limiter's failure
@@ -376,10 +384,10 @@ func (j *joined) ResetContext(ctx context.Context, key string) error {
 	c, tctx, cancel := startCall(ctx, j.timeout)
 	err := first.client.Del(tctx, keys...).Err()
 	c.end(cancel)
+	for _, p := range j.parts {
+		p.called(ctx, err, now)
+	}
 	if err != nil {
-		for _, p := range j.parts {
-			p.trip(ctx, err, now)
-		}
 		return j.report("reset", key, err)
 	}
 	return nil
