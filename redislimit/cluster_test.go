@@ -67,12 +67,18 @@ func joinedOnCluster(t *testing.T, cl *redisserver.Cluster, c *redis.ClusterClie
 		}
 		return n
 	}
-	nodes := map[string]bool{}
-	for i := range 12 {
+	// A key on each master: keys are drawn until every master has one.
+	byNode := map[string]string{}
+	for i := 0; len(byNode) < len(cl.Masters); i++ {
+		require.Less(t, i, 1000, "1000 keys, and not one on each master: %v", byNode)
 		key := testKey(t, "k")
 		node, err := c.MasterForKey(context.Background(), stateKey(a, key))
 		require.NoError(t, err)
-		nodes[node.Options().Addr] = true
+		byNode[node.Options().Addr] = key
+	}
+	i := 0
+	for _, key := range byNode {
+		i++
 		lim.Peek(key) // the client has learned where the slot is
 		before := evalsha()
 		r, err := lim.TakeContext(context.Background(), key, 2)
@@ -82,7 +88,6 @@ func joinedOnCluster(t *testing.T, cl *redisserver.Cluster, c *redis.ClusterClie
 		require.Equal(t, 1, a.Peek(key).Remaining, "key %d: the first limit", i)
 		require.Equal(t, 1, b.Peek(key).Remaining, "key %d: the second limit", i)
 	}
-	require.Len(t, nodes, 3, "the keys' slots were on these masters: %v", nodes)
 
 	tagged := keylimit.All[string](newLim("{tenant}:a:"), newLim("{tenant}:b:"))
 	_, joined := tagged.(joinedLimiter)
