@@ -54,9 +54,11 @@ func NewTokenBucket(client redis.UniversalClient, name string, l keylimit.Limit,
 // bucketAlgorithm is lua/bucket.lua's: its parameters are the interval and
 // tau (Burst × Interval), in ns.
 var bucketAlgorithm = algorithm{
-	name: "bucket",
-	arg:  "bucket",
-	unit: time.Nanosecond,
+	name:    "bucket",
+	arg:     "bucket",
+	unit:    time.Nanosecond,
+	leases:  true,
+	refills: true,
 	params: func(l keylimit.Limit) (int64, int64, int, error) {
 		if err := l.Validate(); err != nil {
 			return 0, 0, 0, err

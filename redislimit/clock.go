@@ -7,8 +7,8 @@ import (
 )
 
 // localClock is this process's time, which only the deny cache, the failure
-// backoff, the fallback limiter and WaitN's sleeps use: decisions made by
-// Redis are made on Redis time.
+// backoff, the fallback limiter, leases and WaitN's sleeps use: decisions
+// made by Redis are made on Redis time.
 // Only durations are formed from it (how long ago Redis refused a key), so
 // instances whose wall clocks disagree by minutes still agree.
 type localClock struct {
@@ -24,6 +24,17 @@ func newLocalClock(c clock.Clock) localClock {
 		return localClock{start: time.Now()}
 	}
 	return localClock{injected: c, start: c.Now()}
+}
+
+// ticker returns a channel that ticks every d on this clock, and a
+// function that stops it.
+func (c *localClock) ticker(d time.Duration) (<-chan time.Time, func()) {
+	if c.injected == nil {
+		t := time.NewTicker(d)
+		return t.C, t.Stop
+	}
+	t := c.injected.Ticker(d)
+	return t.C, t.Stop
 }
 
 // now returns ns since the limiter's creation.

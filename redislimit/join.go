@@ -13,7 +13,8 @@ import (
 // one script call per decision, all or nothing inside Redis: what
 // keylimit.All returns for them. It reports false, and All decides limiter
 // by limiter instead, unless every one of ls is a TokenBucket, FixedWindow
-// or SlidingWindow of this package on the same client, and no two share a
+// or SlidingWindow of this package on the same client, without leases
+// (their leases decide in process, not in one call), and no two share a
 // prefix.
 //
 // On Redis Cluster (and a Ring) the states of one key share a slot because
@@ -30,7 +31,7 @@ func (l *limiter) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string],
 	_, plain := l.client.(*redis.Client)
 	for _, x := range ls {
 		p := redisLimiter(x)
-		if p == nil || p.client != l.client || !sameScriptClock(p.scriptClock, l.scriptClock) || prefixes[p.prefix] {
+		if p == nil || p.leases != nil || p.client != l.client || !sameScriptClock(p.scriptClock, l.scriptClock) || prefixes[p.prefix] {
 			return nil, false
 		}
 		if !plain && strings.Contains(p.prefix, "{") {

@@ -41,6 +41,8 @@ type limiter struct {
 	self keylimit.Limiter[string]
 	// ops is what operators see: stats, outage logs, health checks.
 	ops ops
+	// leases are WithLeases's, key by key; nil without it.
+	leases *leases
 
 	// keyLimit is WithKeyLimit's function; nil: every key is under the
 	// limiter's limit.
@@ -106,6 +108,13 @@ func (lim *limiter) init(self keylimit.Limiter[string], client redis.UniversalCl
 			return fmt.Errorf("redislimit: the FailLocal fallback limiter: %w", err)
 		}
 		lim.fallback = fb
+	}
+	if o.leaseTime > 0 {
+		if !alg.leases {
+			return fmt.Errorf("redislimit: WithLeases does not apply to a %s window: its log holds each admission's "+
+				"time, and an event leased at one time and spent later would leave the window too early", alg.name)
+		}
+		lim.leases = newLeases(lim, o.leaseTime)
 	}
 	lim.announce(o.policySet || o.fleet > 0)
 	return nil
@@ -214,7 +223,15 @@ func (l *limiter) admit(ctx context.Context, key string, n int) (keylimit.Result
 		r.Allowed, r.RetryAfter = true, 0
 		return r, keylimit.Admission{}, err
 	}
-	now := l.clock.now()
+	if l.leases != nil {
+		return l.leases.admit(ctx, key, n, k)
+	}
+	return l.take(ctx, key, n, k, l.clock.now())
+}
+
+// take decides n events (n >= 1) for key under k at local time now, in one
+// script call unless the deny cache answers: admit without leases.
+func (l *limiter) take(ctx context.Context, key string, n int, k *keyLimit, now int64) (keylimit.Result, keylimit.Admission, error) {
 	if r, ok := l.cached(key, n, k, now); ok {
 		return r, keylimit.Admission{}, nil
 	}
@@ -269,7 +286,8 @@ func (l *limiter) Peek(key string) keylimit.Result {
 }
 
 // PeekContext is Peek with a context, as TakeContext is Take. A key the
-// deny cache covers for one event is answered without a round trip.
+// deny cache covers for one event is answered without a round trip, and so
+// is one whose lease holds an event (WithLeases).
 func (l *limiter) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
 	k := l.resolve(key)
 	if k.err != nil {
@@ -285,6 +303,11 @@ func (l *limiter) PeekContext(ctx context.Context, key string) (keylimit.Result,
 // peek is PeekContext for key under k, once ctx is known to be live.
 func (l *limiter) peek(ctx context.Context, key string, k *keyLimit) (keylimit.Result, error) {
 	now := l.clock.now()
+	if l.leases != nil {
+		if r, ok := l.leases.peek(key, k, now); ok {
+			return r, nil
+		}
+	}
 	if r, ok := l.cached(key, 1, k, now); ok {
 		return r, nil
 	}
@@ -309,6 +332,9 @@ func (l *limiter) Reset(key string) { _ = l.ResetContext(context.Background(), k
 // (and passed to WithOnError) and only the local state is forgotten.
 func (l *limiter) ResetContext(ctx context.Context, key string) error {
 	l.deny.forget(key)
+	if l.leases != nil {
+		l.leases.forget(key)
+	}
 	if l.fallback != nil {
 		l.fallback.Reset(key)
 	}
@@ -331,8 +357,9 @@ func (l *limiter) ResetContext(ctx context.Context, key string) error {
 // not refilled, a fixed window the events of a window that has not ended, a
 // sliding log the entries still in it. After a change of the key's limit
 // to one of another interval (a bucket) or period (a fixed window), it
-// gives back nothing. It is RefundContext with context.Background(), the
-// error left to WithOnError.
+// gives back nothing. An Admission a lease made (WithLeases) goes back to
+// the lease while it lasts, without a round trip. It is RefundContext with
+// context.Background(), the error left to WithOnError.
 func (l *limiter) Refund(key string, a keylimit.Admission) {
 	_ = l.RefundContext(context.Background(), key, a)
 }
@@ -344,6 +371,15 @@ func (l *limiter) Refund(key string, a keylimit.Admission) {
 func (l *limiter) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
 	if a.N <= 0 {
 		return nil
+	}
+	if p, ok := a.By.(*lease); ok {
+		if p.owner == nil || p.owner != l.leases {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return l.report("refund", key, err)
+		}
+		return l.leases.refund(ctx, key, p, a.N)
 	}
 	k, ok := a.By.(*keyLimit)
 	if !ok || k.owner != l {
@@ -364,10 +400,15 @@ func (l *limiter) RefundContext(ctx context.Context, key string, a keylimit.Admi
 	return nil
 }
 
-// Close releases the fallback limiter, if any. It does not close the Redis
-// client, which the caller owns. The limiter still answers after Close.
-// It always returns nil.
+// Close releases the fallback limiter, if any, and with WithLeases gives
+// back to Redis what the leases hold (a call per leased key) and stops
+// leasing. It does not close the Redis client, which the caller owns. The
+// limiter still answers after Close, without leases. It always returns
+// nil.
 func (l *limiter) Close() error {
+	if l.leases != nil {
+		l.leases.close()
+	}
 	if c, ok := l.fallback.(interface{ Close() error }); ok {
 		return c.Close()
 	}
@@ -380,18 +421,21 @@ func (l *limiter) Close() error {
 // a refund gives back.
 func (l *limiter) call(ctx context.Context, mode any, key string, n int, k *keyLimit, mark, now int64,
 	res []keylimit.Result, marks []int64) error {
-	if err := l.down(now); err != nil {
-		return err
-	}
 	parts := [1]*keyLimit{k}
 	in := [1]int64{mark}
 	d := decision{key: key, n: n, parts: parts[:], marks: in[:]}
-	err := d.run(ctx, mode, l.client, l.timeout, l.scriptClock, res, marks)
-	l.called(ctx, err, now)
-	if err != nil {
+	return l.run(ctx, mode, &d, now, res, marks)
+}
+
+// run makes the script call d in mode at local time now, unless Redis
+// failed less than the backoff ago.
+func (l *limiter) run(ctx context.Context, mode any, d *decision, now int64, res []keylimit.Result, marks []int64) error {
+	if err := l.down(now); err != nil {
 		return err
 	}
-	return nil
+	err := d.run(ctx, mode, l.client, l.timeout, l.scriptClock, res, marks)
+	l.called(ctx, err, now)
+	return err
 }
 
 // The Redis limiters are keylimit limiters, and can give events back, so

@@ -35,7 +35,8 @@ type options struct {
 	clock     clock.Clock // nil: the system's monotonic clock
 	denyCache int
 	backoff   time.Duration
-	err       error // the first invalid option, reported by the constructor
+	leaseTime time.Duration // WithLeases; 0: no leases
+	err       error         // the first invalid option, reported by the constructor
 
 	decisionOptions // WithKeyLimit's function, and the tests' script clock
 }

@@ -51,6 +51,10 @@ type algorithm struct {
 	name string        // the script's name of the algorithm; in the default prefix too
 	arg  any           // name, boxed once so that passing it to the client does not allocate
 	unit time.Duration // of the times the script returns: ns or µs
+	// leases: the script can lease for it (WithLeases); refills: its
+	// events come back one interval at a time (a bucket), not all at a
+	// window's end.
+	leases, refills bool
 	// params checks l and returns the script's two parameters for it (boxed
 	// int64s), the quota (Result.Limit: the most events admitted at once),
 	// or an error that says why the algorithm cannot take l.
@@ -73,6 +77,12 @@ type keyLimit struct {
 	// err is why the limit WithKeyLimit gave is invalid: the key's requests
 	// are refused.
 	err error
+	// maxLease is the most events a lease takes beyond a request's
+	// (WithLeases): quota / maxLeaseShare, 0 if the algorithm cannot lease.
+	maxLease int
+	// step is the interval in ns of an algorithm that refills (a bucket's
+	// TAT moves by it per event); 0 for a window.
+	step int64
 }
 
 // newKeyLimit returns the keyLimit of l for lim, with err set if the
@@ -81,6 +91,12 @@ func (lim *limiter) newKeyLimit(l keylimit.Limit) *keyLimit {
 	k := &keyLimit{owner: lim, alg: lim.alg, limit: l, retryClosed: l.Interval()}
 	p1, p2, quota, err := lim.alg.params(l)
 	k.param1, k.param2, k.quota, k.err = p1, p2, quota, err
+	if lim.alg.leases {
+		k.maxLease = quota / maxLeaseShare
+	}
+	if lim.alg.refills {
+		k.step = int64(l.Interval())
+	}
 	return k
 }
 
@@ -140,7 +156,9 @@ func (lim *limiter) Limit() keylimit.Limit { return lim.limits.Load().def.limit 
 // fixed window the count of a window that has not ended, a sliding window
 // its log. So a change never creates capacity; the bounds keylimit's types
 // keep however often the limit changes hold here too. Instances share the
-// keys' state, not their limits: set the limit on each.
+// keys' state, not their limits: set the limit on each. With WithLeases,
+// every lease ends at once (none admits under the old limit), and what
+// they held goes back to Redis in the background.
 func (lim *limiter) SetLimit(l keylimit.Limit) error {
 	lim.setMu.Lock()
 	defer lim.setMu.Unlock()
@@ -153,6 +171,9 @@ func (lim *limiter) SetLimit(l keylimit.Limit) error {
 	}
 	// Refusals remembered under the old limits may no longer hold.
 	lim.deny.clear()
+	if lim.leases != nil {
+		lim.leases.limitChanged()
+	}
 	return nil
 }
 

@@ -40,6 +40,7 @@ var (
 	modeTake   any = "take"
 	modePeek   any = "peek"
 	modeRefund any = "refund"
+	modeLease  any = "lease"
 	noMark     any = "0"
 )
 
@@ -63,7 +64,19 @@ type decision struct {
 	key   string
 	n     int
 	parts []*keyLimit
-	marks []int64 // for modeRefund; nil otherwise
+	marks []int64 // for modeRefund and modeLease; nil otherwise
+	// lease is modeLease's: what to lease, and what to give back.
+	lease leaseArgs
+}
+
+// leaseArgs are the three arguments of modeLease after the limiter's (see
+// lua/prelude.lua), and what it granted. (No interface here: one would make
+// the compiler move every decision's parts to the heap.)
+type leaseArgs struct {
+	want    int   // the most events to lease beyond n
+	hold    int64 // the lease time in ns
+	give    int64 // the events an ended lease gives back, from marks[0]
+	granted int64 // the reply's sixth integer: the events leased beyond n
 }
 
 // run makes the script call for d in mode through client, with a deadline timeout
@@ -82,10 +95,13 @@ func (d *decision) run(ctx context.Context, mode any, client redis.UniversalClie
 	for i, p := range d.parts {
 		keys = append(keys, p.owner.redisKey(d.key))
 		mark := noMark
-		if mode == modeRefund {
+		if mode == modeRefund || mode == modeLease {
 			mark = d.marks[i]
 		}
 		args = append(args, p.alg.arg, p.param1, p.param2, mark)
+	}
+	if mode == modeLease {
+		args = append(args, d.lease.want, d.lease.hold, d.lease.give)
 	}
 	if clk != nil {
 		now := clk.c.Now()
@@ -96,10 +112,26 @@ func (d *decision) run(ctx context.Context, mode any, client redis.UniversalClie
 	if err != nil {
 		return err
 	}
+	if mode == modeLease {
+		var ok bool
+		if reply, d.lease.granted, ok = cutLast(reply); !ok || d.lease.granted < 0 {
+			return fmt.Errorf("redislimit: the script replied %q to a lease, want six integers", reply)
+		}
+	}
 	if !parseReply(reply, d.parts, res, marks) {
 		return fmt.Errorf("redislimit: the script replied %q, want five integers for each of %d limiters", reply, len(d.parts))
 	}
 	return nil
+}
+
+// cutLast splits the last integer off a reply.
+func cutLast(s string) (string, int64, bool) {
+	i := strings.LastIndexByte(s, ' ')
+	if i < 0 {
+		return s, 0, false
+	}
+	n, err := strconv.ParseInt(s[i+1:], 10, 64)
+	return s[:i], n, err == nil
 }
 
 // parseReply reads the script's reply, five integers per limiter, "allowed

@@ -5,12 +5,13 @@
 -- tokens at time now are (now + tau - TAT) / interval, so refill is never
 -- stored and no fraction of a token is lost.
 --
--- KEYS[i]  a string "TAT interval": the TAT in ns since the Unix epoch in
---          decimal (seconds, then 9 digits of ns), and the interval it
---          counts in, that of the limit it was written under; expiring at
---          the TAT itself, when the bucket is full and the state is the same
---          as no state at all. (A state of the TAT alone counts in the
---          interval of the limit that reads it.)
+-- KEYS[i]  a string "TAT interval hold": the TAT in ns since the Unix
+--          epoch in decimal (seconds, then 9 digits of ns), the interval it
+--          counts in, that of the limit it was written under, and the
+--          longest lease time (ns) of the leases written to it, absent
+--          until one is; expiring at the TAT itself, when the bucket is full
+--          and the state is the same as no state at all. (A state of the
+--          TAT alone counts in the interval of the limit that reads it.)
 -- Parameters: interval, ns per token (Limit.Interval()); tau, burst ×
 -- interval in ns, how far the TAT may run ahead of now.
 -- Times in the reply are in ns; remaining is in tokens. The mark of an
@@ -23,6 +24,16 @@
 -- peek under the new limit writes the state in its interval (a refund
 -- passes the admission's limit, and converts nothing). Intervals are
 -- compared as stored, in decimal.
+--
+-- A lease (WithLeases) takes n + x events that the instance spends at any
+-- time within hold ns from now: it moves the TAT to max(TAT, now + hold) +
+-- (n + x) × interval, and fits if that is at most now + tau. So each
+-- event of a lease counts from the latest time it may be spent, and fits as
+-- at the earliest: any interval of time then holds at most burst + its
+-- length / interval events spent, however the instances spend their leases
+-- (DESIGN.md, "Leases"). A refund, and what an ended lease gives back, then
+-- gives back hold less: a lease written after the admission counted from
+-- up to hold ahead of now, and did not depend on it.
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Unix
 -- time in ns (about 2^61) is not, so times are kept as whole seconds plus ns
@@ -75,7 +86,9 @@ if uses.bucket then
     local total = now_ns + a
     local ns = math.fmod(total, 1e9)
     local tat = string.format('%d%09d', now_s + (total - ns) / 1e9, ns)
-    redis.call('SET', s.key, tat .. ' ' .. s.unit, 'PX', ttl(a / 1e6))
+    local state = tat .. ' ' .. s.unit
+    if s.hold > 0 then state = state .. string.format(' %d', s.hold) end
+    redis.call('SET', s.key, state, 'PX', ttl(a / 1e6))
     return tat
   end
 
@@ -86,10 +99,11 @@ if uses.bucket then
 
   -- read: s.ahead = TAT - now, in ns, in the interval the state counts in;
   -- s.base = max(TAT, now) - now in this limit's interval (a bucket never
-  -- holds more than burst tokens). A missing key is a full bucket.
+  -- holds more than burst tokens); s.kept tells whether the state counted
+  -- in this interval before this call. A missing key is a full bucket.
   function bucket.read(key, interval, tau)
     local s = {key = key, interval = interval, tau = tau, burst = math.floor(tau / interval),
-      ahead = 0, unit = string.format('%d', interval), stored = false}
+      ahead = 0, unit = string.format('%d', interval), stored = false, hold = 0}
     local stored = redis.call('GET', key)
     if stored then
       s.stored = true
@@ -97,9 +111,15 @@ if uses.bucket then
       local sp = string.find(stored, ' ', 1, true)
       if sp then
         tat, unit = string.sub(stored, 1, sp - 1), string.sub(stored, sp + 1)
+        sp = string.find(unit, ' ', 1, true)
+        if sp then
+          s.hold = tonumber(string.sub(unit, sp + 1)) or 0
+          unit = string.sub(unit, 1, sp - 1)
+        end
       end
       s.ahead = since(tat)
       s.same = unit == s.unit
+      s.kept = s.same
       if s.ahead > 0 and not s.same and mode ~= 'refund' then
         -- Counted under a limit of another interval: keep the debt in
         -- tokens, and write it so.
@@ -134,21 +154,22 @@ if uses.bucket then
     return reply(1, remaining(s, next), 0, next, store(s, next))
   end
 
-  -- refund gives back what the admission that wrote the TAT mark still
+  -- giveback gives back what the admission that wrote the TAT mark still
   -- holds (see keylimit's DESIGN.md, "Exact refunds"): it moved the TAT k
-  -- intervals later; what of that lies ahead of now, and of the TAT, comes
-  -- back. The caller passes the parameters of the admission's limit: a
-  -- state that counts in another interval has been converted since, and
-  -- gives nothing back. After the server's clock stepped back, now counts
-  -- from TAT - tau, a time some admission reached.
-  function bucket.refund(s, k, mark)
+  -- intervals later; what of that lies ahead of now, less the longest
+  -- lease time written (see above), and of the TAT, comes back. The caller
+  -- passes the parameters of the admission's limit: a state that counted
+  -- in another interval has been converted since, and gives nothing back.
+  -- After the server's clock stepped back, now counts from TAT - tau, a
+  -- time some admission reached.
+  function bucket.giveback(s, k, mark)
     if not string.match(mark, '^%-?%d+$') or string.len(mark) < 10 then
       error({err = 'redislimit: refund of a malformed mark ' .. mark})
     end
-    if s.stored and s.same then
+    if s.stored and s.kept then
       local ahead = s.ahead
       local skew = math.max(ahead - s.tau, 0)
-      local back = math.min(k * s.interval, since(mark) - skew, ahead - skew)
+      local back = math.min(k * s.interval, since(mark) - skew - s.hold, ahead - skew)
       if back > 0 then
         if ahead - back > 0 then
           store(s, ahead - back)
@@ -157,8 +178,27 @@ if uses.bucket then
         end
         ahead = ahead - back
       end
+      s.ahead = ahead
       s.base = math.max(ahead, 0)
     end
+  end
+
+  function bucket.refund(s, k, mark)
+    bucket.giveback(s, k, mark)
     return reply(1, remaining(s, s.base), 0, s.base)
+  end
+
+  -- lease admits k (which fits) and takes up to want more, all to be spent
+  -- within hold ns, counted from max(TAT, now + hold) (see above); if not
+  -- one more fits so, it is admit. The mark is the TAT written.
+  function bucket.lease(s, k, want, hold)
+    local from = math.max(s.base, hold)
+    local x = math.min(want, math.floor((s.tau - from) / s.interval) - k)
+    if x < 1 then
+      return bucket.admit(s, k) .. ' 0'
+    end
+    local next = from + (k + x) * s.interval
+    s.hold = math.max(s.hold, hold)
+    return reply(1, remaining(s, next), 0, next, store(s, next)) .. string.format(' %d', x)
   end
 end

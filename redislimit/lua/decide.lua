@@ -5,7 +5,8 @@
 -- written to every state; otherwise nothing is written, the first limiter
 -- it does not fit reports its refusal, and the others what a peek would.
 -- peek: each reports a peek. refund: each gives back its own admission (its
--- mark), as far as it still holds.
+-- mark), as far as it still holds. lease: one limiter gives back what an
+-- ended lease left unused, then takes n and leases up to want more.
 
 -- One limiter, the usual call: no tables to gather the replies in.
 if limiters == 1 then
@@ -16,6 +17,11 @@ if limiters == 1 then
     return alg.refused(s, n)
   elseif mode == 'peek' then
     return alg.peek(s)
+  elseif mode == 'lease' then
+    local want, hold, give = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+    if give > 0 then alg.giveback(s, give, ARGV[6]) end
+    if alg.fits(s, n) then return alg.lease(s, n, want, hold) end
+    return alg.refused(s, n) .. ' 0'
   end
   return alg.refund(s, n, ARGV[6])
 end

@@ -25,6 +25,9 @@
 -- take or peek under the new limit (a refund passes the admission's limit,
 -- and converts nothing). The count may be above events: Remaining is then
 -- 0.
+--
+-- A lease (WithLeases) counts its events in the window that holds now, and
+-- the instance spends them before that window ends: the count stays exact.
 
 if uses.fixed then
   local fixed = {}
@@ -59,6 +62,7 @@ if uses.fixed then
     if state[1] then
       w, c, p = tonumber(state[1]), tonumber(state[2]), state[3] or s.periodText
       s.stored, s.same = true, p == s.periodText
+      s.kept = s.same -- counted in this period before this call
       -- Time only moves forward inside the state: if the server's clock
       -- stepped back before the stored window began, decide as at its
       -- start, so that its count is not forgotten.
@@ -105,16 +109,31 @@ if uses.fixed then
     return reply(1, s.events - s.count - k, 0, s.left, s.windowText)
   end
 
-  -- refund gives back only while the admission's window is the current
+  -- giveback gives back only while the admission's window is the current
   -- one, counted in the admission's period (the caller passes the
   -- parameters of the admission's limit): the events of a window that has
   -- ended are gone already, and must not come off the next window's count.
-  function fixed.refund(s, k, mark)
-    if s.stored and s.same and mark == s.windowText then
+  function fixed.giveback(s, k, mark)
+    if s.stored and s.kept and mark == s.windowText then
       local count = math.max(s.count - k, 0)
       if count ~= s.count then store(s, count) end
       s.count = count
     end
+  end
+
+  function fixed.refund(s, k, mark)
+    fixed.giveback(s, k, mark)
     return reply(1, s.events - s.count, 0, reset(s, s.count))
+  end
+
+  -- lease admits k (which fits) and takes up to want more in this window;
+  -- hold does not matter here. If not one more fits, it is admit.
+  function fixed.lease(s, k, want, hold)
+    local x = math.min(want, s.events - s.count - k)
+    if x < 1 then
+      return fixed.admit(s, k) .. ' 0'
+    end
+    store(s, s.count + k + x)
+    return reply(1, s.events - s.count - k - x, 0, s.left, s.windowText) .. string.format(' %d', x)
   end
 end

@@ -9,20 +9,29 @@
 --
 -- ARGV[1]  the mode: "take": admit n events under every limiter if all n
 --          fit under each, else under none; "peek": report whether 1 more
---          fits, writing nothing; "refund": give back an admission of n.
+--          fits, writing nothing; "refund": give back an admission of n;
+--          "lease" (one limiter only, a bucket or a fixed window): give back
+--          what an ended lease left unused, then take n, and up to want
+--          more for the instance to spend within the lease time (WithLeases).
 -- ARGV[2]  n, 1 <= n <= every limiter's quota (checked by the caller).
 -- Then four arguments per limiter, ARGV[4i-1 .. 4i+2] for the i-th:
 --   the algorithm ("bucket", "fixed", "sliding"), its two parameters for the
 --   key's limit (each file says which), and for "refund" the mark of the
 --   admission to give back, which "take" returned when it admitted (the
---   algorithm's file says what it is); otherwise 0.
+--   algorithm's file says what it is); for "lease" the mark of the ended
+--   lease to give back from; otherwise 0.
+-- For "lease", three more: want, the most events to take beyond n; hold,
+--   the lease time in ns, within which the instance spends them; and the
+--   events the ended lease left unused (0: none to give back).
 -- Then, only in the package's own tests, two more: the time, in seconds
 -- since the Unix epoch and ns within the second, instead of the server's.
 --
 -- The reply is one string of five integers per limiter, "allowed remaining
 -- retry-after reset-after mark ...", which the client reads with fewer
 -- allocations than an array. allowed is 0 or 1; the unit of the times is
--- the algorithm's; mark is an admission's, 0 for anything else.
+-- the algorithm's; mark is an admission's, 0 for anything else. A "lease"
+-- reply has a sixth: the events leased beyond n (0: a plain admission, or
+-- none).
 
 -- Redis 3.2 to 4: replicate this script's writes, not the script, so that
 -- reading TIME before writing is allowed. Redis 5 and later always do (7
@@ -32,10 +41,18 @@ if redis.replicate_commands then redis.replicate_commands() end
 local mode = ARGV[1]
 local n = tonumber(ARGV[2])
 local limiters = #KEYS
-if mode ~= 'take' and mode ~= 'peek' and mode ~= 'refund' then
+if mode ~= 'take' and mode ~= 'peek' and mode ~= 'refund' and mode ~= 'lease' then
   return redis.error_reply('redislimit: unknown mode ' .. tostring(mode))
 end
-if limiters < 1 or #ARGV < 2 + 4 * limiters then
+-- extra: the arguments after the limiters' (a lease's three).
+local extra = 0
+if mode == 'lease' then
+  extra = 3
+  if limiters ~= 1 or (ARGV[3] ~= 'bucket' and ARGV[3] ~= 'fixed') then
+    return redis.error_reply('redislimit: a lease is for one bucket or fixed window')
+  end
+end
+if limiters < 1 or #ARGV < 2 + 4 * limiters + extra then
   return redis.error_reply('redislimit: ' .. #ARGV .. ' arguments for ' .. limiters .. ' keys')
 end
 
@@ -56,9 +73,9 @@ end
 -- now_s is whole seconds since the Unix epoch, now_ns ns within the second,
 -- now_us µs within it.
 local now_s, now_ns
-local fixed_clock = ARGV[3 + 4 * limiters] ~= nil
+local fixed_clock = ARGV[3 + 4 * limiters + extra] ~= nil
 if fixed_clock then
-  now_s, now_ns = tonumber(ARGV[3 + 4 * limiters]), tonumber(ARGV[4 + 4 * limiters])
+  now_s, now_ns = tonumber(ARGV[3 + 4 * limiters + extra]), tonumber(ARGV[4 + 4 * limiters + extra])
 else
   local time = redis.call('TIME')
   now_s, now_ns = tonumber(time[1]), tonumber(time[2]) * 1000
@@ -86,5 +103,8 @@ end
 -- limit's terms and written so, for a take or a peek, if another limit
 -- wrote it); fits(s, n) tells whether n fit, writing nothing; refused(s, n)
 -- replies for n that does not fit; peek(s) replies for 1, writing nothing;
--- admit(s, n) and refund(s, n, mark) write and reply.
+-- admit(s, n) and refund(s, n, mark) write and reply; a bucket and a fixed
+-- window also have giveback(s, n, mark), refund without the reply, and
+-- lease(s, n, want, hold), admit and lease more, whose reply has the sixth
+-- integer.
 local algs = {}

@@ -1,0 +1,609 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/puzpuzpuz/xsync/v3"
+)
+
+// Leased quotas (WithLeases): an instance takes a hot key's events from
+// Redis a lease at a time, and admits them in process until the lease is
+// spent or its time is up. DESIGN.md ("Leases") has the reasoning: why the
+// fleet never admits more than the limit, and what leases cost.
+
+// WithLeases makes a TokenBucket or FixedWindow take a hot key's events from
+// Redis in leases of lease time d: one script call takes the events this
+// instance spent on the key in about d (at most a tenth of the key's quota),
+// and the instance admits them in process, without a round trip, for d at
+// most; what is left then goes back to Redis. A key asked less often than
+// about once per d leases nothing, and is decided exactly as without
+// leases, one call per decision. The fleet never admits more than the limit
+// allows; what leases cost is that an instance may refuse while another
+// holds unused leased events, and that a Result's Remaining counts only the
+// lease's. A limiter with leases must be closed (Close gives back what its
+// leases hold). It is an error on a SlidingWindow (see the package doc),
+// and for d <= 0.
+func WithLeases(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.fail(fmt.Errorf("redislimit: WithLeases(%v): the lease time is not positive", d))
+			return
+		}
+		o.leaseTime = d
+	})
+}
+
+// maxLeaseShare bounds a lease: it holds at most 1/maxLeaseShare of the
+// key's quota, so a key whose quota is below it never leases.
+const maxLeaseShare = 10
+
+// maxWaits is how many fetches of other calls a call waits for before it is
+// refused without a round trip of its own.
+const maxWaits = 3
+
+// leases are a limiter's leases, key by key, on this instance.
+type leases struct {
+	lim *limiter
+	d   int64 // the lease time, ns
+	// idle is how long a key with no lease is remembered after its last
+	// fetch: long enough to tell a hot key from a rare one.
+	idle  int64
+	every time.Duration // how often the sweeper runs
+	m     *xsync.MapOf[string, *leaseKey]
+
+	mu      sync.Mutex  // protects the start of the sweeper, and closing
+	closed  atomic.Bool // set by Close: no more leases; written under mu
+	running atomic.Bool // the sweeper runs; written under mu
+	stop    chan struct{}
+	wg      sync.WaitGroup // the sweeper, and the returns SetLimit starts
+}
+
+// leaseKey is what this instance keeps of one key.
+type leaseKey struct {
+	// cur is the lease admissions spend: the last fetch's, or an earlier
+	// one that has ended; nil before the first. Read without a lock.
+	cur atomic.Pointer[lease]
+	// wait, when set, says that Redis granted less than the last fetch
+	// asked (or refused it): no fetch is made before wait.until, and calls
+	// the lease cannot serve are refused in process. Read without a lock.
+	wait atomic.Pointer[leaseWait]
+
+	mu sync.Mutex // protects the fields below; no call a lease serves takes it
+	// fetch is closed when the fetch under way ends; nil when none is.
+	fetch   chan struct{}
+	waiting int   // events asked by the calls waiting for that fetch
+	last    int64 // local ns of the last fetch; 0: none yet
+	k       *keyLimit
+	size    int64  // events the last fetch took: n, and what it leased
+	asked   int64  // events the last fetch asked for: n, and what it wanted
+	short   bool   // the last fetch got less than it asked for
+	leased  *lease // the last fetch's lease; nil if it leased nothing
+	retired bool   // the sweeper has removed the key: find its entry anew
+}
+
+// lease is one lease: events taken from Redis for this instance to spend
+// before until.
+type lease struct {
+	// left is the events not yet spent: admissions take from it by CAS,
+	// Refund gives back to it; ended once the lease has ended, after which
+	// nothing is spent from it.
+	left atomic.Int64
+	// given counts the events given back to Redis from this lease: each
+	// return counts from a mark moved back by those before it (see markFor).
+	given  atomic.Int64
+	owner  *leases
+	k      *keyLimit     // the limit it was taken under
+	mark   int64         // what the script wrote: a bucket's TAT, a window's index
+	at     int64         // local ns of the fetch
+	until  int64         // local ns from which nothing is spent: at + the lease time, or the window's end
+	reset  time.Duration // the ResetAfter Redis reported
+	unused int64         // what left held when the lease ended; under the key's mu
+}
+
+// ended is a lease's left once it has ended.
+const ended = -1
+
+// leaseWait is a key's state after Redis granted less than was asked.
+type leaseWait struct {
+	until int64 // local ns before which no fetch is made
+	k     *keyLimit
+	res   keylimit.Result // Redis's Result at local time at
+	at    int64
+}
+
+func newLeases(lim *limiter, d time.Duration) *leases {
+	return &leases{lim: lim, d: int64(d), idle: 2 * int64(d), every: max(d/2, time.Millisecond),
+		m: xsync.NewMapOf[string, *leaseKey](), stop: make(chan struct{})}
+}
+
+// admit decides n events (n >= 1) for key under k: from the key's lease if
+// it holds them, without a lock; else in the slow path.
+func (ls *leases) admit(ctx context.Context, key string, n int, k *keyLimit) (keylimit.Result, keylimit.Admission, error) {
+	now := ls.lim.clock.now()
+	if e, ok := ls.m.Load(key); ok {
+		if p := e.cur.Load(); p != nil && p.k == k {
+			if left, ok := p.take(n, now, &ls.lim.clock); ok {
+				return p.result(left, now), keylimit.Admission{N: n, Mark: p.mark, By: p}, nil
+			}
+		}
+		if w := e.wait.Load(); w != nil && w.k == k && now < w.until {
+			return w.refusal(now), keylimit.Admission{}, nil
+		}
+	}
+	if r, ok := ls.lim.cached(key, n, k, now); ok {
+		return r, keylimit.Admission{}, nil
+	}
+	return ls.slow(ctx, key, n, k)
+}
+
+// take spends n events of p at local time now, if p holds them and its
+// time is not up, and returns what is left.
+func (p *lease) take(n int, now int64, c *localClock) (int64, bool) {
+	for {
+		if now >= p.until {
+			return 0, false
+		}
+		v := p.left.Load()
+		if v < int64(n) {
+			return v, false
+		}
+		if p.left.CompareAndSwap(v, v-int64(n)) {
+			return v - int64(n), true
+		}
+		// A retry after a lost CAS must not spend on a time older than the
+		// lease's end.
+		now = c.now()
+	}
+}
+
+// result is the Result of an admission from p at local time now that left
+// left: Remaining counts only the lease's events, which this instance
+// surely has; others' and Redis's may be gone.
+func (p *lease) result(left, now int64) keylimit.Result {
+	return keylimit.Result{Allowed: true, Limit: p.k.quota, Remaining: int(left),
+		ResetAfter: max(p.reset-time.Duration(now-p.at), 0)}
+}
+
+// refusal is the Result of a call refused at local time now while w holds.
+func (w *leaseWait) refusal(now int64) keylimit.Result {
+	retry := time.Duration(w.until - now)
+	return keylimit.Result{Limit: w.k.quota, RetryAfter: retry,
+		ResetAfter: max(w.res.ResetAfter-time.Duration(now-w.at), retry)}
+}
+
+// end ends p, so that nothing is spent from it after, and returns the
+// events it still held. The caller holds the key's mu.
+func (p *lease) end() int64 {
+	u := p.left.Swap(ended)
+	if u <= 0 {
+		return 0
+	}
+	p.unused = u
+	return u
+}
+
+// markFor returns the mark to give u events of p back from, and counts
+// them as given: a bucket's TAT moved back by the events given before (a
+// return after another must count from where the first left the TAT); a
+// window's index as it is.
+func (p *lease) markFor(u int64) int64 {
+	before := p.given.Add(u) - u
+	return p.mark - before*p.k.step
+}
+
+// entry returns key's entry, making it if there is none.
+func (ls *leases) entry(key string) *leaseKey {
+	e, ok := ls.m.Load(key)
+	if !ok {
+		e, _ = ls.m.LoadOrCompute(key, func() *leaseKey { return new(leaseKey) })
+		ls.wake()
+	}
+	return e
+}
+
+// slow decides n events for key under k when the key's lease cannot: one
+// call fetches a lease (or, for a key that is not hot, makes a plain take),
+// and the calls that come meanwhile wait for it, then spend from it.
+func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (keylimit.Result, keylimit.Admission, error) {
+	l := ls.lim
+	for waits := 0; ; {
+		now := l.clock.now()
+		if ls.closed.Load() {
+			return l.take(ctx, key, n, k, now)
+		}
+		e := ls.entry(key)
+		e.mu.Lock()
+		if e.retired {
+			e.mu.Unlock()
+			continue
+		}
+		p := e.cur.Load()
+		if p != nil && p.k == k {
+			if left, ok := p.take(n, now, &l.clock); ok {
+				e.mu.Unlock()
+				return p.result(left, now), keylimit.Admission{N: n, Mark: p.mark, By: p}, nil
+			}
+		}
+		if ch := e.fetch; ch != nil {
+			if waits == maxWaits {
+				// Other calls keep taking what each fetch brings: refused,
+				// as the lease is empty, for one event's refill.
+				e.mu.Unlock()
+				return keylimit.Result{Limit: k.quota, RetryAfter: k.retryClosed, ResetAfter: k.retryClosed}, keylimit.Admission{}, nil
+			}
+			e.waiting += n
+			e.mu.Unlock()
+			waits++
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return keylimit.Result{Limit: k.quota}, keylimit.Admission{}, l.report("take", key, ctx.Err())
+			}
+			continue
+		}
+		if w := e.wait.Load(); w != nil && w.k == k && now < w.until {
+			e.mu.Unlock()
+			return w.refusal(now), keylimit.Admission{}, nil
+		}
+		ch := make(chan struct{})
+		e.fetch = ch
+		want := e.want(n, k, now, ls.d)
+		e.waiting = 0
+		var give int64
+		if p != nil {
+			give = p.end()
+		}
+		e.mu.Unlock()
+		r, a, err := ls.fetch(ctx, key, n, k, e, want, p, give, now)
+		e.mu.Lock()
+		e.fetch = nil
+		e.mu.Unlock()
+		close(ch)
+		return r, a, err
+	}
+}
+
+// want returns how many events beyond n a fetch for the key under k at
+// local time now asks for: what the key spent here in about one lease time
+// d (from what its last lease lasted), at most twice the last fetch's take,
+// at least what the calls waiting ask, at most k.maxLease. After a fetch
+// that got less than it asked, it asks the same again. The caller holds
+// e.mu.
+func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
+	if k.maxLease < 1 {
+		return 0
+	}
+	var est int64
+	if e.last != 0 && e.k == k {
+		switch elapsed := now - e.last; {
+		case e.short:
+			est = e.asked
+		case elapsed <= 0:
+			est = 2 * e.size
+		default:
+			spent := e.size
+			if p := e.leased; p != nil {
+				if u := p.left.Load(); u != ended {
+					spent -= max(u, 0)
+				} else {
+					spent -= p.unused
+				}
+			}
+			est = int64(min(float64(spent)*float64(d)/float64(elapsed), float64(2*e.size)))
+		}
+	}
+	est = max(est, int64(n+e.waiting))
+	return int(min(max(est-int64(n), 0), int64(k.maxLease)))
+}
+
+// fetch takes n events for key under k at local time now, and leases up to
+// want more, in one script call that also gives back the give events old,
+// the key's last lease, left unused; a key that wants none is a plain take.
+// It records what it got in e.
+func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *leaseKey, want int,
+	old *lease, give int64, now int64) (keylimit.Result, keylimit.Admission, error) {
+	l := ls.lim
+	if old != nil && old.k != k {
+		// Taken under another limit: given back under it, on its own.
+		_ = ls.giveBack(ctx, key, old, give)
+		old, give = nil, 0
+	}
+	if want == 0 && give == 0 {
+		r, a, err := l.take(ctx, key, n, k, now)
+		e.fetched(now, k, n, 0, r, 0, nil, ls.d, err != nil)
+		return r, a, err
+	}
+	var res [1]keylimit.Result
+	var marks [1]int64
+	parts := [1]*keyLimit{k}
+	in := [1]int64{}
+	if give > 0 {
+		in[0] = old.markFor(give)
+		l.deny.forget(key)
+	}
+	d := decision{key: key, n: n, parts: parts[:], marks: in[:], lease: leaseArgs{want: want, hold: ls.d, give: give}}
+	if err := l.run(ctx, modeLease, &d, now, res[:], marks[:]); err != nil {
+		e.fetched(now, k, n, want, keylimit.Result{Limit: k.quota}, 0, nil, ls.d, true)
+		return l.failed("take", key, k, n, err)
+	}
+	r, got := res[0], d.lease.granted
+	if !r.Allowed {
+		l.deny.record(key, n, r, now)
+		e.fetched(now, k, n, want, r, 0, nil, ls.d, false)
+		return r, keylimit.Admission{}, nil
+	}
+	if got == 0 {
+		e.fetched(now, k, n, want, r, 0, nil, ls.d, false)
+		return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
+	}
+	p := &lease{owner: ls, k: k, mark: marks[0], at: now, until: now + ls.d, reset: r.ResetAfter}
+	if k.step == 0 {
+		// A window's lease ends with its window, which ends no earlier than
+		// ResetAfter after now (now was read before Redis's clock was).
+		p.until = now + min(ls.d, int64(r.ResetAfter))
+	}
+	p.left.Store(got)
+	e.fetched(now, k, n, want, r, got, p, ls.d, false)
+	if ls.closed.Load() {
+		// Close may have passed this key already: give the lease back now.
+		e.mu.Lock()
+		u := p.end()
+		e.mu.Unlock()
+		_ = ls.giveBack(context.WithoutCancel(ctx), key, p, u)
+	}
+	r.Remaining = int(got)
+	return r, keylimit.Admission{N: n, Mark: p.mark, By: p}, nil
+}
+
+// fetched records in e a fetch made at local time now for n events under k,
+// wanting want more: Redis's Result r, the events got beyond n and their
+// lease p (nil if none). If it got less than it asked, no fetch is made
+// before what was missing could have come back: a bucket's refill of it (at
+// most the lease time d), a window's end. A fetch that failed (failed)
+// sets no wait: the failure policy and its backoff answer.
+func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Result, got int64, p *lease, d int64, failed bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.last, e.k, e.leased = now, k, p
+	e.asked, e.size = int64(n+want), 0
+	if r.Allowed {
+		e.size = int64(n) + got
+	}
+	e.short = want > 0 && e.size < e.asked
+	if p != nil {
+		e.cur.Store(p)
+	}
+	if !e.short || failed {
+		e.wait.Store(nil)
+		return
+	}
+	wait := int64(r.RetryAfter)
+	if k.step > 0 {
+		wait = max(wait, min(d, (e.asked-e.size)*k.step))
+	} else if r.Allowed {
+		wait = max(wait, int64(r.ResetAfter))
+	}
+	e.wait.Store(&leaseWait{until: now + wait, k: k, res: r, at: now})
+}
+
+// giveBack gives u events of p, a lease that has ended, back to Redis for
+// key, as a refund of p's admission: in one script call, as far as p still
+// holds them there (see bucket.lua). It asks Redis as a Refund does.
+func (ls *leases) giveBack(ctx context.Context, key string, p *lease, u int64) error {
+	if u <= 0 {
+		return nil
+	}
+	l := ls.lim
+	l.deny.forget(key)
+	mark := p.markFor(u)
+	var res [1]keylimit.Result
+	var marks [1]int64
+	if err := l.call(ctx, modeRefund, key, int(min(u, int64(p.k.quota))), p.k, mark, l.clock.now(), res[:], marks[:]); err != nil {
+		return l.report("refund", key, err)
+	}
+	return nil
+}
+
+// refund gives back n events that an admission took from p: to p, while
+// it lasts, so that this instance spends them again; once p has ended, to
+// Redis (giveBack).
+func (ls *leases) refund(ctx context.Context, key string, p *lease, n int) error {
+	now := ls.lim.clock.now()
+	for now < p.until {
+		v := p.left.Load()
+		if v == ended {
+			break
+		}
+		if p.left.CompareAndSwap(v, v+int64(n)) {
+			return nil
+		}
+		now = ls.lim.clock.now()
+	}
+	return ls.giveBack(ctx, key, p, int64(n))
+}
+
+// peek answers a Peek of key under k at local time now from the key's
+// lease or its wait, if either covers it.
+func (ls *leases) peek(key string, k *keyLimit, now int64) (keylimit.Result, bool) {
+	e, ok := ls.m.Load(key)
+	if !ok {
+		return keylimit.Result{}, false
+	}
+	if p := e.cur.Load(); p != nil && p.k == k && now < p.until {
+		if left := p.left.Load(); left >= 1 {
+			return p.result(left, now), true
+		}
+	}
+	if w := e.wait.Load(); w != nil && w.k == k && now < w.until {
+		return w.refusal(now), true
+	}
+	return keylimit.Result{}, false
+}
+
+// forget ends key's lease without giving it back, and its wait: Reset has
+// deleted the key's state in Redis.
+func (ls *leases) forget(key string) {
+	if e, ok := ls.m.Load(key); ok {
+		e.mu.Lock()
+		if p := e.cur.Load(); p != nil {
+			p.end()
+		}
+		e.wait.Store(nil)
+		e.last = 0
+		e.mu.Unlock()
+	}
+}
+
+// held is one lease ended with events to give back.
+type held struct {
+	key string
+	p   *lease
+	u   int64
+}
+
+// endAll ends every lease, and every wait, and returns what they held.
+func (ls *leases) endAll() []held {
+	var hs []held
+	ls.m.Range(func(key string, e *leaseKey) bool {
+		e.mu.Lock()
+		if p := e.cur.Load(); p != nil {
+			if u := p.end(); u > 0 {
+				hs = append(hs, held{key, p, u})
+			}
+		}
+		e.wait.Store(nil)
+		e.mu.Unlock()
+		return true
+	})
+	return hs
+}
+
+// limitChanged ends every lease, so that none taken under an old limit
+// admits under the new one, and gives back what they held in the
+// background (under the old limits: see bucket.lua).
+func (ls *leases) limitChanged() {
+	hs := ls.endAll()
+	if len(hs) == 0 {
+		return
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.closed.Load() {
+		return // Close gives back nothing it did not end itself: these are lost, as in a crash
+	}
+	ls.wg.Add(1)
+	go func() {
+		defer ls.wg.Done()
+		for _, h := range hs {
+			_ = ls.giveBack(context.Background(), h.key, h.p, h.u)
+		}
+	}()
+}
+
+// close stops the sweeper, ends every lease and gives back what they held,
+// each in a call of its own. Decisions after it make no lease.
+func (ls *leases) close() {
+	ls.mu.Lock()
+	if ls.closed.Load() {
+		ls.mu.Unlock()
+		return
+	}
+	ls.closed.Store(true)
+	close(ls.stop)
+	ls.mu.Unlock()
+	ls.wg.Wait()
+	for _, h := range ls.endAll() {
+		_ = ls.giveBack(context.Background(), h.key, h.p, h.u)
+	}
+}
+
+// wake starts the sweeper unless it runs: a key has been added.
+func (ls *leases) wake() {
+	if ls.running.Load() {
+		return
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.closed.Load() || ls.running.Load() {
+		return
+	}
+	ls.running.Store(true)
+	ls.wg.Add(1)
+	go ls.sweep()
+}
+
+// sweep runs sweepOnce every ls.every on the local clock, until Close, or
+// until no key is left (a key added later starts it again), so that a
+// limiter whose keys are idle leaves no goroutine behind.
+func (ls *leases) sweep() {
+	defer ls.wg.Done()
+	tick, stop := ls.lim.clock.ticker(ls.every)
+	defer stop()
+	for {
+		select {
+		case <-ls.stop:
+			return
+		case <-tick:
+		}
+		ls.sweepOnce()
+		if ls.m.Size() > 0 {
+			continue
+		}
+		ls.mu.Lock()
+		ls.running.Store(false)
+		ls.mu.Unlock()
+		// A key added meanwhile may have seen running still set, and not
+		// started a sweeper: this one goes on for it.
+		if ls.m.Size() == 0 || !ls.resume() {
+			return
+		}
+	}
+}
+
+// resume marks the sweeper running again, unless another has started or
+// the limiter is closed.
+func (ls *leases) resume() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.closed.Load() || ls.running.Load() {
+		return false
+	}
+	ls.running.Store(true)
+	return true
+}
+
+// sweepOnce ends the leases whose time is up and gives back what they held,
+// and forgets the keys that have had no lease, wait or fetch for ls.idle.
+func (ls *leases) sweepOnce() {
+	now := ls.lim.clock.now()
+	var hs []held
+	ls.m.Range(func(key string, e *leaseKey) bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.fetch != nil {
+			return true
+		}
+		p := e.cur.Load()
+		if p != nil && now >= p.until {
+			if u := p.end(); u > 0 {
+				hs = append(hs, held{key, p, u})
+			}
+		}
+		if w := e.wait.Load(); w != nil && now < w.until {
+			return true
+		}
+		if (p == nil || p.left.Load() == ended) && now-e.last >= ls.idle {
+			e.retired = true
+			ls.m.Compute(key, func(cur *leaseKey, loaded bool) (*leaseKey, bool) { return cur, !loaded || cur == e })
+		}
+		return true
+	})
+	for _, h := range hs {
+		_ = ls.giveBack(context.Background(), h.key, h.p, h.u)
+	}
+}
