@@ -1,8 +1,30 @@
 package redislimit
 
-import "github.com/benbjohnson/clock"
+import (
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+)
 
 // WithScriptClock makes the scripts decide on c's time instead of Redis
 // server time, for the tests that step a clock (the behaviour suite). It
 // exists only in the package's tests.
 func WithScriptClock(c clock.Clock) Option { return withScriptClock(c) }
+
+// SweepLeases runs lim's lease sweeper once, now, as its ticker would: the
+// tests on a mock clock call it rather than wait for the ticker's goroutine.
+func SweepLeases(lim keylimit.Limiter[string]) { redisLimiter(lim).leases.sweepOnce() }
+
+// LeaseHeld returns the events key's lease in lim holds now, 0 if it has
+// no live lease.
+func LeaseHeld(lim keylimit.Limiter[string], key string) int {
+	l := redisLimiter(lim)
+	e, ok := l.leases.m.Load(key)
+	if !ok {
+		return 0
+	}
+	p := e.cur.Load()
+	if p == nil || l.clock.now() >= p.until {
+		return 0
+	}
+	return int(max(p.left.Load(), 0))
+}

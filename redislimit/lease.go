@@ -56,11 +56,12 @@ type leases struct {
 	every time.Duration // how often the sweeper runs
 	m     *xsync.MapOf[string, *leaseKey]
 
-	mu      sync.Mutex  // protects the start of the sweeper, and closing
-	closed  atomic.Bool // set by Close: no more leases; written under mu
-	running atomic.Bool // the sweeper runs; written under mu
-	stop    chan struct{}
-	wg      sync.WaitGroup // the sweeper, and the returns SetLimit starts
+	sweeping sync.Mutex  // held by sweepOnce, returns included: one sweep at a time
+	mu       sync.Mutex  // protects the start of the sweeper, and closing
+	closed   atomic.Bool // set by Close: no more leases; written under mu
+	running  atomic.Bool // the sweeper runs; written under mu
+	stop     chan struct{}
+	wg       sync.WaitGroup // the sweeper, and the returns SetLimit starts
 }
 
 // leaseKey is what this instance keeps of one key.
@@ -77,7 +78,9 @@ type leaseKey struct {
 	// fetch is closed when the fetch under way ends; nil when none is.
 	fetch   chan struct{}
 	waiting int   // events asked by the calls waiting for that fetch
-	last    int64 // local ns of the last fetch; 0: none yet
+	last    int64 // local ns of the last fetch
+	// k is the limit of the last fetch; nil before the first (or after a
+	// Reset), when the key is asked as a rare one.
 	k       *keyLimit
 	size    int64  // events the last fetch took: n, and what it leased
 	asked   int64  // events the last fetch asked for: n, and what it wanted
@@ -139,6 +142,16 @@ func (ls *leases) admit(ctx context.Context, key string, n int, k *keyLimit) (ke
 		return r, keylimit.Admission{}, nil
 	}
 	return ls.slow(ctx, key, n, k)
+}
+
+// time returns the lease time of a lease under k: the limiter's, but at
+// most half a bucket's span (Burst × Interval), for a lease counts from its
+// end, and one as long as the span would leave no room in the bucket.
+func (ls *leases) time(k *keyLimit) int64 {
+	if k.step > 0 {
+		return min(ls.d, k.span/2)
+	}
+	return ls.d
 }
 
 // take spends n events of p at local time now, if p holds them and its
@@ -279,7 +292,7 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 		return 0
 	}
 	var est int64
-	if e.last != 0 && e.k == k {
+	if e.k == k {
 		switch elapsed := now - e.last; {
 		case e.short:
 			est = e.asked
@@ -326,7 +339,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		in[0] = old.markFor(give)
 		l.deny.forget(key)
 	}
-	d := decision{key: key, n: n, parts: parts[:], marks: in[:], lease: leaseArgs{want: want, hold: ls.d, give: give}}
+	d := decision{key: key, n: n, parts: parts[:], marks: in[:], lease: leaseArgs{want: want, hold: ls.time(k), give: give}}
 	if err := l.run(ctx, modeLease, &d, now, res[:], marks[:]); err != nil {
 		e.fetched(now, k, n, want, keylimit.Result{Limit: k.quota}, 0, nil, ls.d, true)
 		return l.failed("take", key, k, n, err)
@@ -341,7 +354,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		e.fetched(now, k, n, want, r, 0, nil, ls.d, false)
 		return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
 	}
-	p := &lease{owner: ls, k: k, mark: marks[0], at: now, until: now + ls.d, reset: r.ResetAfter}
+	p := &lease{owner: ls, k: k, mark: marks[0], at: now, until: now + ls.time(k), reset: r.ResetAfter}
 	if k.step == 0 {
 		// A window's lease ends with its window, which ends no earlier than
 		// ResetAfter after now (now was read before Redis's clock was).
@@ -362,10 +375,12 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 
 // fetched records in e a fetch made at local time now for n events under k,
 // wanting want more: Redis's Result r, the events got beyond n and their
-// lease p (nil if none). If it got less than it asked, no fetch is made
-// before what was missing could have come back: a bucket's refill of it (at
-// most the lease time d), a window's end. A fetch that failed (failed)
-// sets no wait: the failure policy and its backoff answer.
+// lease p (nil if none). If it got less than it asked because Redis had
+// no more (not because a lease did not fit beside a bucket nearly full),
+// no fetch is made before what was missing could have come back: a
+// bucket's refill of it (at most the lease time d), a window's end. A
+// fetch that failed (failed) sets no wait: the failure policy and its
+// backoff answer.
 func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Result, got int64, p *lease, d int64, failed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -374,7 +389,7 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 	if r.Allowed {
 		e.size = int64(n) + got
 	}
-	e.short = want > 0 && e.size < e.asked
+	e.short = want > 0 && e.size < e.asked && (!r.Allowed || int64(r.Remaining) < e.asked-e.size)
 	if p != nil {
 		e.cur.Store(p)
 	}
@@ -454,7 +469,7 @@ func (ls *leases) forget(key string) {
 			p.end()
 		}
 		e.wait.Store(nil)
-		e.last = 0
+		e.k, e.leased = nil, nil
 		e.mu.Unlock()
 	}
 }
@@ -580,6 +595,8 @@ func (ls *leases) resume() bool {
 // sweepOnce ends the leases whose time is up and gives back what they held,
 // and forgets the keys that have had no lease, wait or fetch for ls.idle.
 func (ls *leases) sweepOnce() {
+	ls.sweeping.Lock()
+	defer ls.sweeping.Unlock()
 	now := ls.lim.clock.now()
 	var hs []held
 	ls.m.Range(func(key string, e *leaseKey) bool {

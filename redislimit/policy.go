@@ -81,8 +81,9 @@ type keyLimit struct {
 	// (WithLeases): quota / maxLeaseShare, 0 if the algorithm cannot lease.
 	maxLease int
 	// step is the interval in ns of an algorithm that refills (a bucket's
-	// TAT moves by it per event); 0 for a window.
-	step int64
+	// TAT moves by it per event), and span its quota's worth (a bucket's
+	// Burst × Interval); 0 for a window.
+	step, span int64
 }
 
 // newKeyLimit returns the keyLimit of l for lim, with err set if the
@@ -96,6 +97,7 @@ func (lim *limiter) newKeyLimit(l keylimit.Limit) *keyLimit {
 	}
 	if lim.alg.refills {
 		k.step = int64(l.Interval())
+		k.span = k.step * int64(quota)
 	}
 	return k
 }

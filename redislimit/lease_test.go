@@ -1,0 +1,452 @@
+package redislimit_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// The tests of leased quotas (WithLeases). Those that count exactly run on a
+// mock clock that the scripts take their time from too (WithScriptClock),
+// so that a lease's time is up only when the test says; the fleet tests
+// run on Redis's own clock, and bound what they count by it.
+
+// leased returns a TokenBucket named "leased" on c with leases of d, closed
+// when the test ends.
+func leased(t *testing.T, c redis.UniversalClient, l keylimit.Limit, d time.Duration, opts ...redislimit.Option) *redislimit.TokenBucket {
+	t.Helper()
+	opts = append([]redislimit.Option{redislimit.WithLeases(d), redislimit.WithTimeout(patient)}, opts...)
+	lim, err := redislimit.NewTokenBucket(c, "leased", l, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { lim.Close() })
+	return lim
+}
+
+// onMock are the options of a limiter whose local time and scripts' time are
+// mock's.
+func onMock(mock *clock.Mock) []redislimit.Option {
+	return []redislimit.Option{redislimit.WithClock(mock), redislimit.WithScriptClock(mock)}
+}
+
+// warm asks lim for key one event at a time, on a clock that stands still,
+// until a call fetches a lease of at least want events beyond its own, and
+// returns the events it admitted. Each fetch asks twice what the last took,
+// so it takes about 2 × want calls.
+func warm(t *testing.T, lim keylimit.Limiter[string], key string, want int) int {
+	t.Helper()
+	for admitted := 1; admitted <= 100*want; admitted++ {
+		r := lim.Take(key, 1)
+		require.True(t, r.Allowed, "call %d while warming: %v", admitted, r)
+		if held := redislimit.LeaseHeld(lim, key); held >= want {
+			require.Equal(t, held, r.Remaining, "the Remaining of the call that fetched a lease")
+			return admitted
+		}
+	}
+	require.FailNow(t, "no lease", "no lease of %d events after %d calls", want, 100*want)
+	return 0
+}
+
+// drain asks lim for key until it refuses, and returns the events admitted.
+func drain(t *testing.T, lim keylimit.Limiter[string], key string) int {
+	t.Helper()
+	for n := 0; n < 1_000_000; n++ {
+		if !lim.Allow(key) {
+			return n
+		}
+	}
+	require.FailNow(t, "never refused", "a million calls admitted")
+	return 0
+}
+
+// TestLeaseCountsFromItsEnd pins why a bucket's lease counts its events from
+// the end of the lease time: instance A leases 100 events at t0 and spends
+// none, the bucket refills in Redis, and just before A's lease time is up
+// instance B takes all it can and A spends its lease. Had the lease counted
+// from t0, Redis would have refilled the 100 by then, B would take the whole
+// burst, and 1,100 events would pass at one instant; the limit allows
+// 1,000. Counted from t0 + d, B gets what leaves room for A's 100.
+func TestLeaseCountsFromItsEnd(t *testing.T) {
+	mock := newMock()
+	c := shared.client(t)
+	l := keylimit.PerSecond(1000) // burst 1,000, one event a ms
+	const d = 500 * time.Millisecond
+	a := leased(t, c, l, d, onMock(mock)...)
+	b, err := redislimit.NewTokenBucket(c, "leased", l, append(onMock(mock), redislimit.WithTimeout(patient))...)
+	require.NoError(t, err)
+	key := testKey(t, "k")
+
+	before := warm(t, a, key, 100) // 1, 2, 4, ... 64 events, then one of a lease of 101
+	held := a.Peek(key).Remaining
+	require.Equal(t, 100, held, "what A's lease holds after the call that fetched it")
+	mock.Add(d - time.Millisecond)
+	nb := drain(t, b, key)
+	na := drain(t, a, key)
+	require.Equal(t, held, na, "A spends what its lease held, and no more")
+	require.LessOrEqual(t, nb+na, l.BurstSize(), "events admitted at one instant (B %d, A %d)", nb, na)
+	require.LessOrEqual(t, before+nb+na, l.BurstSize()+int((d-time.Millisecond)/l.Interval()), "events admitted in [t0, t0 + d - 1ms]")
+	// Exactly: A took 1 event, then leases of 2 + 4 + ... + 64 + 101 = 227
+	// counted from t0 + d, so B found the bucket 500 + 227 - 499 ms from full.
+	require.Equal(t, 1000-228, nb, "what B got")
+}
+
+// TestLeasesAFixedWindowExactly: three instances with leases, asked in turn
+// until each refuses, admit exactly the window's events, no more and no
+// fewer (every lease is spent), in each window; and with a bucket at one
+// instant, at most the burst.
+func TestLeasesAFixedWindowExactly(t *testing.T) {
+	mock := newMock() // at the start of a minute
+	c := shared.client(t)
+	key := testKey(t, "k")
+	var fleet []keylimit.Limiter[string]
+	for range 3 {
+		w, err := redislimit.NewFixedWindow(c, "leased", keylimit.PerMinute(1000),
+			append(onMock(mock), redislimit.WithLeases(time.Minute), redislimit.WithTimeout(patient))...)
+		require.NoError(t, err)
+		t.Cleanup(func() { w.Close() })
+		fleet = append(fleet, w)
+	}
+	for window := range 3 {
+		require.Equal(t, 1000, roundRobin(fleet, key), "window %d: events admitted", window)
+		mock.Add(time.Minute)
+	}
+
+	var buckets []keylimit.Limiter[string]
+	for range 3 {
+		buckets = append(buckets, leased(t, c, keylimit.PerSecond(1000), 100*time.Millisecond, onMock(mock)...))
+	}
+	got := roundRobin(buckets, key)
+	// The first lease's events count from t0 + 100 ms: the 100 events that
+	// would refill by then are not leased at t0.
+	require.True(t, got <= 1000 && got >= 900, "a bucket of 1,000 at one instant admitted %d", got)
+}
+
+// roundRobin asks each of fleet for key in turn until a round admits
+// nothing, and returns the events admitted.
+func roundRobin(fleet []keylimit.Limiter[string], key string) int {
+	total := 0
+	for round := 0; round < 100_000; round++ {
+		admitted := 0
+		for _, lim := range fleet {
+			if lim.Allow(key) {
+				admitted++
+			}
+		}
+		if admitted == 0 {
+			break
+		}
+		total += admitted
+	}
+	return total
+}
+
+// TestLeasedRareKeyIsDecidedAsWithout: a key asked once a second (or once a
+// lease time) leases nothing: each decision is one script call, with the
+// Result a limiter without leases gives, exactly.
+func TestLeasedRareKeyIsDecidedAsWithout(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	mock := newMock()
+	l := keylimit.PerSecond(10_000).WithBurst(3)
+	lim := leased(t, c, keylimit.PerSecond(10_000), 20*time.Millisecond, onMock(mock)...)
+	plain, err := redislimit.NewTokenBucket(c, "plain", keylimit.PerSecond(10_000), append(onMock(mock), redislimit.WithTimeout(patient))...)
+	require.NoError(t, err)
+	few := leased(t, c, l, 20*time.Millisecond, onMock(mock)...)
+	fewPlain, err := redislimit.NewTokenBucket(c, "fewplain", l, append(onMock(mock), redislimit.WithTimeout(patient))...)
+	require.NoError(t, err)
+	for _, l := range []keylimit.Limiter[string]{lim, plain, few, fewPlain} {
+		pinged(t, l)
+	}
+	key := testKey(t, "k")
+	before := s.commandStats(t)
+	const decisions = 12
+	for i := range decisions {
+		n := 1 + i%3
+		require.Equal(t, plain.Take(key, n), lim.Take(key, n), "decision %d, a second after the last", i)
+		// A quota below 10 never leases: four calls at one instant.
+		for j := range 4 {
+			require.Equal(t, fewPlain.Take(key, 1), few.Take(key, 1), "decision %d.%d, quota 3", i, j)
+		}
+		mock.Add(time.Second)
+	}
+	sent := s.sentSince(t, before)
+	require.Equal(t, map[string]int64{"evalsha": 2 * 5 * decisions}, sent, "commands sent")
+}
+
+// TestLeaseAdmitsWithoutRedis: a key with a live lease is decided in
+// process: no command reaches Redis, and no allocation is made; Remaining
+// counts down the lease; Refund gives back to the lease; Close gives what
+// the lease holds back to Redis, exactly.
+func TestLeaseAdmitsWithoutRedis(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	mock := newMock()
+	l := keylimit.PerSecond(1000)
+	lim := leased(t, c, l, 100*time.Millisecond, onMock(mock)...)
+	plain, err := redislimit.NewTokenBucket(c, "leased", l, append(onMock(mock), redislimit.WithTimeout(patient))...)
+	require.NoError(t, err)
+	pinged(t, lim)
+	key := testKey(t, "k")
+	warm(t, lim, key, 100)
+	inRedis := plain.Peek(key).Remaining
+
+	before := s.commandStats(t)
+	r, a := lim.Admit(key, 1)
+	require.True(t, r.Allowed && r.Remaining == 99, "Admit from the lease: %v", r)
+	require.Equal(t, 97, lim.Take(key, 2).Remaining, "Take(2) from the lease")
+	lim.Refund(key, a)
+	require.Equal(t, 98, lim.Peek(key).Remaining, "Peek after the Refund went back to the lease")
+	allocs := testing.AllocsPerRun(50, func() { lim.Allow(key) })
+	require.Zero(t, allocs, "allocations of a decision from a lease")
+	require.Empty(t, s.sentSince(t, before), "commands sent while the lease served")
+	left := lim.Peek(key).Remaining
+
+	require.NoError(t, lim.Close())
+	require.Equal(t, inRedis+left, plain.Peek(key).Remaining, "tokens in Redis after Close gave back the lease's %d", left)
+	require.Equal(t, map[string]int64{"evalsha": 2}, s.sentSince(t, before), "commands sent: Close's return, and the Peek")
+}
+
+// TestLeaseTimeIsUp: once a lease's time is up, nothing is spent from it:
+// the next call fetches anew, and the sweeper gives back what the lease held
+// (all of it, here: the bucket is far enough from full), as does a Refund of
+// an admission it made.
+func TestLeaseTimeIsUp(t *testing.T) {
+	mock := newMock()
+	c := shared.client(t)
+	l := keylimit.PerSecond(1000)
+	const d = 100 * time.Millisecond
+	lim := leased(t, c, l, d, onMock(mock)...)
+	plain, err := redislimit.NewTokenBucket(c, "leased", l, append(onMock(mock), redislimit.WithTimeout(patient))...)
+	require.NoError(t, err)
+	key := testKey(t, "k")
+	warm(t, lim, key, 100)
+	_, a := lim.Admit(key, 1)
+	held := lim.Peek(key).Remaining
+	require.Equal(t, 99, held)
+	inRedis := plain.Peek(key).Remaining
+
+	mock.Add(d) // its ticker may start a sweep too
+	redislimit.SweepLeases(lim)
+	refill := int(d / l.Interval())
+	require.Equal(t, inRedis+refill+held, plain.Peek(key).Remaining, "tokens in Redis after the sweeper gave back %d", held)
+	lim.Refund(key, a)
+	require.Equal(t, inRedis+refill+held+1, plain.Peek(key).Remaining, "tokens in Redis after a Refund from the ended lease")
+	// The key spent 2 events of its last lease in a lease time: the next
+	// call fetches a lease of 1 beyond its own.
+	require.Equal(t, 1, warm(t, lim, key, 1), "calls until a lease, after the last one's time")
+	require.Equal(t, 1, redislimit.LeaseHeld(lim, key), "the lease sized by what the key spent")
+}
+
+// TestLeasesEndOnSetLimit: after SetLimit, no event is spent from a lease
+// taken under the old limit: what the key used converts to the new limit
+// (here a debt of a whole hour), and the lease's 100 events do not pass.
+// The same when WithKeyLimit's function gives the key another limit.
+func TestLeasesEndOnSetLimit(t *testing.T) {
+	mock := newMock()
+	c := shared.client(t)
+	old, lower := keylimit.PerSecond(1000), keylimit.PerHour(10)
+	var current atomic.Pointer[keylimit.Limit]
+	current.Store(&old)
+	byKey := leased(t, c, keylimit.PerMinute(1), time.Second, append(onMock(mock),
+		redislimit.WithKeyLimit(func(string) keylimit.Limit { return *current.Load() }))...)
+	lim := leased(t, c, old, time.Second, onMock(mock)...)
+	for name, change := range map[string]struct {
+		lim    *redislimit.TokenBucket
+		change func()
+	}{
+		"SetLimit":     {lim, func() { require.NoError(t, lim.SetLimit(lower)) }},
+		"WithKeyLimit": {byKey, func() { current.Store(&lower) }},
+	} {
+		key := testKey(t, name)
+		warm(t, change.lim, key, 100)
+		require.Equal(t, 100, change.lim.Peek(key).Remaining, "%s: the lease before the change", name)
+		change.change()
+		r := change.lim.Take(key, 1)
+		require.False(t, r.Allowed, "%s: a call after the change: %v", name, r)
+		require.Zero(t, r.Remaining, "%s: a call after the change", name)
+	}
+}
+
+// TestLeasesUnderFailure: while Redis fails, a live lease still admits
+// exactly what it holds (its events were taken before), without an error;
+// then the failure policy answers, here FailClosed. An ended context makes
+// no decision, even from a lease.
+func TestLeasesUnderFailure(t *testing.T) {
+	s := newServer(t)
+	c := quickClient(t, s)
+	f := addFaults(c)
+	mock := newMock()
+	lim := leased(t, c, keylimit.PerSecond(1000), time.Second,
+		append(onMock(mock), redislimit.WithFailurePolicy(redislimit.FailClosed()))...)
+	key := testKey(t, "k")
+	warm(t, lim, key, 100)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r, err := lim.TakeContext(ctx, key, 1)
+	require.False(t, r.Allowed, "a decision under an ended context: %v", r)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 100, lim.Peek(key).Remaining, "the lease after a decision under an ended context")
+
+	f.on.Store(true)
+	for i := range 100 {
+		r, err := lim.TakeContext(context.Background(), key, 1)
+		require.NoError(t, err, "call %d from the lease, Redis failing", i)
+		require.True(t, r.Allowed, "call %d from the lease, Redis failing: %v", i, r)
+	}
+	r, err = lim.TakeContext(context.Background(), key, 1)
+	require.False(t, r.Allowed, "after the lease, FailClosed: %v", r)
+	var e *redislimit.Error
+	require.True(t, errors.As(err, &e), "the error after the lease: %v", err)
+}
+
+// TestLeaseOptions: WithLeases takes a positive time, and does not apply to
+// a SlidingWindow (its log would record a leased event at the time it was
+// leased, not spent); a limiter with leases is not joined by keylimit.All,
+// which then decides limiter by limiter, exactly: the lease gets back what a
+// refusal of the other limit undid.
+func TestLeaseOptions(t *testing.T) {
+	c := shared.client(t)
+	_, err := redislimit.NewTokenBucket(c, "x", keylimit.PerSecond(10), redislimit.WithLeases(0))
+	require.ErrorContains(t, err, "redislimit: WithLeases(0s): the lease time is not positive")
+	_, err = redislimit.NewSlidingWindow(c, "x", keylimit.PerSecond(10), redislimit.WithLeases(time.Second))
+	require.ErrorContains(t, err, "redislimit: WithLeases does not apply to a sliding window")
+
+	mock := newMock()
+	bucket := leased(t, c, keylimit.PerSecond(1000), time.Second, onMock(mock)...)
+	window, err := redislimit.NewFixedWindow(c, "x", keylimit.PerHour(3), append(onMock(mock), redislimit.WithTimeout(patient))...)
+	require.NoError(t, err)
+	all := keylimit.All[string](bucket, window)
+	require.Equal(t, fmtType(keylimit.All[string](window)), fmtType(all), "All of a leased limiter is keylimit's, not a joined one")
+	key := testKey(t, "k")
+	warm(t, bucket, key, 100)
+	admitted := 0
+	for range 5 {
+		if all.Allow(key) {
+			admitted++
+		}
+	}
+	require.Equal(t, 3, admitted, "All of the lease and 3/hour")
+	require.Equal(t, 97, bucket.Peek(key).Remaining, "the lease after 3 admitted and 2 given back")
+}
+
+// TestLeasedFleetHammer is the figure: three instances, each on a
+// client of its own, hammer one key limited to 10,000/s for 2 s. The fleet
+// admits at most burst + rate × elapsed (on Redis's clock, from before the
+// first call to after the last), at least 90% of it, and Redis runs at most
+// one script call per 20 events admitted, the leases' returns included.
+func TestLeasedFleetHammer(t *testing.T) {
+	s := newServer(t)
+	l := keylimit.PerSecond(10_000)
+	key := testKey(t, "hot")
+	fleet := make([]*redislimit.TokenBucket, 3)
+	for i := range fleet {
+		fleet[i] = leased(t, s.client(t), l, 20*time.Millisecond, redislimit.WithFailurePolicy(redislimit.FailClosed()))
+		pinged(t, fleet[i])
+	}
+	timeClient := s.client(t)
+	before := s.commandStats(t)
+	start := redisTime(t, timeClient)
+	admitted := hammer(fleet, key, 2*time.Second)
+	end := redisTime(t, timeClient)
+	for _, lim := range fleet {
+		require.NoError(t, lim.Close())
+	}
+	sent := s.sentSince(t, before)
+	calls := sent["evalsha"] + sent["eval"]
+	total := admitted[0] + admitted[1] + admitted[2]
+	bound := int64(l.BurstSize()) + (end-start)/int64(l.Interval())
+	t.Logf("admitted %d (%v by instance) of at most %d in %v: %.1f%%; %d script calls, one per %.0f admitted",
+		total, admitted, bound, time.Duration(end-start), 100*float64(total)/float64(bound), calls, float64(total)/float64(calls))
+	require.LessOrEqual(t, total, bound, "events admitted by the fleet")
+	require.GreaterOrEqual(t, 10*total, 9*bound, "events admitted by the fleet: at least 90%% of %d", bound)
+	require.LessOrEqual(t, 20*calls, total, "script calls (%v) for %d admitted", sent, total)
+}
+
+// hammer calls Allow(key) on each of fleet from 4 goroutines each for about
+// run, and returns what each instance admitted.
+func hammer(fleet []*redislimit.TokenBucket, key string, run time.Duration) []int64 {
+	counts := make([]atomic.Int64, len(fleet))
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for i, lim := range fleet {
+		for range 4 {
+			wg.Go(func() {
+				n := int64(0)
+				for !stop.Load() {
+					if lim.Allow(key) {
+						n++
+					}
+				}
+				counts[i].Add(n)
+			})
+		}
+	}
+	time.Sleep(run)
+	stop.Store(true)
+	wg.Wait()
+	admitted := make([]int64, len(fleet))
+	for i := range counts {
+		admitted[i] = counts[i].Load()
+	}
+	return admitted
+}
+
+// TestLeasedInstanceKilled: instance A of three loses its connection to
+// Redis for good while its lease holds events, its limiter never closed.
+// Those events are lost to the fleet (its sweeper cannot give them back),
+// and nothing else: for a second after, the other two admit exactly what the
+// bucket gives out, its refill less what is left in it at the end, which is
+// at most one lease time's refill. (Cut off but alive, A would admit what
+// its lease holds and no more: TestLeasesUnderFailure.)
+func TestLeasedInstanceKilled(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	l := keylimit.PerSecond(1000) // one event a ms
+	const d = 100 * time.Millisecond
+	key := testKey(t, "k")
+	fleet := make([]keylimit.Limiter[string], 3)
+	clients := make([]*redis.Client, 3)
+	for i := range fleet {
+		clients[i] = quickClient(t, s)
+		lim, err := redislimit.NewTokenBucket(clients[i], "leased", l, append(onMock(mock), redislimit.WithLeases(d),
+			redislimit.WithTimeout(patient), redislimit.WithFailurePolicy(redislimit.FailClosed()),
+			redislimit.WithOnError(func(error) {}))...)
+		require.NoError(t, err)
+		if i > 0 {
+			t.Cleanup(func() { lim.Close() }) // A is never closed
+		}
+		fleet[i] = lim
+	}
+	plain, err := redislimit.NewTokenBucket(s.client(t), "leased", l, append(onMock(mock), redislimit.WithTimeout(patient))...)
+	require.NoError(t, err)
+
+	roundRobin(fleet, key) // the burst, in leases; each fetch after it got less than it asked
+	mock.Add(d)            // when each may fetch again
+	held := 0
+	for held == 0 {
+		require.True(t, fleet[0].Allow(key), "A, fetching a lease")
+		held = redislimit.LeaseHeld(fleet[0], key)
+	}
+	clients[0].Close()
+	left := plain.Peek(key).Remaining
+
+	after := 0
+	for range 100 {
+		mock.Add(10 * time.Millisecond)
+		after += roundRobin(fleet[1:], key)
+	}
+	end := plain.Peek(key).Remaining
+	t.Logf("A held %d when killed; in Redis then %d, a second later %d; B and C admitted %d", held, left, end, after)
+	require.True(t, held > 0 && held <= l.BurstSize()/10, "A's lease held %d: at most a tenth of the burst", held)
+	require.Equal(t, 1000+left-end, after, "what B and C admitted in the second after the kill")
+	require.LessOrEqual(t, end, int(d/l.Interval()), "left in Redis: at most one lease time's refill")
+}
