@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/hotpath"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -58,6 +59,53 @@ func BenchmarkDenied(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkLeases measures an admitted call on one hot key, side by side in
+// one run: keylimit's in-memory TokenBucket, a Redis TokenBucket with leases
+// (WithLeases(100ms): a round trip about every lease time, the rest in
+// process), and one without (a round trip per call). The limit is high
+// enough that every call is admitted. Each row reports Redis script calls
+// per op.
+//
+//	go test -run '^$' -bench Leases -cpu 1,2 ./redislimit
+func BenchmarkLeases(b *testing.B) {
+	client := redis.NewClient(&redis.Options{Addr: shared.Addr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	l := keylimit.PerSecond(1_000_000_000)
+	key := []string{fmt.Sprintf("bench-hot-%d", time.Now().UnixNano())}
+	memory, err := keylimit.NewTokenBucket[string](l)
+	require.NoError(b, err)
+	defer memory.Close()
+	leased, err := redislimit.NewTokenBucket(client, "bench-leased", l, redislimit.WithLeases(100*time.Millisecond))
+	require.NoError(b, err)
+	defer leased.Close()
+	plain, err := redislimit.NewTokenBucket(client, "bench-plain", l)
+	require.NoError(b, err)
+	defer plain.Close()
+	for _, row := range []struct {
+		name string
+		lim  hotpath.Allower
+		st   func() keylimit.Stats
+	}{
+		{"memory", memory, nil},
+		{"leased", leased, leased.Stats},
+		{"redis", plain, plain.Stats},
+	} {
+		for _, parallel := range []bool{false, true} {
+			b.Run(row.name+"/"+hotpath.Row{Keys: 1, Parallel: parallel}.String(), func(b *testing.B) {
+				require.True(b, row.lim.Allow(key[0]), "a first call refused")
+				var calls uint64
+				if row.st != nil {
+					calls = row.st().Calls
+				}
+				hotpath.RunRow(b, row.lim, key, parallel)
+				if row.st != nil {
+					b.ReportMetric(float64(row.st().Calls-calls)/float64(b.N), "calls/op")
+				}
+			})
+		}
 	}
 }
 

@@ -164,12 +164,26 @@ func (l *limiter) Allow(key string) bool { return l.Take(key, 1).Allowed }
 // AllowN reports whether n events for key may happen now, and records all n
 // in Redis if so; otherwise it records nothing. AllowN is Take(key,
 // n).Allowed.
-func (l *limiter) AllowN(key string, n int) bool { return l.Take(key, n).Allowed }
+func (l *limiter) AllowN(key string, n int) bool {
+	if l.leases != nil {
+		if _, _, _, ok := l.leases.fast(key, n); ok {
+			l.ops.counts.decided(true)
+			return true
+		}
+	}
+	return l.Take(key, n).Allowed
+}
 
 // Take records n events for key in Redis if all n fit, else nothing, and
 // reports the decision and the key's state after it. It is TakeContext with
 // context.Background(), the error left to WithOnError.
 func (l *limiter) Take(key string, n int) keylimit.Result {
+	if l.leases != nil {
+		if p, left, now, ok := l.leases.fast(key, n); ok {
+			l.ops.counts.decided(true)
+			return p.result(left, now)
+		}
+	}
 	r, _, _ := l.AdmitContext(context.Background(), key, n)
 	return r
 }
