@@ -1,7 +1,9 @@
 // Command fleet-demo shows why a fleet needs one count: three instances of a
 // service behind a load balancer, with in-memory keylimit limiters, let a
 // user through three times the limit; with redislimit limiters sharing one
-// Redis, once.
+// Redis, once. Then the same three with leases (WithLeases) hammer one key:
+// the global limit holds, at in-process speed, with a Redis call per
+// lease rather than per request.
 //
 // It starts its own redis-server (found on PATH) on a free port of
 // 127.0.0.1, keeps nothing on disk, and stops it when done:
@@ -10,6 +12,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -147,7 +150,154 @@ func show(w io.Writer, addr string) error {
 	}
 	fmt.Fprintf(w, "\nIn memory, each instance keeps its own count: the fleet admits %d times the limit.\n", instances)
 	fmt.Fprintln(w, "On Redis, one Lua script per decision keeps one count for the fleet: the limit, exactly.")
+	return showLeases(w, addr)
+}
+
+// The leases scene: each instance hammers one key from hammerers goroutines
+// for hammerFor, under hotLimit, with leases of leaseTime.
+const (
+	hammerers = 4
+	hammerFor = 500 * time.Millisecond
+	leaseTime = 20 * time.Millisecond
+)
+
+var hotLimit = keylimit.PerSecond(10_000)
+
+// showLeases runs the leases scene against the Redis server at addr: the
+// fleet's admissions beside the bound of the limit, the script calls Redis
+// ran, and what an admitted call costs with leases, in memory, and on Redis
+// without.
+func showLeases(w io.Writer, addr string) error {
+	fmt.Fprintf(w, "\nWith leases (WithLeases(%v)), the %d instances hammer one key limited to %v for %v,\n",
+		leaseTime, instances, hotLimit, hammerFor)
+	fmt.Fprintf(w, "%d goroutines each:\n", hammerers)
+	ctx := context.Background()
+	stats := redis.NewClient(&redis.Options{Addr: addr})
+	defer stats.Close()
+	var fleet []*redislimit.TokenBucket
+	for range instances {
+		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		defer c.Close()
+		lim, err := redislimit.NewTokenBucket(c, "fleet-demo-hot", hotLimit, append(redisOptions, redislimit.WithLeases(leaseTime))...)
+		if err != nil {
+			return err
+		}
+		if err := lim.Ping(ctx); err != nil {
+			return err
+		}
+		fleet = append(fleet, lim)
+	}
+	key := fmt.Sprintf("hot-%d", time.Now().UnixNano())
+	before, err := scriptCalls(ctx, stats)
+	if err != nil {
+		return err
+	}
+	start, err := stats.Time(ctx).Result()
+	if err != nil {
+		return err
+	}
+	admitted := hammer(fleet, key)
+	end, err := stats.Time(ctx).Result()
+	if err != nil {
+		return err
+	}
+	for _, lim := range fleet {
+		lim.Close()
+	}
+	after, err := scriptCalls(ctx, stats)
+	if err != nil {
+		return err
+	}
+	calls := max(after-before, 1)
+	bound := int64(hotLimit.BurstSize()) + int64(end.Sub(start)/hotLimit.Interval())
+	fmt.Fprintf(w, "  admitted %d of at most %d (burst + rate × %v on Redis's clock), %.0f%%,\n",
+		admitted, bound, end.Sub(start).Round(time.Millisecond), 100*float64(admitted)/float64(bound))
+	fmt.Fprintf(w, "  with %d Redis script calls: one per %d admitted.\n", calls, admitted/calls)
+	leased, memory, plain, err := costs(addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  An admitted call took %v from a lease (in memory: %v; on Redis without leases: %v).\n",
+		leased.Round(time.Nanosecond), memory.Round(time.Nanosecond), plain.Round(time.Microsecond))
 	return nil
+}
+
+// hammer calls Allow(key) on each of fleet from hammerers goroutines each
+// for hammerFor, and returns the events admitted.
+func hammer(fleet []*redislimit.TokenBucket, key string) int64 {
+	var admitted atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for _, lim := range fleet {
+		for range hammerers {
+			wg.Go(func() {
+				n := int64(0)
+				for !stop.Load() {
+					if lim.Allow(key) {
+						n++
+					}
+				}
+				admitted.Add(n)
+			})
+		}
+	}
+	time.Sleep(hammerFor)
+	stop.Store(true)
+	wg.Wait()
+	return admitted.Load()
+}
+
+// scriptCalls returns the script calls Redis has run (EVALSHA and EVAL),
+// from INFO commandstats.
+func scriptCalls(ctx context.Context, c *redis.Client) (int64, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+				var calls int64
+				fmt.Sscanf(rest, "%d", &calls)
+				n += calls
+			}
+		}
+	}
+	return n, nil
+}
+
+// costs times an admitted Allow on one key under a limit no call reaches:
+// from a lease, in memory, and on Redis without leases.
+func costs(addr string) (leased, memory, plain time.Duration, err error) {
+	high := keylimit.PerSecond(1_000_000_000)
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	lease, err := redislimit.NewTokenBucket(c, "fleet-demo-cost", high, append(redisOptions, redislimit.WithLeases(time.Second))...)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer lease.Close()
+	mem, err := keylimit.NewTokenBucket[string](high)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer mem.Close()
+	red, err := redislimit.NewTokenBucket(c, "fleet-demo-cost-plain", high, redisOptions...)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	per := func(lim keylimit.Limiter[string], calls int) time.Duration {
+		for range calls / 10 { // the key's first calls: a lease grows to what the key spends
+			lim.Allow("cost")
+		}
+		start := time.Now()
+		for range calls {
+			lim.Allow("cost")
+		}
+		return time.Since(start) / time.Duration(calls)
+	}
+	return per(lease, 1_000_000), per(mem, 1_000_000), per(red, 300), nil
 }
 
 // fire sends the requests for key concurrently, each instance taking its
