@@ -106,6 +106,47 @@
 // would refuse, and keeps no key strings: a remembered key costs about 150
 // bytes, whatever its length. See WithDenyCacheSize.
 //
+// # Leases: the fleet's limit at in-process speed
+//
+// With WithLeases(d), a TokenBucket or FixedWindow takes a hot key's events
+// from Redis a lease at a time: one script call takes what this instance
+// spent on the key in about d (at most a tenth of the quota; as much as
+// Redis has, if less), and the instance admits from it in process, without
+// a lock or an allocation, until it is spent or d has passed. A key asked
+// less often than about once per d leases nothing and is decided as without
+// leases, one call per decision, exactly. One call per key and instance
+// fetches at a time; the calls that come meanwhile wait for it (at most the
+// timeout), then spend from the new lease.
+//
+// The fleet never admits more than the limit: every event admitted was
+// taken in Redis first, whatever the instances, their clocks or their
+// crashes, and a bucket counts a lease's events from the end of its lease
+// time, so any interval holds at most Burst + its length / Interval events
+// (a window's lease ends with its window). What leases cost is events held
+// idle: at most one lease per key and instance, about what that instance
+// spent on the key in one lease time and at most a tenth of the quota; it
+// goes back to Redis when its time is up (within half a lease time more),
+// at Close, or with the next fetch. Meanwhile another instance may be
+// refused. An instance that dies holding a lease loses it: those events come
+// back only as the bucket refills, or when the window ends. A bucket gives
+// back what it would not have refilled within one lease time anyway.
+//
+// After a fetch that got less than it asked, the instance refuses the key
+// in process until the missing events could have come back (a bucket's
+// refill of them, at most d; a window's end), so that a hot key costs
+// Redis a call per lease time per instance, not one per refill. Results
+// are the instance's: Remaining counts the lease's events only, and a
+// refusal's RetryAfter is the time until it asks Redis again. SetLimit, or
+// a new limit from WithKeyLimit's function, ends the key's leases (none
+// admits under an old limit); Refund gives back to the lease while it
+// lasts; Reset ends this instance's lease without giving it back (other
+// instances may still spend theirs); while Redis fails, a live lease still
+// admits what it holds, then the failure policy answers. keylimit.All does
+// not join a limiter with leases: it decides limiter by limiter.
+//
+// A SlidingWindow takes no leases: its log holds each admission's time, and
+// an event leased at one time and spent later would leave the window early.
+//
 // # When Redis fails
 //
 // Every call has a deadline: WithTimeout (DefaultTimeout, 100 ms), or the
@@ -158,7 +199,8 @@
 // Every method is safe for concurrent use, from any number of goroutines and
 // instances. An admitted decision costs one round trip and at most two
 // allocations beyond the client's own (a context with a deadline and the
-// arguments are reused between calls). There is no zero value to use:
-// build limiters with their constructors. Close releases the fallback
-// limiter; the client is the caller's to close.
+// arguments are reused between calls), or none from a lease. There is no
+// zero value to use: build limiters with their constructors. Close releases
+// the fallback limiter, and gives back what leases hold; the client is the
+// caller's to close.
 package redislimit

@@ -17,17 +17,18 @@ import (
 // fleet never admits more than the limit, and what leases cost.
 
 // WithLeases makes a TokenBucket or FixedWindow take a hot key's events from
-// Redis in leases of lease time d: one script call takes the events this
-// instance spent on the key in about d (at most a tenth of the key's quota),
-// and the instance admits them in process, without a round trip, for d at
-// most; what is left then goes back to Redis. A key asked less often than
-// about once per d leases nothing, and is decided exactly as without
-// leases, one call per decision. The fleet never admits more than the limit
-// allows; what leases cost is that an instance may refuse while another
-// holds unused leased events, and that a Result's Remaining counts only the
-// lease's. A limiter with leases must be closed (Close gives back what its
-// leases hold). It is an error on a SlidingWindow (see the package doc),
-// and for d <= 0.
+// Redis in leases of d: one script call takes what this instance spent on
+// the key in about d, at most a tenth of its quota, and the instance admits
+// them in process, without a round trip, for d at most (a bucket's lease,
+// at most half of Burst × Interval; a window's, to the window's end); what
+// is left then goes back to Redis. A key asked less often than about once
+// per d leases nothing and is decided as without leases. The fleet never
+// admits more than the limit; the cost is events held idle, at most one
+// lease per key and instance, which other instances cannot use meanwhile,
+// and Results that count only this instance's lease (see the package doc,
+// "Leases"). Choose d short: tens of milliseconds. A limiter with leases
+// should be closed: Close gives back what its leases hold. It is an error
+// for d <= 0, and on a SlidingWindow.
 func WithLeases(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d <= 0 {
