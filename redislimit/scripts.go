@@ -114,9 +114,10 @@ func (d *decision) run(ctx context.Context, mode any, client redis.UniversalClie
 	}
 	if mode == modeLease {
 		var ok bool
-		if reply, d.lease.granted, ok = cutLast(reply); !ok || d.lease.granted < 0 {
-			return fmt.Errorf("redislimit: the script replied %q to a lease, want six integers", reply)
+		if d.lease.granted, ok = parseLeaseReply(reply, d.parts, res, marks, d.lease.want); !ok {
+			return fmt.Errorf("redislimit: the script replied %q to a lease of up to %d, want six integers", reply, d.lease.want)
 		}
+		return nil
 	}
 	if !parseReply(reply, d.parts, res, marks) {
 		return fmt.Errorf("redislimit: the script replied %q, want five integers for each of %d limiters", reply, len(d.parts))
@@ -124,14 +125,20 @@ func (d *decision) run(ctx context.Context, mode any, client redis.UniversalClie
 	return nil
 }
 
-// cutLast splits the last integer off a reply.
-func cutLast(s string) (string, int64, bool) {
+// parseLeaseReply reads the script's reply to a lease of up to want events
+// beyond n: parseReply's five integers for the one limiter, then the events
+// leased, which it returns; it reports whether the reply was well formed,
+// with 0 <= leased <= want (a reply cannot lease more than was asked).
+func parseLeaseReply(s string, parts []*keyLimit, res []keylimit.Result, marks []int64, want int) (int64, bool) {
 	i := strings.LastIndexByte(s, ' ')
 	if i < 0 {
-		return s, 0, false
+		return 0, false
 	}
-	n, err := strconv.ParseInt(s[i+1:], 10, 64)
-	return s[:i], n, err == nil
+	leased, err := strconv.ParseInt(s[i+1:], 10, 64)
+	if err != nil || leased < 0 || leased > int64(want) || !parseReply(s[:i], parts, res, marks) {
+		return 0, false
+	}
+	return leased, true
 }
 
 // parseReply reads the script's reply, five integers per limiter, "allowed

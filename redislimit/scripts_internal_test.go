@@ -62,3 +62,27 @@ func FuzzParseReply(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseLeaseReply feeds parseLeaseReply any reply to a lease of up to
+// want events: it never panics, and reads a reply only if it is six
+// integers whose last, the events leased, is within [0, want].
+func FuzzParseLeaseReply(f *testing.F) {
+	for _, seed := range []string{
+		"1 9000 0 120000000 1735689600120000000 99", "1 9000 0 0 1735689600120000000 0", "0 0 100000 100000 0 0",
+		"1 2 3 4 5", "1 2 3 4 5 -1", "1 2 3 4 5 101", "1 2 3 4 5 9223372036854775807", "1 2 3 4 5 6 7", " ", "",
+	} {
+		f.Add(seed, uint16(100))
+	}
+	parts := []*keyLimit{{alg: &algorithm{name: "bucket", unit: time.Nanosecond}, quota: 1000}}
+	f.Fuzz(func(t *testing.T, reply string, want uint16) {
+		res := make([]keylimit.Result, 1)
+		marks := make([]int64, 1)
+		leased, ok := parseLeaseReply(reply, parts, res, marks, int(want))
+		if !ok {
+			return
+		}
+		require.Len(t, strings.Fields(reply), 6, "a lease reply read")
+		require.True(t, leased >= 0 && leased <= int64(want), "leased %d of at most %d", leased, want)
+		require.True(t, res[0].Remaining >= 0 && res[0].Remaining <= 1000, "Remaining %d", res[0].Remaining)
+	})
+}
