@@ -245,6 +245,39 @@ func TestLeaseTimeIsUp(t *testing.T) {
 	require.Equal(t, 1, redislimit.LeaseHeld(lim, key), "the lease sized by what the key spent")
 }
 
+// TestLeaseWaitsForTheRefill: a hot key that drained the bucket is refused
+// in process, without a round trip, until the events its last fetch missed
+// could have refilled (at most a lease time); RetryAfter says when. Then one
+// call fetches what refilled. The counts are exact: the first call is a
+// plain take (1 event); the leases count from t0 + 100 ms, so 900 events fit
+// in them: leases of 2, 4, ... 64, then seven of 101, then 67 of the 101
+// asked, 34 short, so the key waits 34 ms; then the 34 that refilled.
+func TestLeaseWaitsForTheRefill(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	lim := leased(t, s.client(t), keylimit.PerSecond(1000), 100*time.Millisecond, onMock(mock)...)
+	pinged(t, lim)
+	key := testKey(t, "k")
+	require.Equal(t, 1+126+7*101+67, drain(t, lim, key), "events admitted at t0")
+	r := lim.Take(key, 1)
+	require.False(t, r.Allowed, "after the burst: %v", r)
+	require.Zero(t, r.Remaining, "after the burst")
+	require.Equal(t, 34*time.Millisecond, r.RetryAfter, "until the 34 missing events refill")
+
+	before := s.commandStats(t)
+	for range 1000 {
+		require.False(t, lim.Allow(key))
+	}
+	mock.Add(r.RetryAfter - time.Nanosecond)
+	require.False(t, lim.Allow(key), "a nanosecond before RetryAfter")
+	require.Empty(t, s.sentSince(t, before), "commands sent while the key waited")
+	mock.Add(time.Nanosecond)
+	r = lim.Take(key, 1)
+	require.True(t, r.Allowed, "at RetryAfter: %v", r)
+	require.Equal(t, 33, r.Remaining, "the lease of what refilled, less this call's event")
+	require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "commands sent at RetryAfter")
+}
+
 // TestLeasesEndOnSetLimit: after SetLimit, no event is spent from a lease
 // taken under the old limit: what the key used converts to the new limit
 // (here a debt of a whole hour), and the lease's 100 events do not pass.
