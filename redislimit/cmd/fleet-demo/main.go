@@ -297,7 +297,7 @@ func costs(addr string) (leased, memory, plain time.Duration, err error) {
 		}
 		return time.Since(start) / time.Duration(calls)
 	}
-	return per(lease, 1_000_000), per(mem, 1_000_000), per(red, 300), nil
+	return per(lease, 200_000), per(mem, 200_000), per(red, 300), nil
 }
 
 // fire sends the requests for key concurrently, each instance taking its
