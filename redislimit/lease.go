@@ -93,20 +93,27 @@ type leaseKey struct {
 // lease is one lease: events taken from Redis for this instance to spend
 // before until.
 type lease struct {
+	// The fields every admission reads, written before the lease is
+	// published and never after.
+	owner *leases
+	k     *keyLimit     // the limit it was taken under
+	mark  int64         // what the script wrote: a bucket's TAT, a window's index
+	at    int64         // local ns of the fetch
+	until int64         // local ns from which nothing is spent: at + the lease time, or the window's end
+	reset time.Duration // the ResetAfter Redis reported
+	// left, which every admission writes, is on cache lines of its own (two,
+	// against adjacent-line prefetch): sharing one with the fields above,
+	// each admission on one core would make the next on another miss them.
+	_ [128 - 48]byte
 	// left is the events not yet spent: admissions take from it by CAS,
 	// Refund gives back to it; ended once the lease has ended, after which
 	// nothing is spent from it.
 	left atomic.Int64
+	_    [120]byte
 	// given counts the events given back to Redis from this lease: each
 	// return counts from a mark moved back by those before it (see markFor).
 	given  atomic.Int64
-	owner  *leases
-	k      *keyLimit     // the limit it was taken under
-	mark   int64         // what the script wrote: a bucket's TAT, a window's index
-	at     int64         // local ns of the fetch
-	until  int64         // local ns from which nothing is spent: at + the lease time, or the window's end
-	reset  time.Duration // the ResetAfter Redis reported
-	unused int64         // what left held when the lease ended; under the key's mu
+	unused int64 // what left held when the lease ended; under the key's mu
 }
 
 // ended is a lease's left once it has ended.
