@@ -150,7 +150,9 @@ func roundRobin(fleet []keylimit.Limiter[string], key string) int {
 
 // TestLeasedRareKeyIsDecidedAsWithout: a key asked once a second (or once a
 // lease time) leases nothing: each decision is one script call, with the
-// Result a limiter without leases gives, exactly.
+// Result a limiter without leases gives, exactly; and a key whose quota is
+// below 10 never leases, its refusals remembered by the deny cache as
+// without leases.
 func TestLeasedRareKeyIsDecidedAsWithout(t *testing.T) {
 	s := newServer(t)
 	c := s.client(t)
@@ -171,14 +173,17 @@ func TestLeasedRareKeyIsDecidedAsWithout(t *testing.T) {
 	for i := range decisions {
 		n := 1 + i%3
 		require.Equal(t, plain.Take(key, n), lim.Take(key, n), "decision %d, a second after the last", i)
-		// A quota below 10 never leases: four calls at one instant.
-		for j := range 4 {
+		// A quota below 10 never leases: five calls at one instant, the
+		// fourth refused by Redis, the fifth by the deny cache.
+		for j := range 5 {
 			require.Equal(t, fewPlain.Take(key, 1), few.Take(key, 1), "decision %d.%d, quota 3", i, j)
 		}
 		mock.Add(time.Second)
 	}
 	sent := s.sentSince(t, before)
 	require.Equal(t, map[string]int64{"evalsha": 2 * 5 * decisions}, sent, "commands sent")
+	require.Equal(t, uint64(decisions), few.Stats().CacheHits, "refusals the deny cache answered, with leases")
+	require.Equal(t, fewPlain.Stats(), few.Stats(), "Stats with leases and without")
 }
 
 // TestLeaseAdmitsWithoutRedis: a key with a live lease is decided in

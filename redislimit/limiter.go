@@ -198,7 +198,8 @@ func (l *limiter) Take(key string, n int) keylimit.Result {
 // pass: the Result is refused with RetryAfter keylimit.InfDuration,
 // answered without a round trip (its Remaining and ResetAfter are then 0:
 // unknown). A request that the deny cache covers is refused without a round
-// trip too (see WithDenyCacheSize).
+// trip too (see WithDenyCacheSize), and one that a live lease covers is
+// admitted without one (see WithLeases).
 //
 // If Redis fails, the Result is the failure policy's and err, a *Error,
 // says why; the error went to the WithOnError callback as well.

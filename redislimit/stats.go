@@ -10,8 +10,9 @@ import (
 
 // Stats returns what the limiter has counted since it was made: Admitted and
 // Refused count requests (Allow, AllowN, Take, Admit, each try of Wait),
-// always; Calls the round trips to Redis of decisions, Peeks, Refunds and
-// Resets (not Ping's, nor the eviction check's), and Errors those that
+// always; Calls the round trips to Redis of decisions, leases (fetched and
+// given back), Peeks, Refunds and Resets (not Ping's, nor the eviction
+// check's), and Errors those that
 // failed; Fallbacks the requests and Peeks the failure policy answered
 // (during a failure and the backoff after it); CacheHits those the deny
 // cache answered. Keys is 0: the keys live in Redis, which the limiter does
