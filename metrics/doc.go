@@ -1,0 +1,53 @@
+// Package metrics exports keylimit's counts to Prometheus: what each limiter
+// counted (NewStats), with a bounded set of labels. Never a key: a label per
+// client would make a series per client.
+//
+// # Limiter stats
+//
+// NewStats is a prometheus.Collector of one limiter's Stats, labelled with a
+// name you choose:
+//
+//	reg.MustRegister(metrics.NewStats("login", loginLimiter))
+//
+// Every series carries limiter="login":
+//
+//	keylimit_keys                    gauge    keys tracked now
+//	keylimit_decisions_total         counter  requests decided, outcome="allowed" or "refused"
+//	keylimit_untracked_total         counter  requests of keys the key cap left untracked
+//	keylimit_evicted_total           counter  idle keys forgotten
+//	keylimit_store_calls_total       counter  round trips to Redis (redislimit)
+//	keylimit_store_errors_total      counter  round trips that failed
+//	keylimit_store_fallbacks_total   counter  decisions made by the failure policy instead
+//	keylimit_store_cache_hits_total  counter  refusals answered from the local deny cache
+//
+// The collector reads Stats when scraped and at no other time: it starts no
+// goroutine and costs a decision nothing. Decisions are counted only by a
+// limiter made with keylimit.WithStats, which costs each decision an atomic
+// add; without it the limiter reports 0, and keylimit_decisions_total is
+// left out rather than shown as a count of 0. It appears with the first
+// decision counted, as do the store counters with a limiter's first call to
+// its store: an in-memory limiter has none.
+//
+// # OpenTelemetry
+//
+// The series are Prometheus's; to send them through an OpenTelemetry
+// pipeline, either let the OpenTelemetry Collector scrape /metrics with its
+// Prometheus receiver, or bridge the registry into the OTel SDK in process
+// with go.opentelemetry.io/contrib/bridges/prometheus:
+//
+//	producer := otelprom.NewMetricProducer(otelprom.WithGatherer(reg))
+//	reader := sdkmetric.NewPeriodicReader(exporter, sdkmetric.WithProducer(producer))
+//
+// Counters become OTel sums and gauges gauges, under the same names and
+// labels (attributes).
+package metrics
+
+// The names every series shares.
+const (
+	namespace    = "keylimit"
+	labelLimiter = "limiter"
+	labelOutcome = "outcome"
+
+	outcomeAllowed = "allowed"
+	outcomeRefused = "refused"
+)

@@ -1,0 +1,98 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/keylimit/keylimit"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// StatsReader is what a stats collector reads: every in-memory keylimit
+// limiter, and the redislimit ones.
+type StatsReader interface {
+	Stats() keylimit.Stats
+}
+
+// StatsCollector is a prometheus.Collector of one limiter's Stats, labelled
+// limiter=name. It reads Stats when scraped and at no other time, so it adds
+// nothing to the limiter's decisions. See the package documentation for the
+// series it exports.
+type StatsCollector struct {
+	lim StatsReader
+	err error // why the collector cannot be registered, or nil
+	// One Desc per series, each with the const label limiter=name.
+	keys, decisions, untracked, evicted *prometheus.Desc
+	calls, errors, fallbacks, cacheHits *prometheus.Desc
+}
+
+// NewStats returns a collector of lim's Stats whose series carry the label
+// limiter=name: "login", "api". Register it once per limiter, under names
+// that differ; registering fails if the name is empty or not valid UTF-8.
+func NewStats(name string, lim StatsReader) *StatsCollector {
+	labels := prometheus.Labels{labelLimiter: name}
+	var err error
+	switch {
+	case name == "":
+		// An empty label value is no label: prometheus would accept it, and
+		// two limiters named "" would collide.
+		err = errors.New("metrics: the name of a limiter's stats is empty")
+	case lim == nil:
+		err = fmt.Errorf("metrics: the limiter of stats %q is nil", name)
+	}
+	desc := func(name, help string, variable ...string) *prometheus.Desc {
+		if err != nil {
+			return prometheus.NewInvalidDesc(err)
+		}
+		return prometheus.NewDesc(namespace+"_"+name, help, variable, labels)
+	}
+	return &StatsCollector{
+		lim:       lim,
+		err:       err,
+		keys:      desc("keys", "Keys the limiter tracks now."),
+		decisions: desc("decisions_total", "Requests the limiter decided, by outcome (allowed or refused); only from a limiter that counts them (keylimit.WithStats).", labelOutcome),
+		untracked: desc("untracked_total", "Requests for keys the key cap left untracked (keylimit.WithMaxKeys)."),
+		evicted:   desc("evicted_total", "Idle keys the limiter forgot."),
+		calls:     desc("store_calls_total", "Round trips to the remote store."),
+		errors:    desc("store_errors_total", "Round trips to the remote store that failed."),
+		fallbacks: desc("store_fallbacks_total", "Decisions made by the failure policy instead of the remote store."),
+		cacheHits: desc("store_cache_hits_total", "Refusals answered from the local deny cache, without a round trip."),
+	}
+}
+
+// Describe sends the Desc of every series c may export.
+func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range [...]*prometheus.Desc{c.keys, c.decisions, c.untracked, c.evicted, c.calls, c.errors, c.fallbacks, c.cacheHits} {
+		ch <- d
+	}
+}
+
+// Collect reads the limiter's Stats once and sends its series. The decision
+// counters are sent once the limiter has counted a decision, and the
+// remote-store counters once it has counted any of them: a limiter that
+// does not count them reports 0, which is no count.
+func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.err != nil {
+		ch <- prometheus.NewInvalidMetric(c.keys, c.err)
+		return
+	}
+	st := c.lim.Stats()
+	ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.Keys))
+	// keylimit.Stats cannot say whether a limiter counts decisions (made
+	// with WithStats) or not; both read 0 before the first decision. So the
+	// counters wait for a count: a limiter without WithStats never shows
+	// them, rather than showing a 0 that looks like an idle limiter.
+	if st.Admitted != 0 || st.Refused != 0 {
+		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Admitted), outcomeAllowed)
+		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Refused), outcomeRefused)
+	}
+	ch <- prometheus.MustNewConstMetric(c.untracked, prometheus.CounterValue, float64(st.Untracked))
+	ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted))
+	// Likewise for an in-memory limiter, which has no store to count.
+	if st.Calls != 0 || st.Errors != 0 || st.Fallbacks != 0 || st.CacheHits != 0 {
+		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(st.Calls))
+		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(st.Errors))
+		ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(st.Fallbacks))
+		ch <- prometheus.MustNewConstMetric(c.cacheHits, prometheus.CounterValue, float64(st.CacheHits))
+	}
+}
