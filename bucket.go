@@ -142,6 +142,13 @@ func (b *TokenBucket[K]) Limit() Limit { return b.policy.limit() }
 // SetLimit are decided under one limit or the other, never a mix.
 func (b *TokenBucket[K]) SetLimit(l Limit) error { return b.policy.set(l) }
 
+// SetKeyLimit gives each key its own limit from now on: f(key), asked when
+// a key is next seen, as WithKeyLimit does from the start (nil: every key is
+// under the bucket's own limit again). Unlike the option, f's key type is
+// checked by the compiler. Every key moves to its new limit on its next
+// call and keeps what it used, as with SetLimit.
+func (b *TokenBucket[K]) SetKeyLimit(f func(key K) Limit) error { return b.policy.setKeyLimit(f) }
+
 // Allow reports whether one event for key may happen now, and takes its token
 // if so. Allow is shorthand for AllowN(key, 1).
 func (b *TokenBucket[K]) Allow(key K) bool { return b.AllowN(key, 1) }
