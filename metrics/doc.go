@@ -42,12 +42,32 @@
 // labels (attributes).
 package metrics
 
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
 // The names every series shares.
 const (
 	namespace    = "keylimit"
 	labelLimiter = "limiter"
 	labelOutcome = "outcome"
+	labelTier    = "tier"
+	labelPolicy  = "policy"
 
 	outcomeAllowed = "allowed"
 	outcomeRefused = "refused"
 )
+
+// checkName returns why name cannot be the limiter label of what, or nil.
+// prometheus refuses a label value that is not UTF-8 but takes "", which
+// would be no label at all: two limiters named "" would collide.
+func checkName(what, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("metrics: the name of %s is empty", what)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("metrics: the name %q of %s is not valid UTF-8", name, what)
+	}
+	return nil
+}

@@ -1,11 +1,15 @@
 package metrics_test
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -44,4 +48,50 @@ type fixedStats struct {
 func (f *fixedStats) Stats() keylimit.Stats {
 	f.calls.Add(1)
 	return f.st
+}
+
+// okHandler answers 200 "ok".
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+
+// statuses sends h one GET request for each key, keyed by X-API-Key, and
+// returns the statuses of the answers.
+func statuses(h http.Handler, keys ...string) []int {
+	var codes []int
+	for _, key := range keys {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set("X-API-Key", key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		codes = append(codes, rec.Code)
+	}
+	return codes
+}
+
+// histogramCounts gathers reg and returns the sample count of each series
+// of the histogram name, by the value of its label label.
+func histogramCounts(t *testing.T, reg prometheus.Gatherer, name, label string) map[string]uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err, "Gather")
+	counts := map[string]uint64{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label {
+					counts[lp.GetValue()] += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return counts
+}
+
+// gatherer returns a registry holding c alone.
+func gatherer(c prometheus.Collector) prometheus.Gatherer {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	return reg
 }

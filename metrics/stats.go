@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/keylimit/keylimit"
@@ -31,13 +30,8 @@ type StatsCollector struct {
 // that differ; registering fails if the name is empty or not valid UTF-8.
 func NewStats(name string, lim StatsReader) *StatsCollector {
 	labels := prometheus.Labels{labelLimiter: name}
-	var err error
-	switch {
-	case name == "":
-		// An empty label value is no label: prometheus would accept it, and
-		// two limiters named "" would collide.
-		err = errors.New("metrics: the name of a limiter's stats is empty")
-	case lim == nil:
+	err := checkName("a limiter's stats", name)
+	if err == nil && lim == nil {
 		err = fmt.Errorf("metrics: the limiter of stats %q is nil", name)
 	}
 	desc := func(name, help string, variable ...string) *prometheus.Desc {

@@ -137,5 +137,5 @@ keylimit_keys{limiter="login"} 2
 	err = reg.Register(metrics.NewStats("nil", nil))
 	require.ErrorContains(t, err, `metrics: the limiter of stats "nil" is nil`, "a nil limiter")
 	err = reg.Register(metrics.NewStats("\xff", api))
-	require.ErrorContains(t, err, "not valid UTF-8", "a name that is not UTF-8")
+	require.ErrorContains(t, err, `metrics: the name "\xff" of a limiter's stats is not valid UTF-8`, "a name that is not UTF-8")
 }
