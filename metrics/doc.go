@@ -54,6 +54,7 @@ const (
 	labelOutcome = "outcome"
 	labelTier    = "tier"
 	labelPolicy  = "policy"
+	labelPaused  = "paused"
 
 	outcomeAllowed = "allowed"
 	outcomeRefused = "refused"
