@@ -17,17 +17,17 @@ import (
 // own pacing and of a server's Retry-After.
 var WaitBuckets = []float64{0, 0.001, 0.01, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
-// Transport counts the waits of an httplimit.Transport: a
-// prometheus.Collector whose OnWait method is a Transport.OnWait hook. Its
-// series carry limiter=name:
+// Transport counts what the requests of an httplimit.Transport waited for:
+// a prometheus.Collector whose OnWait method is a Transport.OnWait hook,
+// called once a request. Its series carry limiter=name:
 //
-//	keylimit_transport_waits_total{outcome}   counter
-//	keylimit_transport_wait_seconds{paused}   histogram of Wait.Waited
-//	keylimit_transport_retries_total          counter, Wait.Retries summed
+//	keylimit_transport_requests_total{outcome}  counter
+//	keylimit_transport_wait_seconds{paused}     histogram of Wait.Waited
+//	keylimit_transport_retries_total            counter, Wait.Retries summed
 //
-// outcome is "sent", "gave_up", "deadline", "canceled" or "error" (see
-// OnWait); paused is "true" for the waits a server's pause held. Never a
-// key: all these series exist from the start, at 0.
+// outcome is "sent", "deadline", "canceled" or "error" (see OnWait); paused
+// is "true" for the requests a server's pause held. Never a key: all these
+// series exist from the start, at 0.
 type Transport struct {
 	err     error // why t cannot be registered, or nil
 	waits   [waitOutcomes]prometheus.Counter
@@ -41,14 +41,13 @@ type waitOutcome uint8
 
 const (
 	sent waitOutcome = iota
-	gaveUp
 	deadline
 	canceled
 	waitFailed
 	waitOutcomes
 )
 
-var waitOutcomeNames = [waitOutcomes]string{sent: "sent", gaveUp: "gave_up", deadline: "deadline", canceled: "canceled", waitFailed: "error"}
+var waitOutcomeNames = [waitOutcomes]string{sent: "sent", deadline: "deadline", canceled: "canceled", waitFailed: "error"}
 
 // NewTransport returns the metrics of a Transport whose series carry the
 // label limiter=name ("partner"). Registering t fails if name is empty or
@@ -61,14 +60,14 @@ func NewTransport(name string) *Transport {
 	}
 	waits := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace:   namespace,
-		Name:        "transport_waits_total",
-		Help:        "Waits of the Transport for a request's turn, by outcome (sent, gave_up, deadline, canceled or error).",
+		Name:        "transport_requests_total",
+		Help:        "Requests through the Transport, by the outcome of their wait (sent, deadline, canceled or error).",
 		ConstLabels: labels,
 	}, []string{labelOutcome})
 	waited := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace:   namespace,
 		Name:        "transport_wait_seconds",
-		Help:        "How long the Transport held a request before sending it or giving up, by whether a server's pause held it.",
+		Help:        "How long the Transport held a request, over all its sends, by whether a server's pause held it.",
 		ConstLabels: labels,
 		Buckets:     WaitBuckets,
 	}, []string{labelPaused})
@@ -86,12 +85,12 @@ func NewTransport(name string) *Transport {
 	return t
 }
 
-// OnWait counts w: set it as Transport.OnWait, or call it from yours (see
-// Hooks). The outcome is "sent" if w.Err is nil, else by what w.Err
-// matches: httplimit.ErrGaveUp "gave_up"; keylimit.ErrWouldExceedDeadline
-// or context.DeadlineExceeded "deadline"; context.Canceled "canceled";
-// anything else (keylimit.ErrExceedsLimit) "error". It allocates nothing.
-// r is not read.
+// OnWait counts the request whose wait w is: set it as Transport.OnWait, or
+// call it from yours (see Hooks). The outcome is "sent" if w.Err is nil,
+// else by what w.Err matches: keylimit.ErrWouldExceedDeadline or
+// context.DeadlineExceeded "deadline" (the wait would have outlasted the
+// request's deadline, or did), context.Canceled "canceled", anything else
+// (keylimit.ErrExceedsLimit) "error". It allocates nothing. r is not read.
 func (t *Transport) OnWait(r *http.Request, w httplimit.Wait) {
 	if t.err != nil {
 		return
@@ -99,8 +98,6 @@ func (t *Transport) OnWait(r *http.Request, w httplimit.Wait) {
 	o := sent
 	switch err := w.Err; {
 	case err == nil:
-	case errors.Is(err, httplimit.ErrGaveUp):
-		o = gaveUp
 	case errors.Is(err, keylimit.ErrWouldExceedDeadline), errors.Is(err, context.DeadlineExceeded):
 		o = deadline
 	case errors.Is(err, context.Canceled):

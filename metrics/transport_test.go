@@ -25,14 +25,14 @@ func TestTransportOutcomes(t *testing.T) {
 	tm := metrics.NewTransport("partner")
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(tm), "Register")
-	require.Equal(t, 8, testutil.CollectAndCount(tm), "series before any wait: 5 outcomes, 2 histograms, retries")
+	require.Equal(t, 7, testutil.CollectAndCount(tm), "series before any request: 4 outcomes, 2 histograms, retries")
 
 	wrap := func(err error) error { return &httplimit.TransportError{Key: "api.example", Err: err} }
 	for _, w := range []httplimit.Wait{
 		{Key: "api.example", Waited: 0},
 		{Key: "api.example", Waited: 300 * time.Millisecond},
 		{Key: "api.example", Waited: 2 * time.Second, Paused: true, Retries: 1},
-		{Key: "api.example", Waited: 40 * time.Second, Paused: true, Retries: 2, Err: wrap(httplimit.ErrGaveUp)},
+		{Key: "api.example", Waited: 40 * time.Second, Paused: true, Retries: 2},
 		{Key: "api.example", Err: wrap(fmt.Errorf("%w (%w)", keylimit.ErrWouldExceedDeadline, context.DeadlineExceeded))},
 		{Key: "api.example", Waited: time.Millisecond, Err: wrap(context.DeadlineExceeded)},
 		{Key: "api.example", Waited: 5 * time.Millisecond, Err: wrap(context.Canceled)},
@@ -45,7 +45,7 @@ func TestTransportOutcomes(t *testing.T) {
 # HELP keylimit_transport_retries_total Requests the Transport sent again after a 429 or 503.
 # TYPE keylimit_transport_retries_total counter
 keylimit_transport_retries_total{limiter="partner"} 3
-# HELP keylimit_transport_wait_seconds How long the Transport held a request before sending it or giving up, by whether a server's pause held it.
+# HELP keylimit_transport_wait_seconds How long the Transport held a request, over all its sends, by whether a server's pause held it.
 # TYPE keylimit_transport_wait_seconds histogram
 keylimit_transport_wait_seconds_bucket{limiter="partner",paused="false",le="0"} 4
 keylimit_transport_wait_seconds_bucket{limiter="partner",paused="false",le="0.001"} 5
@@ -77,13 +77,12 @@ keylimit_transport_wait_seconds_bucket{limiter="partner",paused="true",le="60"} 
 keylimit_transport_wait_seconds_bucket{limiter="partner",paused="true",le="+Inf"} 2
 keylimit_transport_wait_seconds_sum{limiter="partner",paused="true"} 42
 keylimit_transport_wait_seconds_count{limiter="partner",paused="true"} 2
-# HELP keylimit_transport_waits_total Waits of the Transport for a request's turn, by outcome (sent, gave_up, deadline, canceled or error).
-# TYPE keylimit_transport_waits_total counter
-keylimit_transport_waits_total{limiter="partner",outcome="canceled"} 1
-keylimit_transport_waits_total{limiter="partner",outcome="deadline"} 2
-keylimit_transport_waits_total{limiter="partner",outcome="error"} 2
-keylimit_transport_waits_total{limiter="partner",outcome="gave_up"} 1
-keylimit_transport_waits_total{limiter="partner",outcome="sent"} 3
+# HELP keylimit_transport_requests_total Requests through the Transport, by the outcome of their wait (sent, deadline, canceled or error).
+# TYPE keylimit_transport_requests_total counter
+keylimit_transport_requests_total{limiter="partner",outcome="canceled"} 1
+keylimit_transport_requests_total{limiter="partner",outcome="deadline"} 2
+keylimit_transport_requests_total{limiter="partner",outcome="error"} 2
+keylimit_transport_requests_total{limiter="partner",outcome="sent"} 4
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)), "the scrape")
 	problems, err := testutil.GatherAndLint(reg)
