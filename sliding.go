@@ -165,7 +165,9 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 	}
 	var d slidingDecision
 	_, v := s.decide(key, n, &d)
-	return s.keys.admits(v)
+	ok := v == admitted || v == untracked && s.keys.overflow == admitUntracked // keys.admits, inlined
+	s.keys.counts.count(v, ok)
+	return ok
 }
 
 // Take records n events for key if all n fit in the window, and reports the
