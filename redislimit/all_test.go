@@ -14,11 +14,11 @@ import (
 // the minute's refusals cost the hour nothing.
 func TestAllCombinesRedisLimits(t *testing.T) {
 	c := shared.client(t)
-	minute, err := redislimit.NewSlidingWindow(c, keylimit.PerMinute(3), redislimit.WithTimeout(patient))
+	minute, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerMinute(3), redislimit.WithTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hour, err := redislimit.NewTokenBucket(c, keylimit.PerHour(5), redislimit.WithTimeout(patient))
+	hour, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(5), redislimit.WithTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // intervals to the ns.
 func TestBucketIsExactToTheNanosecond(t *testing.T) {
 	c := shared.client(t)
-	lim, err := redislimit.NewTokenBucket(c, keylimit.PerSecond(3), redislimit.WithTimeout(patient))
+	lim, err := redislimit.NewTokenBucket(c, "test", keylimit.PerSecond(3), redislimit.WithTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,7 @@
 //		Addr:                  "localhost:6379",
 //		ContextTimeoutEnabled: true, // required: every decision has a deadline
 //	})
-//	lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(100),
-//		redislimit.WithPrefix("ratelimit:api:"))
+//	lim, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(100))
 //	if err != nil {
 //		return err
 //	}
@@ -37,23 +36,49 @@
 // nanosecond, a fixed window its window and count, a sliding window the list
 // of its admission times.
 //
-// Each decision touches one key, prefix+key (WithPrefix), so Redis Cluster
-// routes it to one node. Every key expires on its own once its state is the
-// same as no state at all: a bucket when it is full again, a fixed window
-// when it ends, a sliding log when its newest entry leaves. Nothing needs
-// cleaning up, and an idle key costs Redis nothing.
+// Each decision touches one key, prefix+key, so Redis Cluster routes it to
+// one node. Every key expires on its own once its state is the same as no
+// state at all: a bucket when it is full again, a fixed window when it ends,
+// a sliding log when its newest entry leaves. Nothing needs cleaning up, and
+// an idle key costs Redis nothing.
 //
-// The scripts need Redis 4.0 or later. They read TIME before they write,
-// which Redis allows because it replicates a script by its effects: always
-// since 5.0, and in 4.x when the script asks, which these do.
+// # Names and prefixes
+//
+// Every limiter is named for its purpose ("login", "api"). The default
+// prefix holds the name, the algorithm and the limit
+// ("keylimit:login:fixed:5/1m0s/5:"), so two limiters share state only when
+// they agree on all three: the instances of one fleet do; a "login" and a
+// "signup" limiter of the same limit do not, nor two limits of one name. A
+// change of the limit therefore starts every key afresh, once. WithPrefix
+// sets a prefix of your own, to share state on purpose or to keep it across
+// a change of the limit (the scripts then read the old state under the new
+// limit).
+//
+// # What Redis must be
+//
+// Redis 4.0 or later, with maxmemory-policy noeviction, or no maxmemory. A
+// limiter's state is its keys, and every one has a TTL, so every other policy
+// (allkeys-* and volatile-* alike) lets Redis delete keys in use under
+// memory pressure, and their quotas start afresh. Under noeviction a full
+// Redis refuses writes instead: decisions fail, the failure policy answers
+// and the outage is logged. The limiter reads the policy with CONFIG GET at
+// its first successful call and logs a warning if it can evict; Ping checks
+// it on demand. A cache wants an eviction policy, and the policy is the
+// server's, whatever the database: keep limits and caches on separate
+// servers.
+//
+// The scripts read TIME before they write, which Redis allows because it
+// replicates a script by its effects: always since 5.0, and in 4.x when the
+// script asks, which these do.
 //
 // # The deny cache
 //
 // Once Redis refuses a key with RetryAfter d, the instance refuses the same
 // request (or a larger one) for that key for d without a round trip: a
-// flood on a refused key costs a clock read and a map lookup a call,
+// flood on a refused key costs a clock read, a hash and a map lookup a call,
 // allocates nothing and sends Redis nothing. It never admits what Redis
-// would refuse. See WithDenyCacheSize.
+// would refuse, and keeps no key strings: a remembered key costs about 150
+// bytes, whatever its length. See WithDenyCacheSize.
 //
 // # When Redis fails
 //
@@ -64,14 +89,31 @@
 // not to), so a dead or stalled Redis holds no call longer than that.
 //
 // When a call fails or times out, the failure policy answers
-// (WithFailurePolicy): FailOpen admits, FailClosed refuses, FailLocal (the
-// default) decides in process with a keylimit limiter of the same algorithm
-// and a share of the limit. The error goes to the WithOnError callback and
-// is returned by the Context methods. For the failure backoff that follows
+// (WithFailurePolicy). Across a fleet of N instances, while Redis fails:
+//
+//	FailOpen      admits everything: no limit
+//	FailClosed    admits nothing
+//	FailLocal(k)  each instance decides alone on 1/k of the limit: N/k times the limit
+//
+// The default is FailLocal(n) given WithFleetSize(n), about the limit; without
+// it, FailLocal(1): each instance admits the whole limit, the fleet N times
+// it. Each limiter logs at construction what its policy admits (at Info when
+// neither was chosen). The error goes to the WithOnError callback and is
+// returned by the Context methods. For the failure backoff that follows
 // (WithFailureBackoff, one second by default) calls other than Reset are
 // answered by the policy without trying Redis, so an outage costs one
 // timeout per backoff, not one per call. Once Redis answers again,
 // decisions are exact again.
+//
+// # What operators see
+//
+// Through log/slog (WithLogger; slog.Default() otherwise), each once, never
+// per request: at construction, what the failure policy admits; the start
+// (Warn) and end (Info) of each outage, at most one start a minute; an
+// eviction policy that can reset limits (Warn). Stats counts requests
+// admitted and refused, round trips, errors, fallback decisions and deny
+// cache hits. Ping, at start-up, checks that Redis answers, takes the
+// scripts and will not evict their keys.
 //
 // # Time
 //

@@ -2,7 +2,9 @@ package redislimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -16,12 +18,12 @@ import (
 	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
-// The helpers of the package's tests. Assertions: the standard library's
-// t.Fatalf (this module's go.mod does not require testify); only the test's
-// goroutine asserts, other goroutines count or collect and the test asserts
-// afterwards.
+// The helpers of the package's tests. Assertions: testify's require; only
+// the test's goroutine asserts, other goroutines count or collect and the
+// test asserts afterwards.
 
 // ---- Redis servers ----
 
@@ -61,6 +63,9 @@ func TestMain(m *testing.M) {
 	// The tests kill servers on purpose; the client's log of the failed
 	// reconnections would only bury the test output.
 	redis.SetLogger(quietLogger{})
+	// Every limiter logs at construction what its failure policy admits;
+	// the tests that read the logs give a logger of their own.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	code := m.Run()
 	s.Stop()
 	os.Exit(code)
@@ -90,9 +95,7 @@ func startServer() (*server, error) {
 func newServer(t testing.TB) *server {
 	t.Helper()
 	s, err := startServer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(s.Stop)
 	return s
 }
@@ -117,9 +120,7 @@ func (s *server) commandStats(t testing.TB) map[string]int64 {
 		t.Cleanup(func() { s.stats.Close(); s.stats = nil })
 	}
 	info, err := s.stats.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
+	require.NoError(t, err, "INFO commandstats")
 	stats := map[string]int64{}
 	for _, line := range strings.Split(info, "\n") {
 		// cmdstat_evalsha:calls=12,usec=345,...
@@ -129,9 +130,7 @@ func (s *server) commandStats(t testing.TB) map[string]int64 {
 		}
 		calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
 		n, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			t.Fatalf("INFO commandstats: cannot read %q: %v", line, err)
-		}
+		require.NoError(t, err, "INFO commandstats: %q", line)
 		stats[strings.TrimPrefix(name, "cmdstat_")] = n
 	}
 	return stats
@@ -190,13 +189,13 @@ var types = []struct {
 	new  newFunc
 }{
 	{"TokenBucket", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewTokenBucket(c, l, opts...))
+		return nilIfErr(redislimit.NewTokenBucket(c, "test", l, opts...))
 	}},
 	{"FixedWindow", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewFixedWindow(c, l, opts...))
+		return nilIfErr(redislimit.NewFixedWindow(c, "test", l, opts...))
 	}},
 	{"SlidingWindow", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewSlidingWindow(c, l, opts...))
+		return nilIfErr(redislimit.NewSlidingWindow(c, "test", l, opts...))
 	}},
 }
 
@@ -244,6 +243,15 @@ func (l *errorLog) list() []error {
 	return append([]error(nil), l.errs...)
 }
 
+// pinged runs lim's Ping, which leaves the eviction policy checked: a test
+// that counts the commands Redis ran calls it first, so that the check a
+// first successful call would start in the background cannot add a CONFIG
+// GET (or the handshake of a connection of its own) to the count.
+func pinged(t *testing.T, lim keylimit.Limiter[string]) {
+	t.Helper()
+	require.NoError(t, lim.(interface{ Ping(context.Context) error }).Ping(context.Background()), "Ping")
+}
+
 // quickClient is a client that gives up on a dead server at once (no
 // retries), so that a test of an outage does not wait out its timeouts.
 func quickClient(t *testing.T, s *server) *redis.Client {
@@ -276,7 +284,7 @@ func waitUntilBack(t *testing.T, lim keylimit.Limiter[string]) {
 			return
 		}
 	}
-	t.Fatalf("the limiter did not reach the restarted Redis within 10s: %v", err)
+	require.NoError(t, err, "the limiter did not reach the restarted Redis within 10s")
 }
 
 // ---- Time ----
@@ -315,9 +323,7 @@ func untilBoundary(period, lead time.Duration) {
 func redisTime(t *testing.T, c *redis.Client) int64 {
 	t.Helper()
 	now, err := c.Time(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return now.UnixNano()
 }
 
@@ -349,10 +355,9 @@ func sideBySide(t *testing.T, rlim, mlim keylimit.Limiter[string], requests []in
 			got, want = rlim.Take(key, n), mlim.Take(key, n)
 		}
 		impossible := n < 0 || n > want.Limit
-		if got.Allowed != want.Allowed || got.Limit != want.Limit || !near(got.RetryAfter, want.RetryAfter, slack) ||
-			(!impossible && (got.Remaining != want.Remaining || !near(got.ResetAfter, want.ResetAfter, slack))) {
-			t.Fatalf("step %d, n=%d: Redis %+v, memory %+v", i, n, got, want)
-		}
+		require.True(t, got.Allowed == want.Allowed && got.Limit == want.Limit && near(got.RetryAfter, want.RetryAfter, slack) &&
+			(impossible || got.Remaining == want.Remaining && near(got.ResetAfter, want.ResetAfter, slack)),
+			"step %d, n=%d: Redis %+v, memory %+v", i, n, got, want)
 	}
 }
 
@@ -361,4 +366,104 @@ func near(a, b, slack time.Duration) bool {
 		return a == b
 	}
 	return a-b <= slack && b-a <= slack
+}
+
+// ---- Logs and faults ----
+
+// logRecorder is a slog.Handler that keeps the lines logged at its level or
+// above, for the tests of what the limiters log. It is safe for concurrent
+// use, and never calls t: a limiter may log from a goroutine of its own.
+type logRecorder struct {
+	level slog.Level
+	mu    sync.Mutex
+	lines []logLine
+}
+
+// logLine is one line logged: its level, message and attributes (as text).
+type logLine struct {
+	Level slog.Level
+	Msg   string
+	Attrs map[string]string
+}
+
+// newLogRecorder returns a recorder of the lines at level or above, and a
+// logger that writes to it.
+func newLogRecorder(level slog.Level) (*logRecorder, *slog.Logger) {
+	h := &logRecorder{level: level}
+	return h, slog.New(h)
+}
+
+func (h *logRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	line := logLine{Level: r.Level, Msg: r.Message, Attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		line.Attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, line)
+	return nil
+}
+
+// The limiters log with neither attributes nor groups of their own.
+func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { panic("WithAttrs is not used") }
+func (h *logRecorder) WithGroup(string) slog.Handler      { panic("WithGroup is not used") }
+
+// logged returns the lines logged so far whose message contains msg.
+func (h *logRecorder) logged(msg string) []logLine {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var lines []logLine
+	for _, l := range h.lines {
+		if strings.Contains(l.Msg, msg) {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// waitLogged waits up to 10 s for a line whose message contains msg (the
+// check of the eviction policy logs from a goroutine of its own) and
+// returns the lines that do.
+func (h *logRecorder) waitLogged(t *testing.T, msg string) []logLine {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if lines := h.logged(msg); len(lines) > 0 {
+			return lines
+		}
+	}
+	require.FailNow(t, "nothing logged", "no line containing %q within 10s", msg)
+	return nil
+}
+
+// faults is a client hook that fails every command while on, as a network
+// failure would, without stopping the server.
+type faults struct{ on atomic.Bool }
+
+// errInjected is the error of a command faults failed.
+var errInjected = errors.New("injected: connection reset by peer")
+
+// addFaults adds a faults hook to c and returns it, off.
+func addFaults(c *redis.Client) *faults {
+	f := new(faults)
+	c.AddHook(f)
+	return f
+}
+
+func (f *faults) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.on.Load() {
+			cmd.SetErr(errInjected)
+			return errInjected
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

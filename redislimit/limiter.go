@@ -20,6 +20,7 @@ type limiter struct {
 	client  redis.UniversalClient
 	alg     algorithm
 	limit   keylimit.Limit
+	name    string        // the constructor's: the limiter's purpose, in logs and the default prefix
 	prefix  string        // of every key written: prefix + key
 	timeout time.Duration // bound on one decision's wait for Redis
 	policy  FailurePolicy
@@ -36,6 +37,8 @@ type limiter struct {
 	// self is the limiter this one is embedded in (*TokenBucket, ...): the
 	// By of its Admissions.
 	self any
+	// ops is what operators see: stats, outage logs, health checks.
+	ops ops
 }
 
 // algorithm is what distinguishes a token bucket from a window: its script
@@ -73,13 +76,11 @@ func (lim *limiter) init(self any, client redis.UniversalClient, l keylimit.Limi
 	lim.policy = o.policy
 	lim.onError = o.onError
 	lim.clock = newLocalClock(o.clock)
-	lim.deny.init(o.denyCache)
+	lim.ops.init(o)
+	lim.deny.init(o.denyCache, &lim.ops.counts)
 	lim.backoff = o.backoff
-	if o.prefix != nil {
-		lim.prefix = *o.prefix
-	} else {
-		lim.prefix = fmt.Sprintf("keylimit:%s:%d/%v/%d:", alg.name, l.Events, l.Period, alg.quota)
-	}
+	lim.name = o.name
+	lim.prefix = o.keyPrefix(alg.name, l, alg.quota)
 	if o.policy.kind == failLocal {
 		var opts []keylimit.Option
 		if o.clock != nil {
@@ -91,6 +92,7 @@ func (lim *limiter) init(self any, client redis.UniversalClient, l keylimit.Limi
 		}
 		lim.fallback = fb
 	}
+	lim.announce(o.policySet || o.fleet > 0)
 	return nil
 }
 
@@ -118,6 +120,9 @@ func checkClient(c redis.UniversalClient) error {
 
 // Limit returns the limit the limiter enforces across the fleet.
 func (l *limiter) Limit() keylimit.Limit { return l.limit }
+
+// Name returns the name the limiter was made with.
+func (l *limiter) Name() string { return l.name }
 
 // Prefix returns the prefix of the Redis keys the limiter writes.
 func (l *limiter) Prefix() string { return l.prefix }
@@ -168,6 +173,13 @@ func (l *limiter) Admit(key string, n int) (keylimit.Result, keylimit.Admission)
 // index, a log entry's time), or the fallback limiter's Admission when the
 // failure policy admitted.
 func (l *limiter) AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
+	r, a, err := l.admit(ctx, key, n)
+	l.ops.counts.decided(r.Allowed)
+	return r, a, err
+}
+
+// admit is AdmitContext, not counted in Stats.
+func (l *limiter) admit(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
 	if n < 0 || n > l.alg.quota {
 		return keylimit.Result{Limit: l.alg.quota, RetryAfter: keylimit.InfDuration}, keylimit.Admission{}, nil
 	}
@@ -241,8 +253,8 @@ func (l *limiter) ResetContext(ctx context.Context, key string) error {
 	c, tctx, cancel := startCall(ctx, l.timeout)
 	err := l.client.Del(tctx, l.prefix+key).Err()
 	c.end(cancel)
+	l.called(ctx, err, now)
 	if err != nil {
-		l.trip(ctx, err, now)
 		return l.report("reset", key, err)
 	}
 	return nil
@@ -299,8 +311,8 @@ func (l *limiter) run(ctx context.Context, mode any, key string, n int, now, mar
 	c.args = [5]any{mode, n, l.alg.arg3, l.alg.arg4, mark}
 	reply, err := l.alg.script.Run(tctx, l.client, c.keys[:], c.args[:]...).Text()
 	c.end(cancel)
+	l.called(ctx, err, now)
 	if err != nil {
-		l.trip(ctx, err, now)
 		return keylimit.Result{}, 0, err
 	}
 	r, mark, ok := parseReply(reply)

@@ -43,7 +43,7 @@ func TestConstructorErrors(t *testing.T) {
 			}
 		}
 	}
-	if _, err := redislimit.NewTokenBucket(good, keylimit.Per(1, 60*24*time.Hour)); err == nil ||
+	if _, err := redislimit.NewTokenBucket(good, "test", keylimit.Per(1, 60*24*time.Hour)); err == nil ||
 		!strings.Contains(err.Error(), "redislimit: burst 1 at one event per 1440h0m0s spans more than") {
 		t.Errorf("a bucket spanning 60 days: error %v, want one saying the span is too long", err)
 	}

@@ -38,50 +38,53 @@ type SlidingWindow struct {
 	limiter
 }
 
-// NewFixedWindow returns a FixedWindow that admits l.Events per aligned
-// window of l.Period per key, across every instance that shares client's
-// Redis and the prefix. l.Burst is not used.
+// NewFixedWindow returns a FixedWindow named name that admits l.Events per
+// aligned window of l.Period per key, across every instance that shares
+// client's Redis and the prefix. l.Burst is not used. name says what the
+// limit is for, as for NewTokenBucket.
 //
-// It returns an error if l is invalid (the error keylimit.Limit.Validate
-// gives), if l.Period is not a whole number of microseconds (the resolution
-// of Redis time), if client is nil or known to ignore context deadlines (see
-// NewTokenBucket), or if an option is invalid. It does not contact Redis.
-func NewFixedWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Option) (*FixedWindow, error) {
+// It returns an error if name is not a valid name (see NewTokenBucket), if
+// l is invalid (the error keylimit.Limit.Validate gives), if l.Period is not
+// a whole number of microseconds (the resolution of Redis time), if client
+// is nil or known to ignore context deadlines (see NewTokenBucket), or if an
+// option is invalid. It does not contact Redis (see Ping).
+func NewFixedWindow(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*FixedWindow, error) {
 	w := new(FixedWindow)
-	if err := w.initWindow(w, client, l, "fixed", fixedScript, opts, newFixedFallback); err != nil {
+	if err := w.initWindow(w, client, name, l, "fixed", fixedScript, opts, newFixedFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// NewSlidingWindow returns a SlidingWindow that admits at most l.Events per
-// l.Period per key, in any interval of that length, across every instance
-// that shares client's Redis and the prefix. l.Burst is not used.
+// NewSlidingWindow returns a SlidingWindow named name that admits at most
+// l.Events per l.Period per key, in any interval of that length, across
+// every instance that shares client's Redis and the prefix. l.Burst is not
+// used. name says what the limit is for, as for NewTokenBucket.
 //
 // It returns the errors NewFixedWindow does.
-func NewSlidingWindow(client redis.UniversalClient, l keylimit.Limit, opts ...Option) (*SlidingWindow, error) {
+func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*SlidingWindow, error) {
 	w := new(SlidingWindow)
-	if err := w.initWindow(w, client, l, "sliding", slidingScript, opts, newSlidingFallback); err != nil {
+	if err := w.initWindow(w, client, name, l, "sliding", slidingScript, opts, newSlidingFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
 // initWindow checks l for a window and sets lim up as one.
-func (lim *limiter) initWindow(self any, client redis.UniversalClient, l keylimit.Limit, name string, script *redis.Script, opts []Option,
-	newFallback newFallbackFunc) error {
+func (lim *limiter) initWindow(self any, client redis.UniversalClient, name string, l keylimit.Limit, alg string, script *redis.Script,
+	opts []Option, newFallback newFallbackFunc) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
 	if l.Period%time.Microsecond != 0 {
 		return fmt.Errorf("redislimit: period %v is not a whole number of microseconds, the resolution of Redis time", l.Period)
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions(name, opts)
 	if err != nil {
 		return err
 	}
-	alg := algorithm{
-		name:        name,
+	a := algorithm{
+		name:        alg,
 		script:      script,
 		arg3:        int64(l.Period / time.Microsecond),
 		arg4:        int64(l.Events),
@@ -89,5 +92,5 @@ func (lim *limiter) initWindow(self any, client redis.UniversalClient, l keylimi
 		unit:        time.Microsecond,
 		retryClosed: l.Interval(),
 	}
-	return lim.init(self, client, l, alg, o, newFallback)
+	return lim.init(self, client, l, a, o, newFallback)
 }

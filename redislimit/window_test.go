@@ -19,7 +19,7 @@ import (
 func TestFixedWindowsAlignToTheEpoch(t *testing.T) {
 	t.Parallel() // on real time, with keys of its own
 	const period = 700 * time.Millisecond
-	lim, err := redislimit.NewFixedWindow(shared.client(t), keylimit.Per(5, period), redislimit.WithTimeout(patient))
+	lim, err := redislimit.NewFixedWindow(shared.client(t), "test", keylimit.Per(5, period), redislimit.WithTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,11 +45,11 @@ func TestBoundary(t *testing.T) {
 	const period = 2 * time.Second
 	l := keylimit.Per(5, period)
 	c := shared.client(t)
-	fixed, err := redislimit.NewFixedWindow(c, l, redislimit.WithTimeout(patient))
+	fixed, err := redislimit.NewFixedWindow(c, "test", l, redislimit.WithTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sliding, err := redislimit.NewSlidingWindow(c, l, redislimit.WithTimeout(patient))
+	sliding, err := redislimit.NewSlidingWindow(c, "test", l, redislimit.WithTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestBoundary(t *testing.T) {
 // refused Take(1) with Take(1)'s RetryAfter, a lower bound.)
 func TestSlidingRetryAfterIsWhenTheOldestLeaves(t *testing.T) {
 	const period = 300 * time.Millisecond
-	lim, err := redislimit.NewSlidingWindow(shared.client(t), keylimit.Per(3, period),
+	lim, err := redislimit.NewSlidingWindow(shared.client(t), "test", keylimit.Per(3, period),
 		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestSlidingRetryAfterIsWhenTheOldestLeaves(t *testing.T) {
 func TestSlidingNeverExceedsInAnyInterval(t *testing.T) {
 	t.Parallel() // on real time, with keys of its own
 	const events, period = 5, 120 * time.Millisecond
-	lim, err := redislimit.NewSlidingWindow(shared.client(t), keylimit.Per(events, period),
+	lim, err := redislimit.NewSlidingWindow(shared.client(t), "test", keylimit.Per(events, period),
 		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestSlidingNeverExceedsInAnyInterval(t *testing.T) {
 // up.
 func TestSlidingRefundTakesItsEntries(t *testing.T) {
 	c := shared.client(t)
-	lim, err := redislimit.NewSlidingWindow(c, keylimit.Per(3, time.Hour), redislimit.WithTimeout(patient))
+	lim, err := redislimit.NewSlidingWindow(c, "test", keylimit.Per(3, time.Hour), redislimit.WithTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestSlidingRefundTakesItsEntries(t *testing.T) {
 // in one call (the script pushes them in chunks that Lua's stack can take).
 func TestSlidingLargeN(t *testing.T) {
 	c := shared.client(t)
-	lim, err := redislimit.NewSlidingWindow(c, keylimit.PerHour(2500), redislimit.WithTimeout(patient))
+	lim, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerHour(2500), redislimit.WithTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}
