@@ -21,12 +21,13 @@
 //	keylimit_store_cache_hits_total  counter  refusals answered from the local deny cache
 //
 // The collector reads Stats when scraped and at no other time: it starts no
-// goroutine and costs a decision nothing. Decisions are counted only by a
-// limiter made with keylimit.WithStats, which costs each decision an atomic
-// add; without it the limiter reports 0, and keylimit_decisions_total is
-// left out rather than shown as a count of 0. It appears with the first
-// decision counted, as do the store counters with a limiter's first call to
-// its store: an in-memory limiter has none.
+// goroutine and costs a decision nothing. A count a limiter does not keep
+// reads 0 in its Stats, and is left out rather than shown as a count of 0:
+// decisions are counted only by a limiter made with keylimit.WithStats
+// (which costs each decision an atomic add), and keylimit_decisions_total
+// appears with the first decision counted; the store counters appear with
+// a limiter's first call to its store, and then keys, untracked and
+// evicted, which a Redis limiter does not count, are left out.
 //
 // # OpenTelemetry
 //

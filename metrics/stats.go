@@ -61,29 +61,35 @@ func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect reads the limiter's Stats once and sends its series. The decision
-// counters are sent once the limiter has counted a decision, and the
-// remote-store counters once it has counted any of them: a limiter that
-// does not count them reports 0, which is no count.
+// Collect reads the limiter's Stats once and sends the series of the counts
+// the limiter keeps: a count it does not keep reads 0, which is no count.
+// The decision counters are sent once the limiter has counted a decision
+// (WithStats), and the store counters once it has counted a call to its
+// store; a limiter that has (redislimit's) keeps no keys, untracked or
+// evicted count, so those are sent only for one that has not.
 func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.err != nil {
 		ch <- prometheus.NewInvalidMetric(c.keys, c.err)
 		return
 	}
 	st := c.lim.Stats()
-	ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.Keys))
-	// keylimit.Stats cannot say whether a limiter counts decisions (made
-	// with WithStats) or not; both read 0 before the first decision. So the
-	// counters wait for a count: a limiter without WithStats never shows
-	// them, rather than showing a 0 that looks like an idle limiter.
+	// keylimit.Stats cannot say which counts a limiter keeps; a count it
+	// does not keep reads 0, as does one that has counted nothing yet. So a
+	// series is sent once its count shows the limiter keeps it: a limiter
+	// without WithStats never shows decision counters, an in-memory one no
+	// store counters, and one that counts round trips to a store (a Redis
+	// limiter, whose keys live in Redis) no keys, untracked or evicted.
+	remote := st.Calls != 0 || st.Errors != 0 || st.Fallbacks != 0 || st.CacheHits != 0
+	if !remote {
+		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.Keys))
+		ch <- prometheus.MustNewConstMetric(c.untracked, prometheus.CounterValue, float64(st.Untracked))
+		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted))
+	}
 	if st.Admitted != 0 || st.Refused != 0 {
 		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Admitted), outcomeAllowed)
 		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Refused), outcomeRefused)
 	}
-	ch <- prometheus.MustNewConstMetric(c.untracked, prometheus.CounterValue, float64(st.Untracked))
-	ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted))
-	// Likewise for an in-memory limiter, which has no store to count.
-	if st.Calls != 0 || st.Errors != 0 || st.Fallbacks != 0 || st.CacheHits != 0 {
+	if remote {
 		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(st.Calls))
 		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(st.Errors))
 		ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(st.Fallbacks))
