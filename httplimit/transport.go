@@ -149,7 +149,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		now := t.clock().Now()
-		until := serverPause(resp, now)
+		until := serverPause(resp, retryStatus(resp.StatusCode), now)
 		if !until.IsZero() {
 			t.pause(key, until, now)
 		}

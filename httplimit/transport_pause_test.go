@@ -3,6 +3,7 @@ package httplimit
 import (
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,15 +52,50 @@ func TestServerPause(t *testing.T) {
 		{"RateLimit negative t", 429, []string{"RateLimit", `"m";r=0;t=-5`}, never},
 		{"RateLimit inner list", 200, []string{"RateLimit", `("a" "b";q=1);r=0;t=14`}, in(14 * time.Second)},
 		{"RateLimit empty", 200, []string{"RateLimit", ``}, never},
+		{"RateLimit -0 is 0", 200, []string{"RateLimit", `"m";r=-0;t=6`}, in(6 * time.Second)},
+		// Issue 13, defect 1: inner lists do not nest (RFC 9651).
+		{"RateLimit inner list inside an inner list", 200, []string{"RateLimit", `("a" ("b"));r=0;t=14`}, never},
+		{"RateLimit nested inner list skipped, the next member counts", 200, []string{"RateLimit", `(("a"));r=0;t=14, "h";r=0;t=3`}, in(3 * time.Second)},
+		{"RateLimit inner list as a parameter value", 200, []string{"RateLimit", `"m";r=(0);t=5`}, never},
+		// Issue 13, defect 5: t from 9,223,372,037 on wrapped around.
+		{"RateLimit t below the cap", 200, []string{"RateLimit", `"m";r=0;t=999999999`}, in(999999999 * time.Second)},
+		{"RateLimit t=9223372037 is capped", 200, []string{"RateLimit", `"m";r=0;t=9223372037`}, in(maxServerPause)},
+		{"RateLimit t=10000000000 is capped", 200, []string{"RateLimit", `"m";r=0;t=10000000000`}, in(maxServerPause)},
+		{"RateLimit t=18446744074 is capped", 429, []string{"RateLimit", `"m";r=0;t=18446744074`}, in(maxServerPause)},
+		{"RateLimit largest Integer t is capped", 429, []string{"RateLimit", `"m";r=3;t=999999999999999`}, in(maxServerPause)},
+		{"429 Retry-After HTTP-date far ahead is capped", 429, []string{"Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"}, in(maxServerPause)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := &http.Response{StatusCode: tc.status, Header: http.Header{}}
 			for i := 0; i < len(tc.fields); i += 2 {
 				resp.Header.Add(tc.fields[i], tc.fields[i+1])
 			}
-			got := serverPause(resp, now)
+			got := serverPause(resp, retryStatus(tc.status), now)
 			require.True(t, tc.want.Equal(got), "got %v, want %v", got, tc.want)
 		})
+	}
+}
+
+// TestRateLimitDeepNesting is issue 13's defect 1: a RateLimit field of
+// 9.7 million '(', under net/http's default 10 MB limit on a response's
+// header, made the reader recurse once per '(' into a fatal stack overflow,
+// which no recover catches. It is one malformed member now, skipped.
+func TestRateLimitDeepNesting(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	deep := strings.Repeat("(", 9_700_000)
+	for _, tc := range []struct {
+		field string
+		want  time.Time
+	}{
+		{deep, time.Time{}},
+		{deep + `"a";r=0;t=5)`, time.Time{}},
+		{deep + `, "h";r=0;t=7`, now.Add(7 * time.Second)},
+		{`"h";r=0;t=8, ` + deep, now.Add(8 * time.Second)},
+		{strings.Repeat(`("a" `, 2_000_000) + `, "h";r=0;t=9`, now.Add(9 * time.Second)},
+	} {
+		resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Ratelimit": {tc.field}}}
+		got := serverPause(resp, true, now)
+		require.True(t, tc.want.Equal(got), "a field of %d bytes: got %v, want %v", len(tc.field), got, tc.want)
 	}
 }
 
