@@ -215,14 +215,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cost := 1
 	if m.cost != nil {
 		if cost = m.cost(r); cost < 0 {
-			m.fail(w, r, fmt.Errorf("httplimit: Cost returned %d for %s %s: a cost is at least 0", cost, r.Method, r.URL.Path))
+			m.fail(w, r, fmt.Errorf("httplimit: Cost returned %d for %s: a cost is at least 0", cost, quote(r.Method+" "+r.URL.Path)))
 			return
 		}
 	}
 	d, rateLimit, rateLimitPolicy := t.decide(key, cost)
 	if d.Result.Err != nil && !m.dryRun {
 		// Not the client's doing: the policy cannot be applied to its key.
-		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %q: %w", d.Policy, key, d.Result.Err))
+		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, quote(key), d.Result.Err))
 		return
 	}
 	fields := w.Header()

@@ -39,9 +39,9 @@ type TransportError struct {
 func (e *TransportError) Error() string {
 	var b strings.Builder
 	if e.Err == ErrGaveUp {
-		fmt.Fprintf(&b, "httplimit: gave up on %q after %s: last answer %s", e.Key, retries(e.Retries), statusLine(e.StatusCode))
+		fmt.Fprintf(&b, "httplimit: gave up on %s after %s: last answer %s", quote(e.Key), retries(e.Retries), statusLine(e.StatusCode))
 	} else {
-		fmt.Fprintf(&b, "httplimit: waiting to send to %q", e.Key)
+		fmt.Fprintf(&b, "httplimit: waiting to send to %s", quote(e.Key))
 		if e.StatusCode != 0 {
 			fmt.Fprintf(&b, " again after %s (%s so far)", statusLine(e.StatusCode), retries(e.Retries))
 		}
