@@ -72,11 +72,11 @@ func limited(t testing.TB, c httplimit.Config) func(http.Handler) http.Handler {
 	return mw
 }
 
-// newBucket returns a TokenBucket of l read on mock, closed when the test
-// ends.
-func newBucket(t *testing.T, l keylimit.Limit, mock *clock.Mock, opts ...keylimit.Option) *keylimit.TokenBucket[string] {
+// newBucket returns a TokenBucket of l read on clk (a mock), closed when
+// the test ends.
+func newBucket(t *testing.T, l keylimit.Limit, clk clock.Clock, opts ...keylimit.Option) *keylimit.TokenBucket[string] {
 	t.Helper()
-	b, err := keylimit.NewTokenBucket[string](l, append(opts, keylimit.WithClock(mock))...)
+	b, err := keylimit.NewTokenBucket[string](l, append(opts, keylimit.WithClock(clk))...)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
 	return b
