@@ -102,7 +102,7 @@ func TestAllocs(t *testing.T) {
 			h.ServeHTTP(w, reqs[i%len(reqs)])
 			i++
 		})
-		require.LessOrEqual(t, got, max, c.name)
+		require.Equal(t, max, got, c.name)
 		t.Logf("%s: %v allocations a request", c.name, got)
 	}
 }

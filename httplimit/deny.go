@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,8 +45,12 @@ func deny(w http.ResponseWriter, r *http.Request, d Decision) {
 
 // fail is the default Config.Error.
 func fail(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, ErrNoKey) {
+	switch {
+	case errors.Is(err, ErrNoKey):
 		write(w, r, http.StatusBadRequest, err.Error(), body{})
+		return
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		write(w, r, http.StatusServiceUnavailable, errEnded.Error(), body{})
 		return
 	}
 	write(w, r, http.StatusInternalServerError, "httplimit: the server could not apply its rate limit to this request", body{})

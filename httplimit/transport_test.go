@@ -665,35 +665,12 @@ func TestTransportRefused(t *testing.T) {
 	require.Equal(t, []time.Duration{0, 0}, srv.times(), "no pause")
 }
 
-// ctxLimiter is a ContextLimiter that records the value under ctxMark of
-// the contexts it is asked under, and admits everything.
-type ctxLimiter struct {
-	scripted
-	mu   sync.Mutex
-	seen []any
-}
-
-type ctxMark struct{}
-
-func (l *ctxLimiter) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
-	l.mu.Lock()
-	l.seen = append(l.seen, ctx.Value(ctxMark{}))
-	l.mu.Unlock()
-	return keylimit.Result{Allowed: true, Limit: 1, Remaining: 1}, nil
-}
-
-func (l *ctxLimiter) marks() []any {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.seen)
-}
-
 // TestTransportPassesTheContext: the Limiter is asked under the request's
 // context (issue 15), and a request whose context has ended asks nothing.
 func TestTransportPassesTheContext(t *testing.T) {
 	mock := clock.NewMock()
 	srv := newPartner(t, mock, refuseFirst(0, 0))
-	lim := &ctxLimiter{}
+	lim := &contextLimiter{}
 	c := &http.Client{Transport: &httplimit.Transport{Limiter: lim, Clock: mock}}
 	ctx := context.WithValue(context.Background(), ctxMark{}, "request 1")
 	_, err := fetch(c, ctx, srv.URL)
