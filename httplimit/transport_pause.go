@@ -71,11 +71,15 @@ func retryAfter(v string, now time.Time) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if v[0] >= '0' && v[0] <= '9' {
-		secs, err := strconv.ParseUint(v, 10, 64)
-		if err != nil && !isRangeError(err) {
-			return time.Time{}, false
+		// All digits first: ParseUint reports a range error, not a syntax
+		// error, for "18700000000000000000A".
+		for i := 0; i < len(v); i++ {
+			if v[i] < '0' || v[i] > '9' {
+				return time.Time{}, false
+			}
 		}
-		return now.Add(pauseSeconds(secs)), true // a range error's secs is the largest uint64
+		secs, _ := strconv.ParseUint(v, 10, 64) // on a range error, the largest uint64
+		return now.Add(pauseSeconds(secs)), true
 	}
 	date, err := http.ParseTime(v)
 	if err != nil {
@@ -85,11 +89,6 @@ func retryAfter(v string, now time.Time) (time.Time, bool) {
 		date = now.Add(maxServerPause)
 	}
 	return date, true
-}
-
-func isRangeError(err error) bool {
-	ne, ok := err.(*strconv.NumError)
-	return ok && ne.Err == strconv.ErrRange
 }
 
 // rateLimitMember is what the Transport reads of one member of a RateLimit

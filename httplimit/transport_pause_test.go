@@ -31,6 +31,7 @@ func TestServerPause(t *testing.T) {
 		{"429 Retry-After huge is bounded", 429, []string{"Retry-After", "99999999999999999999999"}, in(maxServerPause)},
 		{"429 Retry-After negative is invalid", 429, []string{"Retry-After", "-5"}, never},
 		{"429 Retry-After fraction is invalid", 429, []string{"Retry-After", "1.5"}, never},
+		{"429 Retry-After huge then not a digit is invalid", 429, []string{"Retry-After", "18700000000000000000A"}, never},
 		{"429 without fields", 429, nil, never},
 		{"200 Retry-After is not a pause", 200, []string{"Retry-After", "5"}, never},
 		{"500 Retry-After is not a pause", 500, []string{"Retry-After", "5"}, never},
