@@ -239,13 +239,15 @@ const inlinePolicies = 4
 // values. It returns ctx's error, and no decision, if ctx ended before the
 // limiters decided.
 func (t *tier) decide(ctx context.Context, key string, cost int) (d Decision, rateLimit, rateLimitPolicy string, err error) {
-	each := t.results()
-	defer t.resultsPool.Put(each)
 	var res keylimit.Result
+	var each []keylimit.Result // each policy's Result, with two or more
 	switch {
 	case t.each != nil:
 		// One call: every policy's own Result, no Peek after an admission.
-		res, err = t.each.TakeEach(ctx, key, cost, *each)
+		buf := t.results()
+		defer t.resultsPool.Put(buf)
+		each = *buf
+		res, err = t.each.TakeEach(ctx, key, cost, each)
 	case t.withCtx != nil:
 		res, err = t.withCtx.TakeContext(ctx, key, cost)
 	default:
@@ -256,14 +258,6 @@ func (t *tier) decide(ctx context.Context, key string, cost int) (d Decision, ra
 	}
 	// Any other error is a failure policy's (see keylimit.ContextLimiter):
 	// its Result is the decision.
-	switch {
-	case len(t.policies) == 1:
-		(*each)[0] = res
-	case t.each == nil:
-		for i, p := range t.policies { // All of limiters that cannot report each
-			(*each)[i] = p.limiter.Peek(key)
-		}
-	}
 
 	var buf [32 * inlinePolicies]byte
 	field := buf[:0]
@@ -275,7 +269,13 @@ func (t *tier) decide(ctx context.Context, key string, cost int) (d Decision, ra
 	least, short, never, failed := -1, -1, -1, -1
 	var leastRes, shortRes, neverRes, failedRes keylimit.Result
 	for i, p := range t.policies {
-		r := (*each)[i]
+		r := res
+		switch {
+		case each != nil:
+			r = each[i]
+		case len(t.policies) > 1: // All of limiters that cannot report each
+			r = p.limiter.Peek(key)
+		}
 		if i > 0 {
 			field = append(field, ", "...)
 		}
@@ -321,7 +321,7 @@ func (t *tier) decide(ctx context.Context, key string, cost int) (d Decision, ra
 
 // results returns a slice for each policy's Result, from a pool: passed to
 // an interface's method, an array on the stack would escape and allocate on
-// every request.
+// every request. Put it back when done.
 func (t *tier) results() *[]keylimit.Result {
 	if r, ok := t.resultsPool.Get().(*[]keylimit.Result); ok {
 		return r
