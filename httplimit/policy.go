@@ -84,8 +84,8 @@ type policy struct {
 	limits  limitReporter    // with window 0: the limiter, if it reports its Limit
 	limitOf keyLimitReporter // with window 0: the limiter, if it reports each key's
 	bucket  bool             // the limiter is a token bucket: w is its full-refill time
-	// derived is the last window derived from limits, kept so that a
-	// request under an unchanged Limit does not divide 128-bit numbers.
+	// derived is the last window derived from limits' Limit, kept so that
+	// a request under an unchanged Limit does not divide 128-bit numbers.
 	derived atomic.Pointer[derivedWindow]
 }
 
@@ -126,13 +126,9 @@ func (p *policy) windowSeconds(key string) int64 {
 		return p.window
 	}
 	if p.limitOf != nil {
-		// Keys may be under many limits: the cache of one would thrash,
-		// and storing in it allocates. Deriving costs a 128-bit division.
-		l := p.limitOf.LimitOf(key)
-		if d := p.derived.Load(); d != nil && d.limit == l {
-			return d.seconds
-		}
-		return p.derive(l)
+		// Keys may be under many limits: a cache of one would thrash, and
+		// storing in it allocates. Deriving costs a 128-bit division.
+		return p.derive(p.limitOf.LimitOf(key))
 	}
 	l := p.limits.Limit()
 	if d := p.derived.Load(); d != nil && d.limit == l {
