@@ -1,7 +1,12 @@
 package keylimit_test
 
 import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/hotpath"
@@ -28,6 +33,10 @@ var benchLimiters = []struct {
 	{"keylimit-fixedwindow", benchNew(keylimit.NewFixedWindow[string])},
 	{"keylimit-slidingwindow", benchNew(keylimit.NewSlidingWindow[string])},
 	{"keylimit-slidingcounter", benchNew(keylimit.NewSlidingCounter[string])},
+	// The bucket counting its decisions for Stats: what WithStats costs.
+	{"keylimit-bucket-stats", func(l hotpath.Limit) (hotpath.Allower, error) {
+		return keylimit.NewTokenBucket[string](keylimit.Per(l.Events, l.Period), keylimit.WithStats())
+	}},
 }
 
 // benchNew adapts a keylimit constructor to the harness: Events per Period.
@@ -55,4 +64,70 @@ func benchKeys(n int) []string { return hotpath.Keys(n) }
 
 func runAllow(b *testing.B, lim hotpath.Allower, keys []string, mode string) {
 	hotpath.RunRow(b, lim, keys, mode == "parallel")
+}
+
+// BenchmarkWaitContended is 64 goroutines waiting on one key of a bucket of
+// 20,000 a second, burst 1 (an event every 50 µs): each op is one Wait that
+// returned. "queued" is
+// the bucket's own WaitN (a reservation, one sleep); "polling" is the
+// package's WaitN over a view of the bucket without WaitN (Take, sleep
+// RetryAfter, Take again). takes/op counts Take calls per admitted event;
+// spread is the slowest wait over the median one.
+func BenchmarkWaitContended(b *testing.B) {
+	for _, mode := range []string{"queued", "polling"} {
+		b.Run(mode, func(b *testing.B) {
+			lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(20_000).WithBurst(1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lim.Close()
+			counted := &takeCounter{lim: lim}
+			wait := func(ctx context.Context) error { return lim.Wait(ctx, "k") }
+			if mode == "polling" {
+				wait = func(ctx context.Context) error { return keylimit.WaitN[string](ctx, counted, "k", 1, nil) }
+			}
+			const waiters = 64
+			waits := make([][]time.Duration, waiters)
+			per := max(b.N/waiters, 1)
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for g := range waiters {
+				wg.Go(func() {
+					for range per {
+						start := time.Now()
+						if err := wait(context.Background()); err != nil {
+							panic(err)
+						}
+						waits[g] = append(waits[g], time.Since(start))
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			var all []time.Duration
+			for _, w := range waits {
+				all = append(all, w...)
+			}
+			slices.Sort(all)
+			if mode == "polling" {
+				b.ReportMetric(float64(counted.n.Load())/float64(len(all)), "takes/op")
+			} else {
+				b.ReportMetric(1, "takes/op") // one reservation per wait, by construction
+			}
+			if med := all[len(all)/2]; med > 0 {
+				b.ReportMetric(float64(all[len(all)-1])/float64(med), "spread")
+			}
+		})
+	}
+}
+
+// takeCounter is a bucket seen only through Take, counting the calls.
+type takeCounter struct {
+	lim *keylimit.TokenBucket[string]
+	n   atomic.Int64
+}
+
+func (c *takeCounter) Take(key string, n int) keylimit.Result {
+	c.n.Add(1)
+	return c.lim.Take(key, n)
 }

@@ -142,6 +142,13 @@ func (b *TokenBucket[K]) Limit() Limit { return b.policy.limit() }
 // SetLimit are decided under one limit or the other, never a mix.
 func (b *TokenBucket[K]) SetLimit(l Limit) error { return b.policy.set(l) }
 
+// SetKeyLimit gives each key its own limit from now on: f(key), asked when
+// a key is next seen, as WithKeyLimit does from the start (nil: every key is
+// under the bucket's own limit again). Unlike the option, f's key type is
+// checked by the compiler. Every key moves to its new limit on its next
+// call and keeps what it used, as with SetLimit.
+func (b *TokenBucket[K]) SetKeyLimit(f func(key K) Limit) error { return b.policy.setKeyLimit(f) }
+
 // Allow reports whether one event for key may happen now, and takes its token
 // if so. Allow is shorthand for AllowN(key, 1).
 func (b *TokenBucket[K]) Allow(key K) bool { return b.AllowN(key, 1) }
@@ -155,7 +162,9 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 	}
 	var d bucketDecision
 	_, v := b.decide(key, n, &d)
-	return b.keys.admits(v)
+	ok := v == admitted || v == untracked && b.keys.overflow == admitUntracked // keys.admits, inlined
+	b.keys.counts.count(v, ok)
+	return ok
 }
 
 // Take takes n tokens from key's bucket if all n are there, and reports the
@@ -219,7 +228,9 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 			return b.policy.resolve(key), untracked
 		}
 	}
-	d.now = b.keys.clock.now()
+	// The loop works on locals, and writes d once, when it returns.
+	ahead := d.ahead
+	now := b.keys.clock.now()
 	lost, reread := false, false
 	for {
 		tat := st.tat.Load()
@@ -228,40 +239,41 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 				return b.policy.resolve(key), untracked
 			}
 			// Another state, perhaps a fresh one made after the old was
-			// found idle at a later time than d.now: only a reading
-			// taken after it can decide on it.
-			d.now = b.keys.clock.now()
+			// found idle at a later time than now: only a reading taken
+			// after it can decide on it.
+			now = b.keys.clock.now()
 			continue
 		}
 		c := st.cfg.Load()
 		if b.policy.stale(c) {
 			b.convert(key, st, tat, c)
-			d.now = b.keys.clock.now()
+			now = b.keys.clock.now()
 			continue
 		}
 		g := &c.arith
 		if c.err != nil || n > g.burst {
 			return c, never
 		}
-		d.base = max(tat, d.now)
-		d.next = d.base + int64(n)*g.interval
-		if d.next-d.now > g.tau+d.ahead {
+		base := max(tat, now)
+		next := base + int64(n)*g.interval
+		if over := next - now - g.tau - ahead; over > 0 {
 			// A TAT a concurrent admission wrote counts from its own clock
-			// reading, which may be later than d.now: a refusal short by
+			// reading, which may be later than now: a refusal short by
 			// less than staleRead, or made after a lost CAS (which retries
 			// on the time read before it), is checked once more at a
 			// fresh time. A later time is always a valid time to decide on.
-			if !reread && (lost || d.next-d.now-g.tau-d.ahead < staleRead) {
+			if !reread && (lost || over < staleRead) {
 				reread = true
-				d.now = b.keys.clock.now()
+				now = b.keys.clock.now()
 				continue
 			}
+			d.now, d.base, d.next = now, base, next
 			return c, refused
 		}
-		// On a lost CAS the loop retries on the same d.now: the TAT it
-		// lost to is at least as late, so the retry is at least as strict.
-		if st.tat.CompareAndSwap(tat, d.next) {
-			d.st = st
+		// On a lost CAS the loop retries on the same now: the TAT it lost
+		// to is at least as late, so the retry is at least as strict.
+		if st.tat.CompareAndSwap(tat, next) {
+			d.now, d.base, d.next, d.st = now, base, next, st
 			return c, admitted
 		}
 		lost = true

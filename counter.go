@@ -59,6 +59,13 @@ func (c *SlidingCounter[K]) Limit() Limit { return c.w.policy.limit() }
 // bound it keeps is FixedWindow.SetLimit's (see DESIGN.md).
 func (c *SlidingCounter[K]) SetLimit(l Limit) error { return c.w.policy.set(l) }
 
+// SetKeyLimit gives each key its own limit from now on: f(key), asked when
+// a key is next seen, as WithKeyLimit does from the start (nil: every key is
+// under the counter's own limit again). Unlike the option, f's key type is
+// checked by the compiler. Every key moves to its new limit on its next
+// call and keeps what it used, as with SetLimit.
+func (c *SlidingCounter[K]) SetKeyLimit(f func(key K) Limit) error { return c.w.policy.setKeyLimit(f) }
+
 // Allow reports whether one event for key may happen now, and counts it if
 // so. Allow is shorthand for AllowN(key, 1).
 func (c *SlidingCounter[K]) Allow(key K) bool { return c.w.allowN(key, 1) }

@@ -1,6 +1,7 @@
 package keylimit
 
 import (
+	"flag"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -28,6 +29,13 @@ func newTestClock() *testClock {
 
 func (c *testClock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *testClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
+
+// fullSize reports whether the tests run at full size (go test . -args
+// -full; the flag is the external tests' own).
+func fullSize() bool {
+	f := flag.Lookup("full")
+	return f != nil && f.Value.String() == "true"
+}
 
 func sweepNow[K comparable, S any](k *shard[K, S]) int {
 	k.sweepMu.Lock()
@@ -112,10 +120,11 @@ func TestEvictionRaceAdmitsExactly(t *testing.T) {
 // its keys, idle a clock step after which every key is idle.
 func admitExactlyWhileSweeping(t *testing.T, clk *testClock, allow func(int) bool, sweep func() int, quota int64, idle time.Duration) {
 	t.Helper()
-	const (
-		keys   = 4
+	const keys = 4
+	rounds := 60
+	if fullSize() {
 		rounds = 200
-	)
+	}
 	stop := make(chan struct{})
 	var sweeps, evicted atomic.Int64
 	var sweeper sync.WaitGroup

@@ -622,3 +622,92 @@ func ExampleTokenBucket_Refund() {
 	// after the refund: 4
 	// a minute later: 5
 }
+
+// A limit from configuration: JSON, YAML or a flag carry it as text.
+func ExampleParseLimit() {
+	l, err := keylimit.ParseLimit("10/s burst 20")
+	fmt.Println(l, l.Interval(), l.BurstSize(), err)
+	_, err = keylimit.ParseLimit("10/fortnight")
+	fmt.Println(err)
+	// Output:
+	// 10/s burst 20 100ms 20 <nil>
+	// keylimit: limit "10/fortnight": period "fortnight" is neither a unit (ms, s, min, h, d) nor a duration such as 90s
+}
+
+// A Result reads as a line of a log.
+func ExampleResult_String() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
+	defer lim.Close()
+	fmt.Println(lim.Take("ip:203.0.113.7", 2))
+	fmt.Println(lim.Take("ip:203.0.113.7", 1))
+	// Output:
+	// allowed: 0 of 2 left, full in 1m0s
+	// refused: 0 of 2 left, retry in 30s, full in 1m0s
+}
+
+// A reservation sets tokens aside for later: a batch job that must send 5
+// requests learns when it may start, and cancels if it gives up.
+func ExampleTokenBucket_ReserveN() {
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerSecond(2), keylimit.WithClock(mock))
+	defer lim.Close()
+
+	lim.AllowN("partner", 2) // the bucket is empty
+	r := lim.ReserveN("partner", 2, 5*time.Second)
+	fmt.Println("reserved:", r.OK(), "start in:", r.Delay())
+	tooFar := lim.ReserveN("partner", 2, 500*time.Millisecond)
+	fmt.Println("within 500ms:", tooFar.OK())
+	r.Cancel() // the job was called off: its tokens go to whoever asks next
+	fmt.Println("after the cancel, the next 2 in:", lim.ReserveN("partner", 2, time.Minute).Delay())
+	// Output:
+	// reserved: true start in: 1s
+	// within 500ms: false
+	// after the cancel, the next 2 in: 1s
+}
+
+// WithStats counts decisions for metrics; keys, evictions and untracked
+// requests are counted anyway.
+func ExampleWithStats() {
+	lim, _ := keylimit.NewFixedWindow[string](keylimit.PerMinute(2), keylimit.WithStats())
+	defer lim.Close()
+	for range 3 {
+		lim.Allow("k")
+	}
+	st := lim.Stats()
+	fmt.Printf("keys=%d admitted=%d refused=%d\n", st.Keys, st.Admitted, st.Refused)
+	// Output:
+	// keys=1 admitted=2 refused=1
+}
+
+// Tiers given after construction: the compiler checks the function's key
+// type against the limiter's.
+func ExampleTokenBucket_SetKeyLimit() {
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(5))
+	defer lim.Close()
+	_ = lim.SetKeyLimit(func(apiKey string) keylimit.Limit {
+		if apiKey == "acme" {
+			return keylimit.PerMinute(50) // a paying client
+		}
+		return keylimit.Limit{} // the bucket's own: 5 a minute
+	})
+	fmt.Println(lim.Peek("acme").Remaining, lim.Peek("hobbyist").Remaining)
+	// Output:
+	// 50 5
+}
+
+// All gives back what the first limits took when a later one refuses: the
+// minute's quota is intact after the hour refused.
+func ExampleAll_refund() {
+	mock := clock.NewMock()
+	minute, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
+	hour, _ := keylimit.NewFixedWindow[string](keylimit.PerHour(1), keylimit.WithClock(mock))
+	defer minute.Close()
+	defer hour.Close()
+	both := keylimit.All[string](minute, hour)
+	fmt.Println(both.Allow("k"), both.Allow("k"))
+	fmt.Println("the minute's quota:", minute.Peek("k").Remaining)
+	// Output:
+	// true false
+	// the minute's quota: 9
+}

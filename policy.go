@@ -37,9 +37,11 @@ import (
 // client twice the quota of a free one.
 //
 // f must be a func(K) Limit for the limiter's key type K, or the constructor
-// returns an error. f is called from many goroutines at once and must not
-// call the limiter. If f returns an invalid Limit, the requests of that key
-// are refused and their Result.Err says why; nothing panics.
+// returns an error: an option cannot carry the limiter's key type, so Go
+// cannot check it at compile time. Each limiter's SetKeyLimit method can,
+// and does the same from its call on. f is called from many goroutines at
+// once and must not call the limiter. If f returns an invalid Limit, the
+// requests of that key are refused and their Result.Err says why.
 func WithKeyLimit[K comparable](f func(key K) Limit) Option {
 	return optionFunc(func(o *options) {
 		if f == nil {
@@ -67,48 +69,63 @@ func (c *keyConfig[C]) stale() bool { return c.superseded.Load() }
 
 // policy resolves the config each key is under.
 type policy[K comparable, C any] struct {
-	keyLimit func(K) Limit                // nil: every key is under the limiter's limit
-	build    func(Limit) (C, error)       // validates a Limit and builds its arithmetic
-	cur      atomic.Pointer[policyGen[C]] // the current generation
-	mu       sync.Mutex                   // serializes SetLimit
+	build func(Limit) (C, error)          // validates a Limit and builds its arithmetic
+	cur   atomic.Pointer[policyGen[K, C]] // the current generation
+	mu    sync.Mutex                      // serializes SetLimit and SetKeyLimit
 }
 
-// policyGen is one generation of a policy: the limiter's limit, and the
-// configs of the limits keys have been given, one per distinct Limit, so that
-// a million keys in three tiers share three configs.
-type policyGen[C any] struct {
-	def     *keyConfig[C]
-	byLimit *xsync.MapOf[Limit, *keyConfig[C]] // nil without WithKeyLimit
+// policyGen is one generation of a policy: the limiter's limit, the
+// function that gives keys their own, and the configs of the limits keys
+// have been given, one per distinct Limit, so that a million keys in three
+// tiers share three configs.
+type policyGen[K comparable, C any] struct {
+	def      *keyConfig[C]
+	keyLimit func(K) Limit                      // nil: every key is under def
+	byLimit  *xsync.MapOf[Limit, *keyConfig[C]] // nil without keyLimit
 }
 
 // init sets up p, the zero policy embedded in a limiter, for the limit l
 // and the options o.
 func (p *policy[K, C]) init(l Limit, o options, build func(Limit) (C, error)) error {
 	p.build = build
+	var f func(K) Limit
 	if o.keyLimit != nil {
-		f, ok := o.keyLimit.(func(K) Limit)
-		if !ok {
+		var ok bool
+		if f, ok = o.keyLimit.(func(K) Limit); !ok {
 			return fmt.Errorf("keylimit: WithKeyLimit got a %T, but the limiter's keys are %v",
 				o.keyLimit, reflect.TypeFor[K]())
 		}
-		p.keyLimit = f
 	}
-	return p.set(l)
+	return p.start(&l, f, false)
 }
 
 // set makes l the limiter's limit in a new generation.
-func (p *policy[K, C]) set(l Limit) error {
-	arith, err := p.build(l)
+func (p *policy[K, C]) set(l Limit) error { return p.start(&l, nil, false) }
+
+// setKeyLimit makes f the limiter's per-key limit function (nil: none) in a
+// new generation.
+func (p *policy[K, C]) setKeyLimit(f func(K) Limit) error { return p.start(nil, f, true) }
+
+// start begins a generation under the limit l (nil: the current one) and,
+// if setF, the function f (else the current one).
+func (p *policy[K, C]) start(l *Limit, f func(K) Limit, setF bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.cur.Load()
+	if l == nil {
+		l = &old.def.limit
+	}
+	if !setF && old != nil {
+		f = old.keyLimit
+	}
+	arith, err := p.build(*l)
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	g := &policyGen[C]{def: &keyConfig[C]{arith: arith, limit: l}}
-	if p.keyLimit != nil {
+	g := &policyGen[K, C]{def: &keyConfig[C]{arith: arith, limit: *l}, keyLimit: f}
+	if f != nil {
 		g.byLimit = xsync.NewMapOf[Limit, *keyConfig[C]]()
 	}
-	old := p.cur.Load()
 	p.cur.Store(g)
 	if old != nil {
 		// After the Store: a config that resolve adds to old after this
@@ -131,10 +148,10 @@ func (p *policy[K, C]) limit() Limit { return p.cur.Load().def.limit }
 func (p *policy[K, C]) resolve(key K) *keyConfig[C] {
 	for {
 		g := p.cur.Load()
-		if p.keyLimit == nil {
+		if g.keyLimit == nil {
 			return g.def
 		}
-		c := p.lookup(g, p.keyLimit(key))
+		c := p.lookup(g, g.keyLimit(key))
 		if c == g.def || p.cur.Load() == g {
 			return c
 		}
@@ -145,7 +162,7 @@ func (p *policy[K, C]) resolve(key K) *keyConfig[C] {
 }
 
 // lookup returns the config of l in generation g, making it if it is new.
-func (p *policy[K, C]) lookup(g *policyGen[C], l Limit) *keyConfig[C] {
+func (p *policy[K, C]) lookup(g *policyGen[K, C], l Limit) *keyConfig[C] {
 	if l == (Limit{}) || l == g.def.limit {
 		return g.def
 	}

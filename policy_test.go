@@ -393,3 +393,31 @@ func TestStaleKeysAreEvicted(t *testing.T) {
 		})
 	}
 }
+
+// TestSetKeyLimit: per-key limits given after construction, checked by the
+// compiler, move every key to its tier on its next call, keeping what it
+// used; nil puts every key back under the limiter's own limit.
+func TestSetKeyLimit(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			lim, _ := k.mock(t, keylimit.PerHour(4))
+			setter := lim.(interface {
+				SetKeyLimit(func(string) keylimit.Limit) error
+			})
+			require.True(t, lim.AllowN("gold", 3))
+			require.True(t, lim.AllowN("free", 3))
+			require.NoError(t, setter.SetKeyLimit(func(key string) keylimit.Limit {
+				if key == "gold" {
+					return keylimit.PerHour(8)
+				}
+				return keylimit.Limit{} // the limiter's own
+			}))
+			require.Equal(t, 5, lim.Peek("gold").Remaining, "gold keeps its 3 under 8")
+			require.Equal(t, 1, lim.Peek("free").Remaining, "free keeps its 3 under 4")
+			require.Equal(t, 4, lim.Peek("new").Remaining, "a new key is under the limiter's own")
+			require.NoError(t, setter.SetKeyLimit(nil))
+			require.Equal(t, 1, lim.Peek("gold").Remaining, "gold is under the limiter's 4 again, keeping its 3")
+			require.Equal(t, keylimit.PerHour(4), lim.Limit())
+		})
+	}
+}

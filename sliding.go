@@ -145,6 +145,13 @@ func (s *SlidingWindow[K]) Limit() Limit { return s.policy.limit() }
 // decided under one limit or the other, never a mix.
 func (s *SlidingWindow[K]) SetLimit(l Limit) error { return s.policy.set(l) }
 
+// SetKeyLimit gives each key its own limit from now on: f(key), asked when
+// a key is next seen, as WithKeyLimit does from the start (nil: every key is
+// under the window's own limit again). Unlike the option, f's key type is
+// checked by the compiler. Every key moves to its new limit on its next
+// call and keeps what it used, as with SetLimit.
+func (s *SlidingWindow[K]) SetKeyLimit(f func(key K) Limit) error { return s.policy.setKeyLimit(f) }
+
 // Allow reports whether one event for key may happen now, and records it if
 // so. Allow is shorthand for AllowN(key, 1).
 func (s *SlidingWindow[K]) Allow(key K) bool { return s.AllowN(key, 1) }
@@ -158,7 +165,9 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 	}
 	var d slidingDecision
 	_, v := s.decide(key, n, &d)
-	return s.keys.admits(v)
+	ok := v == admitted || v == untracked && s.keys.overflow == admitUntracked // keys.admits, inlined
+	s.keys.counts.count(v, ok)
+	return ok
 }
 
 // Take records n events for key if all n fit in the window, and reports the

@@ -47,8 +47,16 @@ type shardStats struct {
 	decisions *stripedCounts
 }
 
-// record counts a decision, as its verdict v says. For an untracked key,
-// admitted says what the overflow policy decided.
+// count counts a decision, as its verdict v says, if anything counts it.
+// For an untracked key, admitted says what the overflow policy decided.
+// It is small enough to inline: the hot path pays two compares.
+func (st *shardStats) count(v verdict, admitted bool) {
+	if st.decisions != nil || v == untracked {
+		st.record(v, admitted)
+	}
+}
+
+// record is count's slow path.
 func (st *shardStats) record(v verdict, admitted bool) {
 	if v == untracked {
 		st.untracked.Add(1)

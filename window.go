@@ -444,7 +444,9 @@ func (w *windowLimiter[K]) allowN(key K, n int) bool {
 	}
 	var d windowDecision
 	_, v := w.decide(key, n, &d)
-	return w.keys.admits(v)
+	ok := v == admitted || v == untracked && w.keys.overflow == admitUntracked // keys.admits, inlined
+	w.keys.counts.count(v, ok)
+	return ok
 }
 
 // admit is Take for both types, and when a is not nil and the events are

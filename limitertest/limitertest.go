@@ -429,17 +429,24 @@ func refundGivesBack(t *testing.T, h Harness) {
 func lateRefundGivesNothing(t *testing.T, h Harness) {
 	period := time.Hour
 	if h.Advance == nil {
-		period = 300 * time.Millisecond
+		period = 500 * time.Millisecond
 	}
 	a := newLimiter(t, h, keylimit.Per(1, period))
 	k := key(t, "k")
 	wait := h.resetPeriods() * period
+	if h.Advance == nil {
+		// On a real clock, start just after a window boundary (windows
+		// align to the Unix epoch), and wait whole periods: every call
+		// below then lands early in its window, far from the next boundary.
+		since := time.Duration(time.Now().UnixNano()) % period
+		time.Sleep(period - since + 20*time.Millisecond)
+	}
 	others := 0
 	slow := &slowRefuser{wait: func() {
 		if h.Advance != nil {
 			h.Advance(wait)
 		} else {
-			time.Sleep(wait + 50*time.Millisecond)
+			time.Sleep(wait)
 		}
 		// A's quota has renewed: another request takes it.
 		if a.Allow(k) {

@@ -1,8 +1,10 @@
 package redislimit
 
 import (
-	"sync/atomic"
+	"hash/maphash"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/keylimit/keylimit"
 	"github.com/puzpuzpuz/xsync/v3"
@@ -20,33 +22,67 @@ import (
 // give it back, except through Reset and Refund: those, made on another
 // instance, are seen here only once d has passed (made on this instance,
 // they clear its entry at once).
+//
+// It holds no key: an entry is keyed by a seeded 64-bit hash of the key and
+// checked by a second one, so it costs the same whatever the key's length,
+// and memory is bounded by the number of entries (see denialBytes).
 type denyCache struct {
-	// m maps a key to its latest refusal. Load takes no lock and does not
-	// allocate, so a denied call costs a clock read and a map lookup.
-	m *xsync.MapOf[string, denial]
+	// m maps hash(key) to its latest refusal. Load takes no lock and does
+	// not allocate, so a denied call costs a clock read, a hash of the key
+	// and a map lookup.
+	m *xsync.MapOf[uint64, denial]
+	// seed and seed2 are the seeds of the two hashes of a key: m's key, and
+	// the denial's check, which tells apart keys whose m hashes collide.
+	// Drawn per limiter, so no one can aim for a collision.
+	seed, seed2 maphash.Seed
 	// max is the most keys m may hold; 0 disables the cache.
 	max int
-	// nextSweep is the local time (ns) before which no sweep of expired
-	// entries starts; written by CAS by the caller that sweeps.
-	nextSweep atomic.Int64
+	// hits counts the refusals check answered, for Stats.
+	hits *counts
+
+	mu sync.Mutex // protects order, oldest and seq; held by record only
+	// order is m's keys in the order they were recorded, as a ring of at
+	// most max slots (it grows to max, then wraps at oldest). Recording a
+	// key into a full cache drops the oldest record first, so memory stays
+	// bounded with O(1) upkeep a record and no sweep.
+	order  []slot
+	oldest int    // the index in order of the oldest slot, once order is full
+	seq    uint64 // the number of records so far
+}
+
+// slot is one record in denyCache.order: the hash it went in under, and its
+// sequence number, so that dropping it never drops a later record of the
+// same hash.
+type slot struct {
+	h, seq uint64
 }
 
 // denial is one remembered refusal.
 type denial struct {
-	at    int64 // local ns at which Redis refused
-	until int64 // at + RetryAfter: no request of n or more passes before
-	n     int   // the number of events refused
+	check uint64 // the key's second hash: m holds another key if it differs
+	seq   uint64 // the record that wrote it (see slot)
+	at    int64  // local ns at which Redis refused
+	until int64  // at + RetryAfter: no request of n or more passes before
+	n     int    // the number of events refused
 	res   keylimit.Result
+	// each is a joined limiter's: each limiter's Result (so its entries
+	// cost that many Results more than denialBytes).
+	each []keylimit.Result
 }
 
-// sweepEvery bounds how often a full cache scans itself for expired entries.
-const sweepEvery = int64(time.Second)
+// denialBytes is about what one remembered key costs, whatever its length:
+// a denial with its map key in the map's entry, the map's pointer to it at
+// its load factor, and its slot in order.
+const denialBytes = int(unsafe.Sizeof(denial{})) + 8 + 16 + int(unsafe.Sizeof(slot{}))
 
-// init sets d up to hold at most max keys; 0 disables it.
-func (d *denyCache) init(max int) {
+// init sets d up to hold at most max keys; 0 disables it. hits counts the
+// refusals it answers.
+func (d *denyCache) init(max int, hits *counts) {
 	d.max = max
+	d.hits = hits
 	if max > 0 {
-		d.m = xsync.NewMapOf[string, denial]()
+		d.m = xsync.NewMapOf[uint64, denial]()
+		d.seed, d.seed2 = maphash.MakeSeed(), maphash.MakeSeed()
 	}
 }
 
@@ -57,58 +93,85 @@ func (d *denyCache) init(max int) {
 // For a request larger than the one refused, RetryAfter is a lower bound
 // too: more events may take longer to fit.
 func (d *denyCache) check(key string, n int, now int64) (keylimit.Result, bool) {
+	return d.checkEach(key, n, now, nil)
+}
+
+// checkEach is check, and writes a joined limiter's entry's Results, each
+// limiter's, moved on alike, into each, if it is not nil.
+func (d *denyCache) checkEach(key string, n int, now int64, each []keylimit.Result) (keylimit.Result, bool) {
 	if d.m == nil {
 		return keylimit.Result{}, false
 	}
-	e, ok := d.m.Load(key)
-	if !ok || now >= e.until || n < e.n {
+	e, ok := d.m.Load(d.hash(key))
+	if !ok || now >= e.until || n < e.n || e.check != maphash.String(d.seed2, key) {
 		return keylimit.Result{}, false
 	}
-	r := e.res
 	passed := time.Duration(now - e.at)
+	for i := range min(len(each), len(e.each)) {
+		each[i] = movedOn(e.each[i], passed)
+	}
+	r := e.res
 	r.RetryAfter = time.Duration(e.until - now)
 	r.ResetAfter = max(r.ResetAfter-passed, r.RetryAfter)
+	d.hits.stripe().hits.Add(1)
 	return r, true
 }
 
+// movedOn is r, reported passed ago, now.
+func movedOn(r keylimit.Result, passed time.Duration) keylimit.Result {
+	if r.RetryAfter > 0 {
+		r.RetryAfter = max(r.RetryAfter-passed, time.Nanosecond)
+	}
+	r.ResetAfter = max(r.ResetAfter-passed, r.RetryAfter)
+	return r
+}
+
 // record remembers that Redis refused n events for key at local time now
-// with r. A refusal that can never pass (InfDuration) is answered without a
-// round trip anyway, and is not recorded.
+// with r, dropping the oldest record if the cache is full. A refusal that
+// can never pass (InfDuration) is answered without a round trip anyway, and
+// is not recorded.
 func (d *denyCache) record(key string, n int, r keylimit.Result, now int64) {
+	d.recordEach(key, n, r, now, nil)
+}
+
+// recordEach is record, for a joined limiter, with each limiter's Result.
+func (d *denyCache) recordEach(key string, n int, r keylimit.Result, now int64, each []keylimit.Result) {
 	if d.m == nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter == keylimit.InfDuration {
 		return
 	}
-	if d.m.Size() >= d.max && !d.sweep(now) {
-		return // full of live refusals: this key goes to Redis each time
+	h, c := d.hash(key), maphash.String(d.seed2, key)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seq++
+	s := slot{h: h, seq: d.seq}
+	if len(d.order) < d.max {
+		d.order = append(d.order, s)
+	} else {
+		old := d.order[d.oldest]
+		d.m.Compute(old.h, func(cur denial, loaded bool) (denial, bool) {
+			return cur, !loaded || cur.seq == old.seq
+		})
+		d.order[d.oldest] = s
+		d.oldest = (d.oldest + 1) % d.max
 	}
-	d.m.Store(key, denial{at: now, until: now + int64(r.RetryAfter), n: n, res: r})
-}
-
-// sweep deletes the expired entries of a full cache, at most once per
-// sweepEvery, and reports whether there is room afterwards.
-func (d *denyCache) sweep(now int64) bool {
-	next := d.nextSweep.Load()
-	if now < next || !d.nextSweep.CompareAndSwap(next, now+sweepEvery) {
-		return d.m.Size() < d.max
+	e := denial{check: c, seq: s.seq, at: now, until: now + int64(r.RetryAfter), n: n, res: r}
+	if each != nil {
+		e.each = append([]keylimit.Result(nil), each...)
 	}
-	d.m.Range(func(key string, e denial) bool {
-		if now >= e.until {
-			d.m.Compute(key, func(cur denial, loaded bool) (denial, bool) {
-				return cur, !loaded || now >= cur.until
-			})
-		}
-		return true
-	})
-	return d.m.Size() < d.max
+	d.m.Store(h, e)
 }
 
 // forget drops key's refusal: Reset and Refund on this instance give
-// capacity back.
+// capacity back. Its slot in order stays, and drops nothing when its turn
+// comes.
 func (d *denyCache) forget(key string) {
 	if d.m != nil {
-		d.m.Delete(key)
+		d.m.Delete(d.hash(key))
 	}
 }
+
+// hash is key's hash in m.
+func (d *denyCache) hash(key string) uint64 { return maphash.String(d.seed, key) }
 
 // len is the number of keys remembered, expired or not.
 func (d *denyCache) len() int {

@@ -7,6 +7,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/redislimit"
+	"github.com/stretchr/testify/require"
 )
 
 // TestDenyCacheSendsNothingWhileDenied: once Redis refuses a key, a flood
@@ -21,48 +22,34 @@ func TestDenyCacheSendsNothingWhileDenied(t *testing.T) {
 			mock := clock.NewMock()
 			lim, err := typ.new(s.client(t), keylimit.PerHour(5),
 				redislimit.WithTimeout(patient), redislimit.WithClock(mock))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			pinged(t, lim)
 			key := testKey(t, "flooded")
-			if !lim.AllowN(key, 5) {
-				t.Fatal("AllowN(5) on a new key was refused")
-			}
+			require.True(t, lim.AllowN(key, 5), "AllowN(5) on a new key")
 			refusal := lim.Take(key, 1) // Redis refuses: now remembered
-			if refusal.Allowed || refusal.RetryAfter <= 0 {
-				t.Fatalf("Take after the quota = %+v, want refused", refusal)
-			}
+			require.False(t, refusal.Allowed, "Take after the quota: %+v", refusal)
+			require.Positive(t, refusal.RetryAfter, "Take after the quota: %+v", refusal)
 
 			before := s.commands(t)
 			const flood = 10_000
 			for i := range flood {
 				r := lim.Take(key, 1+i%5)
-				if r.Allowed || r.Limit != 5 || r.Remaining != 0 || r.RetryAfter != refusal.RetryAfter {
-					t.Fatalf("flood call %d: %+v, want the remembered refusal %+v", i, r, refusal)
-				}
+				require.Equal(t, keylimit.Result{Limit: 5, RetryAfter: refusal.RetryAfter, ResetAfter: refusal.ResetAfter}, r,
+					"flood call %d: the remembered refusal", i)
 			}
-			if lim.Allow(key) || lim.Peek(key).Allowed {
-				t.Fatal("Allow or Peek passed on a denied key")
-			}
-			if allocs := testing.AllocsPerRun(1000, func() { lim.Allow(key) }); allocs != 0 {
-				t.Fatalf("a denied Allow allocates %v times, want 0", allocs)
-			}
-			if got := s.commands(t) - before; got != 0 {
-				t.Fatalf("the flood on a denied key sent %d commands to Redis, want 0", got)
-			}
+			require.False(t, lim.Allow(key), "Allow on a denied key")
+			require.False(t, lim.Peek(key).Allowed, "Peek on a denied key")
+			require.Zero(t, testing.AllocsPerRun(1000, func() { lim.Allow(key) }), "allocations of a denied Allow")
+			require.Zero(t, s.commands(t)-before, "commands sent to Redis by the flood on a denied key")
 
 			// Local time passes: the remembered RetryAfter shrinks with it.
 			mock.Add(time.Second)
-			if r := lim.Take(key, 1); r.RetryAfter != refusal.RetryAfter-time.Second {
-				t.Fatalf("a second later: RetryAfter %v, want %v", r.RetryAfter, refusal.RetryAfter-time.Second)
-			}
+			require.Equal(t, refusal.RetryAfter-time.Second, lim.Take(key, 1).RetryAfter, "RetryAfter a second later")
 			// Once it has passed, Redis is asked again, once per call.
 			mock.Add(refusal.RetryAfter)
 			stats := s.commandStats(t)
 			lim.Take(key, 1)
-			if sent := s.sentSince(t, stats); len(sent) != 1 || sent["evalsha"] != 1 {
-				t.Fatalf("a call after RetryAfter sent %v, want evalsha: 1", sent)
-			}
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, stats), "what a call after RetryAfter sent")
 		})
 	}
 }
@@ -73,17 +60,11 @@ func TestDenyCacheAsksForSmallerRequests(t *testing.T) {
 	for _, typ := range types {
 		t.Run(typ.name, func(t *testing.T) {
 			lim, err := typ.new(shared.client(t), keylimit.PerHour(5), redislimit.WithTimeout(patient))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			key := testKey(t, "k")
 			lim.AllowN(key, 3)
-			if lim.AllowN(key, 3) {
-				t.Fatal("AllowN(3) with 2 left passed")
-			}
-			if !lim.AllowN(key, 2) {
-				t.Fatal("AllowN(2) with 2 left was refused after a refused AllowN(3)")
-			}
+			require.False(t, lim.AllowN(key, 3), "AllowN(3) with 2 left")
+			require.True(t, lim.AllowN(key, 2), "AllowN(2) with 2 left, after a refused AllowN(3)")
 		})
 	}
 }
@@ -94,70 +75,49 @@ func TestResetAndRefundClearTheDenyCache(t *testing.T) {
 	for _, typ := range types {
 		t.Run(typ.name, func(t *testing.T) {
 			lim, err := typ.new(shared.client(t), keylimit.PerHour(3), redislimit.WithTimeout(patient))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			refunder := lim.(keylimit.Refunder[string])
 			key := testKey(t, "k")
 			lim.AllowN(key, 2)
 			_, last := refunder.Admit(key, 1)
-			if lim.Allow(key) {
-				t.Fatal("Allow after the quota passed")
-			}
+			require.False(t, lim.Allow(key), "Allow after the quota")
 			refunder.Refund(key, last)
-			if !lim.Allow(key) {
-				t.Fatal("Allow after Refund(1) was refused")
-			}
-			if lim.Allow(key) {
-				t.Fatal("second Allow after Refund(1) passed")
-			}
+			require.True(t, lim.Allow(key), "Allow after Refund(1)")
+			require.False(t, lim.Allow(key), "a second Allow after Refund(1)")
 			lim.Reset(key)
-			if !lim.AllowN(key, 3) {
-				t.Fatal("AllowN(3) after Reset was refused")
-			}
+			require.True(t, lim.AllowN(key, 3), "AllowN(3) after Reset")
 		})
 	}
 }
 
-// TestDenyCacheIsBounded: a cache of 2 keys remembers two refused keys; a
-// third goes to Redis on every call while both are live, and is remembered
-// once the sweep has found the others expired.
+// TestDenyCacheIsBounded: a cache of 2 keys remembers the last two refused
+// keys; refusing a third forgets the oldest, which goes to Redis once and is
+// remembered again (forgetting the next oldest).
 func TestDenyCacheIsBounded(t *testing.T) {
 	s := newServer(t)
 	mock := clock.NewMock()
-	lim, err := redislimit.NewTokenBucket(s.client(t), keylimit.PerMinute(1),
+	lim, err := redislimit.NewTokenBucket(s.client(t), "test", keylimit.PerMinute(1),
 		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithDenyCacheSize(2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	pinged(t, lim)
 	refuse := func(key string) {
 		t.Helper()
 		lim.Allow(key)
-		if lim.Allow(key) {
-			t.Fatalf("the second call on %s passed", key)
-		}
+		require.False(t, lim.Allow(key), "the second call on %s", key)
 	}
 	callsFor := func(key string) int64 {
 		t.Helper()
 		before := s.commandStats(t)
 		for range 10 {
-			lim.Allow(key)
+			require.False(t, lim.Allow(key), "Allow on %s", key)
 		}
 		return s.sentSince(t, before)["evalsha"]
 	}
 	refuse("a")
-	mock.Add(10 * time.Second) // b's refusal outlives a's by 10s
 	refuse("b")
-	refuse("c")
-	if n := callsFor("a") + callsFor("b"); n != 0 {
-		t.Fatalf("remembered keys sent %d script calls, want 0", n)
-	}
-	if n := callsFor("c"); n != 10 {
-		t.Fatalf("a key refused with the cache full sent %d script calls for 10 refusals, want 10", n)
-	}
-	// a's refusal (60s) has expired, b's has not: the sweep frees one place.
-	mock.Add(55 * time.Second)
-	if n := callsFor("c"); n != 1 {
-		t.Fatalf("once a's refusal expired, c sent %d script calls for 10 refusals, want 1 then none", n)
-	}
+	refuse("c") // forgets a
+	require.Zero(t, callsFor("b")+callsFor("c"), "script calls of the 10 refusals of b and of c, remembered")
+	require.Equal(t, int64(1), callsFor("a"), "script calls of 10 refusals of a, forgotten: once, then remembered")
+	require.Equal(t, int64(1), callsFor("b"), "script calls of 10 refusals of b, forgotten for a")
+	require.Zero(t, callsFor("a"), "script calls of a, remembered again")
 }

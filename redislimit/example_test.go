@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -21,8 +23,7 @@ func Example() {
 	for range 3 {
 		client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 		defer client.Close()
-		lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(5),
-			redislimit.WithPrefix("example:fleet:"), redislimit.WithTimeout(time.Second))
+		lim, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(5), redislimit.WithTimeout(time.Second))
 		if err != nil {
 			panic(err)
 		}
@@ -46,7 +47,7 @@ func Example() {
 func ExampleNewTokenBucket() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(2).WithBurst(3))
+	lim, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(2).WithBurst(3))
 	if err != nil {
 		panic(err)
 	}
@@ -68,7 +69,7 @@ func ExampleNewTokenBucket() {
 func ExampleNewFixedWindow() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, err := redislimit.NewFixedWindow(client, keylimit.PerMinute(3))
+	lim, err := redislimit.NewFixedWindow(client, "login", keylimit.PerMinute(3))
 	if err != nil {
 		panic(err)
 	}
@@ -87,7 +88,7 @@ func ExampleNewFixedWindow() {
 func ExampleNewSlidingWindow() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, err := redislimit.NewSlidingWindow(client, keylimit.Per(2, time.Hour))
+	lim, err := redislimit.NewSlidingWindow(client, "export", keylimit.Per(2, time.Hour))
 	if err != nil {
 		panic(err)
 	}
@@ -106,7 +107,7 @@ func ExampleNewSlidingWindow() {
 func ExampleTokenBucket_TakeContext() {
 	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10),
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10),
 		redislimit.WithFailurePolicy(redislimit.FailOpen()))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -125,7 +126,7 @@ func ExampleTokenBucket_TakeContext() {
 func ExampleTokenBucket_Refund() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerHour(10))
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerHour(10))
 	defer lim.Reset("frank")
 
 	lim.AllowN("frank", 6)
@@ -139,7 +140,7 @@ func ExampleTokenBucket_Refund() {
 func ExampleTokenBucket_Peek() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerHour(10))
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerHour(10))
 	defer lim.Reset("gina")
 
 	lim.AllowN("gina", 3)
@@ -151,16 +152,27 @@ func ExampleTokenBucket_Peek() {
 	// 7
 }
 
+// Limiters of different names never share state, even under the same
+// limit: the default prefix holds the name, the algorithm and the limit.
+// WithPrefix sets a prefix of your own.
 func ExampleWithPrefix() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	login, _ := redislimit.NewFixedWindow(client, keylimit.PerMinute(5), redislimit.WithPrefix("ratelimit:login:"))
-	api, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(100))
+	login, _ := redislimit.NewFixedWindow(client, "login", keylimit.PerMinute(5), redislimit.WithTimeout(time.Second))
+	signup, _ := redislimit.NewFixedWindow(client, "signup", keylimit.PerMinute(5), redislimit.WithTimeout(time.Second))
+	own, _ := redislimit.NewFixedWindow(client, "login", keylimit.PerMinute(5), redislimit.WithPrefix("ratelimit:login:"))
+	defer login.Reset("olga")
+	defer signup.Reset("olga")
+
+	fmt.Println(login.AllowN("olga", 5), signup.Allow("olga"))
 	fmt.Println(login.Prefix())
-	fmt.Println(api.Prefix())
+	fmt.Println(signup.Prefix())
+	fmt.Println(own.Prefix())
 	// Output:
+	// true true
+	// keylimit:login:fixed:5/1m0s/5:
+	// keylimit:signup:fixed:5/1m0s/5:
 	// ratelimit:login:
-	// keylimit:bucket:100/1s/100:
 }
 
 // With Redis down, FailClosed refuses, FailOpen admits, and FailLocal
@@ -170,7 +182,7 @@ func ExampleWithFailurePolicy() {
 	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
 	for _, p := range []redislimit.FailurePolicy{redislimit.FailClosed(), redislimit.FailOpen(), redislimit.FailLocal(2)} {
-		lim, _ := redislimit.NewTokenBucket(client, keylimit.PerMinute(10),
+		lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10),
 			redislimit.WithFailurePolicy(p), redislimit.WithTimeout(50*time.Millisecond))
 		admitted := 0
 		for range 10 {
@@ -212,7 +224,7 @@ func ExampleWithOnError() {
 	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
 	reported := 0
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10),
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10),
 		redislimit.WithOnError(func(err error) { reported++ }))
 	for range 5 {
 		lim.Allow("ivan")
@@ -228,7 +240,7 @@ func ExampleWithFailureBackoff() {
 	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
 	for _, backoff := range []time.Duration{0, time.Minute} {
-		lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10), redislimit.WithFailureBackoff(backoff))
+		lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10), redislimit.WithFailureBackoff(backoff))
 		lim.Allow("judy")
 		_, err := lim.TakeContext(context.Background(), "judy", 1)
 		fmt.Printf("backoff %v: spared %v\n", backoff, errors.Is(err, redislimit.ErrUnavailable))
@@ -241,9 +253,9 @@ func ExampleWithFailureBackoff() {
 func ExampleWithTimeout() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	_, err := redislimit.NewTokenBucket(client, keylimit.PerSecond(10), redislimit.WithTimeout(20*time.Millisecond))
+	_, err := redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10), redislimit.WithTimeout(20*time.Millisecond))
 	fmt.Println(err)
-	_, err = redislimit.NewTokenBucket(client, keylimit.PerSecond(10), redislimit.WithTimeout(0))
+	_, err = redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10), redislimit.WithTimeout(0))
 	fmt.Println(err)
 	// Output:
 	// <nil>
@@ -256,8 +268,8 @@ func ExampleWithDenyCacheSize() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	mock := clock.NewMock()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerHour(1),
-		redislimit.WithDenyCacheSize(10_000), redislimit.WithClock(mock))
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerHour(1),
+		redislimit.WithDenyCacheSize(10_000), redislimit.WithClock(mock), redislimit.WithTimeout(time.Second))
 	defer lim.Reset("kim")
 
 	lim.Allow("kim")
@@ -275,7 +287,7 @@ func ExampleWithClock() {
 	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
 	mock := clock.NewMock()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerMinute(1),
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(1),
 		redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailLocal(1)))
 	fmt.Println(lim.Allow("lee"), lim.Allow("lee")) // the fallback decides, on the mock
 	mock.Add(time.Minute)
@@ -297,7 +309,7 @@ func ExampleError() {
 func ExampleTokenBucket_Limit() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, _ := redislimit.NewSlidingWindow(client, keylimit.PerMinute(30))
+	lim, _ := redislimit.NewSlidingWindow(client, "api", keylimit.PerMinute(30))
 	fmt.Println(lim.Limit())
 	// Output: 30/min
 }
@@ -307,7 +319,7 @@ func ExampleTokenBucket_Limit() {
 func ExampleTokenBucket_WaitN() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
-	lim, _ := redislimit.NewTokenBucket(client, keylimit.PerSecond(10).WithBurst(1))
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerSecond(10).WithBurst(1))
 	defer lim.Reset("partner-api")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -323,4 +335,155 @@ func ExampleTokenBucket_WaitN() {
 	// Output:
 	// 3 calls made
 	// true
+}
+
+// WithFleetSize says how many instances share the limit: while Redis fails,
+// each then decides alone on its share, here 10 a minute shared by 2.
+func ExampleWithFleetSize() {
+	client := redis.NewClient(&redis.Options{Addr: deadAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10), redislimit.WithFleetSize(2))
+	admitted := 0
+	for range 10 {
+		if lim.Allow("nina") {
+			admitted++
+		}
+	}
+	fmt.Printf("with Redis down, this instance admitted %d of 10\n", admitted)
+	// Output:
+	// with Redis down, this instance admitted 5 of 10
+}
+
+// Without a failure policy or a fleet size, a limiter says at construction
+// what a fleet would admit while Redis fails (here to a logger that leaves
+// out the time).
+func ExampleWithLogger() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "hint" {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10), redislimit.WithLogger(logger))
+	// Output:
+	// level=INFO msg="redislimit: limiter ready; while Redis fails, its failure policy decides" limiter=api prefix=keylimit:api:bucket:10/1m0s/10: limit=10/min policy="fail local/1" admits="each instance decides alone on 10/min, so a fleet of N instances admits up to N × 10/min"
+}
+
+// Ping checks at start-up that Redis answers, takes the script, and will not
+// evict the limiter's keys.
+func ExampleTokenBucket_Ping() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10))
+	fmt.Println(lim.Ping(context.Background()))
+	// Output:
+	// <nil>
+}
+
+// Stats counts requests, round trips and the deny cache's answers.
+func ExampleTokenBucket_Stats() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, "stats", keylimit.PerHour(2), redislimit.WithTimeout(time.Second))
+	defer lim.Reset("omar")
+
+	for range 5 {
+		lim.Allow("omar") // 2 admitted; the third refused by Redis, the others by the deny cache
+	}
+	st := lim.Stats()
+	fmt.Println(st.Admitted, st.Refused, st.Calls, st.CacheHits)
+	// Output:
+	// 2 3 3 2
+}
+
+// The seed scenario's tiers on Redis: client-1 gets 10 a minute on /foo and
+// 5 on /bar, client-2 20 and 10, everyone else the limiter's own 2. The
+// code is the in-memory code but for the constructor (and its name): there,
+// keylimit.NewTokenBucket[string](keylimit.PerMinute(2),
+// keylimit.WithKeyLimit(perClient)).
+func ExampleWithKeyLimit() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	tiers := map[string]map[string]keylimit.Limit{
+		"/foo": {"client-1": keylimit.PerMinute(10), "client-2": keylimit.PerMinute(20)},
+		"/bar": {"client-1": keylimit.PerMinute(5), "client-2": keylimit.PerMinute(10)},
+	}
+	for _, endpoint := range []string{"/foo", "/bar"} {
+		perClient := func(client string) keylimit.Limit {
+			return tiers[endpoint][client] // Limit{} if none: the limiter's own
+		}
+		lim, err := redislimit.NewTokenBucket(client, "tiers"+endpoint, keylimit.PerMinute(2),
+			redislimit.WithKeyLimit(perClient))
+		if err != nil {
+			panic(err)
+		}
+		for _, c := range []string{"client-1", "client-2", "anonymous"} {
+			n := 0
+			for lim.Allow(c) {
+				n++
+			}
+			fmt.Printf("%s %s: %d of %d\n", endpoint, c, n, lim.Peek(c).Limit)
+			lim.Reset(c)
+		}
+	}
+	// Output:
+	// /foo client-1: 10 of 10
+	// /foo client-2: 20 of 20
+	// /foo anonymous: 2 of 2
+	// /bar client-1: 5 of 5
+	// /bar client-2: 10 of 10
+	// /bar anonymous: 2 of 2
+}
+
+// 10 a minute AND 500 an hour on one API key, on Redis: keylimit.All joins
+// the two limiters (on one client), so each request is one script call,
+// all or nothing inside Redis. The code is the in-memory code but for the
+// constructors.
+func ExampleTokenBucket_Join() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	perMinute, _ := redislimit.NewTokenBucket(client, "api-minute", keylimit.PerMinute(10))
+	perHour, _ := redislimit.NewTokenBucket(client, "api-hour", keylimit.PerHour(500))
+	lim := keylimit.All[string](perMinute, perHour)
+	defer lim.Reset("api-key-1")
+
+	for i := 1; i <= 12; i++ {
+		r := lim.Take("api-key-1", 1)
+		if i >= 9 {
+			fmt.Printf("request %d: allowed=%v remaining=%d of %d, retry in %v\n",
+				i, r.Allowed, r.Remaining, r.Limit, r.RetryAfter.Round(time.Second))
+		}
+	}
+	fmt.Println("left this hour:", perHour.Peek("api-key-1").Remaining)
+	// Output:
+	// request 9: allowed=true remaining=1 of 10, retry in 0s
+	// request 10: allowed=true remaining=0 of 10, retry in 0s
+	// request 11: allowed=false remaining=0 of 10, retry in 6s
+	// request 12: allowed=false remaining=0 of 10, retry in 6s
+	// left this hour: 490
+}
+
+// An operator raises a limit during an incident, on one instance; keys
+// keep what they used, in Redis, whichever instance asks next.
+func ExampleTokenBucket_SetLimit() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, "incident", keylimit.PerMinute(10))
+	defer lim.Reset("k")
+
+	lim.AllowN("k", 10)
+	fmt.Println("before:", lim.Peek("k").Remaining, "left of", lim.Limit())
+	if err := lim.SetLimit(keylimit.PerMinute(30)); err != nil {
+		panic(err)
+	}
+	fmt.Println("after:", lim.Peek("k").Remaining, "left of", lim.Limit())
+	fmt.Println(lim.SetLimit(keylimit.PerMinute(0)))
+	// Output:
+	// before: 0 left of 10/min
+	// after: 20 left of 30/min
+	// keylimit: events 0 is below 1
 }

@@ -31,11 +31,13 @@ const (
 	failLocal
 )
 
-// FailOpen admits every request while Redis fails: availability first. The
-// Result is Allowed with the full quota Remaining, as for a new key.
+// FailOpen admits every request while Redis fails: availability first, and
+// no limit at all across the fleet. The Result is Allowed with the full
+// quota Remaining, as for a new key.
 func FailOpen() FailurePolicy { return FailurePolicy{kind: failOpen} }
 
-// FailClosed refuses every request while Redis fails: protection first. The
+// FailClosed refuses every request while Redis fails: protection first, and
+// nothing admitted across the fleet. The
 // Result is refused with Remaining 0, and RetryAfter and ResetAfter the
 // limit's interval (Period / Events). Redis is asked again once the failure
 // backoff has passed (WithFailureBackoff), which may be later.
@@ -43,14 +45,13 @@ func FailClosed() FailurePolicy { return FailurePolicy{kind: failClosed} }
 
 // FailLocal decides in process while Redis fails, with a keylimit limiter of
 // the same algorithm whose quota is the limit divided by instances, the
-// number of instances expected to share the load: together they then admit
-// about what the fleet would. Events and Burst are divided rounding down,
-// and never below 1. FailLocal(1) (the default policy) gives each instance
-// the whole limit. A share above what the in-memory type takes (such as
-// keylimit.MaxSlidingWindowEvents) falls back to the nearest type that takes
-// it: a SlidingCounter for a sliding window, then a TokenBucket of the same
-// rate. The fallback limiter keeps its state between outages; Close
-// releases it.
+// number of instances expected to share the load: a fleet of N then admits
+// up to N/instances times the limit (Events and Burst are divided rounding
+// down, never below 1). FailLocal(1), the default without WithFleetSize,
+// gives each instance the whole limit: a fleet of N admits N times it. A
+// share above what the in-memory type takes falls back to the nearest type
+// that takes it (a SlidingCounter, then a TokenBucket of the same rate). The
+// fallback keeps its state between outages; Close releases it.
 func FailLocal(instances int) FailurePolicy {
 	if instances < 1 {
 		return FailurePolicy{kind: failLocal, err: fmt.Errorf("redislimit: FailLocal(%d): instances is below 1", instances)}
@@ -90,9 +91,10 @@ func (p FailurePolicy) share(l keylimit.Limit) keylimit.Limit {
 var ErrUnavailable = errors.New("redislimit: Redis failed within the failure backoff, not asked")
 
 // down returns ErrUnavailable if Redis failed less than the backoff before
-// local time now.
+// local time now. (0 is "never failed": an injected clock stepped back
+// before the limiter's creation reads a negative now.)
 func (l *limiter) down(now int64) error {
-	if now < l.downUntil.Load() {
+	if until := l.downUntil.Load(); until != 0 && now < until {
 		return ErrUnavailable
 	}
 	return nil
@@ -110,17 +112,18 @@ func (l *limiter) trip(ctx context.Context, err error, now int64) {
 	l.downUntil.Store(now + int64(l.backoff))
 }
 
-// failed reports err and answers a request of n events (0 for Peek) by the
-// failure policy, with the fallback's Admission when it admits (FailOpen
-// admits without taking: there is nothing to give back).
-func (l *limiter) failed(op, key string, n int, err error) (keylimit.Result, keylimit.Admission, error) {
+// failed reports err and answers a request of n events (0 for Peek) for
+// key, under k, by the failure policy, with the fallback's Admission when it
+// admits (FailOpen admits without taking: there is nothing to give back).
+func (l *limiter) failed(op, key string, k *keyLimit, n int, err error) (keylimit.Result, keylimit.Admission, error) {
+	l.ops.counts.stripe().fallbacks.Add(1)
 	err = l.report(op, key, err)
-	q := l.alg.quota
+	q := k.quota
 	switch l.policy.kind {
 	case failOpen:
 		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, keylimit.Admission{}, err
 	case failClosed:
-		rc := l.alg.retryClosed
+		rc := k.retryClosed
 		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc}, keylimit.Admission{}, err
 	}
 	if n == 0 {
@@ -131,7 +134,7 @@ func (l *limiter) failed(op, key string, n int, err error) (keylimit.Result, key
 		// n is above the fallback's share of the quota, but not above the
 		// quota: it can pass once Redis is back, which is asked again after
 		// the backoff.
-		r.RetryAfter = max(l.backoff, l.alg.retryClosed)
+		r.RetryAfter = max(l.backoff, k.retryClosed)
 	}
 	return r, a, err
 }

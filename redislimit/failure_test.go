@@ -2,8 +2,6 @@ package redislimit_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -12,6 +10,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/redislimit"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRedisKilledAndRestarted kills redis-server (SIGKILL) under a limiter,
@@ -46,12 +45,9 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			lim, err := newLim(quickClient(t, s), keylimit.PerHour(10),
 				redislimit.WithTimeout(patient), redislimit.WithClock(mock),
 				redislimit.WithFailurePolicy(c.policy), redislimit.WithOnError(errs.add))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !lim.AllowN("before", 10) || lim.Allow("before") {
-				t.Fatal("with Redis up: the quota of 10 was not admitted exactly")
-			}
+			require.NoError(t, err)
+			require.True(t, lim.AllowN("before", 10), "with Redis up: 10 of 10")
+			require.False(t, lim.Allow("before"), "with Redis up: the 11th")
 
 			s.Kill()
 			admitted, last := 0, keylimit.Result{}
@@ -60,31 +56,25 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 					admitted++
 				}
 			}
-			if admitted != c.admitted || last != c.last {
-				t.Fatalf("%s: admitted %d of 20, the last %+v; want %d, the last %+v", c.policy, admitted, last, c.admitted, c.last)
-			}
+			require.Equal(t, c.admitted, admitted, "%s: admitted of 20", c.policy)
+			require.Equal(t, c.last, last, "%s: the last Result", c.policy)
 			// The first failure went to OnError; the backoff spared Redis
 			// (and the caller) the other 19 attempts.
-			if n := errs.len(); n != 1 {
-				t.Fatalf("OnError was called %d times during the outage, want 1 (then the backoff)", n)
-			}
+			require.Equal(t, 1, errs.len(), "OnError calls during the outage (then the backoff)")
 			var rerr *redislimit.Error
-			if !errors.As(errs.list()[0], &rerr) || rerr.Op != "take" || rerr.Key != "down" {
-				t.Fatalf("OnError got %v, want a *redislimit.Error for take \"down\"", errs.list()[0])
-			}
-			if _, err := lim.(interface {
+			require.ErrorAs(t, errs.list()[0], &rerr)
+			require.Equal(t, "take", rerr.Op)
+			require.Equal(t, "down", rerr.Key)
+			_, err = lim.(interface {
 				TakeContext(context.Context, string, int) (keylimit.Result, error)
-			}).TakeContext(context.Background(), "down", 1); !errors.Is(err, redislimit.ErrUnavailable) {
-				t.Fatalf("TakeContext during the backoff: error %v, want ErrUnavailable", err)
-			}
+			}).TakeContext(context.Background(), "down", 1)
+			require.ErrorIs(t, err, redislimit.ErrUnavailable, "TakeContext during the backoff")
 
-			if err := s.Restart(); err != nil { // the same port: the client reconnects
-				t.Fatal(err)
-			}
+			require.NoError(t, s.Restart()) // the same port: the client reconnects
 			mock.Add(redislimit.DefaultFailureBackoff)
-			if r := lim.Peek("after"); !r.Allowed || r.Remaining != 10 {
-				t.Fatalf("Peek once Redis is back: %+v", r)
-			}
+			r := lim.Peek("after")
+			require.True(t, r.Allowed, "Peek once Redis is back: %+v", r)
+			require.Equal(t, 10, r.Remaining, "Peek once Redis is back: %+v", r)
 			errsBefore := errs.len()
 			admitted = 0
 			for range 30 {
@@ -92,10 +82,8 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 					admitted++
 				}
 			}
-			if admitted != 10 || errs.len() != errsBefore {
-				t.Fatalf("once Redis is back: admitted %d of 30 with %d errors, want exactly 10 and none",
-					admitted, errs.len()-errsBefore)
-			}
+			require.Equal(t, 10, admitted, "once Redis is back: admitted of 30")
+			require.Equal(t, errsBefore, errs.len(), "once Redis is back: OnError calls")
 		})
 	}
 }
@@ -111,37 +99,26 @@ func TestStalledRedisTimesOut(t *testing.T) {
 	// A patient limiter on the same client makes the connection and loads
 	// the script while Redis answers, so that the short timeout below is
 	// spent on nothing but the stalled call.
-	warm, err := redislimit.NewTokenBucket(client, keylimit.PerHour(10), redislimit.WithTimeout(patient))
-	if err != nil {
-		t.Fatal(err)
-	}
+	warm, err := redislimit.NewTokenBucket(client, "test", keylimit.PerHour(10), redislimit.WithTimeout(patient))
+	require.NoError(t, err)
 	var errs errorLog
-	lim, err := redislimit.NewTokenBucket(client, keylimit.PerHour(10),
+	lim, err := redislimit.NewTokenBucket(client, "test", keylimit.PerHour(10),
 		redislimit.WithTimeout(250*time.Millisecond), redislimit.WithFailurePolicy(redislimit.FailClosed()),
 		redislimit.WithOnError(errs.add))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, err := warm.TakeContext(context.Background(), "k", 1); !r.Allowed || err != nil {
-		t.Fatalf("Take with Redis up: %+v, %v", r, err)
-	}
-	if err := s.Process().Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	r, err := warm.TakeContext(context.Background(), "k", 1)
+	require.NoError(t, err, "Take with Redis up")
+	require.True(t, r.Allowed, "Take with Redis up")
+	require.NoError(t, s.Process().Signal(syscall.SIGSTOP))
 	defer s.Process().Signal(syscall.SIGCONT)
 	start := time.Now()
-	r, err := lim.TakeContext(context.Background(), "k", 1)
+	r, err = lim.TakeContext(context.Background(), "k", 1)
 	// Not a speed test: a bound above the timeout and below the client's
 	// own 5 s, that only a call ignoring its deadline would break.
-	if took := time.Since(start); took > 4*time.Second {
-		t.Fatalf("a decision on a stalled Redis took %v with a timeout of 250ms", took)
-	}
-	if r.Allowed || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("on a stalled Redis: %+v, %v; want refused (fail closed) and a deadline error", r, err)
-	}
-	if errs.len() != 1 {
-		t.Fatalf("OnError was called %d times, want 1", errs.len())
-	}
+	require.Less(t, time.Since(start), 4*time.Second, "a decision on a stalled Redis, with a timeout of 250ms")
+	require.False(t, r.Allowed, "on a stalled Redis, fail closed")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "on a stalled Redis")
+	require.Equal(t, 1, errs.len(), "OnError calls")
 }
 
 // TestErrorReplyDoesNotStartTheBackoff: an error reply means Redis is up
@@ -150,21 +127,16 @@ func TestStalledRedisTimesOut(t *testing.T) {
 func TestErrorReplyDoesNotStartTheBackoff(t *testing.T) {
 	c := shared.client(t)
 	var errs errorLog
-	lim, err := redislimit.NewFixedWindow(c, keylimit.PerHour(10), redislimit.WithPrefix(testKey(t, "p")+":"),
+	lim, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(10), redislimit.WithPrefix(testKey(t, "p")+":"),
 		redislimit.WithTimeout(patient), redislimit.WithFailurePolicy(redislimit.FailClosed()), redislimit.WithOnError(errs.add))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Set(context.Background(), lim.Prefix()+"clobbered", "not a hash", time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, c.Set(context.Background(), lim.Prefix()+"{clobbered}", "not a hash", time.Minute).Err())
 	r, err := lim.TakeContext(context.Background(), "clobbered", 1)
-	if r.Allowed || err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
-		t.Fatalf("Take on a key of another type: %+v, %v; want refused with a WRONGTYPE error", r, err)
-	}
-	if r, err := lim.TakeContext(context.Background(), "fine", 1); !r.Allowed || err != nil {
-		t.Fatalf("Take on another key right after: %+v, %v; want allowed by Redis", r, err)
-	}
+	require.ErrorContains(t, err, "WRONGTYPE", "Take on a key of another type")
+	require.False(t, r.Allowed, "Take on a key of another type")
+	r, err = lim.TakeContext(context.Background(), "fine", 1)
+	require.NoError(t, err, "Take on another key right after")
+	require.True(t, r.Allowed, "Take on another key right after, by Redis")
 }
 
 // TestKillUnderLoad kills and restarts redis-server while goroutines keep
@@ -180,9 +152,7 @@ func TestKillUnderLoad(t *testing.T) {
 			lim, err := typ.new(quickClient(t, s), keylimit.PerSecond(100),
 				redislimit.WithTimeout(patient), redislimit.WithFailureBackoff(20*time.Millisecond),
 				redislimit.WithFailurePolicy(redislimit.FailClosed()), redislimit.WithOnError(errs.add))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			for g := range 8 {
@@ -201,17 +171,16 @@ func TestKillUnderLoad(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 			s.Kill()
 			time.Sleep(100 * time.Millisecond)
-			if err := s.Restart(); err != nil {
+			err = s.Restart()
+			if err != nil {
 				close(stop)
 				wg.Wait()
-				t.Fatal(err)
 			}
+			require.NoError(t, err)
 			time.Sleep(100 * time.Millisecond)
 			close(stop)
 			wg.Wait()
-			if errs.len() == 0 {
-				t.Fatal("no error reached OnError while Redis was down")
-			}
+			require.NotZero(t, errs.len(), "errors that reached OnError while Redis was down")
 			waitUntilBack(t, lim)
 			errsBefore := errs.len()
 			key := testKey(t, "after")
@@ -230,10 +199,9 @@ func TestKillUnderLoad(t *testing.T) {
 			if typ.name == "FixedWindow" {
 				most = 100 * int(took.end.Unix()-took.start.Unix()+1)
 			}
-			if admitted < 100 || admitted > most || errs.len() != errsBefore {
-				t.Fatalf("once Redis is back: admitted %d of 150 in %v with errors %v, want 100 to %d and none",
-					admitted, took.end.Sub(took.start), errs.list()[errsBefore:], most)
-			}
+			require.Empty(t, errs.list()[errsBefore:], "errors once Redis is back")
+			require.True(t, admitted >= 100 && admitted <= most, "once Redis is back: admitted %d of 150 in %v, want 100 to %d",
+				admitted, took.end.Sub(took.start), most)
 		})
 	}
 }
@@ -244,20 +212,16 @@ func TestKillUnderLoad(t *testing.T) {
 // told to retry after the backoff or the limit's interval, the later.
 func TestFailLocalShare(t *testing.T) {
 	client := deadClient(t)
-	lim, err := redislimit.NewTokenBucket(client, keylimit.PerMinute(10),
+	lim, err := redislimit.NewTokenBucket(client, "test", keylimit.PerMinute(10),
 		redislimit.WithFailurePolicy(redislimit.FailLocal(4)), redislimit.WithClock(clock.NewMock()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := lim.Take("k", 3); r.Allowed || r.RetryAfter != 6*time.Second {
-		t.Fatalf("Take(3) with a local share of 2: %+v, want refused with RetryAfter 6s (the interval, > the backoff)", r)
-	}
-	if r := lim.Take("k", 2); !r.Allowed || r.Limit != 2 {
-		t.Fatalf("Take(2) with a local share of 2: %+v, want allowed by the fallback, Limit 2", r)
-	}
-	if r := lim.Take("k", 11); r.RetryAfter != keylimit.InfDuration {
-		t.Fatalf("Take(11) on a quota of 10: %+v, want RetryAfter InfDuration", r)
-	}
+	require.NoError(t, err)
+	r := lim.Take("k", 3)
+	require.False(t, r.Allowed, "Take(3) with a local share of 2")
+	require.Equal(t, 6*time.Second, r.RetryAfter, "Take(3) with a local share of 2: the interval, > the backoff")
+	r = lim.Take("k", 2)
+	require.True(t, r.Allowed, "Take(2) with a local share of 2, by the fallback")
+	require.Equal(t, 2, r.Limit, "Take(2) with a local share of 2")
+	require.Equal(t, keylimit.InfDuration, lim.Take("k", 11).RetryAfter, "Take(11) on a quota of 10")
 }
 
 // TestResetIgnoresTheBackoff: a Reset during the failure backoff still goes
@@ -265,27 +229,17 @@ func TestFailLocalShare(t *testing.T) {
 func TestResetIgnoresTheBackoff(t *testing.T) {
 	s := newServer(t)
 	mock := clock.NewMock()
-	lim, err := redislimit.NewTokenBucket(quickClient(t, s), keylimit.PerHour(2),
+	lim, err := redislimit.NewTokenBucket(quickClient(t, s), "test", keylimit.PerHour(2),
 		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailClosed()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lim.AllowN("k", 2)
 	s.Kill()
-	if lim.Allow("other") {
-		t.Fatal("fail closed admitted while Redis was down")
-	}
-	if err := s.Restart(); err != nil {
-		t.Fatal(err)
-	}
+	require.False(t, lim.Allow("other"), "fail closed, Redis down")
+	require.NoError(t, s.Restart())
 	lim.AllowN("k", 2) // the backoff: answered by the policy, not Redis
 	dels := s.commandStats(t)["del"]
-	if err := lim.ResetContext(context.Background(), "k"); err != nil {
-		t.Fatalf("ResetContext during the backoff: %v", err)
-	}
-	if n := s.commandStats(t)["del"] - dels; n != 1 {
-		t.Fatalf("ResetContext during the backoff ran %d DELs, want 1", n)
-	}
+	require.NoError(t, lim.ResetContext(context.Background(), "k"), "ResetContext during the backoff")
+	require.Equal(t, int64(1), s.commandStats(t)["del"]-dels, "DELs of ResetContext during the backoff")
 }
 
 // TestFailLocalUsesTheSameAlgorithm: while Redis is down, each window falls
@@ -300,27 +254,15 @@ func TestFailLocalUsesTheSameAlgorithm(t *testing.T) {
 			mock := clock.NewMock() // at the Unix epoch: a minute window starts now
 			lim, err := typ.new(client, keylimit.PerMinute(2), redislimit.WithClock(mock),
 				redislimit.WithFailureBackoff(time.Hour))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !lim.AllowN("k", 2) {
-				t.Fatal("the fallback refused the first 2 of 2 a minute")
-			}
+			require.NoError(t, err)
+			require.True(t, lim.AllowN("k", 2), "the fallback: 2 of 2 a minute")
 			mock.Add(30 * time.Second)
-			if lim.Allow("k") {
-				t.Fatal("the fallback admitted a third event within the minute, as a bucket would")
-			}
+			require.False(t, lim.Allow("k"), "the fallback: a third within the minute, as a bucket would admit")
 			mock.Add(30 * time.Second)
-			if !lim.Allow("k") {
-				t.Fatal("the fallback refused once the minute had passed")
-			}
+			require.True(t, lim.Allow("k"), "the fallback, once the minute has passed")
 			big, err := typ.new(client, keylimit.PerSecond(1_000_000), redislimit.WithClock(mock))
-			if err != nil {
-				t.Fatalf("a quota of a million a second, above what the in-memory windows take: %v", err)
-			}
-			if !big.AllowN("k", 1000) {
-				t.Fatal("the fallback for a quota of a million refused 1000")
-			}
+			require.NoError(t, err, "a quota of a million a second, above what the in-memory windows take")
+			require.True(t, big.AllowN("k", 1000), "the fallback for a quota of a million: 1000")
 		})
 	}
 }

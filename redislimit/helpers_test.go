@@ -2,8 +2,12 @@ package redislimit_test
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,12 +20,12 @@ import (
 	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
-// The helpers of the package's tests. Assertions: the standard library's
-// t.Fatalf (this module's go.mod does not require testify); only the test's
-// goroutine asserts, other goroutines count or collect and the test asserts
-// afterwards.
+// The helpers of the package's tests. Assertions: testify's require; only
+// the test's goroutine asserts, other goroutines count or collect and the
+// test asserts afterwards.
 
 // ---- Redis servers ----
 
@@ -52,6 +56,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	shared, redisAddr = s, s.Addr
+	flag.Parse()
+	if runsCluster() {
+		go startCluster() // in the background, while the other tests run
+	} else {
+		clusterErr = errors.New("the Redis Cluster was not started: -run does not select TestCluster")
+		close(clusterReady)
+	}
 	port, err := redisserver.FreePort()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -61,9 +72,62 @@ func TestMain(m *testing.M) {
 	// The tests kill servers on purpose; the client's log of the failed
 	// reconnections would only bury the test output.
 	redis.SetLogger(quietLogger{})
+	// Every limiter logs at construction what its failure policy admits;
+	// the tests that read the logs give a logger of their own.
+	slog.SetDefault(slog.New(slog.DiscardHandler))
 	code := m.Run()
 	s.Stop()
+	<-clusterReady
+	if cluster != nil {
+		cluster.Stop()
+	}
 	os.Exit(code)
+}
+
+// The Redis Cluster the cluster tests share (cluster_test.go): 3 masters
+// and a replica of the first, started by TestMain in the background; ready
+// is closed once it runs (or failed to start, clusterErr says why).
+var (
+	cluster      *redisserver.Cluster
+	clusterErr   error
+	clusterStart time.Duration // how long it took
+	clusterReady = make(chan struct{})
+)
+
+// runsCluster reports whether -run selects TestCluster (and -list is not
+// given), so that a run of other tests does not start a cluster (its start-up allocates, which the
+// tests that count allocations would see).
+func runsCluster() bool {
+	if flag.Lookup("test.list").Value.String() != "" {
+		return false
+	}
+	run := flag.Lookup("test.run").Value.String()
+	top, _, _ := strings.Cut(run, "/")
+	ok, err := regexp.MatchString(top, "TestCluster")
+	return run == "" || ok || err != nil
+}
+
+func startCluster() {
+	defer close(clusterReady)
+	start := time.Now()
+	cluster, clusterErr = redisserver.StartCluster(3, 1)
+	clusterStart = time.Since(start)
+}
+
+// theCluster waits for the shared cluster and returns it.
+func theCluster(t testing.TB) *redisserver.Cluster {
+	t.Helper()
+	<-clusterReady
+	require.NoError(t, clusterErr, "starting the Redis Cluster")
+	return cluster
+}
+
+// clusterClient returns a cluster client of c as the limiters need one,
+// closed when the test ends.
+func clusterClient(t testing.TB, c *redisserver.Cluster) *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { cc.Close() })
+	return cc
 }
 
 // quietLogger drops go-redis's log lines.
@@ -90,9 +154,7 @@ func startServer() (*server, error) {
 func newServer(t testing.TB) *server {
 	t.Helper()
 	s, err := startServer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(s.Stop)
 	return s
 }
@@ -117,9 +179,7 @@ func (s *server) commandStats(t testing.TB) map[string]int64 {
 		t.Cleanup(func() { s.stats.Close(); s.stats = nil })
 	}
 	info, err := s.stats.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
+	require.NoError(t, err, "INFO commandstats")
 	stats := map[string]int64{}
 	for _, line := range strings.Split(info, "\n") {
 		// cmdstat_evalsha:calls=12,usec=345,...
@@ -129,9 +189,7 @@ func (s *server) commandStats(t testing.TB) map[string]int64 {
 		}
 		calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
 		n, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			t.Fatalf("INFO commandstats: cannot read %q: %v", line, err)
-		}
+		require.NoError(t, err, "INFO commandstats: %q", line)
 		stats[strings.TrimPrefix(name, "cmdstat_")] = n
 	}
 	return stats
@@ -150,7 +208,7 @@ func (s *server) commands(t testing.TB) int64 {
 
 // inScripts are the commands the limiters' scripts run inside Redis.
 var inScripts = map[string]bool{"time": true, "get": true, "set": true, "del": true, "hmget": true, "hset": true,
-	"pexpire": true, "llen": true, "lindex": true, "ltrim": true, "rpush": true}
+	"pexpire": true, "llen": true, "lindex": true, "ltrim": true, "rpush": true, "lrem": true}
 
 // sentSince returns the commands clients sent since commandStats returned
 // before, by name: the differences in the counts, less the commands that
@@ -190,13 +248,13 @@ var types = []struct {
 	new  newFunc
 }{
 	{"TokenBucket", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewTokenBucket(c, l, opts...))
+		return nilIfErr(redislimit.NewTokenBucket(c, "test", l, opts...))
 	}},
 	{"FixedWindow", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewFixedWindow(c, l, opts...))
+		return nilIfErr(redislimit.NewFixedWindow(c, "test", l, opts...))
 	}},
 	{"SlidingWindow", func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-		return nilIfErr(redislimit.NewSlidingWindow(c, l, opts...))
+		return nilIfErr(redislimit.NewSlidingWindow(c, "test", l, opts...))
 	}},
 }
 
@@ -244,6 +302,15 @@ func (l *errorLog) list() []error {
 	return append([]error(nil), l.errs...)
 }
 
+// pinged runs lim's Ping, which leaves the eviction policy checked: a test
+// that counts the commands Redis ran calls it first, so that the check a
+// first successful call would start in the background cannot add a CONFIG
+// GET (or the handshake of a connection of its own) to the count.
+func pinged(t *testing.T, lim keylimit.Limiter[string]) {
+	t.Helper()
+	require.NoError(t, lim.(interface{ Ping(context.Context) error }).Ping(context.Background()), "Ping")
+}
+
 // quickClient is a client that gives up on a dead server at once (no
 // retries), so that a test of an outage does not wait out its timeouts.
 func quickClient(t *testing.T, s *server) *redis.Client {
@@ -276,7 +343,7 @@ func waitUntilBack(t *testing.T, lim keylimit.Limiter[string]) {
 			return
 		}
 	}
-	t.Fatalf("the limiter did not reach the restarted Redis within 10s: %v", err)
+	require.NoError(t, err, "the limiter did not reach the restarted Redis within 10s")
 }
 
 // ---- Time ----
@@ -315,9 +382,7 @@ func untilBoundary(period, lead time.Duration) {
 func redisTime(t *testing.T, c *redis.Client) int64 {
 	t.Helper()
 	now, err := c.Time(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return now.UnixNano()
 }
 
@@ -349,10 +414,9 @@ func sideBySide(t *testing.T, rlim, mlim keylimit.Limiter[string], requests []in
 			got, want = rlim.Take(key, n), mlim.Take(key, n)
 		}
 		impossible := n < 0 || n > want.Limit
-		if got.Allowed != want.Allowed || got.Limit != want.Limit || !near(got.RetryAfter, want.RetryAfter, slack) ||
-			(!impossible && (got.Remaining != want.Remaining || !near(got.ResetAfter, want.ResetAfter, slack))) {
-			t.Fatalf("step %d, n=%d: Redis %+v, memory %+v", i, n, got, want)
-		}
+		require.True(t, got.Allowed == want.Allowed && got.Limit == want.Limit && near(got.RetryAfter, want.RetryAfter, slack) &&
+			(impossible || got.Remaining == want.Remaining && near(got.ResetAfter, want.ResetAfter, slack)),
+			"step %d, n=%d: Redis %+v, memory %+v", i, n, got, want)
 	}
 }
 
@@ -361,4 +425,113 @@ func near(a, b, slack time.Duration) bool {
 		return a == b
 	}
 	return a-b <= slack && b-a <= slack
+}
+
+// stateKey is the Redis key of key's state in lim: its prefix, then the
+// key, as the hash tag.
+func stateKey(lim keylimit.Limiter[string], key string) string {
+	return lim.(interface{ Prefix() string }).Prefix() + "{" + key + "}"
+}
+
+// fmtType is the dynamic type of v, as %T prints it.
+func fmtType(v any) string { return fmt.Sprintf("%T", v) }
+
+// ---- Logs and faults ----
+
+// logRecorder is a slog.Handler that keeps the lines logged at its level or
+// above, for the tests of what the limiters log. It is safe for concurrent
+// use, and never calls t: a limiter may log from a goroutine of its own.
+type logRecorder struct {
+	level slog.Level
+	mu    sync.Mutex
+	lines []logLine
+}
+
+// logLine is one line logged: its level, message and attributes (as text).
+type logLine struct {
+	Level slog.Level
+	Msg   string
+	Attrs map[string]string
+}
+
+// newLogRecorder returns a recorder of the lines at level or above, and a
+// logger that writes to it.
+func newLogRecorder(level slog.Level) (*logRecorder, *slog.Logger) {
+	h := &logRecorder{level: level}
+	return h, slog.New(h)
+}
+
+func (h *logRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	line := logLine{Level: r.Level, Msg: r.Message, Attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		line.Attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, line)
+	return nil
+}
+
+// The limiters log with neither attributes nor groups of their own.
+func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler { panic("WithAttrs is not used") }
+func (h *logRecorder) WithGroup(string) slog.Handler      { panic("WithGroup is not used") }
+
+// logged returns the lines logged so far whose message contains msg.
+func (h *logRecorder) logged(msg string) []logLine {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var lines []logLine
+	for _, l := range h.lines {
+		if strings.Contains(l.Msg, msg) {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// waitLogged waits up to 10 s for a line whose message contains msg (the
+// check of the eviction policy logs from a goroutine of its own) and
+// returns the lines that do.
+func (h *logRecorder) waitLogged(t *testing.T, msg string) []logLine {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if lines := h.logged(msg); len(lines) > 0 {
+			return lines
+		}
+	}
+	require.FailNow(t, "nothing logged", "no line containing %q within 10s", msg)
+	return nil
+}
+
+// faults is a client hook that fails every command while on, as a network
+// failure would, without stopping the server.
+type faults struct{ on atomic.Bool }
+
+// errInjected is the error of a command faults failed.
+var errInjected = errors.New("injected: connection reset by peer")
+
+// addFaults adds a faults hook to c and returns it, off.
+func addFaults(c *redis.Client) *faults {
+	f := new(faults)
+	c.AddHook(f)
+	return f
+}
+
+func (f *faults) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.on.Load() {
+			cmd.SetErr(errInjected)
+			return errInjected
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -3,9 +3,12 @@ package redislimit
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
 )
 
 // Option configures a Redis limiter. Options are passed to the constructors
@@ -21,14 +24,20 @@ func (f optionFunc) apply(o *options) { f(o) }
 
 // options is what Option values set, before a constructor reads them.
 type options struct {
-	prefix    *string // nil: the default, derived from the algorithm and the limit
+	name      string  // the constructor's name argument, checked
+	prefix    *string // nil: the default, derived from the name, the algorithm and the limit
 	timeout   time.Duration
 	policy    FailurePolicy
+	policySet bool         // WithFailurePolicy was given
+	fleet     int          // WithFleetSize; 0: not given
+	logger    *slog.Logger // WithLogger; nil: slog.Default()
 	onError   func(error)
 	clock     clock.Clock // nil: the system's monotonic clock
 	denyCache int
 	backoff   time.Duration
 	err       error // the first invalid option, reported by the constructor
+
+	decisionOptions // WithKeyLimit's function, and the tests' script clock
 }
 
 // The defaults of the options.
@@ -50,28 +59,70 @@ func (o *options) fail(err error) {
 	}
 }
 
-func buildOptions(opts []Option) (options, error) {
-	o := options{timeout: DefaultTimeout, policy: FailLocal(1), denyCache: DefaultDenyCacheSize, backoff: DefaultFailureBackoff}
+// buildOptions checks the constructor's name and applies opts.
+func buildOptions(name string, opts []Option) (options, error) {
+	o := options{name: name, timeout: DefaultTimeout, policy: FailLocal(1), denyCache: DefaultDenyCacheSize, backoff: DefaultFailureBackoff}
+	if err := checkName(name); err != nil {
+		return o, err
+	}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
 		}
 	}
+	if !o.policySet && o.fleet > 0 {
+		o.policy = FailLocal(o.fleet)
+	}
 	return o, o.err
 }
 
+// maxNameLen bounds a limiter's name, which every Redis key it writes holds.
+const maxNameLen = 100
+
+// checkName refuses a name that is empty, long, or holds anything but
+// letters, digits and - _ . : /: no spaces or control characters, which
+// keys and logs would carry, and no braces, which Redis Cluster reads as a
+// hash tag that would put every key of the limiter on one node.
+func checkName(name string) error {
+	if name == "" {
+		return errors.New(`redislimit: the limiter's name is empty; name it for its purpose, such as "login"`)
+	}
+	if len(name) > maxNameLen {
+		return fmt.Errorf("redislimit: the limiter's name is %d bytes long, more than %d", len(name), maxNameLen)
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.ContainsRune("-_.:/", c)) {
+			return fmt.Errorf("redislimit: the limiter's name %q holds %q; use letters, digits and - _ . : /", name, c)
+		}
+	}
+	return nil
+}
+
+// keyPrefix returns the prefix of the Redis keys of a limiter of algorithm
+// alg (its quota q) under limit l: WithPrefix's, or the default, which holds
+// the name, the algorithm and the limit (see WithPrefix).
+func (o *options) keyPrefix(alg string, l keylimit.Limit, q int) string {
+	if o.prefix != nil {
+		return *o.prefix
+	}
+	return fmt.Sprintf("keylimit:%s:%s:%d/%v/%d:", o.name, alg, l.Events, l.Period, q)
+}
+
 // WithPrefix sets the prefix of every Redis key the limiter writes: the state
-// of key k lives at prefix+k. Limiters (on any instance) that share a prefix
-// share their keys' state, so give each limit its own prefix, e.g.
-// "ratelimit:login:".
+// of key k lives at prefix{k}. Limiters (on any instance) that share a prefix
+// share their keys' state.
 //
-// The default is derived from the algorithm and the limit, such as
-// "keylimit:bucket:10/1m0s:", so that two limiters with different limits
-// never share state by accident, and instances configured alike always do.
-// Set a prefix of your own to keep the state across a change of the limit.
+// The default holds the limiter's name, its algorithm and its limit, such as
+// "keylimit:login:bucket:5/1m0s/5:". So limiters with different names never
+// share state, nor do limiters of one name with different algorithms or
+// limits (two limits combined with keylimit.All, say), and instances
+// configured alike always do. A change of the limit therefore starts every
+// key afresh, once (see the README for a rolling deploy); a prefix of your
+// own keeps the keys' state across a change, read under the new limit.
 //
-// In Redis Cluster a decision touches one key, so any prefix works; put a
-// hash tag in the keys ("{tenant}:...") only to place them yourself.
+// SetLimit keeps the prefix, and the keys' state. On Redis Cluster, k is
+// the hash tag; a prefix that contains '{' takes it over (see the package
+// doc, "Keys, and Redis Cluster").
 func WithPrefix(prefix string) Option {
 	return optionFunc(func(o *options) { o.prefix = &prefix })
 }
@@ -97,9 +148,12 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithFailurePolicy sets what the limiter answers while Redis fails or times
-// out (default FailLocal(1)).
+// out: FailOpen, FailClosed or FailLocal. The default is FailLocal of the
+// fleet size (WithFleetSize), or FailLocal(1) without one, which lets each
+// instance admit the whole limit: a fleet of N admits up to N times it.
 func WithFailurePolicy(p FailurePolicy) Option {
 	return optionFunc(func(o *options) {
+		o.policySet = true
 		if p.kind == 0 {
 			o.fail(errors.New("redislimit: WithFailurePolicy: the zero FailurePolicy; use FailOpen, FailClosed or FailLocal"))
 			return
@@ -109,6 +163,38 @@ func WithFailurePolicy(p FailurePolicy) Option {
 			return
 		}
 		o.policy = p
+	})
+}
+
+// WithFleetSize says that n instances share the limit (default: not said).
+// Without WithFailurePolicy, the failure policy is then FailLocal(n): while
+// Redis fails, each instance decides alone on 1/n of the limit, so the fleet
+// admits about the limit, not n times it. Give the most instances the fleet
+// runs (autoscaled between a and b, b): fewer then admit less, never more.
+// The limiter logs at construction what its policy admits across the fleet.
+func WithFleetSize(n int) Option {
+	return optionFunc(func(o *options) {
+		if n < 1 {
+			o.fail(fmt.Errorf("redislimit: WithFleetSize(%d): the fleet size is below 1", n))
+			return
+		}
+		o.fleet = n
+	})
+}
+
+// WithLogger sets the logger of the events operators must know of, each
+// logged once, never per request: at construction, what the failure policy
+// admits; the start (Warn) and end (Info) of a Redis outage; an eviction
+// policy that can reset limits (Warn, see Ping). The default is
+// slog.Default(), as it is when a line is logged. Lines say "redislimit:"
+// and carry the limiter's name.
+func WithLogger(lg *slog.Logger) Option {
+	return optionFunc(func(o *options) {
+		if lg == nil {
+			o.fail(errors.New("redislimit: WithLogger(nil): pass slog.New(slog.DiscardHandler) to log nothing"))
+			return
+		}
+		o.logger = lg
 	})
 }
 
@@ -139,14 +225,16 @@ func WithClock(c clock.Clock) Option {
 }
 
 // WithDenyCacheSize sets how many refused keys the limiter remembers in
-// process (default DefaultDenyCacheSize); 0 turns the deny cache off.
+// process (default DefaultDenyCacheSize); 0 turns the deny cache off. Each
+// costs about 150 bytes whatever the key's length (it is kept as two seeded
+// 64-bit hashes, not as a string), so the default holds at most about 15 MB.
 //
 // Once Redis refuses a key with RetryAfter d, the limiter refuses the same
 // request (or a larger one) for that key for d without asking Redis again.
 // It never admits anything Redis would refuse; the only difference it can
 // make is to refuse a key that a Reset or Refund on another instance freed,
-// until d has passed. When the cache is full, expired entries are swept;
-// while it is full of live ones, further refused keys go to Redis.
+// until d has passed. A full cache forgets its oldest refusal for each new
+// one.
 func WithDenyCacheSize(n int) Option {
 	return optionFunc(func(o *options) {
 		if n < 0 {

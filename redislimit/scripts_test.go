@@ -20,6 +20,7 @@ func TestOneScriptCallPerDecision(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			pinged(t, lim)
 			lim.Allow(testKey(t, "warm")) // the connection is made and the script loaded
 			before := s.commandStats(t)
 			const calls = 50
@@ -51,6 +52,7 @@ func TestScriptReloadedAfterFlush(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			pinged(t, lim)
 			key := testKey(t, "k")
 			lim.Allow(key)
 			if err := c.ScriptFlush(context.Background()).Err(); err != nil {

@@ -14,7 +14,7 @@ import (
 // requests that can never pass, or not before the deadline, fail at once
 // and take nothing; a cancelled context ends the wait.
 func TestWaitN(t *testing.T) {
-	lim, err := redislimit.NewTokenBucket(shared.client(t), keylimit.PerSecond(20).WithBurst(1), redislimit.WithTimeout(patient))
+	lim, err := redislimit.NewTokenBucket(shared.client(t), "test", keylimit.PerSecond(20).WithBurst(1), redislimit.WithTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestWaitN(t *testing.T) {
 		t.Fatalf("WaitN(2) with a burst of 1: %v, want ErrExceedsLimit", err)
 	}
 
-	slow, err := redislimit.NewFixedWindow(shared.client(t), keylimit.PerHour(1), redislimit.WithTimeout(patient))
+	slow, err := redislimit.NewFixedWindow(shared.client(t), "test", keylimit.PerHour(1), redislimit.WithTimeout(patient))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,14 +43,17 @@ func pause(d time.Duration) {
 	time.Sleep(d)
 }
 
-// register adds a scene to the tour; each scene file calls it from init.
-func register(s scene) { scenes = append(scenes, s) }
+// register adds a scene to the tour, in order; each scene file calls it
+// from init.
+func register(s scene) {
+	scenes = append(scenes, s)
+	slices.SortStableFunc(scenes, func(a, b scene) int { return a.order - b.order })
+}
 
 func main() {
 	only := flag.String("scene", "", "run only the scenes whose name contains this")
 	list := flag.Bool("list", false, "list the scenes and exit")
 	flag.Parse()
-	sort.Slice(scenes, func(i, j int) bool { return scenes[i].order < scenes[j].order })
 	if *list {
 		for _, s := range scenes {
 			fmt.Printf("%-12s %s\n", s.name, s.title)
@@ -63,21 +66,42 @@ func main() {
 	}
 }
 
+// tour runs the scenes whose name contains only, in order, and says first
+// how many there are, so that a newcomer knows the tour ends by itself.
 func tour(w io.Writer, only string) error {
-	ran := 0
+	var run []scene
 	for _, s := range scenes {
-		if !strings.Contains(s.name, only) {
-			continue
+		if strings.Contains(s.name, only) {
+			run = append(run, s)
 		}
-		fmt.Fprintf(w, "\n=== %s\n\n", s.title)
+	}
+	if len(run) == 0 {
+		return fmt.Errorf("no scene matches %q", only)
+	}
+	fmt.Fprintf(w, "keylimit-demo: %s of rate limiting, in real time; the tour ends by itself.\n", plural(len(run), "scene"))
+	for i, s := range run {
+		fmt.Fprintf(w, "\n=== %d/%d %s\n\n", i+1, len(run), s.title)
 		if err := s.run(w); err != nil {
 			return fmt.Errorf("scene %s: %w", s.name, err)
 		}
-		ran++
 	}
-	if ran == 0 {
-		return fmt.Errorf("no scene matches %q", only)
-	}
-	fmt.Fprintf(w, "\ntour complete: %d scenes\n", ran)
+	fmt.Fprintf(w, "\ntour complete: %s\n", plural(len(run), "scene"))
 	return nil
+}
+
+// plural counts things: "1 scene", "5 scenes", "0 requests".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// overBy gives a count's verdict against a limit of limit per period:
+// "within 10/s", or how far over: "40% over 10/s".
+func overBy(n, limit int, per string) string {
+	if n <= limit {
+		return fmt.Sprintf("within %d/%s", limit, per)
+	}
+	return fmt.Sprintf("%d%% over %d/%s", (n-limit)*100/limit, limit, per)
 }

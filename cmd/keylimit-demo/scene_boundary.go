@@ -17,7 +17,8 @@ func init() {
 // second before a window boundary to half a second after, to three limiters
 // of 10 a second. The fixed window admits 10 on each side of the boundary;
 // the sliding window admits 10 in all; the sliding counter's estimate lets
-// one through every 100 ms after the boundary.
+// one through every 100 ms after the boundary. Every request is sent within
+// one second, so each limiter's count is its most in any second.
 func boundaryScene(w io.Writer) error {
 	const (
 		limit = 10
@@ -57,10 +58,11 @@ func boundaryScene(w io.Writer) error {
 	pause(start.Sub(now))
 
 	// marks[i][s] is limiter i's # (admitted) or . (refused) per request of
-	// slot s; first[i] is its first refusal after the boundary.
+	// slot s; admitted[i] are the times it admitted at; first[i] is its
+	// first refusal after the boundary.
 	slots := int(2 * half / slot)
 	marks := make([][]string, len(limiters))
-	admitted := make([]int, len(limiters))
+	admitted := make([][]time.Duration, len(limiters))
 	first := make([]keylimit.Result, len(limiters))
 	for i := range limiters {
 		marks[i] = make([]string, slots)
@@ -74,7 +76,7 @@ func boundaryScene(w io.Writer) error {
 			mark := "."
 			if r.Allowed {
 				mark = "#"
-				admitted[i]++
+				admitted[i] = append(admitted[i], at)
 			} else if at >= half && first[i].RetryAfter == 0 {
 				first[i] = r
 			}
@@ -82,8 +84,9 @@ func boundaryScene(w io.Writer) error {
 		}
 	}
 
-	fmt.Fprintf(w, "limit %d a second; one client sends 4 requests every 100 ms, from 0.5 s before\n", limit)
-	fmt.Fprintln(w, "a window boundary to 0.5 s after (# admitted, . refused)")
+	fmt.Fprintf(w, "Limit %d a second; one client sends 4 requests every 100 ms, from 0.5 s before a window\n", limit)
+	fmt.Fprintln(w, "boundary (a whole second, where a fixed window starts counting again) to 0.5 s after.")
+	fmt.Fprintln(w, "(# admitted, . refused)")
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-8s  %-7s  %-7s  %-7s\n", "time", "fixed", "sliding", "counter")
 	for s := range slots {
@@ -98,10 +101,23 @@ func boundaryScene(w io.Writer) error {
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  fixed:   %d admitted: %d on each side of the boundary, twice the limit in under a second\n", admitted[0], limit)
-	fmt.Fprintf(w, "  sliding: %d admitted; after the boundary it answers retry-after %v, when the first leaves its window\n",
-		admitted[1], first[1].RetryAfter.Round(10*time.Millisecond))
-	fmt.Fprintf(w, "  counter: %d admitted; its estimate counts the previous second's %d as if spread over it\n",
-		admitted[2], limit)
+	// verdict: "14 in 0.9 s: 40% over 10/s", from the first admission to the last.
+	verdict := func(at []time.Duration) string {
+		span := at[len(at)-1] - at[0]
+		return fmt.Sprintf("%d in %.1f s: %s", len(at), span.Seconds(), overBy(len(at), limit, "s"))
+	}
+	before := 0 // the fixed window's admissions before the boundary
+	for _, at := range admitted[0] {
+		if at < half {
+			before++
+		}
+	}
+	fmt.Fprintf(w, "  fixed:   %s. Each window counts only its own:\n", verdict(admitted[0]))
+	fmt.Fprintf(w, "           %d just before the boundary, %d just after.\n", before, len(admitted[0])-before)
+	fmt.Fprintf(w, "  sliding: %s. After the boundary it answers retry-after %v:\n", verdict(admitted[1]), first[1].RetryAfter.Round(10*time.Millisecond))
+	fmt.Fprintln(w, "           then the first admission is a second old, and a request can pass again.")
+	fmt.Fprintf(w, "  counter: %s. It keeps two counts, not a log of times:\n", verdict(admitted[2]))
+	fmt.Fprintf(w, "           it takes the previous second's %d as spread evenly over it, so after\n", limit)
+	fmt.Fprintln(w, "           the boundary it lets one in every 100 ms.")
 	return nil
 }

@@ -17,15 +17,20 @@ func init() {
 // of 5 refilling 1/s: 5 pass and 3 are refused for each. After 3 s each has
 // 3 tokens again.
 func bucketScene(w io.Writer) error {
-	lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1).WithBurst(5), keylimit.WithClock(demoClock))
+	const capacity = 5
+	lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1).WithBurst(capacity), keylimit.WithClock(demoClock))
 	if err != nil {
 		return err
 	}
 	defer lim.Close()
 	users := []string{"alice", "bob", "charlie"}
+	round := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
 
-	fire := func(n int) error {
+	fmt.Fprintf(w, "Each user's bucket holds %d tokens; a request takes one, and one comes back each second.\n", capacity)
+	explained := false
+	fire := func(n int) {
 		for _, u := range users {
+			had := lim.Peek(u).Remaining
 			var marks []string
 			passed := 0
 			var last keylimit.Result
@@ -38,24 +43,27 @@ func bucketScene(w io.Writer) error {
 					marks = append(marks, "no")
 				}
 			}
-			fmt.Fprintf(w, "  %-8s %s\n", u, strings.Join(marks, " "))
-			fmt.Fprintf(w, "           %d accepted, %d refused; last: remaining=%d retry-after=%v reset-after=%v\n",
-				passed, n-passed, last.Remaining, last.RetryAfter.Round(100*time.Millisecond), last.ResetAfter.Round(100*time.Millisecond))
+			fmt.Fprintf(w, "  %-8s %s   had %s: %d accepted, %d refused\n", u, strings.Join(marks, " "), plural(had, "token"), passed, n-passed)
+			fmt.Fprintf(w, "           then remaining=%d retry-after=%v reset-after=%v\n", last.Remaining, round(last.RetryAfter), round(last.ResetAfter))
+			if !explained {
+				fmt.Fprintln(w, "           (retry-after: until the next request can pass, one token back;")
+				fmt.Fprintf(w, "            reset-after: until the bucket is full again, all %d back)\n", capacity)
+				explained = true
+			}
 		}
-		return nil
 	}
 
-	fmt.Fprintln(w, "8 rapid requests each:")
-	if err := fire(8); err != nil {
-		return err
-	}
+	fmt.Fprintf(w, "\n%d rapid requests each (ok accepted, no refused):\n", 8)
+	fire(8)
 	const wait = 3 * time.Second
 	fmt.Fprintf(w, "\nwaiting %v: one token a second comes back...\n", wait)
 	pause(wait)
 	for _, u := range users {
 		r := lim.Peek(u)
-		fmt.Fprintf(w, "  %-8s remaining=%d reset-after=%v\n", u, r.Remaining, r.ResetAfter.Round(100*time.Millisecond))
+		fmt.Fprintf(w, "  %-8s remaining=%d reset-after=%v: %s back in %v, full again %v later\n",
+			u, r.Remaining, round(r.ResetAfter), plural(r.Remaining, "token"), wait, round(r.ResetAfter))
 	}
-	fmt.Fprintln(w, "\n8 rapid requests each again:")
-	return fire(8)
+	fmt.Fprintf(w, "\n%d rapid requests each again:\n", 8)
+	fire(8)
+	return nil
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
@@ -66,15 +68,50 @@ func runRedisFleet(w io.Writer) (bool, error) {
 	if _, err := os.Stat(filepath.Join("redislimit", "go.mod")); err != nil {
 		return false, nil
 	}
-	fmt.Fprintf(w, "\n  redis-server is here, so the same on Redis (%s):\n\n", fleetRunCommand)
-	cmd := exec.Command("go", "run", "./cmd/fleet-demo")
-	cmd.Dir = "redislimit"
-	out, err := cmd.CombinedOutput()
-	for line := range strings.Lines(string(out)) {
-		fmt.Fprintf(w, "    %s", line)
+	fmt.Fprintln(w, "\n  redis-server is here, so now the same on Redis, with the redislimit module's demo:")
+	fmt.Fprintf(w, "      %s\n", fleetRunCommand)
+	fmt.Fprintln(w, "  go run builds it first (the first time, with a Redis client: up to a minute), then")
+	fmt.Fprintln(w, "  it starts its own redis-server on 127.0.0.1, and stops it at the end.")
+	fmt.Fprintln(w)
+	run := exec.Command("go", "run", "./cmd/fleet-demo")
+	run.Dir = "redislimit"
+	var stderr strings.Builder
+	run.Stderr = &stderr
+	out, err := run.StdoutPipe()
+	if err == nil {
+		err = run.Start()
 	}
 	if err != nil {
 		return true, fmt.Errorf("%s: %w", fleetRunCommand, err)
 	}
-	return true, nil
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		for sc := bufio.NewScanner(out); sc.Scan(); {
+			lines <- sc.Text()
+		}
+	}()
+	// Until its first line, go run is building: say so every few seconds,
+	// so that a cold build never looks like a hang.
+	const every = 3 * time.Second
+	start, tick := time.Now(), time.NewTicker(every)
+	defer tick.Stop()
+	building := true
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				if err := run.Wait(); err != nil {
+					return true, fmt.Errorf("%s: %w\n%s", fleetRunCommand, err, stderr.String())
+				}
+				return true, nil
+			}
+			building = false
+			fmt.Fprintf(w, "    %s\n", line)
+		case <-tick.C:
+			if building {
+				fmt.Fprintf(w, "  ... still building (%.0f s)\n", time.Since(start).Seconds())
+			}
+		}
+	}
 }

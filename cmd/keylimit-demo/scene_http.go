@@ -74,10 +74,15 @@ func httpScene(w io.Writer) error {
 		return resp, strings.TrimSpace(string(body)), err
 	}
 
-	fmt.Fprintln(w, "server on 127.0.0.1, a free port; keyed by client IP, 127.0.0.1 trusted as the proxy")
-	fmt.Fprintln(w, "charlie forges X-Forwarded-For (6.6.6.n, ...) and rotates his IPv6 address in 2001:db8:c::/64")
+	fmt.Fprintln(w, "A server on 127.0.0.1 allows each client 5 requests, and one more each second")
+	fmt.Fprintln(w, "(a token bucket), telling clients apart by IP address. The demo's client plays the")
+	fmt.Fprintln(w, "proxy in front of it (127.0.0.1, trusted), which adds each user's address to")
+	fmt.Fprintln(w, "X-Forwarded-For. charlie forges that field, putting 6.6.6.n in front, and rotates his")
+	fmt.Fprintln(w, "IPv6 address within 2001:db8:c::/64 on every request.")
 	var policy, refusal string // a RateLimit-Policy and a 429's body, as seen
+	explained := false
 	fire := func() error {
+		passed := map[string]int{}
 		for _, u := range users {
 			var codes, fields []string
 			for i := range 8 {
@@ -86,6 +91,9 @@ func httpScene(w io.Writer) error {
 					return err
 				}
 				codes = append(codes, fmt.Sprint(resp.StatusCode))
+				if resp.StatusCode == http.StatusOK {
+					passed[u.name]++
+				}
 				if i == 0 || i == 7 {
 					f := "RateLimit: " + resp.Header.Get("RateLimit")
 					if ra := resp.Header.Get("Retry-After"); ra != "" {
@@ -100,18 +108,33 @@ func httpScene(w io.Writer) error {
 			}
 			fmt.Fprintf(w, "  %-8s %s\n", u.name, strings.Join(codes, " "))
 			fmt.Fprintf(w, "           first: %s\n           last:  %s\n", fields[0], fields[1])
+			if !explained {
+				fmt.Fprintln(w, "           (r: requests left; t: seconds until all 5 are back;")
+				fmt.Fprintln(w, "            Retry-After, on a 429: seconds until the next request can pass)")
+				explained = true
+			}
+		}
+		// The scene's point: charlie's forging and rotating changed nothing.
+		if c, a := passed["charlie"], passed["alice"]; c == a {
+			fmt.Fprintf(w, "  charlie got %d through, as alice and bob did: forging the field and rotating his\n", c)
+			fmt.Fprintln(w, "  address gained him nothing.")
+		} else {
+			fmt.Fprintf(w, "  charlie got %d through and alice %d: forging gained him %d.\n", c, a, c-a)
 		}
 		return nil
 	}
 
-	fmt.Fprintln(w, "\n8 rapid requests each:")
+	fmt.Fprintln(w, "\n8 rapid requests each (200 passed, 429 refused):")
 	if err := fire(); err != nil {
 		return err
 	}
 	if refusal == "" {
 		return errors.New("no request was refused")
 	}
+	fmt.Fprintln(w, "  The server reads the address its trusted proxy added, the rightmost one, and counts")
+	fmt.Fprintln(w, "  an IPv6 client by its /64 network, which one user holds whole.")
 	fmt.Fprintf(w, "\nevery response: RateLimit-Policy: %s\n", policy)
+	fmt.Fprintln(w, "  (q: the quota, in requests; w: seconds an empty bucket takes to fill up again)")
 	fmt.Fprintf(w, "a 429's body: %s\n", refusal)
 
 	const wait = 3 * time.Second

@@ -43,7 +43,9 @@ func retryScene(w io.Writer) error {
 		{"with the Transport, reading the partner's fields", false, false},
 		{fmt.Sprintf("with the Transport, and %d/s of its own", partnerRate), true, false},
 	}
-	for _, run := range runs {
+	var took [3]time.Duration
+	var refused [3]int64
+	for i, run := range runs {
 		var rt http.RoundTripper = http.DefaultTransport
 		if !run.bare {
 			tr := &httplimit.Transport{Clock: waitClock()}
@@ -58,15 +60,26 @@ func retryScene(w io.Writer) error {
 			}
 			rt = tr
 		}
-		took, refused, err := retryLoop(&http.Client{Transport: rt})
+		var err error
+		took[i], refused[i], err = retryLoop(&http.Client{Transport: rt})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "  %-50s %d calls in %v; the partner refused %s\n", run.name+":", retryCalls, took, requests(refused))
+		sent := retryCalls + refused[i]
+		verdict := "none refused"
+		if refused[i] > 0 {
+			verdict = fmt.Sprintf("%d refused with a 429: %d%% wasted", refused[i], refused[i]*100/sent)
+		}
+		fmt.Fprintf(w, "  %s:\n      %d calls in %v; %s sent, %s\n", run.name, retryCalls, took[i], plural(int(sent), "request"), verdict)
 	}
-	fmt.Fprintln(w, "\nThe Transport reads the partner's answers: its RateLimit field said r=0 (none left)")
-	fmt.Fprintln(w, "on the 5th call, so it held the 6th, for every caller sharing it, until the quota came")
-	fmt.Fprintln(w, "back; a 429's Retry-After does the same. With a limit of its own it also spreads the calls.")
+	if took[0] <= took[1] && refused[0] > 0 {
+		fmt.Fprintf(w, "\nRetrying every %v made the loop no faster than the Transport: it only sent\n", retryEvery)
+		fmt.Fprintf(w, "the partner %s to refuse.\n", plural(int(refused[0]), "more request"))
+	}
+	fmt.Fprintln(w, "\nThe Transport reads the partner's answers: after the 5th call the RateLimit field")
+	fmt.Fprintln(w, "said r=0 (none left), so it held the 6th, for every caller sharing it, until the quota")
+	fmt.Fprintln(w, "was back; a 429's Retry-After does the same. With a limit of its own, it also spreads")
+	fmt.Fprintln(w, "the calls over the second.")
 	return nil
 }
 
@@ -96,14 +109,6 @@ func retryLoop(c *http.Client) (took time.Duration, refused int64, err error) {
 	}
 	c.CloseIdleConnections()
 	return demoClock.Since(start).Round(100 * time.Millisecond), refusals.Load(), nil
-}
-
-// requests formats a count of requests: "1 request", "8 requests".
-func requests(n int64) string {
-	if n == 1 {
-		return "1 request"
-	}
-	return fmt.Sprintf("%d requests", n)
 }
 
 // servePartner serves, on a free port of 127.0.0.1, a partner behind the

@@ -28,11 +28,12 @@ var ErrMissing = errors.New("redisserver: " + InstallHint)
 
 // Server is one redis-server process.
 type Server struct {
-	Port int
-	Addr string // "127.0.0.1:Port"
-	cmd  *exec.Cmd
-	dir  string
-	out  strings.Builder // what the process printed
+	Port  int
+	Addr  string   // "127.0.0.1:Port"
+	flags []string // the extra flags Start was given, passed again by Restart
+	cmd   *exec.Cmd
+	dir   string
+	out   strings.Builder // what the process printed
 }
 
 // Installed reports whether redis-server is on PATH.
@@ -52,8 +53,10 @@ func FreePort() (int, error) {
 }
 
 // Start starts redis-server on 127.0.0.1:port (a free port if port is 0),
-// with no persistence, and waits until it answers PING.
-func Start(port int) (*Server, error) {
+// with no persistence, and waits until it answers PING. flags are passed to
+// redis-server after its own, such as "--maxmemory", "4mb"; they cannot
+// move it off 127.0.0.1 (--bind) or onto disk (--save, --appendonly, --dir).
+func Start(port int, flags ...string) (*Server, error) {
 	if !Installed() {
 		return nil, ErrMissing
 	}
@@ -64,11 +67,17 @@ func Start(port int) (*Server, error) {
 		}
 		port = p
 	}
+	for _, f := range flags {
+		switch f {
+		case "--bind", "--save", "--appendonly", "--dir", "--port":
+			return nil, fmt.Errorf("redisserver: the flag %s is the package's own", f)
+		}
+	}
 	dir, err := os.MkdirTemp("", "redisserver-")
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
+	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), flags: flags, dir: dir}
 	if err := s.Restart(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -80,9 +89,9 @@ func Start(port int) (*Server, error) {
 // it answers PING. Its data is gone: nothing is persisted.
 func (s *Server) Restart() error {
 	s.out.Reset()
-	s.cmd = exec.Command("redis-server",
-		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir)
+	args := []string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir}
+	s.cmd = exec.Command("redis-server", append(args, s.flags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("redisserver: starting redis-server: %w", err)

@@ -71,21 +71,21 @@ var rows = []struct {
 		return lim, lim, err
 	}},
 	{"redislimit TokenBucket", redisLimiter(func(c redis.UniversalClient) (keylimit.Limiter[string], error) {
-		return redislimit.NewTokenBucket(c, limit, redisOptions...)
+		return redislimit.NewTokenBucket(c, "fleet-demo", limit, redisOptions...)
 	})},
 	{"in-memory FixedWindow", func(string) (keylimit.Limiter[string], io.Closer, error) {
 		lim, err := keylimit.NewFixedWindow[string](limit)
 		return lim, lim, err
 	}},
 	{"redislimit FixedWindow", redisLimiter(func(c redis.UniversalClient) (keylimit.Limiter[string], error) {
-		return redislimit.NewFixedWindow(c, limit, redisOptions...)
+		return redislimit.NewFixedWindow(c, "fleet-demo", limit, redisOptions...)
 	})},
 	{"in-memory SlidingWindow", func(string) (keylimit.Limiter[string], io.Closer, error) {
 		lim, err := keylimit.NewSlidingWindow[string](limit)
 		return lim, lim, err
 	}},
 	{"redislimit SlidingWindow", redisLimiter(func(c redis.UniversalClient) (keylimit.Limiter[string], error) {
-		return redislimit.NewSlidingWindow(c, limit, redisOptions...)
+		return redislimit.NewSlidingWindow(c, "fleet-demo", limit, redisOptions...)
 	})},
 }
 
@@ -95,9 +95,11 @@ var failures atomic.Int64
 
 // redisOptions are the demo's: a patient timeout, since a busy machine must
 // not turn the demo into a demo of the failure policy, and a count of any
-// failure all the same.
+// failure all the same; the fleet's size, so that if Redis failed each
+// instance would decide alone on a third of the limit.
 var redisOptions = []redislimit.Option{
 	redislimit.WithTimeout(5 * time.Second),
+	redislimit.WithFleetSize(instances),
 	redislimit.WithOnError(func(error) { failures.Add(1) }),
 }
 
@@ -114,7 +116,7 @@ func redisLimiter(build func(redis.UniversalClient) (keylimit.Limiter[string], e
 // show runs the scenario for every row against the Redis server at addr
 // and prints a table of what each instance admitted.
 func show(w io.Writer, addr string) error {
-	fmt.Fprintf(w, "%d instances behind a load balancer; limit %v per user.\n", instances, limit)
+	fmt.Fprintf(w, "%d instances behind a load balancer; limit %d an hour per user.\n", instances, limit.Events)
 	fmt.Fprintf(w, "alice sends %d requests at once, spread evenly over the instances.\n\n", requests)
 	fmt.Fprintf(w, "%-26s", "admitted by")
 	for i := range instances {

@@ -1,0 +1,107 @@
+package grpclimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/grpclimit"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+)
+
+// never is a limit no benchmark reaches: every call is admitted.
+var never = keylimit.PerSecond(1_000_000_000)
+
+// BenchmarkUnary makes Check calls over bufconn to three backends in turn:
+// unlimited ("bare"), limited by the server interceptors (every call
+// admitted), and limited and paced by a Client as well. Each iteration calls
+// all three, in an order that rotates, and times each call, so that a change
+// in the machine's load falls on all three alike: read the reported ratios
+// to bare, not ns/op, which is the three calls together.
+func BenchmarkUnary(b *testing.B) {
+	srv := newServer(b, grpclimit.Config{
+		Key:      grpclimit.Metadata("x-api-key"),
+		Policies: []grpclimit.Policy{{Name: "second", Limiter: newBucket(b, never, clock.New())}},
+	})
+	pace := &grpclimit.Client{Limiter: newBucket(b, never, clock.New())}
+	backends := []*backend{
+		start(b, setup{}),
+		start(b, setup{server: limitedBy(srv)}),
+		start(b, setup{server: limitedBy(srv), client: pacedBy(pace)}),
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "k1")
+	req := &healthpb.HealthCheckRequest{}
+	call := func(be *backend) {
+		if _, err := be.health.Check(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, be := range backends {
+		call(be) // every connection is up before the timer starts
+	}
+	var spent [3]time.Duration
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		for j := range backends {
+			k := (i + j) % len(backends)
+			t0 := time.Now()
+			call(backends[k])
+			spent[k] += time.Since(t0)
+		}
+		i++
+	}
+	b.ReportMetric(float64(spent[0].Nanoseconds())/float64(i), "bare-ns/call")
+	b.ReportMetric(float64(spent[1])/float64(spent[0]), "server/bare")
+	b.ReportMetric(float64(spent[2])/float64(spent[0]), "server+client/bare")
+}
+
+// BenchmarkInterceptor is the server interceptor alone, called without a
+// network, beside the bare handler it wraps: admitted, and refused.
+func BenchmarkInterceptor(b *testing.B) {
+	mock := clock.NewMock()
+	srv := newServer(b, grpclimit.Config{
+		Key: grpclimit.Metadata("x-api-key"),
+		Policies: []grpclimit.Policy{
+			{Name: "open", Limiter: newBucket(b, never, mock)},
+			{Name: "shut", Limiter: newBucket(b, keylimit.PerHour(1), mock)},
+		},
+	})
+	open := newServer(b, grpclimit.Config{
+		Key:      grpclimit.Metadata("x-api-key"),
+		Policies: []grpclimit.Policy{{Name: "open", Limiter: newBucket(b, never, mock)}},
+	})
+	handler := func(context.Context, any) (any, error) { return nil, nil }
+	info := &grpc.UnaryServerInfo{FullMethod: checkMethod}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k1"))
+	ctx = grpc.NewContextWithServerTransportStream(ctx, discardStream{})
+	srv.UnaryInterceptor()(ctx, nil, info, handler) // "shut" is empty from now on
+	for _, bc := range []struct {
+		name string
+		call func() (any, error)
+	}{
+		{"bare", func() (any, error) { return handler(ctx, nil) }},
+		{"admitted", func() (any, error) { return open.UnaryInterceptor()(ctx, nil, info, handler) }},
+		{"refused", func() (any, error) { return srv.UnaryInterceptor()(ctx, nil, info, handler) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.call()
+			}
+		})
+	}
+}
+
+// discardStream is the server stream of a call without a network: it takes
+// the metadata set on it and sends nothing.
+type discardStream struct{}
+
+func (discardStream) Method() string               { return checkMethod }
+func (discardStream) SetHeader(metadata.MD) error  { return nil }
+func (discardStream) SendHeader(metadata.MD) error { return nil }
+func (discardStream) SetTrailer(metadata.MD) error { return nil }

@@ -1,0 +1,260 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Client holds client interceptors that keep a gRPC client under a
+// server's rate limit, and back off when the server says so: the other side
+// of Server, as httplimit.Transport is of httplimit's middleware.
+//
+// Before each call (each stream, when it opens) it waits for the end of any
+// pause the server put on the call's key, then for one event of Limiter
+// under the key, never past the call's deadline: a wait that would outlast
+// it fails at once, taking nothing, with a *WaitError. A call that ends with
+// ResourceExhausted or Unavailable and a retry delay, a google.rpc.RetryInfo
+// detail or grpc-retry-pushback-ms trailer metadata, pauses its key for
+// every call through the Client until then, for at most MaxPause.
+//
+// It is safe for concurrent use and must not be copied after first use. The
+// zero Client keys calls by target, has no limit of its own, and obeys the
+// server's pauses.
+type Client struct {
+	// Limiter is the client's own limit: every call waits for one event of
+	// it under the call's key (keylimit.WaitN, bounded by the call's
+	// context). Set it at or below the server's limit. nil means none.
+	Limiter keylimit.Limiter[string]
+
+	// Key returns the key of a call, for Limiter and for the server's
+	// pauses: ByTarget (the default when nil) or ByMethod, or your own. A
+	// call Key returns an error for is not sent; it ends with that error.
+	Key ClientKeyFunc
+
+	// MaxPause is the longest pause a server's answer can put on a key: a
+	// longer delay is cut to it, so that a server that asks for a year (by
+	// mistake or malice) costs one more refused call a MaxPause. 0 means
+	// DefaultMaxPause.
+	MaxPause time.Duration
+
+	// Clock is where the Client reads time and sleeps: pass the clock of
+	// Limiter (keylimit.WithClock). nil means the system clock.
+	Clock clock.Clock
+
+	mu sync.RWMutex
+	// paused maps a key to the end of the server's pause on it. Protected
+	// by mu. A pause only ever grows later; an entry that has ended is
+	// deleted when next read, or by a sweep (see sweepAbove); at most
+	// maxPauses are kept.
+	paused  map[string]time.Time
+	sweepAt int // the number of pauses at which the next sweep runs; protected by mu
+}
+
+// DefaultMaxPause is the longest pause a server can put on a key of a
+// Client whose MaxPause is 0.
+const DefaultMaxPause = time.Minute
+
+// ClientKeyFunc names what a client's call waits under: the target of its
+// ClientConn (cc.Target()), its full method name, or anything of its
+// context.
+type ClientKeyFunc func(ctx context.Context, target, method string) (string, error)
+
+// ByTarget keys calls by the target of their ClientConn: every call to one
+// server shares the client's limit and the server's pauses.
+func ByTarget(_ context.Context, target, _ string) (string, error) { return target, nil }
+
+// ByMethod keys calls by their full method name, "/package.Service/Method",
+// whatever their target: for a server that limits each method apart.
+func ByMethod(_ context.Context, _, method string) (string, error) { return method, nil }
+
+var systemClock = clock.New()
+
+// UnaryInterceptor returns the interceptor that paces unary calls:
+// grpc.NewClient(target, grpc.WithChainUnaryInterceptor(c.UnaryInterceptor())).
+func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		key, err := c.wait(ctx, cc, method)
+		if err != nil {
+			return err
+		}
+		var trailer metadata.MD
+		// A new slice: appending to opts could write into the caller's.
+		all := append(append(make([]grpc.CallOption, 0, len(opts)+1), opts...), grpc.Trailer(&trailer))
+		err = invoker(ctx, method, req, reply, cc, all...)
+		c.observe(key, err, trailer)
+		return err
+	}
+}
+
+// StreamInterceptor returns the interceptor that paces streams, once each
+// when it opens, and reads their ending:
+// grpc.NewClient(target, grpc.WithChainStreamInterceptor(c.StreamInterceptor())).
+func (c *Client) StreamInterceptor() grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		key, err := c.wait(ctx, cc, method)
+		if err != nil {
+			return nil, err
+		}
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			c.observe(key, err, nil)
+			return nil, err
+		}
+		return &watchedStream{ClientStream: cs, c: c, key: key}, nil
+	}
+}
+
+// watchedStream is a ClientStream whose ending the Client reads for a
+// pause.
+type watchedStream struct {
+	grpc.ClientStream
+	c    *Client
+	key  string
+	once sync.Once
+}
+
+func (s *watchedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil && err != io.EOF {
+		// The stream has ended with err; its trailer is complete.
+		s.once.Do(func() { s.c.observe(s.key, err, s.ClientStream.Trailer()) })
+	}
+	return err
+}
+
+// wait returns the call's key once the call may be sent.
+func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (string, error) {
+	keyOf := c.Key
+	if keyOf == nil {
+		keyOf = ByTarget
+	}
+	target := ""
+	if cc != nil {
+		target = cc.Target()
+	}
+	key, err := keyOf(ctx, target, method)
+	if err != nil {
+		return "", err
+	}
+	clk := c.clock()
+	// The server's pause first, so that a paused key does not hold tokens
+	// while it waits; then the Limiter's turn (its own WaitN if it has one:
+	// a TokenBucket serves waiters first come, first served); then any
+	// pause that began meanwhile, keeping the token.
+	err = c.waitPause(ctx, key, clk)
+	if err == nil && c.Limiter != nil {
+		err = keylimit.WaitN(ctx, c.Limiter, key, 1, clk)
+	}
+	if err == nil {
+		err = c.waitPause(ctx, key, clk)
+	}
+	if err != nil {
+		return "", &WaitError{Key: key, Method: method, Until: c.pausedUntil(key, clk.Now()), Err: err}
+	}
+	return key, nil
+}
+
+// waitPause waits, under ctx, until the server's pause on key has ended.
+func (c *Client) waitPause(ctx context.Context, key string, clk clock.Clock) error {
+	if c.pausedUntil(key, clk.Now()).IsZero() {
+		return nil
+	}
+	return keylimit.WaitN[string](ctx, pauseGate{c}, key, 1, clk)
+}
+
+// pauseGate is what a call waits on for the server's pause: it refuses
+// while the pause on the key lasts, for as long as it has left, so that
+// keylimit.WaitN sleeps it out under the call's deadline.
+type pauseGate struct{ c *Client }
+
+func (g pauseGate) Take(key string, _ int) keylimit.Result {
+	now := g.c.clock().Now()
+	if wait := g.c.pausedUntil(key, now).Sub(now); wait > 0 {
+		return keylimit.Result{RetryAfter: wait}
+	}
+	return keylimit.Result{Allowed: true}
+}
+
+// observe reads how a call under key ended, and pauses the key if the
+// server asked for a delay.
+func (c *Client) observe(key string, err error, trailer metadata.MD) {
+	if err == nil {
+		return
+	}
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted && st.Code() != codes.Unavailable {
+		return
+	}
+	maxPause := c.MaxPause
+	if maxPause <= 0 {
+		maxPause = DefaultMaxPause
+	}
+	d, ok := serverDelay(st, trailer, maxPause)
+	if !ok || d <= 0 {
+		return
+	}
+	now := c.clock().Now()
+	c.pause(key, now.Add(d), now)
+}
+
+func (c *Client) clock() clock.Clock {
+	if c.Clock != nil {
+		return c.Clock
+	}
+	return systemClock
+}
+
+// WaitError is the error of a call the Client did not send: it could not
+// wait for the call's turn, because the call's context ended, or would have
+// ended first, or the Limiter can never admit a call. errors.Is and
+// errors.As see through it to Err. status.Code reads its code: Canceled or
+// DeadlineExceeded if the context ended, ResourceExhausted if the wait
+// would have outlasted the deadline or can never end, Unknown otherwise.
+type WaitError struct {
+	Key    string // the call's key
+	Method string // the call's full method name
+	// Until is the end of the server's pause on Key, or the zero Time if
+	// no pause was in effect.
+	Until time.Time
+	// Err is the error of the wait: one matching
+	// keylimit.ErrWouldExceedDeadline (and context.DeadlineExceeded) if it
+	// would have outlasted the deadline, the context's error if it ended
+	// first, keylimit.ErrExceedsLimit if the Limiter can never admit a call.
+	Err error
+}
+
+func (e *WaitError) Error() string {
+	msg := fmt.Sprintf("grpclimit: waiting to call %s under %q", e.Method, e.Key)
+	if !e.Until.IsZero() {
+		msg += ", paused by the server until " + e.Until.UTC().Format("2006-01-02T15:04:05.999Z07:00")
+	}
+	return msg + ": " + e.Err.Error()
+}
+
+func (e *WaitError) Unwrap() error { return e.Err }
+
+// GRPCStatus is the status of the call that was not sent, with the error's
+// text.
+func (e *WaitError) GRPCStatus() *status.Status {
+	code := codes.Unknown
+	switch {
+	case errors.Is(e.Err, keylimit.ErrWouldExceedDeadline), errors.Is(e.Err, keylimit.ErrExceedsLimit):
+		code = codes.ResourceExhausted
+	case errors.Is(e.Err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(e.Err, context.Canceled):
+		code = codes.Canceled
+	}
+	return status.New(code, e.Error())
+}

@@ -1,0 +1,68 @@
+// Package grpclimit rate-limits gRPC with keylimit, on both sides: server
+// interceptors that refuse calls the way gRPC clients act on, and client
+// interceptors that keep a client under a server's limit.
+//
+// # Servers
+//
+//	limits, err := grpclimit.NewServer(grpclimit.Config{
+//		Key:      grpclimit.ClientIP{}.Key,
+//		Policies: []grpclimit.Policy{grpclimit.Bucket("minute", keylimit.PerMinute(60))},
+//	})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(limits.UnaryInterceptor()),
+//		grpc.ChainStreamInterceptor(limits.StreamInterceptor()),
+//	)
+//
+// Config.Key names the client a call counts against: its address
+// (ClientIP, with httplimit's trusted-proxy rules for x-forwarded-for and
+// forwarded metadata), a metadata key such as an API key (Metadata), the
+// full method name (Method), a combination (Join), or any function of the
+// call's context and method. Each call meets one or more named policies,
+// all or nothing, in any keylimit.Limiter[string]; the Config is
+// httplimit.Config's, for calls: tiers, costs, skips, a dry run, a hook on
+// every decision.
+//
+// A refused call ends with codes.ResourceExhausted, and a
+// google.rpc.RetryInfo detail carrying the delay after which it can pass
+// (RetryDelay reads it), the convention of Google APIs and gRPC clients.
+// The trailer metadata grpc-retry-pushback-ms carries the same delay in
+// milliseconds, which gRPC's own retry policy obeys. A call whose key the
+// limiter cannot track (keylimit.WithMaxKeys) ends with Unavailable; one
+// whose cost is above a quota, without RetryInfo and with pushback -1 (do
+// not retry).
+//
+// Every call counted, admitted or refused, gets the IETF rate-limit fields
+// as response header metadata, in the format httplimit sends them:
+//
+//	ratelimit-policy: "minute";q=60;w=60
+//	ratelimit: "minute";r=0;t=42
+//	retry-after: 1                  (refused calls only; whole seconds)
+//
+// Each call is decided by httplimit's middleware itself, presented to it
+// as the HTTP/2 request the call is on the wire, so that HTTP and gRPC
+// clients meet the same rules and see the same fields. A stream counts once,
+// when it opens; its messages are not counted.
+//
+// # Clients
+//
+//	perSecond, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(10).WithBurst(1))
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	pace := &grpclimit.Client{Limiter: perSecond}
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithChainUnaryInterceptor(pace.UnaryInterceptor()),
+//		grpc.WithChainStreamInterceptor(pace.StreamInterceptor()),
+//		grpc.WithTransportCredentials(creds))
+//
+// Before each call a Client waits for a token of its own Limiter under the
+// call's key (the target, or the method: ByTarget, ByMethod), never past
+// the call's deadline. A call that ends with ResourceExhausted or
+// Unavailable and a RetryInfo detail or grpc-retry-pushback-ms pauses the
+// key for every call through the Client until then (at most MaxPause).
+// A call the Client did not send ends with a *WaitError, whose gRPC status
+// says why.
+package grpclimit

@@ -1,0 +1,186 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/keylimit/keylimit/httplimit"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Config configures the server interceptors. Key and Policies are required;
+// everything else is optional, and its zero value is the usual choice. The
+// fields mean what httplimit.Config's of the same names mean, for a call
+// instead of a request.
+type Config struct {
+	// Key names the client a call counts against: ClientIP{}.Key,
+	// Metadata("x-api-key"), Method, Join(ClientIP{}.Key, Method), or your
+	// own. A call it cannot key is answered by Error, never counted against
+	// a shared key.
+	Key KeyFunc
+
+	// Policies are the quotas every call meets, all at once: a call passes
+	// only if every policy admits it, and a refused call takes nothing from
+	// any. With Tiers, they are the default tier.
+	Policies []Policy
+
+	// Tier, with Tiers, gives clients different quotas: a call whose Tier
+	// is a key of Tiers meets those policies instead of Policies.
+	Tier  func(ctx context.Context, method, key string) string
+	Tiers map[string][]Policy
+
+	// Cost is how much of each quota a call takes: 1 if Cost is nil. A cost
+	// of 0 passes without taking anything; one above a policy's quota can
+	// never pass (ResourceExhausted without RetryInfo); a negative one is a
+	// programming error, answered by Error.
+	Cost func(ctx context.Context, method string) int
+
+	// Skip exempts the calls it returns true for: they pass without a key,
+	// a count or rate-limit metadata (health checks, reflection).
+	Skip func(ctx context.Context, method string) bool
+
+	// DryRun counts every call and sends the metadata as usual, and calls
+	// OnDecision with the true decision, but lets refused calls through.
+	DryRun bool
+
+	// OnDecision, if set, is called with every decision, before the
+	// handler runs or the call is refused. It runs on the call's goroutine
+	// and must be safe for concurrent use.
+	OnDecision func(ctx context.Context, method string, d Decision)
+
+	// Error answers the calls the interceptor cannot decide: their key
+	// cannot be determined, Cost returned a negative number, or a policy's
+	// limiter could not apply its limit to the key. It returns the error the
+	// call ends with, or nil to let the call through uncounted. If Error is
+	// nil, an error that wraps ErrNoKey (or httplimit.ErrNoKey) ends the call
+	// with InvalidArgument and its text, any other with Internal and a
+	// generic text: the server's details stay out of the answer.
+	Error func(ctx context.Context, method string, err error) error
+}
+
+// Server holds the server interceptors of one Config, a unary and a stream
+// one that share its limiters; it is safe for concurrent use. Each call
+// (each stream, once, when it opens) takes its cost from the policies of its
+// tier under its key. An admitted call goes on to the handler; a refused one
+// ends with ResourceExhausted, a google.rpc.RetryInfo detail of the delay
+// after which it can pass (see RetryDelay), and that delay in milliseconds
+// as grpc-retry-pushback-ms trailer metadata. Either way the call's header
+// metadata carries the IETF rate-limit fields as httplimit sends them:
+//
+//	ratelimit-policy: "minute";q=10;w=60
+//	ratelimit: "minute";r=0;t=42
+//	retry-after: 6                       (refused calls only)
+type Server struct {
+	// limit is httplimit's middleware around admit: each call is decided
+	// by it, presented as the request it is on the wire (see decide.go).
+	limit http.Handler
+	fail  func(ctx context.Context, method string, err error) error
+}
+
+// NewServer returns the interceptors that limit calls as c says. It returns
+// an error if c is incomplete or a policy is invalid.
+func NewServer(c Config) (*Server, error) {
+	if c.Key == nil {
+		return nil, errors.New("grpclimit: Config.Key is nil: say what to key calls by, e.g. grpclimit.ClientIP{}.Key")
+	}
+	if (c.Tier == nil) != (len(c.Tiers) == 0) {
+		return nil, errors.New("grpclimit: Config.Tier and Config.Tiers go together: set both or neither")
+	}
+	hc := httplimit.Config{
+		Key:      fromHTTP(c.Key),
+		Policies: c.Policies,
+		Tiers:    c.Tiers,
+		DryRun:   c.DryRun,
+		Deny:     deny,
+		Error:    fail,
+	}
+	if c.Tier != nil {
+		hc.Tier = func(r *http.Request, key string) string { return c.Tier(r.Context(), r.Pattern, key) }
+	}
+	if c.Cost != nil {
+		hc.Cost = func(r *http.Request) int { return c.Cost(r.Context(), r.Pattern) }
+	}
+	if c.Skip != nil {
+		hc.Skip = func(r *http.Request) bool { return c.Skip(r.Context(), r.Pattern) }
+	}
+	if c.OnDecision != nil {
+		hc.OnDecision = func(r *http.Request, d Decision) { c.OnDecision(r.Context(), r.Pattern, d) }
+	}
+	mw, err := httplimit.New(hc)
+	if err != nil {
+		return nil, fmt.Errorf("grpclimit: %w", err)
+	}
+	s := &Server{limit: mw(http.HandlerFunc(admit)), fail: c.Error}
+	if s.fail == nil {
+		s.fail = defaultError
+	}
+	return s, nil
+}
+
+// UnaryInterceptor returns the interceptor that limits unary calls:
+// grpc.NewServer(grpc.ChainUnaryInterceptor(s.UnaryInterceptor())).
+func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		v := s.decide(ctx, info.FullMethod)
+		if md := v.metadata(); md != nil {
+			// An error here means ctx is not a server call's (a handler
+			// called directly): there is nowhere to send the fields.
+			_ = grpc.SetHeader(ctx, md)
+		}
+		if err := s.end(ctx, info.FullMethod, v); err != nil {
+			if tr := v.trailer(); tr != nil {
+				_ = grpc.SetTrailer(ctx, tr)
+			}
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamInterceptor returns the interceptor that limits streams, each once
+// when it opens, with its cost; the messages on an admitted stream are not
+// counted: grpc.NewServer(grpc.ChainStreamInterceptor(s.StreamInterceptor())).
+func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx := ss.Context()
+		v := s.decide(ctx, info.FullMethod)
+		if md := v.metadata(); md != nil {
+			_ = ss.SetHeader(md)
+		}
+		if err := s.end(ctx, info.FullMethod, v); err != nil {
+			if tr := v.trailer(); tr != nil {
+				ss.SetTrailer(tr)
+			}
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// end returns the error a call ends with before its handler, or nil if the
+// handler is to run.
+func (s *Server) end(ctx context.Context, method string, v *verdict) error {
+	switch v.outcome {
+	case refused:
+		return refusal(v.decision)
+	case failed:
+		return s.fail(ctx, method, v.err)
+	}
+	return nil
+}
+
+// errInternal is the answer to a call that could not be decided for a
+// reason of the server's.
+var errInternal = status.Error(codes.Internal, "grpclimit: the server cannot decide the call's rate limit")
+
+// defaultError is Config.Error when it is nil.
+func defaultError(_ context.Context, _ string, err error) error {
+	if errors.Is(err, ErrNoKey) || errors.Is(err, httplimit.ErrNoKey) {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return errInternal
+}
