@@ -18,14 +18,15 @@ import (
 //
 // Before each send, retries included, it waits for the end of any pause the
 // server put on the request's key (and of a retry's backoff), then for the
-// request's turn at Limiter under that key. A wait that would outlast the
-// request's context fails at once, taking nothing, with a *TransportError.
+// request's turn at Limiter under that key. Each of these waits that would
+// outlast the request's deadline fails at once, taking nothing, with a
+// *TransportError.
 //
 // A refusal (Refused: 429 or 503 by default) with Retry-After or a
 // RateLimit t=, and a RateLimit member with r=0 on any answer, pause the
 // key until the time the server gave, for every request through the
-// Transport (see RoundTrip). Its methods are safe for concurrent use; it
-// must not be copied after first use. The zero Transport sends through
+// Transport (see RoundTrip). It is safe for concurrent use and must not be
+// copied after first use. The zero Transport sends through
 // http.DefaultTransport, has no limit of its own, retries nothing, and
 // obeys the server's pauses.
 type Transport struct {
