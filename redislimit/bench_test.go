@@ -3,12 +3,14 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // benchKeys are distinct keys, made before any test or timer starts.
@@ -60,36 +62,57 @@ func BenchmarkDenied(b *testing.B) {
 }
 
 // TestDecisionAllocations pins what a decision costs in allocations beside
-// the client's own floor (the same client running a script that returns 1):
-// at most 2 more (the prefixed key, and the reply the client reads; 3 under
-// the race detector, whose sync.Pool drops some of the reusable calls). The
-// comparison with github.com/go-redis/redis_rate, per decision in time and
-// allocations, is in the benchmarks module (BenchmarkRedis).
+// the client's own floor (the same client running a script of one key that
+// returns 1): at most 2 more for a limiter, with a per-key limit or
+// without (its Redis key, and the reply the client reads), and 3 more per
+// limiter joined by keylimit.All (the client boxes each further key); one
+// more under the race detector, whose sync.Pool drops some of the reusable
+// calls. The comparison with github.com/go-redis/redis_rate, per decision in
+// time and allocations, is in the benchmarks module (BenchmarkRedis).
 func TestDecisionAllocations(t *testing.T) {
+	// AllocsPerRun counts every goroutine's allocations: wait until the
+	// cluster TestMain starts in the background is up, and polls no more.
+	<-clusterReady
 	client := shared.client(t)
 	ctx := context.Background()
 	floorScript := redis.NewScript("return 1")
 	floor := testing.AllocsPerRun(200, func() { floorScript.Run(ctx, client, []string{"k"}) })
+	slack := 0.0
+	if raceEnabled {
+		slack = 1
+	}
 	i := 0
+	var all []keylimit.Limiter[string]
 	for _, typ := range types {
-		lim, err := typ.new(client, keylimit.PerSecond(1_000_000), redislimit.WithTimeout(patient))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pinged(t, lim) // no eviction check in the background, whose allocations would count
-		ours := testing.AllocsPerRun(200, func() {
-			i++
-			if !lim.Allow(benchKeys[i%len(benchKeys)]) {
-				t.Fatal("refused")
+		for _, perKey := range []bool{false, true} {
+			var opts []redislimit.Option
+			if perKey {
+				opts = append(opts, redislimit.WithKeyLimit(func(key string) keylimit.Limit {
+					if strings.HasSuffix(key, "7") {
+						return keylimit.PerSecond(2_000_000)
+					}
+					return keylimit.Limit{}
+				}))
 			}
-		})
-		limit := floor + 2
-		if raceEnabled {
-			limit++
-		}
-		if ours > limit {
-			t.Errorf("%s: %v allocations per decision; want at most %v (the client's floor is %v)",
-				typ.name, ours, limit, floor)
+			lim, err := typ.new(client, keylimit.PerSecond(1_000_000), append(opts, redislimit.WithTimeout(patient))...)
+			require.NoError(t, err)
+			pinged(t, lim) // no eviction check in the background, whose allocations would count
+			if !perKey {
+				all = append(all, lim)
+			}
+			ours := testing.AllocsPerRun(200, func() {
+				i++
+				lim.Allow(benchKeys[i%len(benchKeys)])
+			})
+			require.LessOrEqual(t, ours, floor+2+slack, "%s, per-key limits %v: allocations per decision (the client's floor is %v)",
+				typ.name, perKey, floor)
 		}
 	}
+	joined := keylimit.All(all...)
+	ours := testing.AllocsPerRun(200, func() {
+		i++
+		joined.Allow(benchKeys[i%len(benchKeys)])
+	})
+	require.LessOrEqual(t, ours, floor+3*float64(len(all))-1+slack, "joined: allocations per decision of %d limiters (the client's floor is %v)",
+		len(all), floor)
 }

@@ -41,33 +41,31 @@ const maxBucketSpan = time.Duration(1 << 52)
 // ContextTimeoutEnabled false), or if an option is invalid. It does not
 // contact Redis (see Ping).
 func NewTokenBucket(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*TokenBucket, error) {
-	if err := l.Validate(); err != nil {
-		return nil, err
-	}
-	iv, burst := l.Interval(), l.BurstSize()
-	if time.Duration(burst+1) > maxBucketSpan/iv {
-		return nil, fmt.Errorf("redislimit: burst %d at one event per %v spans more than %v, the most a script computes exactly",
-			burst, iv, maxBucketSpan)
-	}
-	o, err := buildOptions(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	alg := algorithm{
-		name:        "bucket",
-		script:      bucketScript,
-		arg3:        int64(iv),
-		arg4:        int64(burst) * int64(iv),
-		quota:       burst,
-		unit:        time.Nanosecond,
-		retryClosed: iv,
-	}
 	b := new(TokenBucket)
-	err = b.init(b, client, l, alg, o, func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+	err := b.init(b, client, name, l, &bucketAlgorithm, opts, func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
 		return keylimit.NewTokenBucket[string](l, opts...)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// bucketAlgorithm is lua/bucket.lua's: its parameters are the interval and
+// tau (Burst × Interval), in ns.
+var bucketAlgorithm = algorithm{
+	name: "bucket",
+	arg:  "bucket",
+	unit: time.Nanosecond,
+	params: func(l keylimit.Limit) (int64, int64, int, error) {
+		if err := l.Validate(); err != nil {
+			return 0, 0, 0, err
+		}
+		iv, burst := l.Interval(), l.BurstSize()
+		if time.Duration(burst+1) > maxBucketSpan/iv {
+			return 0, 0, 0, fmt.Errorf("redislimit: burst %d at one event per %v spans more than %v, the most a script computes exactly",
+				burst, iv, maxBucketSpan)
+		}
+		return int64(iv), int64(burst) * int64(iv), burst, nil
+	},
 }

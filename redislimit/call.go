@@ -17,10 +17,14 @@ import (
 // uses the context only while the call runs, so a call may be reused as
 // soon as the script call has returned.
 type call struct {
-	keys [1]string
-	args [5]any
+	keys [inlineParts]string
+	args [4 + 4*inlineParts]any
 	ctx  callContext
 }
+
+// inlineParts is how many limiters a call decides for without allocating
+// its keys and arguments: keylimit.All of up to four Redis limiters.
+const inlineParts = 4
 
 var calls = sync.Pool{New: func() any {
 	c := new(call)
@@ -82,8 +86,8 @@ func startCall(parent context.Context, timeout time.Duration) (*call, context.Co
 // firing) is done for good: it goes to the garbage collector, not back to
 // the pool.
 func (c *call) end(cancel context.CancelFunc) {
-	c.keys[0] = ""
-	c.args = [5]any{}
+	c.keys = [inlineParts]string{}
+	c.args = [4 + 4*inlineParts]any{}
 	if cancel != nil {
 		cancel()
 		calls.Put(c)

@@ -65,6 +65,9 @@ type denial struct {
 	until int64  // at + RetryAfter: no request of n or more passes before
 	n     int    // the number of events refused
 	res   keylimit.Result
+	// each is a joined limiter's: each limiter's Result (so its entries
+	// cost that many Results more than denialBytes).
+	each []keylimit.Result
 }
 
 // denialBytes is about what one remembered key costs, whatever its length:
@@ -90,6 +93,12 @@ func (d *denyCache) init(max int, hits *counts) {
 // For a request larger than the one refused, RetryAfter is a lower bound
 // too: more events may take longer to fit.
 func (d *denyCache) check(key string, n int, now int64) (keylimit.Result, bool) {
+	return d.checkEach(key, n, now, nil)
+}
+
+// checkEach is check, and writes a joined limiter's entry's Results, each
+// limiter's, moved on alike, into each, if it is not nil.
+func (d *denyCache) checkEach(key string, n int, now int64, each []keylimit.Result) (keylimit.Result, bool) {
 	if d.m == nil {
 		return keylimit.Result{}, false
 	}
@@ -97,11 +106,24 @@ func (d *denyCache) check(key string, n int, now int64) (keylimit.Result, bool) 
 	if !ok || now >= e.until || n < e.n || e.check != maphash.String(d.seed2, key) {
 		return keylimit.Result{}, false
 	}
+	passed := time.Duration(now - e.at)
+	for i := range min(len(each), len(e.each)) {
+		each[i] = movedOn(e.each[i], passed)
+	}
 	r := e.res
 	r.RetryAfter = time.Duration(e.until - now)
-	r.ResetAfter = max(r.ResetAfter-time.Duration(now-e.at), r.RetryAfter)
+	r.ResetAfter = max(r.ResetAfter-passed, r.RetryAfter)
 	d.hits.stripe().hits.Add(1)
 	return r, true
+}
+
+// movedOn is r, reported passed ago, now.
+func movedOn(r keylimit.Result, passed time.Duration) keylimit.Result {
+	if r.RetryAfter > 0 {
+		r.RetryAfter = max(r.RetryAfter-passed, time.Nanosecond)
+	}
+	r.ResetAfter = max(r.ResetAfter-passed, r.RetryAfter)
+	return r
 }
 
 // record remembers that Redis refused n events for key at local time now
@@ -109,6 +131,11 @@ func (d *denyCache) check(key string, n int, now int64) (keylimit.Result, bool) 
 // can never pass (InfDuration) is answered without a round trip anyway, and
 // is not recorded.
 func (d *denyCache) record(key string, n int, r keylimit.Result, now int64) {
+	d.recordEach(key, n, r, now, nil)
+}
+
+// recordEach is record, for a joined limiter, with each limiter's Result.
+func (d *denyCache) recordEach(key string, n int, r keylimit.Result, now int64, each []keylimit.Result) {
 	if d.m == nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter == keylimit.InfDuration {
 		return
 	}
@@ -127,7 +154,11 @@ func (d *denyCache) record(key string, n int, r keylimit.Result, now int64) {
 		d.order[d.oldest] = s
 		d.oldest = (d.oldest + 1) % d.max
 	}
-	d.m.Store(h, denial{check: c, seq: s.seq, at: now, until: now + int64(r.RetryAfter), n: n, res: r})
+	e := denial{check: c, seq: s.seq, at: now, until: now + int64(r.RetryAfter), n: n, res: r}
+	if each != nil {
+		e.each = append([]keylimit.Result(nil), each...)
+	}
+	d.m.Store(h, e)
 }
 
 // forget drops key's refusal: Reset and Refund on this instance give

@@ -19,10 +19,14 @@
 // TokenBucket, FixedWindow and SlidingWindow implement
 // keylimit.Limiter[string] with the semantics and Results of the in-memory
 // keylimit.TokenBucket, keylimit.FixedWindow and keylimit.SlidingWindow, and
-// pass the same behaviour suite (keylimit/limitertest). Like those, they
-// have Refund (so keylimit.All can combine them) and Wait / WaitN. They take a
-// redis.UniversalClient of github.com/redis/go-redis/v9, so a single server,
-// Sentinel and Cluster all work.
+// pass the same behaviour suite (keylimit/limitertest), every case of it.
+// Like those, they have per-key limits (WithKeyLimit, which takes the same
+// function as keylimit.WithKeyLimit), SetLimit, Admit and Refund, and Wait /
+// WaitN: code written for the in-memory limiters runs on Redis with other
+// constructors. They take a redis.UniversalClient of
+// github.com/redis/go-redis/v9, so a single server, Sentinel and Cluster all
+// work; so does Valkey, which speaks the same protocol and runs the same Lua
+// (not tested here).
 //
 // # One script per decision, on Redis time
 //
@@ -31,28 +35,46 @@
 // state, deciding and writing it cannot interleave with another instance's
 // decision, so admissions are exact across the fleet, under any load. The
 // script reads the time from the server (TIME), never from the caller, so
-// instances whose clocks disagree by minutes still agree. The scripts are
+// instances whose clocks disagree by minutes still agree. The script is
 // under lua/, commented: a bucket keeps its theoretical arrival time to the
 // nanosecond, a fixed window its window and count, a sliding window the list
 // of its admission times.
 //
-// Each decision touches one key, prefix+key, so Redis Cluster routes it to
-// one node. Every key expires on its own once its state is the same as no
-// state at all: a bucket when it is full again, a fixed window when it ends,
-// a sliding log when its newest entry leaves. Nothing needs cleaning up, and
-// an idle key costs Redis nothing.
+// The limit a key is under travels with each call; the state records what
+// it needs to be read under another limit (a bucket the interval of its
+// TAT, a fixed window its period), so a key keeps what it used when its
+// limit changes (SetLimit, WithKeyLimit, another instance's limit): a
+// change never creates capacity.
 //
-// # Names and prefixes
+// # Several limits, one round trip
 //
-// Every limiter is named for its purpose ("login", "api"). The default
-// prefix holds the name, the algorithm and the limit
-// ("keylimit:login:fixed:5/1m0s/5:"), so two limiters share state only when
-// they agree on all three: the instances of one fleet do; a "login" and a
-// "signup" limiter of the same limit do not, nor two limits of one name. A
-// change of the limit therefore starts every key afresh, once. WithPrefix
-// sets a prefix of your own, to share state on purpose or to keep it across
-// a change of the limit (the scripts then read the old state under the new
-// limit).
+// keylimit.All of Redis limiters on one client is one script call per
+// decision (see Join): 10 a minute AND 500 an hour on one API key is one
+// round trip, admitted or refused, all or nothing inside Redis, and reports
+// each limit's Result (keylimit.EachTaker).
+//
+// # Names, prefixes, and Redis Cluster
+//
+// Every limiter is named for its purpose ("login", "api"). The state of key
+// k is one Redis key, prefix{k}. The default prefix holds the name, the
+// algorithm and the limit ("keylimit:login:fixed:5/1m0s/5:"), so two
+// limiters share state only when they agree on all three: the instances of
+// one fleet do; a "login" and a "signup" limiter of the same limit do not,
+// nor two limits of one name. A change of the limit in the constructor
+// therefore starts every key afresh, once (SetLimit keeps the prefix).
+// WithPrefix sets a prefix of your own, to share state on purpose or to
+// keep it across such a change (the script then reads the old state under
+// the new limit).
+//
+// k is the hash tag: on Redis Cluster the states of one key under several
+// limiters share a slot, and a joined decision runs on one node; different
+// keys spread over the cluster. A prefix that contains '{' takes the tag
+// over: every key of that limiter then lives in one slot (one node takes
+// all its load), and Join does not join it on a cluster. Every key expires
+// on its own once its state is the same as no state at all: a bucket when
+// it is full again, a fixed window when it ends, a sliding log when its
+// newest entry leaves. Nothing needs cleaning up, and an idle key costs
+// Redis nothing.
 //
 // # What Redis must be
 //
@@ -69,7 +91,11 @@
 //
 // The scripts read TIME before they write, which Redis allows because it
 // replicates a script by its effects: always since 5.0, and in 4.x when the
-// script asks, which these do.
+// script asks, which these do. A replica promoted by a failover has the
+// state that was replicated to it: a manual failover (CLUSTER FAILOVER)
+// loses nothing, and in the tests a limit admitted exactly its quota across
+// one; a failover after a crash loses what the master had not yet
+// replicated, and those admissions are made again.
 //
 // # The deny cache
 //
@@ -84,9 +110,12 @@
 //
 // Every call has a deadline: WithTimeout (DefaultTimeout, 100 ms), or the
 // context's if earlier, for the methods that take one (TakeContext,
-// PeekContext, ResetContext, RefundContext). The client must honour context
-// deadlines (ContextTimeoutEnabled; the constructors refuse a client known
-// not to), so a dead or stalled Redis holds no call longer than that.
+// AdmitContext, PeekContext, ResetContext, RefundContext). Those run the
+// call under the caller's context, so its values reach the client (tracing
+// spans have their parent), and a context that has ended makes no call. The
+// client must honour context deadlines (ContextTimeoutEnabled; the
+// constructors refuse a client known not to), so a dead or stalled Redis
+// holds no call longer than that.
 //
 // When a call fails or times out, the failure policy answers
 // (WithFailurePolicy). Across a fleet of N instances, while Redis fails:

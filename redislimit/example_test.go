@@ -399,3 +399,91 @@ func ExampleTokenBucket_Stats() {
 	// Output:
 	// 2 3 3 2
 }
+
+// The seed scenario's tiers on Redis: client-1 gets 10 a minute on /foo and
+// 5 on /bar, client-2 20 and 10, everyone else the limiter's own 2. The
+// code is the in-memory code but for the constructor (and its name): there,
+// keylimit.NewTokenBucket[string](keylimit.PerMinute(2),
+// keylimit.WithKeyLimit(perClient)).
+func ExampleWithKeyLimit() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	tiers := map[string]map[string]keylimit.Limit{
+		"/foo": {"client-1": keylimit.PerMinute(10), "client-2": keylimit.PerMinute(20)},
+		"/bar": {"client-1": keylimit.PerMinute(5), "client-2": keylimit.PerMinute(10)},
+	}
+	for _, endpoint := range []string{"/foo", "/bar"} {
+		perClient := func(client string) keylimit.Limit {
+			return tiers[endpoint][client] // Limit{} if none: the limiter's own
+		}
+		lim, err := redislimit.NewTokenBucket(client, "tiers"+endpoint, keylimit.PerMinute(2),
+			redislimit.WithKeyLimit(perClient))
+		if err != nil {
+			panic(err)
+		}
+		for _, c := range []string{"client-1", "client-2", "anonymous"} {
+			n := 0
+			for lim.Allow(c) {
+				n++
+			}
+			fmt.Printf("%s %s: %d of %d\n", endpoint, c, n, lim.Peek(c).Limit)
+			lim.Reset(c)
+		}
+	}
+	// Output:
+	// /foo client-1: 10 of 10
+	// /foo client-2: 20 of 20
+	// /foo anonymous: 2 of 2
+	// /bar client-1: 5 of 5
+	// /bar client-2: 10 of 10
+	// /bar anonymous: 2 of 2
+}
+
+// 10 a minute AND 500 an hour on one API key, on Redis: keylimit.All joins
+// the two limiters (on one client), so each request is one script call,
+// all or nothing inside Redis. The code is the in-memory code but for the
+// constructors.
+func ExampleTokenBucket_Join() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	perMinute, _ := redislimit.NewTokenBucket(client, "api-minute", keylimit.PerMinute(10))
+	perHour, _ := redislimit.NewTokenBucket(client, "api-hour", keylimit.PerHour(500))
+	lim := keylimit.All[string](perMinute, perHour)
+	defer lim.Reset("api-key-1")
+
+	for i := 1; i <= 12; i++ {
+		r := lim.Take("api-key-1", 1)
+		if i >= 9 {
+			fmt.Printf("request %d: allowed=%v remaining=%d of %d, retry in %v\n",
+				i, r.Allowed, r.Remaining, r.Limit, r.RetryAfter.Round(time.Second))
+		}
+	}
+	fmt.Println("left this hour:", perHour.Peek("api-key-1").Remaining)
+	// Output:
+	// request 9: allowed=true remaining=1 of 10, retry in 0s
+	// request 10: allowed=true remaining=0 of 10, retry in 0s
+	// request 11: allowed=false remaining=0 of 10, retry in 6s
+	// request 12: allowed=false remaining=0 of 10, retry in 6s
+	// left this hour: 490
+}
+
+// An operator raises a limit during an incident, on one instance; keys
+// keep what they used, in Redis, whichever instance asks next.
+func ExampleTokenBucket_SetLimit() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, "incident", keylimit.PerMinute(10))
+	defer lim.Reset("k")
+
+	lim.AllowN("k", 10)
+	fmt.Println("before:", lim.Peek("k").Remaining, "left of", lim.Limit())
+	if err := lim.SetLimit(keylimit.PerMinute(30)); err != nil {
+		panic(err)
+	}
+	fmt.Println("after:", lim.Peek("k").Remaining, "left of", lim.Limit())
+	fmt.Println(lim.SetLimit(keylimit.PerMinute(0)))
+	// Output:
+	// before: 0 left of 10/min
+	// after: 20 left of 30/min
+	// keylimit: events 0 is below 1
+}

@@ -91,9 +91,10 @@ func (p FailurePolicy) share(l keylimit.Limit) keylimit.Limit {
 var ErrUnavailable = errors.New("redislimit: Redis failed within the failure backoff, not asked")
 
 // down returns ErrUnavailable if Redis failed less than the backoff before
-// local time now.
+// local time now. (0 is "never failed": an injected clock stepped back
+// before the limiter's creation reads a negative now.)
 func (l *limiter) down(now int64) error {
-	if now < l.downUntil.Load() {
+	if until := l.downUntil.Load(); until != 0 && now < until {
 		return ErrUnavailable
 	}
 	return nil
@@ -111,18 +112,18 @@ func (l *limiter) trip(ctx context.Context, err error, now int64) {
 	l.downUntil.Store(now + int64(l.backoff))
 }
 
-// failed reports err and answers a request of n events (0 for Peek) by the
-// failure policy, with the fallback's Admission when it admits (FailOpen
-// admits without taking: there is nothing to give back).
-func (l *limiter) failed(op, key string, n int, err error) (keylimit.Result, keylimit.Admission, error) {
+// failed reports err and answers a request of n events (0 for Peek) for
+// key, under k, by the failure policy, with the fallback's Admission when it
+// admits (FailOpen admits without taking: there is nothing to give back).
+func (l *limiter) failed(op, key string, k *keyLimit, n int, err error) (keylimit.Result, keylimit.Admission, error) {
 	l.ops.counts.stripe().fallbacks.Add(1)
 	err = l.report(op, key, err)
-	q := l.alg.quota
+	q := k.quota
 	switch l.policy.kind {
 	case failOpen:
 		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, keylimit.Admission{}, err
 	case failClosed:
-		rc := l.alg.retryClosed
+		rc := k.retryClosed
 		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc}, keylimit.Admission{}, err
 	}
 	if n == 0 {
@@ -133,7 +134,7 @@ func (l *limiter) failed(op, key string, n int, err error) (keylimit.Result, key
 		// n is above the fallback's share of the quota, but not above the
 		// quota: it can pass once Redis is back, which is asked again after
 		// the backoff.
-		r.RetryAfter = max(l.backoff, l.alg.retryClosed)
+		r.RetryAfter = max(l.backoff, k.retryClosed)
 	}
 	return r, a, err
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFleetAdmitsTheGlobalLimit: three instances, each with its own client
@@ -17,6 +19,12 @@ import (
 // them they admit exactly the limit, as one instance would. With in-memory
 // limiters they would admit three times the limit.
 func TestFleetAdmitsTheGlobalLimit(t *testing.T) {
+	fleetAdmitsTheLimit(t, func(t testing.TB) redis.UniversalClient { return shared.client(t) })
+}
+
+// fleetAdmitsTheLimit is TestFleetAdmitsTheGlobalLimit, each instance on a
+// client newClient makes: for each type, with the deny cache and without.
+func fleetAdmitsTheLimit(t *testing.T, newClient func(testing.TB) redis.UniversalClient) {
 	const quota, instances, goroutines, attempts = 50, 3, 8, 40
 	for _, typ := range types {
 		for _, cache := range []int{redislimit.DefaultDenyCacheSize, 0} {
@@ -24,11 +32,9 @@ func TestFleetAdmitsTheGlobalLimit(t *testing.T) {
 				key := testKey(t, "hot")
 				var fleet []keylimit.Limiter[string]
 				for range instances {
-					lim, err := typ.new(shared.client(t), keylimit.PerHour(quota),
+					lim, err := typ.new(newClient(t), keylimit.PerHour(quota),
 						redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(cache))
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 					fleet = append(fleet, lim)
 				}
 				var admitted [instances]atomic.Int64
@@ -49,15 +55,12 @@ func TestFleetAdmitsTheGlobalLimit(t *testing.T) {
 				close(start)
 				wg.Wait()
 				total := admitted[0].Load() + admitted[1].Load() + admitted[2].Load()
-				if total != quota {
-					t.Fatalf("the fleet admitted %d (%d, %d, %d by instance) of %d attempts, want exactly %d",
-						total, admitted[0].Load(), admitted[1].Load(), admitted[2].Load(),
-						instances*goroutines*attempts, quota)
-				}
+				require.EqualValues(t, quota, total, "the fleet admitted (%d, %d, %d by instance) of %d attempts",
+					admitted[0].Load(), admitted[1].Load(), admitted[2].Load(), instances*goroutines*attempts)
 				for i, lim := range fleet {
-					if r := lim.Peek(key); r.Allowed || r.Remaining != 0 {
-						t.Fatalf("instance %d: Peek after the quota = %+v, want refused with Remaining 0", i, r)
-					}
+					r := lim.Peek(key)
+					require.False(t, r.Allowed, "instance %d: Peek after the quota: %v", i, r)
+					require.Zero(t, r.Remaining, "instance %d: Peek after the quota", i)
 				}
 			})
 		}
@@ -78,33 +81,24 @@ func TestClockSkewDoesNotMatter(t *testing.T) {
 			for _, off := range offsets {
 				lim, err := typ.new(shared.client(t), keylimit.PerMinute(4),
 					redislimit.WithTimeout(patient), redislimit.WithClock(skewedClock{clock.NewMock(), off}))
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				fleet = append(fleet, lim)
 			}
-			if !fleet[0].AllowN(key, 4) {
-				t.Fatal("AllowN(4) on a new key was refused")
-			}
+			require.True(t, fleet[0].AllowN(key, 4), "AllowN(4) on a new key was refused")
 			start := time.Now()
 			first := fleet[0].Take(key, 1)
-			if first.Allowed || first.RetryAfter <= 0 {
-				t.Fatalf("instance 0 after the quota: %+v, want refused", first)
-			}
+			require.False(t, first.Allowed || first.RetryAfter <= 0, "instance 0 after the quota: %+v, want refused", first)
 			for i, lim := range fleet[1:] {
 				for range 3 { // the second and third calls come from the deny cache
 					r := lim.Take(key, 1)
-					if r.Allowed || r.Remaining != 0 {
-						t.Fatalf("instance %d, clock %v off: %+v, want refused with Remaining 0", i+1, offsets[i+1], r)
-					}
+					require.False(t, r.Allowed || r.Remaining != 0, "instance %d, clock %v off: %+v, want refused with Remaining 0", i+1, offsets[i+1], r)
 					// Both are durations from Redis's time of the call: they
 					// differ by the time between the calls, and for an answer
 					// of the deny cache by one round trip more (it counts the
 					// refusal from before the round trip).
-					if d, most := first.RetryAfter-r.RetryAfter, 2*time.Since(start)+time.Millisecond; d < -time.Millisecond || d > most {
-						t.Fatalf("instance %d, clock %v off: RetryAfter %v, want instance 0's %v less at most %v",
-							i+1, offsets[i+1], r.RetryAfter, first.RetryAfter, most)
-					}
+					d, most := first.RetryAfter-r.RetryAfter, 2*time.Since(start)+time.Millisecond
+					require.False(t, d < -time.Millisecond || d > most, "instance %d, clock %v off: RetryAfter %v, want instance 0's %v less at most %v",
+						i+1, offsets[i+1], r.RetryAfter, first.RetryAfter, most)
 				}
 			}
 		})

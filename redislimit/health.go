@@ -28,7 +28,7 @@ func (l *limiter) Ping(ctx context.Context) error {
 	if err := l.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redislimit: %s: PING: %w", l.name, err)
 	}
-	if err := l.alg.script.Load(ctx, l.client).Err(); err != nil {
+	if err := script.Load(ctx, l.client).Err(); err != nil {
 		return fmt.Errorf("redislimit: %s: loading the script: %w", l.name, err)
 	}
 	evict, err := l.checkPolicy(ctx)

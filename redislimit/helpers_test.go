@@ -3,9 +3,11 @@ package redislimit_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +56,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	shared, redisAddr = s, s.Addr
+	flag.Parse()
+	if runsCluster() {
+		go startCluster() // in the background, while the other tests run
+	} else {
+		clusterErr = errors.New("the Redis Cluster was not started: -run does not select TestCluster")
+		close(clusterReady)
+	}
 	port, err := redisserver.FreePort()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -68,7 +77,57 @@ func TestMain(m *testing.M) {
 	slog.SetDefault(slog.New(slog.DiscardHandler))
 	code := m.Run()
 	s.Stop()
+	<-clusterReady
+	if cluster != nil {
+		cluster.Stop()
+	}
 	os.Exit(code)
+}
+
+// The Redis Cluster the cluster tests share (cluster_test.go): 3 masters
+// and a replica of the first, started by TestMain in the background; ready
+// is closed once it runs (or failed to start, clusterErr says why).
+var (
+	cluster      *redisserver.Cluster
+	clusterErr   error
+	clusterStart time.Duration // how long it took
+	clusterReady = make(chan struct{})
+)
+
+// runsCluster reports whether -run selects TestCluster (and -list is not
+// given), so that a run of other tests does not start a cluster (its start-up allocates, which the
+// tests that count allocations would see).
+func runsCluster() bool {
+	if flag.Lookup("test.list").Value.String() != "" {
+		return false
+	}
+	run := flag.Lookup("test.run").Value.String()
+	top, _, _ := strings.Cut(run, "/")
+	ok, err := regexp.MatchString(top, "TestCluster")
+	return run == "" || ok || err != nil
+}
+
+func startCluster() {
+	defer close(clusterReady)
+	start := time.Now()
+	cluster, clusterErr = redisserver.StartCluster(3, 1)
+	clusterStart = time.Since(start)
+}
+
+// theCluster waits for the shared cluster and returns it.
+func theCluster(t testing.TB) *redisserver.Cluster {
+	t.Helper()
+	<-clusterReady
+	require.NoError(t, clusterErr, "starting the Redis Cluster")
+	return cluster
+}
+
+// clusterClient returns a cluster client of c as the limiters need one,
+// closed when the test ends.
+func clusterClient(t testing.TB, c *redisserver.Cluster) *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { cc.Close() })
+	return cc
 }
 
 // quietLogger drops go-redis's log lines.
@@ -149,7 +208,7 @@ func (s *server) commands(t testing.TB) int64 {
 
 // inScripts are the commands the limiters' scripts run inside Redis.
 var inScripts = map[string]bool{"time": true, "get": true, "set": true, "del": true, "hmget": true, "hset": true,
-	"pexpire": true, "llen": true, "lindex": true, "ltrim": true, "rpush": true}
+	"pexpire": true, "llen": true, "lindex": true, "ltrim": true, "rpush": true, "lrem": true}
 
 // sentSince returns the commands clients sent since commandStats returned
 // before, by name: the differences in the counts, less the commands that
@@ -367,6 +426,15 @@ func near(a, b, slack time.Duration) bool {
 	}
 	return a-b <= slack && b-a <= slack
 }
+
+// stateKey is the Redis key of key's state in lim: its prefix, then the
+// key, as the hash tag.
+func stateKey(lim keylimit.Limiter[string], key string) string {
+	return lim.(interface{ Prefix() string }).Prefix() + "{" + key + "}"
+}
+
+// fmtType is the dynamic type of v, as %T prints it.
+func fmtType(v any) string { return fmt.Sprintf("%T", v) }
 
 // ---- Logs and faults ----
 

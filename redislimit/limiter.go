@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,56 +12,65 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// limiter is what the three Redis limiter types are: an algorithm (a Lua
-// script and its parameters), the client, and what the options set. Its
+// limiter is what the three Redis limiter types are: an algorithm, the
+// limits its keys are under, the client, and what the options set. Its
 // methods are the types' methods.
 type limiter struct {
 	client  redis.UniversalClient
-	alg     algorithm
-	limit   keylimit.Limit
+	alg     *algorithm
 	name    string        // the constructor's: the limiter's purpose, in logs and the default prefix
-	prefix  string        // of every key written: prefix + key
+	prefix  string        // of every key written: prefix{key}
 	timeout time.Duration // bound on one decision's wait for Redis
 	policy  FailurePolicy
 	onError func(error) // nil: errors are only returned
 	clock   localClock
-	deny    denyCache
-	backoff time.Duration // after a failure, how long not to ask Redis
+	// scriptClock is nil outside the package's tests: the scripts decide on
+	// Redis server time.
+	scriptClock *scriptClock
+	deny        denyCache
+	denySize    int           // the deny cache's size, for limiters joined with this one
+	backoff     time.Duration // after a failure, how long not to ask Redis
 	// downUntil is the local time (ns) before which Redis is not asked,
 	// because it failed less than backoff ago; 0 while it works. Stored by
 	// every call that sees Redis fail.
 	downUntil atomic.Int64
 	// fallback decides while Redis fails, under FailLocal; nil otherwise.
 	fallback keylimit.Limiter[string]
-	// self is the limiter this one is embedded in (*TokenBucket, ...): the
-	// By of its Admissions.
-	self any
+	// self is the limiter this one is embedded in (*TokenBucket, ...), the
+	// one keylimit.All and Join see.
+	self keylimit.Limiter[string]
 	// ops is what operators see: stats, outage logs, health checks.
 	ops ops
-}
 
-// algorithm is what distinguishes a token bucket from a window: its script
-// and the two parameters the script takes after the mode and n.
-type algorithm struct {
-	name   string // in the default prefix: "bucket", "fixed", "sliding"
-	script *redis.Script
-	// arg3 and arg4 are ARGV[3] and ARGV[4], boxed once at construction so
-	// that a call does not allocate to pass them.
-	arg3, arg4 any
-	quota      int           // Result.Limit: the most events admitted at once
-	unit       time.Duration // of the times the script returns: ns or µs
-	// retryClosed is the RetryAfter of a refusal under FailClosed.
-	retryClosed time.Duration
+	// keyLimit is WithKeyLimit's function; nil: every key is under the
+	// limiter's limit.
+	keyLimit func(string) keylimit.Limit
+	// limits is the current generation of limits; SetLimit replaces it,
+	// under setMu.
+	limits atomic.Pointer[limitSet]
+	setMu  sync.Mutex
 }
 
 // newFallbackFunc builds the in-process limiter that FailLocal decides
 // with: a keylimit constructor of the same algorithm.
 type newFallbackFunc func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error)
 
-// init sets up lim, the limiter shared by the constructors, once they have
-// checked l and chosen alg. It is set up in place: lim holds atomics.
-func (lim *limiter) init(self any, client redis.UniversalClient, l keylimit.Limit, alg algorithm, o options, newFallback newFallbackFunc) error {
+// init sets up lim, the limiter shared by the constructors, for alg and l.
+// It is set up in place: lim holds atomics.
+func (lim *limiter) init(self keylimit.Limiter[string], client redis.UniversalClient, name string, l keylimit.Limit,
+	alg *algorithm, opts []Option, newFallback newFallbackFunc) error {
 	lim.self = self
+	lim.alg = alg
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	if _, _, _, err := alg.params(l); err != nil {
+		return err
+	}
+	o, err := buildOptions(name, opts)
+	if err != nil {
+		return err
+	}
 	if client == nil {
 		return errors.New("redislimit: the Redis client is nil")
 	}
@@ -70,21 +78,28 @@ func (lim *limiter) init(self any, client redis.UniversalClient, l keylimit.Limi
 		return err
 	}
 	lim.client = client
-	lim.alg = alg
-	lim.limit = l
+	lim.keyLimit = o.keyLimit
+	if err := lim.setLimit(l); err != nil {
+		return err
+	}
 	lim.timeout = o.timeout
 	lim.policy = o.policy
 	lim.onError = o.onError
 	lim.clock = newLocalClock(o.clock)
+	lim.scriptClock = o.scriptClock
 	lim.ops.init(o)
 	lim.deny.init(o.denyCache, &lim.ops.counts)
+	lim.denySize = o.denyCache
 	lim.backoff = o.backoff
 	lim.name = o.name
-	lim.prefix = o.keyPrefix(alg.name, l, alg.quota)
+	lim.prefix = o.keyPrefix(alg.name, l, lim.limits.Load().def.quota)
 	if o.policy.kind == failLocal {
 		var opts []keylimit.Option
 		if o.clock != nil {
 			opts = append(opts, keylimit.WithClock(o.clock))
+		}
+		if o.keyLimit != nil {
+			opts = append(opts, keylimit.WithKeyLimit(fallbackKeyLimit(o.keyLimit, o.policy)))
 		}
 		fb, err := newFallback(o.policy.share(l), opts...)
 		if err != nil {
@@ -94,6 +109,14 @@ func (lim *limiter) init(self any, client redis.UniversalClient, l keylimit.Limi
 	}
 	lim.announce(o.policySet || o.fleet > 0)
 	return nil
+}
+
+// redisKey is the Redis key of key's state: prefix{key}. The braces make
+// key the hash tag, so that on Redis Cluster the states of one key under
+// several limiters share a slot, and one script call can decide for them
+// all (see Join).
+func (lim *limiter) redisKey(key string) string {
+	return lim.prefix + "{" + key + "}"
 }
 
 // checkClient refuses a client known to ignore context deadlines: with it,
@@ -118,13 +141,11 @@ func checkClient(c redis.UniversalClient) error {
 	return nil
 }
 
-// Limit returns the limit the limiter enforces across the fleet.
-func (l *limiter) Limit() keylimit.Limit { return l.limit }
-
 // Name returns the name the limiter was made with.
 func (l *limiter) Name() string { return l.name }
 
-// Prefix returns the prefix of the Redis keys the limiter writes.
+// Prefix returns the prefix of the Redis keys the limiter writes: the state
+// of key k is at Prefix() + "{" + k + "}".
 func (l *limiter) Prefix() string { return l.prefix }
 
 // Allow reports whether one event for key may happen now, and records it in
@@ -145,15 +166,16 @@ func (l *limiter) Take(key string, n int) keylimit.Result {
 }
 
 // TakeContext is Take with a context: the call waits for Redis until ctx
-// ends or the limiter's timeout passes, whichever is first. A ctx that has
-// ended makes no call: the Result is refused and the error is ctx's.
+// ends or the limiter's timeout passes, whichever is first, and the client
+// sees ctx's values (for tracing). A ctx that has ended makes no call: the
+// Result is refused and the error is ctx's.
 //
 // n == 0 is always allowed and records nothing (it asks Redis for the
-// key's state, as Peek does). n < 0, or n above the quota, can never pass:
-// the Result is refused with RetryAfter keylimit.InfDuration, answered
-// without a round trip (its Remaining and ResetAfter are then 0: unknown).
-// A request that the deny cache covers is refused without a round trip
-// too (see WithDenyCacheSize).
+// key's state, as Peek does). n < 0, or n above the key's quota, can never
+// pass: the Result is refused with RetryAfter keylimit.InfDuration,
+// answered without a round trip (its Remaining and ResetAfter are then 0:
+// unknown). A request that the deny cache covers is refused without a round
+// trip too (see WithDenyCacheSize).
 //
 // If Redis fails, the Result is the failure policy's and err, a *Error,
 // says why; the error went to the WithOnError callback as well.
@@ -170,8 +192,8 @@ func (l *limiter) Admit(key string, n int) (keylimit.Result, keylimit.Admission)
 
 // AdmitContext is TakeContext, and also returns what an admission took, for
 // RefundContext: the mark the script wrote (a bucket's TAT, a window's
-// index, a log entry's time), or the fallback limiter's Admission when the
-// failure policy admitted.
+// index, a log entry's time) and, as its By, the limit the key was under;
+// or the fallback limiter's Admission when the failure policy admitted.
 func (l *limiter) AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
 	r, a, err := l.admit(ctx, key, n)
 	l.ops.counts.decided(r.Allowed)
@@ -180,32 +202,62 @@ func (l *limiter) AdmitContext(ctx context.Context, key string, n int) (keylimit
 
 // admit is AdmitContext, not counted in Stats.
 func (l *limiter) admit(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
-	if n < 0 || n > l.alg.quota {
-		return keylimit.Result{Limit: l.alg.quota, RetryAfter: keylimit.InfDuration}, keylimit.Admission{}, nil
+	k := l.resolve(key)
+	if r, ok := k.never(n); ok {
+		return r, keylimit.Admission{}, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return keylimit.Result{Limit: l.alg.quota}, keylimit.Admission{}, l.report("take", key, err)
+		return keylimit.Result{Limit: k.quota}, keylimit.Admission{}, l.report("take", key, err)
 	}
 	if n == 0 {
-		r, err := l.PeekContext(ctx, key)
+		r, err := l.peek(ctx, key, k)
 		r.Allowed, r.RetryAfter = true, 0
 		return r, keylimit.Admission{}, err
 	}
 	now := l.clock.now()
-	if r, ok := l.deny.check(key, n, now); ok {
+	if r, ok := l.cached(key, n, k, now); ok {
 		return r, keylimit.Admission{}, nil
 	}
-	r, mark, err := l.run(ctx, modeTake, key, n, now, 0)
-	if err != nil {
-		return l.failed("take", key, n, err)
+	var res [1]keylimit.Result
+	var marks [1]int64
+	if err := l.call(ctx, modeTake, key, n, k, 0, now, res[:], marks[:]); err != nil {
+		return l.failed("take", key, k, n, err)
 	}
+	r := res[0]
 	// now was read before the round trip, so the remembered refusal ends a
 	// little before Redis's: the cache errs towards asking again.
 	l.deny.record(key, n, r, now)
 	if !r.Allowed {
 		return r, keylimit.Admission{}, nil
 	}
-	return r, keylimit.Admission{N: n, Mark: mark, By: l.self}, nil
+	return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
+}
+
+// never answers a request of n events that can never pass under k without
+// a round trip: n < 0, n above the quota, or an invalid limit from
+// WithKeyLimit.
+func (k *keyLimit) never(n int) (keylimit.Result, bool) {
+	if k.err != nil {
+		return keylimit.Result{Limit: k.quota, RetryAfter: keylimit.InfDuration, Err: k.err}, true
+	}
+	if n < 0 || n > k.quota {
+		return keylimit.Result{Limit: k.quota, RetryAfter: keylimit.InfDuration}, true
+	}
+	return keylimit.Result{}, false
+}
+
+// cached answers a request of n events for key, under k, from the deny
+// cache at local time now, if a refusal made under the same quota covers
+// it.
+func (l *limiter) cached(key string, n int, k *keyLimit, now int64) (keylimit.Result, bool) {
+	r, ok := l.deny.check(key, n, now)
+	if ok && r.Limit != k.quota {
+		// Remembered under another limit: SetLimit, or WithKeyLimit's
+		// function, has changed it since.
+		l.deny.forget(key)
+		return keylimit.Result{}, false
+	}
+	return r, ok
 }
 
 // Peek reports key's state now, recording nothing: Allowed tells whether
@@ -219,19 +271,30 @@ func (l *limiter) Peek(key string) keylimit.Result {
 // PeekContext is Peek with a context, as TakeContext is Take. A key the
 // deny cache covers for one event is answered without a round trip.
 func (l *limiter) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
-	now := l.clock.now()
-	if r, ok := l.deny.check(key, 1, now); ok {
+	k := l.resolve(key)
+	if k.err != nil {
+		r, _ := k.never(1)
 		return r, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return keylimit.Result{Limit: l.alg.quota}, l.report("peek", key, err)
+		return keylimit.Result{Limit: k.quota}, l.report("peek", key, err)
 	}
-	r, _, err := l.run(ctx, modePeek, key, 1, now, 0)
-	if err != nil {
-		r, _, err := l.failed("peek", key, 0, err)
+	return l.peek(ctx, key, k)
+}
+
+// peek is PeekContext for key under k, once ctx is known to be live.
+func (l *limiter) peek(ctx context.Context, key string, k *keyLimit) (keylimit.Result, error) {
+	now := l.clock.now()
+	if r, ok := l.cached(key, 1, k, now); ok {
+		return r, nil
+	}
+	var res [1]keylimit.Result
+	var marks [1]int64
+	if err := l.call(ctx, modePeek, key, 1, k, 0, now, res[:], marks[:]); err != nil {
+		r, _, err := l.failed("peek", key, k, 0, err)
 		return r, err
 	}
-	return r, nil
+	return res[0], nil
 }
 
 // Reset forgets key, on Redis and in this instance's deny cache: its next
@@ -242,16 +305,19 @@ func (l *limiter) Reset(key string) { _ = l.ResetContext(context.Background(), k
 // ResetContext is Reset with a context. It deletes the key's state in one
 // DEL. It asks Redis even during the failure backoff, since a lost Reset
 // would go unnoticed (a user locked out after a successful login). If Redis
-// fails, the error is returned (and passed to WithOnError) and only the
-// local state is forgotten.
+// fails, or ctx has ended (then no call is made), the error is returned
+// (and passed to WithOnError) and only the local state is forgotten.
 func (l *limiter) ResetContext(ctx context.Context, key string) error {
 	l.deny.forget(key)
 	if l.fallback != nil {
 		l.fallback.Reset(key)
 	}
+	if err := ctx.Err(); err != nil {
+		return l.report("reset", key, err)
+	}
 	now := l.clock.now()
 	c, tctx, cancel := startCall(ctx, l.timeout)
-	err := l.client.Del(tctx, l.prefix+key).Err()
+	err := l.client.Del(tctx, l.redisKey(key)).Err()
 	c.end(cancel)
 	l.called(ctx, err, now)
 	if err != nil {
@@ -263,27 +329,36 @@ func (l *limiter) ResetContext(ctx context.Context, key string) error {
 // Refund gives back what a, an Admission this limiter made for key, still
 // holds, in Redis, as keylimit.Refunder says: a bucket the tokens that have
 // not refilled, a fixed window the events of a window that has not ended, a
-// sliding log the entries still in it. It is RefundContext with
-// context.Background(), the error left to WithOnError.
+// sliding log the entries still in it. After a change of the key's limit
+// to one of another interval (a bucket) or period (a fixed window), it
+// gives back nothing. It is RefundContext with context.Background(), the
+// error left to WithOnError.
 func (l *limiter) Refund(key string, a keylimit.Admission) {
 	_ = l.RefundContext(context.Background(), key, a)
 }
 
-// RefundContext is Refund with a context, in one script call. An Admission
-// the fallback limiter made (Redis was failing then) is refunded there. If
-// Redis fails, the error is returned (and passed to WithOnError).
+// RefundContext is Refund with a context, in one script call; a ctx that
+// has ended makes no call. An Admission the fallback limiter made (Redis was
+// failing then) is refunded there. If Redis fails, the error is returned
+// (and passed to WithOnError).
 func (l *limiter) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
 	if a.N <= 0 {
 		return nil
 	}
-	if a.By != l.self {
+	k, ok := a.By.(*keyLimit)
+	if !ok || k.owner != l {
 		if r, ok := l.fallback.(keylimit.Refunder[string]); ok && a.By == l.fallback {
 			r.Refund(key, a)
 		}
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return l.report("refund", key, err)
+	}
 	l.deny.forget(key)
-	if _, _, err := l.run(ctx, modeRefund, key, min(a.N, l.alg.quota), l.clock.now(), a.Mark); err != nil {
+	var res [1]keylimit.Result
+	var marks [1]int64
+	if err := l.call(ctx, modeRefund, key, min(a.N, k.quota), k, a.Mark, l.clock.now(), res[:], marks[:]); err != nil {
 		return l.report("refund", key, err)
 	}
 	return nil
@@ -299,66 +374,37 @@ func (l *limiter) Close() error {
 	return nil
 }
 
-// run makes one script call for key at local time now, unless Redis failed
-// less than the backoff ago, and decodes its reply: the Result, and the
-// mark of an admission. mark is the admission a refund gives back.
-func (l *limiter) run(ctx context.Context, mode any, key string, n int, now, mark int64) (keylimit.Result, int64, error) {
+// call makes one script call for key under k alone at local time now,
+// unless Redis failed less than the backoff ago, and writes the Result and
+// the mark of an admission into res[0] and marks[0]. mark is the admission
+// a refund gives back.
+func (l *limiter) call(ctx context.Context, mode any, key string, n int, k *keyLimit, mark, now int64,
+	res []keylimit.Result, marks []int64) error {
 	if err := l.down(now); err != nil {
-		return keylimit.Result{}, 0, err
+		return err
 	}
-	c, tctx, cancel := startCall(ctx, l.timeout)
-	c.keys[0] = l.prefix + key
-	c.args = [5]any{mode, n, l.alg.arg3, l.alg.arg4, mark}
-	reply, err := l.alg.script.Run(tctx, l.client, c.keys[:], c.args[:]...).Text()
-	c.end(cancel)
+	parts := [1]*keyLimit{k}
+	in := [1]int64{mark}
+	d := decision{key: key, n: n, parts: parts[:], marks: in[:]}
+	err := d.run(ctx, mode, l.client, l.timeout, l.scriptClock, res, marks)
 	l.called(ctx, err, now)
 	if err != nil {
-		return keylimit.Result{}, 0, err
+		return err
 	}
-	r, mark, ok := parseReply(reply)
-	if !ok {
-		return keylimit.Result{}, 0, fmt.Errorf("redislimit: %s script replied %q, want five integers", l.alg.name, reply)
-	}
-	r.Limit = l.alg.quota
-	r.RetryAfter *= l.alg.unit
-	r.ResetAfter *= l.alg.unit
-	return r, mark, nil
-}
-
-// parseReply reads a script's reply, "allowed remaining retry-after
-// reset-after mark": five integers in one string, which the client reads
-// with fewer allocations than an array. The times are left in the script's
-// unit; mark is an admission's (0 otherwise).
-func parseReply(s string) (r keylimit.Result, mark int64, ok bool) {
-	var v [5]int64
-	for i := range v {
-		field, rest, _ := strings.Cut(s, " ")
-		n, err := strconv.ParseInt(field, 10, 64)
-		if err != nil {
-			return r, 0, false
-		}
-		v[i], s = n, rest
-	}
-	if s != "" {
-		return r, 0, false
-	}
-	return keylimit.Result{
-		Allowed: v[0] == 1,
-		// A window's count can exceed its events if the limit was lowered
-		// under the same prefix; Remaining never goes below 0.
-		Remaining:  max(int(v[1]), 0),
-		RetryAfter: time.Duration(v[2]),
-		ResetAfter: time.Duration(v[3]),
-	}, v[4], true
+	return nil
 }
 
 // The Redis limiters are keylimit limiters, and can give events back, so
-// keylimit.All can combine them (with each other or with in-memory ones).
+// keylimit.All can combine them (with each other or with in-memory ones);
+// Redis limiters on one client, All joins in one script call.
 var (
 	_ keylimit.ContextLimiter[string]  = (*TokenBucket)(nil)
 	_ keylimit.ContextRefunder[string] = (*TokenBucket)(nil)
+	_ keylimit.Joiner[string]          = (*TokenBucket)(nil)
 	_ keylimit.ContextLimiter[string]  = (*FixedWindow)(nil)
 	_ keylimit.ContextRefunder[string] = (*FixedWindow)(nil)
+	_ keylimit.Joiner[string]          = (*FixedWindow)(nil)
 	_ keylimit.ContextLimiter[string]  = (*SlidingWindow)(nil)
 	_ keylimit.ContextRefunder[string] = (*SlidingWindow)(nil)
+	_ keylimit.Joiner[string]          = (*SlidingWindow)(nil)
 )

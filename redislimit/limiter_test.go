@@ -2,13 +2,13 @@ package redislimit_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // TestConstructorErrors: what the constructors refuse, and that they say why.
@@ -35,23 +35,15 @@ func TestConstructorErrors(t *testing.T) {
 	} {
 		for _, typ := range types {
 			lim, err := typ.new(c.client, c.limit, c.opts...)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("%s, %s: error %v, want one containing %q", typ.name, c.name, err, c.want)
-			}
-			if lim != nil {
-				t.Errorf("%s, %s: a limiter came with the error", typ.name, c.name)
-			}
+			require.ErrorContains(t, err, c.want, "%s, %s", typ.name, c.name)
+			require.Nil(t, lim, "%s, %s: a limiter came with the error", typ.name, c.name)
 		}
 	}
-	if _, err := redislimit.NewTokenBucket(good, "test", keylimit.Per(1, 60*24*time.Hour)); err == nil ||
-		!strings.Contains(err.Error(), "redislimit: burst 1 at one event per 1440h0m0s spans more than") {
-		t.Errorf("a bucket spanning 60 days: error %v, want one saying the span is too long", err)
-	}
+	_, err := redislimit.NewTokenBucket(good, "test", keylimit.Per(1, 60*24*time.Hour))
+	require.ErrorContains(t, err, "redislimit: burst 1 at one event per 1440h0m0s spans more than", "a bucket spanning 60 days")
 	for _, typ := range types[1:] {
-		if _, err := typ.new(good, keylimit.Per(1, 1500*time.Nanosecond)); err == nil ||
-			!strings.Contains(err.Error(), "period 1.5µs is not a whole number of microseconds") {
-			t.Errorf("%s with a period of 1.5µs: error %v, want one about microseconds", typ.name, err)
-		}
+		_, err := typ.new(good, keylimit.Per(1, 1500*time.Nanosecond))
+		require.ErrorContains(t, err, "period 1.5µs is not a whole number of microseconds", typ.name)
 	}
 }
 
@@ -68,16 +60,13 @@ func TestKeysExpireWhenFresh(t *testing.T) {
 			t.Parallel()
 			l := keylimit.Per(2, time.Second)
 			lim, err := typ.new(c, l, redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			prefix := lim.(interface{ Prefix() string }).Prefix()
+			require.NoError(t, err)
 			// An attempt counts only if its calls ran well within the state's
 			// life (a fixed window may be about to end; a machine may stall);
 			// otherwise it is made again on a new key.
 			for attempt := 1; ; attempt++ {
 				key := testKey(t, "k")
-				rkey := prefix + key
+				rkey := stateKey(lim, key)
 				var r keylimit.Result
 				var ttl, ttl2 time.Duration
 				var dump, again string
@@ -90,31 +79,22 @@ func TestKeysExpireWhenFresh(t *testing.T) {
 					again, _ = c.Dump(ctx, rkey).Result()
 					ttl2, _ = c.PTTL(ctx, rkey).Result()
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if took := at.end.Sub(at.start); took > r.ResetAfter/4 {
-					if attempt == 5 {
-						t.Fatalf("5 attempts, the last taking %v of a state that lasts %v: the machine is too slow for this test", took, r.ResetAfter)
-					}
+					require.False(t, attempt == 5, "5 attempts, the last taking %v of a state that lasts %v: the machine is too slow for this test", took, r.ResetAfter)
 					continue
 				}
 				// PX is ResetAfter rounded up to a whole ms; less has passed
 				// than the time the calls took.
-				if ceil := r.ResetAfter.Round(time.Millisecond) + time.Millisecond; ttl <= 0 || ttl > ceil ||
-					ttl < r.ResetAfter-at.end.Sub(at.start)-time.Millisecond {
-					t.Fatalf("after %+v: PTTL %v, want ResetAfter rounded up, less the time passed", r, ttl)
-				}
-				if !refused {
-					t.Fatal("Allow with the quota taken passed")
-				}
-				if again != dump || ttl2 > ttl {
-					t.Fatalf("a refused call changed the key's state or moved its expiry from %v to %v", ttl, ttl2)
-				}
+				ceil := r.ResetAfter.Round(time.Millisecond) + time.Millisecond
+				require.False(t, ttl <= 0 || ttl > ceil || ttl < r.ResetAfter-at.end.Sub(at.start)-time.Millisecond,
+					"after %v: PTTL %v, want ResetAfter rounded up, less the time passed", r, ttl)
+				require.True(t, refused, "Allow with the quota taken passed")
+				require.False(t, again != dump || ttl2 > ttl, "a refused call changed the key's state or moved its expiry from %v to %v", ttl, ttl2)
 				time.Sleep(r.ResetAfter + 20*time.Millisecond)
-				if n, _ := c.Exists(ctx, rkey).Result(); n != 0 {
-					t.Fatalf("the key still exists %v after ResetAfter %v", r.ResetAfter+20*time.Millisecond, r.ResetAfter)
-				}
+				n, err := c.Exists(ctx, rkey).Result()
+				require.NoError(t, err)
+				require.Zero(t, n, "the key still exists 20ms after ResetAfter %v", r.ResetAfter)
 				return
 			}
 		})
@@ -130,45 +110,34 @@ func TestRefund(t *testing.T) {
 	for _, typ := range types {
 		t.Run(typ.name, func(t *testing.T) {
 			lim, err := typ.new(c, keylimit.PerHour(10), redislimit.WithTimeout(patient))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			refunder := lim.(keylimit.Refunder[string])
-			prefix := lim.(interface{ Prefix() string }).Prefix()
 			key := testKey(t, "k")
 			_, four := refunder.Admit(key, 4)
 			_, six := refunder.Admit(key, 6)
 			refunder.Refund(key, four)
-			if r := lim.Peek(key); r.Remaining != 4 {
-				t.Fatalf("Remaining after taking 4 and 6 and refunding the 4 = %d, want 4", r.Remaining)
-			}
+			require.Equal(t, 4, lim.Peek(key).Remaining, "Remaining after taking 4 and 6 and refunding the 4")
 			refunder.Refund(key, keylimit.Admission{})
-			if r := lim.Peek(key); r.Remaining != 4 {
-				t.Fatalf("Remaining after refunding nothing = %d, want 4 still", r.Remaining)
-			}
-			if !lim.AllowN(key, 4) || lim.Allow(key) {
-				t.Fatal("the 4 refunded events were not admitted exactly")
-			}
+			require.Equal(t, 4, lim.Peek(key).Remaining, "Remaining after refunding nothing")
+			require.True(t, lim.AllowN(key, 4), "AllowN(4) after refunding the 4")
+			require.False(t, lim.Allow(key), "Allow after taking the 4 refunded events again")
 			refunder.Refund(key, six)
-			if r := lim.Peek(key); r.Remaining != 6 {
-				t.Fatalf("Remaining after refunding the 6 too = %d, want 6", r.Remaining)
-			}
+			require.Equal(t, 6, lim.Peek(key).Remaining, "Remaining after refunding the 6 too")
 			lim.Reset(key)
 			_, all := refunder.Admit(key, 10)
 			refunder.Refund(key, all)
-			if r := lim.Peek(key); r.Remaining != 10 || r.ResetAfter != 0 {
-				t.Fatalf("after refunding all that was taken: %+v, want a full quota of 10, no more", r)
-			}
-			if n, _ := c.Exists(ctx, prefix+key).Result(); n != 0 {
-				t.Fatal("a key refunded to a full quota still exists")
-			}
-			refunder.Refund(testKey(t, "never-seen"), six)
-			if n, _ := c.Keys(ctx, prefix+testKey(t, "never")+"*").Result(); len(n) != 0 {
-				t.Fatalf("refunding a key never seen created %v", n)
-			}
-			if !lim.AllowN(key, 10) || lim.Allow(key) {
-				t.Fatal("after the refunds, the quota is not exactly 10")
-			}
+			r := lim.Peek(key)
+			require.True(t, r.Remaining == 10 && r.ResetAfter == 0, "after refunding all that was taken: %v, want a full quota of 10, no more", r)
+			n, err := c.Exists(ctx, stateKey(lim, key)).Result()
+			require.NoError(t, err)
+			require.Zero(t, n, "a key refunded to a full quota still exists")
+			never := testKey(t, "never-seen")
+			refunder.Refund(never, six)
+			n, err = c.Exists(ctx, stateKey(lim, never)).Result()
+			require.NoError(t, err)
+			require.Zero(t, n, "refunding a key never seen created it")
+			require.True(t, lim.AllowN(key, 10), "AllowN(10) after the refunds")
+			require.False(t, lim.Allow(key), "Allow after 10 of 10")
 		})
 	}
 }
@@ -198,13 +167,9 @@ func TestSideBySideWithMemory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rlim, err := typeNamed(tc.name)(c, tc.l, redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			mlim, err := tc.memory(tc.l)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer mlim.(interface{ Close() error }).Close()
 			sideBySide(t, rlim, mlim, tc.requests)
 		})

@@ -149,7 +149,7 @@ func (l *limiter) announce(chosen bool) {
 	if !lg.Enabled(context.Background(), level) {
 		return
 	}
-	attrs := []any{"limiter", l.name, "prefix", l.prefix, "limit", l.limit.String(),
+	attrs := []any{"limiter", l.name, "prefix", l.prefix, "limit", l.Limit().String(),
 		"policy", l.policy.String(), "admits", l.admits()}
 	if !chosen {
 		attrs = append(attrs, "hint", "WithFleetSize(N) gives each of N instances 1/N of the limit while Redis fails")
@@ -166,13 +166,13 @@ func (l *limiter) admits() string {
 	case failClosed:
 		return "nothing: every request is refused while Redis fails"
 	}
-	share := l.policy.share(l.limit)
+	share := l.policy.share(l.Limit())
 	n := l.ops.fleet
 	if n == 0 {
 		return fmt.Sprintf("each instance decides alone on %v, so a fleet of N instances admits up to N × %v", share, share)
 	}
 	return fmt.Sprintf("each instance decides alone on %v, so a fleet of %d admits up to %v (the limit is %v)",
-		share, n, times(share, n), l.limit)
+		share, n, times(share, n), l.Limit())
 }
 
 // times returns l with its events and burst multiplied by n: what n

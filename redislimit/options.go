@@ -36,6 +36,8 @@ type options struct {
 	denyCache int
 	backoff   time.Duration
 	err       error // the first invalid option, reported by the constructor
+
+	decisionOptions // WithKeyLimit's function, and the tests' script clock
 }
 
 // The defaults of the options.
@@ -107,7 +109,7 @@ func (o *options) keyPrefix(alg string, l keylimit.Limit, q int) string {
 }
 
 // WithPrefix sets the prefix of every Redis key the limiter writes: the state
-// of key k lives at prefix+k. Limiters (on any instance) that share a prefix
+// of key k lives at prefix{k}. Limiters (on any instance) that share a prefix
 // share their keys' state.
 //
 // The default holds the limiter's name, its algorithm and its limit, such as
@@ -118,7 +120,9 @@ func (o *options) keyPrefix(alg string, l keylimit.Limit, q int) string {
 // key afresh, once (see the README for a rolling deploy); a prefix of your
 // own keeps the keys' state across a change, read under the new limit.
 //
-// In Redis Cluster a decision touches one key, so any prefix works.
+// SetLimit keeps the prefix, and the keys' state. On Redis Cluster, k is
+// the hash tag; a prefix that contains '{' takes it over (see the package
+// doc, "Keys, and Redis Cluster").
 func WithPrefix(prefix string) Option {
 	return optionFunc(func(o *options) { o.prefix = &prefix })
 }

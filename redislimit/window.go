@@ -50,7 +50,7 @@ type SlidingWindow struct {
 // option is invalid. It does not contact Redis (see Ping).
 func NewFixedWindow(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*FixedWindow, error) {
 	w := new(FixedWindow)
-	if err := w.initWindow(w, client, name, l, "fixed", fixedScript, opts, newFixedFallback); err != nil {
+	if err := w.init(w, client, name, l, &fixedAlgorithm, opts, newFixedFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -64,33 +64,26 @@ func NewFixedWindow(client redis.UniversalClient, name string, l keylimit.Limit,
 // It returns the errors NewFixedWindow does.
 func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*SlidingWindow, error) {
 	w := new(SlidingWindow)
-	if err := w.initWindow(w, client, name, l, "sliding", slidingScript, opts, newSlidingFallback); err != nil {
+	if err := w.init(w, client, name, l, &slidingAlgorithm, opts, newSlidingFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// initWindow checks l for a window and sets lim up as one.
-func (lim *limiter) initWindow(self any, client redis.UniversalClient, name string, l keylimit.Limit, alg string, script *redis.Script,
-	opts []Option, newFallback newFallbackFunc) error {
+// The algorithms of lua/fixed.lua and lua/sliding.lua: their parameters are
+// the period in µs and the events.
+var (
+	fixedAlgorithm   = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams}
+	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams}
+)
+
+// windowParams checks l for a window.
+func windowParams(l keylimit.Limit) (int64, int64, int, error) {
 	if err := l.Validate(); err != nil {
-		return err
+		return 0, 0, 0, err
 	}
 	if l.Period%time.Microsecond != 0 {
-		return fmt.Errorf("redislimit: period %v is not a whole number of microseconds, the resolution of Redis time", l.Period)
+		return 0, 0, 0, fmt.Errorf("redislimit: period %v is not a whole number of microseconds, the resolution of Redis time", l.Period)
 	}
-	o, err := buildOptions(name, opts)
-	if err != nil {
-		return err
-	}
-	a := algorithm{
-		name:        alg,
-		script:      script,
-		arg3:        int64(l.Period / time.Microsecond),
-		arg4:        int64(l.Events),
-		quota:       l.Events,
-		unit:        time.Microsecond,
-		retryClosed: l.Interval(),
-	}
-	return lim.init(self, client, l, a, o, newFallback)
+	return int64(l.Period / time.Microsecond), int64(l.Events), l.Events, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/redislimit"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFixedWindowsAlignToTheEpoch: a fixed window ends at a multiple of its
@@ -20,18 +21,16 @@ func TestFixedWindowsAlignToTheEpoch(t *testing.T) {
 	t.Parallel() // on real time, with keys of its own
 	const period = 700 * time.Millisecond
 	lim, err := redislimit.NewFixedWindow(shared.client(t), "test", keylimit.Per(5, period), redislimit.WithTimeout(patient))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := range 3 {
 		time.Sleep(time.Duration(rand.Int64N(int64(period))))
 		var r keylimit.Result
 		at := timed(func() { r = lim.Take(testKey(t, "k"), 1) })
 		lo := time.Duration(at.start.UnixNano()) + r.ResetAfter - time.Millisecond
 		hi := time.Duration(at.end.UnixNano()) + r.ResetAfter + time.Millisecond
-		if end := hi / period * period; end < lo || r.ResetAfter <= 0 || r.ResetAfter > period {
-			t.Fatalf("request %d: ResetAfter %v: the decision's time plus it is no multiple of %v", i, r.ResetAfter, period)
-		}
+		end := hi / period * period
+		require.False(t, end < lo || r.ResetAfter <= 0 || r.ResetAfter > period,
+			"request %d: ResetAfter %v: the decision's time plus it is no multiple of %v", i, r.ResetAfter, period)
 	}
 }
 
@@ -46,34 +45,24 @@ func TestBoundary(t *testing.T) {
 	l := keylimit.Per(5, period)
 	c := shared.client(t)
 	fixed, err := redislimit.NewFixedWindow(c, "test", l, redislimit.WithTimeout(patient))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sliding, err := redislimit.NewSlidingWindow(c, "test", l, redislimit.WithTimeout(patient))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fk, sk := testKey(t, "fixed"), testKey(t, "sliding")
 	untilBoundary(period, 200*time.Millisecond)
 	var r keylimit.Result
 	first := timed(func() {
 		r = fixed.Take(fk, 5)
-		if !sliding.AllowN(sk, 5) {
-			t.Error("sliding window: the first 5 requests were refused")
-		}
+		require.True(t, sliding.AllowN(sk, 5), "sliding window: the first 5 requests were refused")
 	})
-	if !r.Allowed {
-		t.Fatalf("fixed window: the first 5 requests: %+v", r)
-	}
+	require.True(t, r.Allowed, "fixed window: the first 5 requests: %+v", r)
 	time.Sleep(r.ResetAfter + 50*time.Millisecond) // past the boundary, by Redis's word
-	if !fixed.AllowN(fk, 5) {
-		t.Fatal("fixed window: the 5 requests after the boundary were refused")
-	}
+	require.True(t, fixed.AllowN(fk, 5), "fixed window: the 5 requests after the boundary were refused")
 	var s keylimit.Result
 	second := timed(func() { s = sliding.Take(sk, 1) })
-	if lo, hi := first.start.Add(period).Sub(second.end), first.end.Add(period).Sub(second.start); s.Allowed || !within(s.RetryAfter, lo, hi) {
-		t.Fatalf("sliding window after the boundary: %+v, want refused until the first 5 leave, in [%v, %v]", s, lo, hi)
-	}
+	lo, hi := first.start.Add(period).Sub(second.end), first.end.Add(period).Sub(second.start)
+	require.False(t, s.Allowed || !within(s.RetryAfter, lo, hi),
+		"sliding window after the boundary: %+v, want refused until the first 5 leave, in [%v, %v]", s, lo, hi)
 }
 
 // TestSlidingRetryAfterIsWhenTheOldestLeaves: with one entry at t0 and two
@@ -86,9 +75,7 @@ func TestSlidingRetryAfterIsWhenTheOldestLeaves(t *testing.T) {
 	const period = 300 * time.Millisecond
 	lim, err := redislimit.NewSlidingWindow(shared.client(t), "test", keylimit.Per(3, period),
 		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	key := testKey(t, "k")
 	t0 := timed(func() { lim.Allow(key) })
 	time.Sleep(100 * time.Millisecond)
@@ -99,24 +86,21 @@ func TestSlidingRetryAfterIsWhenTheOldestLeaves(t *testing.T) {
 	}
 	var r, r2 keylimit.Result
 	at := timed(func() { r = lim.Take(key, 1) })
-	if lo, hi := leaves(t0, at); r.Allowed || !within(r.RetryAfter, lo, hi) {
-		t.Fatalf("full log: %+v, want refused with RetryAfter in [%v, %v], when the oldest leaves", r, lo, hi)
-	}
-	if lo, hi := leaves(t1, at); !within(r.ResetAfter, lo, hi) {
-		t.Fatalf("full log: %+v, want ResetAfter in [%v, %v], when the newest leave", r, lo, hi)
-	}
+	lo, hi := leaves(t0, at)
+	require.False(t, r.Allowed || !within(r.RetryAfter, lo, hi),
+		"full log: %+v, want refused with RetryAfter in [%v, %v], when the oldest leaves", r, lo, hi)
+	lo, hi = leaves(t1, at)
+	require.True(t, within(r.ResetAfter, lo, hi), "full log: %+v, want ResetAfter in [%v, %v], when the newest leave", r, lo, hi)
 	at = timed(func() { r2 = lim.Take(key, 2) })
-	if lo, hi := leaves(t1, at); r2.Allowed || !within(r2.RetryAfter, lo, hi) {
-		t.Fatalf("Take(2) on the full log: %+v, want refused with RetryAfter in [%v, %v], when a second entry leaves", r2, lo, hi)
-	}
+	lo, hi = leaves(t1, at)
+	require.False(t, r2.Allowed || !within(r2.RetryAfter, lo, hi),
+		"Take(2) on the full log: %+v, want refused with RetryAfter in [%v, %v], when a second entry leaves", r2, lo, hi)
 	time.Sleep(r.RetryAfter)
-	if !lim.Allow(key) {
-		t.Fatalf("refused after waiting RetryAfter %v", r.RetryAfter)
-	}
+	require.True(t, lim.Allow(key), "refused after waiting RetryAfter %v", r.RetryAfter)
 	at = timed(func() { r = lim.Take(key, 1) })
-	if lo, hi := leaves(t1, at); r.Allowed || !within(r.RetryAfter, lo, hi) {
-		t.Fatalf("after the oldest left and one more came in: %+v, want refused until the t1 entries leave, in [%v, %v]", r, lo, hi)
-	}
+	lo, hi = leaves(t1, at)
+	require.False(t, r.Allowed || !within(r.RetryAfter, lo, hi),
+		"after the oldest left and one more came in: %+v, want refused until the t1 entries leave, in [%v, %v]", r, lo, hi)
 }
 
 // TestSlidingNeverExceedsInAnyInterval drives a sliding log from many
@@ -129,9 +113,7 @@ func TestSlidingNeverExceedsInAnyInterval(t *testing.T) {
 	const events, period = 5, 120 * time.Millisecond
 	lim, err := redislimit.NewSlidingWindow(shared.client(t), "test", keylimit.Per(events, period),
 		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	key := testKey(t, "k")
 	var (
 		mu       sync.Mutex
@@ -155,15 +137,11 @@ func TestSlidingNeverExceedsInAnyInterval(t *testing.T) {
 	}
 	wg.Wait()
 	sort.Slice(admitted, func(i, j int) bool { return admitted[i].start.Before(admitted[j].start) })
-	if len(admitted) < 2*events {
-		t.Fatalf("only %d admissions in a second of 5 per %v: the limiter refuses too much", len(admitted), period)
-	}
+	require.False(t, len(admitted) < 2*events, "only %d admissions in a second of 5 per %v: the limiter refuses too much", len(admitted), period)
 	for i := range len(admitted) - events {
 		first, last := admitted[i], admitted[i+events]
-		if last.end.Sub(first.start) < period {
-			t.Fatalf("admissions %d to %d (%d of them) all happened within %v, less than the period %v",
-				i, i+events, events+1, last.end.Sub(first.start), period)
-		}
+		require.GreaterOrEqual(t, last.end.Sub(first.start), period,
+			"admissions %d to %d (%d of them) all happened within less than the period", i, i+events, events+1)
 	}
 }
 
@@ -173,9 +151,7 @@ func TestSlidingNeverExceedsInAnyInterval(t *testing.T) {
 func TestSlidingRefundTakesItsEntries(t *testing.T) {
 	c := shared.client(t)
 	lim, err := redislimit.NewSlidingWindow(c, "test", keylimit.Per(3, time.Hour), redislimit.WithTimeout(patient))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	key := testKey(t, "k")
 	lim.Allow(key)
 	first := lim.Peek(key).ResetAfter // the first entry leaves then
@@ -185,9 +161,7 @@ func TestSlidingRefundTakesItsEntries(t *testing.T) {
 	lim.Refund(key, second)
 	lim.Allow(key)
 	r := lim.Take(key, 1)
-	if r.Allowed || r.RetryAfter > first || r.RetryAfter < first-time.Second {
-		t.Fatalf("full log whose oldest entry leaves in about %v: %+v; want refused, RetryAfter the oldest entry's", first, r)
-	}
+	require.False(t, r.Allowed || r.RetryAfter > first || r.RetryAfter < first-time.Second, "full log whose oldest entry leaves in about %v: %+v; want refused, RetryAfter the oldest entry's", first, r)
 }
 
 // TestSlidingLargeN: a sliding log admits a request of thousands of events
@@ -195,17 +169,12 @@ func TestSlidingRefundTakesItsEntries(t *testing.T) {
 func TestSlidingLargeN(t *testing.T) {
 	c := shared.client(t)
 	lim, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerHour(2500), redislimit.WithTimeout(patient))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	key := testKey(t, "k")
-	if r := lim.Take(key, 2499); !r.Allowed || r.Remaining != 1 {
-		t.Fatalf("Take(2499) on a quota of 2500: %+v", r)
-	}
-	if n, err := c.LLen(context.Background(), lim.Prefix()+key).Result(); err != nil || n != 2499 {
-		t.Fatalf("the log holds %d entries (%v), want 2499", n, err)
-	}
-	if lim.AllowN(key, 2) || !lim.Allow(key) || lim.Allow(key) {
-		t.Fatal("after 2499 of 2500: want AllowN(2) refused, Allow admitted, then refused")
-	}
+	r := lim.Take(key, 2499)
+	require.True(t, r.Allowed && r.Remaining == 1, "Take(2499) on a quota of 2500: %v", r)
+	n, err := c.LLen(context.Background(), stateKey(lim, key)).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 2499, n, "entries in the log")
+	require.False(t, lim.AllowN(key, 2) || !lim.Allow(key) || lim.Allow(key), "after 2499 of 2500: want AllowN(2) refused, Allow admitted, then refused")
 }

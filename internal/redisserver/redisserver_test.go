@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -42,6 +43,51 @@ func TestPingRefusesAnotherReply(t *testing.T) {
 		conn.Write([]byte("HTTP/1.1 400 Bad Request\r\n"))
 	}()
 	require.ErrorContains(t, ping(ln.Addr().String()), `PING answered "HTTP/1.1 400 Bad Request\r\n"`)
+}
+
+// TestCluster starts a cluster of 3 masters and a replica of the first,
+// checks that it serves every slot, fails the first master over to its
+// replica, and checks the roles are swapped.
+func TestCluster(t *testing.T) {
+	start := time.Now()
+	c, err := StartCluster(3, 1)
+	require.NoError(t, err)
+	defer c.Stop()
+	t.Logf("a cluster of 3 masters and a replica started in %v", time.Since(start))
+	require.Len(t, c.Addrs(), 3)
+	for _, s := range append(c.Masters, c.Replicas...) {
+		info, err := command(s.Addr, "CLUSTER", "INFO")
+		require.NoError(t, err)
+		require.Contains(t, info, "cluster_slots_ok:16384", s.Addr)
+	}
+	old := c.Masters[0]
+	start = time.Now()
+	require.NoError(t, c.Failover(0))
+	t.Logf("failed over in %v", time.Since(start))
+	require.Equal(t, old, c.Replicas[0], "the old master")
+	role, err := command(old.Addr, "ROLE")
+	require.NoError(t, err)
+	require.Equal(t, "slave", role, "the old master's role")
+	_, err = StartCluster(2, 0)
+	require.ErrorContains(t, err, "want 3 or more masters")
+}
+
+// TestReadReply reads each kind of reply, and refuses what is not one.
+func TestReadReply(t *testing.T) {
+	for in, want := range map[string]string{
+		"+OK\r\n": "OK", ":12\r\n": "12", "$5\r\nhello\r\n": "hello", "*2\r\n$6\r\nmaster\r\n:3\r\n": "master",
+	} {
+		got, err := readReply(bufio.NewReader(strings.NewReader(in)))
+		require.NoError(t, err, "%q", in)
+		require.Equal(t, want, got, "%q", in)
+	}
+	for in, want := range map[string]string{
+		"-ERR no\r\n": "redisserver: ERR no", "$99999999\r\n": "a bulk reply of length", "*0\r\n": "an array reply",
+		"\r\n": "an empty reply", "?\r\n": "a reply",
+	} {
+		_, err := readReply(bufio.NewReader(strings.NewReader(in)))
+		require.ErrorContains(t, err, want, "%q", in)
+	}
 }
 
 // TestStartWithFlags passes flags to redis-server, again on Restart, and

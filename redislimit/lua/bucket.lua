@@ -1,100 +1,164 @@
--- bucket.lua: one decision of a GCRA token bucket, after prelude.lua.
+-- bucket.lua: a GCRA token bucket, after prelude.lua.
 --
--- The same algorithm as keylimit.TokenBucket: the key's whole state is its
+-- The same algorithm as keylimit.TokenBucket: the key's state is its
 -- theoretical arrival time (TAT), the instant its bucket is full again. The
 -- tokens at time now are (now + tau - TAT) / interval, so refill is never
 -- stored and no fraction of a token is lost.
 --
--- KEYS[1]  the key's state: a string, the TAT in ns since the Unix epoch in
---          decimal (19 digits), expiring at the TAT itself, when the bucket
---          is full and the state is the same as no state at all.
--- ARGV[3]  interval: ns per token, Limit.Interval().
--- ARGV[4]  tau: burst × interval in ns, how far the TAT may run ahead of now.
--- Modes: take n tokens; peek at 1; refund what an admission still holds.
+-- KEYS[i]  a string "TAT interval": the TAT in ns since the Unix epoch in
+--          decimal (seconds, then 9 digits of ns), and the interval it
+--          counts in, that of the limit it was written under; expiring at
+--          the TAT itself, when the bucket is full and the state is the same
+--          as no state at all. (A state of the TAT alone counts in the
+--          interval of the limit that reads it.)
+-- Parameters: interval, ns per token (Limit.Interval()); tau, burst ×
+-- interval in ns, how far the TAT may run ahead of now.
 -- Times in the reply are in ns; remaining is in tokens. The mark of an
--- admission is the TAT it wrote, as stored (seconds, then 9 digits of ns).
+-- admission is the TAT it wrote, as stored.
+--
+-- A change of limit keeps the key's debt in tokens, as the in-memory
+-- bucket does: a TAT that counts in another interval is read as as many
+-- tokens owed in this one, rounded up, however many that is beyond the
+-- burst, so that no change of limit creates capacity. The first take or
+-- peek under the new limit writes the state in its interval (a refund
+-- passes the admission's limit, and converts nothing). Intervals are
+-- compared as stored, in decimal.
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Unix
 -- time in ns (about 2^61) is not, so times are kept as whole seconds plus ns
 -- within the second, and only differences from now are formed; the caller
 -- keeps tau + interval below 2^52, so every difference is exact.
 
-local interval = tonumber(ARGV[3])
-local tau = tonumber(ARGV[4])
-local burst = math.floor(tau / interval)
+if uses.bucket then
+  local bucket = {}
+  algs.bucket = bucket
+  local span = 2 ^ 52 -- the most a debt is kept at, in ns
 
-local now_ns = now_us * 1000 -- now is now_s seconds + now_ns ns
-
--- ahead = TAT - now, in ns. A missing key is a full bucket: TAT <= now.
--- since returns how far the time t, stored as seconds then 9 digits of ns,
--- is after now, in ns.
-local function since(t)
-  return (tonumber(string.sub(t, 1, -10)) - now_s) * 1e9 + (tonumber(string.sub(t, -9)) - now_ns)
-end
-
-local ahead = 0
-local stored = redis.call('GET', key)
-if stored then
-  ahead = since(stored)
-end
--- base = max(TAT, now) - now: a bucket never holds more than burst tokens.
-local base = math.max(ahead, 0)
-
--- remaining: whole tokens in a bucket whose TAT is now + a.
-local function remaining(a)
-  local r = math.floor((tau - a) / interval)
-  return math.min(math.max(r, 0), burst)
-end
-
--- store sets the TAT to now + a (a > 0) and makes the key expire then:
--- PX is rounded up to a whole ms, so the key never expires early. It
--- returns the TAT as stored.
-local function store(a)
-  local total = now_ns + a
-  local ns = math.fmod(total, 1e9)
-  local s = now_s + (total - ns) / 1e9
-  local tat = string.format('%d%09d', s, ns)
-  redis.call('SET', key, tat, 'PX', math.ceil(a / 1e6))
-  return tat
-end
-
-if mode == 'take' then
-  local next = base + n * interval
-  if next > tau then
-    -- Refused: nothing is written. The request passes once the TAT that
-    -- admitting it gives is no more than tau ahead.
-    return reply(0, remaining(base), next - tau, base)
+  -- since returns how far the time t, stored as seconds then 9 digits of
+  -- ns, is after now, in ns.
+  local function since(t)
+    return (tonumber(string.sub(t, 1, -10)) - now_s) * 1e9 + (tonumber(string.sub(t, -9)) - now_ns)
   end
-  return reply(1, remaining(next), 0, next, store(next))
-end
 
-if mode == 'peek' then
-  local next = base + interval
-  if next > tau then
-    return reply(0, remaining(base), next - tau, base)
-  end
-  return reply(1, remaining(base), 0, base)
-end
-
-if mode == 'refund' then
-  -- Give back what the admission that wrote the TAT mark still holds (see
-  -- keylimit's DESIGN.md, "Exact refunds"): it moved the TAT n intervals
-  -- later; what of that lies ahead of now, and of the TAT, comes back.
-  -- After the server's clock stepped back, now counts from TAT - tau, a
-  -- time some admission reached.
-  if string.len(mark) < 10 then
-    return redis.error_reply('redislimit: refund of a malformed mark ' .. mark)
-  end
-  local skew = math.max(ahead - tau, 0)
-  local back = math.min(n * interval, since(mark) - skew, ahead - skew)
-  if back > 0 then
-    if ahead - back > 0 then
-      store(ahead - back)
-    else
-      redis.call('DEL', key)
+  -- scale returns ceil(x × mul / div), exactly, at most span: x ns of debt
+  -- in intervals of div ns, as ns in intervals of mul ns. product(a, b) is
+  -- a × b as hi × 2^52 + lo (0 <= lo < 2^52), exactly, for integers
+  -- 0 <= a, b <= 2^52: each partial product of 26-bit halves is below 2^52.
+  local function scale(x, mul, div)
+    local half = 2 ^ 26
+    local function product(a, b)
+      local ah, al = math.floor(a / half), a % half
+      local bh, bl = math.floor(b / half), b % half
+      local mid = ah * bl + al * bh
+      local mh = math.floor(mid / half)
+      local lo = (mid - mh * half) * half + al * bl
+      local carry = math.floor(lo / span)
+      return ah * bh + mh + carry, lo - carry * span
     end
-    ahead = ahead - back
+    x = math.min(x, span)
+    local c = math.ceil(x / div * mul) -- within a few ns of the answer
+    if c >= span then return span end
+    local xh, xl = product(x, mul)
+    -- covers reports whether c × div >= x × mul.
+    local function covers(c)
+      local h, l = product(c, div)
+      return h > xh or (h == xh and l >= xl)
+    end
+    while not covers(c) do c = c + 1 end
+    while c > 0 and covers(c - 1) do c = c - 1 end
+    return math.min(c, span)
   end
-  local a = math.max(ahead, 0)
-  return reply(1, remaining(a), 0, a)
+
+  -- store sets the TAT of s's key to now + a (a > 0), in s's interval, and
+  -- makes the key expire then. It returns the TAT as stored.
+  local function store(s, a)
+    local total = now_ns + a
+    local ns = math.fmod(total, 1e9)
+    local tat = string.format('%d%09d', now_s + (total - ns) / 1e9, ns)
+    redis.call('SET', s.key, tat .. ' ' .. s.unit, 'PX', ttl(a / 1e6))
+    return tat
+  end
+
+  -- remaining: whole tokens in a bucket whose TAT is now + a.
+  local function remaining(s, a)
+    return math.min(math.max(math.floor((s.tau - a) / s.interval), 0), s.burst)
+  end
+
+  -- read: s.ahead = TAT - now, in ns, in the interval the state counts in;
+  -- s.base = max(TAT, now) - now in this limit's interval (a bucket never
+  -- holds more than burst tokens). A missing key is a full bucket.
+  function bucket.read(key, interval, tau)
+    local s = {key = key, interval = interval, tau = tau, burst = math.floor(tau / interval),
+      ahead = 0, unit = string.format('%d', interval), stored = false}
+    local stored = redis.call('GET', key)
+    if stored then
+      s.stored = true
+      local tat, unit = stored, s.unit
+      local sp = string.find(stored, ' ', 1, true)
+      if sp then
+        tat, unit = string.sub(stored, 1, sp - 1), string.sub(stored, sp + 1)
+      end
+      s.ahead = since(tat)
+      s.same = unit == s.unit
+      if s.ahead > 0 and not s.same and mode ~= 'refund' then
+        -- Counted under a limit of another interval: keep the debt in
+        -- tokens, and write it so.
+        s.ahead = scale(s.ahead, interval, tonumber(unit))
+        store(s, s.ahead)
+        s.same = true
+      end
+    end
+    s.base = math.max(s.ahead, 0)
+    return s
+  end
+
+  function bucket.fits(s, k)
+    return s.base + k * s.interval <= s.tau
+  end
+
+  -- Refused: nothing is written. The request passes once the TAT that
+  -- admitting it gives is no more than tau ahead.
+  function bucket.refused(s, k)
+    return reply(0, remaining(s, s.base), s.base + k * s.interval - s.tau, s.base)
+  end
+
+  function bucket.peek(s)
+    if bucket.fits(s, 1) then
+      return reply(1, remaining(s, s.base), 0, s.base)
+    end
+    return bucket.refused(s, 1)
+  end
+
+  function bucket.admit(s, k)
+    local next = s.base + k * s.interval
+    return reply(1, remaining(s, next), 0, next, store(s, next))
+  end
+
+  -- refund gives back what the admission that wrote the TAT mark still
+  -- holds (see keylimit's DESIGN.md, "Exact refunds"): it moved the TAT k
+  -- intervals later; what of that lies ahead of now, and of the TAT, comes
+  -- back. The caller passes the parameters of the admission's limit: a
+  -- state that counts in another interval has been converted since, and
+  -- gives nothing back. After the server's clock stepped back, now counts
+  -- from TAT - tau, a time some admission reached.
+  function bucket.refund(s, k, mark)
+    if not string.match(mark, '^%-?%d+$') or string.len(mark) < 10 then
+      error({err = 'redislimit: refund of a malformed mark ' .. mark})
+    end
+    if s.stored and s.same then
+      local ahead = s.ahead
+      local skew = math.max(ahead - s.tau, 0)
+      local back = math.min(k * s.interval, since(mark) - skew, ahead - skew)
+      if back > 0 then
+        if ahead - back > 0 then
+          store(s, ahead - back)
+        else
+          redis.call('DEL', s.key)
+        end
+        ahead = ahead - back
+      end
+      s.base = math.max(ahead, 0)
+    end
+    return reply(1, remaining(s, s.base), 0, s.base)
+  end
 end

@@ -1,43 +1,90 @@
--- prelude.lua: the start of every script. Each algorithm's file (bucket.lua,
--- fixed.lua, sliding.lua) is appended to this one to make its script, so
--- that one call runs both, atomically.
+-- prelude.lua: the start of the script. The script is this file, then each
+-- algorithm's (bucket.lua, fixed.lua, sliding.lua), then decide.lua, so
+-- that one call decides for one limiter or for several, atomically.
 --
--- Every script takes one key, so that it runs on any Redis Cluster node:
--- KEYS[1]  the key's state, whose shape the algorithm's file describes.
--- ARGV[1]  the mode: "take": admit n events if all n fit, else nothing;
---          "peek": report whether 1 more fits, writing nothing;
---          "refund": give back n events that were admitted.
--- ARGV[2]  n, 1 <= n <= the quota (checked by the caller).
--- ARGV[3], ARGV[4]  the algorithm's two parameters.
--- ARGV[5]  for "refund": the mark of the admission to give back, which
---          "take" returned when it admitted (the algorithm's file says what
---          it is); otherwise 0.
+-- A call decides for one key under P limiters (P >= 1, one for each Redis
+-- limiter that keylimit.All joined): KEYS[i] is the i-th limiter's state
+-- of the key, whose shape its algorithm's file describes. On Redis Cluster
+-- the keys share a hash slot: each is prefix{key}, tagged by the key.
 --
--- Every script returns reply(allowed, remaining, retry-after, reset-after,
--- mark): mark is an admission's, 0 for anything else.
+-- ARGV[1]  the mode: "take": admit n events under every limiter if all n
+--          fit under each, else under none; "peek": report whether 1 more
+--          fits, writing nothing; "refund": give back an admission of n.
+-- ARGV[2]  n, 1 <= n <= every limiter's quota (checked by the caller).
+-- Then four arguments per limiter, ARGV[4i-1 .. 4i+2] for the i-th:
+--   the algorithm ("bucket", "fixed", "sliding"), its two parameters for the
+--   key's limit (each file says which), and for "refund" the mark of the
+--   admission to give back, which "take" returned when it admitted (the
+--   algorithm's file says what it is); otherwise 0.
+-- Then, only in the package's own tests, two more: the time, in seconds
+-- since the Unix epoch and ns within the second, instead of the server's.
+--
+-- The reply is one string of five integers per limiter, "allowed remaining
+-- retry-after reset-after mark ...", which the client reads with fewer
+-- allocations than an array. allowed is 0 or 1; the unit of the times is
+-- the algorithm's; mark is an admission's, 0 for anything else.
 
 -- Redis 3.2 to 4: replicate this script's writes, not the script, so that
 -- reading TIME before writing is allowed. Redis 5 and later always do (7
 -- keeps the function only as a no-op).
 if redis.replicate_commands then redis.replicate_commands() end
 
-local key = KEYS[1]
 local mode = ARGV[1]
 local n = tonumber(ARGV[2])
-local mark = ARGV[5]
+local limiters = #KEYS
 if mode ~= 'take' and mode ~= 'peek' and mode ~= 'refund' then
   return redis.error_reply('redislimit: unknown mode ' .. tostring(mode))
+end
+if limiters < 1 or #ARGV < 2 + 4 * limiters then
+  return redis.error_reply('redislimit: ' .. #ARGV .. ' arguments for ' .. limiters .. ' keys')
+end
+
+-- uses: the algorithms of this call. Each algorithm's file defines its
+-- functions only if the call uses it: every function a script defines is
+-- made anew on each call, and costs the server time.
+local uses = {}
+for i = 1, limiters do
+  local alg = ARGV[4 * i - 1]
+  if alg ~= 'bucket' and alg ~= 'fixed' and alg ~= 'sliding' then
+    return redis.error_reply('redislimit: unknown algorithm ' .. tostring(alg))
+  end
+  uses[alg] = true
 end
 
 -- Every decision is made on the server's clock, never the caller's, so that
 -- instances whose clocks disagree still agree. TIME is {seconds, µs}.
-local time = redis.call('TIME')
-local now_s, now_us = tonumber(time[1]), tonumber(time[2])
-
--- reply returns the five integers of a decision in one string, "allowed
--- remaining retry-after reset-after mark", which the client reads with
--- fewer allocations than an array. allowed is 0 or 1; the unit of the
--- times is the algorithm's; mark (a string of digits) is an admission's.
-local function reply(allowed, remaining, retry, reset, m)
-  return string.format('%d %d %d %d %s', allowed, remaining, retry, reset, m or '0')
+-- now_s is whole seconds since the Unix epoch, now_ns ns within the second,
+-- now_us µs within it.
+local now_s, now_ns
+local fixed_clock = ARGV[3 + 4 * limiters] ~= nil
+if fixed_clock then
+  now_s, now_ns = tonumber(ARGV[3 + 4 * limiters]), tonumber(ARGV[4 + 4 * limiters])
+else
+  local time = redis.call('TIME')
+  now_s, now_ns = tonumber(time[1]), tonumber(time[2]) * 1000
 end
+local now_us = math.floor(now_ns / 1000)
+
+-- ttl returns ms rounded up, for PX and PEXPIRE: a key never expires before
+-- its state is the same as none. Under the tests' clock, which does not
+-- move with Redis's, a key lives an hour longer, so that it never expires
+-- while the test's time stands still: the script judges a state by its
+-- content, never by its presence alone.
+local function ttl(ms)
+  if fixed_clock then ms = ms + 3600000 end
+  return math.ceil(ms)
+end
+
+-- reply is one limiter's five integers; mark is a string of digits. Times
+-- are capped within an int64 (a clock stepped far back makes them huge).
+local function reply(allowed, remaining, retry, reset, mark)
+  return string.format('%d %d %d %d %s', allowed, remaining, math.min(retry, 9e18), math.min(reset, 9e18), mark or '0')
+end
+
+-- algs maps an algorithm's name to its functions: read(key, p1, p2)
+-- returns the key's state under the limit (a table, converted to this
+-- limit's terms and written so, for a take or a peek, if another limit
+-- wrote it); fits(s, n) tells whether n fit, writing nothing; refused(s, n)
+-- replies for n that does not fit; peek(s) replies for 1, writing nothing;
+-- admit(s, n) and refund(s, n, mark) write and reply.
+local algs = {}

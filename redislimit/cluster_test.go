@@ -1,0 +1,155 @@
+package redislimit_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/redisserver"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCluster runs the limiters on a real Redis Cluster: 3 masters, each
+// holding a third of the slots, and a replica of the first, started by the
+// tests (redisserver.StartCluster). In turn: the behaviour suite, the fleet
+// exactness test with three cluster clients, a joined decision in one
+// script call on the slot of the key, and last a failover of the first
+// master to its replica while a limit is hammered.
+func TestCluster(t *testing.T) {
+	t.Parallel() // with the other tests that sleep on real time
+	cl := theCluster(t)
+	t.Logf("the cluster started in %v", clusterStart)
+	c := clusterClient(t, cl)
+
+	t.Run("Behaviour", func(t *testing.T) {
+		for _, typ := range types {
+			t.Run(typ.name, func(t *testing.T) {
+				t.Parallel()
+				runSuite(t, c, typ.new)
+			})
+		}
+	})
+	t.Run("Fleet", func(t *testing.T) {
+		fleetAdmitsTheLimit(t, func(t testing.TB) redis.UniversalClient { return clusterClient(t, cl) })
+	})
+	t.Run("Joined", func(t *testing.T) { joinedOnCluster(t, cl, c) })
+	t.Run("Failover", func(t *testing.T) { failover(t, cl) })
+}
+
+// joinedOnCluster: keylimit.All of two Redis limiters on a cluster client
+// is joined, and each decision is one EVALSHA, on the node of the key's
+// slot, for keys all over the cluster: the key is the hash tag of both
+// states. A prefix with a '{' would move the tag into the prefix, so Join
+// refuses it, and All decides limiter by limiter, as exactly.
+func joinedOnCluster(t *testing.T, cl *redisserver.Cluster, c *redis.ClusterClient) {
+	newLim := func(prefix string) redisLimiter {
+		lim, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerHour(3), redislimit.WithPrefix(prefix),
+			redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+		require.NoError(t, err)
+		return lim
+	}
+	a, b := newLim(testKey(t, "a")+":"), newLim(testKey(t, "b")+":")
+	lim, ok := keylimit.All[string](a, b).(joinedLimiter)
+	require.True(t, ok, "All of two Redis limiters on one cluster client is not joined")
+	masters := make([]*server, len(cl.Masters))
+	for i, m := range cl.Masters {
+		masters[i] = &server{Server: m}
+	}
+	evalsha := func() (n int64) {
+		for _, m := range masters {
+			n += m.commandStats(t)["evalsha"]
+		}
+		return n
+	}
+	// A key on each master: keys are drawn until every master has one.
+	byNode := map[string]string{}
+	for i := 0; len(byNode) < len(cl.Masters); i++ {
+		require.Less(t, i, 1000, "1000 keys, and not one on each master: %v", byNode)
+		key := testKey(t, "k")
+		node, err := c.MasterForKey(context.Background(), stateKey(a, key))
+		require.NoError(t, err)
+		byNode[node.Options().Addr] = key
+	}
+	i := 0
+	for _, key := range byNode {
+		i++
+		lim.Peek(key) // the client has learned where the slot is
+		before := evalsha()
+		r, err := lim.TakeContext(context.Background(), key, 2)
+		require.NoError(t, err, "key %d", i)
+		require.True(t, r.Allowed, "key %d: %v", i, r)
+		require.Equal(t, before+1, evalsha(), "key %d: script calls for one decision", i)
+		require.Equal(t, 1, a.Peek(key).Remaining, "key %d: the first limit", i)
+		require.Equal(t, 1, b.Peek(key).Remaining, "key %d: the second limit", i)
+	}
+
+	tagged := keylimit.All[string](newLim("{tenant}:a:"), newLim("{tenant}:b:"))
+	_, joined := tagged.(joinedLimiter)
+	require.False(t, joined && strings.HasPrefix(fmtType(tagged), "*redislimit."), "limiters whose prefixes hold a '{' were joined on a cluster")
+	key := testKey(t, "k")
+	require.True(t, tagged.AllowN(key, 3), "AllowN(3) limiter by limiter")
+	require.False(t, tagged.Allow(key), "Allow after 3 of 3")
+}
+
+// failover fails the first master over to its replica with CLUSTER
+// FAILOVER (redisserver.Cluster.Failover), while 8 goroutines hammer one
+// key of its slots with a sliding window of 300 an hour (no refill during
+// the test), and measures what the limit admits across it. A manual
+// failover waits for the replica to catch up before it swaps, so Redis
+// loses no admission: every call waits out the swap (a patient timeout;
+// FailClosed, so that a call that failed would not admit) and exactly 300
+// are admitted. The test logs how many calls failed: with none, the
+// default timeout and FailLocal would have admitted as exactly.
+func failover(t *testing.T, cl *redisserver.Cluster) {
+	const quota = 300
+	c := clusterClient(t, cl)
+	var key string
+	for {
+		key = testKey(t, "k")
+		node, err := c.MasterForKey(context.Background(), "{"+key+"}")
+		require.NoError(t, err)
+		if node.Options().Addr == cl.Masters[0].Addr {
+			break
+		}
+	}
+	var errs errorLog
+	lim, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerHour(quota), redislimit.WithTimeout(patient),
+		redislimit.WithFailurePolicy(redislimit.FailClosed()), redislimit.WithDenyCacheSize(0), redislimit.WithOnError(errs.add))
+	require.NoError(t, err)
+	var admitted, calls atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for !stop.Load() && admitted.Load() < quota {
+				calls.Add(1)
+				if lim.Allow(key) {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	for admitted.Load() < quota/3 {
+		time.Sleep(time.Millisecond)
+	}
+	atFailover := admitted.Load()
+	start := time.Now()
+	require.NoError(t, cl.Failover(0))
+	took := time.Since(start)
+	for deadline := time.Now().Add(patient); admitted.Load() < quota && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("a failover of the key's master after %d admissions took %v: %d admitted of %d, in %d calls, %d of them failed",
+		atFailover, took, admitted.Load(), quota, calls.Load(), errs.len())
+	require.EqualValues(t, quota, admitted.Load(), "admitted across the failover")
+	r := lim.Peek(key)
+	require.False(t, r.Allowed, "Peek on the new master after the quota: %v", r)
+}

@@ -1,0 +1,499 @@
+package redislimit
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// Join returns a limiter that decides for all of ls (this limiter first) in
+// one script call per decision, all or nothing inside Redis: what
+// keylimit.All returns for them. It reports false, and All decides limiter
+// by limiter instead, unless every one of ls is a TokenBucket, FixedWindow
+// or SlidingWindow of this package on the same client, and no two share a
+// prefix.
+//
+// On Redis Cluster (and a Ring) the states of one key share a slot because
+// each is prefix{key}: the key is the hash tag. A prefix that contains '{'
+// would make its own braces the tag, so on those clients Join reports false
+// for limiters whose prefixes contain one.
+//
+// The joined limiter has All's semantics and Results, and implements
+// keylimit.ContextLimiter, keylimit.EachTaker and keylimit.ContextRefunder.
+// Its Reset is one DEL of every state. See joined for the rest.
+func (l *limiter) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string], bool) {
+	parts := make([]*limiter, 0, len(ls))
+	prefixes := make(map[string]bool, len(ls))
+	_, plain := l.client.(*redis.Client)
+	for _, x := range ls {
+		p := redisLimiter(x)
+		if p == nil || p.client != l.client || !sameScriptClock(p.scriptClock, l.scriptClock) || prefixes[p.prefix] {
+			return nil, false
+		}
+		if !plain && strings.Contains(p.prefix, "{") {
+			return nil, false
+		}
+		prefixes[p.prefix] = true
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 || parts[0] != l {
+		return nil, false
+	}
+	j := &joined{parts: parts, timeout: l.timeout}
+	for _, p := range parts {
+		j.timeout = min(j.timeout, p.timeout)
+	}
+	j.deny.init(l.denySize, &l.ops.counts)
+	return j, true
+}
+
+// redisLimiter returns the limiter of this package x is, or nil.
+func redisLimiter(x keylimit.Limiter[string]) *limiter {
+	switch x := x.(type) {
+	case *TokenBucket:
+		return &x.limiter
+	case *FixedWindow:
+		return &x.limiter
+	case *SlidingWindow:
+		return &x.limiter
+	}
+	return nil
+}
+
+func sameScriptClock(a, b *scriptClock) bool {
+	return a == b || a != nil && b != nil && a.c == b.c
+}
+
+// joined is the limiter Join returns: several Redis limiters on one client,
+// deciding for a key in one script call. It keeps a deny cache of its own
+// (of the size of the first limiter's), whose entries hold every limiter's
+// Result. When Redis fails, each limiter's failure policy answers for it,
+// and the error goes to each one's WithOnError; the failure backoff of any
+// of them holds for all. Each limiter's Stats count the joined requests and
+// round trips it took part in.
+type joined struct {
+	parts   []*limiter
+	timeout time.Duration // the least of the parts'
+	deny    denyCache
+}
+
+// Allow is shorthand for AllowN(key, 1).
+func (j *joined) Allow(key string) bool { return j.Take(key, 1).Allowed }
+
+// AllowN is shorthand for Take(key, n).Allowed.
+func (j *joined) AllowN(key string, n int) bool { return j.Take(key, n).Allowed }
+
+// Take takes n for key from every limiter, or from none: TakeEach with
+// context.Background() and no each.
+func (j *joined) Take(key string, n int) keylimit.Result {
+	r, _, _ := j.admit(context.Background(), key, n, nil, false)
+	return r
+}
+
+// TakeContext is Take under ctx: a ctx that has ended makes no call.
+func (j *joined) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
+	r, _, err := j.admit(ctx, key, n, nil, false)
+	return r, err
+}
+
+// TakeEach is TakeContext, and writes each limiter's Result into each (see
+// keylimit.EachTaker): one script call answers for all of them.
+func (j *joined) TakeEach(ctx context.Context, key string, n int, each []keylimit.Result) (keylimit.Result, error) {
+	r, _, err := j.admit(ctx, key, n, each, false)
+	return r, err
+}
+
+// Admit is Take, and also returns what the admission took, for Refund.
+func (j *joined) Admit(key string, n int) (keylimit.Result, keylimit.Admission) {
+	r, a, _ := j.admit(context.Background(), key, n, nil, true)
+	return r, a
+}
+
+// AdmitContext is Admit under ctx.
+func (j *joined) AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
+	return j.admit(ctx, key, n, nil, true)
+}
+
+// joinedAdmission is the By of a joined limiter's Admission: what each
+// limiter's part of it took.
+type joinedAdmission struct {
+	by    *joined
+	parts []keylimit.Admission
+}
+
+// resolve returns the limit key is under in each limiter.
+func (j *joined) resolve(key string, buf *[inlineParts]*keyLimit) []*keyLimit {
+	ks := buf[:0]
+	for _, p := range j.parts {
+		ks = append(ks, p.resolve(key))
+	}
+	return ks
+}
+
+// buffers returns a slice for each limiter's Result, and one for its mark.
+func (j *joined) buffers(res *[inlineParts]keylimit.Result, marks *[inlineParts]int64) ([]keylimit.Result, []int64) {
+	if len(j.parts) > inlineParts {
+		return make([]keylimit.Result, len(j.parts)), make([]int64, len(j.parts))
+	}
+	return res[:len(j.parts)], marks[:len(j.parts)]
+}
+
+// admit takes n for key from every limiter or from none, writes each
+// limiter's Result into each if it is not nil, and returns the admission if
+// record is set.
+func (j *joined) admit(ctx context.Context, key string, n int, each []keylimit.Result, record bool) (keylimit.Result, keylimit.Admission, error) {
+	r, a, err := j.decide(ctx, key, n, each, record)
+	for _, p := range j.parts {
+		p.ops.counts.decided(r.Allowed) // the request, in every limiter's Stats
+	}
+	return r, a, err
+}
+
+// decide is admit, not counted in Stats.
+func (j *joined) decide(ctx context.Context, key string, n int, each []keylimit.Result, record bool) (keylimit.Result, keylimit.Admission, error) {
+	var kbuf [inlineParts]*keyLimit
+	var rbuf [inlineParts]keylimit.Result
+	var mbuf [inlineParts]int64
+	ks := j.resolve(key, &kbuf)
+	res, marks := j.buffers(&rbuf, &mbuf)
+	for i, k := range ks {
+		if r, ok := k.never(n); ok {
+			// Refused here without a round trip; the others are asked what
+			// they would say only if each wants it.
+			if each == nil {
+				return r, keylimit.Admission{}, nil
+			}
+			err := j.peek(ctx, key, ks, res)
+			res[i] = r
+			copy(each, res)
+			return refusedBy(res, i), keylimit.Admission{}, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return keylimit.Result{Limit: ks[0].quota}, keylimit.Admission{}, j.report("take", key, err)
+	}
+	if n == 0 {
+		err := j.peek(ctx, key, ks, res)
+		for i := range res {
+			res[i].Allowed, res[i].RetryAfter = true, 0
+		}
+		copy(each, res)
+		return allowed(res), keylimit.Admission{}, err
+	}
+	now := j.parts[0].clock.now()
+	if r, ok := j.cached(key, n, ks, now, res); ok {
+		copy(each, res)
+		return r, keylimit.Admission{}, nil
+	}
+	d := decision{key: key, n: n, parts: ks}
+	if err := j.call(ctx, modeTake, &d, now, res, marks); err != nil {
+		return j.failed(ctx, key, ks, n, err, each, record)
+	}
+	copy(each, res)
+	for i, r := range res {
+		if !r.Allowed {
+			sum := refusedBy(res, i)
+			j.deny.recordEach(key, n, sum, now, res)
+			return sum, keylimit.Admission{}, nil
+		}
+	}
+	sum := allowed(res)
+	if !record {
+		return sum, keylimit.Admission{}, nil
+	}
+	adm := &joinedAdmission{by: j, parts: make([]keylimit.Admission, len(ks))}
+	for i, k := range ks {
+		adm.parts[i] = keylimit.Admission{N: n, Mark: marks[i], By: k}
+	}
+	return sum, keylimit.Admission{N: n, By: adm}, nil
+}
+
+// cached answers a request of n events for key from the deny cache at local
+// time now, writing each limiter's Result into res, if a refusal made under
+// the same quotas covers it.
+func (j *joined) cached(key string, n int, ks []*keyLimit, now int64, res []keylimit.Result) (keylimit.Result, bool) {
+	r, ok := j.deny.checkEach(key, n, now, res)
+	if !ok {
+		return r, false
+	}
+	for i, k := range ks {
+		if res[i].Limit != k.quota {
+			j.deny.forget(key) // remembered under other limits
+			return keylimit.Result{}, false
+		}
+	}
+	return r, true
+}
+
+// call makes the script call d in mode at local time now, unless Redis failed less
+// than a backoff ago under one of the limiters.
+func (j *joined) call(ctx context.Context, mode any, d *decision, now int64, res []keylimit.Result, marks []int64) error {
+	for _, p := range j.parts {
+		if err := p.down(now); err != nil {
+			return err
+		}
+	}
+	first := j.parts[0]
+	err := d.run(ctx, mode, first.client, j.timeout, first.scriptClock, res, marks)
+	for _, p := range j.parts {
+		p.called(ctx, err, now) // a round trip of every limiter's, in its Stats
+	}
+	return err
+}
+
+// failed answers a request of n events for key by each limiter's failure
+// policy in turn, all or nothing: what the fallback limiters before a
+// refusing one took is given back.
+func (j *joined) failed(ctx context.Context, key string, ks []*keyLimit, n int, err error, each []keylimit.Result,
+	record bool) (keylimit.Result, keylimit.Admission, error) {
+	res := make([]keylimit.Result, len(ks))
+	adms := make([]keylimit.Admission, len(ks))
+	var first error
+	refuser := -1
+	for i, p := range j.parts {
+		var e error
+		if refuser < 0 {
+			res[i], adms[i], e = p.failed("take", key, ks[i], n, err)
+			if !res[i].Allowed {
+				refuser = i
+			}
+		} else {
+			res[i], _, e = p.failed("peek", key, ks[i], 0, err)
+		}
+		if first == nil {
+			first = e
+		}
+	}
+	if refuser >= 0 {
+		undo := context.WithoutCancel(ctx)
+		for i := refuser - 1; i >= 0; i-- {
+			_ = j.parts[i].RefundContext(undo, key, adms[i])
+			if fb := j.parts[i].fallback; fb != nil {
+				res[i] = fb.Peek(key)
+			}
+		}
+		copy(each, res)
+		return refusedBy(res, refuser), keylimit.Admission{}, first
+	}
+	copy(each, res)
+	if !record {
+		return allowed(res), keylimit.Admission{}, first
+	}
+	return allowed(res), keylimit.Admission{N: n, By: &joinedAdmission{by: j, parts: adms}}, first
+}
+
+// Peek reports what Take(key, 1) would answer now, taking nothing: one
+// script call, or none if the deny cache covers the key.
+func (j *joined) Peek(key string) keylimit.Result {
+	r, _ := j.PeekContext(context.Background(), key)
+	return r
+}
+
+// PeekContext is Peek under ctx: a ctx that has ended makes no call.
+func (j *joined) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
+	var kbuf [inlineParts]*keyLimit
+	var rbuf [inlineParts]keylimit.Result
+	var mbuf [inlineParts]int64
+	ks := j.resolve(key, &kbuf)
+	res, _ := j.buffers(&rbuf, &mbuf)
+	if err := ctx.Err(); err != nil {
+		return keylimit.Result{Limit: ks[0].quota}, j.report("peek", key, err)
+	}
+	if r, ok := j.cached(key, 1, ks, j.parts[0].clock.now(), res); ok {
+		return r, nil
+	}
+	err := j.peek(ctx, key, ks, res)
+	sum := res[0]
+	decider := -1
+	for i, r := range res {
+		if i > 0 {
+			sum = bind(sum, r)
+		}
+		if !r.Allowed && decider < 0 {
+			decider = i
+		}
+	}
+	if decider >= 0 {
+		sum.Limit = res[decider].Limit
+	}
+	return sum, err
+}
+
+// peek writes each limiter's Peek of key into res, in one script call for
+// those whose limits are valid; while Redis fails, their failure policies'.
+func (j *joined) peek(ctx context.Context, key string, ks []*keyLimit, res []keylimit.Result) error {
+	valid := make([]*keyLimit, 0, len(ks))
+	for i, k := range ks {
+		if r, ok := k.never(1); ok {
+			res[i] = r
+		} else {
+			valid = append(valid, k)
+		}
+	}
+	if len(valid) == 0 {
+		return nil
+	}
+	got := make([]keylimit.Result, len(valid))
+	d := decision{key: key, n: 1, parts: valid}
+	err := j.call(ctx, modePeek, &d, j.parts[0].clock.now(), got, make([]int64, len(valid)))
+	var first error
+	v := 0
+	for i, k := range ks {
+		if k.err != nil {
+			continue
+		}
+		if err != nil {
+			var e error
+			got[v], _, e = j.parts[i].failed("peek", key, k, 0, err)
+			if first == nil {
+				first = e
+			}
+		}
+		res[i] = got[v]
+		v++
+	}
+	return first
+}
+
+// Reset forgets key in every limiter: ResetContext with
+// context.Background().
+func (j *joined) Reset(key string) { _ = j.ResetContext(context.Background(), key) }
+
+// ResetContext forgets key in every limiter, on Redis in one DEL of every
+// state, and in every deny cache and fallback. As a limiter's ResetContext,
+// it asks Redis even during a failure backoff, and a ctx that has ended
+// makes no call.
+func (j *joined) ResetContext(ctx context.Context, key string) error {
+	j.deny.forget(key)
+	keys := make([]string, len(j.parts))
+	for i, p := range j.parts {
+		p.deny.forget(key)
+		if p.fallback != nil {
+			p.fallback.Reset(key)
+		}
+		keys[i] = p.redisKey(key)
+	}
+	if err := ctx.Err(); err != nil {
+		return j.report("reset", key, err)
+	}
+	first := j.parts[0]
+	now := first.clock.now()
+	c, tctx, cancel := startCall(ctx, j.timeout)
+	err := first.client.Del(tctx, keys...).Err()
+	c.end(cancel)
+	for _, p := range j.parts {
+		p.called(ctx, err, now)
+	}
+	if err != nil {
+		return j.report("reset", key, err)
+	}
+	return nil
+}
+
+// Refund gives back what a, an Admission of this limiter, still holds in
+// each limiter: RefundContext with context.Background().
+func (j *joined) Refund(key string, a keylimit.Admission) {
+	_ = j.RefundContext(context.Background(), key, a)
+}
+
+// RefundContext gives back each limiter's part of a, an Admission this
+// limiter made for key, as far as it still holds (see the limiters'
+// RefundContext): in one script call, and what the fallback limiters
+// admitted while Redis failed, in process. A ctx that has ended makes no
+// call.
+func (j *joined) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
+	adm, ok := a.By.(*joinedAdmission)
+	if !ok || adm.by != j || a.N <= 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return j.report("refund", key, err)
+	}
+	j.deny.forget(key)
+	var ks []*keyLimit
+	var marks []int64
+	for i, p := range j.parts {
+		part := adm.parts[i]
+		if k, ok := part.By.(*keyLimit); ok && k.owner == p && part.N > 0 {
+			p.deny.forget(key)
+			ks = append(ks, k)
+			marks = append(marks, part.Mark)
+		} else {
+			_ = p.RefundContext(ctx, key, part) // the fallback's, if any
+		}
+	}
+	if len(ks) == 0 {
+		return nil
+	}
+	n := a.N
+	for _, k := range ks {
+		n = min(n, k.quota)
+	}
+	d := decision{key: key, n: n, parts: ks, marks: marks}
+	if err := j.call(ctx, modeRefund, &d, j.parts[0].clock.now(), make([]keylimit.Result, len(ks)), make([]int64, len(ks))); err != nil {
+		return j.report("refund", key, err)
+	}
+	return nil
+}
+
+// report passes err to every limiter's WithOnError (see limiter.report),
+// and returns the first limiter's *Error.
+func (j *joined) report(op, key string, err error) error {
+	var first error
+	for _, p := range j.parts {
+		if e := p.report(op, key, err); first == nil {
+			first = e
+		}
+	}
+	return first
+}
+
+// allowed is the Result of an admission under every limiter, res their
+// Results: the least Remaining binds and brings its Limit, as in
+// keylimit.All.
+func allowed(res []keylimit.Result) keylimit.Result {
+	sum := res[0]
+	for _, r := range res[1:] {
+		sum = bind(sum, r)
+	}
+	return sum
+}
+
+// refusedBy is the Result of a request limiter i refused, res every
+// limiter's Result (the others' Peeks): refused, with limiter i's Limit, as
+// in keylimit.All.
+func refusedBy(res []keylimit.Result, i int) keylimit.Result {
+	sum := res[i]
+	for j, r := range res {
+		if j != i {
+			sum = bind(sum, r)
+		}
+	}
+	sum.Allowed, sum.Limit = false, res[i].Limit
+	return sum
+}
+
+// bind adds the Result r of one more limiter to the Result sum of those
+// before it, as keylimit.All does.
+func bind(sum, r keylimit.Result) keylimit.Result {
+	if r.Remaining < sum.Remaining {
+		sum.Remaining, sum.Limit = r.Remaining, r.Limit
+	}
+	sum.Allowed = sum.Allowed && r.Allowed
+	sum.RetryAfter = max(sum.RetryAfter, r.RetryAfter)
+	sum.ResetAfter = max(sum.ResetAfter, r.ResetAfter)
+	sum.Untracked = sum.Untracked || r.Untracked
+	if sum.Err == nil {
+		sum.Err = r.Err
+	}
+	return sum
+}
+
+var (
+	_ keylimit.ContextLimiter[string]  = (*joined)(nil)
+	_ keylimit.EachTaker[string]       = (*joined)(nil)
+	_ keylimit.ContextRefunder[string] = (*joined)(nil)
+)

@@ -1,0 +1,259 @@
+package redislimit_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// keylimit.All of Redis limiters on one client: joined, one script call per
+// decision, all or nothing inside Redis.
+
+// joinedLimiter is what All returns for Redis limiters it joined.
+type joinedLimiter interface {
+	keylimit.ContextLimiter[string]
+	keylimit.EachTaker[string]
+	keylimit.ContextRefunder[string]
+}
+
+// redisLimiter is what a Redis limiter is to keylimit.All.
+type redisLimiter interface {
+	keylimit.ContextLimiter[string]
+	keylimit.ContextRefunder[string]
+}
+
+// unjoinable hides a limiter's Join method, so that All decides limiter by
+// limiter: what it did before the Redis limiters could join.
+type unjoinable struct{ redisLimiter }
+
+// TestAllOfRedisLimitersIsOneRoundTrip counts, with INFO commandstats, the
+// commands a request with two Redis limits (10 a minute and 3 an hour on
+// one API key) sends: one EVALSHA, admitted or refused, where All deciding
+// limiter by limiter sends two for an admitted request, and four for one
+// the second limit refuses (take, take, the refund of the first, and a
+// peek of it for its Result). A refusal the deny cache remembers sends
+// nothing; a refund and a reset are one command each.
+func TestAllOfRedisLimitersIsOneRoundTrip(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	newPair := func(cache int) (minute, hour redisLimiter) {
+		m, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerMinute(10), redislimit.WithPrefix(testKey(t, "minute")+":"),
+			redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(cache))
+		require.NoError(t, err)
+		h, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(3), redislimit.WithPrefix(testKey(t, "hour")+":"),
+			redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(cache))
+		require.NoError(t, err)
+		pinged(t, m) // the eviction check is done: only decisions are counted
+		pinged(t, h)
+		return m, h
+	}
+	sent := func(f func()) map[string]int64 {
+		before := s.commandStats(t)
+		f()
+		return s.sentSince(t, before)
+	}
+	one := map[string]int64{"evalsha": 1}
+	key := testKey(t, "api-key")
+
+	minute, hour := newPair(0)
+	minute.Allow("warm") // the connection is made and the script loaded
+	lim, ok := keylimit.All[string](minute, hour).(joinedLimiter)
+	require.True(t, ok, "All of two Redis limiters on one client is not the joined limiter")
+	each := make([]keylimit.Result, 2)
+	for i := range 3 {
+		var r keylimit.Result
+		require.Equal(t, one, sent(func() { r, _ = lim.TakeEach(context.Background(), key, 1, each) }), "request %d", i)
+		require.True(t, r.Allowed, "request %d: %v", i, r)
+		require.Equal(t, keylimit.Result{Allowed: true, Limit: 10, Remaining: 9 - i, ResetAfter: time.Minute}, each[0], "request %d: the minute's Result", i)
+		require.Equal(t, 3, each[1].Limit, "request %d: the hour's Limit", i)
+		require.Equal(t, 2-i, each[1].Remaining, "request %d: the hour's Remaining", i)
+	}
+	var r keylimit.Result
+	require.Equal(t, one, sent(func() { r, _ = lim.TakeEach(context.Background(), key, 1, each) }), "a request the hour refuses")
+	require.False(t, r.Allowed, "the fourth request: %v", r)
+	require.Equal(t, 3, r.Limit, "the refusal's Limit: the hour's")
+	require.Equal(t, 7, each[0].Remaining, "the minute's Remaining after a request the hour refused: nothing taken")
+	require.True(t, each[0].Allowed, "the minute's Result: its Peek")
+	require.False(t, each[1].Allowed, "the hour's Result")
+
+	var adm keylimit.Admission
+	other := testKey(t, "other")
+	require.Equal(t, one, sent(func() { _, adm, _ = lim.AdmitContext(context.Background(), other, 2) }), "AdmitContext")
+	require.Equal(t, one, sent(func() { require.NoError(t, lim.RefundContext(context.Background(), other, adm)) }), "RefundContext")
+	require.Equal(t, one, sent(func() { r = lim.Peek(other) }), "Peek")
+	require.Equal(t, keylimit.Result{Allowed: true, Limit: 3, Remaining: 3}, r, "Peek after the refund of the only admission")
+	before := s.commandStats(t)
+	lim.Reset(key)
+	after := s.commandStats(t)
+	require.Equal(t, before["del"]+1, after["del"], "Reset: one DEL")
+	require.Equal(t, before["evalsha"], after["evalsha"], "Reset: no script call")
+	require.Equal(t, 10, minute.Peek(key).Remaining, "the minute's Remaining after the joined Reset")
+	// Each limiter counts the joined requests and round trips it took part
+	// in: 5 requests (4 TakeEach, 1 AdmitContext), 4 admitted; 8 round
+	// trips (those, RefundContext, Peek and Reset).
+	st := hour.(interface{ Stats() keylimit.Stats }).Stats()
+	require.Equal(t, keylimit.Stats{Admitted: 4, Refused: 1, Calls: 8}, st, "the hour's Stats")
+
+	// With the deny cache: the refusal is remembered, with each Result.
+	minute, hour = newPair(redislimit.DefaultDenyCacheSize)
+	lim = keylimit.All[string](minute, hour).(joinedLimiter)
+	require.True(t, lim.AllowN(key, 3), "AllowN(3)")
+	require.False(t, lim.Allow(key), "Allow with the hour used up")
+	require.Empty(t, sent(func() { r, _ = lim.TakeEach(context.Background(), key, 1, each) }), "a refusal the deny cache covers")
+	require.False(t, r.Allowed, "%v", r)
+	require.Equal(t, []int{10, 3}, []int{each[0].Limit, each[1].Limit}, "each Result's Limit, from the deny cache")
+	require.Equal(t, 7, each[0].Remaining, "the minute's Remaining, from the deny cache")
+
+	// All deciding limiter by limiter, for comparison.
+	minute, hour = newPair(0)
+	seq := keylimit.All[string](unjoinable{minute}, unjoinable{hour}).(keylimit.EachTaker[string])
+	key = testKey(t, "api-key")
+	for i := range 3 {
+		require.Equal(t, map[string]int64{"evalsha": 2}, sent(func() { seq.TakeEach(context.Background(), key, 1, each) }),
+			"request %d, limiter by limiter", i)
+	}
+	require.Equal(t, map[string]int64{"evalsha": 4}, sent(func() { seq.TakeEach(context.Background(), key, 1, each) }),
+		"a request the hour refuses, limiter by limiter")
+}
+
+// TestJoinedMatchesAllInMemory: the joined limiter of a bucket, a fixed
+// window and a sliding window gives the Results keylimit.All of the three
+// in-memory limiters gives, the combined one and each limiter's, to the
+// nanosecond, over a sequence of requests, peeks, refunds and steps of the
+// clock that both run on (the scripts' time too). (Without the deny cache,
+// whose answers to a refused key carry each limiter's Result as Redis gave
+// it when it refused, not as it is now.)
+func TestJoinedMatchesAllInMemory(t *testing.T) {
+	c := shared.client(t)
+	limits := []keylimit.Limit{keylimit.PerSecond(5), keylimit.PerMinute(7), keylimit.Per(3, 10*time.Second)}
+	mock := newMock()
+	opts := []redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock),
+		redislimit.WithDenyCacheSize(0)}
+	var redisLims, memLims []keylimit.Limiter[string]
+	for i, typ := range types {
+		rl, err := typ.new(c, limits[i], append(opts, redislimit.WithPrefix(testKey(t, typ.name)+":"))...)
+		require.NoError(t, err)
+		redisLims = append(redisLims, rl)
+	}
+	b, err := keylimit.NewTokenBucket[string](limits[0], keylimit.WithClock(mock))
+	require.NoError(t, err)
+	f, err := keylimit.NewFixedWindow[string](limits[1], keylimit.WithClock(mock))
+	require.NoError(t, err)
+	w, err := keylimit.NewSlidingWindow[string](limits[2], keylimit.WithClock(mock))
+	require.NoError(t, err)
+	memLims = append(memLims, b, f, w)
+	joined, ok := keylimit.All(redisLims...).(joinedLimiter)
+	require.True(t, ok, "All of three Redis limiters on one client is not joined")
+	memory := keylimit.All(memLims...)
+	memEach := memory.(keylimit.EachTaker[string])
+	memRefund := memory.(keylimit.Refunder[string])
+
+	key := testKey(t, "k")
+	got, want := make([]keylimit.Result, 3), make([]keylimit.Result, 3)
+	var held []keylimit.Admission // the joined limiter's, with the memory's after each
+	for step, n := range []int{1, 2, 0, 1, 3, -1, 1, 1, 2, 1, 0, 4, 1, 1, 2, 1, 3, 1} {
+		switch {
+		case step%5 == 4:
+			mock.Add(700 * time.Millisecond)
+		case step%7 == 3:
+			r, a := joined.Admit(key, 1)
+			mr, ma := memRefund.Admit(key, 1)
+			require.Equal(t, mr, r, "step %d: Admit", step)
+			held = append(held, a, ma)
+		case step%6 == 5 && len(held) > 0:
+			joined.Refund(key, held[0])
+			memRefund.Refund(key, held[1])
+			held = held[2:]
+		}
+		r, err := joined.TakeEach(context.Background(), key, n, got)
+		require.NoError(t, err, "step %d", step)
+		mr, _ := memEach.TakeEach(context.Background(), key, n, want)
+		if i := slices.IndexFunc([]int{5, 7, 3}, func(q int) bool { return n < 0 || n > q }); i >= 0 {
+			// Never passes under limiter i: answered without a round trip
+			// for i (its Remaining and ResetAfter unknown, 0), the others'
+			// Results their Peeks, as in memory.
+			want[i].Remaining, want[i].ResetAfter = 0, 0
+			require.Equal(t, mr.Allowed, r.Allowed, "step %d, n=%d: Allowed", step, n)
+			require.Equal(t, keylimit.InfDuration, r.RetryAfter, "step %d, n=%d: RetryAfter", step, n)
+		} else {
+			require.Equal(t, mr, r, "step %d, n=%d: the combined Result", step, n)
+		}
+		require.Equal(t, want, got, "step %d, n=%d: each Result", step, n)
+		require.Equal(t, memory.Peek(key), joined.Peek(key), "step %d: Peek", step)
+	}
+}
+
+// TestJoinNeedsRedisLimitersOnOneClient: All joins only Redis limiters of
+// this package on one client under distinct prefixes; otherwise it decides
+// limiter by limiter, with the same semantics.
+func TestJoinNeedsRedisLimitersOnOneClient(t *testing.T) {
+	c := shared.client(t)
+	newLim := func(c redis.UniversalClient, prefix string) redisLimiter {
+		lim, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(2), redislimit.WithPrefix(prefix), redislimit.WithTimeout(patient))
+		require.NoError(t, err)
+		return lim
+	}
+	a, b := newLim(c, testKey(t, "a")+":"), newLim(c, testKey(t, "b")+":")
+	mem, err := keylimit.NewTokenBucket[string](keylimit.PerHour(2))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name   string
+		ls     []keylimit.Limiter[string]
+		joined bool
+	}{
+		{"one client", []keylimit.Limiter[string]{a, b}, true},
+		{"two clients", []keylimit.Limiter[string]{a, newLim(shared.client(t), testKey(t, "c")+":")}, false},
+		{"one prefix", []keylimit.Limiter[string]{a, newLim(c, a.(interface{ Prefix() string }).Prefix())}, false},
+		{"in memory", []keylimit.Limiter[string]{a, mem}, false},
+	} {
+		lim := keylimit.All(tc.ls...)
+		_, joined := lim.(joinedLimiter)
+		require.Equal(t, tc.joined, joined && fmtType(lim) == "*redislimit.joined", tc.name)
+		key := testKey(t, "k")
+		require.True(t, lim.Allow(key), "%s: the first", tc.name)
+		if tc.name == "one prefix" {
+			// Limiter by limiter on one state: each takes its event.
+			require.False(t, lim.Allow(key), "%s: the second", tc.name)
+			continue
+		}
+		require.True(t, lim.Allow(key), "%s: the second", tc.name)
+		require.False(t, lim.Allow(key), "%s: the third", tc.name)
+	}
+}
+
+// TestJoinedWhenRedisFails: while Redis fails, each limiter's failure
+// policy answers for it, all or nothing: what the first limiter's fallback
+// admitted for a request the second's refuses is given back. Each
+// limiter's OnError sees the failure once; the backoff spares Redis the
+// rest.
+func TestJoinedWhenRedisFails(t *testing.T) {
+	c := deadClient(t)
+	mock := clock.NewMock()
+	var errsA, errsB errorLog
+	a, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(3), redislimit.WithClock(mock), redislimit.WithOnError(errsA.add))
+	require.NoError(t, err)
+	b, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(2), redislimit.WithClock(mock), redislimit.WithOnError(errsB.add))
+	require.NoError(t, err)
+	lim := keylimit.All[string](a, b).(joinedLimiter)
+	key := testKey(t, "k")
+	r, err := lim.TakeContext(context.Background(), key, 1)
+	require.True(t, r.Allowed, "the first request, by the fallbacks: %v", r)
+	require.Error(t, err)
+	require.True(t, lim.Allow(key), "the second request")
+	each := make([]keylimit.Result, 2)
+	r, err = lim.TakeEach(context.Background(), key, 1, each)
+	require.False(t, r.Allowed, "the third request: the second fallback's quota of 2 is used: %v", r)
+	require.ErrorIs(t, err, redislimit.ErrUnavailable)
+	require.Equal(t, 2, r.Limit, "the refusal's Limit")
+	require.Equal(t, 1, each[0].Remaining, "the first fallback's Remaining: the refused request was given back")
+	require.Equal(t, 1, a.Peek(key).Remaining, "the first limiter's fallback, asked alone")
+	require.Equal(t, 1, errsA.len(), "the first limiter's OnError")
+	require.Equal(t, 1, errsB.len(), "the second limiter's OnError")
+}
