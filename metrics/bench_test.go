@@ -1,5 +1,3 @@
-//go:build keylimit_httphooks
-
 package metrics_test
 
 import (

@@ -1,6 +1,8 @@
 // Package metrics exports keylimit's counts to Prometheus: what each limiter
-// counted (NewStats), with a bounded set of labels. Never a key: a label per
-// client would make a series per client.
+// counted (NewStats), what an httplimit middleware decided (NewHTTP) and what
+// the requests of an httplimit.Transport waited for (NewTransport), with a
+// bounded set of labels. Never a key: a label per client would make a series
+// per client.
 //
 // # Limiter stats
 //
@@ -29,6 +31,28 @@
 // a limiter's first call to its store, and then keys, untracked and
 // evicted, which a Redis limiter does not count, are left out.
 //
+// # HTTP decisions and waits
+//
+// NewHTTP counts the decisions of an httplimit middleware by tier, binding
+// policy and outcome, with a histogram of how long each took
+// (Decision.Elapsed); NewTransport counts the requests of an
+// httplimit.Transport by the outcome of their wait, with a histogram of the
+// time they waited and a count of the retries sent. Each is a collector
+// with a hook method, to set alone or beside a hook of your own (Hooks):
+//
+//	api := metrics.NewHTTP("api")
+//	reg.MustRegister(api)
+//	limit, err := httplimit.New(httplimit.Config{
+//		Key:        httplimit.ClientIP{}.Key,
+//		Policies:   policies,
+//		OnDecision: metrics.Hooks(api.OnDecision, logRefusals),
+//	})
+//
+// A hook costs a request one map lookup, an atomic add and a histogram
+// observation, and allocates nothing. A grpclimit server's decisions are
+// httplimit Decisions: count them with a Config.OnDecision that calls
+// api.OnDecision(nil, d).
+//
 // # OpenTelemetry
 //
 // The series are Prometheus's; to send them through an OpenTelemetry
@@ -39,8 +63,8 @@
 //	producer := otelprom.NewMetricProducer(otelprom.WithGatherer(reg))
 //	reader := sdkmetric.NewPeriodicReader(exporter, sdkmetric.WithProducer(producer))
 //
-// Counters become OTel sums and gauges gauges, under the same names and
-// labels (attributes).
+// Counters become OTel sums, gauges gauges and histograms explicit-bucket
+// histograms, under the same names and labels (attributes).
 package metrics
 
 import (

@@ -18,7 +18,9 @@ import (
 
 // A server limits / to 2 requests a minute per client IP and serves
 // /metrics beside it, unlimited. After 3 requests from one client, a scrape
-// of its own /metrics shows what the limiter counted.
+// of its own /metrics shows what the limiter counted (NewStats) and what
+// the middleware decided (NewHTTP; the latency histogram's buckets and sum
+// are left out here, as they depend on the machine).
 func Example() {
 	perMinute, err := keylimit.NewTokenBucket[string](keylimit.PerMinute(2),
 		keylimit.WithStats(), // count decisions, for keylimit_decisions_total
@@ -27,11 +29,13 @@ func Example() {
 		panic(err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewStats("api", perMinute))
+	api := metrics.NewHTTP("api")
+	reg.MustRegister(metrics.NewStats("api", perMinute), api)
 
 	limit, err := httplimit.New(httplimit.Config{
-		Key:      httplimit.ClientIP{}.Key,
-		Policies: []httplimit.Policy{{Name: "minute", Limiter: perMinute}},
+		Key:        httplimit.ClientIP{}.Key,
+		Policies:   []httplimit.Policy{{Name: "minute", Limiter: perMinute}},
+		OnDecision: api.OnDecision,
 	})
 	if err != nil {
 		panic(err)
@@ -60,12 +64,15 @@ func Example() {
 	// keylimit_decisions_total{limiter="api",outcome="allowed"} 2
 	// keylimit_decisions_total{limiter="api",outcome="refused"} 1
 	// keylimit_evicted_total{limiter="api"} 0
+	// keylimit_http_decision_seconds_count{limiter="api",tier=""} 3
+	// keylimit_http_decisions_total{limiter="api",outcome="allowed",policy="minute",tier=""} 2
+	// keylimit_http_decisions_total{limiter="api",outcome="refused",policy="minute",tier=""} 1
 	// keylimit_keys{limiter="api"} 1
 	// keylimit_untracked_total{limiter="api"} 0
 }
 
 // printMetrics scrapes url and prints its keylimit series, without the
-// HELP and TYPE lines.
+// HELP and TYPE lines, nor the buckets and sums of histograms.
 func printMetrics(url string) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -74,8 +81,9 @@ func printMetrics(url string) {
 	defer resp.Body.Close()
 	lines := bufio.NewScanner(resp.Body)
 	for lines.Scan() {
-		if strings.HasPrefix(lines.Text(), "keylimit_") {
-			fmt.Println(lines.Text())
+		line := lines.Text()
+		if strings.HasPrefix(line, "keylimit_") && !strings.Contains(line, "_bucket{") && !strings.Contains(line, "_sum{") {
+			fmt.Println(line)
 		}
 	}
 }

@@ -1,5 +1,3 @@
-//go:build keylimit_httphooks
-
 package metrics
 
 import (
@@ -11,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// DecisionBuckets are the upper bounds, in seconds, of the decision latency
+// decisionBuckets are the upper bounds, in seconds, of the decision latency
 // histogram: 1 µs to 100 ms, by 1, 2.5 and 5 a decade. An in-memory
 // decision takes microseconds, a Redis one a round trip.
-var DecisionBuckets = []float64{
+var decisionBuckets = []float64{
 	1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
 	1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 1e-1,
 }
@@ -26,6 +24,7 @@ var DecisionBuckets = []float64{
 //	keylimit_http_decisions_total{tier, policy, outcome}  counter
 //	keylimit_http_decision_seconds{tier}                  histogram of Decision.Elapsed
 //
+// The histogram's buckets run from 1 µs to 100 ms, by 1, 2.5 and 5 a decade.
 // outcome is "allowed", "refused", "untracked" or "error" (see OnDecision).
 // tier and policy are names from the middleware's Config, never a key, so
 // the series are as many as the tiers, policies and outcomes met.
@@ -87,7 +86,7 @@ func NewHTTP(name string) *HTTP {
 		Name:        "http_decision_seconds",
 		Help:        "How long the middleware took to decide a request, by tier.",
 		ConstLabels: labels,
-		Buckets:     DecisionBuckets,
+		Buckets:     decisionBuckets,
 	}, []string{labelTier})
 	h.series.Store(&map[httpLabels]httpSeries{})
 	return h

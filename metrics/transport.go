@@ -1,5 +1,3 @@
-//go:build keylimit_waithook
-
 package metrics
 
 import (
@@ -12,10 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// WaitBuckets are the upper bounds, in seconds, of the Transport's wait
+// waitBuckets are the upper bounds, in seconds, of the Transport's wait
 // histogram: from no wait at all (0) to a minute, the scale of a client's
 // own pacing and of a server's Retry-After.
-var WaitBuckets = []float64{0, 0.001, 0.01, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+var waitBuckets = []float64{0, 0.001, 0.01, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // Transport counts what the requests of an httplimit.Transport waited for:
 // a prometheus.Collector whose OnWait method is a Transport.OnWait hook,
@@ -26,7 +24,8 @@ var WaitBuckets = []float64{0, 0.001, 0.01, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 6
 //	keylimit_transport_retries_total            counter, Wait.Retries summed
 //
 // outcome is "sent", "deadline", "canceled" or "error" (see OnWait); paused
-// is "true" for the requests a server's pause held. Never a key: all these
+// is "true" for the requests a server's pause held. The histogram's buckets
+// run from 0 (no wait) to 60 s. Never a key: all these
 // series exist from the start, at 0.
 type Transport struct {
 	err     error // why t cannot be registered, or nil
@@ -69,7 +68,7 @@ func NewTransport(name string) *Transport {
 		Name:        "transport_wait_seconds",
 		Help:        "How long the Transport held a request, over all its sends, by whether a server's pause held it.",
 		ConstLabels: labels,
-		Buckets:     WaitBuckets,
+		Buckets:     waitBuckets,
 	}, []string{labelPaused})
 	t.retries = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace:   namespace,

@@ -1,15 +1,17 @@
-//go:build keylimit_waithook
-
 package metrics_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/metrics"
@@ -88,6 +90,70 @@ keylimit_transport_requests_total{limiter="partner",outcome="sent"} 4
 	problems, err := testutil.GatherAndLint(reg)
 	require.NoError(t, err, "GatherAndLint")
 	require.Empty(t, problems, "what promlint finds")
+}
+
+// TestTransportOnWait: a real Transport's requests, through the hook: one
+// sent after a 429 and a retry, two sent and one refused a wait past its
+// deadline by a limiter of 2 a second on a mock clock, one whose context
+// had ended.
+func TestTransportOnWait(t *testing.T) {
+	tm := metrics.NewTransport("partner")
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(tm), "Register")
+	var calls atomic.Int32
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	t.Cleanup(partner.Close)
+	get := func(client *http.Client, ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, partner.URL, nil)
+		require.NoError(t, err, "NewRequest")
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+
+	retrying := &http.Client{Transport: &httplimit.Transport{Retries: 1, Backoff: time.Millisecond, OnWait: tm.OnWait}}
+	require.NoError(t, get(retrying, context.Background()), "sent again after a 429")
+
+	mock := clock.NewMock()
+	perSecond, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(2), keylimit.WithClock(mock))
+	require.NoError(t, err, "NewTokenBucket")
+	t.Cleanup(func() { perSecond.Close() })
+	paced := &http.Client{Transport: &httplimit.Transport{Limiter: perSecond, Clock: mock, OnWait: tm.OnWait}}
+	for i := range 3 {
+		ctx, cancel := mock.WithTimeout(context.Background(), 100*time.Millisecond)
+		err := get(paced, ctx)
+		cancel()
+		if i < 2 {
+			require.NoError(t, err, "request %d, within the burst", i)
+		} else {
+			require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline, "request %d, 500 ms away", i)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, get(paced, ctx), context.Canceled, "a request whose context has ended")
+
+	want := `
+# HELP keylimit_transport_requests_total Requests through the Transport, by the outcome of their wait (sent, deadline, canceled or error).
+# TYPE keylimit_transport_requests_total counter
+keylimit_transport_requests_total{limiter="partner",outcome="canceled"} 1
+keylimit_transport_requests_total{limiter="partner",outcome="deadline"} 1
+keylimit_transport_requests_total{limiter="partner",outcome="error"} 0
+keylimit_transport_requests_total{limiter="partner",outcome="sent"} 3
+# HELP keylimit_transport_retries_total Requests the Transport sent again after a 429 or 503.
+# TYPE keylimit_transport_retries_total counter
+keylimit_transport_retries_total{limiter="partner"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"keylimit_transport_requests_total", "keylimit_transport_retries_total"), "the scrape")
+	require.Equal(t, map[string]uint64{"false": 5, "true": 0}, histogramCounts(t, reg, "keylimit_transport_wait_seconds", "paused"), "waits by paused")
+	require.Equal(t, int32(4), calls.Load(), "requests the partner saw: a 429, its retry, two paced")
 }
 
 // TestTransportAllocs: OnWait allocates nothing, an error's wait included.
