@@ -165,7 +165,7 @@ func pushbackDelay(vals []string) (time.Duration, bool) {
 	// Digits only (ParseInt reports "out of range" before it meets a bad
 	// character, so "99999999999999999999A" would read as a long delay).
 	for i := 0; i < len(v); i++ {
-		if (v[i] < '0' || v[i] > '9') && !(i == 0 && v[i] == '-') {
+		if (v[i] < '0' || v[i] > '9') && !(i == 0 && (v[i] == '-' || v[i] == '+')) {
 			return 0, false
 		}
 	}
