@@ -131,6 +131,10 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 // one SetLimit set. Keys given their own by WithKeyLimit are not under it.
 func (b *TokenBucket[K]) Limit() Limit { return b.policy.limit() }
 
+// LimitOf returns the limit key is under now: its own, from WithKeyLimit or
+// SetKeyLimit, or the bucket's. It creates no key.
+func (b *TokenBucket[K]) LimitOf(key K) Limit { return b.policy.resolve(key).limit }
+
 // SetLimit makes l the bucket's limit, and has every key resolve its limit
 // again (WithKeyLimit's function is asked anew), each from its next call.
 // It returns an error, and changes nothing, if l is invalid.
