@@ -62,30 +62,26 @@ func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect reads the limiter's Stats once and sends the series of the counts
-// the limiter keeps: a count it does not keep reads 0, which is no count.
-// The decision counters are sent once the limiter has counted a decision
-// (WithStats), and the store counters once it has counted a call to its
-// store; a limiter that has (redislimit's) keeps no keys, untracked or
-// evicted count, so those are sent only for one that has not.
+// the limiter keeps (Stats.Decisions, Stats.Remote): a count it does not
+// keep reads 0, which is no count. The decision counters come from an
+// in-memory limiter made WithStats, or a remote one; the store counters
+// from a remote one (redislimit's), whose keys live in the store, so that
+// keys, untracked and evicted come only from an in-memory one.
 func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.err != nil {
 		ch <- prometheus.NewInvalidMetric(c.keys, c.err)
 		return
 	}
 	st := c.lim.Stats()
-	// keylimit.Stats cannot say which counts a limiter keeps; a count it
-	// does not keep reads 0, as does one that has counted nothing yet. So a
-	// series is sent once its count shows the limiter keeps it: a limiter
-	// without WithStats never shows decision counters, an in-memory one no
-	// store counters, and one that counts round trips to a store (a Redis
-	// limiter, whose keys live in Redis) no keys, untracked or evicted.
-	remote := st.Calls != 0 || st.Errors != 0 || st.Fallbacks != 0 || st.CacheHits != 0
+	// A count a limiter does not keep reads 0, like one that has counted
+	// nothing yet: Stats says which it keeps, and only those are sent.
+	remote := st.Remote
 	if !remote {
 		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.Keys))
 		ch <- prometheus.MustNewConstMetric(c.untracked, prometheus.CounterValue, float64(st.Untracked))
 		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted))
 	}
-	if st.Admitted != 0 || st.Refused != 0 {
+	if st.Decisions {
 		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Admitted), outcomeAllowed)
 		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Refused), outcomeRefused)
 	}

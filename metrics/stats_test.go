@@ -1,18 +1,14 @@
 package metrics_test
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/keylimit/keylimit"
-	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/metrics"
-	"github.com/keylimit/keylimit/redislimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,7 +24,7 @@ func TestStatsExactCounts(t *testing.T) {
 	require.Equal(t, 0, allows(lim, "c"), "c: over the key cap, refused untracked")
 	mock.Add(time.Hour) // a and b idle: c's arrival at the cap sweeps both out
 	require.Equal(t, 1, allows(lim, "c"), "c admitted")
-	require.Equal(t, keylimit.Stats{Keys: 1, Admitted: 5, Refused: 2, Untracked: 1, Evicted: 2}, lim.Stats(), "the limiter's own Stats")
+	require.Equal(t, keylimit.Stats{Decisions: true, Keys: 1, Admitted: 5, Refused: 2, Untracked: 1, Evicted: 2}, lim.Stats(), "the limiter's own Stats")
 
 	want := `
 # HELP keylimit_decisions_total Requests the limiter decided, by outcome (allowed or refused); only from a limiter that counts them (keylimit.WithStats).
@@ -78,7 +74,7 @@ keylimit_untracked_total{limiter="api"} 1
 // evicted, which such a limiter does not count; an in-memory limiter has no
 // store counters.
 func TestStatsRemoteStore(t *testing.T) {
-	src := &fixedStats{st: keylimit.Stats{Admitted: 9, Refused: 4, Calls: 11, Errors: 3, Fallbacks: 2, CacheHits: 5}}
+	src := &fixedStats{st: keylimit.Stats{Decisions: true, Remote: true, Admitted: 9, Refused: 4, Calls: 11, Errors: 3, Fallbacks: 2, CacheHits: 5}}
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(metrics.NewStats("fleet", src)), "Register")
 
@@ -144,47 +140,4 @@ keylimit_keys{limiter="login"} 2
 	require.ErrorContains(t, err, `metrics: the limiter of stats "nil" is nil`, "a nil limiter")
 	err = reg.Register(metrics.NewStats("\xff", api))
 	require.ErrorContains(t, err, `metrics: the name "\xff" of a limiter's stats is not valid UTF-8`, "a name that is not UTF-8")
-}
-
-// TestStatsRedis: a redislimit FixedWindow on a real redis-server, through
-// a known sequence: round trips, a deny-cache hit, and, Redis gone, a
-// failed call answered by the failure policy. The scrape shows exactly
-// those counts, and no keys, untracked or evicted, which it does not count.
-func TestStatsRedis(t *testing.T) {
-	srv, err := redisserver.Start(0)
-	require.NoError(t, err, "starting redis-server")
-	t.Cleanup(srv.Stop)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { client.Close() })
-	lim, err := redislimit.NewFixedWindow(client, "login", keylimit.PerHour(3),
-		redislimit.WithFailurePolicy(redislimit.FailOpen()), redislimit.WithLogger(slog.New(slog.DiscardHandler)))
-	require.NoError(t, err, "redislimit.NewFixedWindow")
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(metrics.NewStats("login", lim)), "Register")
-
-	// 3 admitted and 1 refused, in 4 round trips; the 5th is refused by the
-	// deny cache, without one.
-	require.Equal(t, 3, allows(lim, "a", "a", "a", "a", "a"), "a, Redis up")
-	srv.Kill()
-	require.Equal(t, 1, allows(lim, "b"), "b, Redis gone: its round trip fails, FailOpen admits")
-
-	want := `
-# HELP keylimit_decisions_total Requests the limiter decided, by outcome (allowed or refused); only from a limiter that counts them (keylimit.WithStats).
-# TYPE keylimit_decisions_total counter
-keylimit_decisions_total{limiter="login",outcome="allowed"} 4
-keylimit_decisions_total{limiter="login",outcome="refused"} 2
-# HELP keylimit_store_cache_hits_total Refusals answered from the local deny cache, without a round trip.
-# TYPE keylimit_store_cache_hits_total counter
-keylimit_store_cache_hits_total{limiter="login"} 1
-# HELP keylimit_store_calls_total Round trips to the remote store.
-# TYPE keylimit_store_calls_total counter
-keylimit_store_calls_total{limiter="login"} 5
-# HELP keylimit_store_errors_total Round trips to the remote store that failed.
-# TYPE keylimit_store_errors_total counter
-keylimit_store_errors_total{limiter="login"} 1
-# HELP keylimit_store_fallbacks_total Decisions made by the failure policy instead of the remote store.
-# TYPE keylimit_store_fallbacks_total counter
-keylimit_store_fallbacks_total{limiter="login"} 1
-`
-	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)), "the scrape")
 }

@@ -99,7 +99,7 @@ func TestAllOfRedisLimitersIsOneRoundTrip(t *testing.T) {
 	// in: 5 requests (4 TakeEach, 1 AdmitContext), 4 admitted; 8 round
 	// trips (those, RefundContext, Peek and Reset).
 	st := hour.(interface{ Stats() keylimit.Stats }).Stats()
-	require.Equal(t, keylimit.Stats{Admitted: 4, Refused: 1, Calls: 8}, st, "the hour's Stats")
+	require.Equal(t, keylimit.Stats{Decisions: true, Remote: true, Admitted: 4, Refused: 1, Calls: 8}, st, "the hour's Stats")
 
 	// With the deny cache: the refusal is remembered, with each Result.
 	minute, hour = newPair(redislimit.DefaultDenyCacheSize)

@@ -19,7 +19,7 @@ import (
 // may or may not include them.
 func (l *limiter) Stats() keylimit.Stats {
 	c := &l.ops.counts
-	var st keylimit.Stats
+	st := keylimit.Stats{Decisions: true, Remote: true}
 	for i := range c.stripes {
 		s := &c.stripes[i]
 		st.Admitted += s.admitted.Load()
