@@ -2,10 +2,7 @@ module github.com/keylimit/keylimit/metrics
 
 go 1.26.0
 
-replace (
-	github.com/keylimit/keylimit => ../
-	github.com/keylimit/keylimit/redislimit => ../redislimit
-)
+replace github.com/keylimit/keylimit => ../
 
 require (
 	github.com/benbjohnson/clock v1.3.5
