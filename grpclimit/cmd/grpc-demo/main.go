@@ -132,9 +132,9 @@ func run(w io.Writer, clk clock.Clock) error {
 	return nil
 }
 
-// plainBurst sends callsEach calls in a row as alice with a client that has no
-// interceptor, and shows the answers: their codes, the RateLimit fields of
-// the first, and what a refusal carries.
+// plainBurst sends callsEach calls in a row as alice with a client that
+// has no interceptor, and shows the answers: their codes, the RateLimit
+// fields of the first, and what a refusal carries.
 func plainBurst(w io.Writer, clk clock.Clock, addr string) error {
 	conn, err := dial(addr, nil)
 	if err != nil {
