@@ -172,7 +172,7 @@ func plainBurst(w io.Writer, clk clock.Clock, addr string) error {
 	}
 	fmt.Fprintln(w, "  every answer carries the RateLimit fields as header metadata; the 1st:")
 	fmt.Fprintf(w, "      %s\n", fields(first, "ratelimit-policy", "ratelimit"))
-	fmt.Fprintf(w, "  the %s, refused: %s, with a RetryInfo detail: retry in %v\n", ordinal(passed+1), status.Code(refusal), delay.Round(10*time.Millisecond))
+	fmt.Fprintf(w, "  the %s, refused: %s, with a RetryInfo detail: retry in %v\n", ordinal(passed+1), status.Code(refusal), ceilMillis(delay))
 	fmt.Fprintf(w, "      header metadata   %s\n", fields(refusedHeader, "ratelimit", "retry-after"))
 	fmt.Fprintf(w, "      trailer metadata  %s (what gRPC's own retry policy reads)\n", fields(refusedTrailer, "grpc-retry-pushback-ms"))
 	fmt.Fprintln(w, "  (q: the quota; w: seconds an empty bucket takes to fill; r: calls left; t: seconds")
@@ -238,6 +238,15 @@ func sleep(clk clock.Clock, d time.Duration) {
 	t := clk.Timer(d)
 	defer t.Stop()
 	<-t.C
+}
+
+// ceilMillis is d rounded up to a whole millisecond, as the server rounds
+// the pushback it sends beside RetryInfo.
+func ceilMillis(d time.Duration) time.Duration {
+	if r := d % time.Millisecond; r > 0 {
+		d += time.Millisecond - r
+	}
+	return d
 }
 
 // fields prints the metadata of md under names, "name: value", in order.
