@@ -380,8 +380,13 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		st = w.keys.loadOrCreate(key)
 	}
 	d.n = uint64(n)
-	d.now = w.keys.clock.now()
-	lost, reread := false, false
+	// The clock is read after the word (tick), so that no admission the
+	// word holds decided at a later time than d.now: a first try is never
+	// stale. A retry after a lost CAS reuses d.now: a word a later caller
+	// wrote is judged at an earlier time, which can only be stricter (a
+	// window that has begun since is still the word's window, see
+	// windowGrid.current), and a refusal then reads the clock once more.
+	tick, lost, reread := true, false, false
 	for {
 		if st == nil {
 			return w.policy.resolve(key), untracked
@@ -390,26 +395,20 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		c := st.cfg
 		if old >= movedWord || c.stale() {
 			st = w.settle(key, st, old)
-			// Another state, perhaps a fresh one made after the old was
-			// found idle at a later time than d.now: only a reading
-			// taken after it can decide on it.
-			d.now = w.keys.clock.now()
+			tick = true // another state: only a reading taken after it decides on it
 			continue
 		}
 		r := &c.arith
 		if c.err != nil || d.n > r.events {
 			return c, never
 		}
+		if tick {
+			d.now, tick = w.keys.clock.now(), false
+		}
 		d.view = r.at(old, d.now)
 		if !r.fits(d.view, d.n) {
-			// A retry after a lost CAS decides on the time read before
-			// it: a word a later caller wrote is judged at an earlier
-			// time, which can only be stricter (a window that has begun
-			// since is still the word's window, see windowGrid.current).
-			// A refusal is then checked once more at a fresh time.
 			if lost && !reread {
-				reread = true
-				d.now = w.keys.clock.now()
+				reread, tick = true, true
 				continue
 			}
 			return c, refused
