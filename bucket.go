@@ -43,7 +43,6 @@ type bucketState struct {
 	cfg atomic.Pointer[keyConfig[gcra]]
 }
 
-
 const (
 	freshTAT      = -1 << 62          // a new key's: full at any time, before the creation too
 	retiredTAT    = math.MinInt64     // the state has left, or is leaving, the map
@@ -230,40 +229,39 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 	}
 	// The loop works on locals, and writes d once, when it returns.
 	ahead := d.ahead
-	var now int64
-	// The clock is read after the TAT (tick), so that no admission the
-	// TAT holds decided at a later time than now: a first try is never
-	// stale. A retry after a lost CAS reuses now: the TAT it lost to is at
-	// least as late, so the retry is at least as strict, and a refusal then
-	// reads the clock once more (see DESIGN.md, "Stale clock readings").
-	tick, lost, reread := true, false, false
+	// The clock is read after the TAT, so that no admission the TAT holds
+	// decided at a later time than now: a first try is never stale. A retry
+	// after a lost CAS reuses now: the TAT it lost to is at least as late,
+	// so the retry is at least as strict, and a refusal then reads the
+	// clock once more (see DESIGN.md, "Stale clock readings").
+	tat := st.tat.Load()
+	now := b.keys.clock.now()
+	lost, reread := false, false
 	for {
-		tat := st.tat.Load()
 		if tat < freshTAT {
 			if st = b.settle(key, st, tat); st == nil {
 				return b.policy.resolve(key), untracked
 			}
-			tick = true // another state: only a reading taken after it decides on it
+			// Another state: only a reading taken after it decides on it.
+			tat, now = st.tat.Load(), b.keys.clock.now()
 			continue
 		}
 		c := st.cfg.Load()
 		if b.policy.stale(c) {
 			b.convert(key, st, tat, c)
-			tick = true
+			tat, now = st.tat.Load(), b.keys.clock.now()
 			continue
 		}
 		g := &c.arith
 		if c.err != nil || n > g.burst {
 			return c, never
 		}
-		if tick {
-			now, tick = b.keys.clock.now(), false
-		}
 		base := max(tat, now)
 		next := base + int64(n)*g.interval
 		if next-now-g.tau-ahead > 0 {
 			if lost && !reread {
-				reread, tick = true, true
+				reread = true
+				tat, now = st.tat.Load(), b.keys.clock.now()
 				continue
 			}
 			d.now, d.base, d.next = now, base, next
@@ -274,6 +272,7 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 			return c, admitted
 		}
 		lost = true
+		tat = st.tat.Load()
 	}
 }
 

@@ -380,35 +380,36 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		st = w.keys.loadOrCreate(key)
 	}
 	d.n = uint64(n)
-	// The clock is read after the word (tick), so that no admission the
-	// word holds decided at a later time than d.now: a first try is never
-	// stale. A retry after a lost CAS reuses d.now: a word a later caller
+	// The clock is read after the word, so that no admission the word
+	// holds decided at a later time than d.now: a first try is never stale. A retry after a lost CAS reuses d.now: a word a later caller
 	// wrote is judged at an earlier time, which can only be stricter (a
 	// window that has begun since is still the word's window, see
 	// windowGrid.current), and a refusal then reads the clock once more.
-	tick, lost, reread := true, false, false
+	if st == nil {
+		return w.policy.resolve(key), untracked
+	}
+	old := st.word.Load()
+	d.now = w.keys.clock.now()
+	lost, reread := false, false
 	for {
-		if st == nil {
-			return w.policy.resolve(key), untracked
-		}
-		old := st.word.Load()
 		c := st.cfg
 		if old >= movedWord || c.stale() {
-			st = w.settle(key, st, old)
-			tick = true // another state: only a reading taken after it decides on it
+			if st = w.settle(key, st, old); st == nil {
+				return w.policy.resolve(key), untracked
+			}
+			// Another state: only a reading taken after it decides on it.
+			old, d.now = st.word.Load(), w.keys.clock.now()
 			continue
 		}
 		r := &c.arith
 		if c.err != nil || d.n > r.events {
 			return c, never
 		}
-		if tick {
-			d.now, tick = w.keys.clock.now(), false
-		}
 		d.view = r.at(old, d.now)
 		if !r.fits(d.view, d.n) {
 			if lost && !reread {
-				reread, tick = true, true
+				reread = true
+				old, d.now = st.word.Load(), w.keys.clock.now()
 				continue
 			}
 			return c, refused
@@ -419,6 +420,7 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 			return c, admitted
 		}
 		lost = true
+		old = st.word.Load()
 	}
 }
 
