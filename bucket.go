@@ -43,11 +43,6 @@ type bucketState struct {
 	cfg atomic.Pointer[keyConfig[gcra]]
 }
 
-// staleRead is how near a refusal must come to passing for decide to read
-// the clock again before refusing: about the time between a clock read and
-// the CAS it serves, had another caller admitted in between.
-const staleRead = int64(time.Microsecond)
-
 const (
 	freshTAT      = -1 << 62          // a new key's: full at any time, before the creation too
 	retiredTAT    = math.MinInt64     // the state has left, or is leaving, the map
@@ -130,6 +125,10 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 // Limit returns the bucket's limit: the one it was made with, or the last
 // one SetLimit set. Keys given their own by WithKeyLimit are not under it.
 func (b *TokenBucket[K]) Limit() Limit { return b.policy.limit() }
+
+// LimitOf returns the limit key is under now: its own, from WithKeyLimit or
+// SetKeyLimit, or the bucket's. It creates no key.
+func (b *TokenBucket[K]) LimitOf(key K) Limit { return b.policy.resolve(key).limit }
 
 // SetLimit makes l the bucket's limit, and has every key resolve its limit
 // again (WithKeyLimit's function is asked anew), each from its next call.
@@ -230,24 +229,27 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 	}
 	// The loop works on locals, and writes d once, when it returns.
 	ahead := d.ahead
+	// The clock is read after the TAT, so that no admission the TAT holds
+	// decided at a later time than now: a first try is never stale. A retry
+	// after a lost CAS reuses now: the TAT it lost to is at least as late,
+	// so the retry is at least as strict, and a refusal then reads the
+	// clock once more (see DESIGN.md, "Stale clock readings").
+	tat := st.tat.Load()
 	now := b.keys.clock.now()
 	lost, reread := false, false
 	for {
-		tat := st.tat.Load()
 		if tat < freshTAT {
 			if st = b.settle(key, st, tat); st == nil {
 				return b.policy.resolve(key), untracked
 			}
-			// Another state, perhaps a fresh one made after the old was
-			// found idle at a later time than now: only a reading taken
-			// after it can decide on it.
-			now = b.keys.clock.now()
+			// Another state: only a reading taken after it decides on it.
+			tat, now = st.tat.Load(), b.keys.clock.now()
 			continue
 		}
 		c := st.cfg.Load()
 		if b.policy.stale(c) {
 			b.convert(key, st, tat, c)
-			now = b.keys.clock.now()
+			tat, now = st.tat.Load(), b.keys.clock.now()
 			continue
 		}
 		g := &c.arith
@@ -256,27 +258,21 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 		}
 		base := max(tat, now)
 		next := base + int64(n)*g.interval
-		if over := next - now - g.tau - ahead; over > 0 {
-			// A TAT a concurrent admission wrote counts from its own clock
-			// reading, which may be later than now: a refusal short by
-			// less than staleRead, or made after a lost CAS (which retries
-			// on the time read before it), is checked once more at a
-			// fresh time. A later time is always a valid time to decide on.
-			if !reread && (lost || over < staleRead) {
+		if next-now-g.tau-ahead > 0 {
+			if lost && !reread {
 				reread = true
-				now = b.keys.clock.now()
+				tat, now = st.tat.Load(), b.keys.clock.now()
 				continue
 			}
 			d.now, d.base, d.next = now, base, next
 			return c, refused
 		}
-		// On a lost CAS the loop retries on the same now: the TAT it lost
-		// to is at least as late, so the retry is at least as strict.
 		if st.tat.CompareAndSwap(tat, next) {
 			d.now, d.base, d.next, d.st = now, base, next, st
 			return c, admitted
 		}
 		lost = true
+		tat = st.tat.Load()
 	}
 }
 

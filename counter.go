@@ -47,6 +47,10 @@ func NewSlidingCounter[K comparable](l Limit, opts ...Option) (*SlidingCounter[K
 // one SetLimit set. Keys given their own by WithKeyLimit are not under it.
 func (c *SlidingCounter[K]) Limit() Limit { return c.w.policy.limit() }
 
+// LimitOf returns the limit key is under now: its own, from WithKeyLimit or
+// SetKeyLimit, or the counter's. It creates no key.
+func (c *SlidingCounter[K]) LimitOf(key K) Limit { return c.w.policy.resolve(key).limit }
+
 // SetLimit makes l the counter's limit, and has every key resolve its limit
 // again (WithKeyLimit's function is asked anew), each from its next call.
 // It returns an error, and changes nothing, if l is invalid.

@@ -2,6 +2,7 @@ package keylimit
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime"
 	"sync"
@@ -174,4 +175,29 @@ func startEvictor[T any, K comparable, S any](owner *T, s *shard[K, S], o option
 		}
 	}()
 	return e
+}
+
+// capReached notes that the key cap left a new key untracked, and logs the
+// start of the episode once.
+func (s *shard[K, S]) capReached() {
+	if !s.atCap.Load() && s.atCap.CompareAndSwap(false, true) {
+		s.log().Warn("keylimit: the key cap is reached: new keys are not tracked, and the overflow policy decides for them",
+			"max_keys", s.maxKeys, "admit_untracked", s.overflow == admitUntracked)
+	}
+}
+
+// capRelieved notes that a new key was tracked, and logs the end of an
+// episode the cap had begun, once.
+func (s *shard[K, S]) capRelieved() {
+	if s.atCap.Load() && s.atCap.CompareAndSwap(true, false) {
+		s.log().Info("keylimit: the key cap has room again: new keys are tracked",
+			"max_keys", s.maxKeys, "untracked_so_far", s.counts.untracked.Load())
+	}
+}
+
+func (s *shard[K, S]) log() *slog.Logger {
+	if s.logger != nil {
+		return s.logger
+	}
+	return slog.Default()
 }

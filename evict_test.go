@@ -1,9 +1,11 @@
 package keylimit_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -300,4 +302,37 @@ func BenchmarkAllowDuringEviction(b *testing.B) {
 			runAllow(b, lim, keys, "parallel")
 		})
 	}
+}
+
+// TestKeyCapIsLogged: the key cap leaving new keys untracked is logged
+// once, however many keys it leaves out, and its end once, when a key is
+// tracked again.
+func TestKeyCapIsLogged(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+				ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+					if a.Key == slog.TimeKey {
+						return slog.Attr{}
+					}
+					return a
+				},
+			}))
+			lim, mock := k.mock(t, keylimit.PerMinute(1), keylimit.WithMaxKeys(2), keylimit.WithLogger(logger), keylimit.WithEvictionInterval(0))
+			require.True(t, lim.Allow("a"))
+			require.True(t, lim.Allow("b"))
+			for i := range 100 {
+				require.False(t, lim.Allow(fmt.Sprint("flood-", i)), "the cap is full of busy keys")
+			}
+			require.Equal(t, `level=WARN msg="keylimit: the key cap is reached: new keys are not tracked, and the overflow policy decides for them" max_keys=2 admit_untracked=false`+"\n", buf.String())
+			buf.Reset()
+			mock.Add(k.refill * 2 * time.Minute) // a and b go idle: a sweep makes room
+			require.True(t, lim.Allow("c"))
+			require.True(t, lim.Allow("d"))
+			require.Equal(t, `level=INFO msg="keylimit: the key cap has room again: new keys are tracked" max_keys=2 untracked_so_far=100`+"\n", buf.String())
+		})
+	}
+	_, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1), keylimit.WithLogger(nil))
+	require.EqualError(t, err, "keylimit: WithLogger(nil): leave the option out for slog.Default()")
 }

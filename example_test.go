@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -710,4 +712,24 @@ func ExampleAll_refund() {
 	// Output:
 	// true false
 	// the minute's quota: 9
+}
+
+// WithLogger: a key cap reached is logged once, not once per request.
+func ExampleWithLogger() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // no time: the output is checked
+			}
+			return a
+		},
+	}))
+	lim, _ := keylimit.NewFixedWindow[string](keylimit.PerHour(10), keylimit.WithMaxKeys(1), keylimit.WithLogger(logger))
+	defer lim.Close()
+	lim.Allow("alice")
+	for _, ip := range []string{"bob", "carol", "dave"} {
+		lim.Allow(ip) // each refused: no place for its key
+	}
+	// Output:
+	// level=WARN msg="keylimit: the key cap is reached: new keys are not tracked, and the overflow policy decides for them" max_keys=1 admit_untracked=false
 }

@@ -43,6 +43,10 @@ func NewFixedWindow[K comparable](l Limit, opts ...Option) (*FixedWindow[K], err
 // one SetLimit set. Keys given their own by WithKeyLimit are not under it.
 func (f *FixedWindow[K]) Limit() Limit { return f.w.policy.limit() }
 
+// LimitOf returns the limit key is under now: its own, from WithKeyLimit or
+// SetKeyLimit, or the window's. It creates no key.
+func (f *FixedWindow[K]) LimitOf(key K) Limit { return f.w.policy.resolve(key).limit }
+
 // SetLimit makes l the window's limit, and has every key resolve its limit
 // again (WithKeyLimit's function is asked anew), each from its next call.
 // It returns an error, and changes nothing, if l is invalid.

@@ -1,6 +1,8 @@
 package keylimit
 
 import (
+	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -24,8 +26,9 @@ type options struct {
 	evictSet   bool
 	maxKeys    int // 0: no cap
 	overflow   overflowPolicy
-	keyLimit   any   // WithKeyLimit's func(K) Limit
-	stats      bool  // WithStats
+	keyLimit   any  // WithKeyLimit's func(K) Limit
+	stats      bool // WithStats
+	logger     *slog.Logger
 	err        error // the first invalid option, reported by the constructor
 }
 
@@ -44,4 +47,19 @@ func buildOptions(opts []Option) (options, error) {
 		opt.apply(&o)
 	}
 	return o, o.err
+}
+
+// WithLogger makes the limiter log through l what an operator must know,
+// once per event and never per request: today, that its key cap
+// (WithMaxKeys) has begun to leave new keys untracked, and that it has room
+// again. Without it, the limiter logs through slog.Default(), as it is when
+// the line is written.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) {
+		if l == nil {
+			o.fail(errors.New("keylimit: WithLogger(nil): leave the option out for slog.Default()"))
+			return
+		}
+		o.logger = l
+	})
 }

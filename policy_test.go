@@ -421,3 +421,18 @@ func TestSetKeyLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestLimitOf: each key's own limit, as httplimit's RateLimit-Policy needs
+// it, without creating the key.
+func TestLimitOf(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			lim := k.make(t, keylimit.PerHour(4), keylimit.WithKeyLimit(tier(true)))
+			lo := lim.(interface{ LimitOf(string) keylimit.Limit })
+			require.Equal(t, keylimit.PerMinute(10), lo.LimitOf("client-1"))
+			require.Equal(t, keylimit.PerMinute(20), lo.LimitOf("client-2"))
+			require.Equal(t, keylimit.PerHour(4), lo.LimitOf("someone"), "the limiter's own")
+			require.Zero(t, lim.Len(), "LimitOf creates no key")
+		})
+	}
+}

@@ -2,6 +2,7 @@ package keylimit
 
 import (
 	"hash/maphash"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -56,6 +57,11 @@ type shard[K comparable, S any] struct {
 	nextIdle atomic.Int64
 
 	counts shardStats
+	// logger is WithLogger's, or nil for slog.Default(); atCap is set while
+	// the key cap leaves new keys untracked, so that the start and the end
+	// of such an episode are logged once each (evict.go).
+	logger *slog.Logger
+	atCap  atomic.Bool
 	// resets counts Reset calls, so that a Refund can tell whether one came
 	// between an admission and its refund (see Admission).
 	resets atomic.Uint64
@@ -84,6 +90,7 @@ func newShard[K comparable, S any](o options, hooks stateHooks[K, S]) *shard[K, 
 		hooks:    hooks,
 		maxKeys:  int64(o.maxKeys),
 		overflow: o.overflow,
+		logger:   o.logger,
 	}
 	s.clock.init(o.clock)
 	s.nextIdle.Store(minTime)
@@ -119,8 +126,10 @@ func (s *shard[K, S]) loadOrCreate(key K) *S {
 // create inserts a fresh state for key, within the key cap.
 func (s *shard[K, S]) create(key K, h uint64) *S {
 	if !s.reserve() {
+		s.capReached()
 		return nil
 	}
+	s.capRelieved()
 	created := false
 	p, _ := s.m.LoadOrCompute(h, func() *S {
 		created = true
@@ -185,6 +194,7 @@ func (s *shard[K, S]) replace(key K, old *S) *S {
 			// an insert, and needs a place under the cap. (No sweep
 			// here: it would lock the bucket this callback holds.)
 			if !s.tryReserve() {
+				s.capReached()
 				return nil, true
 			}
 			s.nextIdle.Store(minTime)

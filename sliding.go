@@ -131,6 +131,10 @@ func NewSlidingWindow[K comparable](l Limit, opts ...Option) (*SlidingWindow[K],
 // one SetLimit set. Keys given their own by WithKeyLimit are not under it.
 func (s *SlidingWindow[K]) Limit() Limit { return s.policy.limit() }
 
+// LimitOf returns the limit key is under now: its own, from WithKeyLimit or
+// SetKeyLimit, or the window's. It creates no key.
+func (s *SlidingWindow[K]) LimitOf(key K) Limit { return s.policy.resolve(key).limit }
+
 // SetLimit makes l the window's limit, and has every key resolve its limit
 // again (WithKeyLimit's function is asked anew), each from its next call.
 // It returns an error, and changes nothing, if l is invalid (Events above

@@ -10,6 +10,13 @@ import (
 // the Stats method of each limiter, and the metrics module for Prometheus.
 // Every count only grows, except Keys.
 type Stats struct {
+	// Decisions reports that the limiter counts Admitted and Refused (an
+	// in-memory one made WithStats; a remote one always). Remote reports a
+	// limiter whose state is in a remote store: it counts Calls, Errors,
+	// Fallbacks and CacheHits, and not Keys, Untracked or Evicted. A count a
+	// limiter does not keep reads 0.
+	Decisions, Remote bool
+
 	// Keys is the number of keys tracked now.
 	Keys int
 	// Admitted and Refused count requests (calls of Allow, AllowN, Take,
@@ -115,6 +122,7 @@ func (s *shard[K, S]) stats() Stats {
 		Evicted:   s.counts.evicted.Load(),
 	}
 	if c := s.counts.decisions; c != nil {
+		st.Decisions = true
 		st.Admitted, st.Refused = c.sum()
 	}
 	return st

@@ -380,20 +380,25 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		st = w.keys.loadOrCreate(key)
 	}
 	d.n = uint64(n)
+	// The clock is read after the word, so that no admission the word
+	// holds decided at a later time than d.now: a first try is never stale. A retry after a lost CAS reuses d.now: a word a later caller
+	// wrote is judged at an earlier time, which can only be stricter (a
+	// window that has begun since is still the word's window, see
+	// windowGrid.current), and a refusal then reads the clock once more.
+	if st == nil {
+		return w.policy.resolve(key), untracked
+	}
+	old := st.word.Load()
 	d.now = w.keys.clock.now()
 	lost, reread := false, false
 	for {
-		if st == nil {
-			return w.policy.resolve(key), untracked
-		}
-		old := st.word.Load()
 		c := st.cfg
 		if old >= movedWord || c.stale() {
-			st = w.settle(key, st, old)
-			// Another state, perhaps a fresh one made after the old was
-			// found idle at a later time than d.now: only a reading
-			// taken after it can decide on it.
-			d.now = w.keys.clock.now()
+			if st = w.settle(key, st, old); st == nil {
+				return w.policy.resolve(key), untracked
+			}
+			// Another state: only a reading taken after it decides on it.
+			old, d.now = st.word.Load(), w.keys.clock.now()
 			continue
 		}
 		r := &c.arith
@@ -402,14 +407,9 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		}
 		d.view = r.at(old, d.now)
 		if !r.fits(d.view, d.n) {
-			// A retry after a lost CAS decides on the time read before
-			// it: a word a later caller wrote is judged at an earlier
-			// time, which can only be stricter (a window that has begun
-			// since is still the word's window, see windowGrid.current).
-			// A refusal is then checked once more at a fresh time.
 			if lost && !reread {
 				reread = true
-				d.now = w.keys.clock.now()
+				old, d.now = st.word.Load(), w.keys.clock.now()
 				continue
 			}
 			return c, refused
@@ -420,6 +420,7 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 			return c, admitted
 		}
 		lost = true
+		old = st.word.Load()
 	}
 }
 

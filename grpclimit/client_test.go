@@ -154,6 +154,7 @@ func TestClientPauses(t *testing.T) {
 		{"no delay in the RetryInfo", refusal(codes.ResourceExhausted, nil), nil, 0, 0},
 		{"two pushbacks", refusal(codes.ResourceExhausted), []string{"1000", "2000"}, 0, 0},
 		{"a pushback that is not a number", refusal(codes.ResourceExhausted), []string{"1e3"}, 0, 0},
+		{"a huge pushback that is not a number", refusal(codes.ResourceExhausted), []string{"99999999999999999999A"}, 0, 0},
 		{"zero", refusal(codes.ResourceExhausted, durationpb.New(0)), []string{"0"}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

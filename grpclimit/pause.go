@@ -162,6 +162,13 @@ func pushbackDelay(vals []string) (time.Duration, bool) {
 	if v == "" || len(v) > 32 {
 		return 0, false
 	}
+	// Digits only (ParseInt reports "out of range" before it meets a bad
+	// character, so "99999999999999999999A" would read as a long delay).
+	for i := 0; i < len(v); i++ {
+		if (v[i] < '0' || v[i] > '9') && !(i == 0 && (v[i] == '-' || v[i] == '+')) {
+			return 0, false
+		}
+	}
 	ms, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
 		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange && v[0] != '-' {

@@ -251,7 +251,8 @@ func TestSkipTiersAndDecisions(t *testing.T) {
 
 	ds := seen.all()
 	require.Len(t, ds, 6, "decisions: skipped calls are not decisions")
-	require.Equal(t, grpclimit.Decision{Key: "joe", Tier: "", Cost: 1, Policy: "free", Result: ds[1].Result}, ds[1])
+	require.Positive(t, ds[1].Elapsed, "the decision's time is measured")
+	require.Equal(t, grpclimit.Decision{Key: "joe", Tier: "", Cost: 1, Policy: "free", Result: ds[1].Result, Elapsed: ds[1].Elapsed}, ds[1])
 	require.False(t, ds[1].Result.Allowed)
 	require.Equal(t, "gold", ds[2].Tier)
 	require.Equal(t, "gold", ds[2].Policy)

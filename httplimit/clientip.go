@@ -131,7 +131,7 @@ func (c ClientIP) scanList(name, line string) (client, first netip.Addr, found b
 		if entry != "" {                             // an empty list element is no hop (RFC 9110, 5.6.1)
 			a, ok := parseNode(entry)
 			if !ok {
-				return a, a, false, fmt.Errorf("%w: cannot tell the client's address: %s entry %q is not an IP address", ErrNoKey, name, entry)
+				return a, a, false, fmt.Errorf("%w: cannot tell the client's address: %s entry %s is not an IP address", ErrNoKey, name, quote(entry))
 			}
 			if !c.trusted(a) {
 				return a, a, true, nil
@@ -155,7 +155,7 @@ func (c ClientIP) scanForwarded(line string) (client, first netip.Addr, found bo
 	for s, i := line, 0; i < len(s); i++ {
 		node, empty, next, ok := forwardedElement(s, i)
 		if !ok {
-			return client, first, false, fmt.Errorf("%w: cannot tell the client's address: the Forwarded field %q is not well-formed", ErrNoKey, line)
+			return client, first, false, fmt.Errorf("%w: cannot tell the client's address: the Forwarded field %s is not well-formed", ErrNoKey, quote(line))
 		}
 		i = next
 		if empty {
@@ -178,7 +178,7 @@ func (c ClientIP) scanForwarded(line string) (client, first netip.Addr, found bo
 	if last == "" {
 		return client, first, false, fmt.Errorf("%w: cannot tell the client's address: a Forwarded element has no for=", ErrNoKey)
 	}
-	return client, first, false, fmt.Errorf("%w: cannot tell the client's address: Forwarded names it %q, not an IP address", ErrNoKey, last)
+	return client, first, false, fmt.Errorf("%w: cannot tell the client's address: Forwarded names it %s, not an IP address", ErrNoKey, quote(last))
 }
 
 // forwardedElement parses the forwarded-element of s that starts at i,
@@ -329,7 +329,7 @@ func parsePeer(remote string) (netip.Addr, error) {
 	if a, err := netip.ParseAddr(remote); err == nil {
 		return normalize(a), nil
 	}
-	return netip.Addr{}, fmt.Errorf("httplimit: cannot tell the client's address: RemoteAddr %q is not an IP address and port", remote)
+	return netip.Addr{}, fmt.Errorf("httplimit: cannot tell the client's address: RemoteAddr %s is not an IP address and port", quote(remote))
 }
 
 func normalize(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }

@@ -3,7 +3,9 @@ package httplimit_test
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/benbjohnson/clock"
@@ -180,4 +182,40 @@ func TestTrustedProxyOverTheWire(t *testing.T) {
 	require.Equal(t, []string{"203.0.113.9", "203.0.113.9", "203.0.113.9", "203.0.113.10"}, keys)
 	got := get(t, srv.URL, "X-Forwarded-For", "not an address")
 	require.Equal(t, http.StatusBadRequest, got.status)
+}
+
+// TestLongHeadersAreNotEchoed is issue 13's defect 7: a malformed Forwarded
+// field of 900 KB, hops appended by trusted proxies included, came back
+// whole, escaped, in a 4.5 MB body. The error quotes the first 64 bytes and
+// says how long the value was; so does every error built from a header.
+func TestLongHeadersAreNotEchoed(t *testing.T) {
+	long := strings.Repeat("x", 900<<10)
+	proxies := prefixes("10.0.0.0/8")
+	for _, c := range []struct {
+		name   string
+		ip     httplimit.ClientIP
+		header []string
+		quoted string // what the error quotes of the value
+	}{
+		{"a Forwarded field that is not well-formed", httplimit.ClientIP{TrustedProxies: proxies, Header: "Forwarded"},
+			[]string{"Forwarded", `for="` + long + `, for=10.0.0.7`},
+			`the Forwarded field "for=\"` + strings.Repeat("x", 59) + `"... (921619 bytes) is not well-formed`},
+		{"a Forwarded node that is not an address", httplimit.ClientIP{TrustedProxies: proxies, Header: "Forwarded"},
+			[]string{"Forwarded", `for="` + long + `", for=10.0.0.7`},
+			`Forwarded names it "` + strings.Repeat("x", 64) + `"... (921600 bytes), not an IP address`},
+		{"an X-Forwarded-For entry that is not an address", httplimit.ClientIP{TrustedProxies: proxies},
+			[]string{"X-Forwarded-For", long + ", 10.0.0.7"},
+			`X-Forwarded-For entry "` + strings.Repeat("x", 64) + `"... (921600 bytes) is not an IP address`},
+	} {
+		h := limited(t, httplimit.Config{
+			Key:      c.ip.Key,
+			Policies: []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(3), clock.NewMock())},
+		})(&ok{})
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, request("10.0.0.1:80", c.header...))
+		require.Equal(t, http.StatusBadRequest, w.Code, c.name)
+		body := decodeRefusal(t, w.Body.String())
+		require.Equal(t, "httplimit: the request carries no key: cannot tell the client's address: "+c.quoted, body.Error, c.name)
+		require.Less(t, w.Body.Len(), 512, c.name)
+	}
 }

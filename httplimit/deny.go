@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,8 +45,12 @@ func deny(w http.ResponseWriter, r *http.Request, d Decision) {
 
 // fail is the default Config.Error.
 func fail(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, ErrNoKey) {
+	switch {
+	case errors.Is(err, ErrNoKey):
 		write(w, r, http.StatusBadRequest, err.Error(), body{})
+		return
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		write(w, r, http.StatusServiceUnavailable, errEnded.Error(), body{})
 		return
 	}
 	write(w, r, http.StatusInternalServerError, "httplimit: the server could not apply its rate limit to this request", body{})
@@ -85,14 +90,28 @@ func wantsProblem(r *http.Request) bool {
 	return false
 }
 
-// refused reports whether the media-type parameters params give q=0.
+// refused reports whether the media-type parameters params give a weight
+// of 0. A weight that is not an RFC 9110 qvalue is ignored.
 func refused(params string) bool {
 	for p := range strings.SplitSeq(params, ";") {
 		name, value, _ := strings.Cut(strings.TrimSpace(p), "=")
 		if strings.EqualFold(name, "q") {
-			value = strings.TrimRight(strings.TrimSpace(value), "0")
-			return value == "" || value == "0." || value == "0"
+			return zeroWeight(strings.TrimSpace(value))
 		}
 	}
 	return false
+}
+
+// zeroWeight reports whether v is an RFC 9110 qvalue of 0: "0", or "0."
+// and up to three '0's.
+func zeroWeight(v string) bool {
+	rest, ok := strings.CutPrefix(v, "0")
+	if !ok {
+		return false
+	}
+	if rest == "" {
+		return true
+	}
+	decimals, ok := strings.CutPrefix(rest, ".")
+	return ok && len(decimals) <= 3 && strings.Trim(decimals, "0") == ""
 }

@@ -40,6 +40,12 @@
 // (Config.Skip); and a dry run counts and sets the fields but refuses
 // nothing (Config.DryRun). Config.OnDecision sees every decision.
 //
+// A limiter that takes a context (keylimit.ContextLimiter: the Redis
+// limiters) is asked under the request's, and several policies are decided
+// in one call (keylimit.All's TakeEach; one Redis script for Redis
+// limiters on one client). A request whose client has hung up asks no
+// limiter.
+//
 // # The fields
 //
 // On every response it counts, the middleware sets the fields of the IETF
@@ -112,12 +118,16 @@
 //	}
 //	client := &http.Client{Transport: &httplimit.Transport{Limiter: perSecond, Retries: 3}}
 //
-// Before each request it waits for a token of its own Limiter under the
-// request's key (its host, or any KeyFunc), never past the request's
-// deadline. It reads every answer: a 429 or 503 with Retry-After, or a
-// RateLimit member with r=0, pauses the key for every request sharing the
-// Transport, so the fields this package's middleware sends are what the
-// Transport acts on. With Retries, it sends an idempotent request again
-// after a 429 or 503, once the server's pause and a jittered backoff have
-// passed. When it cannot go on, it returns a *TransportError that says why.
+// Before each request it waits for the end of any pause the server put on
+// the request's key (its host, or any KeyFunc), then for its turn at its own
+// Limiter under that key (a TokenBucket serves them first come, first
+// served), never past the request's deadline. It reads every answer: a 429
+// or 503 (or whatever Transport.Refused says is a refusal) with
+// Retry-After, or a RateLimit member with r=0, pauses the key for every
+// request sharing the Transport, so the fields this package's middleware
+// sends are what the Transport acts on. With Retries, it sends an
+// idempotent request again after a refusal, once the server's pause and a
+// jittered backoff have passed; when they run out, the caller gets the last
+// answer. A wait that cannot be made returns a *TransportError that says
+// why.
 package httplimit

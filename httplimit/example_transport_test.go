@@ -87,7 +87,7 @@ func ExampleTransport_RoundTrip() {
 	fmt.Println("the partner saw", calls.Load(), "requests")
 	// Output:
 	// 429 Too Many Requests
-	// httplimit: waiting to send to "127.0.0.1", paused by the server until 1970-01-01T00:00:02Z: keylimit: waiting 2s for 1 event would outlast the context deadline, 1s away
+	// httplimit: waiting to send to "127.0.0.1", paused by the server until 1970-01-01T00:00:02Z: httplimit: waiting 2s would outlast the context deadline, 1s away
 	// 200 OK
 	// the partner saw 2 requests
 }
@@ -150,24 +150,91 @@ func ExampleTransportError() {
 	// would outlast the deadline: true
 }
 
-// A server that keeps refusing: after Retries retries the Transport gives up.
-func ExampleErrGaveUp() {
+// A server that keeps refusing: after Retries retries the Transport gives
+// up and returns the last answer, whose body the caller reads as usual.
+func ExampleTransport_retriesRunOut() {
+	var calls atomic.Int32
 	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "busy (answer %d)", calls.Add(1))
 	}))
 	defer partner.Close()
 
+	client := &http.Client{Transport: &httplimit.Transport{Retries: 2, Backoff: time.Millisecond}}
+	resp, err := client.Get(partner.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.Status, string(body))
+	// Output:
+	// 503 Service Unavailable busy (answer 3)
+}
+
+// A partner that refuses with 403 and Retry-After, as GitHub does: Refused
+// says that is a refusal, so the Transport pauses the key as for a 429. A
+// request that cannot wait 30 s fails at once.
+func ExampleTransport_refused() {
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	defer partner.Close()
+
+	mock := clock.NewMock()
 	client := &http.Client{Transport: &httplimit.Transport{
-		Retries: 2,
-		Backoff: time.Millisecond,
-		Key:     func(r *http.Request) (string, error) { return r.URL.Hostname(), nil },
+		Refused: func(r *http.Response) bool {
+			return r.StatusCode == 429 || r.StatusCode == 503 ||
+				r.StatusCode == 403 && r.Header.Get("Retry-After") != ""
+		},
+		Key:   func(*http.Request) (string, error) { return "api.github.com", nil },
+		Clock: mock,
 	}}
-	_, err := client.Get(partner.URL)
-	fmt.Println(errors.Is(err, httplimit.ErrGaveUp))
+	resp, _ := client.Get(partner.URL)
+	resp.Body.Close()
+	fmt.Println(resp.Status)
+
+	ctx, cancel := mock.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, partner.URL, nil)
+	_, err := client.Do(req)
 	fmt.Println(errors.Unwrap(err))
 	// Output:
-	// true
-	// httplimit: gave up on "127.0.0.1" after 2 retries: last answer 503 Service Unavailable
+	// 403 Forbidden
+	// httplimit: waiting to send to "api.github.com", paused by the server until 1970-01-01T00:00:30Z: httplimit: waiting 30s would outlast the context deadline, 10s away
+}
+
+// OnWait sees what each request waited for: here the second request's turn
+// at the Transport's limit is 500 ms away, beyond its deadline.
+func ExampleWait() {
+	partner := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer partner.Close()
+
+	mock := clock.NewMock()
+	perSecond, _ := keylimit.NewTokenBucket[string](keylimit.PerSecond(2), keylimit.WithClock(mock))
+	defer perSecond.Close()
+	client := &http.Client{Transport: &httplimit.Transport{
+		Limiter: perSecond,
+		Key:     func(*http.Request) (string, error) { return "partner", nil },
+		Clock:   mock,
+		OnWait: func(_ *http.Request, w httplimit.Wait) {
+			fmt.Printf("%s: waited %v, paused %v, retries %d, err %v\n", w.Key, w.Waited, w.Paused, w.Retries, w.Err)
+		},
+	}}
+	for range 3 {
+		ctx, cancel := mock.WithTimeout(context.Background(), 100*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, partner.URL, nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		cancel()
+	}
+	// Output:
+	// partner: waited 0s, paused false, retries 0, err <nil>
+	// partner: waited 0s, paused false, retries 0, err <nil>
+	// partner: waited 0s, paused false, retries 0, err keylimit: waiting 500ms for 1 event would outlast the context deadline, 100ms away
 }
 
 // A POST is not retried unless marked idempotent, here because the partner

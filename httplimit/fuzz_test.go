@@ -1,11 +1,18 @@
 package httplimit_test
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/stretchr/testify/require"
 )
@@ -21,6 +28,7 @@ func FuzzClientIP(f *testing.F) {
 	f.Add("1.2.3.4, garbage, 10.0.0.9", "10.1.1.1", `for="[2001:db8::1]:4711", for=unknown`)
 	f.Add(" , [2001:db8::1]:80,", "::ffff:10.0.0.1", `for="x, for="[2001:db8::1]"`)
 	f.Add("10.0.0.1", "10.0.0.2", `for=_hidden;by=10.0.0.1, ;;, for=10.0.0.3`)
+	f.Add(strings.Repeat("\x00", 300)+", 10.0.0.9", "", `for="`+strings.Repeat("\xff", 300)+`, for=10.0.0.9`)
 	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}
 	inTrusted := func(a netip.Addr) bool {
 		for _, p := range trusted {
@@ -46,6 +54,7 @@ func FuzzClientIP(f *testing.F) {
 			require.Equal(t, want, got, "X-Forwarded-For %q, %q", line1, line2)
 		} else {
 			require.ErrorIs(t, gotErr, httplimit.ErrNoKey, "X-Forwarded-For %q, %q", line1, line2)
+			require.LessOrEqual(t, len(gotErr.Error()), maxErrorLen, "X-Forwarded-For %q, %q: the error quotes too much", line1, line2)
 		}
 
 		// Whatever a client wrote, Forwarded answers an address or an
@@ -53,6 +62,7 @@ func FuzzClientIP(f *testing.F) {
 		fwdIP := httplimit.ClientIP{TrustedProxies: trusted, Header: "Forwarded"}
 		if got, err := fwdIP.Addr(r); err != nil {
 			require.ErrorIs(t, err, httplimit.ErrNoKey, "Forwarded %q", fwd)
+			require.LessOrEqual(t, len(err.Error()), maxErrorLen, "Forwarded %q: the error quotes too much", fwd)
 		} else {
 			require.True(t, got.IsValid() && !got.Is4In6() && got.Zone() == "", "Forwarded %q: address %v is not a plain address", fwd, got)
 		}
@@ -76,6 +86,11 @@ func FuzzClientIP(f *testing.F) {
 		}
 	})
 }
+
+// maxErrorLen bounds the text of an error built from a header: it quotes at
+// most 64 bytes of the value, each escaped in at most 4 (\xff), beside a
+// fixed text.
+const maxErrorLen = 512
 
 // referenceXFF is the rule for X-Forwarded-For written as plainly as it
 // can be: the list's entries from the right; skip the trusted proxies; the
@@ -140,4 +155,239 @@ func referencePort(p string) bool {
 		return obf != "" && strings.Trim(obf, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == ""
 	}
 	return len(p) <= 5 && strings.Trim(p, "0123456789") == ""
+}
+
+// maxServerPause is the longest pause the Transport obeys: 10⁹ s (see
+// Transport.RoundTrip).
+const maxServerPause = 1e9 * time.Second
+
+// FuzzServerPause feeds the Transport answers as a server may write them:
+// any status among a few, any Retry-After, any RateLimit lines. The pause it
+// takes must be the reference's: Retry-After read plainly, and the
+// RateLimit field parsed by the strict RFC 9651 parser of sf_test.go,
+// whenever that parser accepts it; whatever the field holds (the seeds: a
+// deep '(((' that once overflowed the stack, numbers that once wrapped),
+// the Transport answers at once, pausing at most 10⁹ s.
+func FuzzServerPause(f *testing.F) {
+	f.Add(uint8(1), "2", `"m";r=0;t=5`, "")
+	f.Add(uint8(0), "", `"minute";r=0;t=42, "hour";r=5;t=600`, `"day";r=0;t=9000`)
+	f.Add(uint8(2), "Sun, 01 Mar 2026 12:00:30 GMT", "", "")
+	f.Add(uint8(1), "99999999999999999999999", "", "")
+	f.Add(uint8(1), "Fri, 31 Dec 9999 23:59:59 GMT", "", "")
+	f.Add(uint8(0), "", strings.Repeat("(", 1<<12), `"h";r=0;t=7`)
+	f.Add(uint8(1), "", strings.Repeat(`("a" `, 1<<10)+`;r=0;t=3`, "")
+	f.Add(uint8(1), "soon", `"m";r=0;t=18446744074`, "")
+	f.Add(uint8(0), "", `"m";r=0;t=10000000000, "n";r=0;t=9223372037`, "")
+	f.Add(uint8(1), "", `"m";r=3;t=999999999999999`, "")
+	f.Add(uint8(0), "", `("a" ("b"));r=0;t=14`, `"m";pk=:cHsx:;r=-0;x="y;z";t=11`)
+	f.Add(uint8(3), "5", `"a,b;r=9";r=0;t=6`, `"m;r=0;t=5`)
+	statuses := []int{http.StatusOK, http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusForbidden, http.StatusInternalServerError}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, pick uint8, retryAfter, line1, line2 string) {
+		status := statuses[int(pick)%len(statuses)]
+		h := http.Header{}
+		if retryAfter != "" {
+			h["Retry-After"] = []string{retryAfter}
+		}
+		for _, line := range []string{line1, line2} {
+			if line != "" {
+				h["Ratelimit"] = append(h["Ratelimit"], line)
+			}
+		}
+		tr := &httplimit.Transport{
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: status, Header: h, Body: http.NoBody}, nil
+			}),
+			Key:   func(*http.Request) (string, error) { return "partner", nil },
+			Clock: stoppedClock{now: now},
+		}
+		req, err := http.NewRequest(http.MethodGet, "http://partner.test/", nil)
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		require.Equal(t, status, resp.StatusCode)
+
+		// A request whose context has ended fails at once and says until
+		// when the key is paused.
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err = tr.RoundTrip(req.WithContext(ended))
+		require.ErrorIs(t, err, context.Canceled)
+		got := transportError(t, err).Until
+		require.True(t, got.IsZero() || got.After(now) && !got.After(now.Add(maxServerPause)), "pause until %v", got)
+		if want, known := referencePause(status, h, now); known {
+			require.True(t, want.Equal(got), "status %d, Retry-After %q, RateLimit %q: paused until %v, want %v", status, retryAfter, h["Ratelimit"], got, want)
+		}
+	})
+}
+
+// referencePause is the pause an answer asks for, as RFC 9110 and the
+// RateLimit draft say, read plainly; known is false if the RateLimit field
+// decides and the strict parser rejects it.
+func referencePause(status int, h http.Header, now time.Time) (until time.Time, known bool) {
+	refused := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
+	if v := strings.Trim(h.Get("Retry-After"), " \t"); refused && v != "" {
+		at, ok := time.Time{}, false
+		if strings.Trim(v, "0123456789") == "" { // delay-seconds
+			secs, err := strconv.ParseUint(v, 10, 64)
+			if err != nil || secs > uint64(maxServerPause/time.Second) {
+				secs = uint64(maxServerPause / time.Second)
+			}
+			at, ok = now.Add(time.Duration(secs)*time.Second), true
+		} else if date, err := http.ParseTime(v); err == nil { // an HTTP-date
+			at, ok = date, true
+			if date.After(now.Add(maxServerPause)) {
+				at = now.Add(maxServerPause)
+			}
+		}
+		if ok {
+			if !at.After(now) {
+				return time.Time{}, true
+			}
+			return at, true
+		}
+	}
+	lines := h["Ratelimit"]
+	if len(lines) == 0 {
+		return time.Time{}, true
+	}
+	items, err := parseSFList(strings.Join(lines, ","))
+	if err != nil {
+		return time.Time{}, false
+	}
+	param := func(it sfItem, key string) int64 {
+		if n, ok := it.param(key).(int64); ok && n >= 0 {
+			return n
+		}
+		return -1
+	}
+	exhausted, any := int64(-1), int64(-1)
+	for _, it := range items {
+		r, t := param(it, "r"), param(it, "t")
+		if t < 0 {
+			continue
+		}
+		any = max(any, t)
+		if r == 0 {
+			exhausted = max(exhausted, t)
+		}
+	}
+	secs := exhausted
+	if secs < 0 && refused {
+		secs = any
+	}
+	if secs <= 0 {
+		return time.Time{}, true
+	}
+	return now.Add(time.Duration(min(secs, int64(maxServerPause/time.Second))) * time.Second), true
+}
+
+// FuzzAccept feeds the middleware Accept fields as a client may write them:
+// a refusal's body is problem+json exactly when the reference says the
+// client asked for it, by a media type application/problem+json whose
+// weight is not an RFC 9110 qvalue of 0.
+func FuzzAccept(f *testing.F) {
+	f.Add("application/problem+json", "")
+	f.Add("text/html, application/problem+json;q=0.000", "application/json")
+	f.Add("APPLICATION/PROBLEM+JSON ; Q=0.5", "")
+	f.Add("application/problem+json;q=00", "application/problem+json;q=.0")
+	f.Add("application/problem+json;q=0.0000, */*", "application/problem+json;charset=utf-8;q=0")
+	f.Add(strings.Repeat("application/problem+json;q=0,", 1<<12), strings.Repeat(";", 1<<12))
+	lim := &scripted{}
+	lim.set(keylimit.Result{Limit: 1, RetryAfter: time.Second}, keylimit.PerMinute(1))
+	h := limited(f, httplimit.Config{
+		Key:      func(*http.Request) (string, error) { return "k", nil },
+		Policies: []httplimit.Policy{{Name: "minute", Limiter: lim}},
+	})(&ok{})
+	f.Fuzz(func(t *testing.T, line1, line2 string) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header["Accept"] = []string{line1, line2}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		require.Equal(t, http.StatusTooManyRequests, w.Code)
+		want := "application/json"
+		if referenceWantsProblem(line1, line2) {
+			want = "application/problem+json"
+		}
+		require.Equal(t, want, w.Header().Get("Content-Type"), "Accept %q, %q", line1, line2)
+		require.True(t, json.Valid(w.Body.Bytes()), "body %q", w.Body.String())
+	})
+}
+
+// qvalueZero is an RFC 9110 qvalue of 0: "0", or "0." and up to three 0s.
+var qvalueZero = regexp.MustCompile(`^0(\.0{0,3})?$`)
+
+// referenceWantsProblem: the first element of the Accept lines that names
+// application/problem+json decides: yes unless its q parameter is a qvalue
+// of 0.
+func referenceWantsProblem(lines ...string) bool {
+	for _, line := range lines {
+		for _, element := range strings.Split(line, ",") {
+			parts := strings.Split(element, ";")
+			if !strings.EqualFold(strings.TrimSpace(parts[0]), "application/problem+json") {
+				continue
+			}
+			for _, p := range parts[1:] {
+				if name, value, _ := strings.Cut(strings.TrimSpace(p), "="); strings.EqualFold(name, "q") {
+					return !qvalueZero.MatchString(strings.TrimSpace(value))
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzFields feeds the field writer whatever a limiter may answer (a Redis
+// reply included): any Result and any Limit. The fields it sends are always
+// valid: RFC 9651 lists of Integers from 0 to 999,999,999,999,999, r at most
+// q, Retry-After a whole number of seconds from 1 on when a refusal can
+// pass, the legacy fields saying what RateLimit says.
+func FuzzFields(f *testing.F) {
+	f.Add(true, int64(10), int64(9), int64(0), int64(time.Second), 10, int64(time.Minute), 0)
+	f.Add(false, int64(1<<62), int64(1<<62), int64(1<<62), int64(-1), -5, int64(-1), -1)
+	f.Add(false, int64(-7), int64(-3), int64(-time.Second), int64(1<<63-1), 0, int64(0), 1<<40)
+	f.Add(true, int64(5), int64(500), int64(0), int64(0), 1, int64(1<<62), 1<<62)
+	f.Add(false, int64(1), int64(0), int64(keylimit.InfDuration), int64(0), 1, int64(time.Hour), 1)
+	lim := &scripted{}
+	h := limited(f, httplimit.Config{
+		Key:          func(*http.Request) (string, error) { return "k", nil },
+		Policies:     []httplimit.Policy{{Name: "p", Limiter: lim}},
+		LegacyFields: true,
+	})(&ok{})
+	f.Fuzz(func(t *testing.T, allowed bool, limit, remaining, retry, reset int64, events int, period int64, burst int) {
+		lim.set(keylimit.Result{
+			Allowed: allowed, Limit: int(limit), Remaining: int(remaining),
+			RetryAfter: time.Duration(retry), ResetAfter: time.Duration(reset),
+		}, keylimit.Limit{Events: events, Period: time.Duration(period), Burst: burst})
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		if allowed {
+			require.Equal(t, http.StatusOK, w.Code)
+		} else {
+			require.Equal(t, http.StatusTooManyRequests, w.Code)
+		}
+		got := policyFields(t, w.Header()) // strict, every value from 0, r at most q
+		require.Len(t, got, 1)
+		for _, n := range []int64{got[0].q, got[0].w, got[0].r, got[0].t} {
+			require.LessOrEqual(t, n, int64(999_999_999_999_999))
+		}
+		legacy := make([]int64, 3)
+		for i, name := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+			v := w.Header().Get(name)
+			n, err := strconv.ParseInt(v, 10, 64)
+			require.NoError(t, err, "%s %q", name, v)
+			require.True(t, n >= 0 && n <= 999_999_999_999_999, "%s %q", name, v)
+			legacy[i] = n
+		}
+		require.Equal(t, []int64{got[0].q, got[0].r, got[0].t}, legacy, "the legacy fields say what RateLimit says")
+		// A refusal that can never pass (a quota below the cost of 1, or
+		// RetryAfter InfDuration) has no Retry-After.
+		if allowed || time.Duration(retry) == keylimit.InfDuration || limit < 1 {
+			require.Empty(t, w.Header().Values("Retry-After"))
+		} else {
+			n := retryAfter(t, w.Header()) // a whole positive number
+			require.LessOrEqual(t, n, 999_999_999_999_999)
+		}
+	})
 }

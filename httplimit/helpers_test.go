@@ -72,11 +72,11 @@ func limited(t testing.TB, c httplimit.Config) func(http.Handler) http.Handler {
 	return mw
 }
 
-// newBucket returns a TokenBucket of l read on mock, closed when the test
-// ends.
-func newBucket(t *testing.T, l keylimit.Limit, mock *clock.Mock, opts ...keylimit.Option) *keylimit.TokenBucket[string] {
+// newBucket returns a TokenBucket of l read on clk (a mock), closed when
+// the test ends.
+func newBucket(t *testing.T, l keylimit.Limit, clk clock.Clock, opts ...keylimit.Option) *keylimit.TokenBucket[string] {
 	t.Helper()
-	b, err := keylimit.NewTokenBucket[string](l, append(opts, keylimit.WithClock(mock))...)
+	b, err := keylimit.NewTokenBucket[string](l, append(opts, keylimit.WithClock(clk))...)
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
 	return b
@@ -217,6 +217,83 @@ func (s *scripted) Limit() keylimit.Limit {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.limit
+}
+
+// ctxMark is the key of a value a test puts in a request's context, to see
+// which context a limiter is asked under.
+type ctxMark struct{}
+
+// contextLimiter is a ContextLimiter that records the value under ctxMark
+// of each context TakeContext is asked under, and answers as take says, or
+// admits if take is nil.
+type contextLimiter struct {
+	scripted
+	take func(ctx context.Context) (keylimit.Result, error)
+	mu   sync.Mutex
+	seen []any // protected by mu
+}
+
+func (l *contextLimiter) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
+	l.mu.Lock()
+	l.seen = append(l.seen, ctx.Value(ctxMark{}))
+	l.mu.Unlock()
+	if l.take != nil {
+		return l.take(ctx)
+	}
+	return keylimit.Result{Allowed: true, Limit: 1, Remaining: 1}, nil
+}
+
+// marks returns what TakeContext saw, one value a call.
+func (l *contextLimiter) marks() []any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen)
+}
+
+// countingBucket is a TokenBucket that records the methods called on it,
+// to count what deciding a request asks of each limiter.
+type countingBucket struct {
+	*keylimit.TokenBucket[string]
+	mu    sync.Mutex
+	calls []string // protected by mu
+}
+
+func (c *countingBucket) record(method string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, method)
+}
+
+// called returns the methods called so far, in order, and forgets them.
+func (c *countingBucket) called() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls := c.calls
+	c.calls = nil
+	return calls
+}
+
+func (c *countingBucket) Allow(k string) bool { c.record("Allow"); return c.TokenBucket.Allow(k) }
+func (c *countingBucket) AllowN(k string, n int) bool {
+	c.record("AllowN")
+	return c.TokenBucket.AllowN(k, n)
+}
+func (c *countingBucket) Take(k string, n int) keylimit.Result {
+	c.record("Take")
+	return c.TokenBucket.Take(k, n)
+}
+func (c *countingBucket) Peek(k string) keylimit.Result {
+	c.record("Peek")
+	return c.TokenBucket.Peek(k)
+}
+func (c *countingBucket) Reset(k string) { c.record("Reset"); c.TokenBucket.Reset(k) }
+func (c *countingBucket) Admit(k string, n int) (keylimit.Result, keylimit.Admission) {
+	c.record("Admit")
+	return c.TokenBucket.Admit(k, n)
+}
+func (c *countingBucket) Refund(k string, a keylimit.Admission) {
+	c.record("Refund")
+	c.TokenBucket.Refund(k, a)
 }
 
 // noLimit is a Limiter that does not report its Limit.
@@ -371,6 +448,16 @@ func (c autoClock) Timer(d time.Duration) *clock.Timer {
 	c.Mock.Add(d)
 	return t
 }
+
+// stoppedClock is a clock whose time never moves: it only tells the time
+// (clock.Mock's Set sleeps a millisecond, too slow for a fuzz target).
+type stoppedClock struct {
+	clock.Clock // nil: any other method panics
+	now         time.Time
+}
+
+func (c stoppedClock) Now() time.Time                  { return c.now }
+func (c stoppedClock) Since(t time.Time) time.Duration { return c.now.Sub(t) }
 
 // countingClock is a mock clock that counts the timers made on it, so that
 // a test can wait until the goroutines it started are all asleep on the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/keylimit/keylimit"
 )
@@ -109,6 +110,11 @@ type Decision struct {
 	// run. In dry run, Allowed false marks a request that would have been
 	// refused.
 	Result keylimit.Result
+	// Elapsed is how long the middleware took to decide: the key, the tier
+	// and the limiters (a Redis round trip included), on the system's
+	// monotonic clock. It is measured only when Config.OnDecision is set,
+	// and is 0 otherwise.
+	Elapsed time.Duration
 }
 
 // New returns a middleware that rate-limits the requests of the handler it
@@ -134,6 +140,10 @@ func New(c Config) (func(http.Handler) http.Handler, error) {
 		return &handler{m: m, next: next}
 	}, nil
 }
+
+// errEnded is wrapped, with the context's error, by the error of a request
+// whose context ended before its rate limit was decided.
+var errEnded = errors.New("httplimit: the request ended before its rate limit was decided")
 
 // middleware is a checked Config.
 type middleware struct {
@@ -198,6 +208,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
+	var start time.Time
+	if m.onDecision != nil {
+		start = time.Now()
+	}
 	key, err := m.key(r)
 	if err == nil && key == "" {
 		err = errEmptyKey
@@ -215,14 +229,28 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cost := 1
 	if m.cost != nil {
 		if cost = m.cost(r); cost < 0 {
-			m.fail(w, r, fmt.Errorf("httplimit: Cost returned %d for %s %s: a cost is at least 0", cost, r.Method, r.URL.Path))
+			m.fail(w, r, fmt.Errorf("httplimit: Cost returned %d for %s: a cost is at least 0", cost, quote(r.Method+" "+r.URL.Path)))
 			return
 		}
 	}
-	d, rateLimit, rateLimitPolicy := t.decide(key, cost)
+	// A request whose client has hung up is not decided: it would cost a
+	// limiter's time (a Redis round trip) for an answer no one reads.
+	ctx := r.Context()
+	if err := ctx.Err(); err != nil {
+		m.fail(w, r, fmt.Errorf("%w: %w", errEnded, err))
+		return
+	}
+	d, rateLimit, rateLimitPolicy, err := t.decide(ctx, key, cost)
+	if err != nil {
+		m.fail(w, r, fmt.Errorf("%w: %w", errEnded, err))
+		return
+	}
+	if m.onDecision != nil {
+		d.Elapsed = time.Since(start)
+	}
 	if d.Result.Err != nil && !m.dryRun {
 		// Not the client's doing: the policy cannot be applied to its key.
-		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %q: %w", d.Policy, key, d.Result.Err))
+		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, quote(key), d.Result.Err))
 		return
 	}
 	fields := w.Header()
@@ -254,8 +282,9 @@ func (m *middleware) setFields(h http.Header, d Decision, rateLimit, rateLimitPo
 	}
 	v := new([5]string)
 	v[0], v[1] = rateLimit, rateLimitPolicy
-	v[2] = strconv.Itoa(d.Result.Limit)
-	v[3] = strconv.Itoa(max(d.Result.Remaining, 0))
+	q := sfInt(int64(d.Result.Limit))
+	v[2] = strconv.FormatInt(q, 10)
+	v[3] = strconv.FormatInt(min(sfInt(int64(d.Result.Remaining)), q), 10)
 	v[4] = strconv.FormatInt(seconds(d.Result.ResetAfter), 10)
 	h[fieldRateLimit], h[fieldRateLimitPolicy] = v[0:1:1], v[1:2:2]
 	h[fieldLegacyLimit], h[fieldLegacyRemaining], h[fieldLegacyReset] = v[2:3:3], v[3:4:4], v[4:5:5]

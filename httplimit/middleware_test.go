@@ -1,6 +1,8 @@
 package httplimit_test
 
 import (
+	"context"
+	"errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -460,4 +462,158 @@ func TestSlidingCounterPolicy(t *testing.T) {
 		require.Equal(t, int64(60), f[0].w)
 	}
 	require.Equal(t, []int{200, 200, 429}, statuses)
+}
+
+// TestContextReachesTheLimiters is issue 15's context end to end: a limiter
+// that takes a context is asked under the request's, alone or behind
+// keylimit.All; a request whose client hung up asks no limiter at all (no
+// Redis call), reaches neither the handler nor OnDecision, and is answered
+// by Error with the context's error (503 by default).
+func TestContextReachesTheLimiters(t *testing.T) {
+	mock := clock.NewMock()
+	for _, tc := range []struct {
+		name     string
+		policies func(*contextLimiter) []httplimit.Policy
+	}{
+		{"one policy", func(l *contextLimiter) []httplimit.Policy {
+			return []httplimit.Policy{{Name: "remote", Limiter: l, Window: time.Minute}}
+		}},
+		{"behind keylimit.All", func(l *contextLimiter) []httplimit.Policy {
+			return []httplimit.Policy{bucket(t, "local", keylimit.PerMinute(10), mock), {Name: "remote", Limiter: l, Window: time.Minute}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim := &contextLimiter{}
+			h := &ok{}
+			seen := &decisions{}
+			var errs []error
+			config := httplimit.Config{Key: httplimit.Header("X-User"), Policies: tc.policies(lim), OnDecision: seen.record}
+			plain := limited(t, config)(h)
+			config.Error = func(w http.ResponseWriter, r *http.Request, err error) {
+				errs = append(errs, err)
+				w.WriteHeader(499)
+			}
+			custom := limited(t, config)(h)
+
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.Header.Set("X-User", "u")
+			r = r.WithContext(context.WithValue(r.Context(), ctxMark{}, "the request's"))
+			w := httptest.NewRecorder()
+			plain.ServeHTTP(w, r)
+			require.Equal(t, http.StatusOK, w.Code)
+			require.Equal(t, []any{"the request's"}, lim.marks())
+
+			hungUp, cancel := context.WithCancel(r.Context())
+			cancel()
+			w = httptest.NewRecorder()
+			plain.ServeHTTP(w, r.WithContext(hungUp))
+			require.Equal(t, http.StatusServiceUnavailable, w.Code)
+			require.JSONEq(t, `{"error":"httplimit: the request ended before its rate limit was decided"}`, w.Body.String())
+			w = httptest.NewRecorder()
+			custom.ServeHTTP(w, r.WithContext(hungUp))
+			require.Equal(t, 499, w.Code)
+			require.Len(t, errs, 1)
+			require.ErrorIs(t, errs[0], context.Canceled)
+			require.EqualError(t, errs[0], "httplimit: the request ended before its rate limit was decided: context canceled")
+
+			require.Equal(t, []any{"the request's"}, lim.marks(), "no limiter asked for a client that hung up")
+			require.Equal(t, 1, h.count())
+			require.Len(t, seen.list(), 1, "not a decision")
+		})
+	}
+}
+
+// TestContextEndsDuringTheDecision: a limiter that returns because the
+// request's context ended while it decided (a Redis call cut short) makes
+// no decision: the answer is Error's, not a 429. An error while the context
+// is alive is a failure policy's: its Result is the decision.
+func TestContextEndsDuringTheDecision(t *testing.T) {
+	h := &ok{}
+	var cancel context.CancelFunc
+	lim := &contextLimiter{take: func(ctx context.Context) (keylimit.Result, error) {
+		cancel() // the client hangs up while the limiter decides
+		return keylimit.Result{Limit: 5}, ctx.Err()
+	}}
+	seen := &decisions{}
+	mw := limited(t, httplimit.Config{
+		Key:        httplimit.Header("X-User"),
+		Policies:   []httplimit.Policy{{Name: "remote", Limiter: lim, Window: time.Minute}},
+		OnDecision: seen.record,
+	})(h)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("X-User", "u")
+	ctx, cancelRequest := context.WithCancel(r.Context())
+	defer cancelRequest()
+	cancel = cancelRequest
+	w := httptest.NewRecorder()
+	mw.ServeHTTP(w, r.WithContext(ctx))
+	require.Equal(t, http.StatusServiceUnavailable, w.Code)
+	require.Empty(t, seen.list())
+
+	lim.take = func(context.Context) (keylimit.Result, error) {
+		return keylimit.Result{Allowed: true, Limit: 5, Remaining: 4}, errors.New("redislimit: Redis is down: FailLocal decided")
+	}
+	w = httptest.NewRecorder()
+	mw.ServeHTTP(w, r)
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Equal(t, `"remote";r=4;t=0`, w.Header().Get("RateLimit"))
+	require.Len(t, seen.list(), 1)
+	require.Equal(t, 1, h.count())
+}
+
+// TestEachPolicyAskedOnce is issue 15's one call per decision: with two
+// policies, an admitted request asks each limiter once (keylimit.All's
+// TakeEach reports each policy's Result; no Peek after it). A refused one
+// asks the first to admit, give back and tell its state, the second once.
+func TestEachPolicyAskedOnce(t *testing.T) {
+	mock := clock.NewMock()
+	first := &countingBucket{TokenBucket: newBucket(t, keylimit.PerMinute(10), mock)}
+	second := &countingBucket{TokenBucket: newBucket(t, keylimit.PerHour(1), mock)}
+	h := limited(t, httplimit.Config{
+		Key:      httplimit.Header("X-User"),
+		Policies: []httplimit.Policy{{Name: "minute", Limiter: first}, {Name: "hour", Limiter: second}},
+	})(&ok{})
+
+	resp := call(h, "/", "X-User", "u")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, []string{"Admit"}, first.called())
+	require.Equal(t, []string{"Take"}, second.called())
+	require.Equal(t, []fields{{"minute", 10, 60, 9, 6}, {"hour", 1, 3600, 0, 3600}}, policyFields(t, resp.Header))
+
+	resp = call(h, "/", "X-User", "u")
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, []string{"Admit", "Refund", "Peek"}, first.called())
+	require.Equal(t, []string{"Take"}, second.called())
+	require.Equal(t, []fields{{"minute", 10, 60, 9, 6}, {"hour", 1, 3600, 0, 3600}}, policyFields(t, resp.Header))
+}
+
+// TestDecisionElapsed is issue 17's hook: Decision.Elapsed is the time the
+// key and the limiters took, measured when OnDecision is set; without it,
+// 0.
+func TestDecisionElapsed(t *testing.T) {
+	const keyTime, takeTime = 20 * ms, 30 * ms
+	slowKey := func(r *http.Request) (string, error) {
+		time.Sleep(keyTime)
+		return "k", nil
+	}
+	lim := &contextLimiter{take: func(context.Context) (keylimit.Result, error) {
+		time.Sleep(takeTime)
+		return keylimit.Result{Allowed: true, Limit: 1, Remaining: 1}, nil
+	}}
+	seen := &decisions{}
+	var denied []httplimit.Decision
+	config := httplimit.Config{
+		Key:        slowKey,
+		Policies:   []httplimit.Policy{{Name: "slow", Limiter: lim, Window: time.Minute}},
+		OnDecision: seen.record,
+	}
+	require.Equal(t, http.StatusOK, call(limited(t, config)(&ok{}), "/").StatusCode)
+	require.GreaterOrEqual(t, seen.last().Elapsed, keyTime+takeTime)
+
+	lim.take = func(context.Context) (keylimit.Result, error) { return keylimit.Result{Limit: 1}, nil }
+	config.OnDecision = nil
+	config.Deny = func(w http.ResponseWriter, r *http.Request, d httplimit.Decision) { denied = append(denied, d) }
+	call(limited(t, config)(&ok{}), "/")
+	require.Len(t, denied, 1)
+	require.Zero(t, denied[0].Elapsed, "not measured without OnDecision")
 }

@@ -1,9 +1,11 @@
 package httplimit
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,14 +35,14 @@ type Policy struct {
 	Limiter keylimit.Limiter[string]
 	// Window is the w the RateLimit-Policy field announces, the time over
 	// which the quota q applies, sent in whole seconds rounded up. 0 derives
-	// it on every request (so SetLimit shows at once) from a limiter that
-	// reports its keylimit.Limit (a method Limit() keylimit.Limit, as
-	// keylimit's limiters have): for a *keylimit.TokenBucket the time an
+	// it on every request (so SetLimit shows at once) from the limit the
+	// limiter reports: the key's own if it has a method LimitOf(key string)
+	// keylimit.Limit (for keys given their own limit by
+	// keylimit.WithKeyLimit), else the limiter's, Limit() keylimit.Limit, as
+	// keylimit's limiters have. For a *keylimit.TokenBucket w is the time an
 	// empty bucket takes to refill fully, Burst × Period / Events; for any
-	// other, its Period. New reports an error if Window is 0 and the limiter
-	// does not report its Limit. Under keylimit.WithKeyLimit, q is each
-	// key's own but w is still derived from the limiter's Limit: set Window
-	// if the limits share a window, or keep one limiter per tier.
+	// other limiter, the Period. New reports an error if Window is 0 and the
+	// limiter reports neither.
 	Window time.Duration
 
 	err error // an error from Bucket, reported by New
@@ -67,16 +69,23 @@ type limitReporter interface {
 	Limit() keylimit.Limit
 }
 
+// keyLimitReporter is a limiter that tells the Limit each key is under,
+// its own from keylimit.WithKeyLimit or the limiter's.
+type keyLimitReporter interface {
+	LimitOf(key string) keylimit.Limit
+}
+
 // policy is a Policy checked by New.
 type policy struct {
 	name    string
 	quoted  string // name as a Structured Field String
 	limiter keylimit.Limiter[string]
-	window  int64         // Policy.Window in seconds, rounded up; 0: ask limits
-	limits  limitReporter // with window 0: the limiter, asked on each request
-	bucket  bool          // limits is a token bucket: w is its full-refill time
-	// derived is the last window derived from limits, kept so that a
-	// request under an unchanged Limit does not divide 128-bit numbers.
+	window  int64            // Policy.Window in seconds, rounded up; 0: ask the limiter
+	limits  limitReporter    // with window 0: the limiter, if it reports its Limit
+	limitOf keyLimitReporter // with window 0: the limiter, if it reports each key's
+	bucket  bool             // the limiter is a token bucket: w is its full-refill time
+	// derived is the last window derived from limits' Limit, kept so that
+	// a request under an unchanged Limit does not divide 128-bit numbers.
 	derived atomic.Pointer[derivedWindow]
 }
 
@@ -100,32 +109,42 @@ func compilePolicy(p Policy) (*policy, error) {
 	case p.Window < 0:
 		return nil, fmt.Errorf("httplimit: policy %q: Window %v is negative", p.Name, p.Window)
 	case p.Window == 0:
-		lr, ok := p.Limiter.(limitReporter)
-		if !ok {
+		c.limits, _ = p.Limiter.(limitReporter)
+		c.limitOf, _ = p.Limiter.(keyLimitReporter)
+		if c.limits == nil && c.limitOf == nil {
 			return nil, fmt.Errorf("httplimit: policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
 		}
-		c.limits = lr
 		_, c.bucket = p.Limiter.(*keylimit.TokenBucket[string])
 	}
 	return c, nil
 }
 
-// windowSeconds is the policy's w now: a limiter's Limit may change while
-// the server runs.
-func (p *policy) windowSeconds() int64 {
+// windowSeconds is the policy's w for key now: a limiter's Limit may
+// change while the server runs.
+func (p *policy) windowSeconds(key string) int64 {
 	if p.window > 0 {
 		return p.window
+	}
+	if p.limitOf != nil {
+		// Keys may be under many limits: a cache of one would thrash, and
+		// storing in it allocates. Deriving costs a 128-bit division.
+		return p.derive(p.limitOf.LimitOf(key))
 	}
 	l := p.limits.Limit()
 	if d := p.derived.Load(); d != nil && d.limit == l {
 		return d.seconds
 	}
-	w := seconds(l.Period)
-	if p.bucket {
-		w = seconds(refillTime(l))
-	}
+	w := p.derive(l)
 	p.derived.Store(&derivedWindow{limit: l, seconds: w})
 	return w
+}
+
+// derive returns the w of limit l, in seconds.
+func (p *policy) derive(l keylimit.Limit) int64 {
+	if p.bucket {
+		return seconds(refillTime(l))
+	}
+	return seconds(l.Period)
 }
 
 // refillTime is the time an empty token bucket of l takes to refill fully,
@@ -154,9 +173,16 @@ type tier struct {
 	// decider takes a request's cost from every policy or from none: the
 	// one limiter, or keylimit.All of them.
 	decider keylimit.Limiter[string]
+	// each is decider if it reports each policy's Result (keylimit.All
+	// does), with two policies or more; withCtx is decider if it takes a
+	// context, with one.
+	each    keylimit.EachTaker[string]
+	withCtx keylimit.ContextLimiter[string]
 	// field is the last RateLimit-Policy value sent, kept so that a request
 	// whose quotas and windows have not changed reuses it, unallocated.
 	field atomic.Pointer[policyField]
+	// resultsPool holds *[]keylimit.Result of len(policies), for decide.
+	resultsPool sync.Pool
 }
 
 // policyField is a RateLimit-Policy value and the q and w it was made from.
@@ -193,6 +219,9 @@ func compileTier(name string, ps []Policy) (*tier, error) {
 	t.decider = limiters[0]
 	if len(limiters) > 1 {
 		t.decider = keylimit.All(limiters...)
+		t.each, _ = t.decider.(keylimit.EachTaker[string])
+	} else {
+		t.withCtx, _ = t.decider.(keylimit.ContextLimiter[string])
 	}
 	return t, nil
 }
@@ -202,9 +231,29 @@ func compileTier(name string, ps []Policy) (*tier, error) {
 const inlinePolicies = 4
 
 // decide takes cost for key from every policy of the tier, or from none,
-// and returns the Decision and the RateLimit and RateLimit-Policy values.
-func (t *tier) decide(key string, cost int) (d Decision, rateLimit, rateLimitPolicy string) {
-	res := t.decider.Take(key, cost)
+// under ctx, and returns the Decision and the RateLimit and RateLimit-Policy
+// values. It returns ctx's error, and no decision, if ctx ended before the
+// limiters decided.
+func (t *tier) decide(ctx context.Context, key string, cost int) (d Decision, rateLimit, rateLimitPolicy string, err error) {
+	var res keylimit.Result
+	var each []keylimit.Result // each policy's Result, with two or more
+	switch {
+	case t.each != nil:
+		// One call: every policy's own Result, no Peek after an admission.
+		buf := t.results()
+		defer t.resultsPool.Put(buf)
+		each = *buf
+		res, err = t.each.TakeEach(ctx, key, cost, each)
+	case t.withCtx != nil:
+		res, err = t.withCtx.TakeContext(ctx, key, cost)
+	default:
+		res = t.decider.Take(key, cost)
+	}
+	if err != nil && ctx.Err() != nil {
+		return Decision{}, "", "", ctx.Err()
+	}
+	// Any other error is a failure policy's (see keylimit.ContextLimiter):
+	// its Result is the decision.
 
 	var buf [32 * inlinePolicies]byte
 	field := buf[:0]
@@ -215,21 +264,22 @@ func (t *tier) decide(key string, cost int) (d Decision, rateLimit, rateLimitPol
 	// first that cannot apply its limit to the key (Result.Err).
 	least, short, never, failed := -1, -1, -1, -1
 	var leastRes, shortRes, neverRes, failedRes keylimit.Result
-	for i := range t.policies {
-		p := t.policies[i]
+	for i, p := range t.policies {
 		r := res
-		if len(t.policies) > 1 {
-			// All reports only the binding limit; each policy's own state
-			// is what its list member says.
+		switch {
+		case each != nil:
+			r = each[i]
+		case len(t.policies) > 1: // All of limiters that cannot report each
 			r = p.limiter.Peek(key)
 		}
 		if i > 0 {
 			field = append(field, ", "...)
 		}
+		q := sfInt(int64(r.Limit))
 		field = append(field, p.quoted...)
-		field = appendParam(field, "r", sfInt(int64(r.Remaining)))
+		field = appendParam(field, "r", min(sfInt(int64(r.Remaining)), q))
 		field = appendParam(field, "t", seconds(r.ResetAfter))
-		qw = append(qw, sfInt(int64(r.Limit)), p.windowSeconds())
+		qw = append(qw, q, p.windowSeconds(key))
 		if least < 0 || r.Remaining < leastRes.Remaining {
 			least, leastRes = i, r
 		}
@@ -262,7 +312,18 @@ func (t *tier) decide(key string, cost int) (d Decision, rateLimit, rateLimitPol
 	}
 	bindRes.Allowed, bindRes.RetryAfter, bindRes.Untracked, bindRes.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Err
 	d = Decision{Key: key, Tier: t.name, Policy: t.policies[bind].name, Cost: cost, Result: bindRes}
-	return d, string(field), t.policyField(qw)
+	return d, string(field), t.policyField(qw), nil
+}
+
+// results returns a slice for each policy's Result, from a pool: passed to
+// an interface's method, an array on the stack would escape and allocate on
+// every request. Put it back when done.
+func (t *tier) results() *[]keylimit.Result {
+	if r, ok := t.resultsPool.Get().(*[]keylimit.Result); ok {
+		return r
+	}
+	r := make([]keylimit.Result, len(t.policies))
+	return &r
 }
 
 // policyField returns the RateLimit-Policy value for these q and w.

@@ -200,3 +200,56 @@ func TestInvalidKeyLimit(t *testing.T) {
 	require.Error(t, d.Result.Err)
 	require.Equal(t, int64(100), policyFields(t, resp.Header)[0].r, "the first policy gave back what it took")
 }
+
+// keyLimited is a limiter that reports the limit of each key, as the
+// limiters of keylimit may with keylimit.WithKeyLimit: LimitOf.
+type keyLimited struct {
+	scripted
+	limits map[string]keylimit.Limit
+}
+
+func (k *keyLimited) Take(key string, n int) keylimit.Result {
+	l := k.LimitOf(key)
+	return keylimit.Result{Allowed: true, Limit: l.BurstSize(), Remaining: l.BurstSize() - n}
+}
+
+func (k *keyLimited) LimitOf(key string) keylimit.Limit {
+	if l, ok := k.limits[key]; ok {
+		return l
+	}
+	return k.Limit()
+}
+
+// A limiter that reports each key's own limit (LimitOf) gets each key's w
+// in RateLimit-Policy, not the limiter's: a key given an hourly limit by
+// keylimit.WithKeyLimit announces w=3600 beside the default's w=60.
+func TestKeyLimitWindow(t *testing.T) {
+	lim := &keyLimited{limits: map[string]keylimit.Limit{"gold": keylimit.PerHour(1000)}}
+	lim.set(keylimit.Result{}, keylimit.PerMinute(10))
+	h := limited(t, httplimit.Config{
+		Key:      httplimit.Header("X-User"),
+		Policies: []httplimit.Policy{{Name: "quota", Limiter: lim}},
+	})(&ok{})
+	for _, c := range []struct{ user, policy string }{
+		{"gold", `"quota";q=1000;w=3600`},
+		{"free", `"quota";q=10;w=60`},
+		{"gold", `"quota";q=1000;w=3600`},
+	} {
+		require.Equal(t, c.policy, call(h, "/", "X-User", c.user).Header.Get("RateLimit-Policy"), c.user)
+	}
+
+	// LimitOf alone, without Limit, is enough to derive w.
+	only := struct {
+		keylimit.Limiter[string]
+		limitOfReporter
+	}{lim, lim}
+	h = limited(t, httplimit.Config{
+		Key:      httplimit.Header("X-User"),
+		Policies: []httplimit.Policy{{Name: "quota", Limiter: only}},
+	})(&ok{})
+	require.Equal(t, `"quota";q=1000;w=3600`, call(h, "/", "X-User", "gold").Header.Get("RateLimit-Policy"))
+}
+
+type limitOfReporter interface {
+	LimitOf(key string) keylimit.Limit
+}

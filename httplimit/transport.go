@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -17,24 +16,28 @@ import (
 // Transport is an http.RoundTripper that keeps a client under a server's
 // rate limit, and backs off when the server says so.
 //
-// Before each send, retries included, it waits for one event of Limiter
-// under the request's key, and for the end of any pause the server put on
-// that key. A wait that fails takes nothing, and one that would outlast the
-// request's context fails at once, with a *TransportError.
+// Before each send, retries included, it waits for the end of any pause the
+// server put on the request's key (and of a retry's backoff), then for the
+// request's turn at Limiter under that key. Each of these waits that would
+// outlast the request's deadline fails at once, taking nothing, with a
+// *TransportError.
 //
-// A 429 or 503 with Retry-After or a RateLimit t=, and a RateLimit member
-// with r=0 on any answer, pause the key until the time the server gave, for
-// every request through the Transport (see RoundTrip). Its methods are safe
-// for concurrent use; it must not be copied after first use. The zero
-// Transport sends through http.DefaultTransport, has no limit of its own,
-// retries nothing, and obeys the server's pauses.
+// A refusal (Refused: 429 or 503 by default) with Retry-After or a
+// RateLimit t=, and a RateLimit member with r=0 on any answer, pause the
+// key until the time the server gave, for every request through the
+// Transport (see RoundTrip). It is safe for concurrent use and must not be
+// copied after first use. The zero Transport sends through
+// http.DefaultTransport, has no limit of its own, retries nothing, and
+// obeys the server's pauses.
 type Transport struct {
 	// Base sends the requests. nil means http.DefaultTransport.
 	Base http.RoundTripper
 
 	// Limiter is the client's own limit: every request, each retry too,
-	// waits for one event of it under the request's key. Set it at or below
-	// the server's limit. nil means no limit of its own.
+	// waits its turn for one event of it under the request's key, by
+	// keylimit.WaitN under the request's context. A *keylimit.TokenBucket
+	// serves the waiters of a key first come, first served. Set it at or
+	// below the server's limit. nil means no limit of its own.
 	Limiter keylimit.Limiter[string]
 
 	// Key returns the key of a request, for Limiter and for the server's
@@ -44,7 +47,19 @@ type Transport struct {
 	// RoundTrip returns that error.
 	Key KeyFunc
 
-	// Retries is the most times a request is sent again after a 429 or 503;
+	// Refused reports whether an answer refuses the request for now: its
+	// Retry-After (or else its RateLimit t) pauses the key, and Retries may
+	// send the request again. nil means 429 Too Many Requests and 503
+	// Service Unavailable. GitHub, for one, also refuses with 403 and
+	// Retry-After:
+	//
+	//	Refused: func(r *http.Response) bool {
+	//		return r.StatusCode == 429 || r.StatusCode == 503 ||
+	//			r.StatusCode == 403 && r.Header.Get("Retry-After") != ""
+	//	},
+	Refused func(*http.Response) bool
+
+	// Retries is the most times a request is sent again after a refusal;
 	// 0 means never. Only a request that is idempotent (GET, HEAD, OPTIONS,
 	// TRACE, PUT, DELETE, one with an Idempotency-Key field, or one whose
 	// context MarkIdempotent marked) and whose body can be replayed (none,
@@ -68,15 +83,41 @@ type Transport struct {
 	Rand func() float64
 
 	// Clock is where the Transport reads time and sleeps: pass the clock
-	// of Limiter (keylimit.WithClock). nil means the system clock.
+	// of Limiter (keylimit.WithClock), on which Limiter's turns are waited
+	// for. nil means the system clock.
 	Clock clock.Clock
 
-	mu sync.Mutex
-	// paused maps a key to the end of the server's pause on it. Protected
-	// by mu. A pause only ever grows later; an entry that has ended is
-	// deleted when next read, or by the sweep that adding a pause to
-	// sweepAbove or more runs.
-	paused map[string]time.Time
+	// MaxPaused is the most keys the Transport keeps paused at once; 0
+	// means 65,536. At the cap it forgets the pauses that end first, an
+	// eighth of them, and counts them (DroppedPauses): a request under a
+	// forgotten key may reach the server before the server's pause ends.
+	MaxPaused int
+
+	// OnWait, if set, is called once for each RoundTrip of a request that
+	// has a key, as RoundTrip returns, with what the request waited for:
+	// feed a histogram of waits, count the requests that could not wait.
+	// It runs on the caller's goroutine and must be safe for concurrent
+	// use.
+	OnWait func(req *http.Request, w Wait)
+
+	pauses pauses
+}
+
+// Wait is what one request waited for before it was sent, over all its
+// sends, retries included: what Transport.OnWait sees.
+type Wait struct {
+	Key string // the request's key
+	// Waited is the time the request spent waiting, on Transport.Clock:
+	// for the server's pauses, the backoffs before retries, and its turns
+	// at Limiter.
+	Waited time.Duration
+	// Paused reports whether it waited for a server's pause on Key.
+	Paused bool
+	// Retries is how many times the request was sent again.
+	Retries int
+	// Err is the error of the wait that failed, the Err of the
+	// *TransportError RoundTrip returned; nil if the request was sent.
+	Err error
 }
 
 // Defaults of the zero Transport.
@@ -87,9 +128,6 @@ const (
 	// retried, so that its connection can be reused without reading an
 	// endless body.
 	drainLimit = 64 << 10
-	// sweepAbove is the number of pauses above which adding one first
-	// deletes those that have ended.
-	sweepAbove = 64
 )
 
 var systemClock = clock.New()
@@ -106,16 +144,19 @@ func MarkIdempotent(ctx context.Context) context.Context {
 }
 
 // RoundTrip sends req through Base when its key's turn comes, sends it again
-// if Retries allows and the server refused it, and returns the server's
-// answer. It returns a *TransportError if it could not wait for the turn
-// (the context ended, or would have ended first) or gave up retrying
-// (ErrGaveUp), and an error of Base at once, never retried.
+// if Retries allows and the server refused it, and returns the server's last
+// answer with a nil error, as an http.RoundTripper must once it has one.
+// When retries run out, or the wait before the next would outlast the
+// request's deadline, that answer is the last refusal, its body unread: a
+// refusal (see Refused) from RoundTrip tells that it gave up. It returns a
+// *TransportError if a wait failed (the context ended, or would have ended
+// first), and an error of Base at once, never retried.
 //
-// A 429 or 503 pauses the key by its Retry-After (seconds or an HTTP-date,
+// A refusal pauses the key by its Retry-After (seconds or an HTTP-date,
 // RFC 9110), or else by the RateLimit field's t (of a member with r=0 if
 // one has it); any other answer by a RateLimit member with r=0 and t.
 // X-RateLimit-* fields are not read: their units differ between servers.
-// A pause is obeyed in full, however long: give requests a deadline
+// A pause is obeyed in full, up to 10⁹ s: give requests a deadline
 // (http.Client.Timeout, or a context) to fail at once instead.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key, err := t.key(req)
@@ -123,19 +164,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
+	w := Wait{Key: key}
+	if t.OnWait != nil {
+		defer func() { t.OnWait(req, w) }()
+	}
 	ctx := req.Context()
 	retryable := t.Retries > 0 && idempotent(req) && replayable(req)
 	var (
 		notBefore time.Time // a retry's backoff ends at
-		status    int       // the last answer, when retrying
+		status    int       // the last answer, once one was refused
 	)
 	for retry := 0; ; retry++ {
-		if err := keylimit.WaitN(ctx, gate{t, notBefore}, key, 1, t.clock()); err != nil {
+		if err := t.wait(ctx, key, notBefore, &w); err != nil {
 			if retry == 0 {
 				closeBody(req)
 			}
-			return nil, &TransportError{Key: key, Retries: max(retry-1, 0), StatusCode: status,
-				Until: t.pausedUntil(key, t.clock().Now()), Err: err}
+			w.Err = err
+			return nil, &TransportError{Key: key, Retries: w.Retries, StatusCode: status,
+				Until: t.pauses.until(key, t.clock().Now()), Err: err}
 		}
 		send := req
 		if retry > 0 {
@@ -143,27 +189,90 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if send, err = rewind(req); err != nil {
 				return nil, fmt.Errorf("httplimit: replaying the body of %s %s for retry %d: %w", req.Method, req.URL.Redacted(), retry, err)
 			}
+			w.Retries = retry
 		}
 		resp, err := t.base().RoundTrip(send)
 		if err != nil {
 			return nil, err
 		}
 		now := t.clock().Now()
-		until := serverPause(resp, now)
+		refused := t.refused(resp)
+		until := serverPause(resp, refused, now)
 		if !until.IsZero() {
-			t.pause(key, until, now)
+			t.pauses.add(key, until, now, t.maxPaused())
 		}
-		if !retryable || !retryStatus(resp.StatusCode) {
+		if !retryable || !refused || retry == t.Retries {
 			return resp, nil
 		}
-		discard(resp)
-		if retry == t.Retries {
-			return nil, &TransportError{Key: key, Retries: retry, StatusCode: resp.StatusCode,
-				Until: t.pausedUntil(key, now), Err: ErrGaveUp}
+		next := later(now, until).Add(t.backoff(retry))
+		if deadline, ok := ctx.Deadline(); ok && next.After(deadline) {
+			return resp, nil // no retry can be sent in time: this answer is the last
 		}
+		discard(resp)
 		status = resp.StatusCode
-		notBefore = later(now, until).Add(t.backoff(retry))
+		notBefore = next
 	}
+}
+
+// wait waits for the request's turn to be sent: for the end of the server's
+// pause on key and of a retry's backoff (notBefore), then for its turn at
+// Limiter, then for the end of any pause the server began meanwhile (the
+// turn is taken then, but nothing is sent into a pause). Each wait is under
+// ctx. What it waited is added to w.
+func (t *Transport) wait(ctx context.Context, key string, notBefore time.Time, w *Wait) error {
+	if err := ctx.Err(); err != nil {
+		return err // a request whose context has ended costs no turn
+	}
+	clk := t.clock()
+	var start time.Time
+	if t.OnWait != nil {
+		start = clk.Now()
+	}
+	err := t.waitPause(ctx, clk, key, notBefore, w)
+	if err == nil && t.Limiter != nil {
+		if err = keylimit.WaitN(ctx, t.Limiter, key, 1, clk); err == nil {
+			err = t.waitPause(ctx, clk, key, time.Time{}, w)
+		}
+	}
+	if t.OnWait != nil {
+		w.Waited += clk.Since(start)
+	}
+	return err
+}
+
+// waitPause waits until the server's pause on key and notBefore have both
+// passed, or fails at once if that would outlast ctx's deadline.
+func (t *Transport) waitPause(ctx context.Context, clk clock.Clock, key string, notBefore time.Time, w *Wait) error {
+	for {
+		now := clk.Now()
+		paused := t.pauses.until(key, now)
+		d := later(paused, notBefore).Sub(now)
+		if d <= 0 {
+			return nil
+		}
+		if deadline, ok := ctx.Deadline(); ok {
+			if left := deadline.Sub(now); d > left {
+				return &deadlineError{wait: d, left: max(left, 0)}
+			}
+		}
+		w.Paused = w.Paused || paused.After(now)
+		timer := clk.Timer(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C:
+			// The pause may have grown meanwhile: look again.
+		}
+	}
+}
+
+// DroppedPauses returns how many of the server's pauses the Transport
+// forgot before they ended, because MaxPaused keys were paused at once.
+func (t *Transport) DroppedPauses() uint64 {
+	t.pauses.mu.Lock()
+	defer t.pauses.mu.Unlock()
+	return t.pauses.dropped
 }
 
 // CloseIdleConnections closes the idle connections of Base, if it has such a
@@ -173,61 +282,6 @@ func (t *Transport) CloseIdleConnections() {
 	if c, ok := t.base().(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
-}
-
-// gate is what a request waits on before each send: nothing passes before
-// notBefore (a retry's backoff) nor while the server's pause on the key
-// lasts; after that the Transport's Limiter decides. Since it refuses without
-// asking the Limiter until then, keylimit.WaitN waits out both in one loop,
-// under the request's deadline, and a wait cut short takes nothing.
-type gate struct {
-	t         *Transport
-	notBefore time.Time
-}
-
-func (g gate) Take(key string, n int) keylimit.Result {
-	now := g.t.clock().Now()
-	until := later(g.t.pausedUntil(key, now), g.notBefore)
-	if wait := until.Sub(now); wait > 0 {
-		return keylimit.Result{RetryAfter: wait}
-	}
-	if g.t.Limiter == nil {
-		return keylimit.Result{Allowed: true}
-	}
-	return g.t.Limiter.Take(key, n)
-}
-
-// pause records that the server asked for nothing under key until until.
-func (t *Transport) pause(key string, until, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.paused == nil {
-		t.paused = make(map[string]time.Time)
-	}
-	if cur, ok := t.paused[key]; ok && !until.After(cur) {
-		return // an answer that arrived late does not shorten a pause
-	}
-	if len(t.paused) >= sweepAbove {
-		for k, u := range t.paused {
-			if !u.After(now) {
-				delete(t.paused, k)
-			}
-		}
-	}
-	t.paused[key] = until
-}
-
-// pausedUntil returns the end of the server's pause on key, or the zero Time
-// if there is none at now.
-func (t *Transport) pausedUntil(key string, now time.Time) time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	until, ok := t.paused[key]
-	if ok && !until.After(now) {
-		delete(t.paused, key)
-		return time.Time{}
-	}
-	return until
 }
 
 // backoff returns the jittered delay before retry i+1.
@@ -258,6 +312,20 @@ func (t *Transport) key(req *http.Request) (string, error) {
 	return strings.ToLower(req.URL.Host), nil
 }
 
+func (t *Transport) refused(resp *http.Response) bool {
+	if t.Refused != nil {
+		return t.Refused(resp)
+	}
+	return retryStatus(resp.StatusCode)
+}
+
+func (t *Transport) maxPaused() int {
+	if t.MaxPaused > 0 {
+		return t.MaxPaused
+	}
+	return defaultMaxPaused
+}
+
 func (t *Transport) base() http.RoundTripper {
 	if t.Base != nil {
 		return t.Base
@@ -272,9 +340,9 @@ func (t *Transport) clock() clock.Clock {
 	return systemClock
 }
 
-// retryStatus reports whether an answer with this status may be retried:
-// 429 Too Many Requests and 503 Service Unavailable, the refusals of a server
-// that will take the request later.
+// retryStatus reports whether an answer with this status is a refusal by
+// default: 429 Too Many Requests and 503 Service Unavailable, the refusals
+// of a server that will take the request later.
 func retryStatus(code int) bool {
 	return code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
 }

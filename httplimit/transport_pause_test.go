@@ -3,6 +3,9 @@ package httplimit
 import (
 	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +31,7 @@ func TestServerPause(t *testing.T) {
 		{"429 Retry-After huge is bounded", 429, []string{"Retry-After", "99999999999999999999999"}, in(maxServerPause)},
 		{"429 Retry-After negative is invalid", 429, []string{"Retry-After", "-5"}, never},
 		{"429 Retry-After fraction is invalid", 429, []string{"Retry-After", "1.5"}, never},
+		{"429 Retry-After huge then not a digit is invalid", 429, []string{"Retry-After", "18700000000000000000A"}, never},
 		{"429 without fields", 429, nil, never},
 		{"200 Retry-After is not a pause", 200, []string{"Retry-After", "5"}, never},
 		{"500 Retry-After is not a pause", 500, []string{"Retry-After", "5"}, never},
@@ -51,15 +55,50 @@ func TestServerPause(t *testing.T) {
 		{"RateLimit negative t", 429, []string{"RateLimit", `"m";r=0;t=-5`}, never},
 		{"RateLimit inner list", 200, []string{"RateLimit", `("a" "b";q=1);r=0;t=14`}, in(14 * time.Second)},
 		{"RateLimit empty", 200, []string{"RateLimit", ``}, never},
+		{"RateLimit -0 is 0", 200, []string{"RateLimit", `"m";r=-0;t=6`}, in(6 * time.Second)},
+		// Issue 13, defect 1: inner lists do not nest (RFC 9651).
+		{"RateLimit inner list inside an inner list", 200, []string{"RateLimit", `("a" ("b"));r=0;t=14`}, never},
+		{"RateLimit nested inner list skipped, the next member counts", 200, []string{"RateLimit", `(("a"));r=0;t=14, "h";r=0;t=3`}, in(3 * time.Second)},
+		{"RateLimit inner list as a parameter value", 200, []string{"RateLimit", `"m";r=(0);t=5`}, never},
+		// Issue 13, defect 5: t from 9,223,372,037 on wrapped around.
+		{"RateLimit t below the cap", 200, []string{"RateLimit", `"m";r=0;t=999999999`}, in(999999999 * time.Second)},
+		{"RateLimit t=9223372037 is capped", 200, []string{"RateLimit", `"m";r=0;t=9223372037`}, in(maxServerPause)},
+		{"RateLimit t=10000000000 is capped", 200, []string{"RateLimit", `"m";r=0;t=10000000000`}, in(maxServerPause)},
+		{"RateLimit t=18446744074 is capped", 429, []string{"RateLimit", `"m";r=0;t=18446744074`}, in(maxServerPause)},
+		{"RateLimit largest Integer t is capped", 429, []string{"RateLimit", `"m";r=3;t=999999999999999`}, in(maxServerPause)},
+		{"429 Retry-After HTTP-date far ahead is capped", 429, []string{"Retry-After", "Fri, 31 Dec 9999 23:59:59 GMT"}, in(maxServerPause)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := &http.Response{StatusCode: tc.status, Header: http.Header{}}
 			for i := 0; i < len(tc.fields); i += 2 {
 				resp.Header.Add(tc.fields[i], tc.fields[i+1])
 			}
-			got := serverPause(resp, now)
+			got := serverPause(resp, retryStatus(tc.status), now)
 			require.True(t, tc.want.Equal(got), "got %v, want %v", got, tc.want)
 		})
+	}
+}
+
+// TestRateLimitDeepNesting is issue 13's defect 1: a RateLimit field of
+// 9.7 million '(', under net/http's default 10 MB limit on a response's
+// header, made the reader recurse once per '(' into a fatal stack overflow,
+// which no recover catches. It is one malformed member now, skipped.
+func TestRateLimitDeepNesting(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	deep := strings.Repeat("(", 9_700_000)
+	for _, tc := range []struct {
+		field string
+		want  time.Time
+	}{
+		{deep, time.Time{}},
+		{deep + `"a";r=0;t=5)`, time.Time{}},
+		{deep + `, "h";r=0;t=7`, now.Add(7 * time.Second)},
+		{`"h";r=0;t=8, ` + deep, now.Add(8 * time.Second)},
+		{strings.Repeat(`("a" `, 2_000_000) + `, "h";r=0;t=9`, now.Add(9 * time.Second)},
+	} {
+		resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Ratelimit": {tc.field}}}
+		got := serverPause(resp, true, now)
+		require.True(t, tc.want.Equal(got), "a field of %d bytes: got %v, want %v", len(tc.field), got, tc.want)
 	}
 }
 
@@ -104,4 +143,95 @@ func TestBackoffJitterBounds(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, zero.backoff(0), defaultBackoff/2)
 	require.LessOrEqual(t, zero.backoff(0), defaultBackoff)
+}
+
+// TestPausesUpkeep is issue 13's defect 6: the pause map grew without bound
+// and, with 64 or more pauses running, every new pause scanned all of them
+// (0.11 ms a request at 5,000 paused keys, 0.46 ms at 40,000). Adding
+// 50,000 pauses that all outlast the test visits at most 32 entries per
+// pause, keeps at most the cap, and drops the earliest-ending first,
+// counting each.
+func TestPausesUpkeep(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	const added, limit = 50_000, 4096
+	for _, tc := range []struct {
+		name string
+		end  func(i int) time.Time
+	}{
+		{"later and later", func(i int) time.Time { return now.Add(time.Hour + time.Duration(i)*time.Millisecond) }},
+		{"earlier and earlier", func(i int) time.Time { return now.Add(time.Hour - time.Duration(i)*time.Millisecond) }},
+		{"all at once", func(int) time.Time { return now.Add(time.Hour) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p pauses
+			lastDrop := -1 // the pause whose adding last dropped some
+			for i := range added {
+				dropped := p.dropped
+				p.add(strconv.Itoa(i), tc.end(i), now, limit)
+				require.LessOrEqual(t, len(p.ends), limit, "pause %d", i)
+				if p.dropped != dropped {
+					lastDrop = i
+				}
+			}
+			t.Logf("%d entries visited for %d pauses added, %d dropped", p.visited, added, p.dropped)
+			require.LessOrEqual(t, p.visited, uint64(32*added), "entries visited")
+			require.Equal(t, uint64(added), uint64(len(p.ends))+p.dropped, "every pause kept or counted")
+			require.GreaterOrEqual(t, len(p.ends), limit-limit/8)
+			// At the last drop, what was kept ends no earlier than anything
+			// dropped; pauses added since are kept whatever their end.
+			var latestDropped, earliestKept time.Time
+			for i := range lastDrop + 1 {
+				u := tc.end(i)
+				if _, kept := p.ends[strconv.Itoa(i)]; !kept && u.After(latestDropped) {
+					latestDropped = u
+				} else if kept && (earliestKept.IsZero() || u.Before(earliestKept)) {
+					earliestKept = u
+				}
+			}
+			require.Positive(t, lastDrop)
+			require.False(t, latestDropped.After(earliestKept), "dropped a pause ending at %v, kept one ending at %v", latestDropped, earliestKept)
+		})
+	}
+
+	// Pauses that have ended are swept, not dropped: 50,000 pauses of 1 s,
+	// one every 100 ms, never fill a cap of 4096.
+	var p pauses
+	for i := range added {
+		at := now.Add(time.Duration(i) * 100 * time.Millisecond)
+		p.add(strconv.Itoa(i), at.Add(time.Second), at, limit)
+	}
+	require.Zero(t, p.dropped)
+	require.LessOrEqual(t, len(p.ends), 2*sweepAbove)
+	require.LessOrEqual(t, p.visited, uint64(4*added))
+
+	// A pause renewed for the same key takes no more room, and only grows.
+	p = pauses{}
+	p.add("k", now.Add(time.Minute), now, 1)
+	p.add("k", now.Add(time.Second), now, 1)
+	require.Equal(t, now.Add(time.Minute), p.until("k", now))
+	p.add("k", now.Add(time.Hour), now, 1)
+	require.Equal(t, map[string]time.Time{"k": now.Add(time.Hour)}, p.ends)
+	p.add("j", now.Add(time.Minute), now, 1)
+	require.Equal(t, map[string]time.Time{"k": now.Add(time.Hour)}, p.ends, "a cap of 1 keeps the pause that ends last")
+	require.Equal(t, uint64(1), p.dropped)
+	p.add("i", now.Add(2*time.Hour), now, 1)
+	require.Equal(t, map[string]time.Time{"i": now.Add(2 * time.Hour)}, p.ends)
+	require.Equal(t, uint64(2), p.dropped)
+}
+
+// TestNth checks the quickselect against a sort, on times with many equal.
+func TestNth(t *testing.T) {
+	src := rand.New(rand.NewPCG(3, 4))
+	base := time.Unix(0, 0)
+	for range 200 {
+		n := 1 + src.IntN(300)
+		a := make([]time.Time, n)
+		for i := range a {
+			a[i] = base.Add(time.Duration(src.IntN(1 + n/3)))
+		}
+		sorted := slices.Clone(a)
+		slices.SortFunc(sorted, time.Time.Compare)
+		k := src.IntN(n)
+		require.Equal(t, sorted[k], nth(a, k), "k=%d of %d", k, n)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,7 +147,7 @@ func TestTransportRateLimitZeroPausesOn200(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	te := transportError(t, err)
 	require.Equal(t, mock.Now().Add(3*s), te.Until)
-	require.ErrorContains(t, err, `httplimit: waiting to send to "partner", paused by the server until 1970-01-01T00:00:03Z: keylimit: waiting 3s for 1 event would outlast the context deadline, 1s away`)
+	require.ErrorContains(t, err, `httplimit: waiting to send to "partner", paused by the server until 1970-01-01T00:00:03Z: httplimit: waiting 3s would outlast the context deadline, 1s away`)
 	require.Equal(t, 1, srv.count())
 }
 
@@ -213,7 +215,7 @@ func TestTransportCancelDuringWait(t *testing.T) {
 			clk := newCountingClock()
 			mock := clk.Mock
 			srv := newPartner(t, mock, tc.script)
-			lim := newBucket(t, keylimit.PerSecond(1), mock)
+			lim := newBucket(t, keylimit.PerSecond(1), clk)
 			c := &http.Client{Transport: &httplimit.Transport{Clock: clk, Limiter: lim}}
 			_, err := fetch(c, context.Background(), srv.URL)
 			require.NoError(t, err)
@@ -343,41 +345,79 @@ func TestTransportRetriesOnlyWhatIsSafe(t *testing.T) {
 	}
 }
 
-// TestTransportGivesUp: a server that always refuses gets the request
-// 1 + Retries times; then the Transport returns ErrGaveUp, having closed
-// every answer.
-func TestTransportGivesUp(t *testing.T) {
+// TestTransportReturnsTheLastAnswer: a server that always refuses gets the
+// request 1 + Retries times; then the Transport returns its last answer,
+// with a nil error, as an http.RoundTripper must, its body unread: the
+// refusal's status tells the caller that retries ran out. The answers it
+// replaced are closed.
+func TestTransportReturnsTheLastAnswer(t *testing.T) {
 	mock := clock.NewMock()
 	srv := newPartner(t, mock, refuseFirst(math.MaxInt, http.StatusTooManyRequests, "Retry-After", "1"))
 	rec := &recorder{}
-	c := &http.Client{Transport: retrying(mock, 0, rec)}
-	_, err := fetch(c, context.Background(), srv.URL)
-	require.ErrorIs(t, err, httplimit.ErrGaveUp)
-	te := transportError(t, err)
-	require.Equal(t, 3, te.Retries)
-	require.Equal(t, http.StatusTooManyRequests, te.StatusCode)
-	require.ErrorContains(t, err, `httplimit: gave up on "`+te.Key+`" after 3 retries: last answer 429 Too Many Requests, paused by the server until 1970-01-01T00:00:04.35Z`)
+	var waits []httplimit.Wait
+	tr := retrying(mock, 0, rec)
+	tr.OnWait = func(_ *http.Request, w httplimit.Wait) { waits = append(waits, w) }
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, []bool{true, true, true, false}, rec.closed(), "the last answer is the caller's to read and close")
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, "answer 3\n", string(body))
 	// Each retry waits 1 s of pause, then 50, 100, 200 ms of backoff (rand 0).
 	require.Equal(t, []time.Duration{0, 1050 * ms, 2150 * ms, 3350 * ms}, srv.times())
-	require.Equal(t, []bool{true, true, true, true}, rec.closed())
+	require.Equal(t, []httplimit.Wait{{Key: srv.Listener.Addr().String(), Waited: 3350 * ms, Paused: true, Retries: 3}}, waits)
 }
 
-// TestTransportRetryWouldOutlastDeadline: when the wait before a retry would
-// outlast the deadline, the Transport fails at once and says why.
+// TestTransportRetryWouldOutlastDeadline: when the wait before a retry
+// would outlast the deadline, the Transport returns the refusal at once,
+// its body unread, rather than an error: it has an answer.
 func TestTransportRetryWouldOutlastDeadline(t *testing.T) {
 	mock := clock.NewMock()
 	srv := newPartner(t, mock, refuseFirst(1, http.StatusTooManyRequests, "Retry-After", "1"))
 	c := &http.Client{Transport: retrying(mock, 0, nil)}
 	ctx, cancel := mock.WithTimeout(context.Background(), 500*ms)
 	defer cancel()
-	_, err := fetch(c, ctx, srv.URL)
-	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
-	te := transportError(t, err)
-	require.Equal(t, http.StatusTooManyRequests, te.StatusCode)
-	require.Zero(t, te.Retries)
-	require.ErrorContains(t, err, `again after 429 Too Many Requests (0 retries so far), paused by the server until 1970-01-01T00:00:01Z: keylimit: waiting 1.05s for 1 event would outlast the context deadline, 500ms away`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.Equal(t, "answer 0\n", string(body))
 	require.Equal(t, 1, srv.count())
 	require.Equal(t, time.Unix(0, 0), mock.Now(), "no sleep")
+}
+
+// TestTransportWaitFailsBeforeARetry: a wait before a retry that fails
+// after the refusal was read (here the context is cancelled during the
+// backoff) returns a TransportError that says what the last answer was.
+func TestTransportWaitFailsBeforeARetry(t *testing.T) {
+	clk := newCountingClock()
+	srv := newPartner(t, clk.Mock, refuseFirst(1, http.StatusServiceUnavailable, "Retry-After", "2"))
+	tr := retrying(clk.Mock, 0, nil)
+	tr.Clock = clk
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error)
+	go func() {
+		_, err := fetch(&http.Client{Transport: tr}, ctx, srv.URL)
+		errc <- err
+	}()
+	clk.asleep(t, 1)
+	cancel()
+	err := <-errc
+	require.ErrorIs(t, err, context.Canceled)
+	te := transportError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, te.StatusCode)
+	require.Zero(t, te.Retries)
+	require.ErrorContains(t, err, `httplimit: waiting to send to "`+te.Key+`" again after 503 Service Unavailable (0 retries so far), paused by the server until 1970-01-01T00:00:02Z: `)
+	require.Equal(t, 1, srv.count())
 }
 
 // TestTransportBaseErrorsAreNotRetried: a refused connection is the
@@ -489,4 +529,289 @@ func TestTransportConcurrentPausesAndRetries(t *testing.T) {
 			mock.Add(50 * ms)
 		}
 	}
+}
+
+// TestTransportServesWaitersInArrivalOrder is issue 14's Transport: 50
+// goroutines through one Transport keyed by host, each started once the one
+// before is queued, wait their turns at a 10/s bucket (burst 1) and reach
+// the server in the order they arrived, one every 100 ms, each after one
+// sleep. A request whose deadline comes before its turn fails at once with
+// the deadline's error and takes nothing: the request after the 50 is
+// served at 5 s, the turn it would have had otherwise.
+func TestTransportServesWaitersInArrivalOrder(t *testing.T) {
+	const waiters = 50
+	clk := newCountingClock()
+	mock := clk.Mock
+	var order []string // X-Seq of each arrival; under srv's lock
+	srv := newPartner(t, mock, func(_ int, r *http.Request, _ http.Header) int {
+		order = append(order, r.Header.Get("X-Seq"))
+		return http.StatusOK
+	})
+	c := &http.Client{Transport: &httplimit.Transport{
+		Limiter: newBucket(t, keylimit.PerSecond(10).WithBurst(1), clk),
+		Clock:   clk,
+	}}
+	send := func(ctx context.Context, seq int) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("X-Seq", strconv.Itoa(seq))
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+
+	var got tally // asserted once every goroutine is back
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Go(func() { got.add(send(context.Background(), i)) })
+		if i == 0 {
+			waitFor(t, "the first request, which needs no turn", func() bool { return srv.count() == 1 })
+			continue
+		}
+		clk.asleep(t, i) // goroutine i is queued: it reserved its turn and sleeps
+	}
+
+	// Its turn would be 5 s away; its deadline is 1 s away.
+	ctx, cancel := mock.WithTimeout(context.Background(), time.Second)
+	errc := make(chan error, 1)
+	go func() { _, err := send(ctx, -1); errc <- err }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "a request whose turn comes after its deadline did not fail at once")
+	}
+	cancel()
+	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "keylimit: waiting 5s for 1 event would outlast the context deadline, 1s away")
+	require.EqualValues(t, waiters-1, clk.timers.Load(), "it failed at once, without a sleep")
+
+	for i := 1; i < waiters; i++ {
+		mock.Add(100 * ms)
+		waitFor(t, fmt.Sprintf("request %d", i), func() bool { return srv.count() == i+1 })
+	}
+	wg.Wait()
+	require.Empty(t, got.errs)
+	require.Equal(t, map[int]int{200: waiters}, got.byStatus)
+	var want []string
+	var wantTimes []time.Duration
+	for i := range waiters {
+		want = append(want, strconv.Itoa(i))
+		wantTimes = append(wantTimes, time.Duration(i)*100*ms)
+	}
+	srv.mu.Lock()
+	arrived := slices.Clone(order)
+	srv.mu.Unlock()
+	require.Equal(t, want, arrived, "served in arrival order")
+	require.Equal(t, wantTimes, srv.times(), "one every 100 ms")
+	require.EqualValues(t, waiters-1, clk.timers.Load(), "one sleep each")
+
+	// The failed request took no turn: the next is served at 5 s.
+	go func() {
+		_, err := send(context.Background(), waiters)
+		errc <- err
+	}()
+	clk.asleep(t, waiters)
+	mock.Add(100 * ms)
+	require.NoError(t, <-errc)
+	require.Equal(t, 5*s, srv.times()[waiters])
+}
+
+// TestTransportRefused: with Refused saying so, a GitHub-style 403 with
+// Retry-After pauses the key and is retried like a 429; without it, a 403
+// is an answer like any other.
+func TestTransportRefused(t *testing.T) {
+	github := func(r *http.Response) bool {
+		return r.StatusCode == 429 || r.StatusCode == 503 || r.StatusCode == 403 && r.Header.Get("Retry-After") != ""
+	}
+	for _, tc := range []struct {
+		name    string
+		refused func(*http.Response) bool
+		status  int
+		times   []time.Duration
+	}{
+		{"Refused: 403 with Retry-After", github, http.StatusOK, []time.Duration{0, 2050 * ms}},
+		{"default: 429 and 503 only", nil, http.StatusForbidden, []time.Duration{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mock := clock.NewMock()
+			srv := newPartner(t, mock, refuseFirst(1, http.StatusForbidden, "Retry-After", "2"))
+			tr := retrying(mock, 0, nil)
+			tr.Refused = tc.refused
+			resp, err := fetch(&http.Client{Transport: tr}, context.Background(), srv.URL)
+			require.NoError(t, err)
+			require.Equal(t, tc.status, resp.StatusCode)
+			require.Equal(t, tc.times, srv.times())
+		})
+	}
+
+	// A 429 that Refused does not call a refusal is neither retried nor a
+	// pause, unless its RateLimit says r=0.
+	mock := clock.NewMock()
+	srv := newPartner(t, mock, refuseFirst(1, http.StatusTooManyRequests, "Retry-After", "2"))
+	tr := retrying(mock, 0, nil)
+	tr.Refused = func(*http.Response) bool { return false }
+	resp, err := fetch(&http.Client{Transport: tr}, context.Background(), srv.URL)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	resp, err = fetch(&http.Client{Transport: tr}, context.Background(), srv.URL)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, []time.Duration{0, 0}, srv.times(), "no pause")
+}
+
+// TestTransportPassesTheContext: the Limiter is asked under the request's
+// context (issue 15), and a request whose context has ended asks nothing.
+func TestTransportPassesTheContext(t *testing.T) {
+	mock := clock.NewMock()
+	srv := newPartner(t, mock, refuseFirst(0, 0))
+	lim := &contextLimiter{}
+	c := &http.Client{Transport: &httplimit.Transport{Limiter: lim, Clock: mock}}
+	ctx := context.WithValue(context.Background(), ctxMark{}, "request 1")
+	_, err := fetch(c, ctx, srv.URL)
+	require.NoError(t, err)
+	require.Equal(t, []any{"request 1"}, lim.marks())
+
+	ended, cancel := context.WithCancel(context.WithValue(context.Background(), ctxMark{}, "request 2"))
+	cancel()
+	_, err = fetch(c, ended, srv.URL)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "httplimit: waiting to send to")
+	require.Equal(t, []any{"request 1"}, lim.marks(), "a request whose context ended costs the limiter nothing")
+	require.Equal(t, 1, srv.count())
+}
+
+// TestTransportPauseDuringTurn: a pause the server began while a request
+// waited for its turn at the Limiter is obeyed: the request, its turn
+// taken, waits for the pause's end before it is sent.
+func TestTransportPauseDuringTurn(t *testing.T) {
+	clk := newCountingClock()
+	mock := clk.Mock
+	t0 := mock.Now()
+	release := make(chan struct{})
+	var arrivals sync.Map // request number → mock time of arrival
+	var n atomic.Int32
+	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := n.Add(1)
+		arrivals.Store(i, mock.Now().Sub(t0))
+		if i == 1 { // answered once the second request is queued
+			<-release
+			w.Header().Set("RateLimit", `"default";r=0;t=3`)
+		}
+	}))
+	var waits []httplimit.Wait // under waitsMu
+	var waitsMu sync.Mutex
+	c := &http.Client{Transport: &httplimit.Transport{
+		Limiter: newBucket(t, keylimit.PerSecond(1), clk),
+		Clock:   clk,
+		OnWait: func(_ *http.Request, w httplimit.Wait) {
+			waitsMu.Lock()
+			waits = append(waits, w)
+			waitsMu.Unlock()
+		},
+	}}
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := fetch(c, context.Background(), srv.URL); first <- err }()
+	waitFor(t, "the first request at the server", func() bool { return n.Load() == 1 })
+	go func() { _, err := fetch(c, context.Background(), srv.URL); second <- err }()
+	clk.asleep(t, 1) // the second waits for its turn, 1 s away
+
+	close(release) // the first's answer pauses the key until 3 s
+	require.NoError(t, <-first)
+	mock.Add(s)      // the second's turn: the pause is still on
+	clk.asleep(t, 2) // it waits for the pause now
+	require.EqualValues(t, 1, n.Load(), "nothing sent into the pause")
+	mock.Add(2 * s)
+	require.NoError(t, <-second)
+	at, _ := arrivals.Load(int32(2))
+	require.Equal(t, 3*s, at, "sent when the pause ended")
+	waitsMu.Lock()
+	defer waitsMu.Unlock()
+	require.Len(t, waits, 2)
+	require.Equal(t, httplimit.Wait{Key: srv.Listener.Addr().String(), Waited: 3 * s, Paused: true}, waits[1])
+}
+
+// TestTransportOnWait: OnWait sees every request that has a key, once, as
+// RoundTrip returns: what it waited, whether for a server's pause, its
+// retries, and the error of a wait that failed. A request without a key is
+// not seen.
+func TestTransportOnWait(t *testing.T) {
+	mock := clock.NewMock()
+	srv := newPartner(t, mock, refuseFirst(1, http.StatusTooManyRequests, "Retry-After", "2"))
+	var waits []httplimit.Wait
+	tr := retrying(mock, 0, nil)
+	tr.Retries = 0
+	tr.Key = httplimit.Header("X-Api-Key")
+	tr.OnWait = func(_ *http.Request, w httplimit.Wait) { waits = append(waits, w) }
+	c := &http.Client{Transport: tr}
+	send := func(ctx context.Context, key string) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		if key != "" {
+			req.Header.Set("X-Api-Key", key)
+		}
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	require.NoError(t, send(context.Background(), "alice")) // 429: paused for 2 s
+	ctx, cancel := mock.WithTimeout(context.Background(), time.Second)
+	err := send(ctx, "alice") // cannot wait 2 s
+	cancel()
+	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
+	require.NoError(t, send(context.Background(), "alice")) // waits out the pause
+	require.ErrorIs(t, send(context.Background(), ""), httplimit.ErrNoKey)
+
+	require.Len(t, waits, 3)
+	require.Equal(t, httplimit.Wait{Key: "alice"}, waits[0])
+	require.Equal(t, "alice", waits[1].Key)
+	require.Zero(t, waits[1].Waited)
+	require.False(t, waits[1].Paused, "it did not wait")
+	require.ErrorIs(t, waits[1].Err, keylimit.ErrWouldExceedDeadline)
+	require.ErrorIs(t, err, waits[1].Err, "the TransportError's Err")
+	require.Equal(t, httplimit.Wait{Key: "alice", Waited: 2 * s, Paused: true}, waits[2])
+}
+
+// TestTransportMaxPaused: past MaxPaused keys paused at once, the Transport
+// forgets the pauses that end first, down to the cap less an eighth, and
+// counts them; the others hold.
+func TestTransportMaxPaused(t *testing.T) {
+	mock := clock.NewMock()
+	var sent []string
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		key := r.Header.Get("X-Api-Key")
+		sent = append(sent, key)
+		n, _ := strconv.Atoi(key)
+		h := http.Header{"Retry-After": {strconv.Itoa(100 + n)}} // key 0 ends first
+		return &http.Response{StatusCode: http.StatusTooManyRequests, Header: h, Body: http.NoBody}, nil
+	})
+	tr := &httplimit.Transport{Base: base, Key: httplimit.Header("X-Api-Key"), Clock: mock, MaxPaused: 8}
+	send := func(ctx context.Context, key int) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://partner.test/", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Api-Key", strconv.Itoa(key))
+		_, err = tr.RoundTrip(req)
+		return err
+	}
+	for key := range 9 {
+		require.NoError(t, send(context.Background(), key))
+	}
+	require.Equal(t, uint64(2), tr.DroppedPauses(), "9 pauses, down to 7")
+	ctx, cancel := mock.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for key := 2; key < 9; key++ {
+		err := send(ctx, key)
+		require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline, "key %d is still paused", key)
+		require.Equal(t, mock.Now().Add(time.Duration(100+key)*s), transportError(t, err).Until)
+	}
+	require.NoError(t, send(ctx, 0), "the pauses that ended first were forgotten")
+	require.NoError(t, send(ctx, 1))
+	require.Equal(t, []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "0", "1"}, sent)
 }

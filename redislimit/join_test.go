@@ -2,12 +2,15 @@ package redislimit_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -99,7 +102,7 @@ func TestAllOfRedisLimitersIsOneRoundTrip(t *testing.T) {
 	// in: 5 requests (4 TakeEach, 1 AdmitContext), 4 admitted; 8 round
 	// trips (those, RefundContext, Peek and Reset).
 	st := hour.(interface{ Stats() keylimit.Stats }).Stats()
-	require.Equal(t, keylimit.Stats{Admitted: 4, Refused: 1, Calls: 8}, st, "the hour's Stats")
+	require.Equal(t, keylimit.Stats{Decisions: true, Remote: true, Admitted: 4, Refused: 1, Calls: 8}, st, "the hour's Stats")
 
 	// With the deny cache: the refusal is remembered, with each Result.
 	minute, hour = newPair(redislimit.DefaultDenyCacheSize)
@@ -256,4 +259,48 @@ func TestJoinedWhenRedisFails(t *testing.T) {
 	require.Equal(t, 1, a.Peek(key).Remaining, "the first limiter's fallback, asked alone")
 	require.Equal(t, 1, errsA.len(), "the first limiter's OnError")
 	require.Equal(t, 1, errsB.len(), "the second limiter's OnError")
+}
+
+// TestHTTPTwoPoliciesOneRoundTrip: through the httplimit middleware, a
+// request under two Redis policies costs Redis one script call, admitted
+// or refused, and the answer's RateLimit field carries both policies'
+// states (no Peek behind it).
+func TestHTTPTwoPoliciesOneRoundTrip(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	minute, err := redislimit.NewFixedWindow(c, "api", keylimit.PerMinute(10), redislimit.WithPrefix(testKey(t, "minute")+":"),
+		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+	require.NoError(t, err)
+	hour, err := redislimit.NewTokenBucket(c, "api", keylimit.PerHour(2), redislimit.WithPrefix(testKey(t, "hour")+":"),
+		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+	require.NoError(t, err)
+	pinged(t, minute)
+	pinged(t, hour)
+	minute.Allow("warm")
+	limit, err := httplimit.New(httplimit.Config{
+		Key:      httplimit.Header("X-API-Key"),
+		Policies: []httplimit.Policy{{Name: "minute", Limiter: minute}, {Name: "hour", Limiter: hour}},
+	})
+	require.NoError(t, err)
+	srv := httptest.NewServer(limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	defer srv.Close()
+	key := testKey(t, "client")
+	call := func() *http.Response {
+		req, err := http.NewRequest("GET", srv.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set("X-API-Key", key)
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
+		before := s.commandStats(t)
+		resp := call()
+		require.Equal(t, want, resp.StatusCode, "request %d", i)
+		require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "request %d: Redis's commands", i)
+		if i == 1 {
+			require.Regexp(t, `^"minute";r=8;t=\d+, "hour";r=0;t=\d+$`, resp.Header.Get("RateLimit"), "request %d: both policies' states", i)
+		}
+	}
 }

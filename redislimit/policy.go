@@ -150,6 +150,10 @@ func (lim *limiter) resolve(key string) *keyLimit {
 // one SetLimit set. Keys given their own by WithKeyLimit are not under it.
 func (lim *limiter) Limit() keylimit.Limit { return lim.limits.Load().def.limit }
 
+// LimitOf returns the limit key is under now: its own, from WithKeyLimit, or
+// the limiter's. httplimit reads it for each key's RateLimit-Policy.
+func (lim *limiter) LimitOf(key string) keylimit.Limit { return lim.resolve(key).limit }
+
 // SetLimit makes l the limiter's limit on this instance from its next
 // decision on, and has WithKeyLimit's function asked anew. It returns an
 // error, and changes nothing, if l is invalid (the constructor's errors).

@@ -12,15 +12,14 @@ import (
 // Refused count requests (Allow, AllowN, Take, Admit, each try of Wait),
 // always; Calls the round trips to Redis of decisions, leases (fetched and
 // given back), Peeks, Refunds and Resets (not Ping's, nor the eviction
-// check's), and Errors those that
-// failed; Fallbacks the requests and Peeks the failure policy answered
-// (during a failure and the backoff after it); CacheHits those the deny
-// cache answered. Keys is 0: the keys live in Redis, which the limiter does
+// check's), and Errors those that failed; Fallbacks the requests and Peeks
+// the failure policy answered (during a failure and the backoff after it);
+// CacheHits those the deny cache answered. Keys is 0: the keys live in Redis, which the limiter does
 // not count (Untracked and Evicted are 0 too). Counts read while calls run
 // may or may not include them.
 func (l *limiter) Stats() keylimit.Stats {
 	c := &l.ops.counts
-	var st keylimit.Stats
+	st := keylimit.Stats{Decisions: true, Remote: true}
 	for i := range c.stripes {
 		s := &c.stripes[i]
 		st.Admitted += s.admitted.Load()

@@ -19,7 +19,7 @@ func TestStats(t *testing.T) {
 	lim, err := redislimit.NewFixedWindow(c, "stats", keylimit.PerHour(3), redislimit.WithTimeout(patient),
 		redislimit.WithClock(clock.NewMock()), redislimit.WithPrefix(testKey(t, "p")+":"))
 	require.NoError(t, err)
-	require.Equal(t, keylimit.Stats{}, lim.Stats(), "a new limiter's")
+	require.Equal(t, keylimit.Stats{Decisions: true, Remote: true}, lim.Stats(), "a new limiter's")
 
 	require.True(t, lim.AllowN("k", 3)) // a call, admitted
 	for range 5 {                       // a call, then 4 deny-cache hits, all refused
@@ -29,12 +29,12 @@ func TestStats(t *testing.T) {
 	require.False(t, lim.AllowN("k", 4))    // impossible: refused, no call
 	lim.Reset("k")                          // a call
 	require.True(t, lim.Allow("k"))         // a call, admitted
-	require.Equal(t, keylimit.Stats{Admitted: 2, Refused: 6, Calls: 4, CacheHits: 5}, lim.Stats(), "with Redis up")
+	require.Equal(t, keylimit.Stats{Decisions: true, Remote: true, Admitted: 2, Refused: 6, Calls: 4, CacheHits: 5}, lim.Stats(), "with Redis up")
 
 	f.on.Store(true)
 	require.True(t, lim.Allow("k")) // a call that fails: the fallback admits
 	require.True(t, lim.Allow("k")) // within the backoff: the fallback, no call
 	lim.Peek("k")                   // the same
-	require.Equal(t, keylimit.Stats{Admitted: 4, Refused: 6, Calls: 5, Errors: 1, Fallbacks: 3, CacheHits: 5}, lim.Stats(),
+	require.Equal(t, keylimit.Stats{Decisions: true, Remote: true, Admitted: 4, Refused: 6, Calls: 5, Errors: 1, Fallbacks: 3, CacheHits: 5}, lim.Stats(),
 		"after a failure")
 }

@@ -19,11 +19,14 @@ func TestTourUnknownScene(t *testing.T) {
 func TestTourSaysWhatComes(t *testing.T) {
 	got := tourOf(t, "")
 	first, _, _ := strings.Cut(got, "\n")
-	require.Equal(t, "keylimit-demo: 5 scenes of rate limiting, in real time; the tour ends by itself.", first, "first line")
-	for _, title := range []string{"=== 1/5 Three users", "=== 2/5 The window boundary", "=== 3/5 HTTP middleware", "=== 4/5 A retry loop", "=== 5/5 A fleet"} {
+	require.Equal(t, "keylimit-demo: 7 scenes of rate limiting, in real time; the tour ends by itself.", first, "first line")
+	for _, title := range []string{
+		"=== 1/7 Three users", "=== 2/7 The window boundary", "=== 3/7 HTTP middleware", "=== 4/7 A retry loop",
+		"=== 5/7 gRPC both ways", "=== 6/7 What operators see", "=== 7/7 A fleet",
+	} {
 		require.Equal(t, 1, strings.Count(got, "\n"+title), "title %q", title)
 	}
-	require.True(t, strings.HasSuffix(got, "\ntour complete: 5 scenes\n"), "last line; output:\n%s", got)
+	require.True(t, strings.HasSuffix(got, "\ntour complete: 7 scenes\n"), "last line; output:\n%s", got)
 }
 
 func TestPlural(t *testing.T) {

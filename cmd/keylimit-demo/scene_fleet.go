@@ -1,16 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
-	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 )
 
@@ -20,7 +14,7 @@ func init() {
 
 // fleetRunCommand runs the Redis half of this scene, which lives in the
 // redislimit module so that this one does not depend on a Redis client.
-const fleetRunCommand = "cd redislimit && go run ./cmd/fleet-demo"
+var fleetRunCommand = goRunCommand("redislimit", "./cmd/fleet-demo")
 
 // fleetScene: three instances behind a load balancer, each with its own
 // in-memory bucket of 10 an hour; alice's 30 requests, spread over them,
@@ -54,18 +48,14 @@ func fleetScene(w io.Writer) error {
 	return nil
 }
 
-// runRedisFleet runs the Redis half of the scene, as a command of the
-// redislimit module, when it can: redis-server is on PATH and the tour runs
-// from the repository's root, where the module is. It reports whether it
-// ran. The tests, on a mock clock, leave it to the redislimit module's own.
+// runRedisFleet runs the Redis half of the scene, the redislimit module's
+// fleet-demo, when it can (canGoRun) and redis-server is on PATH. It
+// reports whether it ran.
 func runRedisFleet(w io.Writer) (bool, error) {
-	if _, mock := demoClock.(*clock.Mock); mock {
+	if !canGoRun("redislimit") {
 		return false, nil
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		return false, nil
-	}
-	if _, err := os.Stat(filepath.Join("redislimit", "go.mod")); err != nil {
 		return false, nil
 	}
 	fmt.Fprintln(w, "\n  redis-server is here, so now the same on Redis, with the redislimit module's demo:")
@@ -73,45 +63,5 @@ func runRedisFleet(w io.Writer) (bool, error) {
 	fmt.Fprintln(w, "  go run builds it first (the first time, with a Redis client: up to a minute), then")
 	fmt.Fprintln(w, "  it starts its own redis-server on 127.0.0.1, and stops it at the end.")
 	fmt.Fprintln(w)
-	run := exec.Command("go", "run", "./cmd/fleet-demo")
-	run.Dir = "redislimit"
-	var stderr strings.Builder
-	run.Stderr = &stderr
-	out, err := run.StdoutPipe()
-	if err == nil {
-		err = run.Start()
-	}
-	if err != nil {
-		return true, fmt.Errorf("%s: %w", fleetRunCommand, err)
-	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		for sc := bufio.NewScanner(out); sc.Scan(); {
-			lines <- sc.Text()
-		}
-	}()
-	// Until its first line, go run is building: say so every few seconds,
-	// so that a cold build never looks like a hang.
-	const every = 3 * time.Second
-	start, tick := time.Now(), time.NewTicker(every)
-	defer tick.Stop()
-	building := true
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				if err := run.Wait(); err != nil {
-					return true, fmt.Errorf("%s: %w\n%s", fleetRunCommand, err, stderr.String())
-				}
-				return true, nil
-			}
-			building = false
-			fmt.Fprintf(w, "    %s\n", line)
-		case <-tick.C:
-			if building {
-				fmt.Fprintf(w, "  ... still building (%.0f s)\n", time.Since(start).Seconds())
-			}
-		}
-	}
+	return true, goRun(w, "redislimit", "./cmd/fleet-demo")
 }

@@ -50,7 +50,8 @@ func retryScene(w io.Writer) error {
 		if !run.bare {
 			tr := &httplimit.Transport{Clock: waitClock()}
 			if run.own {
-				lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(partnerRate).WithBurst(1), keylimit.WithClock(demoClock))
+				// On the Transport's clock: the bucket's turns are waited for on it.
+				lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(partnerRate).WithBurst(1), keylimit.WithClock(tr.Clock))
 				if err != nil {
 					return err
 				}

@@ -1,0 +1,94 @@
+package metrics
+
+import (
+	"fmt"
+
+	"github.com/keylimit/keylimit"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// StatsReader is what a stats collector reads: every in-memory keylimit
+// limiter, and the redislimit ones.
+type StatsReader interface {
+	Stats() keylimit.Stats
+}
+
+// StatsCollector is a prometheus.Collector of one limiter's Stats, labelled
+// limiter=name. It reads Stats when scraped and at no other time, so it adds
+// nothing to the limiter's decisions. See the package documentation for the
+// series it exports.
+type StatsCollector struct {
+	lim StatsReader
+	err error // why the collector cannot be registered, or nil
+	// One Desc per series, each with the const label limiter=name.
+	keys, decisions, untracked, evicted *prometheus.Desc
+	calls, errors, fallbacks, cacheHits *prometheus.Desc
+}
+
+// NewStats returns a collector of lim's Stats whose series carry the label
+// limiter=name: "login", "api". Register it once per limiter, under names
+// that differ; registering fails if the name is empty or not valid UTF-8.
+func NewStats(name string, lim StatsReader) *StatsCollector {
+	labels := prometheus.Labels{labelLimiter: name}
+	err := checkName("a limiter's stats", name)
+	if err == nil && lim == nil {
+		err = fmt.Errorf("metrics: the limiter of stats %q is nil", name)
+	}
+	desc := func(name, help string, variable ...string) *prometheus.Desc {
+		if err != nil {
+			return prometheus.NewInvalidDesc(err)
+		}
+		return prometheus.NewDesc(namespace+"_"+name, help, variable, labels)
+	}
+	return &StatsCollector{
+		lim:       lim,
+		err:       err,
+		keys:      desc("keys", "Keys the limiter tracks now."),
+		decisions: desc("decisions_total", "Requests the limiter decided, by outcome (allowed or refused); only from a limiter that counts them (keylimit.WithStats).", labelOutcome),
+		untracked: desc("untracked_total", "Requests for keys the key cap left untracked (keylimit.WithMaxKeys)."),
+		evicted:   desc("evicted_total", "Idle keys the limiter forgot."),
+		calls:     desc("store_calls_total", "Round trips to the remote store."),
+		errors:    desc("store_errors_total", "Round trips to the remote store that failed."),
+		fallbacks: desc("store_fallbacks_total", "Decisions made by the failure policy instead of the remote store."),
+		cacheHits: desc("store_cache_hits_total", "Refusals answered from the local deny cache, without a round trip."),
+	}
+}
+
+// Describe sends the Desc of every series c may export.
+func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range [...]*prometheus.Desc{c.keys, c.decisions, c.untracked, c.evicted, c.calls, c.errors, c.fallbacks, c.cacheHits} {
+		ch <- d
+	}
+}
+
+// Collect reads the limiter's Stats once and sends the series of the counts
+// the limiter keeps (Stats.Decisions, Stats.Remote): a count it does not
+// keep reads 0, which is no count. The decision counters come from an
+// in-memory limiter made WithStats, or a remote one; the store counters
+// from a remote one (redislimit's), whose keys live in the store, so that
+// keys, untracked and evicted come only from an in-memory one.
+func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.err != nil {
+		ch <- prometheus.NewInvalidMetric(c.keys, c.err)
+		return
+	}
+	st := c.lim.Stats()
+	// A count a limiter does not keep reads 0, like one that has counted
+	// nothing yet: Stats says which it keeps, and only those are sent.
+	remote := st.Remote
+	if !remote {
+		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.Keys))
+		ch <- prometheus.MustNewConstMetric(c.untracked, prometheus.CounterValue, float64(st.Untracked))
+		ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted))
+	}
+	if st.Decisions {
+		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Admitted), outcomeAllowed)
+		ch <- prometheus.MustNewConstMetric(c.decisions, prometheus.CounterValue, float64(st.Refused), outcomeRefused)
+	}
+	if remote {
+		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(st.Calls))
+		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(st.Errors))
+		ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(st.Fallbacks))
+		ch <- prometheus.MustNewConstMetric(c.cacheHits, prometheus.CounterValue, float64(st.CacheHits))
+	}
+}
