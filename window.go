@@ -405,6 +405,19 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		if c.err != nil || d.n > r.events {
 			return c, never
 		}
+		if last := old >> r.wshift; !r.sliding && last != 0 && d.now < r.grid.end(last) {
+			// A FixedWindow in its word's own window, the common case: the
+			// count is the word's low bits, and an admission adds to them.
+			if cur := old & (1<<r.shift - 1); cur+d.n <= r.events {
+				if st.word.CompareAndSwap(old, old+d.n) {
+					d.view, d.st = windowView{w: last, cur: cur + d.n}, st
+					return c, admitted
+				}
+				lost = true
+				old = st.word.Load()
+				continue
+			}
+		}
 		d.view = r.at(old, d.now)
 		if !r.fits(d.view, d.n) {
 			if lost && !reread {
