@@ -124,7 +124,9 @@ type event struct {
 
 func (r *run) module(dir string) *module {
 	m := &module{dir: dir, running: map[string]*pkg{}, built: make(chan struct{})}
+	r.mu.Lock() // the heartbeat reads order
 	r.order = append(r.order, m)
+	r.mu.Unlock()
 	return m
 }
 
