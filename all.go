@@ -142,7 +142,7 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 		if i == 0 {
 			sum = r
 		} else {
-			sum = bind(sum, r)
+			sum = sum.And(r)
 		}
 	}
 	if record == nil {
@@ -205,7 +205,7 @@ func (a *all[K]) refused(key K, i int, r Result, each []Result) Result {
 		if each != nil {
 			each[j] = p
 		}
-		sum = bind(sum, p)
+		sum = sum.And(p)
 	}
 	sum.Allowed, sum.Limit = false, r.Limit
 	return sum
@@ -220,7 +220,7 @@ func (a *all[K]) Peek(key K) Result {
 		if i == 0 {
 			sum = r
 		} else {
-			sum = bind(sum, r)
+			sum = sum.And(r)
 		}
 		if !r.Allowed && decider == 0 {
 			decider = r.Limit
@@ -228,22 +228,6 @@ func (a *all[K]) Peek(key K) Result {
 	}
 	if decider != 0 {
 		sum.Limit = decider
-	}
-	return sum
-}
-
-// bind adds the Result r of one more limiter to the Result sum of those
-// before it: the least Remaining binds, and brings its Limit.
-func bind(sum, r Result) Result {
-	if r.Remaining < sum.Remaining {
-		sum.Remaining, sum.Limit = r.Remaining, r.Limit
-	}
-	sum.Allowed = sum.Allowed && r.Allowed
-	sum.RetryAfter = max(sum.RetryAfter, r.RetryAfter)
-	sum.ResetAfter = max(sum.ResetAfter, r.ResetAfter)
-	sum.Untracked = sum.Untracked || r.Untracked
-	if sum.Err == nil {
-		sum.Err = r.Err
 	}
 	return sum
 }

@@ -648,6 +648,28 @@ func ExampleResult_String() {
 	// refused: 0 of 2 left, retry in 30s, full in 1m0s
 }
 
+// A handler that asks two limiters of its own, a per-user and a global one,
+// answers with both Results as one, as All would: refused if either refuses,
+// the tighter quota left, full when both are (the global window's end).
+func ExampleResult_And() {
+	mock := clock.NewMock()
+	perUser, _ := keylimit.NewTokenBucket[string](keylimit.PerSecond(5), keylimit.WithClock(mock))
+	defer perUser.Close()
+	global, _ := keylimit.NewFixedWindow[string](keylimit.PerMinute(100), keylimit.WithClock(mock))
+	defer global.Close()
+	for range 6 {
+		r := perUser.Take("alice", 1).And(global.Take("all", 1))
+		fmt.Println(r)
+	}
+	// Output:
+	// allowed: 4 of 5 left, full in 1m0s
+	// allowed: 3 of 5 left, full in 1m0s
+	// allowed: 2 of 5 left, full in 1m0s
+	// allowed: 1 of 5 left, full in 1m0s
+	// allowed: 0 of 5 left, full in 1m0s
+	// refused: 0 of 5 left, retry in 200ms, full in 1m0s
+}
+
 // A reservation sets tokens aside for later: a batch job that must send 5
 // requests learns when it may start, and cancels if it gives up.
 func ExampleTokenBucket_ReserveN() {

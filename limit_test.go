@@ -139,6 +139,38 @@ func TestLimitAsText(t *testing.T) {
 	require.Error(t, fs.Parse([]string{"-api", "100/hour/2"}))
 }
 
+// TestResultAnd: two Results taken together, field by field, either way
+// round; All answers the same for the two limiters that made them.
+func TestResultAnd(t *testing.T) {
+	boom, bang := errors.New("boom"), errors.New("bang")
+	for _, c := range []struct {
+		name     string
+		r, o     keylimit.Result
+		want     keylimit.Result
+		wantBack keylimit.Result // o.And(r), where it differs
+	}{
+		{"both allowed: the lesser Remaining binds, with its Limit",
+			allowed(10, 7, 3*s), allowed(5, 2, 8*s), allowed(5, 2, 8*s), keylimit.Result{}},
+		{"one refused: refused, its RetryAfter",
+			allowed(10, 7, 3*s), refused(5, 0, 2*s, 9*s), refused(5, 0, 2*s, 9*s), keylimit.Result{}},
+		{"both refused: the longer wait",
+			refused(10, 0, 4*s, 5*s), refused(5, 0, 2*s, 9*s), keylimit.Result{Limit: 10, RetryAfter: 4 * s, ResetAfter: 9 * s},
+			keylimit.Result{Limit: 5, RetryAfter: 4 * s, ResetAfter: 9 * s}},
+		{"untracked and errors: either is untracked, the first error",
+			keylimit.Result{Allowed: true, Limit: 3, Remaining: 3, Untracked: true, Err: boom}, keylimit.Result{Limit: 4, Remaining: 4, Err: bang},
+			keylimit.Result{Limit: 3, Remaining: 3, Untracked: true, Err: boom}, keylimit.Result{Limit: 3, Remaining: 3, Untracked: true, Err: bang}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Equal(t, c.want, c.r.And(c.o))
+			back := c.wantBack
+			if back == (keylimit.Result{}) {
+				back = c.want
+			}
+			require.Equal(t, back, c.o.And(c.r))
+		})
+	}
+}
+
 // TestResultString: a Result reads as a line of a log.
 func TestResultString(t *testing.T) {
 	require.Equal(t, "allowed: 7 of 10 left, full in 3s", allowed(10, 7, 3*s).String())

@@ -66,6 +66,25 @@ func (r Result) String() string {
 	return b.String()
 }
 
+// And returns the Result of two decisions that must both allow, as All
+// answers for its limiters: allowed if both are; the lesser Remaining, with
+// its Limit; the longer RetryAfter and ResetAfter; Untracked if either is;
+// r's Err, else o's. It lets a caller that decides with two limiters of its
+// own answer as one.
+func (r Result) And(o Result) Result {
+	if o.Remaining < r.Remaining {
+		r.Remaining, r.Limit = o.Remaining, o.Limit
+	}
+	r.Allowed = r.Allowed && o.Allowed
+	r.RetryAfter = max(r.RetryAfter, o.RetryAfter)
+	r.ResetAfter = max(r.ResetAfter, o.ResetAfter)
+	r.Untracked = r.Untracked || o.Untracked
+	if r.Err == nil {
+		r.Err = o.Err
+	}
+	return r
+}
+
 // verdict is what a limiter's decide answers.
 type verdict uint8
 

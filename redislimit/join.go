@@ -311,7 +311,7 @@ func (j *joined) PeekContext(ctx context.Context, key string) (keylimit.Result, 
 	decider := -1
 	for i, r := range res {
 		if i > 0 {
-			sum = bind(sum, r)
+			sum = sum.And(r)
 		}
 		if !r.Allowed && decider < 0 {
 			decider = i
@@ -458,7 +458,7 @@ func (j *joined) report(op, key string, err error) error {
 func allowed(res []keylimit.Result) keylimit.Result {
 	sum := res[0]
 	for _, r := range res[1:] {
-		sum = bind(sum, r)
+		sum = sum.And(r)
 	}
 	return sum
 }
@@ -470,26 +470,10 @@ func refusedBy(res []keylimit.Result, i int) keylimit.Result {
 	sum := res[i]
 	for j, r := range res {
 		if j != i {
-			sum = bind(sum, r)
+			sum = sum.And(r)
 		}
 	}
 	sum.Allowed, sum.Limit = false, res[i].Limit
-	return sum
-}
-
-// bind adds the Result r of one more limiter to the Result sum of those
-// before it, as keylimit.All does.
-func bind(sum, r keylimit.Result) keylimit.Result {
-	if r.Remaining < sum.Remaining {
-		sum.Remaining, sum.Limit = r.Remaining, r.Limit
-	}
-	sum.Allowed = sum.Allowed && r.Allowed
-	sum.RetryAfter = max(sum.RetryAfter, r.RetryAfter)
-	sum.ResetAfter = max(sum.ResetAfter, r.ResetAfter)
-	sum.Untracked = sum.Untracked || r.Untracked
-	if sum.Err == nil {
-		sum.Err = r.Err
-	}
 	return sum
 }
 
