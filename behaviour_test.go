@@ -119,17 +119,23 @@ func TestEvictionThenClockStepsBack(t *testing.T) {
 				require.Equal(t, f(kept), f(swept), what)
 			}
 			mock.Set(t0.Add(-3 * time.Hour))
-			both("a new key, 3 h before the creation", func(lim limiter) keylimit.Result { return lim.Take("k", 3) })
+			both("a new key, 3 h before the creation", func(lim limiter) keylimit.Result { return lim.Take("early", 3) })
+			require.True(t, kept.Peek("early").Remaining == 0, "the new key admitted its 3")
+			mock.Set(t0.Add(2 * time.Minute))
+			both("k spends its quota", func(lim limiter) keylimit.Result { return lim.Take("k", 3) }) // swept: early, idle, goes
 			mock.Set(t0.Add(10 * time.Minute))                                                     // k is idle
-			both("another key", func(lim limiter) keylimit.Result { return lim.Take("other", 1) }) // at swept's cap: k goes
+			both("another key", func(lim limiter) keylimit.Result { return lim.Take("other", 1) }) // swept: k goes
 			swept.Reset("other")
 			kept.Reset("other")
 			require.Zero(t, swept.Len(), "k was forgotten")
-			require.Equal(t, 1, kept.Len(), "k was kept")
-			mock.Set(t0.Add(30 * s))
+			require.Equal(t, 2, kept.Len(), "early and k were kept")
+			// Back to 20 s after k spent its quota: a kept k is still
+			// (mostly) spent; a forgotten one must be too, not a fresh key.
+			mock.Set(t0.Add(2*time.Minute + 20*s))
 			for i := range 4 {
 				both(fmt.Sprintf("take %d, the clock stepped back", i), func(lim limiter) keylimit.Result { return lim.Take("k", 1) })
 			}
+			require.False(t, swept.Peek("k").Allowed, "k, forgotten, is spent")
 			both("peek", func(lim limiter) keylimit.Result { return lim.Peek("k") })
 		})
 	}
