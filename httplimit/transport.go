@@ -155,7 +155,8 @@ func MarkIdempotent(ctx context.Context) context.Context {
 // A refusal pauses the key by its Retry-After (seconds or an HTTP-date,
 // RFC 9110), or else by the RateLimit field's t (of a member with r=0 if
 // one has it); any other answer by a RateLimit member with r=0 and t.
-// X-RateLimit-* fields are not read: their units differ between servers.
+// X-RateLimit-* fields are not read: their units differ between servers,
+// nor is a RateLimit field over 8 KiB (a real one is a few dozen bytes).
 // A pause is obeyed in full, up to 10⁹ s: give requests a deadline
 // (http.Client.Timeout, or a context) to fail at once instead.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {

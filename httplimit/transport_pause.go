@@ -12,6 +12,12 @@ import (
 // Retry-After, RateLimit t or HTTP-date is read as this.
 const maxServerPause = 1e9 * time.Second
 
+// maxRateLimitField is the most bytes of RateLimit field lines, together,
+// that the Transport reads: a real one is a few dozen bytes per policy. A
+// longer field is not read (it asks for no pause), so that the work an
+// answer makes is bounded by this, not by the response header limit.
+const maxRateLimitField = 8 << 10
+
 // serverPause returns the time until which the answer resp, received at now,
 // asks the client to send nothing more under the request's key, or the zero
 // Time if it asks for no pause. refused says whether the answer refuses the
@@ -29,7 +35,11 @@ func serverPause(resp *http.Response, refused bool, now time.Time) time.Time {
 		}
 	}
 	fields := resp.Header[fieldRateLimit] // canonical already: no allocation
-	if len(fields) == 0 {
+	size := 0
+	for _, f := range fields {
+		size += len(f) + 1
+	}
+	if size == 0 || size > maxRateLimitField+1 {
 		return time.Time{}
 	}
 	// RFC 9651 reads the lines of a field as one list, joined by commas.

@@ -82,7 +82,9 @@ func TestServerPause(t *testing.T) {
 // TestRateLimitDeepNesting is issue 13's defect 1: a RateLimit field of
 // 9.7 million '(', under net/http's default 10 MB limit on a response's
 // header, made the reader recurse once per '(' into a fatal stack overflow,
-// which no recover catches. It is one malformed member now, skipped.
+// which no recover catches. The Transport does not read a field that long
+// any more (TestRateLimitFieldCap); the reader itself takes it as one
+// malformed member, skipped, in linear time.
 func TestRateLimitDeepNesting(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	deep := strings.Repeat("(", 9_700_000)
@@ -96,9 +98,46 @@ func TestRateLimitDeepNesting(t *testing.T) {
 		{`"h";r=0;t=8, ` + deep, now.Add(8 * time.Second)},
 		{strings.Repeat(`("a" `, 2_000_000) + `, "h";r=0;t=9`, now.Add(9 * time.Second)},
 	} {
-		resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Ratelimit": {tc.field}}}
-		got := serverPause(resp, true, now)
+		exhausted, _ := rateLimitTimes(tc.field)
+		got := time.Time{}
+		if exhausted > 0 {
+			got = now.Add(pauseSeconds(uint64(exhausted)))
+		}
 		require.True(t, tc.want.Equal(got), "a field of %d bytes: got %v, want %v", len(tc.field), got, tc.want)
+		resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Ratelimit": {tc.field}}}
+		require.True(t, serverPause(resp, true, now).IsZero(), "a field of %d bytes is not read", len(tc.field))
+	}
+}
+
+// TestRateLimitFieldCap: the Transport reads RateLimit field lines of up to
+// maxRateLimitField bytes in all, joined by commas as one list; a longer
+// field asks for no pause, however it ends.
+func TestRateLimitFieldCap(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	member := `"h";r=0;t=9`
+	pad := func(n int) string { // a valid member of exactly n bytes, and the member
+		return `"` + strings.Repeat("p", n-len(member)-8) + `";r=1, ` + member
+	}
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  time.Time
+	}{
+		{"one line at the cap", []string{pad(maxRateLimitField)}, now.Add(9 * time.Second)},
+		{"one line over it", []string{pad(maxRateLimitField + 1)}, time.Time{}},
+		{"two lines at the cap with their comma", []string{pad(maxRateLimitField / 2), pad(maxRateLimitField/2 - 1)}, now.Add(9 * time.Second)},
+		{"two lines over it", []string{pad(maxRateLimitField / 2), pad(maxRateLimitField / 2)}, time.Time{}},
+		{"many short lines over it", slices.Repeat([]string{member}, maxRateLimitField/len(member)+1), time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			joined := strings.Join(tc.lines, ",")
+			require.Equal(t, strings.HasSuffix(tc.name, "cap") || strings.HasSuffix(tc.name, "comma"), len(joined) <= maxRateLimitField, "%d bytes", len(joined))
+			exhausted, _ := rateLimitTimes(joined)
+			require.EqualValues(t, 9, exhausted, "the field itself is well formed (%d bytes)", len(joined))
+			resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Ratelimit": tc.lines}}
+			got := serverPause(resp, true, now)
+			require.True(t, tc.want.Equal(got), "%d bytes joined: got %v, want %v", len(joined), got, tc.want)
+		})
 	}
 }
 
