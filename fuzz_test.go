@@ -786,3 +786,28 @@ func FuzzRefundsNeverOverAdmit(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseLimit: ParseLimit reads any text, of any length, without
+// panicking, into a valid Limit or an error of bounded length; a Limit it
+// reads formats (String) to text that reads back to the same Limit, and
+// formats the same again.
+func FuzzParseLimit(f *testing.F) {
+	for _, seed := range []string{"100/min", "10/s burst 20", "5000/1h30m", " 7 / 90s ", "1/d", "0/s", "-1/s",
+		"10/s burst", "10/s burst -1", "10/0s", "9223372036854775807/ns", "1/9223372036854775807ns", "10/min burst 20 burst 3",
+		"/", "", "1/1", "1/ms burst 1", "3/hour", "2/1h0m0s"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		l, err := keylimit.ParseLimit(text)
+		if err != nil {
+			require.Equal(t, keylimit.Limit{}, l, "a failed parse returns the zero Limit")
+			require.Less(t, len(err.Error()), 1024, "an error quotes a bounded part of the text")
+			return
+		}
+		require.NoError(t, l.Validate(), "a parsed Limit is valid")
+		again, err := keylimit.ParseLimit(l.String())
+		require.NoError(t, err, "%q, formatted as %q", text, l.String())
+		require.Equal(t, l, again, "%q, formatted as %q", text, l.String())
+		require.Equal(t, l.String(), again.String())
+	})
+}
