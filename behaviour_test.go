@@ -123,8 +123,8 @@ func TestEvictionThenClockStepsBack(t *testing.T) {
 			require.True(t, kept.Peek("early").Remaining == 0, "the new key admitted its 3")
 			mock.Set(t0.Add(2 * time.Minute))
 			both("k spends its quota", func(lim limiter) keylimit.Result { return lim.Take("k", 3) }) // swept: early, idle, goes
-			mock.Set(t0.Add(10 * time.Minute))                                                     // k is idle
-			both("another key", func(lim limiter) keylimit.Result { return lim.Take("other", 1) }) // swept: k goes
+			mock.Set(t0.Add(10 * time.Minute))                                                        // k is idle
+			both("another key", func(lim limiter) keylimit.Result { return lim.Take("other", 1) })    // swept: k goes
 			swept.Reset("other")
 			kept.Reset("other")
 			require.Zero(t, swept.Len(), "k was forgotten")
