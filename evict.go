@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -177,19 +178,58 @@ func startEvictor[T any, K comparable, S any](owner *T, s *shard[K, S], o option
 	return e
 }
 
+// capQuiet is the least time, on the limiter's clock, between two starts of
+// key cap episodes logged: a limiter that sits at its cap while keys come
+// and go starts and ends an episode at every other new key, and is logged
+// once per period, with a count of the episodes it left out.
+const capQuiet = int64(time.Minute)
+
+// capLog is where the key cap's log lines stand. atCap is set while the cap
+// leaves new keys untracked; the rest, under mu, changes only when atCap
+// does.
+type capLog struct {
+	atCap    atomic.Bool
+	mu       sync.Mutex
+	logged   bool  // the episode under way was logged, and so its end will be
+	last     int64 // the limiter's time of the last start logged, if any was (anyLogged)
+	any      bool
+	unlogged int // episodes started since the last start logged
+}
+
 // capReached notes that the key cap left a new key untracked, and logs the
-// start of the episode once.
+// start of the episode, at most once per capQuiet.
 func (s *shard[K, S]) capReached() {
-	if !s.atCap.Load() && s.atCap.CompareAndSwap(false, true) {
-		s.log().Warn("keylimit: the key cap is reached: new keys are not tracked, and the overflow policy decides for them",
-			"max_keys", s.maxKeys, "admit_untracked", s.overflow == admitUntracked)
+	c := &s.capLog
+	if c.atCap.Load() || !c.atCap.CompareAndSwap(false, true) {
+		return
 	}
+	now := s.clock.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.logged = !c.any || now-c.last >= capQuiet || now < c.last
+	if !c.logged {
+		c.unlogged++
+		return
+	}
+	args := []any{"max_keys", s.maxKeys, "admit_untracked", s.overflow == admitUntracked}
+	if c.unlogged > 0 {
+		args = append(args, "episodes_not_logged", c.unlogged)
+	}
+	c.last, c.any, c.unlogged = now, true, 0
+	s.log().Warn("keylimit: the key cap is reached: new keys are not tracked, and the overflow policy decides for them", args...)
 }
 
 // capRelieved notes that a new key was tracked, and logs the end of an
-// episode the cap had begun, once.
+// episode whose start was logged, once.
 func (s *shard[K, S]) capRelieved() {
-	if s.atCap.Load() && s.atCap.CompareAndSwap(true, false) {
+	c := &s.capLog
+	if !c.atCap.Load() || !c.atCap.CompareAndSwap(true, false) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.logged {
+		c.logged = false
 		s.log().Info("keylimit: the key cap has room again: new keys are tracked",
 			"max_keys", s.maxKeys, "untracked_so_far", s.counts.untracked.Load())
 	}

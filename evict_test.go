@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -338,4 +339,46 @@ func TestKeyCapIsLogged(t *testing.T) {
 	}
 	_, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1), keylimit.WithLogger(nil))
 	require.EqualError(t, err, "keylimit: WithLogger(nil): leave the option out for slog.Default()")
+}
+
+// TestKeyCapChurnIsLoggedOncePerMinute: a limiter at its cap while keys come
+// and go starts and ends an episode at nearly every new key; it logs one
+// start (and its end) a minute, the next start counting the episodes left
+// out, not a line per request.
+func TestKeyCapChurnIsLoggedOncePerMinute(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+				ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+					if a.Key == slog.TimeKey {
+						return slog.Attr{}
+					}
+					return a
+				},
+			}))
+			lim, mock := k.mock(t, keylimit.PerSecond(1), keylimit.WithMaxKeys(2), keylimit.WithLogger(logger), keylimit.WithEvictionInterval(0))
+			untracked := 0
+			for i := range 200 { // a new key every 400 ms, each idle 1 s after it came (× refill)
+				r := lim.Take(fmt.Sprint("churn-", i), 1)
+				if r.Untracked {
+					untracked++
+				}
+				mock.Add(k.refill * 400 * time.Millisecond)
+			}
+			require.Positive(t, untracked, "the cap left keys untracked")
+			lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			starts := 0
+			for _, l := range lines {
+				if strings.Contains(l, "the key cap is reached") {
+					starts++
+				}
+			}
+			elapsed := 200 * k.refill * 400 * time.Millisecond
+			want := int(elapsed/time.Minute) + 1 // one a minute, from the first
+			require.Equal(t, want, starts, "starts logged in %v:\n%s", elapsed, buf.String())
+			require.LessOrEqual(t, len(lines), 2*want, "the starts and their ends:\n%s", buf.String())
+			require.Contains(t, buf.String(), "episodes_not_logged=", "the second start counts those left out")
+		})
+	}
 }

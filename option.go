@@ -52,8 +52,9 @@ func buildOptions(opts []Option) (options, error) {
 // WithLogger makes the limiter log through l what an operator must know,
 // once per event and never per request: today, that its key cap
 // (WithMaxKeys) has begun to leave new keys untracked, and that it has room
-// again. Without it, the limiter logs through slog.Default(), as it is when
-// the line is written.
+// again; at most one such start a minute (of the limiter's clock), the next
+// counting those left out. Without it, the limiter logs through
+// slog.Default(), as it is when the line is written.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(o *options) {
 		if l == nil {

@@ -57,11 +57,11 @@ type shard[K comparable, S any] struct {
 	nextIdle atomic.Int64
 
 	counts shardStats
-	// logger is WithLogger's, or nil for slog.Default(); atCap is set while
-	// the key cap leaves new keys untracked, so that the start and the end
-	// of such an episode are logged once each (evict.go).
+	// logger is WithLogger's, or nil for slog.Default(); capLog says
+	// whether the key cap leaves new keys untracked, and what of it was
+	// logged (evict.go).
 	logger *slog.Logger
-	atCap  atomic.Bool
+	capLog capLog
 	// resets counts Reset calls, so that a Refund can tell whether one came
 	// between an admission and its refund (see Admission).
 	resets atomic.Uint64
