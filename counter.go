@@ -2,7 +2,6 @@ package keylimit
 
 import (
 	"context"
-	"math/bits"
 )
 
 // SlidingCounter limits each key to about Limit.Events in any interval of
@@ -133,47 +132,4 @@ func (c *SlidingCounter[K]) Wait(ctx context.Context, key K) error { return c.Wa
 // ends first. A failed wait counts nothing.
 func (c *SlidingCounter[K]) WaitN(ctx context.Context, key K, n int) error {
 	return waitN[K](ctx, c, &c.w.keys.clock, key, n)
-}
-
-// The estimate. With previous 0, which a FixedWindow's view always has, it
-// is the fixed window's count.
-
-// weight returns ⌈previous × (period − elapsed) / period⌉: the previous
-// window's events that still count, rounded up to whole events.
-func (r *windowRules) weight(v windowView) uint64 {
-	if v.previous == 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(v.previous, uint64(r.grid.period-v.elapsed))
-	q, rem := bits.Div64(hi, lo, uint64(r.grid.period)) // q <= previous: no overflow
-	if rem != 0 {
-		q++
-	}
-	return q
-}
-
-// fitsAt returns the earliest time at which n events fit a state that
-// refuses them on v. For a FixedWindow that is the window's end. A
-// SlidingCounter's estimate only falls as time passes, so it is the least
-// elapsed time in v's window at which previous × (period − elapsed) <=
-// (events − cur − n) × period, or else the least in the next window, where
-// cur has become the previous count.
-func (r *windowRules) fitsAt(v windowView, n uint64) int64 {
-	p := uint64(r.grid.period)
-	start := r.grid.start(v.w)
-	if !r.sliding {
-		return start + int64(p)
-	}
-	if v.cur+n <= r.events {
-		// Refused, so previous × period > (events − cur − n) × period: the
-		// quotient is below period, and Div64 cannot overflow.
-		hi, lo := bits.Mul64(r.events-v.cur-n, p)
-		q, _ := bits.Div64(hi, lo, v.previous)
-		return start + int64(p-q)
-	}
-	// Next window: cur × (period − elapsed) <= (events − n) × period, where
-	// cur > events − n >= 0, so again the quotient is below period.
-	hi, lo := bits.Mul64(r.events-n, p)
-	q, _ := bits.Div64(hi, lo, v.cur)
-	return start + int64(2*p-q)
 }

@@ -59,12 +59,12 @@ func (f *FixedWindow[K]) LimitOf(key K) Limit { return f.w.policy.resolve(key).l
 // the bound is then looser (see DESIGN.md, "Changing a limit").
 func (f *FixedWindow[K]) SetLimit(l Limit) error { return f.w.policy.set(l) }
 
-// SetKeyLimit gives each key its own limit from now on: f(key), asked when
+// SetKeyLimit gives each key its own limit from now on: fn(key), asked when
 // a key is next seen, as WithKeyLimit does from the start (nil: every key is
-// under the window's own limit again). Unlike the option, f's key type is
+// under the window's own limit again). Unlike the option, fn's key type is
 // checked by the compiler. Every key moves to its new limit on its next
 // call and keeps what it used, as with SetLimit.
-func (w *FixedWindow[K]) SetKeyLimit(f func(key K) Limit) error { return w.w.policy.setKeyLimit(f) }
+func (f *FixedWindow[K]) SetKeyLimit(fn func(key K) Limit) error { return f.w.policy.setKeyLimit(fn) }
 
 // Allow reports whether one event for key may happen now, and counts it if
 // so. Allow is shorthand for AllowN(key, 1).

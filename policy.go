@@ -190,7 +190,7 @@ func (p *policy[K, C]) stale(c *keyConfig[C]) bool { return c.stale() }
 // sentinel, both at once (old's CAS or lock), at time now; it reports false,
 // changing nothing, if old was retired first (Reset, the evictor). It runs
 // under the map's lock for the key, so a caller that meets the moved
-// sentinel and looks the key up again (keyed.replace, which takes that
+// sentinel and looks the key up again (shard.replace, which takes that
 // lock) finds the new state. The key's limit is resolved before the lock is
 // taken: WithKeyLimit's function never runs under it.
 func moveKey[K comparable, C, S any](k *shard[K, S], p *policy[K, C], key K, old *S,
@@ -211,7 +211,7 @@ func moveKey[K comparable, C, S any](k *shard[K, S], p *policy[K, C], key K, old
 	return st
 }
 
-// resetKey is keyed.reset for the window types, whose states a change of
+// resetKey is shard.reset for the window types, whose states a change of
 // limit moves: retire retires a state and reports true, unless the state
 // had been moved, in which case the key's events live on in the state it
 // was moved to, which resetKey retires instead.

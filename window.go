@@ -380,14 +380,15 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		st = w.keys.loadOrCreate(key)
 	}
 	d.n = uint64(n)
-	// The clock is read after the word, so that no admission the word
-	// holds decided at a later time than d.now: a first try is never stale. A retry after a lost CAS reuses d.now: a word a later caller
-	// wrote is judged at an earlier time, which can only be stricter (a
-	// window that has begun since is still the word's window, see
-	// windowGrid.current), and a refusal then reads the clock once more.
 	if st == nil {
 		return w.policy.resolve(key), untracked
 	}
+	// The clock is read after the word, so that no admission the word
+	// holds decided at a later time than d.now: a first try is never stale.
+	// A retry after a lost CAS reuses d.now: a word a later caller wrote is
+	// judged at an earlier time, which can only be stricter (a window that
+	// has begun since is still the word's window, see windowGrid.current),
+	// and a refusal then reads the clock once more.
 	old := st.word.Load()
 	d.now = w.keys.clock.now()
 	lost, reread := false, false
@@ -565,3 +566,46 @@ func (w *windowLimiter[K]) refund(key K, a Admission, by any) {
 
 // reset is Reset for both types.
 func (w *windowLimiter[K]) reset(key K) { resetKey(w.keys, key, (*windowState).retire) }
+
+// The estimate. With previous 0, which a FixedWindow's view always has, it
+// is the fixed window's count.
+
+// weight returns ⌈previous × (period − elapsed) / period⌉: the previous
+// window's events that still count, rounded up to whole events.
+func (r *windowRules) weight(v windowView) uint64 {
+	if v.previous == 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(v.previous, uint64(r.grid.period-v.elapsed))
+	q, rem := bits.Div64(hi, lo, uint64(r.grid.period)) // q <= previous: no overflow
+	if rem != 0 {
+		q++
+	}
+	return q
+}
+
+// fitsAt returns the earliest time at which n events fit a state that
+// refuses them on v. For a FixedWindow that is the window's end. A
+// SlidingCounter's estimate only falls as time passes, so it is the least
+// elapsed time in v's window at which previous × (period − elapsed) <=
+// (events − cur − n) × period, or else the least in the next window, where
+// cur has become the previous count.
+func (r *windowRules) fitsAt(v windowView, n uint64) int64 {
+	p := uint64(r.grid.period)
+	start := r.grid.start(v.w)
+	if !r.sliding {
+		return start + int64(p)
+	}
+	if v.cur+n <= r.events {
+		// Refused, so previous × period > (events − cur − n) × period: the
+		// quotient is below period, and Div64 cannot overflow.
+		hi, lo := bits.Mul64(r.events-v.cur-n, p)
+		q, _ := bits.Div64(hi, lo, v.previous)
+		return start + int64(p-q)
+	}
+	// Next window: cur × (period − elapsed) <= (events − n) × period, where
+	// cur > events − n >= 0, so again the quotient is below period.
+	hi, lo := bits.Mul64(r.events-n, p)
+	q, _ := bits.Div64(hi, lo, v.cur)
+	return start + int64(2*p-q)
+}
