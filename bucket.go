@@ -1,7 +1,6 @@
 package keylimit
 
 import (
-	"context"
 	"math"
 	"math/bits"
 	"runtime"
@@ -420,102 +419,6 @@ func (b *TokenBucket[K]) refund(a Admission) int64 {
 			return back
 		}
 	}
-}
-
-// Reservation is n events of a key that a TokenBucket has set aside: they may
-// happen once Delay has passed, and must not happen before. Cancel gives
-// them back. Its methods are safe for concurrent use, once it is returned.
-type Reservation[K comparable] struct {
-	b   *TokenBucket[K]
-	key K
-	ok  bool
-	at  int64 // when the events may happen, in the bucket's time
-	res Result
-	adm Admission
-	// canceled guards Cancel: one Cancel gives back, at most once.
-	canceled atomic.Bool
-}
-
-// ReserveN sets aside n events for key in the bucket and returns the
-// Reservation: the events may happen after its Delay, which is 0 if the
-// tokens are there now. It reserves nothing, and the Reservation is not
-// OK, if the tokens would come later than maxDelay from now, or never (n
-// above the burst: Result().RetryAfter is then InfDuration). So a flood of
-// reservations cannot push a key further ahead than its callers allow.
-// Reserving takes one compare-and-swap, as Take does.
-//
-// The bucket's Wait and WaitN reserve, so waiters are served first come,
-// first served. Reserve is for a caller that schedules the events itself.
-func (b *TokenBucket[K]) ReserveN(key K, n int, maxDelay time.Duration) *Reservation[K] {
-	r := &Reservation[K]{b: b, key: key}
-	if n <= 0 || maxDelay < 0 {
-		r.res = impossible(b.Peek(key), n)
-		if n == 0 && maxDelay >= 0 {
-			r.ok, r.at = true, b.keys.clock.now()
-		}
-		return r
-	}
-	d := bucketDecision{ahead: min(int64(maxDelay), int64(maxSpan))}
-	c, v := b.decide(key, n, &d)
-	b.keys.admits(v)
-	switch v {
-	case untracked:
-		r.res = b.keys.untracked(c.arith.burst, n)
-		r.ok, r.at = r.res.Allowed, d.now
-	case never:
-		r.res = impossible(b.Peek(key), n)
-	case refused:
-		r.res = c.arith.result(false, &d)
-	default:
-		r.ok = true
-		r.at = d.next - c.arith.tau
-		r.adm = Admission{N: n, Mark: d.next, By: b, state: d.st, unit: c.arith.interval}
-		r.res = c.arith.allowed(d.now, d.next)
-	}
-	return r
-}
-
-// OK reports whether the events were reserved.
-func (r *Reservation[K]) OK() bool { return r.ok }
-
-// Delay returns how long from now the caller must wait before the events
-// happen: 0 if they may happen now, InfDuration if the Reservation is not
-// OK.
-func (r *Reservation[K]) Delay() time.Duration {
-	if !r.ok {
-		return InfDuration
-	}
-	return time.Duration(max(r.at-r.b.keys.clock.now(), 0))
-}
-
-// Result reports the reservation as a decision: for an OK one, the bucket
-// after it (Allowed, though the events may have to wait Delay); for one
-// that is not, why, with the RetryAfter a Take would have met.
-func (r *Reservation[K]) Result() Result { return r.res }
-
-// Cancel gives back what the reservation took, as far as later admissions
-// and reservations allow (they keep their times), and never more: see
-// Refund. Cancel after the events happened gives back what the bucket has
-// not refilled since. Only the first Cancel does anything.
-func (r *Reservation[K]) Cancel() {
-	if r.ok && r.canceled.CompareAndSwap(false, true) {
-		r.b.refund(r.adm)
-	}
-}
-
-// Wait blocks until one event for key may happen, takes its token and
-// returns nil. Wait is shorthand for WaitN(ctx, key, 1).
-func (b *TokenBucket[K]) Wait(ctx context.Context, key K) error { return b.WaitN(ctx, key, 1) }
-
-// WaitN blocks until n events for key may happen and takes their tokens.
-// Waiters are served first come, first served: each reserves its turn once
-// (ReserveN, with ctx's deadline as the greatest delay) and sleeps until
-// it; a waiter that gives up cancels its reservation, and the waiters
-// behind it move up. It fails at once, taking nothing, if n can never pass
-// (ErrExceedsLimit) or if the wait would outlast ctx's deadline; it returns
-// ctx's error, wrapped, if ctx ends first, having given back its turn.
-func (b *TokenBucket[K]) WaitN(ctx context.Context, key K, n int) error {
-	return b.waitQueued(ctx, key, n)
 }
 
 // remaining is the number of whole tokens in a bucket whose TAT is tat.

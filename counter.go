@@ -129,7 +129,11 @@ func (c *SlidingCounter[K]) Wait(ctx context.Context, key K) error { return c.Wa
 // WaitN blocks until n events for key may happen and counts them. It fails
 // at once, counting nothing, if n can never pass (ErrExceedsLimit) or if the
 // wait would outlast ctx's deadline; it returns ctx's error, wrapped, if ctx
-// ends first. A failed wait counts nothing.
+// ends first. A failed wait counts nothing. Waiters are not queued: each
+// sleeps until its RetryAfter and asks again, so the first to ask once
+// there is room wins. A window cannot set aside a place in a window that
+// has not begun without counting it now; TokenBucket's WaitN can, and
+// serves waiters first come, first served.
 func (c *SlidingCounter[K]) WaitN(ctx context.Context, key K, n int) error {
 	return waitN[K](ctx, c, &c.w.keys.clock, key, n)
 }

@@ -636,7 +636,11 @@ func (s *SlidingWindow[K]) Wait(ctx context.Context, key K) error { return s.Wai
 // WaitN blocks until n events for key may happen and records them. It fails
 // at once, recording nothing, if n can never pass (ErrExceedsLimit) or if the
 // wait would outlast ctx's deadline; it returns ctx's error, wrapped, if ctx
-// ends first. A failed wait records nothing.
+// ends first. A failed wait records nothing. Waiters are not queued: each
+// sleeps until its RetryAfter and asks again, so the first to ask once
+// there is room wins. A window cannot set aside a place in its future
+// without recording it now; TokenBucket's WaitN can, and serves waiters
+// first come, first served.
 func (s *SlidingWindow[K]) WaitN(ctx context.Context, key K, n int) error {
 	return waitN[K](ctx, s, &s.keys.clock, key, n)
 }
