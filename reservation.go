@@ -87,8 +87,8 @@ func (r *Reservation[K]) Delay() time.Duration {
 func (r *Reservation[K]) Result() Result { return r.res }
 
 // Cancel gives back what the reservation took, as far as later admissions
-// and reservations allow (they keep their times), and never more: see
-// Refund. Cancel after the events happened gives back what the bucket has
+// and reservations allow (they keep their times, so past a bucket's worth
+// of them it gives back nothing), and never more: see Refund. Cancel after the events happened gives back what the bucket has
 // not refilled since. Only the first Cancel does anything.
 func (r *Reservation[K]) Cancel() {
 	if r.ok && r.canceled.CompareAndSwap(false, true) {
@@ -104,7 +104,8 @@ func (b *TokenBucket[K]) Wait(ctx context.Context, key K) error { return b.WaitN
 // Waiters are served first come, first served: each reserves its turn once
 // (ReserveN, with ctx's deadline as the greatest delay) and sleeps until
 // it; a waiter that gives up cancels its reservation, and the waiters
-// behind it move up. It fails at once, taking nothing, if n can never pass
+// behind it move up by what that gives back (all of it while the queue
+// behind is within a bucket's worth, Burst events; see Cancel). It fails at once, taking nothing, if n can never pass
 // (ErrExceedsLimit) or if the wait would outlast ctx's deadline; it returns
 // ctx's error, wrapped, if ctx ends first, having given back its turn.
 func (b *TokenBucket[K]) WaitN(ctx context.Context, key K, n int) error {
