@@ -469,6 +469,32 @@ func ExampleTokenBucket_Join() {
 
 // An operator raises a limit during an incident, on one instance; keys
 // keep what they used, in Redis, whichever instance asks next.
+// A customer upgraded at run time gets its own limit on every instance that
+// sets it, keeping what it used; nil puts every key back under the
+// limiter's limit.
+func ExampleTokenBucket_SetKeyLimit() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	lim, _ := redislimit.NewTokenBucket(client, "plans", keylimit.PerMinute(10))
+	defer lim.Reset("acme")
+
+	lim.AllowN("acme", 10)
+	fmt.Println("free:", lim.Peek("acme").Remaining, "left of", lim.LimitOf("acme"))
+	_ = lim.SetKeyLimit(func(customer string) keylimit.Limit {
+		if customer == "acme" {
+			return keylimit.PerMinute(100)
+		}
+		return keylimit.Limit{} // the limiter's own
+	})
+	fmt.Println("upgraded:", lim.Peek("acme").Remaining, "left of", lim.LimitOf("acme"))
+	_ = lim.SetKeyLimit(nil)
+	fmt.Println("back:", lim.Peek("acme").Remaining, "left of", lim.LimitOf("acme"))
+	// Output:
+	// free: 0 left of 10/min
+	// upgraded: 90 left of 100/min
+	// back: 0 left of 10/min
+}
+
 func ExampleTokenBucket_SetLimit() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()

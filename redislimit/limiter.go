@@ -44,11 +44,8 @@ type limiter struct {
 	// leases are WithLeases's, key by key; nil without it.
 	leases *leases
 
-	// keyLimit is WithKeyLimit's function; nil: every key is under the
-	// limiter's limit.
-	keyLimit func(string) keylimit.Limit
-	// limits is the current generation of limits; SetLimit replaces it,
-	// under setMu.
+	// limits is the current generation of limits; SetLimit and
+	// SetKeyLimit replace it, under setMu.
 	limits atomic.Pointer[limitSet]
 	setMu  sync.Mutex
 }
@@ -80,8 +77,7 @@ func (lim *limiter) init(self keylimit.Limiter[string], client redis.UniversalCl
 		return err
 	}
 	lim.client = client
-	lim.keyLimit = o.keyLimit
-	if err := lim.setLimit(l); err != nil {
+	if err := lim.newLimits(l, o.keyLimit); err != nil {
 		return err
 	}
 	lim.timeout = o.timeout

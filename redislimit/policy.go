@@ -102,21 +102,24 @@ func (lim *limiter) newKeyLimit(l keylimit.Limit) *keyLimit {
 	return k
 }
 
-// limitSet is one generation of a limiter's limits: its own, and those
-// WithKeyLimit has given keys since, one keyLimit per distinct Limit.
+// limitSet is one generation of a limiter's limits: its own, the per-key
+// function (WithKeyLimit, SetKeyLimit; nil: none), and the limits that
+// function has given keys since, one keyLimit per distinct Limit.
 type limitSet struct {
-	def     *keyLimit
-	byLimit *xsync.MapOf[keylimit.Limit, *keyLimit] // nil without WithKeyLimit
+	def      *keyLimit
+	keyLimit func(string) keylimit.Limit
+	byLimit  *xsync.MapOf[keylimit.Limit, *keyLimit] // nil without keyLimit
 }
 
-// setLimit makes l the limiter's limit, in a new generation.
-func (lim *limiter) setLimit(l keylimit.Limit) error {
+// newLimits makes l the limiter's limit and fn its per-key function, in a
+// new generation.
+func (lim *limiter) newLimits(l keylimit.Limit, fn func(string) keylimit.Limit) error {
 	def := lim.newKeyLimit(l)
 	if def.err != nil {
 		return def.err
 	}
-	set := &limitSet{def: def}
-	if lim.keyLimit != nil {
+	set := &limitSet{def: def, keyLimit: fn}
+	if fn != nil {
 		set.byLimit = xsync.NewMapOf[keylimit.Limit, *keyLimit]()
 	}
 	lim.limits.Store(set)
@@ -126,10 +129,10 @@ func (lim *limiter) setLimit(l keylimit.Limit) error {
 // resolve returns the limit key is under now.
 func (lim *limiter) resolve(key string) *keyLimit {
 	set := lim.limits.Load()
-	if lim.keyLimit == nil {
+	if set.keyLimit == nil {
 		return set.def
 	}
-	l := lim.keyLimit(key)
+	l := set.keyLimit(key)
 	if l == (keylimit.Limit{}) || l == set.def.limit {
 		return set.def
 	}
@@ -168,19 +171,49 @@ func (lim *limiter) LimitOf(key string) keylimit.Limit { return lim.resolve(key)
 func (lim *limiter) SetLimit(l keylimit.Limit) error {
 	lim.setMu.Lock()
 	defer lim.setMu.Unlock()
-	if err := lim.setLimit(l); err != nil {
+	if err := lim.newLimits(l, lim.limits.Load().keyLimit); err != nil {
 		return err
 	}
 	if s, ok := lim.fallback.(interface{ SetLimit(keylimit.Limit) error }); ok {
 		// The fallback takes every share of a limit this limiter takes.
 		_ = s.SetLimit(lim.policy.share(l))
 	}
-	// Refusals remembered under the old limits may no longer hold.
+	lim.limitsChanged()
+	return nil
+}
+
+// SetKeyLimit gives each key its own limit from now on: fn(key), asked on
+// each decision, as WithKeyLimit does from the start (nil: every key is
+// under the limiter's own limit again). A key keeps what it used, as
+// across SetLimit; with WithLeases, every lease ends at once. It is
+// keylimit's SetKeyLimit for the Redis limiters, and like SetLimit it
+// changes this instance only: set it on each.
+func (lim *limiter) SetKeyLimit(fn func(key string) keylimit.Limit) error {
+	lim.setMu.Lock()
+	defer lim.setMu.Unlock()
+	if err := lim.newLimits(lim.limits.Load().def.limit, fn); err != nil {
+		return err
+	}
+	if s, ok := lim.fallback.(interface {
+		SetKeyLimit(func(string) keylimit.Limit) error
+	}); ok {
+		var share func(string) keylimit.Limit
+		if fn != nil {
+			share = fallbackKeyLimit(fn, lim.policy)
+		}
+		_ = s.SetKeyLimit(share)
+	}
+	lim.limitsChanged()
+	return nil
+}
+
+// limitsChanged forgets what was decided under the old limits: refusals
+// remembered may no longer hold, and leases end.
+func (lim *limiter) limitsChanged() {
 	lim.deny.clear()
 	if lim.leases != nil {
 		lim.leases.limitChanged()
 	}
-	return nil
 }
 
 // clear forgets every refusal.

@@ -234,3 +234,63 @@ func TestSetLimitErrors(t *testing.T) {
 	_, err = b.TakeContext(context.Background(), testKey(t, "k"), 1)
 	require.NoError(t, err)
 }
+
+// TestSetKeyLimit: SetKeyLimit moves keys to their own limits and back, on
+// every Redis type beside the in-memory type of the same algorithm, with
+// exact counts: a key keeps what it used, so raising its limit admits the
+// difference and lowering it admits nothing more.
+func TestSetKeyLimit(t *testing.T) {
+	c := shared.client(t)
+	memory := map[string]func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error){
+		"TokenBucket": func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+			return keylimit.NewTokenBucket[string](l, opts...)
+		},
+		"FixedWindow": func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+			return keylimit.NewFixedWindow[string](l, opts...)
+		},
+		"SlidingWindow": func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+			return keylimit.NewSlidingWindow[string](l, opts...)
+		},
+	}
+	type keySetter interface {
+		keylimit.Limiter[string]
+		SetKeyLimit(func(key string) keylimit.Limit) error
+		LimitOf(key string) keylimit.Limit
+	}
+	for name, newMemory := range memory {
+		t.Run(name, func(t *testing.T) {
+			mock := newMock()
+			rl, err := typeNamed(name)(c, keylimit.PerMinute(5), redislimit.WithTimeout(patient),
+				redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+			require.NoError(t, err)
+			ml, err := newMemory(keylimit.PerMinute(5), keylimit.WithClock(mock))
+			require.NoError(t, err)
+			vip, basic := testKey(t, "vip"), testKey(t, "basic")
+			admitted := func(lim keylimit.Limiter[string], key string) int {
+				n := 0
+				for range 20 {
+					if lim.Allow(key) {
+						n++
+					}
+				}
+				return n
+			}
+			for i, lim := range []keySetter{rl.(keySetter), ml.(keySetter)} {
+				where := [...]string{"Redis", "memory"}[i]
+				require.Equal(t, 5, admitted(lim, vip), "%s: vip under the limiter's 5/min", where)
+				require.NoError(t, lim.SetKeyLimit(func(key string) keylimit.Limit {
+					if key == vip {
+						return keylimit.PerMinute(12)
+					}
+					return keylimit.Limit{}
+				}))
+				require.Equal(t, keylimit.PerMinute(12), lim.LimitOf(vip), where)
+				require.Equal(t, 7, admitted(lim, vip), "%s: vip raised to 12/min, 5 used", where)
+				require.Equal(t, 5, admitted(lim, basic), "%s: basic still under 5/min", where)
+				require.NoError(t, lim.SetKeyLimit(nil))
+				require.Equal(t, keylimit.PerMinute(5), lim.LimitOf(vip), where)
+				require.Zero(t, admitted(lim, vip), "%s: vip back under 5/min, 12 used", where)
+			}
+		})
+	}
+}
