@@ -115,7 +115,14 @@ func (l *limiter) trip(ctx context.Context, err error, now int64) {
 // failed reports err and answers a request of n events (0 for Peek) for
 // key, under k, by the failure policy, with the fallback's Admission when it
 // admits (FailOpen admits without taking: there is nothing to give back).
-func (l *limiter) failed(op, key string, k *keyLimit, n int, err error) (keylimit.Result, keylimit.Admission, error) {
+// If the caller cancelled ctx, the decision is abandoned instead: refused,
+// with nothing taken and no policy asked, as when ctx had ended before the
+// call. A deadline that passed is a budget spent, not a caller gone: the
+// policy answers, as it does at the limiter's own timeout.
+func (l *limiter) failed(ctx context.Context, op, key string, k *keyLimit, n int, err error) (keylimit.Result, keylimit.Admission, error) {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return keylimit.Result{Limit: k.quota}, keylimit.Admission{}, l.report(op, key, fmt.Errorf("%w (the call: %w)", ctx.Err(), err))
+	}
 	l.ops.counts.stripe().fallbacks.Add(1)
 	err = l.report(op, key, err)
 	q := k.quota

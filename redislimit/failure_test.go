@@ -121,6 +121,39 @@ func TestStalledRedisTimesOut(t *testing.T) {
 	require.Equal(t, 1, errs.len(), "OnError calls")
 }
 
+// TestContextCancelledDuringTheCallIsAbandoned: a request cancelled while
+// Redis is stalled is abandoned when the call returns (at the limiter's
+// timeout here: go-redis stops a call at a deadline, not at a cancel):
+// refused, with the cancel as its error, and no failure policy decides it
+// (FailOpen would admit it, FailLocal take from its share); nothing counts
+// as a fallback.
+func TestContextCancelledDuringTheCallIsAbandoned(t *testing.T) {
+	t.Parallel() // its own server, stopped
+	s := newServer(t)
+	client := s.client(t)
+	policies := []redislimit.FailurePolicy{redislimit.FailOpen(), redislimit.FailLocal(1), redislimit.FailClosed()}
+	lims := make([]*redislimit.TokenBucket, len(policies))
+	for i, p := range policies {
+		lim, err := redislimit.NewTokenBucket(client, "test", keylimit.PerHour(10),
+			redislimit.WithTimeout(300*time.Millisecond), redislimit.WithFailurePolicy(p))
+		require.NoError(t, err)
+		r, err := lim.TakeContext(context.Background(), "k", 1) // loads the script while Redis answers
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		lims[i] = lim
+	}
+	require.NoError(t, s.Process().Signal(syscall.SIGSTOP))
+	defer s.Process().Signal(syscall.SIGCONT)
+	for i, lim := range lims {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		r, err := lim.TakeContext(ctx, "k", 1)
+		require.False(t, r.Allowed, "%v: abandoned, not decided by the policy", policies[i])
+		require.ErrorIs(t, err, context.Canceled, "%v", policies[i])
+		require.Zero(t, lim.Stats().Fallbacks, "%v: fallbacks", policies[i])
+	}
+}
+
 // TestErrorReplyDoesNotStartTheBackoff: an error reply means Redis is up
 // (here, the key holds a value of another type), so only that call is
 // answered by the policy, and the next key goes to Redis.

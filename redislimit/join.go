@@ -257,12 +257,12 @@ func (j *joined) failed(ctx context.Context, key string, ks []*keyLimit, n int, 
 	for i, p := range j.parts {
 		var e error
 		if refuser < 0 {
-			res[i], adms[i], e = p.failed("take", key, ks[i], n, err)
+			res[i], adms[i], e = p.failed(ctx, "take", key, ks[i], n, err)
 			if !res[i].Allowed {
 				refuser = i
 			}
 		} else {
-			res[i], _, e = p.failed("peek", key, ks[i], 0, err)
+			res[i], _, e = p.failed(ctx, "peek", key, ks[i], 0, err)
 		}
 		if first == nil {
 			first = e
@@ -348,7 +348,7 @@ func (j *joined) peek(ctx context.Context, key string, ks []*keyLimit, res []key
 		}
 		if err != nil {
 			var e error
-			got[v], _, e = j.parts[i].failed("peek", key, k, 0, err)
+			got[v], _, e = j.parts[i].failed(ctx, "peek", key, k, 0, err)
 			if first == nil {
 				first = e
 			}

@@ -372,7 +372,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 	d := decision{key: key, n: n, parts: parts[:], marks: in[:], lease: leaseArgs{want: want, hold: ls.time(k), give: give}}
 	if err := l.run(ctx, modeLease, &d, now, res[:], marks[:]); err != nil {
 		e.fetched(now, k, n, want, keylimit.Result{Limit: k.quota}, 0, nil, ls.d, true)
-		return l.failed("take", key, k, n, err)
+		return l.failed(ctx, "take", key, k, n, err)
 	}
 	r, got := res[0], d.lease.granted
 	if !r.Allowed {

@@ -184,10 +184,14 @@ func (l *limiter) Take(key string, n int) keylimit.Result {
 	return r
 }
 
-// TakeContext is Take with a context: the call waits for Redis until ctx
-// ends or the limiter's timeout passes, whichever is first, and the client
+// TakeContext is Take with a context: the call waits for Redis until ctx's
+// deadline or the limiter's timeout, whichever is first, and the client
 // sees ctx's values (for tracing). A ctx that has ended makes no call: the
-// Result is refused and the error is ctx's.
+// Result is refused and the error is ctx's. A ctx cancelled during the call
+// abandons the decision the same way, with no failure policy asked, when
+// the call returns (go-redis stops a call at a deadline, not at a cancel);
+// a deadline that passes during the call is a failure of Redis to answer
+// in time, and the policy answers.
 //
 // n == 0 is always allowed and records nothing (it asks Redis for the
 // key's state, as Peek does). n < 0, or n above the key's quota, can never
@@ -249,7 +253,7 @@ func (l *limiter) take(ctx context.Context, key string, n int, k *keyLimit, now 
 	var res [1]keylimit.Result
 	var marks [1]int64
 	if err := l.call(ctx, modeTake, key, n, k, 0, now, res[:], marks[:]); err != nil {
-		return l.failed("take", key, k, n, err)
+		return l.failed(ctx, "take", key, k, n, err)
 	}
 	r := res[0]
 	// now was read before the round trip, so the remembered refusal ends a
@@ -325,7 +329,7 @@ func (l *limiter) peek(ctx context.Context, key string, k *keyLimit) (keylimit.R
 	var res [1]keylimit.Result
 	var marks [1]int64
 	if err := l.call(ctx, modePeek, key, 1, k, 0, now, res[:], marks[:]); err != nil {
-		r, _, err := l.failed("peek", key, k, 0, err)
+		r, _, err := l.failed(ctx, "peek", key, k, 0, err)
 		return r, err
 	}
 	return res[0], nil
