@@ -9,6 +9,7 @@ package keylimit
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -104,8 +105,8 @@ func (b *TokenBucket[K]) Wait(ctx context.Context, key K) error { return b.WaitN
 // Waiters are served first come, first served: each reserves its turn once
 // (ReserveN, with ctx's deadline as the greatest delay) and sleeps until
 // it; a waiter that gives up cancels its reservation, and the waiters
-// behind it move up by what that gives back (all of it while the queue
-// behind is within a bucket's worth, Burst events; see Cancel). It fails at once, taking nothing, if n can never pass
+// behind it move up into its turn, however long the queue (by only what
+// Cancel would give back if a ReserveN came between them). It fails at once, taking nothing, if n can never pass
 // (ErrExceedsLimit) or if the wait would outlast ctx's deadline; it returns
 // ctx's error, wrapped, if ctx ends first, having given back its turn.
 func (b *TokenBucket[K]) WaitN(ctx context.Context, key K, n int) error {
@@ -203,8 +204,13 @@ func (b *TokenBucket[K]) waitQueued(ctx context.Context, key K, n int) error {
 		case <-w.moved:
 			q.mu.Lock()
 			at := w.at
+			if at <= ts.now() { // moved up to a turn that has come
+				b.leave(key, w)
+				q.mu.Unlock()
+				return nil
+			}
 			q.mu.Unlock()
-			t.Reset(time.Duration(max(at-ts.now(), 0)))
+			t.Reset(time.Duration(at - ts.now()))
 		case <-ctx.Done():
 			q.mu.Lock()
 			b.cancel(key, w)
@@ -231,7 +237,7 @@ func (b *TokenBucket[K]) leave(key K, w *waiter) (behind []*waiter) {
 // newcomer, get it. The caller holds the queues' lock.
 func (b *TokenBucket[K]) cancel(key K, w *waiter) {
 	behind := b.leave(key, w)
-	back := b.refund(w.adm)
+	back := b.giveBack(w, behind)
 	if back <= 0 {
 		return
 	}
@@ -244,6 +250,55 @@ func (b *TokenBucket[K]) cancel(key K, w *waiter) {
 		select {
 		case x.moved <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// giveBack gives back w's reservation, which the waiters behind it (the
+// queue's, in order) follow, and returns how far it moved the TAT back.
+//
+// A refund gives back only what lies within a bucket's worth of the TAT
+// (see refund): reservations made after w keep their times. When the
+// reservations after w's are exactly those behind it, those times are
+// ours to move: each waiter's reservation extends the one before it by
+// its cost, and the last is the TAT. Then the history without w has each
+// of them earlier by w's cost, or by what of w's turn lies after now if
+// less (DESIGN.md, "Exact refunds", with every later reservation decided at
+// or before now), and the TAT with them: cancel moves them up by that
+// much, however long the queue. The caller holds the queues' lock, so no
+// waiter joins or leaves meanwhile; a Take, Refund or ReserveN of the key
+// changes the TAT, and the CAS sends the cancel back to refund's rule.
+func (b *TokenBucket[K]) giveBack(w *waiter, behind []*waiter) int64 {
+	st, ok := w.adm.state.(*bucketState)
+	if !ok || len(behind) == 0 {
+		return b.refund(w.adm)
+	}
+	for {
+		tat := st.tat.Load()
+		if tat == convertingTAT {
+			runtime.Gosched()
+			continue
+		}
+		g := &st.cfg.Load().arith
+		if tat == retiredTAT || g.interval != w.adm.unit {
+			return 0 // Reset, or a change of interval: nothing to follow
+		}
+		end := w.adm.Mark
+		for _, x := range behind {
+			if x.adm.state != w.adm.state || x.adm.unit != g.interval || x.adm.Mark != end+int64(x.adm.N)*g.interval {
+				return b.refund(w.adm) // another reservation lies in between
+			}
+			end = x.adm.Mark
+		}
+		if tat != end {
+			return b.refund(w.adm) // and another after them
+		}
+		back := min(int64(w.adm.N)*g.interval, w.adm.Mark-b.keys.clock.now())
+		if back <= 0 {
+			return 0
+		}
+		if st.tat.CompareAndSwap(tat, tat-back) {
+			return back
 		}
 	}
 }

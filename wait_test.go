@@ -2,6 +2,7 @@ package keylimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -210,32 +211,53 @@ func TestWaitFirstComeFirstServed(t *testing.T) {
 }
 
 // TestWaitCancelMovesTheQueueUp: a waiter that gives up gives back its turn,
-// and the waiters behind it, not a newcomer, move up into it.
+// and the waiters behind it, not a newcomer, move up into it: however long
+// the queue behind it, a bucket's worth or many.
 func TestWaitCancelMovesTheQueueUp(t *testing.T) {
-	clk := &countingClock{Mock: clock.NewMock()}
-	lim := build(t, keylimit.NewTokenBucket[string], keylimit.PerSecond(10), keylimit.WithClock(clk))
-	require.True(t, lim.AllowN("k", 10), "drain the bucket")
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	ctxs := []context.Context{context.Background(), ctx1, context.Background(), context.Background()}
-	order, errs := queueWaiters(t, lim, clk, ctxs) // turns at 100, 200, 300 and 400 ms
+	for _, tc := range []struct {
+		burst, waiters, cancel int
+	}{
+		{burst: 10, waiters: 4, cancel: 1},
+		{burst: 1, waiters: 12, cancel: 0},  // the queue behind spans 11 buckets
+		{burst: 2, waiters: 12, cancel: 5},  // and 3 buckets
+		{burst: 1, waiters: 3, cancel: 2},   // the last: nothing behind
+		{burst: 3, waiters: 20, cancel: 19}, // the last of a long queue
+	} {
+		t.Run(fmt.Sprintf("burst %d, waiter %d of %d", tc.burst, tc.cancel, tc.waiters), func(t *testing.T) {
+			clk := &countingClock{Mock: clock.NewMock()}
+			lim := build(t, keylimit.NewTokenBucket[string], keylimit.PerSecond(10).WithBurst(tc.burst), keylimit.WithClock(clk))
+			require.True(t, lim.AllowN("k", tc.burst), "drain the bucket")
+			ctxs := make([]context.Context, tc.waiters)
+			for i := range ctxs {
+				ctxs[i] = context.Background()
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ctxs[tc.cancel] = ctx
+			order, errs := queueWaiters(t, lim, clk, ctxs) // turns every 100 ms from 100 ms
 
-	cancel1() // waiter 1 gives up its turn at 200 ms
-	require.ErrorIs(t, <-errs, context.Canceled)
-	require.False(t, lim.Allow("k"), "a newcomer does not get the turn given back")
-
-	for _, want := range []int{0, 2, 3} {
-		clk.Add(100 * ms)
-		select {
-		case got := <-order:
-			require.Equal(t, want, got)
-		case <-time.After(5 * time.Second):
-			require.FailNow(t, "no waiter admitted", "want waiter %d", want)
-		}
+			cancel()
+			require.ErrorIs(t, <-errs, context.Canceled)
+			require.False(t, lim.Allow("k"), "a newcomer does not get the turn given back")
+			for want := range tc.waiters {
+				if want == tc.cancel {
+					continue
+				}
+				clk.Add(100 * ms)
+				select {
+				case got := <-order:
+					require.Equal(t, want, got)
+				case <-time.After(5 * time.Second):
+					require.FailNow(t, "no waiter admitted", "want waiter %d at %v", want, clk.Since(time.Unix(0, 0).UTC()))
+				}
+			}
+			last := time.Duration(tc.waiters-1) * 100 * ms
+			require.Equal(t, last, clk.Since(time.Unix(0, 0).UTC()), "the last waiter came one turn earlier")
+			require.False(t, lim.Allow("k"), "the waiters took every token")
+			clk.Add(100 * ms)
+			require.True(t, lim.Allow("k"), "a turn later, the token of the waiter who gave up is there for anyone")
+			require.False(t, lim.Allow("k"))
+		})
 	}
-	require.Equal(t, time.Duration(300*ms), clk.Since(time.Unix(0, 0).UTC()), "the last waiter came at 300 ms, not 400")
-	clk.Add(100 * ms)
-	require.True(t, lim.Allow("k"), "at 400 ms, the token of the waiter who gave up is there for anyone")
-	require.False(t, lim.Allow("k"))
 }
 
 // TestReserveN: a reservation takes its tokens at once and says when they
@@ -265,4 +287,54 @@ func TestReserveN(t *testing.T) {
 	mock.Add(time.Hour)
 	r4.Cancel() // long after its time: its token refilled anyway, nothing to give
 	require.Equal(t, 10, b.Peek("k").Remaining)
+}
+
+// TestWaitWithCancelsNeverOverAdmits: 32 goroutines wait on one key of a
+// bucket of 100 a second, burst 3, while a third of them give up at random
+// and the queue moves up behind them. At every step of the clock, the waits
+// that have returned are within the bound, burst + elapsed/interval; at the
+// end every wait either was admitted or gave up, none lost.
+func TestWaitWithCancelsNeverOverAdmits(t *testing.T) {
+	clk := clock.NewMock()
+	start := clk.Now()
+	lim := build(t, keylimit.NewTokenBucket[string], keylimit.PerSecond(100).WithBurst(3), keylimit.WithClock(clk))
+	const goroutines, waits = 32, 10
+	var admitted, gaveUp, running atomic.Int64
+	failures := make(chan error, goroutines*waits)
+	running.Store(goroutines)
+	for g := range goroutines {
+		go func() {
+			defer running.Add(-1)
+			for i := range waits {
+				ctx, cancel := context.WithCancel(context.Background())
+				if (g+i)%3 == 0 {
+					time.AfterFunc(time.Duration(g*37+i*11)%400*time.Microsecond, cancel)
+				}
+				switch err := lim.Wait(ctx, "k"); {
+				case err == nil:
+					admitted.Add(1)
+				case errors.Is(err, context.Canceled):
+					gaveUp.Add(1)
+				default:
+					failures <- err
+				}
+				cancel()
+			}
+		}()
+	}
+	for steps := 0; running.Load() > 0; steps++ {
+		require.Less(t, steps, 1_000_000, "the waits never ended")
+		now := clk.Now().Sub(start)
+		bound := int64(3 + now/(10*time.Millisecond))
+		require.LessOrEqual(t, admitted.Load(), bound, "admitted by %v", now)
+		clk.Add(5 * time.Millisecond)     // half an interval
+		time.Sleep(50 * time.Microsecond) // let the woken waiters return
+	}
+	close(failures)
+	for err := range failures {
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(goroutines*waits), admitted.Load()+gaveUp.Load(), "every wait admitted or given up")
+	require.Positive(t, gaveUp.Load(), "some gave up")
+	t.Logf("%d admitted, %d gave up, in %v of the clock", admitted.Load(), gaveUp.Load(), clk.Now().Sub(start))
 }
