@@ -18,8 +18,10 @@ import (
 // a nil: programming errors, found when the program starts.
 //
 // The Result reports the binding limit: Allowed only if all allowed, the
-// least Remaining with its Limit, the largest RetryAfter and ResetAfter. The
-// limiter All returns also implements ContextLimiter and EachTaker.
+// least Remaining with its Limit, the largest RetryAfter and ResetAfter (see
+// Result.And). The limiter All returns also implements ContextLimiter,
+// EachTaker and PeekContext; under a context, it asks every limiter that
+// takes one (the redislimit ones) under it, its Peeks included.
 func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 	if len(limiters) == 0 {
 		panic("keylimit: All needs at least one limiter")
@@ -137,7 +139,7 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 		}
 		if !r.Allowed {
 			a.undo(ctx, key, adms[:min(i, len(adms))])
-			return a.refused(key, i, r, each), Admission{}, firstErr
+			return a.refused(ctx, key, i, r, each), Admission{}, firstErr
 		}
 		if i == 0 {
 			sum = r
@@ -159,6 +161,22 @@ func admit[K comparable](ctx context.Context, r Refunder[K], key K, n int) (Resu
 	}
 	res, adm := r.Admit(key, n)
 	return res, adm, nil
+}
+
+// contextPeeker is a limiter whose Peek takes a context, as the redislimit
+// ones do.
+type contextPeeker[K comparable] interface {
+	PeekContext(ctx context.Context, key K) (Result, error)
+}
+
+// peekContext is l.Peek, under ctx if l takes one (its error is the Result's
+// business: a Peek only informs a refusal).
+func peekContext[K comparable](ctx context.Context, l Limiter[K], key K) Result {
+	if c, ok := l.(contextPeeker[K]); ok {
+		r, _ := c.PeekContext(ctx, key)
+		return r
+	}
+	return l.Peek(key)
 }
 
 // takeContext is l.Take, under ctx if l takes one.
@@ -194,14 +212,15 @@ func refund[K comparable](ctx context.Context, r Refunder[K], key K, adm Admissi
 }
 
 // refused reports a refusal by limiter i, which answered r: the others, none
-// of which holds anything of this request now, are asked what they would say.
-func (a *all[K]) refused(key K, i int, r Result, each []Result) Result {
+// of which holds anything of this request now, are asked what they would
+// say, under ctx if they take one.
+func (a *all[K]) refused(ctx context.Context, key K, i int, r Result, each []Result) Result {
 	sum := r
 	for j, l := range a.limiters {
 		if j == i {
 			continue
 		}
-		p := l.Peek(key)
+		p := peekContext(ctx, l, key)
 		if each != nil {
 			each[j] = p
 		}
@@ -213,10 +232,20 @@ func (a *all[K]) refused(key K, i int, r Result, each []Result) Result {
 
 // Peek reports what Take(key, 1) would answer now, taking nothing.
 func (a *all[K]) Peek(key K) Result {
+	r, _ := a.PeekContext(context.Background(), key)
+	return r
+}
+
+// PeekContext is Peek under ctx, for the limiters that take one (the
+// redislimit ones). It returns ctx's error if ctx has ended, asking none.
+func (a *all[K]) PeekContext(ctx context.Context, key K) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
 	var sum Result
 	decider := 0 // the Limit of the first limiter that would refuse
 	for i, l := range a.limiters {
-		r := l.Peek(key)
+		r := peekContext(ctx, l, key)
 		if i == 0 {
 			sum = r
 		} else {
@@ -229,7 +258,7 @@ func (a *all[K]) Peek(key K) Result {
 	if decider != 0 {
 		sum.Limit = decider
 	}
-	return sum
+	return sum, nil
 }
 
 // Reset resets key in every limiter.

@@ -1,6 +1,7 @@
 package keylimit_test
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -267,4 +268,51 @@ func TestAllRefundsAcrossMoves(t *testing.T) {
 			require.Equal(t, loose.Events-3000, window.Peek("hot").Remaining)
 		})
 	}
+}
+
+// peekRecorder is a limiter whose Peek takes a context, as the redislimit
+// ones do; it records the context values its PeekContext saw.
+type peekRecorder struct {
+	keylimit.Limiter[string]
+	saw []any
+}
+
+type ctxKey struct{}
+
+func (p *peekRecorder) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
+	p.saw = append(p.saw, ctx.Value(ctxKey{}))
+	return p.Peek(key), ctx.Err()
+}
+
+// TestAllPeeksUnderTheContext: when one limiter refuses, All asks the others
+// what they would say under the request's context, as it takes under it;
+// and All's own PeekContext does too. A limiter on a remote store so sees
+// the request's deadline, cancel and trace.
+func TestAllPeeksUnderTheContext(t *testing.T) {
+	tight := build(t, keylimit.NewFixedWindow[string], keylimit.PerMinute(1))
+	rec := &peekRecorder{Limiter: build(t, keylimit.NewTokenBucket[string], keylimit.PerMinute(10))}
+	lim := keylimit.All[string](tight, rec)
+	ctx := context.WithValue(context.Background(), ctxKey{}, "request 7")
+	c := lim.(keylimit.ContextLimiter[string])
+	r, err := c.TakeContext(ctx, "k", 1)
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+	r, err = c.TakeContext(ctx, "k", 1)
+	require.NoError(t, err)
+	require.False(t, r.Allowed, "the fixed window refuses the second")
+	require.Equal(t, 0, r.Remaining, "the window's 0 binds")
+	require.Equal(t, []any{"request 7"}, rec.saw, "the refusal's Peek of the bucket, under the request's context")
+
+	p, ok := lim.(interface {
+		PeekContext(context.Context, string) (keylimit.Result, error)
+	})
+	require.True(t, ok, "All has PeekContext")
+	_, err = p.PeekContext(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, []any{"request 7", "request 7"}, rec.saw)
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = p.PeekContext(ended, "k")
+	require.ErrorIs(t, err, context.Canceled, "an ended context asks none")
+	require.Len(t, rec.saw, 2)
 }
