@@ -136,7 +136,11 @@
 // refill of them, at most d; a window's end), so that a hot key costs
 // Redis a call per lease time per instance, not one per refill. Results
 // are the instance's: Remaining counts the lease's events only, and a
-// refusal's RetryAfter is the time until it asks Redis again. SetLimit, or
+// refusal's RetryAfter is the time until it asks Redis again. A call that
+// has waited for three fetches of other calls on the key, each of which
+// others spent before it, is refused in process with a RetryAfter of one
+// Interval, though Redis may hold events: on a key that hot, the instance
+// errs towards refusing rather than queueing without end. SetLimit, or
 // a new limit from WithKeyLimit's function, ends the key's leases (none
 // admits under an old limit); Refund gives back to the lease while it
 // lasts; Reset ends this instance's lease without giving it back (other
