@@ -409,6 +409,32 @@ func TestLeasedFleetHammer(t *testing.T) {
 	require.LessOrEqual(t, 20*calls, total, "script calls (%v) for %d admitted", sent, total)
 }
 
+// TestLeasedFleetClocksApart: TestLeasedFleetHammer's fleet with clocks
+// minutes apart (one 5 min ahead, one 3 min behind: each measures its lease
+// time on its own clock, Redis counts on its own) admits at most the bound
+// and at least 90% of it, for 1 s.
+func TestLeasedFleetClocksApart(t *testing.T) {
+	s := newServer(t)
+	l := keylimit.PerSecond(10_000)
+	key := testKey(t, "hot")
+	offsets := []time.Duration{0, 5 * time.Minute, -3 * time.Minute}
+	fleet := make([]*redislimit.TokenBucket, len(offsets))
+	for i, off := range offsets {
+		fleet[i] = leased(t, s.client(t), l, 20*time.Millisecond, redislimit.WithFailurePolicy(redislimit.FailClosed()),
+			redislimit.WithClock(skewedClock{clock.NewMock(), off}))
+		pinged(t, fleet[i])
+	}
+	timeClient := s.client(t)
+	start := redisTime(t, timeClient)
+	admitted := hammer(fleet, key, time.Second)
+	end := redisTime(t, timeClient)
+	total := admitted[0] + admitted[1] + admitted[2]
+	bound := int64(l.BurstSize()) + (end-start)/int64(l.Interval())
+	t.Logf("clocks %v apart: admitted %d (%v by instance) of at most %d: %.1f%%", offsets, total, admitted, bound, 100*float64(total)/float64(bound))
+	require.LessOrEqual(t, total, bound, "events admitted by the fleet")
+	require.GreaterOrEqual(t, 10*total, 9*bound, "events admitted by the fleet: at least 90%% of %d", bound)
+}
+
 // hammer calls Allow(key) on each of fleet from 4 goroutines each for about
 // run, and returns what each instance admitted.
 func hammer(fleet []*redislimit.TokenBucket, key string, run time.Duration) []int64 {
