@@ -8,6 +8,34 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// sweptWindow is a window limiter as the eviction race tests use it: its
+// Allow, its SetLimit, and a sweep of its keys.
+type sweptWindow struct {
+	allow    func(int) bool
+	setLimit func(Limit) error
+	sweep    func() int
+}
+
+// windowTypes are the window types, each made at l on clk with no eviction
+// in the background, for the tests that run on each.
+var windowTypes = []struct {
+	name string
+	new  func(l Limit, clk *testClock) sweptWindow
+}{
+	{"FixedWindow", func(l Limit, clk *testClock) sweptWindow {
+		lim, _ := NewFixedWindow[int](l, WithClock(clk), WithEvictionInterval(0))
+		return sweptWindow{lim.Allow, lim.SetLimit, func() int { return sweepNow(lim.w.keys) }}
+	}},
+	{"SlidingWindow", func(l Limit, clk *testClock) sweptWindow {
+		lim, _ := NewSlidingWindow[int](l, WithClock(clk), WithEvictionInterval(0))
+		return sweptWindow{lim.Allow, lim.SetLimit, func() int { return sweepNow(lim.keys) }}
+	}},
+	{"SlidingCounter", func(l Limit, clk *testClock) sweptWindow {
+		lim, _ := NewSlidingCounter[int](l, WithClock(clk), WithEvictionInterval(0))
+		return sweptWindow{lim.Allow, lim.SetLimit, func() int { return sweepNow(lim.w.keys) }}
+	}},
+}
+
 // TestWindowEvictionRaceAdmitsExactly is TestEvictionRaceAdmitsExactly for
 // the window types: each key starts each round idle, two Periods after the
 // last, and must admit exactly Events in the round while sweeps run back to
@@ -17,21 +45,13 @@ import (
 func TestWindowEvictionRaceAdmitsExactly(t *testing.T) {
 	const events = 50
 	l := PerHour(events)
-	t.Run("FixedWindow", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewFixedWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
-	})
-	t.Run("SlidingWindow", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewSlidingWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.keys) }, events, 2*time.Hour)
-	})
-	t.Run("SlidingCounter", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewSlidingCounter[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
-	})
+	for _, typ := range windowTypes {
+		t.Run(typ.name, func(t *testing.T) {
+			clk := newTestClock()
+			lim := typ.new(l, clk)
+			admitExactlyWhileSweeping(t, clk, lim.allow, lim.sweep, events, 2*time.Hour)
+		})
+	}
 }
 
 // TestWindowEvictionRaceAdmitsExactlyWhileLimitsChange is
@@ -65,27 +85,15 @@ func TestWindowEvictionRaceAdmitsExactlyWhileLimitsChange(t *testing.T) {
 		}
 		return wrapped, setErr
 	}
-	t.Run("FixedWindow", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewFixedWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		allow, setErr := withMoves(lim.SetLimit, lim.Allow)
-		admitExactlyWhileSweeping(t, clk, allow, func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
-		require.NoError(t, setErr(), "SetLimit to the same limit during the rounds")
-	})
-	t.Run("SlidingWindow", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewSlidingWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		allow, setErr := withMoves(lim.SetLimit, lim.Allow)
-		admitExactlyWhileSweeping(t, clk, allow, func() int { return sweepNow(lim.keys) }, events, 2*time.Hour)
-		require.NoError(t, setErr(), "SetLimit to the same limit during the rounds")
-	})
-	t.Run("SlidingCounter", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewSlidingCounter[int](l, WithClock(clk), WithEvictionInterval(0))
-		allow, setErr := withMoves(lim.SetLimit, lim.Allow)
-		admitExactlyWhileSweeping(t, clk, allow, func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
-		require.NoError(t, setErr(), "SetLimit to the same limit during the rounds")
-	})
+	for _, typ := range windowTypes {
+		t.Run(typ.name, func(t *testing.T) {
+			clk := newTestClock()
+			lim := typ.new(l, clk)
+			allow, setErr := withMoves(lim.setLimit, lim.allow)
+			admitExactlyWhileSweeping(t, clk, allow, lim.sweep, events, 2*time.Hour)
+			require.NoError(t, setErr(), "SetLimit to the same limit during the rounds")
+		})
+	}
 }
 
 // TestResetAndRefundFollowAMove pins what Reset and Refund do when they
