@@ -1,6 +1,10 @@
 package keylimit
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 // TestResolveRacingSetLimit pins resolve against a SetLimit that begins a
 // generation while resolve is adding a config to the one before: SetLimit
@@ -14,30 +18,19 @@ func TestResolveRacingSetLimit(t *testing.T) {
 		if calls++; calls == 1 {
 			// SetLimit lands after resolve has loaded the generation,
 			// before it adds the key's config there.
-			if err := p.set(PerMinute(2)); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, p.set(PerMinute(2)), "SetLimit during resolve")
 		}
 		return PerHour(7)
 	}
-	if err := p.init(PerMinute(1), options{keyLimit: f}, newGCRA); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.init(PerMinute(1), options{keyLimit: f}, newGCRA), "init")
 	first := p.cur.Load()
 	c := p.resolve("k")
-	if c.stale() || c.limit != PerHour(7) {
-		t.Fatalf("resolve returned a config stale %v of %v; want the current generation's, of %v", c.stale(), c.limit, PerHour(7))
-	}
-	if old, ok := first.byLimit.Load(PerHour(7)); !ok || !old.stale() {
-		t.Fatal("the config added to the superseded generation is not marked superseded")
-	}
-	if calls != 2 {
-		t.Fatalf("the key's limit was asked %d times, want 2: once per generation", calls)
-	}
-	if err := p.set(PerMinute(3)); err != nil {
-		t.Fatal(err)
-	}
-	if !c.stale() {
-		t.Fatal("a later SetLimit does not reach the config resolve returned")
-	}
+	require.False(t, c.stale(), "the config resolve returned: stale, not the current generation's")
+	require.Equal(t, PerHour(7), c.limit, "the config resolve returned: limit")
+	old, ok := first.byLimit.Load(PerHour(7))
+	require.True(t, ok, "the config added to the superseded generation: present")
+	require.True(t, old.stale(), "the config added to the superseded generation: marked superseded")
+	require.Equal(t, 2, calls, "times the key's limit was asked, once per generation")
+	require.NoError(t, p.set(PerMinute(3)), "a later SetLimit")
+	require.True(t, c.stale(), "the config resolve returned, after a later SetLimit: marked superseded")
 }

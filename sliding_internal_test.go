@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSlidingStateReadDetectsWriters pins the seqlock of slidingState: a
@@ -14,50 +15,39 @@ import (
 // while it read, so a refusal without the lock is always one state's.
 func TestSlidingStateReadDetectsWriters(t *testing.T) {
 	s, err := NewSlidingWindow[string](PerHour(3), WithClock(clock.NewMock()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "NewSlidingWindow")
 	defer s.Close()
 	_, adm := s.Admit("k", 2)
 	st := s.keys.load("k")
 	d := slidingDecision{report: true}
 	now := s.keys.clock.now()
 
-	if ok := st.cfg.arith.judgeSnapshot(st, now, 1, &d); !ok || !d.ok || d.count != 2 {
-		t.Fatalf("a quiet read = %+v, consistent %v; want consistent, allowed, 2 in the window", d, ok)
-	}
+	ok := st.cfg.arith.judgeSnapshot(st, now, 1, &d)
+	require.True(t, ok, "a quiet read %+v: consistent", d)
+	require.True(t, d.ok, "a quiet read %+v: allowed", d)
+	require.Equal(t, 2, d.count, "a quiet read %+v: events in the window", d)
 	seq, _, ok := st.snapshot()
-	if !ok {
-		t.Fatal("a quiet state refused a snapshot")
-	}
+	require.True(t, ok, "a quiet state's snapshot: allowed")
 	st.mu.Lock()
 	st.append(st.pos.Load(), now, 1) // an admission lands mid-read
 	st.mu.Unlock()
-	if st.unchanged(seq) {
-		t.Fatal("a read during which an admission landed reported itself consistent")
-	}
+	require.False(t, st.unchanged(seq), "a read during which an admission landed: reported itself consistent")
 	seq, _, _ = st.snapshot()
 	s.Refund("k", Admission{N: 1, Mark: adm.Mark, By: s, state: adm.state})
-	if st.unchanged(seq) {
-		t.Fatal("a read during which a Refund landed reported itself consistent")
-	}
+	require.False(t, st.unchanged(seq), "a read during which a Refund landed: reported itself consistent")
 	s.Allow("k")
 
 	st.seq.Add(1) // a writer is mid-way
-	if _, _, ok := st.snapshot(); ok {
-		t.Fatal("a read that began while a writer was mid-way was allowed")
-	}
-	if st.cfg.arith.judgeSnapshot(st, now, 1, &d) {
-		t.Fatal("a judgement that began while a writer was mid-way reported itself consistent")
-	}
+	_, _, ok = st.snapshot()
+	require.False(t, ok, "a read that began while a writer was mid-way: allowed")
+	require.False(t, st.cfg.arith.judgeSnapshot(st, now, 1, &d), "a judgement that began while a writer was mid-way: reported itself consistent")
 	st.seq.Add(1)
-	if ok := st.cfg.arith.judgeSnapshot(st, now, 1, &d); !ok || d.ok || d.count != 3 {
-		t.Fatalf("a quiet read = %+v, consistent %v; want consistent, refused, 3 in the window", d, ok)
-	}
+	ok = st.cfg.arith.judgeSnapshot(st, now, 1, &d)
+	require.True(t, ok, "a quiet read %+v: consistent", d)
+	require.False(t, d.ok, "a quiet read %+v: allowed", d)
+	require.Equal(t, 3, d.count, "a quiet read %+v: events in the window", d)
 	st.retire()
-	if st.cfg.arith.judgeSnapshot(st, now, 1, &d) {
-		t.Fatal("a read of a retired state reported itself a decision")
-	}
+	require.False(t, st.cfg.arith.judgeSnapshot(st, now, 1, &d), "a read of a retired state: reported itself a decision")
 }
 
 // TestSlidingWindowLogFollowsTheLimit pins how a change of Events resizes a
@@ -66,9 +56,7 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 func TestSlidingWindowLogFollowsTheLimit(t *testing.T) {
 	clk := newTestClock()
 	s, err := NewSlidingWindow[string](PerHour(10), WithClock(clk), WithEvictionInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "NewSlidingWindow")
 	defer s.Close()
 	// log returns k's log, oldest first, and its phantoms, after moving
 	// it to the current limit.
@@ -79,16 +67,13 @@ func TestSlidingWindowLogFollowsTheLimit(t *testing.T) {
 		for i := range size {
 			entries = append(entries, time.Duration(st.log[(head-size+i+len(st.log))%len(st.log)].Load()))
 		}
-		if len(st.log) != st.cfg.arith.events {
-			t.Fatalf("a log of %d slots under %d events", len(st.log), st.cfg.arith.events)
-		}
+		require.Len(t, st.log, st.cfg.arith.events, "the log's slots under %d events", st.cfg.arith.events)
 		return entries, phantoms
 	}
 	expect := func(what string, gotEntries []time.Duration, gotPhantoms int, wantEntries []time.Duration, wantPhantoms int) {
 		t.Helper()
-		if fmt.Sprint(gotEntries) != fmt.Sprint(wantEntries) || gotPhantoms != wantPhantoms {
-			t.Fatalf("%s: entries %v and %d phantoms, want %v and %d", what, gotEntries, gotPhantoms, wantEntries, wantPhantoms)
-		}
+		require.Equal(t, fmt.Sprint(wantEntries), fmt.Sprint(gotEntries), "%s: entries", what)
+		require.Equal(t, wantPhantoms, gotPhantoms, "%s: phantoms", what)
 	}
 	repeat := func(d time.Duration, n int) []time.Duration { return slices.Repeat([]time.Duration{d}, n) }
 
@@ -117,9 +102,7 @@ func TestSlidingWindowLogFollowsTheLimit(t *testing.T) {
 	s.SetLimit(PerHour(20))
 	e, p = log()
 	expect("grown to 20", e, p, repeat(7*time.Second, 8), 0)
-	if r := s.Peek("k"); r.Remaining != 12 {
-		t.Fatalf("Remaining %d, want 12: 10 admitted, 2 refunded", r.Remaining)
-	}
+	require.Equal(t, 12, s.Peek("k").Remaining, "Remaining, 10 admitted and 2 refunded")
 
 	// Shrunk again, then an admission that overwrites the oldest entries,
 	// which have left the window: the phantoms, older, are forgotten.
@@ -127,14 +110,10 @@ func TestSlidingWindowLogFollowsTheLimit(t *testing.T) {
 	e, p = log()
 	expect("shrunk to 2", e, p, repeat(7*time.Second, 2), 6)
 	clk.Add(time.Hour)
-	if !s.Allow("k") {
-		t.Fatal("refused an hour later")
-	}
+	require.True(t, s.Allow("k"), "Allow an hour later")
 	// Grown to 5: the entry of 7 s, out of the window, is not kept.
 	s.SetLimit(PerHour(5))
 	e, p = log()
 	expect("an admission later, grown to 5", e, p, []time.Duration{time.Hour + 9*time.Second}, 0)
-	if r := s.Peek("k"); r.Remaining != 4 {
-		t.Fatalf("Remaining %d, want 4", r.Remaining)
-	}
+	require.Equal(t, 4, s.Peek("k").Remaining, "Remaining after one admission in the window of 5")
 }

@@ -4,7 +4,37 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
+
+// sweptWindow is a window limiter as the eviction race tests use it: its
+// Allow, its SetLimit, and a sweep of its keys.
+type sweptWindow struct {
+	allow    func(int) bool
+	setLimit func(Limit) error
+	sweep    func() int
+}
+
+// windowTypes are the window types, each made at l on clk with no eviction
+// in the background, for the tests that run on each.
+var windowTypes = []struct {
+	name string
+	new  func(l Limit, clk *testClock) sweptWindow
+}{
+	{"FixedWindow", func(l Limit, clk *testClock) sweptWindow {
+		lim, _ := NewFixedWindow[int](l, WithClock(clk), WithEvictionInterval(0))
+		return sweptWindow{lim.Allow, lim.SetLimit, func() int { return sweepNow(lim.w.keys) }}
+	}},
+	{"SlidingWindow", func(l Limit, clk *testClock) sweptWindow {
+		lim, _ := NewSlidingWindow[int](l, WithClock(clk), WithEvictionInterval(0))
+		return sweptWindow{lim.Allow, lim.SetLimit, func() int { return sweepNow(lim.keys) }}
+	}},
+	{"SlidingCounter", func(l Limit, clk *testClock) sweptWindow {
+		lim, _ := NewSlidingCounter[int](l, WithClock(clk), WithEvictionInterval(0))
+		return sweptWindow{lim.Allow, lim.SetLimit, func() int { return sweepNow(lim.w.keys) }}
+	}},
+}
 
 // TestWindowEvictionRaceAdmitsExactly is TestEvictionRaceAdmitsExactly for
 // the window types: each key starts each round idle, two Periods after the
@@ -15,21 +45,13 @@ import (
 func TestWindowEvictionRaceAdmitsExactly(t *testing.T) {
 	const events = 50
 	l := PerHour(events)
-	t.Run("FixedWindow", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewFixedWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
-	})
-	t.Run("SlidingWindow", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewSlidingWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.keys) }, events, 2*time.Hour)
-	})
-	t.Run("SlidingCounter", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewSlidingCounter[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, lim.Allow, func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
-	})
+	for _, typ := range windowTypes {
+		t.Run(typ.name, func(t *testing.T) {
+			clk := newTestClock()
+			lim := typ.new(l, clk)
+			admitExactlyWhileSweeping(t, clk, lim.allow, lim.sweep, events, 2*time.Hour)
+		})
+	}
 }
 
 // TestWindowEvictionRaceAdmitsExactlyWhileLimitsChange is
@@ -41,32 +63,37 @@ func TestWindowEvictionRaceAdmitsExactlyWhileLimitsChange(t *testing.T) {
 	const events = 50
 	l := PerHour(events)
 	// withMoves wraps allow so that every 31st call starts a generation.
-	withMoves := func(set func(Limit) error, allow func(int) bool) func(int) bool {
+	// The calls run on the rounds' goroutines, which do not assert:
+	// setErr returns the first error of set, for the test to check after
+	// the rounds.
+	withMoves := func(set func(Limit) error, allow func(int) bool) (wrapped func(int) bool, setErr func() error) {
 		var calls atomic.Int64
-		return func(k int) bool {
+		var first atomic.Pointer[error]
+		wrapped = func(k int) bool {
 			if calls.Add(1)%31 == 0 {
 				if err := set(l); err != nil {
-					panic(err)
+					first.CompareAndSwap(nil, &err)
 				}
 			}
 			return allow(k)
 		}
+		setErr = func() error {
+			if p := first.Load(); p != nil {
+				return *p
+			}
+			return nil
+		}
+		return wrapped, setErr
 	}
-	t.Run("FixedWindow", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewFixedWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
-	})
-	t.Run("SlidingWindow", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewSlidingWindow[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.keys) }, events, 2*time.Hour)
-	})
-	t.Run("SlidingCounter", func(t *testing.T) {
-		clk := newTestClock()
-		lim, _ := NewSlidingCounter[int](l, WithClock(clk), WithEvictionInterval(0))
-		admitExactlyWhileSweeping(t, clk, withMoves(lim.SetLimit, lim.Allow), func() int { return sweepNow(lim.w.keys) }, events, 2*time.Hour)
-	})
+	for _, typ := range windowTypes {
+		t.Run(typ.name, func(t *testing.T) {
+			clk := newTestClock()
+			lim := typ.new(l, clk)
+			allow, setErr := withMoves(lim.setLimit, lim.allow)
+			admitExactlyWhileSweeping(t, clk, allow, lim.sweep, events, 2*time.Hour)
+			require.NoError(t, setErr(), "SetLimit to the same limit during the rounds")
+		})
+	}
 }
 
 // TestResetAndRefundFollowAMove pins what Reset and Refund do when they
@@ -80,9 +107,7 @@ func TestResetAndRefundFollowAMove(t *testing.T) {
 	moveByHand := func() (finish func()) {
 		old := lim.w.keys.load("k")
 		nu, ok := old.moveTo(old.cfg, lim.w.keys.clock.now())
-		if !ok {
-			t.Fatal("moveTo refused a live state")
-		}
+		require.True(t, ok, "moveTo of a live state")
 		return func() { lim.w.keys.m.Store(lim.w.keys.hash("k"), nu) }
 	}
 	// during runs op while a move is under way, and checks that op waits
@@ -93,7 +118,7 @@ func TestResetAndRefundFollowAMove(t *testing.T) {
 		go func() { defer close(done); op() }()
 		select {
 		case <-done:
-			t.Fatal("acted on a moved state without waiting for the new one")
+			require.FailNow(t, "acted on a moved state without waiting for the new one")
 		case <-time.After(20 * time.Millisecond):
 		}
 		finish()
@@ -102,13 +127,10 @@ func TestResetAndRefundFollowAMove(t *testing.T) {
 
 	_, adm := lim.Admit("k", 4)
 	during(func() { lim.Refund("k", adm) })
-	if r := lim.Peek("k"); r.Remaining != 5 {
-		t.Fatalf("after a refund of 4 across a move: Remaining %d, want 5", r.Remaining)
-	}
+	require.Equal(t, 5, lim.Peek("k").Remaining, "Remaining after a refund of 4 across a move")
 	during(func() { lim.Reset("k") })
-	if r, n := lim.Peek("k"), lim.Len(); r.Remaining != 5 || n != 0 {
-		t.Fatalf("after a Reset across a move: Remaining %d and %d keys, want 5 and 0", r.Remaining, n)
-	}
+	require.Equal(t, 5, lim.Peek("k").Remaining, "Remaining after a Reset across a move")
+	require.Zero(t, lim.Len(), "keys after a Reset across a move")
 
 	// A SlidingWindow, whose states move under their lock.
 	s, _ := NewSlidingWindow[string](PerHour(5), WithClock(newTestClock()), WithEvictionInterval(0))
@@ -121,12 +143,11 @@ func TestResetAndRefundFollowAMove(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	select {
 	case <-done:
-		t.Fatal("acted on a moved log without waiting for the new one")
+		require.FailNow(t, "acted on a moved log without waiting for the new one")
 	default:
 	}
 	s.keys.m.Store(s.keys.hash("k"), nu)
 	<-done
-	if r, n := s.Peek("k"), s.Len(); r.Remaining != 5 || n != 0 {
-		t.Fatalf("SlidingWindow after a Refund and a Reset across a move: Remaining %d and %d keys, want 5 and 0", r.Remaining, n)
-	}
+	require.Equal(t, 5, s.Peek("k").Remaining, "SlidingWindow: Remaining after a Refund and a Reset across a move")
+	require.Zero(t, s.Len(), "SlidingWindow: keys after a Reset across a move")
 }

@@ -8,18 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// peersAndKeylimit returns every contender but the floor, which limits
-// nothing.
-func peersAndKeylimit() []Contender {
-	var cs []Contender
-	for _, c := range Contenders() {
-		if c.Kind != Floor {
-			cs = append(cs, c)
-		}
-	}
-	return cs
-}
-
 // countAllowed builds c for q and returns how many of n calls on one key it
 // admits, from one goroutine, none of them failing with an error.
 func countAllowed(t *testing.T, c Contender, q Quota, n int) int {

@@ -2,13 +2,8 @@ package redislimit_test
 
 import (
 	"testing"
-	"time"
 
-	"github.com/benbjohnson/clock"
-	"github.com/keylimit/keylimit"
-	"github.com/keylimit/keylimit/limitertest"
 	"github.com/keylimit/keylimit/redislimit"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestBehaviour runs the shared behaviour suite, every case of it, against
@@ -31,27 +26,4 @@ func TestBehaviour(t *testing.T) {
 			})
 		}
 	}
-}
-
-// runSuite runs the behaviour suite on limiters that newLim makes on c, on a
-// clock of the test's (see TestBehaviour), with opts.
-func runSuite(t *testing.T, c redis.UniversalClient, newLim newFunc, opts ...redislimit.Option) {
-	mock := newMock()
-	limitertest.Run(t, limitertest.Harness{
-		New: func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error) {
-			return newLim(c, l, append(opts, redislimit.WithTimeout(patient),
-				redislimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
-		},
-		Advance:  mock.Add,
-		Attempts: 2_000,
-	})
-}
-
-// newMock returns a mock clock at the start of 2025 (UTC), a time on every
-// boundary the tests use (a minute, an hour), for the limiters' local time
-// and, with WithScriptClock, the scripts' time.
-func newMock() *clock.Mock {
-	mock := clock.NewMock()
-	mock.Set(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	return mock
 }

@@ -1,9 +1,6 @@
 package redislimit_test
 
 import (
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,51 +17,6 @@ import (
 // limiters they would admit three times the limit.
 func TestFleetAdmitsTheGlobalLimit(t *testing.T) {
 	fleetAdmitsTheLimit(t, func(t testing.TB) redis.UniversalClient { return shared.client(t) })
-}
-
-// fleetAdmitsTheLimit is TestFleetAdmitsTheGlobalLimit, each instance on a
-// client newClient makes: for each type, with the deny cache and without.
-func fleetAdmitsTheLimit(t *testing.T, newClient func(testing.TB) redis.UniversalClient) {
-	const quota, instances, goroutines, attempts = 50, 3, 8, 40
-	for _, typ := range types {
-		for _, cache := range []int{redislimit.DefaultDenyCacheSize, 0} {
-			t.Run(fmt.Sprintf("%s/denycache=%d", typ.name, cache), func(t *testing.T) {
-				key := testKey(t, "hot")
-				var fleet []keylimit.Limiter[string]
-				for range instances {
-					lim, err := typ.new(newClient(t), keylimit.PerHour(quota),
-						redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(cache))
-					require.NoError(t, err)
-					fleet = append(fleet, lim)
-				}
-				var admitted [instances]atomic.Int64
-				var wg sync.WaitGroup
-				start := make(chan struct{})
-				for i, lim := range fleet {
-					for range goroutines {
-						wg.Go(func() {
-							<-start
-							for range attempts {
-								if lim.Allow(key) {
-									admitted[i].Add(1)
-								}
-							}
-						})
-					}
-				}
-				close(start)
-				wg.Wait()
-				total := admitted[0].Load() + admitted[1].Load() + admitted[2].Load()
-				require.EqualValues(t, quota, total, "the fleet admitted (%d, %d, %d by instance) of %d attempts",
-					admitted[0].Load(), admitted[1].Load(), admitted[2].Load(), instances*goroutines*attempts)
-				for i, lim := range fleet {
-					r := lim.Peek(key)
-					require.False(t, r.Allowed, "instance %d: Peek after the quota: %v", i, r)
-					require.Zero(t, r.Remaining, "instance %d: Peek after the quota", i)
-				}
-			})
-		}
-	}
 }
 
 // TestClockSkewDoesNotMatter: three instances whose clocks disagree by

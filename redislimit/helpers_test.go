@@ -18,6 +18,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/redisserver"
+	"github.com/keylimit/keylimit/limitertest"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -285,6 +286,19 @@ func nilIfErr[L keylimit.Limiter[string]](lim L, err error) (keylimit.Limiter[st
 	return lim, nil
 }
 
+// joinedLimiter is what All returns for Redis limiters it joined.
+type joinedLimiter interface {
+	keylimit.ContextLimiter[string]
+	keylimit.EachTaker[string]
+	keylimit.ContextRefunder[string]
+}
+
+// redisLimiter is what a Redis limiter is to keylimit.All.
+type redisLimiter interface {
+	keylimit.ContextLimiter[string]
+	keylimit.ContextRefunder[string]
+}
+
 // errorLog collects what WithOnError reports.
 type errorLog struct {
 	mu   sync.Mutex
@@ -403,6 +417,77 @@ type skewedClock struct {
 }
 
 func (c skewedClock) Now() time.Time { return time.Now().Round(0).Add(c.offset) }
+
+// newMock returns a mock clock at the start of 2025 (UTC), a time on every
+// boundary the tests use (a minute, an hour), for the limiters' local time
+// and, with WithScriptClock, the scripts' time.
+func newMock() *clock.Mock {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	return mock
+}
+
+// ---- Tests run on one server and on the cluster ----
+
+// runSuite runs the behaviour suite on limiters that newLim makes on c, on a
+// clock of the test's (see TestBehaviour, behaviour_test.go), with opts.
+func runSuite(t *testing.T, c redis.UniversalClient, newLim newFunc, opts ...redislimit.Option) {
+	mock := newMock()
+	limitertest.Run(t, limitertest.Harness{
+		New: func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error) {
+			return newLim(c, l, append(opts, redislimit.WithTimeout(patient),
+				redislimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
+		},
+		Advance:  mock.Add,
+		Attempts: 2_000,
+	})
+}
+
+// fleetAdmitsTheLimit is TestFleetAdmitsTheGlobalLimit (fleet_test.go), each
+// instance on a client newClient makes: for each type, with the deny cache
+// and without.
+func fleetAdmitsTheLimit(t *testing.T, newClient func(testing.TB) redis.UniversalClient) {
+	const quota, instances, goroutines, attempts = 50, 3, 8, 40
+	for _, typ := range types {
+		for _, cache := range []int{redislimit.DefaultDenyCacheSize, 0} {
+			t.Run(fmt.Sprintf("%s/denycache=%d", typ.name, cache), func(t *testing.T) {
+				key := testKey(t, "hot")
+				var fleet []keylimit.Limiter[string]
+				for range instances {
+					lim, err := typ.new(newClient(t), keylimit.PerHour(quota),
+						redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(cache))
+					require.NoError(t, err)
+					fleet = append(fleet, lim)
+				}
+				var admitted [instances]atomic.Int64
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				for i, lim := range fleet {
+					for range goroutines {
+						wg.Go(func() {
+							<-start
+							for range attempts {
+								if lim.Allow(key) {
+									admitted[i].Add(1)
+								}
+							}
+						})
+					}
+				}
+				close(start)
+				wg.Wait()
+				total := admitted[0].Load() + admitted[1].Load() + admitted[2].Load()
+				require.EqualValues(t, quota, total, "the fleet admitted (%d, %d, %d by instance) of %d attempts",
+					admitted[0].Load(), admitted[1].Load(), admitted[2].Load(), instances*goroutines*attempts)
+				for i, lim := range fleet {
+					r := lim.Peek(key)
+					require.False(t, r.Allowed, "instance %d: Peek after the quota: %v", i, r)
+					require.Zero(t, r.Remaining, "instance %d: Peek after the quota", i)
+				}
+			})
+		}
+	}
+}
 
 // ---- Comparing with the in-memory limiters ----
 

@@ -19,19 +19,6 @@ import (
 // keylimit.All of Redis limiters on one client: joined, one script call per
 // decision, all or nothing inside Redis.
 
-// joinedLimiter is what All returns for Redis limiters it joined.
-type joinedLimiter interface {
-	keylimit.ContextLimiter[string]
-	keylimit.EachTaker[string]
-	keylimit.ContextRefunder[string]
-}
-
-// redisLimiter is what a Redis limiter is to keylimit.All.
-type redisLimiter interface {
-	keylimit.ContextLimiter[string]
-	keylimit.ContextRefunder[string]
-}
-
 // unjoinable hides a limiter's Join method, so that All decides limiter by
 // limiter: what it did before the Redis limiters could join.
 type unjoinable struct{ redisLimiter }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/redislimit"
+	"github.com/stretchr/testify/require"
 )
 
 // TestOneScriptCallPerDecision: a decision is one EVALSHA and nothing else
@@ -17,9 +18,7 @@ func TestOneScriptCallPerDecision(t *testing.T) {
 		t.Run(typ.name, func(t *testing.T) {
 			lim, err := typ.new(s.client(t), keylimit.PerHour(1000),
 				redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "new limiter")
 			pinged(t, lim)
 			lim.Allow(testKey(t, "warm")) // the connection is made and the script loaded
 			before := s.commandStats(t)
@@ -32,9 +31,7 @@ func TestOneScriptCallPerDecision(t *testing.T) {
 					lim.Peek(key)
 				}
 			}
-			if sent := s.sentSince(t, before); len(sent) != 1 || sent["evalsha"] != calls {
-				t.Fatalf("%d decisions sent %v, want evalsha: %d and nothing else", calls, sent, calls)
-			}
+			require.Equal(t, map[string]int64{"evalsha": calls}, s.sentSince(t, before), "commands %d decisions sent", calls)
 		})
 	}
 }
@@ -49,27 +46,20 @@ func TestScriptReloadedAfterFlush(t *testing.T) {
 	for _, typ := range types {
 		t.Run(typ.name, func(t *testing.T) {
 			lim, err := typ.new(c, keylimit.PerHour(2), redislimit.WithTimeout(patient))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "new limiter")
 			pinged(t, lim)
 			key := testKey(t, "k")
 			lim.Allow(key)
-			if err := c.ScriptFlush(context.Background()).Err(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, c.ScriptFlush(context.Background()).Err(), "SCRIPT FLUSH")
 			before := s.commandStats(t)
-			if r := lim.Take(key, 1); !r.Allowed || r.Remaining != 0 {
-				t.Fatalf("the decision after SCRIPT FLUSH: %+v, want allowed with Remaining 0", r)
-			}
-			if sent := s.sentSince(t, before); len(sent) != 2 || sent["evalsha"] != 1 || sent["eval"] != 1 {
-				t.Fatalf("the decision after SCRIPT FLUSH sent %v, want evalsha: 1 (NOSCRIPT) and eval: 1", sent)
-			}
+			r := lim.Take(key, 1)
+			require.True(t, r.Allowed, "the decision after SCRIPT FLUSH: allowed, in %+v", r)
+			require.Zero(t, r.Remaining, "the decision after SCRIPT FLUSH: Remaining, in %+v", r)
+			require.Equal(t, map[string]int64{"evalsha": 1, "eval": 1}, s.sentSince(t, before),
+				"commands the decision after SCRIPT FLUSH sent: evalsha (NOSCRIPT), then eval")
 			before = s.commandStats(t)
 			lim.Peek(key)
-			if sent := s.sentSince(t, before); len(sent) != 1 || sent["evalsha"] != 1 {
-				t.Fatalf("the next decision sent %v, want evalsha: 1", sent)
-			}
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "commands the next decision sent")
 		})
 	}
 }

@@ -2,12 +2,12 @@ package redislimit_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/redislimit"
+	"github.com/stretchr/testify/require"
 )
 
 // TestWaitN: Wait sleeps until Redis admits, then has taken the event;
@@ -15,36 +15,25 @@ import (
 // and take nothing; a cancelled context ends the wait.
 func TestWaitN(t *testing.T) {
 	lim, err := redislimit.NewTokenBucket(shared.client(t), "test", keylimit.PerSecond(20).WithBurst(1), redislimit.WithTimeout(patient))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "NewTokenBucket")
 	ctx := context.Background()
 	key := testKey(t, "k")
 	lim.Allow(key)
-	if err := lim.Wait(ctx, key); err != nil {
-		t.Fatalf("Wait for a token 50ms away: %v", err)
-	}
-	if r := lim.Peek(key); r.Allowed {
-		t.Fatalf("after Wait: %+v, want the token taken", r)
-	}
-	if err := lim.WaitN(ctx, key, 2); !errors.Is(err, keylimit.ErrExceedsLimit) {
-		t.Fatalf("WaitN(2) with a burst of 1: %v, want ErrExceedsLimit", err)
-	}
+	require.NoError(t, lim.Wait(ctx, key), "Wait for a token 50ms away")
+	r := lim.Peek(key)
+	require.False(t, r.Allowed, "Peek after Wait, with the token taken: allowed, in %+v", r)
+	require.ErrorIs(t, lim.WaitN(ctx, key, 2), keylimit.ErrExceedsLimit, "WaitN(2) with a burst of 1")
 
 	slow, err := redislimit.NewFixedWindow(shared.client(t), "test", keylimit.PerHour(1), redislimit.WithTimeout(patient))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "NewFixedWindow")
 	slow.Allow(key)
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	err = slow.Wait(short, key)
-	if !errors.Is(err, keylimit.ErrWouldExceedDeadline) || !errors.Is(err, context.DeadlineExceeded) || short.Err() != nil {
-		t.Fatalf("Wait an hour with 100ms left: %v, want at once an error matching ErrWouldExceedDeadline and DeadlineExceeded", err)
-	}
+	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline, "Wait an hour with 100ms left")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Wait an hour with 100ms left")
+	require.NoError(t, short.Err(), "the context of a Wait an hour with 100ms left, when it returned: it should return at once")
 	cancelled, cancelNow := context.WithCancel(ctx)
 	cancelNow()
-	if err := slow.Wait(cancelled, key); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait with a cancelled context: %v, want context.Canceled", err)
-	}
+	require.ErrorIs(t, slow.Wait(cancelled, key), context.Canceled, "Wait with a cancelled context")
 }
