@@ -58,14 +58,6 @@ func BenchmarkAllowRefused(b *testing.B) {
 	}
 }
 
-// benchKeys and runAllow are the harness's keys and row, for the benchmarks
-// of this package that measure something else (Allow during eviction).
-func benchKeys(n int) []string { return hotpath.Keys(n) }
-
-func runAllow(b *testing.B, lim hotpath.Allower, keys []string, mode string) {
-	hotpath.RunRow(b, lim, keys, mode == "parallel")
-}
-
 // BenchmarkWaitContended is 64 goroutines waiting on one key of a bucket of
 // 20,000 a second, burst 1 (an event every 50 µs): each op is one Wait that
 // returned. "queued" is

@@ -21,6 +21,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/hotpath"
 	"github.com/stretchr/testify/require"
 )
 
@@ -386,4 +387,12 @@ func checkSlidingBound(t *testing.T, adms []timedAdmission, most int, period tim
 		}
 		require.LessOrEqual(t, in, most, "events admitted in (%d, %d]", from, a.after)
 	}
+}
+
+// benchKeys and runAllow are the harness's keys and row, for the benchmarks
+// of this package that measure something else (Allow during eviction).
+func benchKeys(n int) []string { return hotpath.Keys(n) }
+
+func runAllow(b *testing.B, lim hotpath.Allower, keys []string, mode string) {
+	hotpath.RunRow(b, lim, keys, mode == "parallel")
 }
