@@ -235,7 +235,7 @@ type WaitError struct {
 }
 
 func (e *WaitError) Error() string {
-	msg := fmt.Sprintf("grpclimit: waiting to call %s under %q", e.Method, e.Key)
+	msg := fmt.Sprintf("grpclimit: waiting to call %.256s under %.64q", e.Method, e.Key) // bounded: a key or method may come from a request
 	if !e.Until.IsZero() {
 		msg += ", paused by the server until " + e.Until.UTC().Format("2006-01-02T15:04:05.999Z07:00")
 	}

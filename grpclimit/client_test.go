@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -202,4 +203,12 @@ func TestClientKeyError(t *testing.T) {
 	require.ErrorIs(t, b.check(context.Background()).err, bad)
 	require.ErrorIs(t, b.watch(t, context.Background()).err, bad)
 	require.Equal(t, int32(0), b.unary.Load()+b.streams.Load())
+}
+
+// TestWaitErrorQuotesABoundedKey: a WaitError quotes at most 64 runes of
+// its key and 256 bytes of its method, either of which may come from a
+// request.
+func TestWaitErrorQuotesABoundedKey(t *testing.T) {
+	e := &grpclimit.WaitError{Method: "/" + strings.Repeat("m", 1000), Key: strings.Repeat("k", 10_000), Err: context.Canceled}
+	require.Equal(t, `grpclimit: waiting to call /`+strings.Repeat("m", 255)+` under "`+strings.Repeat("k", 64)+`": context canceled`, e.Error())
 }

@@ -166,7 +166,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("redislimit: %s %q: %v", e.Op, e.Key, e.Err)
+	return fmt.Sprintf("redislimit: %s %.64q: %v", e.Op, e.Key, e.Err) // a key may come from a request: 64 runes of it
 }
 
 // Unwrap returns e.Err, so that errors.Is(err, context.DeadlineExceeded)

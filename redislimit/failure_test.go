@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -298,4 +299,13 @@ func TestFailLocalUsesTheSameAlgorithm(t *testing.T) {
 			require.True(t, big.AllowN("k", 1000), "the fallback for a quota of a million: 1000")
 		})
 	}
+}
+
+// TestErrorQuotesABoundedKey: an Error quotes at most 64 runes of its key,
+// which may come from a request, so that a 10 KB key does not become a
+// 10 KB log line in every WithOnError call.
+func TestErrorQuotesABoundedKey(t *testing.T) {
+	e := &redislimit.Error{Op: "take", Key: strings.Repeat("k", 10_000), Err: context.Canceled}
+	require.Equal(t, `redislimit: take "`+strings.Repeat("k", 64)+`": context canceled`, e.Error())
+	require.Equal(t, `redislimit: take "mia": context canceled`, (&redislimit.Error{Op: "take", Key: "mia", Err: context.Canceled}).Error())
 }
