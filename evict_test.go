@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -315,14 +314,7 @@ func TestKeyCapIsLogged(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
-				ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-					if a.Key == slog.TimeKey {
-						return slog.Attr{}
-					}
-					return a
-				},
-			}))
+			logger := textLogger(&buf)
 			lim, mock := k.mock(t, keylimit.PerMinute(1), keylimit.WithMaxKeys(2), keylimit.WithLogger(logger), keylimit.WithEvictionInterval(0))
 			require.True(t, lim.Allow("a"))
 			require.True(t, lim.Allow("b"))
@@ -349,14 +341,7 @@ func TestKeyCapChurnIsLoggedOncePerMinute(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
-				ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-					if a.Key == slog.TimeKey {
-						return slog.Attr{}
-					}
-					return a
-				},
-			}))
+			logger := textLogger(&buf)
 			lim, mock := k.mock(t, keylimit.PerSecond(1), keylimit.WithMaxKeys(2), keylimit.WithLogger(logger), keylimit.WithEvictionInterval(0))
 			untracked := 0
 			for i := range 200 { // a new key every 400 ms, each idle 1 s after it came (× refill)

@@ -9,9 +9,11 @@ package keylimit_test
 // or collect, and the test's goroutine asserts afterwards.
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
 	"sort"
 	"sync"
@@ -395,4 +397,17 @@ func benchKeys(n int) []string { return hotpath.Keys(n) }
 
 func runAllow(b *testing.B, lim hotpath.Allower, keys []string, mode string) {
 	hotpath.RunRow(b, lim, keys, mode == "parallel")
+}
+
+// textLogger logs to buf in slog's text form without times, so that a test
+// can compare the lines whole.
+func textLogger(buf *bytes.Buffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
 }
