@@ -387,7 +387,13 @@ func (b *TokenBucket[K]) Close() error {
 func (b *TokenBucket[K]) Refund(key K, a Admission) { b.refund(a) }
 
 // refund is Refund, and returns how far it moved the TAT back, in ns.
-func (b *TokenBucket[K]) refund(a Admission) int64 {
+func (b *TokenBucket[K]) refund(a Admission) int64 { return b.refundMoving(a, nil) }
+
+// refundMoving is refund, where movable, if not nil, reports whether every
+// admission in the TAT after a's (tat, in intervals of interval ns) is one
+// the caller moves up by what is given back: then none keeps its time, and
+// the refund counts from now, not from tat − tau (see giveBack).
+func (b *TokenBucket[K]) refundMoving(a Admission, movable func(tat, interval int64) bool) int64 {
 	st, ok := a.state.(*bucketState)
 	if !ok || a.N <= 0 || a.By != b {
 		return 0
@@ -410,7 +416,10 @@ func (b *TokenBucket[K]) refund(a Admission) int64 {
 		// after its time, so tat − tau is a time some admission reached:
 		// after an injected clock stepped back, the refund counts from
 		// there, never from before it. (See DESIGN.md, "Exact refunds".)
-		now := max(b.keys.clock.now(), tat-g.tau)
+		now := b.keys.clock.now()
+		if movable == nil || !movable(tat, g.interval) {
+			now = max(now, tat-g.tau)
+		}
 		back := min(int64(a.N)*g.interval, a.Mark-now, tat-now)
 		if back <= 0 {
 			return 0

@@ -9,7 +9,6 @@ package keylimit
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -267,38 +266,19 @@ func (b *TokenBucket[K]) cancel(key K, w *waiter) {
 // or before now), and the TAT with them: cancel moves them up by that
 // much, however long the queue. The caller holds the queues' lock, so no
 // waiter joins or leaves meanwhile; a Take, Refund or ReserveN of the key
-// changes the TAT, and the CAS sends the cancel back to refund's rule.
+// changes the TAT, which breaks the chain: the refund then keeps their times.
 func (b *TokenBucket[K]) giveBack(w *waiter, behind []*waiter) int64 {
-	st, ok := w.adm.state.(*bucketState)
-	if !ok || len(behind) == 0 {
+	if len(behind) == 0 {
 		return b.refund(w.adm)
 	}
-	for {
-		tat := st.tat.Load()
-		if tat == convertingTAT {
-			runtime.Gosched()
-			continue
-		}
-		g := &st.cfg.Load().arith
-		if tat == retiredTAT || g.interval != w.adm.unit {
-			return 0 // Reset, or a change of interval: nothing to follow
-		}
+	return b.refundMoving(w.adm, func(tat, interval int64) bool {
 		end := w.adm.Mark
 		for _, x := range behind {
-			if x.adm.state != w.adm.state || x.adm.unit != g.interval || x.adm.Mark != end+int64(x.adm.N)*g.interval {
-				return b.refund(w.adm) // another reservation lies in between
+			if x.adm.state != w.adm.state || x.adm.unit != interval || x.adm.Mark != end+int64(x.adm.N)*interval {
+				return false // another reservation lies in between
 			}
 			end = x.adm.Mark
 		}
-		if tat != end {
-			return b.refund(w.adm) // and another after them
-		}
-		back := min(int64(w.adm.N)*g.interval, w.adm.Mark-b.keys.clock.now())
-		if back <= 0 {
-			return 0
-		}
-		if st.tat.CompareAndSwap(tat, tat-back) {
-			return back
-		}
-	}
+		return tat == end // and none after them
+	})
 }
