@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
-	"strings"
+
+	"github.com/keylimit/keylimit/internal/joinkey"
 )
 
 // KeyFunc names the client a request counts against: its IP address
@@ -94,30 +95,6 @@ func Join(keys ...KeyFunc) KeyFunc {
 	}
 	keys = append([]KeyFunc(nil), keys...)
 	return func(r *http.Request) (string, error) {
-		var buf [128]byte
-		b := buf[:0]
-		for i, k := range keys {
-			part, err := k(r)
-			if err != nil {
-				return "", err
-			}
-			if part == "" {
-				return "", errEmptyKey
-			}
-			if i > 0 {
-				b = append(b, '|')
-			}
-			if !strings.ContainsAny(part, `|\`) {
-				b = append(b, part...)
-				continue
-			}
-			for j := 0; j < len(part); j++ {
-				if part[j] == '|' || part[j] == '\\' {
-					b = append(b, '\\')
-				}
-				b = append(b, part[j])
-			}
-		}
-		return string(b), nil
+		return joinkey.Join(keys, func(k KeyFunc) (string, error) { return k(r) }, errEmptyKey)
 	}
 }
