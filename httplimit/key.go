@@ -7,6 +7,7 @@ import (
 	"net/textproto"
 
 	"github.com/keylimit/keylimit/internal/joinkey"
+	"github.com/keylimit/keylimit/quota"
 )
 
 // KeyFunc names the client a request counts against: its IP address
@@ -25,8 +26,9 @@ type KeyFunc func(r *http.Request) (string, error)
 // carry what their key needs: a missing header, a forwarding header in
 // which the client's address cannot be read. By default the middleware
 // answers them 400 Bad Request, with the error's text; other key errors are
-// the server's and answered 500 with a generic text.
-var ErrNoKey = errors.New("httplimit: the request carries no key")
+// the server's and answered 500 with a generic text. errors.Is matches it
+// with grpclimit.ErrNoKey and quota.ErrNoKey too: they are one kind.
+var ErrNoKey = quota.NoKey("httplimit: the request carries no key")
 
 // Header returns a KeyFunc that keys requests by the value of the header
 // name, such as "X-API-Key". A request without the header, or with an empty
