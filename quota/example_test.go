@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/benbjohnson/clock"
@@ -50,4 +51,26 @@ func Example() {
 	//   handler runs
 	// RateLimit: "minute";r=0;t=60, "hour";r=98;t=72
 	//   refused by "minute", Retry-After: 30
+}
+
+// A client reads a RateLimit field as the draft asks: a member that does
+// not parse is skipped, and the others count. Here "minute" is used up for
+// 42 seconds more, "hour" has quota left, and the last member is malformed.
+func ExampleReadRateLimit() {
+	exhausted, any := quota.ReadRateLimit(`"minute";r=0;t=42, "hour";r=90;t=600, "day";r=oops`)
+	fmt.Println("a used-up policy has quota again in", exhausted, "s; every policy is whole in", any, "s")
+	// Output:
+	// a used-up policy has quota again in 42 s; every policy is whole in 600 s
+}
+
+// Each package that keys requests has its own ErrNoKey, in its own words,
+// and errors.Is matches them all: a KeyFunc may wrap any of them.
+func ExampleNoKey() {
+	errNoTenant := quota.NoKey("myproxy: the request names no tenant")
+	err := fmt.Errorf("%w: no X-Tenant header", errNoTenant)
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, quota.ErrNoKey))
+	// Output:
+	// myproxy: the request names no tenant: no X-Tenant header
+	// true
 }
