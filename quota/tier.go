@@ -25,7 +25,7 @@ type tier struct {
 	// field is the last RateLimit-Policy value sent, kept so that a request
 	// whose quotas and windows have not changed reuses it, unallocated.
 	field atomic.Pointer[policyField]
-	// resultsPool holds *[]keylimit.Result of len(policies), for decide.
+	// resultsPool holds *[]keylimit.Result of len(policies), for Decide.
 	resultsPool sync.Pool
 }
 

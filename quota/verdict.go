@@ -35,7 +35,9 @@ func act(r keylimit.Result, dryRun bool) Action {
 // a pointer would make every request allocate.
 //
 // An adapter calls Finish once the request has ended: after the handler,
-// for a request that proceeded.
+// for a request that proceeded. The zero Verdict is no decision (an
+// adapter's, for a request it skipped or could not key): Finish does
+// nothing for it, and its Action says nothing.
 type Verdict struct {
 	// Decision is what was decided. An adapter may set its Elapsed before
 	// it hands the Decision on.
