@@ -16,6 +16,7 @@ func TestContenders(t *testing.T) {
 	field := map[string]string{
 		"bare":               "",
 		"keylimit-httplimit": "RateLimit",
+		"floor-two-fields":   "RateLimit",
 		"go-chi-httprate":    "X-RateLimit-Remaining",
 		"ulule-limiter":      "X-RateLimit-Remaining",
 	}

@@ -1,9 +1,11 @@
 // Command e2e measures, end to end over loopback, how many requests a
 // second a hello-world handler serves on one server core: bare, and behind
 // keylimit's httplimit, go-chi/httprate and ulule/limiter, each keyed by the
-// client's address under one policy that never refuses. It prints a
-// Markdown table of each contender's requests a second and its ratio to
-// bare within each round.
+// client's address under one policy that never refuses, and behind
+// floor-two-fields, no limiter but the least a middleware that sends a
+// RateLimit field for each request costs. It prints a Markdown table of
+// each contender's requests a second and its ratio to bare within each
+// round.
 //
 //	go run ./cmd/e2e                        # from benchmarks/: 3 rounds of 10 s
 //	go run ./cmd/e2e -rounds 5 -duration 5s -only bare,keylimit-httplimit
