@@ -88,9 +88,10 @@ func serveUntilStdinCloses(name, profile string) error {
 	ctx, stop := context.WithCancel(context.Background())
 	go func() {
 		in := bufio.NewReader(os.Stdin)
-		if _, err := in.ReadString('\n'); err == nil && f != nil {
-			pprof.StartCPUProfile(f)
-			io.Copy(io.Discard, in)
+		_, err := in.ReadString('\n')
+		profiling := err == nil && f != nil && pprof.StartCPUProfile(f) == nil
+		io.Copy(io.Discard, in)
+		if profiling {
 			pprof.StopCPUProfile()
 		}
 		stop()
