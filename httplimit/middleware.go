@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/keylimit/keylimit/internal/bounded"
@@ -216,8 +215,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err))
 		return
 	}
-	fields := w.Header()
-	setFields(fields, &v, m.legacy)
+	setFields(w.Header(), &v, m.legacy)
 	if m.onDecision != nil {
 		m.onDecision(r, *d)
 	}
@@ -226,9 +224,5 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	if secs, ok := d.RetryAfterSeconds(); ok {
-		fields.Set(fieldRetryAfter, strconv.FormatInt(secs, 10))
-	}
-	fields.Set("Cache-Control", "no-store")
 	m.deny(w, r, *d)
 }
