@@ -81,10 +81,8 @@ func benchRequests(n int) []*http.Request {
 //     request shares, so that a handler that writes into a value it was
 //     given changes no other response;
 //   - with legacy fields, 1 for their three numbers, one string;
-//   - for a refusal, 5 more that the default Deny allocates: its JSON
-//     body (4: the values encoding/json reads through pointers and an
-//     interface, its bytes, and those with a newline), and the
-//     Content-Type field's value.
+//   - for a refusal, 2 more that the default Deny allocates: its JSON
+//     body, and the Content-Type field's value.
 //
 // A key from a header or an IPv4 peer's address is a part of the request's
 // strings, not a copy. The limiters allocate nothing for a key they know; a
@@ -95,7 +93,7 @@ func TestAllocs(t *testing.T) {
 		"client-ip/one-policy":     2,
 		"header-key/two-policies":  2,
 		"header-key/legacy-fields": 3,
-		"header-key/refused":       7,
+		"header-key/refused":       4,
 	}
 	reqs := benchRequests(16)
 	for _, c := range benchConfigs(t) {

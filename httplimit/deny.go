@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -66,11 +65,8 @@ func write(w http.ResponseWriter, r *http.Request, status int, msg string, b bod
 	} else {
 		b.Error = msg
 	}
-	out, err := json.Marshal(b)
-	if err != nil {
-		panic(err) // b holds only strings and integers
-	}
-	w.Header().Set("Content-Type", contentType)
+	out := b.appendJSON(make([]byte, 0, 256))
+	w.Header()[fieldContentType] = []string{contentType}
 	w.WriteHeader(status)
 	w.Write(append(out, '\n'))
 }

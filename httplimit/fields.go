@@ -15,6 +15,7 @@ const (
 	fieldRateLimitPolicy = "Ratelimit-Policy"
 	fieldRetryAfter      = "Retry-After"
 	fieldCacheControl    = "Cache-Control"
+	fieldContentType     = "Content-Type"
 	fieldLegacyLimit     = "X-Ratelimit-Limit"
 	fieldLegacyRemaining = "X-Ratelimit-Remaining"
 	fieldLegacyReset     = "X-Ratelimit-Reset"
