@@ -51,13 +51,22 @@ func appendMember(out []byte, open int, name string) []byte {
 	return append(out, '"', ':')
 }
 
+// plainJSON says which bytes json.Marshal writes as themselves in a
+// string: printable ASCII but '"', '\' and the HTML-escaped '<', '>', '&'.
+var plainJSON = func() (plain [256]bool) {
+	for c := ' '; c <= '~'; c++ {
+		plain[c] = !strings.ContainsRune(`"\<>&`, c)
+	}
+	return plain
+}()
+
 // appendJSONString appends s as a JSON string, as json.Marshal writes it.
 // A string of printable ASCII that JSON and encoding/json's HTML escaping
 // leave alone (our messages, policy names) is copied between quotes; any
 // other, which may hold what a client sent, is json.Marshal's.
 func appendJSONString(out []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !plainJSON[s[i]] {
 			// A copy, so that s does not escape: body's fields point at
 			// its caller's stack.
 			q, _ := json.Marshal(strings.Clone(s)) // a string never fails

@@ -65,7 +65,7 @@ func write(w http.ResponseWriter, r *http.Request, status int, msg string, b bod
 	} else {
 		b.Error = msg
 	}
-	out := b.appendJSON(make([]byte, 0, 256))
+	out := b.appendJSON(make([]byte, 0, 128))
 	w.Header()[fieldContentType] = []string{contentType}
 	w.WriteHeader(status)
 	w.Write(append(out, '\n'))
