@@ -39,10 +39,11 @@ func (g *guard) take(ctx context.Context, key string, n int, k *keyLimit, now in
 	if err := g.callOne(ctx, modeTake, key, n, k, 0, now, res[:], marks[:]); err != nil {
 		return g.failed(ctx, "take", key, k, n, err)
 	}
-	if r := res[0]; !r.Allowed {
+	r := res[0]
+	if !r.Allowed {
 		return r, keylimit.Admission{}, nil
 	}
-	return res[0], keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
+	return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
 }
 
 // peek asks Redis for key's state under k at local time now; if the call
