@@ -349,8 +349,8 @@ func (l *redisLimiter) LimitOf(key string) keylimit.Limit { return l.limits.Reso
 // keys' state, not their limits: set the limit on each. With WithLeases,
 // every lease ends at once (none admits under the old limit), and what
 // they held goes back to Redis in the background.
-func (l *redisLimiter) SetLimit(lim keylimit.Limit) error {
-	return l.change(func() error { return l.limits.Set(lim) }, func() { l.guard.limitChanged(lim) })
+func (lim *redisLimiter) SetLimit(l keylimit.Limit) error {
+	return lim.change(func() error { return lim.limits.Set(l) }, func() { lim.guard.limitChanged(l) })
 }
 
 // SetKeyLimit gives each key its own limit from now on: fn(key), asked on
