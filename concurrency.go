@@ -47,25 +47,32 @@ type concState struct {
 	// word is the key's slots and waiters: bits 0-19 count the slots
 	// acquired in the current epoch, bits 20-39 those of the epoch before
 	// (see concCore.epoch; without a longest hold every slot is in the
-	// current one), bits 40-61 the current epoch mod 2^22, bit 62 says that
-	// an Acquire waits (concWaiters), bit 63 that the state is retired
-	// (concRetired), after which nothing writes it. Acquisitions add by CAS
-	// only if the sum of the two counts stays at most N and no waiter is
-	// queued; releases subtract from the count their epoch is in. While
-	// concWaiters is set, every write is made under q.mu.
+	// current one), bits 40-60 the current epoch mod 2^21, bit 61 says that
+	// own is free (concSpare), bit 62 that an Acquire waits (concWaiters),
+	// bit 63 that the state is retired (concRetired), after which nothing
+	// writes it. Acquisitions add by CAS only if the sum of the two counts
+	// stays at most N and no waiter is queued; releases subtract from the
+	// count their epoch is in. While concWaiters is set, every write is made
+	// under q.mu.
 	word atomic.Uint64
 	// q is the key's waiters, made by the first Acquire that waits.
 	q atomic.Pointer[concQueue]
 	// holdNs estimates the key's hold time, in ns: a moving average of
-	// sampled holds (see concCore.sample), 0 before the first.
+	// sampled holds (see concCore.permit), 0 before the first.
 	holdNs atomic.Int64
+	// own is the key's own hold record, the acquisition's that takes
+	// concSpare: the CAS that acquires takes it and the one that releases
+	// gives it back, so that a key held by one holder at a time (the
+	// common case) costs no trip to holdPool. Its core and st never change.
+	own hold
 }
 
 const (
 	concCountBits = 20
 	concCountMask = 1<<concCountBits - 1
 	concTagShift  = 2 * concCountBits
-	concTagMask   = 1<<22 - 1
+	concTagMask   = 1<<21 - 1
+	concSpare     = 1 << 61
 	concWaiters   = 1 << 62
 	concRetired   = 1 << 63
 )
@@ -145,7 +152,12 @@ func NewConcurrency[K comparable](n int, opts ...Option) (*Concurrency[K], error
 	core.limit.Store(int64(n))
 	c := &Concurrency[K]{core: core}
 	c.keys = newShard(o, stateHooks[K, concState]{
-		newState:     func(K) *concState { return new(concState) },
+		newState: func(K) *concState {
+			st := new(concState)
+			st.word.Store(concSpare)
+			st.own.core, st.own.st = core, st
+			return st
+		},
 		retireIfIdle: func(st *concState, _ int64) (bool, int64) { return core.retireIfIdle(st) },
 		// No retire: a Concurrency has no Reset, which would let N more in
 		// beside the holders.
@@ -392,8 +404,8 @@ func (c *concCore) epoch(now int64) int64 {
 
 // advance returns w moved to epoch e, and the slots it takes back: the
 // previous epoch's, if e is the next one, and all, if it is later still.
-// The word records e mod 2^22: its distance to e is read mod 2^22, which
-// is exact while a word is never left unwritten for 2^22 epochs, and
+// The word records e mod 2^21: its distance to e is read mod 2^21, which
+// is exact while a word is never left unwritten for 2^21 epochs, and
 // otherwise takes back later than it should, never sooner (every reading of
 // the time is taken after the word it moves, so e is never behind the
 // word's epoch).
@@ -406,7 +418,7 @@ func (c *concCore) advance(w uint64, e int64) (uint64, int64) {
 	if d == 0 {
 		return w, 0
 	}
-	flags := w & (concWaiters | concRetired)
+	flags := w & (concSpare | concWaiters | concRetired)
 	cur, prev := w&concCountMask, w>>concCountBits&concCountMask
 	if d == 1 {
 		return flags | tag<<concTagShift | cur<<concCountBits, int64(prev)
@@ -420,52 +432,76 @@ func (c *concCore) advance(w uint64, e int64) (uint64, int64) {
 // that st is retired: the caller looks the key up again. limit is the N it
 // decided under.
 func (c *concCore) take(st *concState, n int64) (p Permit, ok, gone bool, w uint64, limit int64) {
+	// The first try of the common case, written out: no longest hold,
+	// nobody waiting.
+	limit = c.limit.Load()
+	w = st.word.Load()
+	if c.maxHold == 0 && w&(concWaiters|concRetired) == 0 && held(w)+n <= limit {
+		next := (w + uint64(n)) &^ concSpare
+		if st.word.CompareAndSwap(w, next) {
+			p = c.permit(st, n, 0, 0, w&concSpare != 0)
+			if lower := c.limit.Load(); lower >= limit || held(next) <= lower {
+				return p, true, false, next, limit
+			}
+			p.Release() // see takeLoop
+		}
+	}
+	return c.takeLoop(st, n)
+}
+
+// takeLoop is take after its first try: with a longest hold, with
+// waiters, or after a lost CAS.
+func (c *concCore) takeLoop(st *concState, n int64) (p Permit, ok, gone bool, w uint64, limit int64) {
 	for {
 		limit = c.limit.Load()
 		w = st.word.Load()
-		if w&concRetired != 0 {
-			return Permit{}, false, true, w, 0
-		}
 		// The clock is read after the word, and again after a lost CAS:
 		// every time the word was moved to is then at most ours.
 		now := c.now()
 		e := c.epoch(now)
 		adv, freed := c.advance(w, e)
-		if w&concWaiters != 0 {
-			if freed > 0 {
-				// Slots taken back are the waiters': serve them.
-				c.serve(st)
+		if w&(concWaiters|concRetired) != 0 || held(adv)+n > limit {
+			switch {
+			case w&concRetired != 0:
+				return Permit{}, false, true, w, 0
+			case w&concWaiters != 0 && freed > 0:
+				c.serve(st) // slots taken back are the waiters'
 			}
 			return Permit{}, false, false, adv, limit
 		}
-		if held(adv)+n > limit {
-			return Permit{}, false, false, adv, limit
-		}
-		next := adv + uint64(n)
+		next := (adv + uint64(n)) &^ concSpare
 		if !st.word.CompareAndSwap(w, next) {
 			continue
 		}
-		c.reclaim(freed, now)
+		if freed > 0 {
+			c.reclaim(freed, now)
+		}
+		p = c.permit(st, n, e, now, w&concSpare != 0)
 		// SetLimit stores the limit before it returns: a CAS made after
 		// SetLimit lowered it reads the lower limit here, and does not
 		// count if it went above it.
 		if lower := c.limit.Load(); lower < limit && held(next) > lower {
-			c.release(st, n, e, -1)
+			p.Release()
 			continue
 		}
-		return c.permit(st, n, e, now), true, false, next, limit
+		return p, true, false, next, limit
 	}
 }
 
 // permit makes the Permit of n slots of st acquired in epoch e at now (0
-// without a longest hold).
-func (c *concCore) permit(st *concState, n, e, now int64) Permit {
-	h := holdPool.Get().(*hold)
+// without a longest hold), on st's own record if the acquisition's CAS took
+// it (own), else on a pooled one.
+func (c *concCore) permit(st *concState, n, e, now int64, own bool) Permit {
+	h := &st.own
+	if !own {
+		h = holdPool.Get().(*hold)
+		h.core, h.st = c, st
+	}
 	gen := h.gen.Load()
-	h.core, h.st, h.n, h.epoch, h.at = c, st, n, e, -1
-	// One hold in 16 of each record is timed, for the estimate of hold
+	h.n, h.epoch, h.at = n, e, -1
+	// One hold in 64 of each record is timed, for the estimate of hold
 	// times: two clock reads per hold would be most of the cost of one.
-	if gen%16 == 0 {
+	if gen%64 == 0 {
 		if c.maxHold == 0 {
 			now = c.clock.now()
 		}
@@ -475,37 +511,33 @@ func (c *concCore) permit(st *concState, n, e, now int64) Permit {
 }
 
 // release gives back n slots of st acquired in epoch e; at is the
-// acquisition's time if its hold is timed, else -1. Slots whose epoch is two
-// or more behind are no longer counted (they were taken back), and nothing
-// is given back for them.
-func (c *concCore) release(st *concState, n, e, at int64) {
+// acquisition's time if its hold is timed, else -1, and own says that it
+// was on st's own record, which the release gives back with the slots.
+// Slots whose epoch is two or more behind are no longer counted (they were
+// taken back), and nothing is given back for them.
+func (c *concCore) release(st *concState, n, e, at int64, own bool) {
 	for {
 		w := st.word.Load()
-		if w&concRetired != 0 {
-			return // taken back, and the key forgotten since
-		}
-		if w&concWaiters != 0 {
+		if w&(concWaiters|concRetired) != 0 {
+			if w&concRetired != 0 {
+				return // taken back, and the key forgotten since
+			}
 			q := st.q.Load()
 			q.mu.Lock()
-			c.releaseLocked(st, n, e, at)
+			for !c.releaseWord(st, st.word.Load(), n, e, at, own) {
+			}
 			c.grant(st, q)
 			q.mu.Unlock()
 			return
 		}
-		if c.releaseWord(st, w, n, e, at) {
+		if c.releaseWord(st, w, n, e, at, own) {
 			return
 		}
 	}
 }
 
-// releaseLocked is release under the key's lock.
-func (c *concCore) releaseLocked(st *concState, n, e, at int64) {
-	for !c.releaseWord(st, st.word.Load(), n, e, at) {
-	}
-}
-
 // releaseWord makes release's CAS from w, and reports whether it is done.
-func (c *concCore) releaseWord(st *concState, w uint64, n, e, at int64) bool {
+func (c *concCore) releaseWord(st *concState, w uint64, n, e, at int64, own bool) bool {
 	now := c.now()
 	cur := c.epoch(now)
 	next, freed := c.advance(w, cur)
@@ -515,11 +547,16 @@ func (c *concCore) releaseWord(st *concState, w uint64, n, e, at int64) bool {
 	case 1:
 		next -= uint64(n) << concCountBits
 	}
+	if own {
+		next |= concSpare
+	}
 	if next != w && !st.word.CompareAndSwap(w, next) {
 		return false
 	}
-	c.reclaim(freed, now)
-	if held(next) == 0 && next&concWaiters == 0 {
+	if freed > 0 {
+		c.reclaim(freed, now)
+	}
+	if c.capped && held(next) == 0 && next&concWaiters == 0 {
 		c.idle()
 	}
 	if at >= 0 && cur-e < 2 {
@@ -543,9 +580,10 @@ func (st *concState) sample(d int64) {
 }
 
 // idle notes that a key was left with nothing held and nobody waiting: a
-// key cap's sweep may find room again (shard.nextIdle).
+// key cap's sweep may find room again (shard.nextIdle). Only a capped
+// limiter calls it.
 func (c *concCore) idle() {
-	if c.capped && c.nextIdle.Load() != minTime {
+	if c.nextIdle.Load() != minTime {
 		c.nextIdle.Store(minTime)
 	}
 }
@@ -578,7 +616,7 @@ func (c *concCore) grant(st *concState, q *concQueue) {
 				continue
 			}
 			c.reclaim(freed, now)
-			if held(next) == 0 {
+			if c.capped && held(next) == 0 {
 				c.idle()
 			}
 			return
@@ -597,7 +635,7 @@ func (c *concCore) grant(st *concState, q *concQueue) {
 			c.reclaim(freed, now)
 			return
 		}
-		next := adv + uint64(wt.n)
+		next := (adv + uint64(wt.n)) &^ concSpare
 		if len(q.waiters) == 1 {
 			next &^= concWaiters
 		}
@@ -605,7 +643,7 @@ func (c *concCore) grant(st *concState, q *concQueue) {
 			continue
 		}
 		c.reclaim(freed, now)
-		wt.permit = c.permit(st, wt.n, e, now)
+		wt.permit = c.permit(st, wt.n, e, now, w&concSpare != 0)
 		c.dequeue(q, 0)
 		close(wt.ready)
 	}
@@ -637,12 +675,12 @@ func (c *concCore) wait(ctx context.Context, st *concState, n int64) (p Permit, 
 		adv, freed := c.advance(w, e)
 		if limit := c.limit.Load(); w&concWaiters == 0 && held(adv)+n <= limit {
 			// Released since take: nobody waits, take them.
-			if !st.word.CompareAndSwap(w, adv+uint64(n)) {
+			if !st.word.CompareAndSwap(w, (adv+uint64(n))&^concSpare) {
 				continue
 			}
 			q.mu.Unlock()
 			c.reclaim(freed, now)
-			return c.permit(st, n, e, now), nil, false
+			return c.permit(st, n, e, now, w&concSpare != 0), nil, false
 		}
 		if w&concWaiters != 0 || st.word.CompareAndSwap(w, adv|concWaiters) {
 			break

@@ -48,21 +48,10 @@ func RunConcurrency(t *testing.T, h ConcurrencyHarness) {
 	if h.Attempts == 0 {
 		h.Attempts = 20_000
 	}
-	for _, c := range concurrencyCases {
-		t.Run(c.name, func(t *testing.T) {
-			if c.needsClock && h.Advance == nil {
-				t.Skip("limitertest: this case steps the limiter's clock, and ConcurrencyHarness.Advance is nil")
-			}
-			c.run(t, h)
-		})
-	}
+	runCases(t, concurrencyCases, h, h.Advance != nil)
 }
 
-var concurrencyCases = []struct {
-	name       string
-	needsClock bool
-	run        func(t *testing.T, h ConcurrencyHarness)
-}{
+var concurrencyCases = []suiteCase[ConcurrencyHarness]{
 	{"FreshKeyHoldsNThenRefuses", false, freshKeyHoldsN},
 	{"ReleaseGivesBackOnce", false, releaseGivesBackOnce},
 	{"TryAcquireIsAllOrNothing", false, tryAcquireAllOrNothing},

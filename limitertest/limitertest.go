@@ -86,21 +86,30 @@ func Run(t *testing.T, h Harness) {
 	if h.Attempts == 0 {
 		h.Attempts = 30_000
 	}
+	runCases(t, cases, h, h.Advance != nil)
+}
+
+// suiteCase is one case of a suite on harnesses of type H.
+type suiteCase[H any] struct {
+	name       string
+	needsClock bool // it steps the limiter's clock
+	run        func(t *testing.T, h H)
+}
+
+// runCases runs cases on h as subtests of t; those that step the clock are
+// skipped unless canStep.
+func runCases[H any](t *testing.T, cases []suiteCase[H], h H, canStep bool) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.needsClock && h.Advance == nil {
-				t.Skip("limitertest: this case steps the limiter's clock, and Harness.Advance is nil (a clock the test cannot move)")
+			if c.needsClock && !canStep {
+				t.Skip("limitertest: this case steps the limiter's clock, and the harness's Advance is nil (a clock the test cannot move)")
 			}
 			c.run(t, h)
 		})
 	}
 }
 
-var cases = []struct {
-	name       string
-	needsClock bool
-	run        func(t *testing.T, h Harness)
-}{
+var cases = []suiteCase[Harness]{
 	{"FreshKeyAdmitsQuotaThenRefuses", false, freshKeyAdmitsQuota},
 	{"AllowNIsAllOrNothing", false, allowNAllOrNothing},
 	{"ImpossibleAndEmptyRequests", false, impossibleRequests},
