@@ -44,26 +44,29 @@ const MaxConcurrency = concCountMask
 
 // concState is one key's state.
 type concState struct {
-	// word is the key's slots and waiters: bits 0-19 count the slots
-	// acquired in the current epoch, bits 20-39 those of the epoch before
-	// (see concCore.epoch; without a longest hold every slot is in the
-	// current one), bits 40-60 the current epoch mod 2^21, bit 61 says that
-	// own is free (concSpare), bit 62 that an Acquire waits (concWaiters),
-	// bit 63 that the state is retired (concRetired), after which nothing
-	// writes it. Acquisitions add by CAS only if the sum of the two counts
-	// stays at most N and no waiter is queued; releases subtract from the
-	// count their epoch is in. While concWaiters is set, every write is made
-	// under q.mu.
+	// word is the key's slots and waiters. Bits 0-19 count the slots held
+	// (with a longest hold, those acquired in the current epoch, see
+	// concCore.epoch). Bits 20-60 are, with a longest hold, the count of the
+	// epoch before and the current epoch mod 2^21; without one, own's
+	// generation (concGenShift). Bit 61 says that own is free (concSpare;
+	// never with a longest hold), bit 62 that an Acquire waits
+	// (concWaiters), bit 63 that the state is retired (concRetired), after
+	// which nothing writes it. Acquisitions add by CAS only if the slots
+	// held stay at most N and no waiter is queued; releases subtract from
+	// the count their epoch is in. While concWaiters is set, every write is
+	// made under q.mu.
 	word atomic.Uint64
 	// q is the key's waiters, made by the first Acquire that waits.
 	q atomic.Pointer[concQueue]
 	// holdNs estimates the key's hold time, in ns: a moving average of
 	// sampled holds (see concCore.permit), 0 before the first.
 	holdNs atomic.Int64
-	// own is the key's own hold record, the acquisition's that takes
-	// concSpare: the CAS that acquires takes it and the one that releases
-	// gives it back, so that a key held by one holder at a time (the
-	// common case) costs no trip to holdPool. Its core and st never change.
+	// own is the key's own hold record, without a longest hold: the CAS
+	// that acquires takes it (clears concSpare), and the CAS that releases
+	// gives it back and moves its generation, in the word, on; so a key
+	// held by one holder at a time (the common case) costs two CASes a
+	// hold, and no trip to holdPool. Its gen is unused, its core and st
+	// never change. The state is 64 bytes.
 	own hold
 }
 
@@ -72,13 +75,18 @@ const (
 	concCountMask = 1<<concCountBits - 1
 	concTagShift  = 2 * concCountBits
 	concTagMask   = 1<<21 - 1
+	concGenShift  = concCountBits
+	concGenMask   = 1<<41 - 1
 	concSpare     = 1 << 61
 	concWaiters   = 1 << 62
 	concRetired   = 1 << 63
 )
 
 // held is the number of slots w holds.
-func held(w uint64) int64 {
+func (c *concCore) held(w uint64) int64 {
+	if c.maxHold == 0 {
+		return int64(w & concCountMask)
+	}
 	return int64(w&concCountMask + w>>concCountBits&concCountMask)
 }
 
@@ -154,8 +162,10 @@ func NewConcurrency[K comparable](n int, opts ...Option) (*Concurrency[K], error
 	c.keys = newShard(o, stateHooks[K, concState]{
 		newState: func(K) *concState {
 			st := new(concState)
-			st.word.Store(concSpare)
-			st.own.core, st.own.st = core, st
+			if core.maxHold == 0 {
+				st.word.Store(concSpare)
+				st.own.core, st.own.st = core, st
+			}
 			return st
 		},
 		retireIfIdle: func(st *concState, _ int64) (bool, int64) { return core.retireIfIdle(st) },
@@ -262,7 +272,7 @@ func (c *Concurrency[K]) TryAcquire(key K, n int) (Permit, Result) {
 		switch {
 		case ok:
 			c.keys.counts.count(admitted, true)
-			return p, Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-held(w), 0))}
+			return p, Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-c.core.held(w), 0))}
 		case !gone:
 			c.keys.counts.count(refused, false)
 			return Permit{}, c.core.report(st, w, int64(n), limit)
@@ -436,11 +446,11 @@ func (c *concCore) take(st *concState, n int64) (p Permit, ok, gone bool, w uint
 	// nobody waiting.
 	limit = c.limit.Load()
 	w = st.word.Load()
-	if c.maxHold == 0 && w&(concWaiters|concRetired) == 0 && held(w)+n <= limit {
+	if c.maxHold == 0 && w&(concWaiters|concRetired) == 0 && c.held(w)+n <= limit {
 		next := (w + uint64(n)) &^ concSpare
 		if st.word.CompareAndSwap(w, next) {
-			p = c.permit(st, n, 0, 0, w&concSpare != 0)
-			if lower := c.limit.Load(); lower >= limit || held(next) <= lower {
+			p = c.permit(st, n, 0, w)
+			if lower := c.limit.Load(); lower >= limit || c.held(next) <= lower {
 				return p, true, false, next, limit
 			}
 			p.Release() // see takeLoop
@@ -460,7 +470,7 @@ func (c *concCore) takeLoop(st *concState, n int64) (p Permit, ok, gone bool, w 
 		now := c.now()
 		e := c.epoch(now)
 		adv, freed := c.advance(w, e)
-		if w&(concWaiters|concRetired) != 0 || held(adv)+n > limit {
+		if w&(concWaiters|concRetired) != 0 || c.held(adv)+n > limit {
 			switch {
 			case w&concRetired != 0:
 				return Permit{}, false, true, w, 0
@@ -476,11 +486,11 @@ func (c *concCore) takeLoop(st *concState, n int64) (p Permit, ok, gone bool, w 
 		if freed > 0 {
 			c.reclaim(freed, now)
 		}
-		p = c.permit(st, n, e, now, w&concSpare != 0)
+		p = c.permit(st, n, now, w)
 		// SetLimit stores the limit before it returns: a CAS made after
 		// SetLimit lowered it reads the lower limit here, and does not
 		// count if it went above it.
-		if lower := c.limit.Load(); lower < limit && held(next) > lower {
+		if lower := c.limit.Load(); lower < limit && c.held(next) > lower {
 			p.Release()
 			continue
 		}
@@ -488,34 +498,78 @@ func (c *concCore) takeLoop(st *concState, n int64) (p Permit, ok, gone bool, w 
 	}
 }
 
-// permit makes the Permit of n slots of st acquired in epoch e at now (0
-// without a longest hold), on st's own record if the acquisition's CAS took
-// it (own), else on a pooled one.
-func (c *concCore) permit(st *concState, n, e, now int64, own bool) Permit {
-	h := &st.own
-	if !own {
-		h = holdPool.Get().(*hold)
-		h.core, h.st = c, st
-	}
-	gen := h.gen.Load()
-	h.n, h.epoch, h.at = n, e, -1
-	// One hold in 64 of each record is timed, for the estimate of hold
-	// times: two clock reads per hold would be most of the cost of one.
-	if gen%64 == 0 {
-		if c.maxHold == 0 {
+// permitOwn marks, in Permit.gen, a permit on its key's own record: the
+// rest of gen is own's generation.
+const permitOwn = 1 << 63
+
+// permit makes the Permit of n slots of st acquired at now (0 without a
+// longest hold) by a CAS from w: on st's own record if the CAS took it,
+// else on a pooled one.
+func (c *concCore) permit(st *concState, n, now int64, w uint64) Permit {
+	if w&concSpare != 0 {
+		gen := w >> concGenShift & concGenMask
+		if gen%64 == 0 { // see below
 			now = c.clock.now()
 		}
-		h.at = now
+		st.own.n, st.own.at = int32(n), now
+		return Permit{h: &st.own, gen: gen | permitOwn}
 	}
+	h := holdPool.Get().(*hold)
+	h.core, h.st = c, st
+	gen := h.gen.Load()
+	// One hold in 64 of each record is timed, for the estimate of hold
+	// times: two clock reads per hold would be most of the cost of one.
+	if c.maxHold == 0 && gen%64 == 0 {
+		now = c.clock.now()
+	}
+	h.n, h.at = int32(n), now
 	return Permit{h: h, gen: gen}
 }
 
-// release gives back n slots of st acquired in epoch e; at is the
-// acquisition's time if its hold is timed, else -1, and own says that it
-// was on st's own record, which the release gives back with the slots.
-// Slots whose epoch is two or more behind are no longer counted (they were
-// taken back), and nothing is given back for them.
-func (c *concCore) release(st *concState, n, e, at int64, own bool) {
+// releaseOwn gives back the slots of st's own record held by its
+// generation gen: nothing if own is free or at another generation (a
+// stale copy of an older Permit).
+func (c *concCore) releaseOwn(st *concState, gen uint64) {
+	var at int64
+	for {
+		w := st.word.Load()
+		if w&(concSpare|concRetired) != 0 || w>>concGenShift&concGenMask != gen {
+			return
+		}
+		// The record is generation gen's, whose acquisition wrote it
+		// before handing out the Permit this is a copy of; after the CAS,
+		// it is the next acquisition's.
+		n := uint64(st.own.n)
+		at = st.own.at
+		next := (w-n)&^(concGenMask<<concGenShift) | (gen+1)&concGenMask<<concGenShift | concSpare
+		if w&concWaiters != 0 {
+			q := st.q.Load()
+			q.mu.Lock()
+			if st.word.CompareAndSwap(w, next) {
+				c.grant(st, q)
+				q.mu.Unlock()
+				break
+			}
+			q.mu.Unlock()
+			continue
+		}
+		if st.word.CompareAndSwap(w, next) {
+			if c.capped && c.held(next) == 0 {
+				c.idle()
+			}
+			break
+		}
+	}
+	if gen%64 == 0 {
+		st.sample(c.clock.now() - at)
+	}
+}
+
+// release gives back n slots of st acquired at time at, on a pooled
+// record; timed says that its hold is timed. Slots whose epoch is two or
+// more behind are no longer counted (they were taken back), and nothing is
+// given back for them.
+func (c *concCore) release(st *concState, n, at int64, timed bool) {
 	for {
 		w := st.word.Load()
 		if w&(concWaiters|concRetired) != 0 {
@@ -524,31 +578,29 @@ func (c *concCore) release(st *concState, n, e, at int64, own bool) {
 			}
 			q := st.q.Load()
 			q.mu.Lock()
-			for !c.releaseWord(st, st.word.Load(), n, e, at, own) {
+			for !c.releaseWord(st, st.word.Load(), n, at, timed) {
 			}
 			c.grant(st, q)
 			q.mu.Unlock()
 			return
 		}
-		if c.releaseWord(st, w, n, e, at, own) {
+		if c.releaseWord(st, w, n, at, timed) {
 			return
 		}
 	}
 }
 
 // releaseWord makes release's CAS from w, and reports whether it is done.
-func (c *concCore) releaseWord(st *concState, w uint64, n, e, at int64, own bool) bool {
+func (c *concCore) releaseWord(st *concState, w uint64, n, at int64, timed bool) bool {
 	now := c.now()
 	cur := c.epoch(now)
 	next, freed := c.advance(w, cur)
+	e := c.epoch(at)
 	switch cur - e {
 	case 0:
 		next -= uint64(n)
 	case 1:
 		next -= uint64(n) << concCountBits
-	}
-	if own {
-		next |= concSpare
 	}
 	if next != w && !st.word.CompareAndSwap(w, next) {
 		return false
@@ -556,10 +608,10 @@ func (c *concCore) releaseWord(st *concState, w uint64, n, e, at int64, own bool
 	if freed > 0 {
 		c.reclaim(freed, now)
 	}
-	if c.capped && held(next) == 0 && next&concWaiters == 0 {
+	if c.capped && c.held(next) == 0 && next&concWaiters == 0 {
 		c.idle()
 	}
-	if at >= 0 && cur-e < 2 {
+	if timed && cur-e < 2 {
 		if c.maxHold == 0 {
 			now = c.clock.now()
 		}
@@ -616,7 +668,7 @@ func (c *concCore) grant(st *concState, q *concQueue) {
 				continue
 			}
 			c.reclaim(freed, now)
-			if c.capped && held(next) == 0 {
+			if c.capped && c.held(next) == 0 {
 				c.idle()
 			}
 			return
@@ -628,7 +680,7 @@ func (c *concCore) grant(st *concState, q *concQueue) {
 			close(wt.ready)
 			continue
 		}
-		if held(adv)+wt.n > limit {
+		if c.held(adv)+wt.n > limit {
 			if freed > 0 && !st.word.CompareAndSwap(w, adv) {
 				continue
 			}
@@ -643,7 +695,7 @@ func (c *concCore) grant(st *concState, q *concQueue) {
 			continue
 		}
 		c.reclaim(freed, now)
-		wt.permit = c.permit(st, wt.n, e, now, w&concSpare != 0)
+		wt.permit = c.permit(st, wt.n, now, w)
 		c.dequeue(q, 0)
 		close(wt.ready)
 	}
@@ -673,14 +725,14 @@ func (c *concCore) wait(ctx context.Context, st *concState, n int64) (p Permit, 
 		now := c.now()
 		e := c.epoch(now)
 		adv, freed := c.advance(w, e)
-		if limit := c.limit.Load(); w&concWaiters == 0 && held(adv)+n <= limit {
+		if limit := c.limit.Load(); w&concWaiters == 0 && c.held(adv)+n <= limit {
 			// Released since take: nobody waits, take them.
 			if !st.word.CompareAndSwap(w, (adv+uint64(n))&^concSpare) {
 				continue
 			}
 			q.mu.Unlock()
 			c.reclaim(freed, now)
-			return c.permit(st, n, e, now, w&concSpare != 0), nil, false
+			return c.permit(st, n, now, w), nil, false
 		}
 		if w&concWaiters != 0 || st.word.CompareAndSwap(w, adv|concWaiters) {
 			break
@@ -776,7 +828,7 @@ func (c *concCore) reclaim(freed, now int64) {
 // report is the Result of a request of n slots on st, refused or asked by
 // Peek, with st's word w (advanced) under limit.
 func (c *concCore) report(st *concState, w uint64, n, limit int64) Result {
-	free := max(limit-held(w), 0)
+	free := max(limit-c.held(w), 0)
 	r := Result{Limit: int(limit), Remaining: int(free)}
 	var queued int64
 	if w&concWaiters != 0 {
@@ -784,11 +836,11 @@ func (c *concCore) report(st *concState, w uint64, n, limit int64) Result {
 		if q := st.q.Load(); q != nil {
 			queued = q.queued.Load()
 		}
-	} else if held(w)+n <= limit {
+	} else if c.held(w)+n <= limit {
 		r.Allowed = true
 		return r
 	}
-	r.RetryAfter = c.retryAfter(st, max(held(w)+queued+n-limit, 1), limit)
+	r.RetryAfter = c.retryAfter(st, max(c.held(w)+queued+n-limit, 1), limit)
 	return r
 }
 
@@ -829,7 +881,7 @@ func (c *concCore) retireIfIdle(st *concState) (bool, int64) {
 	now := c.now()
 	e := c.epoch(now)
 	adv, freed := c.advance(w, e)
-	if held(adv) == 0 {
+	if c.held(adv) == 0 {
 		if st.word.CompareAndSwap(w, concRetired) {
 			c.reclaim(freed, now)
 			return true, 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // ConcurrencyLimiter bounds how many slots of each key are held at once:
@@ -63,62 +64,71 @@ func (p Permit) Release() {
 // Releases of it and its copies do nothing. It is for ConcurrencyLimiter
 // implementations outside this package; it allocates.
 func NewPermit(release func()) Permit {
-	return Permit{h: &hold{fn: release}}
+	f := &funcHold{fn: release}
+	return Permit{h: &f.hold}
+}
+
+// funcHold is NewPermit's record: a hold with no core, and its function.
+type funcHold struct {
+	hold // first: a *hold of a funcHold is a *funcHold
+	fn   func()
 }
 
 // hold is one acquisition's record. Its fields other than gen are written
-// by the acquisition that takes the record from holdPool, before the Permit
-// is handed out, and read by the Release that wins gen's CAS, after it; a
-// Release that loses reads nothing else.
+// by the acquisition that takes the record (from holdPool, or its key's
+// own), before the Permit is handed out, and read by the Release that wins
+// gen's CAS (for a key's own record, that finds its generation in the
+// word), before it gives the record back; a Release that loses reads
+// nothing else. It is 40 bytes, so that a key's state, which embeds one,
+// is 64.
 type hold struct {
 	// gen is the generation of the Permit that holds the record now; the
-	// first Release of that Permit moves it on by CAS.
-	gen   atomic.Uint64
-	core  *concCore
-	st    *concState
-	n     int64 // slots held
-	epoch int64 // the epoch of the acquisition (see concCore.epoch)
-	at    int64 // the acquisition's time, if its hold time is sampled, else -1
-	fn    func()
+	// first Release of that Permit moves it on by CAS. Its multiples of 64
+	// are timed, for the estimate of hold times (concCore.permit).
+	gen  atomic.Uint64
+	core *concCore // nil for NewPermit's (a funcHold)
+	st   *concState
+	// at is the acquisition's time: always with a longest hold (it gives
+	// the epoch), else only if timed.
+	at int64
+	n  int32 // slots held, at most MaxConcurrency
 }
 
 // holdPool recycles the records of released holds, but for each key's own
 // (concState.own). A record another goroutine still has a stale Permit of
-// is safe to reuse: see Permit. (A pooled record is 56 bytes, in the size
-// class of 64: records in use on different CPUs never share a cache line.)
+// is safe to reuse: see Permit.
 var holdPool = sync.Pool{New: func() any { return new(hold) }}
 
 func (h *hold) release(gen uint64) {
+	if gen&permitOwn != 0 {
+		// A key's own record: its core and st never change, and its
+		// generation is in the key's word.
+		h.core.releaseOwn(h.st, gen&^permitOwn)
+		return
+	}
 	if !h.gen.CompareAndSwap(gen, gen+1) {
 		return
 	}
-	if h.fn != nil {
-		h.fn() // NewPermit's: never pooled
+	if h.core == nil {
+		(*funcHold)(unsafe.Pointer(h)).fn()
 		return
 	}
-	// Read before the release: once it is made, the record is the next
-	// acquisition's.
-	c, st, n, epoch, at := h.core, h.st, h.n, h.epoch, h.at
-	own := h == &st.own
-	if !own {
-		// A pooled record keeps neither the limiter nor the key alive.
-		h.core, h.st = nil, nil
-		holdPool.Put(h)
-	}
-	if at < 0 && c.maxHold == 0 {
+	// Read before the record goes back to the pool, for the next
+	// acquisition; a pooled record keeps neither the limiter nor the key
+	// alive.
+	c, st, n, at := h.core, h.st, int64(h.n), h.at
+	h.core, h.st = nil, nil
+	holdPool.Put(h)
+	timed := gen%64 == 0
+	if !timed && c.maxHold == 0 {
 		// The first try of the common case, written out: untimed, no
 		// longest hold, nobody waiting (concCore.release is the rest).
-		next := uint64(0)
-		if own {
-			next = concSpare
-		}
-		if w := st.word.Load(); w&(concWaiters|concRetired) == 0 &&
-			st.word.CompareAndSwap(w, (w-uint64(n))|next) {
-			if c.capped && held(w) == n {
+		if w := st.word.Load(); w&(concWaiters|concRetired) == 0 && st.word.CompareAndSwap(w, w-uint64(n)) {
+			if c.capped && c.held(w) == n {
 				c.idle()
 			}
 			return
 		}
 	}
-	c.release(st, n, epoch, at, own)
+	c.release(st, n, at, timed)
 }
