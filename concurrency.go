@@ -187,14 +187,16 @@ func validConcurrency(n int) error {
 	return nil
 }
 
-// WithMaxHold makes a Concurrency take back slots held longer than d: a
-// slot is taken back no sooner than d after its acquisition and, at the
-// latest, at the first call on its key (or sweep of the evictor, or wake of
-// a waiter) 2 × d after it, so that a holder that never releases cannot
-// wedge its key. Slots taken back are counted in Stats.Reclaimed and
-// logged (see WithLogger); the Release of their Permit afterwards gives
-// back nothing. d == 0, the default, keeps a slot until its Release. The
-// rate limiters hold nothing, and their constructors refuse the option.
+// WithMaxHold makes a Concurrency take back slots held longer than d, so
+// that a holder that never releases (a lost goroutine) cannot wedge its
+// key. A slot is never taken back sooner than d after its acquisition; from
+// 2 × d after it at the latest, it is free to every call on its key (Peek
+// counts it free too), and taken back by the first that writes the key, a
+// sweep of the evictor, or a waiter of the key, which wakes for it. Slots
+// taken back are counted in Stats.Reclaimed and logged (see WithLogger);
+// the Release of their Permit afterwards gives back nothing. d == 0, the
+// default, keeps a slot until its Release. The rate limiters hold nothing,
+// and their constructors refuse the option.
 func WithMaxHold(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		switch {
