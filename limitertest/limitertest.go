@@ -18,6 +18,11 @@
 // Its SetLimit case runs on limiters with a SetLimit(keylimit.Limit) error
 // method, its Refund case on keylimit.Refunder[string]s, and its cases that
 // step the clock on harnesses with Advance; each is skipped for the others.
+//
+// RunConcurrency is the suite of a keylimit.ConcurrencyLimiter (the
+// in-memory keylimit.Concurrency, and one on Redis): slots held and given
+// back once, first come first served waiting, SetLimit, the longest hold;
+// see ConcurrencyHarness.
 package limitertest
 
 import (
