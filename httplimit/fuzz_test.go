@@ -165,7 +165,7 @@ const maxServerPause = 1e9 * time.Second
 // any status among a few, any Retry-After, any RateLimit lines. The pause it
 // takes must be the reference's: Retry-After read plainly, and the
 // RateLimit field parsed by the strict RFC 9651 parser of sf_test.go,
-// whenever that parser accepts it; whatever the field holds (the seeds: a
+// whenever that parser accepts it, its String members naming policies; whatever the field holds (the seeds: a
 // deep '(((' that once overflowed the stack, numbers that once wrapped),
 // the Transport answers at once, pausing at most 10⁹ s.
 func FuzzServerPause(f *testing.F) {
@@ -181,6 +181,7 @@ func FuzzServerPause(f *testing.F) {
 	f.Add(uint8(1), "", `"m";r=3;t=999999999999999`, "")
 	f.Add(uint8(0), "", `("a" ("b"));r=0;t=14`, `"m";pk=:cHsx:;r=-0;x="y;z";t=11`)
 	f.Add(uint8(3), "5", `"a,b;r=9";r=0;t=6`, `"m;r=0;t=5`)
+	f.Add(uint8(0), "", `default;r=0;t=8`, `"h";r=0;t=2`)
 	statuses := []int{http.StatusOK, http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusForbidden, http.StatusInternalServerError}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, pick uint8, retryAfter, line1, line2 string) {
@@ -263,6 +264,9 @@ func referencePause(status int, h http.Header, now time.Time) (until time.Time, 
 	}
 	exhausted, any := int64(-1), int64(-1)
 	for _, it := range items {
+		if _, named := it.value.(string); !named {
+			continue // a Token names no policy
+		}
 		r, t := param(it, "r"), param(it, "t")
 		if t < 0 {
 			continue
