@@ -29,6 +29,14 @@ type Scenario struct {
 	Want func(key, policy string) Quota
 }
 
+// CostOf returns the cost of a request to op.
+func (s Scenario) CostOf(op string) int {
+	if s.Cost == nil {
+		return 1
+	}
+	return s.Cost(op)
+}
+
 // Request is one request of a Scenario: after the clock has moved on by
 // Step, key sends a request to op.
 type Request struct {

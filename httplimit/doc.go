@@ -85,18 +85,32 @@
 //
 // A refused request is answered 429 Too Many Requests, with Retry-After in
 // whole seconds, rounded up and never 0, and Cache-Control: no-store. The
-// body is JSON:
+// body is an RFC 9457 problem of the draft's type quota-exceeded, naming
+// the policies the request exceeded, with what a client needs as extension
+// members (there in one line):
+//
+//	{"type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+//	 "title": "Quota Exceeded", "status": 429, "detail": "rate limit exceeded",
+//	 "violated-policies": ["minute"],
+//	 "retry_after_seconds": 1, "policy": "minute", "limit": 10, "remaining": 0}
+//
+// as application/problem+json, to a client that accepts that type (RFC
+// 9110: by sending no Accept, as the draft's own example does, or naming
+// it, application/* or */*) no less than application/json. A client that
+// accepts application/json and not the problem, or prefers JSON, gets the
+// JSON body the middleware sent before the draft registered its types:
 //
 //	{"error":"rate limit exceeded","retry_after_seconds":1,"policy":"minute","limit":10,"remaining":0}
 //
-// or, for a request whose Accept names application/problem+json, an RFC
-// 9457 problem with title, status and detail, and the same numbers as
-// extension members. Config.Deny replaces the body (and the status) with
-// your own. A request that costs more than a policy's quota can never pass:
-// it is refused without Retry-After. When a limiter is at its key cap
-// (keylimit.WithMaxKeys) and refuses a key it cannot track, the answer is
-// 503 Service Unavailable: the server is full, not the client over its
-// limit.
+// Config.Deny replaces the body (and the status) with your own. A request
+// that costs more than a policy's quota can never pass: it is refused
+// without Retry-After or retry_after_seconds. When a limiter is at its key
+// cap (keylimit.WithMaxKeys) and refuses a key it cannot track, the answer
+// is 503 Service Unavailable, a problem of the draft's type
+// temporary-reduced-capacity: the server is full, not the client over its
+// limit. The answers to requests that cannot be decided (400, 500: see
+// Config.Error) are JSON, or a problem with a title, status and detail
+// only for a request whose Accept names application/problem+json.
 //
 // # Client addresses behind proxies
 //

@@ -69,16 +69,28 @@ type Config struct {
 	// Deny answers refused requests. When it runs, the RateLimit fields,
 	// Retry-After (unless the request can never pass) and Cache-Control:
 	// no-store are already set on w.Header(). If nil, the middleware
-	// answers 429 Too Many Requests with a JSON body:
+	// answers 429 Too Many Requests with an RFC 9457 problem of the
+	// draft's type quota-exceeded (application/problem+json), its
+	// violated-policies the policies the request exceeded
+	// (quota.Verdict.ViolatedPolicies):
+	//
+	//	{"type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+	//	 "title": "Quota Exceeded", "status": 429, "detail": "rate limit exceeded",
+	//	 "violated-policies": ["minute"],
+	//	 "retry_after_seconds": 1, "policy": "minute", "limit": 10, "remaining": 0}
+	//
+	// or, to a client that accepts application/json and not the problem
+	// type, or prefers JSON (by the weights of its Accept, RFC 9110; a
+	// request without Accept accepts either), a JSON body:
 	//
 	//	{"error": "rate limit exceeded", "retry_after_seconds": 1,
 	//	 "policy": "minute", "limit": 10, "remaining": 0}
 	//
-	// or an RFC 9457 application/problem+json body when the request's
-	// Accept names that type. A refusal because the limiter holds as many
-	// keys as it may (keylimit.WithMaxKeys; Result.Untracked) is answered
-	// 503 Service Unavailable instead: the server is full, not the client
-	// over its limit.
+	// A refusal because the limiter holds as many keys as it may
+	// (keylimit.WithMaxKeys; Result.Untracked) is answered 503 Service
+	// Unavailable instead, a problem of the draft's type
+	// temporary-reduced-capacity: the server is full, not the client over
+	// its limit.
 	Deny func(w http.ResponseWriter, r *http.Request, d Decision)
 
 	// Error answers requests the middleware cannot decide: their key
@@ -136,7 +148,7 @@ type middleware struct {
 	skip       func(*http.Request) bool
 	legacy     bool
 	onDecision func(*http.Request, Decision)
-	deny       func(http.ResponseWriter, *http.Request, Decision)
+	deny       func(http.ResponseWriter, *http.Request, Decision) // nil: the default, deny
 	fail       func(http.ResponseWriter, *http.Request, error)
 }
 
@@ -155,9 +167,6 @@ func newMiddleware(c Config) (*middleware, error) {
 		key: c.Key, quota: q, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
 		legacy: c.LegacyFields, onDecision: c.OnDecision,
 		deny: c.Deny, fail: c.Error,
-	}
-	if m.deny == nil {
-		m.deny = deny
 	}
 	if m.fail == nil {
 		m.fail = fail
@@ -230,5 +239,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fields.Set(fieldRetryAfter, strconv.FormatInt(secs, 10))
 	}
 	fields.Set("Cache-Control", "no-store")
+	if m.deny == nil {
+		deny(w, r, &v)
+		return
+	}
 	m.deny(w, r, *d)
 }

@@ -1,6 +1,7 @@
 package transports_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -98,9 +99,44 @@ func overHTTP(t *testing.T, s conformance.Scenario) []answer {
 		default:
 			t.Fatalf("request %d %+v: status %d", i, req, w.Code)
 		}
-		_, err := s.Check(req, a.Fields, a.Outcome != "admitted" && req.Op != "/huge")
+		services, err := s.Check(req, a.Fields, a.Outcome != "admitted" && req.Op != "/huge")
 		require.NoError(t, err, "request %d %+v (%s)", i, req, a.Outcome)
+		if a.Outcome != "admitted" {
+			checkProblem(t, w, a.Outcome, services, s.CostOf(req.Op))
+		}
 		out = append(out, a)
 	}
 	return out
+}
+
+// checkProblem checks the body of a refusal, which a client without Accept
+// gets as an RFC 9457 problem: of the draft's quota-exceeded type (or
+// temporary-reduced-capacity, for an untracked key), whose
+// violated-policies name policies of the RateLimit field that could not
+// afford the request's cost.
+func checkProblem(t *testing.T, w *httptest.ResponseRecorder, outcome string, services []conformance.Service, cost int) {
+	t.Helper()
+	require.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
+	var p struct {
+		Type     string   `json:"type"`
+		Status   int      `json:"status"`
+		Violated []string `json:"violated-policies"`
+	}
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p), "%s", w.Body)
+	want := map[string]string{
+		"refused":     "https://iana.org/assignments/http-problem-types#quota-exceeded",
+		"unavailable": "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",
+	}[outcome]
+	require.Equal(t, want, p.Type)
+	require.Equal(t, w.Code, p.Status)
+	require.NotEmpty(t, p.Violated, "violated-policies")
+	r := map[string]int64{}
+	for _, sv := range services {
+		r[sv.Name] = sv.R
+	}
+	for _, name := range p.Violated {
+		left, ok := r[name]
+		require.True(t, ok, "violated policy %q is in the RateLimit field", name)
+		require.Less(t, left, int64(cost), "violated policy %q could not afford the cost", name)
+	}
 }
