@@ -78,8 +78,10 @@
 //
 // Config.LegacyFields adds the fields many clients still read, for the
 // binding policy (Decision.Policy): X-RateLimit-Limit (q),
-// X-RateLimit-Remaining (r) and X-RateLimit-Reset (t: seconds until the
-// quota is whole, rounded up, not a Unix time).
+// X-RateLimit-Remaining (r) and X-RateLimit-Reset, the Unix time in
+// seconds, rounded up, at which the quota is whole again, as GitHub,
+// go-chi/httprate and ulule/limiter send it (Config.LegacyResetDelta sends
+// the seconds until then instead).
 //
 // # Refusals
 //

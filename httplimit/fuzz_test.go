@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/stretchr/testify/require"
@@ -415,7 +416,7 @@ func referenceNamesProblem(lines ...string) bool {
 // reply included): any Result and any Limit. The fields it sends are always
 // valid: RFC 9651 lists of Integers from 0 to 999,999,999,999,999, r at most
 // q, Retry-After a whole number of seconds from 1 on when a refusal can
-// pass, the legacy fields saying what RateLimit says.
+// pass, the legacy fields saying what RateLimit says (Reset as a Unix time).
 func FuzzFields(f *testing.F) {
 	f.Add(true, int64(10), int64(9), int64(0), int64(time.Second), 10, int64(time.Minute), 0)
 	f.Add(false, int64(1<<62), int64(1<<62), int64(1<<62), int64(-1), -5, int64(-1), -1)
@@ -423,10 +424,13 @@ func FuzzFields(f *testing.F) {
 	f.Add(true, int64(5), int64(500), int64(0), int64(0), 1, int64(1<<62), 1<<62)
 	f.Add(false, int64(1), int64(0), int64(keylimit.InfDuration), int64(0), 1, int64(time.Hour), 1)
 	lim := &scripted{}
+	now := clock.NewMock()
+	now.Set(time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC))
 	h := limited(f, httplimit.Config{
 		Key:          func(*http.Request) (string, error) { return "k", nil },
 		Policies:     []httplimit.Policy{{Name: "p", Limiter: lim}},
 		LegacyFields: true,
+		Clock:        now,
 	})(&ok{})
 	f.Fuzz(func(t *testing.T, allowed bool, limit, remaining, retry, reset int64, events int, period int64, burst int) {
 		lim.set(keylimit.Result{
@@ -453,7 +457,13 @@ func FuzzFields(f *testing.F) {
 			require.True(t, n >= 0 && n <= 999_999_999_999_999, "%s %q", name, v)
 			legacy[i] = n
 		}
-		require.Equal(t, []int64{got[0].q, got[0].r, got[0].t}, legacy, "the legacy fields say what RateLimit says")
+		// X-RateLimit-Reset is the Unix time, rounded up, ResetAfter from
+		// now: t's time of day, to the second or up to one later.
+		r := max(reset, 0)
+		wantReset := now.Now().Unix() + r/1e9 + (int64(now.Now().Nanosecond())+r%1e9+1e9-1)/1e9
+		require.Equal(t, []int64{got[0].q, got[0].r, wantReset}, legacy, "the legacy fields say what RateLimit says")
+		require.GreaterOrEqual(t, legacy[2]-now.Now().Unix(), got[0].t)
+		require.LessOrEqual(t, legacy[2]-now.Now().Unix(), got[0].t+1)
 		// A refusal that can never pass (a quota below the cost of 1, or
 		// RetryAfter InfDuration) has no Retry-After.
 		if allowed || time.Duration(retry) == keylimit.InfDuration || limit < 1 {

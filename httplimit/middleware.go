@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit/internal/bounded"
 	"github.com/keylimit/keylimit/quota"
 )
@@ -55,9 +56,21 @@ type Config struct {
 
 	// LegacyFields also sends X-RateLimit-Limit, X-RateLimit-Remaining
 	// and X-RateLimit-Reset, which many clients still read, for the binding
-	// policy (see Decision). X-RateLimit-Reset is in seconds until the
-	// policy's quota is whole again, rounded up, not a Unix time.
+	// policy (see Decision). X-RateLimit-Reset is the Unix time in seconds,
+	// rounded up, at which the policy's quota is whole again, as GitHub,
+	// go-chi/httprate and ulule/limiter send it and their clients read it.
 	LegacyFields bool
+
+	// LegacyResetDelta, with LegacyFields, sends X-RateLimit-Reset as the
+	// seconds until the quota is whole again, rounded up, instead of a Unix
+	// time: for clients of APIs that send it so (and of this package
+	// before it sent a Unix time).
+	LegacyResetDelta bool
+
+	// Clock is where the middleware reads the time of day X-RateLimit-Reset
+	// counts from: pass the limiters' clock (keylimit.WithClock) in tests.
+	// nil means the system clock.
+	Clock clock.Clock
 
 	// OnDecision, if set, is called with every decision, before the
 	// handler or Deny runs: count admissions and refusals by policy in
@@ -146,7 +159,7 @@ type middleware struct {
 	tierOf     func(*http.Request, string) string
 	cost       func(*http.Request) int
 	skip       func(*http.Request) bool
-	legacy     bool
+	legacy     *legacy // nil: no X-RateLimit fields
 	onDecision func(*http.Request, Decision)
 	deny       func(http.ResponseWriter, *http.Request, Decision) // nil: the default, deny
 	fail       func(http.ResponseWriter, *http.Request, error)
@@ -165,8 +178,13 @@ func newMiddleware(c Config) (*middleware, error) {
 	}
 	m := &middleware{
 		key: c.Key, quota: q, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
-		legacy: c.LegacyFields, onDecision: c.OnDecision,
-		deny: c.Deny, fail: c.Error,
+		onDecision: c.OnDecision, deny: c.Deny, fail: c.Error,
+	}
+	if c.LegacyFields {
+		m.legacy = &legacy{delta: c.LegacyResetDelta, clock: c.Clock}
+		if m.legacy.clock == nil {
+			m.legacy.clock = clock.New()
+		}
 	}
 	if m.fail == nil {
 		m.fail = fail

@@ -158,30 +158,51 @@ func TestMinuteAndHourWindows(t *testing.T) {
 	})
 }
 
-// LegacyFields adds X-RateLimit-* for the binding policy, Reset in
-// seconds until the quota is whole, rounded up.
+// LegacyFields adds X-RateLimit-* for the binding policy: Reset as the
+// Unix time the quota is whole again, rounded up to a second (as GitHub,
+// httprate and ulule send it), on the Clock given; with LegacyResetDelta,
+// the seconds until then, rounded up. Here the clock starts half a second
+// past 2026-03-01 12:00:00 UTC, Unix 1772366400.
 func TestLegacyFields(t *testing.T) {
-	mock := clock.NewMock()
-	srv := serve(t, limited(t, httplimit.Config{
-		Key: httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{
-			bucket(t, "second", keylimit.PerSecond(5), mock), // a token every 200 ms
-			bucket(t, "minute", keylimit.PerMinute(5), mock), // a token every 12 s
-		},
-		LegacyFields: true,
-	})(&ok{}))
-	runSteps(t, mock, srv.URL, []string{"X-User", "u"}, []step{
-		// A tie at 4: the first policy binds.
-		{status: 200, fields: []fields{{"second", 5, 1, 4, 1}, {"minute", 5, 60, 4, 12}}, legacy: []string{"5", "4", "1"}},
-		{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 3, 24}}, legacy: []string{"5", "3", "1"}},
-		// A second later: the second has 4, the minute 2.
-		{advance: time.Second, status: 200, fields: []fields{{"second", 5, 1, 4, 1}, {"minute", 5, 60, 2, 35}}, legacy: []string{"5", "2", "35"}},
-		{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 1, 47}}, legacy: []string{"5", "1", "47"}},
-		{status: 200, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 59}}, legacy: []string{"5", "0", "59"}},
-		// The minute's next token comes at 0:12.
-		{status: 429, retryAfter: 11, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 59}}, legacy: []string{"5", "0", "59"},
-			body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["minute"],"retry_after_seconds":11,"policy":"minute","limit":5,"remaining":0}`},
-	})
+	start := time.Date(2026, 3, 1, 12, 0, 0, 5e8, time.UTC)
+	for _, delta := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unix", true: "delta"}[delta], func(t *testing.T) {
+			mock := clock.NewMock()
+			mock.Set(start)
+			srv := serve(t, limited(t, httplimit.Config{
+				Key: httplimit.Header("X-User"),
+				Policies: []httplimit.Policy{
+					bucket(t, "second", keylimit.PerSecond(5), mock), // a token every 200 ms
+					bucket(t, "minute", keylimit.PerMinute(5), mock), // a token every 12 s
+				},
+				LegacyFields:     true,
+				LegacyResetDelta: delta,
+				Clock:            mock,
+			})(&ok{}))
+			// reset is X-RateLimit-Reset: the Unix time, or with delta the
+			// seconds, deltaSecs from now; unixSecs is the Unix time's offset
+			// from 1772366400.
+			reset := func(deltaSecs, unixSecs int64) string {
+				if delta {
+					return strconv.FormatInt(deltaSecs, 10)
+				}
+				return strconv.FormatInt(1772366400+unixSecs, 10)
+			}
+			runSteps(t, mock, srv.URL, []string{"X-User", "u"}, []step{
+				// A tie at 4: the first policy binds, whole in 200 ms, at 12:00:00.7.
+				{status: 200, fields: []fields{{"second", 5, 1, 4, 1}, {"minute", 5, 60, 4, 12}}, legacy: []string{"5", "4", reset(1, 1)}},
+				{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 3, 24}}, legacy: []string{"5", "3", reset(1, 1)}},
+				// A second later: the second has 4, the minute 2, whole in
+				// 35 s, at 12:00:36.5.
+				{advance: time.Second, status: 200, fields: []fields{{"second", 5, 1, 4, 1}, {"minute", 5, 60, 2, 35}}, legacy: []string{"5", "2", reset(35, 37)}},
+				{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 1, 47}}, legacy: []string{"5", "1", reset(47, 49)}},
+				{status: 200, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 59}}, legacy: []string{"5", "0", reset(59, 61)}},
+				// The minute's next token comes at 0:12.
+				{status: 429, retryAfter: 11, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 59}}, legacy: []string{"5", "0", reset(59, 61)},
+					body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["minute"],"retry_after_seconds":11,"policy":"minute","limit":5,"remaining":0}`},
+			})
+		})
+	}
 }
 
 // Tiers: client-1 gets 10/min on /foo and 5/min on /bar, client-2 20/min
