@@ -52,8 +52,9 @@
 // # The fields
 //
 // On every response it counts, the middleware sets the fields of the IETF
-// draft draft-ietf-httpapi-ratelimit-headers (draft 10), as RFC 9651
-// Structured Field lists with one member per policy, named by a String:
+// draft draft-ietf-httpapi-ratelimit-headers (the text of its -11, May
+// 2026, whose syntax is -10's), as RFC 9651 Structured Field Lists with one
+// member per policy, named by a String:
 //
 //	RateLimit-Policy: "minute";q=10;w=60, "hour";q=500;w=3600
 //	RateLimit: "minute";r=3;t=42, "hour";r=493;t=3541
@@ -144,7 +145,9 @@
 // or 503 (or whatever Transport.Refused says is a refusal) with
 // Retry-After, or a RateLimit member with r=0, pauses the key for every
 // request sharing the Transport, so the fields this package's middleware
-// sends are what the Transport acts on. With Retries, it sends an
+// sends are what the Transport acts on. A RateLimit field that is not a
+// valid RFC 9651 List is ignored whole, as the draft says a client must
+// (quota.ReadRateLimit). With Retries, it sends an
 // idempotent request again after a refusal, once the server's pause and a
 // jittered backoff have passed; when they run out, the caller gets the last
 // answer. A wait that cannot be made returns a *TransportError that says
