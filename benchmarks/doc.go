@@ -11,6 +11,9 @@
 //     keeps per key, and what is left once the keys go idle (BenchmarkMemory);
 //   - Redis: BenchmarkRedis, redislimit beside github.com/go-redis/redis_rate
 //     on a redis-server the benchmark starts;
+//   - concurrency limits: BenchmarkAcquireRelease, keylimit's Concurrency
+//     beside golang.org/x/sync/semaphore per key and a buffered channel per
+//     key (Semaphore, SemaphoreContenders);
 //   - HTTP end to end: cmd/e2e, a command (it takes minutes), serves a
 //     hello-world handler on one core, bare and behind httplimit,
 //     github.com/go-chi/httprate and ulule/limiter, under wrk on another,

@@ -13,6 +13,9 @@ import (
 func (b *body) appendJSON(out []byte) []byte {
 	open := len(out)
 	out = append(out, '{')
+	if b.Type != "" {
+		out = appendJSONString(appendMember(out, open, "type"), b.Type)
+	}
 	if b.Title != "" {
 		out = appendJSONString(appendMember(out, open, "title"), b.Title)
 	}
@@ -21,6 +24,16 @@ func (b *body) appendJSON(out []byte) []byte {
 	}
 	if b.Detail != "" {
 		out = appendJSONString(appendMember(out, open, "detail"), b.Detail)
+	}
+	if len(b.ViolatedPolicies) > 0 {
+		out = append(appendMember(out, open, "violated-policies"), '[')
+		for i, name := range b.ViolatedPolicies {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendJSONString(out, name)
+		}
+		out = append(out, ']')
 	}
 	if b.Error != "" {
 		out = appendJSONString(appendMember(out, open, "error"), b.Error)

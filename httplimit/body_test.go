@@ -10,7 +10,8 @@ import (
 
 // every returns a body with each of its fields set, by reflection, so that
 // a field added to body is compared without a change here: strings to s,
-// integers to n, pointers to integers to &n.
+// integers to n, pointers to integers to &n, slices of strings to s and
+// s+"2".
 func every(t *testing.T, s string, n int) body {
 	var b body
 	v := reflect.ValueOf(&b).Elem()
@@ -21,6 +22,8 @@ func every(t *testing.T, s string, n int) body {
 			f.SetString(s)
 		case reflect.Int, reflect.Int64:
 			f.SetInt(int64(n))
+		case reflect.Slice: // of strings
+			f.Set(reflect.ValueOf([]string{s, s + "2"}))
 		case reflect.Pointer:
 			p := reflect.New(f.Type().Elem())
 			p.Elem().SetInt(int64(n))
@@ -58,9 +61,10 @@ func FuzzBodyJSON(f *testing.F) {
 	f.Add("Too Many Requests", "rate limit exceeded", "minute", 429, int64(30), 10, 0, true)
 	f.Add("", "policy \"a<b>\" can never pass", "\xff\u2029", 0, int64(0), -3, 5, false)
 	f.Fuzz(func(t *testing.T, title, msg, policy string, status int, retry int64, limit, remaining int, pointers bool) {
-		b := body{Title: title, Status: status, Detail: msg, Error: msg, RetryAfterSeconds: retry, Policy: policy}
+		b := body{Type: title, Title: title, Status: status, Detail: msg, Error: msg, RetryAfterSeconds: retry, Policy: policy}
 		if pointers {
 			b.Limit, b.Remaining = &limit, &remaining
+			b.ViolatedPolicies = []string{policy, msg}
 		}
 		want, err := json.Marshal(b)
 		require.NoError(t, err)

@@ -106,6 +106,7 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	// cost now, the first that never can (cost above its quota), and the
 	// first that cannot apply its limit to the key (Result.Err).
 	least, short, never, failed := -1, -1, -1, -1
+	var violated uint64 // bit i: policy i (of the first 64) cannot afford cost now
 	for i, p := range t.policies {
 		r := &each[i]
 		if i > 0 {
@@ -119,8 +120,13 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		if least < 0 || r.Remaining < each[least].Remaining {
 			least = i
 		}
-		if short < 0 && r.Remaining < cost {
-			short = i
+		if r.Remaining < cost {
+			if i < 64 {
+				violated |= 1 << i
+			}
+			if short < 0 {
+				short = i
+			}
 		}
 		if never < 0 && r.Limit < cost {
 			never = i
@@ -146,12 +152,13 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	case short >= 0:
 		bind = short
 	}
-	// The Verdict is built where it is returned: it is 23 words.
+	// The Verdict is built where it is returned: it is 25 words.
 	v.Decision = Decision{Key: key, Tier: t.name, Policy: t.policies[bind].name, Cost: cost, Result: each[bind]}
 	b := &v.Decision.Result
 	b.Allowed, b.RetryAfter, b.Untracked, b.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Err
 	v.rateLimitPolicy = t.policyField(qw)
 	v.action = act(b, d.dryRun)
+	v.tier, v.violated = t, violated
 	// The values of a request's fields are one string, so one allocation:
 	// RateLimit's, then Retry-After's.
 	n := len(field)
