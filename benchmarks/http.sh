@@ -118,5 +118,5 @@ if [ "$E2E" != 0 ]; then
 		echo "read from /proc; on a shared machine it moves less than requests a second do."
 		echo
 		eval "$e2e"
-	} 2>/dev/null
+	}
 fi
