@@ -11,6 +11,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/internal/httpfloor"
 	"github.com/stretchr/testify/require"
 )
 
@@ -118,24 +119,6 @@ func TestAllocs(t *testing.T) {
 	}
 }
 
-// twoFields is the floor of BenchmarkMiddleware: the least a middleware
-// that sends a RateLimit field of its own for each request, and
-// RateLimit-Policy, does before the handler: one string formatted for the
-// request, and an array for the two values, which no other response may
-// share. With the table of a fresh header map, which the first field
-// allocates, that is 3 allocations.
-func twoFields(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var buf [32]byte
-		vals := new([2]string)
-		vals[0] = string(strconv.AppendInt(append(buf[:0], `"second";r=`...), int64(len(r.RemoteAddr)), 10))
-		vals[1] = `"second";q=1000000000;w=1`
-		h := w.Header()
-		h["Ratelimit"], h["Ratelimit-Policy"] = vals[0:1:1], vals[1:2:2]
-		next.ServeHTTP(w, r)
-	})
-}
-
 // BenchmarkMiddleware measures a request through the middleware to nop,
 // on an httptest.ResponseRecorder, with no network, over 1024 distinct
 // clients, beside nop alone on the same requests. The two run in turn, 64
@@ -144,15 +127,15 @@ func twoFields(next http.Handler) http.Handler {
 // overhead-ns/op the difference, all from one run. allocs/op and B/op are
 // the middleware's requests, recorder included (bare-allocs/op and
 // bare-B/op: a recorder, its header map and its body's buffer). The row
-// floor/two-fields is twoFields, the least a middleware that sends the
-// fields can cost.
+// floor/two-fields is httpfloor.TwoFields, the least a middleware that
+// sends the fields can cost.
 func BenchmarkMiddleware(b *testing.B) {
 	reqs := benchRequests(1024)
 	type row struct {
 		name    string
 		handler http.Handler
 	}
-	rows := []row{{"floor/two-fields", twoFields(nop)}}
+	rows := []row{{"floor/two-fields", httpfloor.TwoFields(nop)}}
 	for _, c := range benchConfigs(b) {
 		rows = append(rows, row{c.name, limited(b, c.config)(nop)})
 	}

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/go-chi/httprate"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/internal/httpfloor"
 	"github.com/ulule/limiter/v3"
 	"github.com/ulule/limiter/v3/drivers/middleware/stdlib"
 	"github.com/ulule/limiter/v3/drivers/store/memory"
@@ -50,7 +50,7 @@ var contenders = []contender{
 		}
 		return limit(h), nil
 	}},
-	{"floor-two-fields", func(h http.Handler) (http.Handler, error) { return twoFields(h), nil }},
+	{"floor-two-fields", func(h http.Handler) (http.Handler, error) { return httpfloor.TwoFields(h), nil }},
 	{"go-chi-httprate", func(h http.Handler) (http.Handler, error) {
 		return httprate.LimitBy(never, time.Second, remoteIP)(h), nil
 	}},
@@ -58,25 +58,6 @@ var contenders = []contender{
 		lim := limiter.New(memory.NewStore(), limiter.Rate{Period: time.Second, Limit: never})
 		return stdlib.NewMiddleware(lim).Handler(h), nil
 	}},
-}
-
-// twoFields is no limiter: the least a middleware that sends a RateLimit
-// field of its own for each request, and RateLimit-Policy, does before
-// the handler (one string formatted for the request, an array for the two
-// values, and the table of the response's header map), so that the table
-// shows what any such middleware costs end to end. Like httplimit's, it
-// makes net/http copy the header map before writing it (the handler called
-// Header), and sends the two fields.
-func twoFields(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var buf [32]byte
-		vals := new([2]string)
-		vals[0] = string(strconv.AppendInt(append(buf[:0], `"second";r=`...), int64(len(r.RemoteAddr)), 10))
-		vals[1] = `"second";q=1000000000;w=1`
-		h := w.Header()
-		h["Ratelimit"], h["Ratelimit-Policy"] = vals[0:1:1], vals[1:2:2]
-		next.ServeHTTP(w, r)
-	})
 }
 
 // remoteIP keys a request by the address it came from, as httplimit's
