@@ -160,9 +160,7 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 	}
 	var d bucketDecision
 	_, v := b.decide(key, n, &d)
-	ok := v == admitted || v == untracked && b.keys.overflow == admitUntracked // keys.admits, inlined
-	b.keys.counts.count(v, ok)
-	return ok
+	return b.keys.counts.admits(v, b.keys.overflow)
 }
 
 // Take takes n tokens from key's bucket if all n are there, and reports the
@@ -187,7 +185,7 @@ func (b *TokenBucket[K]) admit(key K, n int, a *Admission) Result {
 	}
 	var d bucketDecision
 	c, v := b.decide(key, n, &d)
-	b.keys.admits(v)
+	b.keys.counts.admits(v, b.keys.overflow)
 	switch v {
 	case untracked:
 		return b.keys.untracked(c.arith.burst, n)

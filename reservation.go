@@ -50,7 +50,7 @@ func (b *TokenBucket[K]) ReserveN(key K, n int, maxDelay time.Duration) *Reserva
 	}
 	d := bucketDecision{ahead: min(int64(maxDelay), int64(maxSpan))}
 	c, v := b.decide(key, n, &d)
-	b.keys.admits(v)
+	b.keys.counts.admits(v, b.keys.overflow)
 	switch v {
 	case untracked:
 		r.res = b.keys.untracked(c.arith.burst, n)
@@ -143,7 +143,7 @@ func (b *TokenBucket[K]) waitQueued(ctx context.Context, key K, n int) error {
 	if n > 0 {
 		var d bucketDecision
 		if _, v := b.decide(key, n, &d); v == admitted {
-			b.keys.counts.count(v, true)
+			b.keys.counts.admits(v, b.keys.overflow)
 			return nil
 		}
 	}

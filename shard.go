@@ -226,17 +226,5 @@ func (s *shard[K, S]) reset(key K) {
 	}
 }
 
-// admits reports whether a decision with verdict v admits, and counts it
-// (see Stats). The hot path writes it out (a generic method is not inlined
-// into a generic caller, and this costs one call, a fifth of an Allow):
-//
-//	ok := v == admitted || v == untracked && s.overflow == admitUntracked
-//	s.counts.count(v, ok)
-func (s *shard[K, S]) admits(v verdict) bool {
-	ok := v == admitted || v == untracked && s.overflow == admitUntracked
-	s.counts.count(v, ok)
-	return ok
-}
-
 // len is the number of keys tracked.
 func (s *shard[K, S]) len() int { return int(s.count.Load()) }

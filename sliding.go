@@ -169,9 +169,7 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 	}
 	var d slidingDecision
 	_, v := s.decide(key, n, &d)
-	ok := v == admitted || v == untracked && s.keys.overflow == admitUntracked // keys.admits, inlined
-	s.keys.counts.count(v, ok)
-	return ok
+	return s.keys.counts.admits(v, s.keys.overflow)
 }
 
 // Take records n events for key if all n fit in the window, and reports the
@@ -200,7 +198,7 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission) Result {
 	}
 	d := slidingDecision{report: true}
 	c, v := s.decide(key, n, &d)
-	s.keys.admits(v)
+	s.keys.counts.admits(v, s.keys.overflow)
 	switch v {
 	case untracked:
 		return s.keys.untracked(c.arith.events, n)

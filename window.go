@@ -459,9 +459,7 @@ func (w *windowLimiter[K]) allowN(key K, n int) bool {
 	}
 	var d windowDecision
 	_, v := w.decide(key, n, &d)
-	ok := v == admitted || v == untracked && w.keys.overflow == admitUntracked // keys.admits, inlined
-	w.keys.counts.count(v, ok)
-	return ok
+	return w.keys.counts.admits(v, w.keys.overflow)
 }
 
 // admit is Take for both types, and when a is not nil and the events are
@@ -476,7 +474,7 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission, by any) Result {
 	}
 	var d windowDecision
 	c, v := w.decide(key, n, &d)
-	w.keys.admits(v)
+	w.keys.counts.admits(v, w.keys.overflow)
 	switch v {
 	case untracked:
 		return w.keys.untracked(int(c.arith.events), n)
