@@ -126,7 +126,7 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 		var err error
 		if rf, ok := l.(Refunder[K]); ok && (i < len(a.refunders) || record != nil) {
 			var adm Admission
-			r, adm, err = admit(ctx, rf, key, n)
+			r, adm, err = admitContext(ctx, rf, key, n)
 			adms = append(adms, adm)
 		} else {
 			r, err = takeContext(ctx, l, key, n)
@@ -154,39 +154,6 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 	return sum, Admission{N: n, By: a, state: record}, firstErr
 }
 
-// admit is r.Admit, under ctx if r takes one.
-func admit[K comparable](ctx context.Context, r Refunder[K], key K, n int) (Result, Admission, error) {
-	if c, ok := r.(ContextRefunder[K]); ok {
-		return c.AdmitContext(ctx, key, n)
-	}
-	res, adm := r.Admit(key, n)
-	return res, adm, nil
-}
-
-// contextPeeker is a limiter whose Peek takes a context, as the redislimit
-// ones do.
-type contextPeeker[K comparable] interface {
-	PeekContext(ctx context.Context, key K) (Result, error)
-}
-
-// peekContext is l.Peek, under ctx if l takes one (its error is the Result's
-// business: a Peek only informs a refusal).
-func peekContext[K comparable](ctx context.Context, l Limiter[K], key K) Result {
-	if c, ok := l.(contextPeeker[K]); ok {
-		r, _ := c.PeekContext(ctx, key)
-		return r
-	}
-	return l.Peek(key)
-}
-
-// takeContext is l.Take, under ctx if l takes one.
-func takeContext[K comparable](ctx context.Context, l Limiter[K], key K, n int) (Result, error) {
-	if c, ok := l.(ContextLimiter[K]); ok {
-		return c.TakeContext(ctx, key, n)
-	}
-	return l.Take(key, n), nil
-}
-
 // undo refunds the admissions adms of the first limiters, in reverse order.
 // A refund must happen even if ctx has ended, or the events would stay
 // taken: it keeps ctx's values (for tracing) but not its end.
@@ -198,17 +165,8 @@ func (a *all[K]) undo(ctx context.Context, key K, adms []Admission) {
 		ctx = context.WithoutCancel(ctx)
 	}
 	for j := len(adms) - 1; j >= 0; j-- {
-		refund(ctx, a.limiters[j].(Refunder[K]), key, adms[j])
+		refundContext(ctx, a.limiters[j].(Refunder[K]), key, adms[j])
 	}
-}
-
-// refund is r.Refund, under ctx if r takes one.
-func refund[K comparable](ctx context.Context, r Refunder[K], key K, adm Admission) {
-	if c, ok := r.(ContextRefunder[K]); ok {
-		c.RefundContext(ctx, key, adm)
-		return
-	}
-	r.Refund(key, adm)
 }
 
 // refused reports a refusal by limiter i, which answered r: the others, none

@@ -38,11 +38,6 @@ func events(n int) string {
 	return fmt.Sprintf("%d events", n)
 }
 
-// taker is what waitN needs of a limiter.
-type taker[K comparable] interface {
-	Take(key K, n int) Result
-}
-
 // WaitN blocks until lim admits n events for key, and takes them: the WaitN
 // method of this module's limiters, for anything with their Take method,
 // such as a combination made by All or a view of your own. It sleeps on the
@@ -78,7 +73,9 @@ func waitN[K comparable](ctx context.Context, lim taker[K], ts *timeSource, key 
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("keylimit: wait for %s: %w", events(n), err)
 		}
-		r := take(ctx, lim, key, n)
+		// A failure policy's answer is as good as a decision here: its
+		// error is not the wait's.
+		r, _ := takeContext(ctx, lim, key, n)
 		if r.Allowed {
 			return nil
 		}
@@ -97,19 +94,6 @@ func waitN[K comparable](ctx context.Context, lim taker[K], ts *timeSource, key 
 			return fmt.Errorf("keylimit: wait for %s: %w", events(n), err)
 		}
 	}
-}
-
-// take asks lim for n events of key, under ctx if lim takes one. A failure
-// policy's answer is as good as a decision here: its error is not the
-// wait's.
-func take[K comparable](ctx context.Context, lim taker[K], key K, n int) Result {
-	if c, ok := lim.(interface {
-		TakeContext(ctx context.Context, key K, n int) (Result, error)
-	}); ok {
-		r, _ := c.TakeContext(ctx, key, n)
-		return r
-	}
-	return lim.Take(key, n)
 }
 
 // sleep waits d on the limiter's clock, or until ctx ends.
