@@ -3,6 +3,8 @@ package keylimit
 import (
 	"context"
 	"fmt"
+
+	"github.com/benbjohnson/clock"
 )
 
 // All returns a Limiter that admits n events for a key only if every one of
@@ -21,7 +23,11 @@ import (
 // least Remaining with its Limit, the largest RetryAfter and ResetAfter (see
 // Result.And). The limiter All returns also implements ContextLimiter,
 // EachTaker and PeekContext; under a context, it asks every limiter that
-// takes one (the redislimit ones) under it, its Peeks included.
+// takes one (the redislimit ones) under it, its Peeks included. It has Wait
+// and WaitN too, which poll it as the package's WaitN polls a limiter
+// without a WaitN of its own, on the clock of the first of limiters that
+// is Clocked (every limiter of this module is), and is Clocked by that
+// clock.
 func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 	if len(limiters) == 0 {
 		panic("keylimit: All needs at least one limiter")
@@ -45,7 +51,14 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 			return joined
 		}
 	}
-	return &all[K]{limiters: append([]Limiter[K](nil), limiters...), refunders: refunders}
+	a := &all[K]{limiters: append([]Limiter[K](nil), limiters...), refunders: refunders, clock: systemClock}
+	for _, l := range limiters {
+		if _, ok := l.(Clocked); ok {
+			a.clock = clockOf(l)
+			break
+		}
+	}
+	return a
 }
 
 // EachTaker is a combination of limiters that reports the Result of each
@@ -74,6 +87,7 @@ type Joiner[K comparable] interface {
 type all[K comparable] struct {
 	limiters  []Limiter[K]
 	refunders []Refunder[K] // refunders[i] is limiters[i]; the last has none
+	clock     clock.Clock   // the first Clocked limiter's, or the system clock: WaitN sleeps on it
 }
 
 // Allow is shorthand for AllowN(key, 1).
@@ -219,6 +233,19 @@ func (a *all[K]) PeekContext(ctx context.Context, key K) (Result, error) {
 	return sum, nil
 }
 
+// Wait is shorthand for WaitN(ctx, key, 1).
+func (a *all[K]) Wait(ctx context.Context, key K) error { return a.WaitN(ctx, key, 1) }
+
+// WaitN blocks until every limiter admits n events for key, and takes them
+// from all: it asks, and when refused, sleeps for the RetryAfter of the
+// combination (the largest) and asks again (see the package's WaitN).
+func (a *all[K]) WaitN(ctx context.Context, key K, n int) error {
+	return waitN[K](ctx, a, a.clock, key, n)
+}
+
+// Clock returns the clock WaitN sleeps on.
+func (a *all[K]) Clock() clock.Clock { return a.clock }
+
 // Reset resets key in every limiter.
 func (a *all[K]) Reset(key K) {
 	for _, l := range a.limiters {
@@ -253,4 +280,5 @@ var (
 	_ Refunder[string]       = (*all[string])(nil)
 	_ ContextLimiter[string] = (*all[string])(nil)
 	_ EachTaker[string]      = (*all[string])(nil)
+	_ Clocked                = (*all[string])(nil)
 )

@@ -78,7 +78,7 @@ func BenchmarkWaitContended(b *testing.B) {
 			counted := &takeCounter{lim: lim}
 			wait := func(ctx context.Context) error { return lim.Wait(ctx, "k") }
 			if mode == "polling" {
-				wait = func(ctx context.Context) error { return keylimit.WaitN[string](ctx, counted, "k", 1, nil) }
+				wait = func(ctx context.Context) error { return keylimit.WaitN[string](ctx, counted, "k", 1) }
 			}
 			const waiters = 64
 			waits := make([][]time.Duration, waiters)

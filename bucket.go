@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // TokenBucket limits each key to a rate with bursts: a bucket of
@@ -366,6 +368,10 @@ func (b *TokenBucket[K]) Stats() Stats { return b.keys.stats() }
 
 // Len returns the number of keys the bucket tracks.
 func (b *TokenBucket[K]) Len() int { return b.keys.len() }
+
+// Clock returns the clock the bucket reads: WithClock's, or the system
+// clock.
+func (b *TokenBucket[K]) Clock() clock.Clock { return b.keys.clock.timers }
 
 // Close stops the bucket's evictor. The bucket still answers after Close,
 // exactly, but no longer forgets idle keys in the background. It always

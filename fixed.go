@@ -1,6 +1,10 @@
 package keylimit
 
-import "context"
+import (
+	"context"
+
+	"github.com/benbjohnson/clock"
+)
 
 // FixedWindow limits each key to Limit.Events per window of Limit.Period.
 // Windows are aligned to multiples of Period since the Unix epoch (a minute
@@ -111,6 +115,10 @@ func (f *FixedWindow[K]) Stats() Stats { return f.w.keys.stats() }
 // Len returns the number of keys the window tracks.
 func (f *FixedWindow[K]) Len() int { return f.w.keys.len() }
 
+// Clock returns the clock the window reads: WithClock's, or the system
+// clock.
+func (f *FixedWindow[K]) Clock() clock.Clock { return f.w.keys.clock.timers }
+
 // Close stops the window's evictor. The window still answers after Close,
 // exactly, but no longer forgets idle keys in the background. It always
 // returns nil.
@@ -132,5 +140,5 @@ func (f *FixedWindow[K]) Wait(ctx context.Context, key K) error { return f.WaitN
 // has not begun without counting it now; TokenBucket's WaitN can, and
 // serves waiters first come, first served.
 func (f *FixedWindow[K]) WaitN(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, f, &f.w.keys.clock, key, n)
+	return waitN[K](ctx, f, f.w.keys.clock.timers, key, n)
 }

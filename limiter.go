@@ -94,4 +94,9 @@ var (
 	_ Refunder[string] = (*FixedWindow[string])(nil)
 	_ Refunder[string] = (*SlidingWindow[string])(nil)
 	_ Refunder[string] = (*SlidingCounter[string])(nil)
+
+	_ Clocked = (*TokenBucket[string])(nil)
+	_ Clocked = (*FixedWindow[string])(nil)
+	_ Clocked = (*SlidingWindow[string])(nil)
+	_ Clocked = (*SlidingCounter[string])(nil)
 )

@@ -165,7 +165,7 @@ func (b *TokenBucket[K]) waitQueued(ctx context.Context, key K, n int) error {
 			return fmt.Errorf("%w: %s can never pass a limit of %d at once", ErrExceedsLimit, events(n), res.Limit)
 		case res.Untracked:
 			// The key cap left no place: wait as for any limiter.
-			return waitN[K](ctx, b, ts, key, n)
+			return waitN[K](ctx, b, ts.timers, key, n)
 		}
 		return &deadlineError{n: n, wait: res.RetryAfter, left: max(maxDelay, 0)}
 	}

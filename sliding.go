@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // MaxSlidingWindowEvents is the largest Limit.Events a SlidingWindow accepts:
@@ -619,6 +621,10 @@ func (s *SlidingWindow[K]) Stats() Stats { return s.keys.stats() }
 // Len returns the number of keys the window tracks.
 func (s *SlidingWindow[K]) Len() int { return s.keys.len() }
 
+// Clock returns the clock the window reads: WithClock's, or the system
+// clock.
+func (s *SlidingWindow[K]) Clock() clock.Clock { return s.keys.clock.timers }
+
 // Close stops the window's evictor. The window still answers after Close,
 // exactly, but no longer forgets idle keys in the background. It always
 // returns nil.
@@ -640,5 +646,5 @@ func (s *SlidingWindow[K]) Wait(ctx context.Context, key K) error { return s.Wai
 // without recording it now; TokenBucket's WaitN can, and serves waiters
 // first come, first served.
 func (s *SlidingWindow[K]) WaitN(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, s, &s.keys.clock, key, n)
+	return waitN[K](ctx, s, s.keys.clock.timers, key, n)
 }

@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 )
 
@@ -23,7 +24,7 @@ func (l *limiter) Wait(ctx context.Context, key string) error { return l.WaitN(c
 // too). It returns ctx's error, wrapped, if ctx ends first. While Redis
 // fails, the failure policy answers, as for Take.
 func (l *limiter) WaitN(ctx context.Context, key string, n int) error {
-	return keylimit.WaitN[string](ctx, contextTaker{l, ctx}, key, n, l.clock.injected)
+	return keylimit.WaitN[string](ctx, contextTaker{l, ctx}, key, n)
 }
 
 // contextTaker is the limiter's Take under one context, for keylimit.WaitN.
@@ -31,6 +32,10 @@ type contextTaker struct {
 	l   *limiter
 	ctx context.Context
 }
+
+// Clock is the limiter's local clock (WithClock), which the wait sleeps on;
+// nil is the system clock.
+func (t contextTaker) Clock() clock.Clock { return t.l.clock.injected }
 
 func (t contextTaker) Take(key string, n int) keylimit.Result {
 	r, _ := t.l.TakeContext(t.ctx, key, n)
