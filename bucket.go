@@ -229,13 +229,11 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 	// The loop works on locals, and writes d once, when it returns.
 	ahead := d.ahead
 	// The clock is read after the TAT, so that no admission the TAT holds
-	// decided at a later time than now: a first try is never stale. A retry
-	// after a lost CAS reuses now: the TAT it lost to is at least as late,
-	// so the retry is at least as strict, and a refusal then reads the
-	// clock once more (see DESIGN.md, "Stale clock readings").
+	// decided at a later time than now: no try decides on a stale reading
+	// (see DESIGN.md, "Stale clock readings").
 	tat := st.tat.Load()
 	now := b.keys.clock.now()
-	lost, reread := false, false
+	var bo backoff
 	for {
 		if tat < freshTAT {
 			if st = b.settle(key, st, tat); st == nil {
@@ -258,11 +256,6 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 		base := max(tat, now)
 		next := base + int64(n)*g.interval
 		if next-now-g.tau-ahead > 0 {
-			if lost && !reread {
-				reread = true
-				tat, now = st.tat.Load(), b.keys.clock.now()
-				continue
-			}
 			d.now, d.base, d.next = now, base, next
 			return c, refused
 		}
@@ -270,8 +263,10 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 			d.now, d.base, d.next, d.st = now, base, next, st
 			return c, admitted
 		}
-		lost = true
-		tat = st.tat.Load()
+		// Lost to another caller of the key: let it run on, then try
+		// afresh (see backoff).
+		bo.wait()
+		tat, now = st.tat.Load(), b.keys.clock.now()
 	}
 }
 

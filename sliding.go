@@ -325,9 +325,16 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 			return c, never
 		}
 		// A refusal needs no lock: a consistent snapshot that refuses is
-		// the state at one instant of this call. Only an admission locks.
-		if r.judgeSnapshot(st, now, n, d) && !d.ok {
-			return c, refused
+		// the state at one instant of this call. Only an admission locks,
+		// and decides again only if a writer ran since its snapshot: with
+		// seq and pos as they were (every writer changes one), the state is
+		// the one the snapshot judged.
+		seq, snap, ok := st.snapshot()
+		if ok {
+			r.judge(st, snap, now, n, d)
+			if ok = st.unchanged(seq); ok && !d.ok {
+				return c, refused
+			}
 		}
 		st.mu.Lock()
 		pos := st.pos.Load()
@@ -337,7 +344,9 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 			now = s.keys.clock.now()
 			continue
 		}
-		r.judge(st, pos, now, n, d)
+		if !ok || pos != snap || !st.unchanged(seq) {
+			r.judge(st, pos, now, n, d)
+		}
 		if d.ok {
 			st.append(pos, d.t, n)
 		}

@@ -384,14 +384,11 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		return w.policy.resolve(key), untracked
 	}
 	// The clock is read after the word, so that no admission the word
-	// holds decided at a later time than d.now: a first try is never stale.
-	// A retry after a lost CAS reuses d.now: a word a later caller wrote is
-	// judged at an earlier time, which can only be stricter (a window that
-	// has begun since is still the word's window, see windowGrid.current),
-	// and a refusal then reads the clock once more.
+	// holds decided at a later time than d.now: no try decides on a stale
+	// reading (see DESIGN.md, "Stale clock readings").
 	old := st.word.Load()
 	d.now = w.keys.clock.now()
-	lost, reread := false, false
+	var bo backoff
 	for {
 		c := st.cfg
 		if old >= movedWord || c.stale() {
@@ -406,35 +403,26 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		if c.err != nil || d.n > r.events {
 			return c, never
 		}
-		if last := old >> r.wshift; !r.sliding && last != 0 && d.now < r.grid.end(last) {
+		var next uint64
+		if last, cur := old>>r.wshift, old&(1<<r.shift-1); !r.sliding && last != 0 && d.now < r.grid.end(last) && cur+d.n <= r.events {
 			// A FixedWindow in its word's own window, the common case: the
 			// count is the word's low bits, and an admission adds to them.
-			if cur := old & (1<<r.shift - 1); cur+d.n <= r.events {
-				if st.word.CompareAndSwap(old, old+d.n) {
-					d.view, d.st = windowView{w: last, cur: cur + d.n}, st
-					return c, admitted
-				}
-				lost = true
-				old = st.word.Load()
-				continue
+			next, d.view = old+d.n, windowView{w: last, cur: cur + d.n}
+		} else {
+			if d.view = r.at(old, d.now); !r.fits(d.view, d.n) {
+				return c, refused
 			}
+			d.view.cur += d.n
+			next = r.pack(d.view)
 		}
-		d.view = r.at(old, d.now)
-		if !r.fits(d.view, d.n) {
-			if lost && !reread {
-				reread = true
-				old, d.now = st.word.Load(), w.keys.clock.now()
-				continue
-			}
-			return c, refused
-		}
-		d.view.cur += d.n
-		if st.word.CompareAndSwap(old, r.pack(d.view)) {
+		if st.word.CompareAndSwap(old, next) {
 			d.st = st
 			return c, admitted
 		}
-		lost = true
-		old = st.word.Load()
+		// Lost to another caller of the key: let it run on, then try
+		// afresh (see backoff).
+		bo.wait()
+		old, d.now = st.word.Load(), w.keys.clock.now()
 	}
 }
 
