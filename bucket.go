@@ -195,7 +195,7 @@ func (b *TokenBucket[K]) admit(key K, n int, a *Admission) Result {
 		return impossible(b.Peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: d.next, By: b, state: d.st, unit: c.arith.interval}
+			*a = Admission{N: n, Mark: d.next, By: b, state: d.st, key: d.key, unit: c.arith.interval}
 		}
 	}
 	return c.arith.result(v == admitted, &d)
@@ -210,13 +210,15 @@ type bucketDecision struct {
 	ahead           int64
 	now, base, next int64
 	st              *bucketState // the state decided on
+	key             uint64       // the key's hash, for an Admission
 }
 
 // decide takes n >= 1 tokens for key if they are there, and returns the
 // limit it decided under and its verdict, with the decision in d when
 // admitted or refused.
 func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcra], verdict) {
-	st := b.keys.load(key)
+	h := b.keys.hash(key)
+	st := b.keys.lookup(h)
 	if st == nil {
 		// A request that can never pass must not create the key.
 		if c := b.policy.resolve(key); c.err != nil || n > c.arith.burst {
@@ -260,7 +262,7 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 			return c, refused
 		}
 		if st.tat.CompareAndSwap(tat, next) {
-			d.now, d.base, d.next, d.st = now, base, next, st
+			d.now, d.base, d.next, d.st, d.key = now, base, next, st, h
 			return c, admitted
 		}
 		// Lost to another caller of the key: let it run on, then try
@@ -382,8 +384,12 @@ func (b *TokenBucket[K]) Close() error {
 // TAT, is given back. Later admissions keep their place, and no interval
 // ever admits more than the limit, however late the refund. After a Reset
 // of the key, or a change to a limit of another Interval, it gives back
-// nothing.
-func (b *TokenBucket[K]) Refund(key K, a Admission) { b.refund(a) }
+// nothing, and so it does for an Admission of another key.
+func (b *TokenBucket[K]) Refund(key K, a Admission) {
+	if b.keys.ofKey(key, a) {
+		b.refund(a)
+	}
+}
 
 // refund is Refund, and returns how far it moved the TAT back, in ns.
 func (b *TokenBucket[K]) refund(a Admission) int64 { return b.refundMoving(a, nil) }

@@ -107,7 +107,8 @@ func (c *SlidingCounter[K]) Reset(key K) { c.w.reset(key) }
 // Refund gives back the events of a, an Admission the counter made for key,
 // from the count of the window they were admitted in, while that count
 // still weighs: as the current count, or as the previous count in the
-// window after (see Refunder).
+// window after (see Refunder). An Admission of another key gives back
+// nothing.
 func (c *SlidingCounter[K]) Refund(key K, a Admission) { c.w.refund(key, a, c) }
 
 // Stats returns what the counter has counted (see Stats and WithStats).

@@ -106,7 +106,7 @@ func (f *FixedWindow[K]) Reset(key K) { f.w.reset(key) }
 // Refund gives back the events of a, an Admission the window made for key,
 // if their window has not ended: it lowers that window's count. Events of a
 // window that has ended are gone already, and are not given back to a later
-// one (see Refunder).
+// one (see Refunder). An Admission of another key gives back nothing.
 func (f *FixedWindow[K]) Refund(key K, a Admission) { f.w.refund(key, a, f) }
 
 // Stats returns what the window has counted (see Stats and WithStats).

@@ -62,7 +62,7 @@ func (b *TokenBucket[K]) ReserveN(key K, n int, maxDelay time.Duration) *Reserva
 	default:
 		r.ok = true
 		r.at = d.next - c.arith.tau
-		r.adm = Admission{N: n, Mark: d.next, By: b, state: d.st, unit: c.arith.interval}
+		r.adm = Admission{N: n, Mark: d.next, By: b, state: d.st, key: d.key, unit: c.arith.interval}
 		r.res = c.arith.allowed(d.now, d.next)
 	}
 	return r

@@ -208,7 +208,7 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission) Result {
 		return impossible(s.Peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: d.t, By: s, state: d.st, epoch: epoch}
+			*a = Admission{N: n, Mark: d.t, By: s, state: d.st, key: d.key, epoch: epoch}
 		}
 	}
 	return c.arith.result(d)
@@ -284,15 +284,17 @@ type slidingDecision struct {
 	leave int64
 	// count is how many entries are in the window at t, after the decision.
 	count int
-	// st is the state that recorded an admission.
-	st *slidingState
+	// st is the state that recorded an admission; key, the key's hash.
+	st  *slidingState
+	key uint64
 }
 
 // decide records n >= 1 events for key if they fit, and returns the limit
 // it decided under and its verdict, with the decision in d when admitted or
 // refused.
 func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[slidingRules], verdict) {
-	st := s.keys.load(key)
+	h := s.keys.hash(key)
+	st := s.keys.lookup(h)
 	if st == nil {
 		// A request that can never pass must not create the key.
 		if c := s.policy.resolve(key); c.err != nil || n > c.arith.events {
@@ -356,7 +358,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 		}
 		d.count += n
 		d.newest = d.t
-		d.st = st
+		d.st, d.key = st, h
 		return c, admitted
 	}
 }
@@ -554,10 +556,11 @@ func (s *SlidingWindow[K]) Reset(key K) { resetKey(s.keys, key, (*slidingState).
 // (entries pushed out of the log had left the window, and count for
 // nothing). Other admissions keep theirs, and no interval ever admits more
 // than the limit, however late the refund. After a Reset of the key it
-// gives back nothing (see Refunder).
+// gives back nothing (see Refunder), and so it does for an Admission of
+// another key.
 func (s *SlidingWindow[K]) Refund(key K, a Admission) {
 	st, ok := a.state.(*slidingState)
-	if !ok || a.N <= 0 || a.By != s {
+	if !ok || a.N <= 0 || a.By != s || !s.keys.ofKey(key, a) {
 		return
 	}
 	for !st.refund(a.Mark, a.N) {

@@ -177,6 +177,7 @@ type windowDecision struct {
 	view windowView
 	n    uint64
 	st   *windowState // the state decided on
+	key  uint64       // the key's hash, for an Admission
 }
 
 // result reports d as a Result.
@@ -371,7 +372,8 @@ func initWindowLimiter[K comparable, T any](w *windowLimiter[K], owner *T, l Lim
 // decided under and its verdict, with the decision in d when admitted or
 // refused.
 func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[windowRules], verdict) {
-	st := w.keys.load(key)
+	h := w.keys.hash(key)
+	st := w.keys.lookup(h)
 	if st == nil {
 		// A request that can never pass must not create the key.
 		if c := w.policy.resolve(key); c.err != nil || uint64(n) > c.arith.events {
@@ -416,7 +418,7 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 			next = r.pack(d.view)
 		}
 		if st.word.CompareAndSwap(old, next) {
-			d.st = st
+			d.st, d.key = st, h
 			return c, admitted
 		}
 		// Lost to another caller of the key: let it run on, then try
@@ -470,7 +472,7 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission, by any) Result {
 		return impossible(w.peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: int64(d.view.w), By: by, state: d.st, epoch: epoch, unit: c.arith.grid.period}
+			*a = Admission{N: n, Mark: int64(d.view.w), By: by, state: d.st, key: d.key, epoch: epoch, unit: c.arith.grid.period}
 		}
 	}
 	return c.arith.result(v == admitted, &d)
@@ -514,10 +516,11 @@ func (w *windowLimiter[K]) observe(key K) (uint64, *keyConfig[windowRules]) {
 
 // refund gives back what a, an Admission for key, still holds (see Refund).
 // It follows the key to the state a change of limit moved it to, if the
-// windows are the same and no Reset came between.
+// windows are the same and no Reset came between. An Admission of another
+// key gives back nothing.
 func (w *windowLimiter[K]) refund(key K, a Admission, by any) {
 	st, ok := a.state.(*windowState)
-	if !ok || a.N <= 0 || a.By != by {
+	if !ok || a.N <= 0 || a.By != by || !w.keys.ofKey(key, a) {
 		return
 	}
 	for {
