@@ -119,7 +119,7 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 		retire:       (*bucketState).retire,
 	})
 	// The bucket's own limit gives the default sweep interval.
-	b.evictor = startEvictor(b, b.keys, o, time.Duration(pol.cur.Load().def.arith.tau))
+	b.evictor = startEvictor(b, b.keys, o, time.Duration(pol.own().arith.tau))
 	return b, nil
 }
 

@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
-	"github.com/puzpuzpuz/xsync/v3"
+	"github.com/keylimit/keylimit/internal/perkey"
 )
 
 // Per-key limits and limits changed at runtime.
@@ -17,9 +16,10 @@ import (
 // the key is first seen and kept with its state (a pointer to a config
 // shared by the keys under the same limit), so the hot path never calls the
 // function. SetLimit starts a new generation and marks the configs of the
-// last one superseded: every key notices on its next call, resolves its
-// limit again and carries its state over to it, each limiter type in its
-// own documented way.
+// last one superseded (internal/perkey keeps the generations, for the Redis
+// limiters too): every key notices on its next call, resolves its limit
+// again and carries its state over to it, each limiter type in its own
+// documented way.
 //
 // A TokenBucket converts a key's state in place: its TAT means the same
 // under any limit. The window types cannot: their packed words and rings
@@ -67,27 +67,19 @@ type keyConfig[C any] struct {
 // stale reports whether c is from a generation before the current one.
 func (c *keyConfig[C]) stale() bool { return c.superseded.Load() }
 
-// policy resolves the config each key is under.
+// Refuse and Supersede make a keyConfig a perkey.Config.
+func (c *keyConfig[C]) Refuse(err error) { c.err = err }
+func (c *keyConfig[C]) Supersede()       { c.superseded.Store(true) }
+
+// policy resolves the config each key is under: perkey's generations, over
+// one limiter type's arithmetic.
 type policy[K comparable, C any] struct {
-	build func(Limit) (C, error)          // validates a Limit and builds its arithmetic
-	cur   atomic.Pointer[policyGen[K, C]] // the current generation
-	mu    sync.Mutex                      // serializes SetLimit and SetKeyLimit
+	limits perkey.Limits[K, Limit, *keyConfig[C]]
 }
 
-// policyGen is one generation of a policy: the limiter's limit, the
-// function that gives keys their own, and the configs of the limits keys
-// have been given, one per distinct Limit, so that a million keys in three
-// tiers share three configs.
-type policyGen[K comparable, C any] struct {
-	def      *keyConfig[C]
-	keyLimit func(K) Limit                      // nil: every key is under def
-	byLimit  *xsync.MapOf[Limit, *keyConfig[C]] // nil without keyLimit
-}
-
-// init sets up p, the zero policy embedded in a limiter, for the limit l
-// and the options o.
+// init sets up p, the zero policy a limiter holds, for the limit l and the
+// options o; build validates a Limit and builds its arithmetic.
 func (p *policy[K, C]) init(l Limit, o options, build func(Limit) (C, error)) error {
-	p.build = build
 	var f func(K) Limit
 	if o.keyLimit != nil {
 		var ok bool
@@ -96,88 +88,27 @@ func (p *policy[K, C]) init(l Limit, o options, build func(Limit) (C, error)) er
 				o.keyLimit, reflect.TypeFor[K]())
 		}
 	}
-	return p.start(&l, f, false)
+	return p.limits.Init(l, f, func(l Limit) (*keyConfig[C], error) {
+		arith, err := build(l)
+		return &keyConfig[C]{arith: arith, limit: l}, err
+	})
 }
 
 // set makes l the limiter's limit in a new generation.
-func (p *policy[K, C]) set(l Limit) error { return p.start(&l, nil, false) }
+func (p *policy[K, C]) set(l Limit) error { return p.limits.Set(l) }
 
 // setKeyLimit makes f the limiter's per-key limit function (nil: none) in a
 // new generation.
-func (p *policy[K, C]) setKeyLimit(f func(K) Limit) error { return p.start(nil, f, true) }
-
-// start begins a generation under the limit l (nil: the current one) and,
-// if setF, the function f (else the current one).
-func (p *policy[K, C]) start(l *Limit, f func(K) Limit, setF bool) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	old := p.cur.Load()
-	if l == nil {
-		l = &old.def.limit
-	}
-	if !setF && old != nil {
-		f = old.keyLimit
-	}
-	arith, err := p.build(*l)
-	if err != nil {
-		return err
-	}
-	g := &policyGen[K, C]{def: &keyConfig[C]{arith: arith, limit: *l}, keyLimit: f}
-	if f != nil {
-		g.byLimit = xsync.NewMapOf[Limit, *keyConfig[C]]()
-	}
-	p.cur.Store(g)
-	if old != nil {
-		// After the Store: a config that resolve adds to old after this
-		// Range has passed it is marked by resolve itself.
-		old.def.superseded.Store(true)
-		if old.byLimit != nil {
-			old.byLimit.Range(func(_ Limit, c *keyConfig[C]) bool {
-				c.superseded.Store(true)
-				return true
-			})
-		}
-	}
-	return nil
-}
+func (p *policy[K, C]) setKeyLimit(f func(K) Limit) error { return p.limits.SetKeyLimit(f) }
 
 // limit is the limiter's own limit.
-func (p *policy[K, C]) limit() Limit { return p.cur.Load().def.limit }
+func (p *policy[K, C]) limit() Limit { return p.limits.Limit() }
+
+// own is the config of the limiter's own limit.
+func (p *policy[K, C]) own() *keyConfig[C] { return p.limits.Default() }
 
 // resolve returns the config key is under in the current generation.
-func (p *policy[K, C]) resolve(key K) *keyConfig[C] {
-	for {
-		g := p.cur.Load()
-		if g.keyLimit == nil {
-			return g.def
-		}
-		c := p.lookup(g, g.keyLimit(key))
-		if c == g.def || p.cur.Load() == g {
-			return c
-		}
-		// A SetLimit began a generation meanwhile, and may have marked
-		// g's configs before c was added: mark it, and ask again.
-		c.superseded.Store(true)
-	}
-}
-
-// lookup returns the config of l in generation g, making it if it is new.
-func (p *policy[K, C]) lookup(g *policyGen[K, C], l Limit) *keyConfig[C] {
-	if l == (Limit{}) || l == g.def.limit {
-		return g.def
-	}
-	if c, ok := g.byLimit.Load(l); ok {
-		return c
-	}
-	c, _ := g.byLimit.LoadOrCompute(l, func() *keyConfig[C] {
-		arith, err := p.build(l)
-		if err != nil {
-			err = fmt.Errorf("keylimit: the limit WithKeyLimit gave this key is invalid: %w", err)
-		}
-		return &keyConfig[C]{arith: arith, limit: l, err: err}
-	})
-	return c
-}
+func (p *policy[K, C]) resolve(key K) *keyConfig[C] { return p.limits.Resolve(key) }
 
 // stale reports whether c is from a generation before the current one.
 func (p *policy[K, C]) stale(c *keyConfig[C]) bool { return c.stale() }

@@ -69,6 +69,10 @@ func TestClientIPKeys(t *testing.T) {
 	}
 }
 
+// ClientIP has httplimit.ClientIP's fields: the one converts to the other,
+// as when it was defined on it.
+var _ = grpclimit.ClientIP(httplimit.ClientIP{})
+
 // Over bufconn the peer has no IP address: the server's configuration is
 // wrong, not the client's call (Internal), and Config.Error is told why.
 // Addr gives the address unprefixed, and its errors wrap ErrNoKey when the

@@ -2,98 +2,101 @@ package grpclimit
 
 import (
 	"context"
-	"net/http"
-	"net/url"
-	"strings"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
 
+	"github.com/keylimit/keylimit/internal/bounded"
+	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/grpc/metadata"
 )
 
-// A call is decided by httplimit's middleware, so that a gRPC client meets
-// the very policies, binding-policy choice and fields an HTTP client does:
-// the call is presented to it as the request it is on the wire (an HTTP/2
-// POST to the full method name, callRequest), and the middleware answers on
-// a verdict, which records the outcome instead of writing a response. The
-// middleware's Deny and Error say which outcome it was; its handler, admit,
-// that the call may go on. The fields it set become response metadata.
-//
-// The call's context is the request's: the limiters are asked under it as
-// far as the middleware passes it on.
+// wasHTTP is in the text of the errors of calls that cannot be decided,
+// and of Configs that cannot work, where it has been since calls were
+// decided by httplimit's middleware: an error's text is behaviour, kept
+// until a change says otherwise in the CHANGELOG.
+const wasHTTP = "httplimit: "
 
-// outcome is what the middleware decided for a call.
-type outcome uint8
-
-const (
-	admitted outcome = iota // the handler runs: admitted, skipped, or a dry run
-	refused                 // Deny ran: the decision refused the call
-	failed                  // Error ran: the call could not be decided
+var (
+	// errEmptyKey is the error for a KeyFunc that returned an empty key and
+	// no error: counting every such call against one key "" would make
+	// them all one client.
+	errEmptyKey = errors.New(wasHTTP + "the KeyFunc returned an empty key without an error")
+	// errEnded is wrapped, with the context's error, by the error of a call
+	// whose context ended before its rate limit was decided.
+	errEnded = errors.New(wasHTTP + "the request ended before its rate limit was decided")
+	// clientIPNoKey is what the errors of ClientIP for metadata it cannot
+	// read wrap: ErrNoKey's kind.
+	clientIPNoKey = quota.NoKey(wasHTTP + "the request carries no key")
 )
 
-// verdict is the http.ResponseWriter the middleware answers one call on.
-// The middleware never wraps it (httplimit.New promises so), so Deny, Error
-// and admit find it by a type assertion.
-type verdict struct {
-	header   http.Header // the fields the middleware set
-	url      url.URL     // the request's URL, allocated with the verdict
-	outcome  outcome
-	decision Decision // when refused
-	err      error    // when failed
-}
-
-func (v *verdict) Header() http.Header {
-	if v.header == nil {
-		v.header = make(http.Header, 3)
+// decide decides the call to method under ctx, as quota decides: the key,
+// the tier and the cost of the call, then the Decider. It returns the
+// Verdict (for Finish, once the handler has returned), the header metadata
+// to send (nil if none: a skipped call, one that could not be decided), and
+// the error the call ends with before its handler: its refusal, or what
+// Config.Error makes of a call that cannot be decided; nil if the handler
+// is to run.
+func (s *Server) decide(ctx context.Context, method string) (v quota.Verdict, header metadata.MD, err error) {
+	if s.skip != nil && s.skip(ctx, method) {
+		return v, nil, nil
 	}
-	return v.header
-}
-
-// Write and WriteHeader take what a custom answer would write: nothing is
-// sent but the metadata and the status of the call.
-func (v *verdict) Write(b []byte) (int, error) { return len(b), nil }
-func (v *verdict) WriteHeader(int)             {}
-
-// admit is the handler behind the middleware: reached, the call goes on.
-func admit(w http.ResponseWriter, _ *http.Request) { w.(*verdict).outcome = admitted }
-
-// deny is the middleware's Deny.
-func deny(w http.ResponseWriter, _ *http.Request, d Decision) {
-	v := w.(*verdict)
-	v.outcome, v.decision = refused, d
-}
-
-// fail is the middleware's Error.
-func fail(w http.ResponseWriter, _ *http.Request, err error) {
-	v := w.(*verdict)
-	v.outcome, v.err = failed, err
-}
-
-// decide decides the call to method under ctx.
-func (s *Server) decide(ctx context.Context, method string) *verdict {
-	v := &verdict{url: url.URL{Path: method}}
-	s.limit.ServeHTTP(v, callRequest(ctx, method, &v.url))
-	return v
-}
-
-// metadata returns the fields the middleware set as response metadata,
-// under lower-case keys, or nil if it set none (a skipped call, an error).
-// Cache-Control is HTTP's alone and is left out.
-func (v *verdict) metadata() metadata.MD {
-	if len(v.header) == 0 {
-		return nil
+	var start time.Time
+	if s.onDecision != nil {
+		start = time.Now()
 	}
-	md := make(metadata.MD, len(v.header))
-	for k, vals := range v.header {
-		switch k {
-		case "Ratelimit": // the canonical forms the middleware writes
-			md["ratelimit"] = vals
-		case "Ratelimit-Policy":
-			md["ratelimit-policy"] = vals
-		case "Retry-After":
-			md["retry-after"] = vals
-		case "Cache-Control":
-		default:
-			md[strings.ToLower(k)] = vals
+	key, err := s.key(ctx, method)
+	if err == nil && key == "" {
+		err = errEmptyKey
+	}
+	if err != nil {
+		return v, nil, s.fail(ctx, method, err)
+	}
+	tier := ""
+	if s.tierOf != nil {
+		tier = s.tierOf(ctx, method, key)
+	}
+	cost := 1
+	if s.cost != nil {
+		if cost = s.cost(ctx, method); cost < 0 {
+			return v, nil, s.fail(ctx, method, fmt.Errorf("%sCost returned %d for %s: a cost is at least 0", wasHTTP, cost, bounded.Quote("POST "+method)))
 		}
+	}
+	// The cost is not negative: Decide's only error is the context's, of a
+	// call whose client has gone (before or while it was decided).
+	if v, err = s.quota.Decide(ctx, key, tier, cost); err != nil {
+		return v, nil, s.fail(ctx, method, fmt.Errorf("%w: %w", errEnded, err))
+	}
+	d := &v.Decision
+	if s.onDecision != nil {
+		d.Elapsed = time.Since(start)
+	}
+	if v.Action() == quota.Fail {
+		// Not the client's doing: the policy cannot be applied to its key.
+		return v, nil, s.fail(ctx, method, fmt.Errorf("%spolicy %q cannot limit key %s: %w", wasHTTP, d.Policy, bounded.Quote(key), d.Result.Err))
+	}
+	header = fields(&v)
+	if s.onDecision != nil {
+		s.onDecision(ctx, method, *d)
+	}
+	if v.Action() == quota.Refuse {
+		return v, header, refusal(*d)
+	}
+	return v, header, nil
+}
+
+// fields returns the rate-limit fields of a counted call as header
+// metadata, under the lower-case keys of their HTTP names: ratelimit,
+// ratelimit-policy, and retry-after in whole seconds for a refusal that can
+// pass. The values share one allocated array.
+func fields(v *quota.Verdict) metadata.MD {
+	vals := new([3]string)
+	vals[0], vals[1] = v.RateLimit(), v.RateLimitPolicy()
+	md := metadata.MD{"ratelimit": vals[0:1:1], "ratelimit-policy": vals[1:2:2]}
+	if secs, ok := v.Decision.RetryAfterSeconds(); ok && v.Action() == quota.Refuse {
+		vals[2] = strconv.FormatInt(secs, 10)
+		md["retry-after"] = vals[2:3:3]
 	}
 	return md
 }

@@ -41,10 +41,11 @@
 //	ratelimit: "minute";r=0;t=42
 //	retry-after: 1                  (refused calls only; whole seconds)
 //
-// Each call is decided by httplimit's middleware itself, presented to it
-// as the HTTP/2 request the call is on the wire, so that HTTP and gRPC
-// clients meet the same rules and see the same fields. A stream counts once,
-// when it opens; its messages are not counted.
+// A call is decided by a quota.Decider, the transport-neutral core
+// httplimit's middleware decides requests with: HTTP and gRPC clients meet
+// the same policies, binding policy and fields, and neither transport's
+// answer depends on the other's. A stream counts once, when it opens; its
+// messages are not counted.
 //
 // # Clients
 //

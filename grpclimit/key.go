@@ -2,13 +2,11 @@ package grpclimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 
-	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/internal/joinkey"
+	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -26,8 +24,10 @@ type KeyFunc func(ctx context.Context, method string) (string, error)
 // ErrNoKey is wrapped by the errors of KeyFuncs for calls that do not carry
 // what their key needs: a missing metadata key, a forwarded address that
 // cannot be read. By default they are answered InvalidArgument, with the
-// error's text. Errors that wrap httplimit.ErrNoKey are answered the same.
-var ErrNoKey = errors.New("grpclimit: the call carries no key")
+// error's text. errors.Is matches it with httplimit.ErrNoKey and
+// quota.ErrNoKey too: they are one kind, and an error that wraps any of
+// them is answered the same.
+var ErrNoKey = quota.NoKey("grpclimit: the call carries no key")
 
 // Method keys calls by their full method name, "/package.Service/Method":
 // every call to one method shares its limit, whoever makes it. Join it with
@@ -55,40 +55,23 @@ func Metadata(name string) KeyFunc {
 
 // Join returns a KeyFunc whose key combines the keys of all the given
 // KeyFuncs: Join(ClientIP{}.Key, Method) counts each client on each method
-// apart. It is httplimit.Join: the keys joined by '|', each with '|' and '\'
-// escaped, so that distinct combinations never make one key; a call that one
-// of them cannot key has that one's error.
+// apart. The key is their keys joined by '|', each with '|' and '\'
+// escaped, as httplimit.Join joins them, so that distinct combinations
+// never make one key; a call that one of them cannot key has that one's
+// error, and one that one of them keys "" is the server's error (Internal).
 //
 // Join panics if keys is empty or holds a nil, a programming error.
 func Join(keys ...KeyFunc) KeyFunc {
-	parts := make([]httplimit.KeyFunc, len(keys))
+	if len(keys) == 0 {
+		panic(wasHTTP + "Join needs at least one KeyFunc")
+	}
 	for i, k := range keys {
 		if k == nil {
 			panic(fmt.Sprintf("grpclimit: Join: KeyFunc %d is nil", i))
 		}
-		parts[i] = fromHTTP(k)
 	}
-	joined := httplimit.Join(parts...) // panics if keys is empty
+	keys = append([]KeyFunc(nil), keys...)
 	return func(ctx context.Context, method string) (string, error) {
-		return joined(callRequest(ctx, method, &url.URL{Path: method}))
+		return joinkey.Join(keys, func(k KeyFunc) (string, error) { return k(ctx, method) }, errEmptyKey)
 	}
-}
-
-// fromHTTP returns k as an httplimit.KeyFunc of the requests callRequest
-// makes.
-func fromHTTP(k KeyFunc) httplimit.KeyFunc {
-	return func(r *http.Request) (string, error) { return k(r.Context(), r.Pattern) }
-}
-
-// callRequest is a gRPC call as httplimit sees it: what it is on the wire,
-// an HTTP/2 POST to the full method name (u, whose Path is method), with
-// the call's context. Pattern holds the method too, so that httplimit.Route
-// keys by it. It has no Header and no RemoteAddr: ClientIP makes its own
-// request with those.
-func callRequest(ctx context.Context, method string, u *url.URL) *http.Request {
-	r := &http.Request{
-		Method: http.MethodPost, URL: u, Pattern: method,
-		Proto: "HTTP/2.0", ProtoMajor: 2,
-	}
-	return r.WithContext(ctx)
 }

@@ -2,26 +2,26 @@ package grpclimit
 
 import (
 	"github.com/keylimit/keylimit"
-	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 )
 
 // Policy is one named quota a call counts against: "minute", 10 a minute
-// per client. It is httplimit.Policy, and means here what it means there: a
-// call meets all the policies of its tier at once, all or nothing
-// (keylimit.All), each is one member of the ratelimit and ratelimit-policy
-// metadata, and any keylimit.Limiter[string] counts. See httplimit.Policy
-// for its fields (Name, Limiter, Window).
-type Policy = httplimit.Policy
+// per client. It is quota.Policy, as httplimit.Policy is, and means here
+// what it means there: a call meets all the policies of its tier at once,
+// all or nothing (keylimit.All), each is one member of the ratelimit and
+// ratelimit-policy metadata, and any keylimit.Limiter[string] counts. See
+// quota.Policy for its fields (Name, Limiter, Window).
+type Policy = quota.Policy
 
 // Bucket returns a Policy named name that counts each key in a new
-// keylimit.TokenBucket of l, built with opts. It is httplimit.Bucket: if l
-// or an option is invalid, NewServer reports the error.
+// keylimit.TokenBucket of l, built with opts. It is quota.Bucket: if l or
+// an option is invalid, NewServer reports the error.
 func Bucket(name string, l keylimit.Limit, opts ...keylimit.Option) Policy {
-	return httplimit.Bucket(name, l, opts...)
+	return quota.Bucket(name, l, opts...)
 }
 
 // Decision is what the server interceptor decided for one call: the key,
 // the tier and the cost it counted, and the binding policy's state. It is
-// httplimit.Decision; Result.RetryAfter is the delay the RetryInfo of a
-// refusal carries.
-type Decision = httplimit.Decision
+// quota.Decision, as httplimit.Decision is; Result.RetryAfter is the delay
+// the RetryInfo of a refusal carries.
+type Decision = quota.Decision

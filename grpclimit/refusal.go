@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -48,11 +49,11 @@ func refusal(d Decision) error {
 
 // trailer returns the trailer metadata of a refused call, the pushback, or
 // nil for any other.
-func (v *verdict) trailer() metadata.MD {
-	if v.outcome != refused {
+func trailer(v *quota.Verdict) metadata.MD {
+	if v.Action() != quota.Refuse {
 		return nil
 	}
-	return metadata.MD{pushbackKey: {pushbackValue(v.decision.Result.RetryAfter)}}
+	return metadata.MD{pushbackKey: {pushbackValue(v.Decision.Result.RetryAfter)}}
 }
 
 // pushbackValue is d in whole milliseconds, rounded up, or -1 (do not

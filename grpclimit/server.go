@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
-	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,7 +14,7 @@ import (
 // Config configures the server interceptors. Key and Policies are required;
 // everything else is optional, and its zero value is the usual choice. The
 // fields mean what httplimit.Config's of the same names mean, for a call
-// instead of a request.
+// instead of a request: both are read by a quota.Decider.
 type Config struct {
 	// Key names the client a call counts against: ClientIP{}.Key,
 	// Metadata("x-api-key"), Method, Join(ClientIP{}.Key, Method), or your
@@ -56,9 +55,10 @@ type Config struct {
 	// cannot be determined, Cost returned a negative number, or a policy's
 	// limiter could not apply its limit to the key. It returns the error the
 	// call ends with, or nil to let the call through uncounted. If Error is
-	// nil, an error that wraps ErrNoKey (or httplimit.ErrNoKey) ends the call
-	// with InvalidArgument and its text, any other with Internal and a
-	// generic text: the server's details stay out of the answer.
+	// nil, an error that wraps ErrNoKey (or httplimit.ErrNoKey, of the same
+	// kind) ends the call with InvalidArgument and its text, any other with
+	// Internal and a generic text: the server's details stay out of the
+	// answer.
 	Error func(ctx context.Context, method string, err error) error
 }
 
@@ -75,10 +75,13 @@ type Config struct {
 //	ratelimit: "minute";r=0;t=42
 //	retry-after: 6                       (refused calls only)
 type Server struct {
-	// limit is httplimit's middleware around admit: each call is decided
-	// by it, presented as the request it is on the wire (see decide.go).
-	limit http.Handler
-	fail  func(ctx context.Context, method string, err error) error
+	quota      *quota.Decider
+	key        KeyFunc
+	tierOf     func(ctx context.Context, method, key string) string
+	cost       func(ctx context.Context, method string) int
+	skip       func(ctx context.Context, method string) bool
+	onDecision func(ctx context.Context, method string, d Decision)
+	fail       func(ctx context.Context, method string, err error) error
 }
 
 // NewServer returns the interceptors that limit calls as c says. It returns
@@ -90,31 +93,14 @@ func NewServer(c Config) (*Server, error) {
 	if (c.Tier == nil) != (len(c.Tiers) == 0) {
 		return nil, errors.New("grpclimit: Config.Tier and Config.Tiers go together: set both or neither")
 	}
-	hc := httplimit.Config{
-		Key:      fromHTTP(c.Key),
-		Policies: c.Policies,
-		Tiers:    c.Tiers,
-		DryRun:   c.DryRun,
-		Deny:     deny,
-		Error:    fail,
-	}
-	if c.Tier != nil {
-		hc.Tier = func(r *http.Request, key string) string { return c.Tier(r.Context(), r.Pattern, key) }
-	}
-	if c.Cost != nil {
-		hc.Cost = func(r *http.Request) int { return c.Cost(r.Context(), r.Pattern) }
-	}
-	if c.Skip != nil {
-		hc.Skip = func(r *http.Request) bool { return c.Skip(r.Context(), r.Pattern) }
-	}
-	if c.OnDecision != nil {
-		hc.OnDecision = func(r *http.Request, d Decision) { c.OnDecision(r.Context(), r.Pattern, d) }
-	}
-	mw, err := httplimit.New(hc)
+	q, err := quota.New(quota.Config{Policies: c.Policies, Tiers: c.Tiers, DryRun: c.DryRun})
 	if err != nil {
-		return nil, fmt.Errorf("grpclimit: %w", err)
+		return nil, fmt.Errorf("grpclimit: %s%w", wasHTTP, errors.Unwrap(err))
 	}
-	s := &Server{limit: mw(http.HandlerFunc(admit)), fail: c.Error}
+	s := &Server{
+		quota: q, key: c.Key, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
+		onDecision: c.OnDecision, fail: c.Error,
+	}
 	if s.fail == nil {
 		s.fail = defaultError
 	}
@@ -125,18 +111,19 @@ func NewServer(c Config) (*Server, error) {
 // grpc.NewServer(grpc.ChainUnaryInterceptor(s.UnaryInterceptor())).
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		v := s.decide(ctx, info.FullMethod)
-		if md := v.metadata(); md != nil {
+		v, header, err := s.decide(ctx, info.FullMethod)
+		if header != nil {
 			// An error here means ctx is not a server call's (a handler
 			// called directly): there is nowhere to send the fields.
-			_ = grpc.SetHeader(ctx, md)
+			_ = grpc.SetHeader(ctx, header)
 		}
-		if err := s.end(ctx, info.FullMethod, v); err != nil {
-			if tr := v.trailer(); tr != nil {
+		if err != nil {
+			if tr := trailer(&v); tr != nil {
 				_ = grpc.SetTrailer(ctx, tr)
 			}
 			return nil, err
 		}
+		defer v.Finish()
 		return handler(ctx, req)
 	}
 }
@@ -146,31 +133,19 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // counted: grpc.NewServer(grpc.ChainStreamInterceptor(s.StreamInterceptor())).
 func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx := ss.Context()
-		v := s.decide(ctx, info.FullMethod)
-		if md := v.metadata(); md != nil {
-			_ = ss.SetHeader(md)
+		v, header, err := s.decide(ss.Context(), info.FullMethod)
+		if header != nil {
+			_ = ss.SetHeader(header)
 		}
-		if err := s.end(ctx, info.FullMethod, v); err != nil {
-			if tr := v.trailer(); tr != nil {
+		if err != nil {
+			if tr := trailer(&v); tr != nil {
 				ss.SetTrailer(tr)
 			}
 			return err
 		}
+		defer v.Finish()
 		return handler(srv, ss)
 	}
-}
-
-// end returns the error a call ends with before its handler, or nil if the
-// handler is to run.
-func (s *Server) end(ctx context.Context, method string, v *verdict) error {
-	switch v.outcome {
-	case refused:
-		return refusal(v.decision)
-	case failed:
-		return s.fail(ctx, method, v.err)
-	}
-	return nil
 }
 
 // errInternal is the answer to a call that could not be decided for a
@@ -179,7 +154,7 @@ var errInternal = status.Error(codes.Internal, "grpclimit: the server cannot dec
 
 // defaultError is Config.Error when it is nil.
 func defaultError(_ context.Context, _ string, err error) error {
-	if errors.Is(err, ErrNoKey) || errors.Is(err, httplimit.ErrNoKey) {
+	if errors.Is(err, ErrNoKey) {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return errInternal

@@ -37,8 +37,8 @@ func deny(w http.ResponseWriter, r *http.Request, d Decision) {
 		status, msg = http.StatusServiceUnavailable, "the rate limiter is tracking as many clients as it can: try again later"
 	}
 	b := body{Policy: d.Policy, Limit: &res.Limit, Remaining: new(max(res.Remaining, 0))}
-	if res.RetryAfter != keylimit.InfDuration {
-		b.RetryAfterSeconds = retryAfterSeconds(res.RetryAfter)
+	if secs, ok := d.RetryAfterSeconds(); ok {
+		b.RetryAfterSeconds = secs
 	}
 	write(w, r, status, msg, b)
 }

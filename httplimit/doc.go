@@ -38,7 +38,10 @@
 // Config.Tier picks other policies for some clients (a "gold" tier); a
 // request may cost more than 1 (Config.Cost); some requests can be skipped
 // (Config.Skip); and a dry run counts and sets the fields but refuses
-// nothing (Config.DryRun). Config.OnDecision sees every decision.
+// nothing (Config.DryRun). Config.OnDecision sees every decision. The
+// policies, the decision and the fields are package quota's, which
+// grpclimit decides gRPC calls with too: the middleware reads the key, the
+// tier and the cost from the request, and answers with what quota decided.
 //
 // A limiter that takes a context (keylimit.ContextLimiter: the Redis
 // limiters) is asked under the request's, and several policies are decided

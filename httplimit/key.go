@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
-	"strings"
+
+	"github.com/keylimit/keylimit/internal/joinkey"
+	"github.com/keylimit/keylimit/quota"
 )
 
 // KeyFunc names the client a request counts against: its IP address
@@ -24,8 +26,9 @@ type KeyFunc func(r *http.Request) (string, error)
 // carry what their key needs: a missing header, a forwarding header in
 // which the client's address cannot be read. By default the middleware
 // answers them 400 Bad Request, with the error's text; other key errors are
-// the server's and answered 500 with a generic text.
-var ErrNoKey = errors.New("httplimit: the request carries no key")
+// the server's and answered 500 with a generic text. errors.Is matches it
+// with grpclimit.ErrNoKey and quota.ErrNoKey too: they are one kind.
+var ErrNoKey = quota.NoKey("httplimit: the request carries no key")
 
 // Header returns a KeyFunc that keys requests by the value of the header
 // name, such as "X-API-Key". A request without the header, or with an empty
@@ -94,30 +97,6 @@ func Join(keys ...KeyFunc) KeyFunc {
 	}
 	keys = append([]KeyFunc(nil), keys...)
 	return func(r *http.Request) (string, error) {
-		var buf [128]byte
-		b := buf[:0]
-		for i, k := range keys {
-			part, err := k(r)
-			if err != nil {
-				return "", err
-			}
-			if part == "" {
-				return "", errEmptyKey
-			}
-			if i > 0 {
-				b = append(b, '|')
-			}
-			if !strings.ContainsAny(part, `|\`) {
-				b = append(b, part...)
-				continue
-			}
-			for j := 0; j < len(part); j++ {
-				if part[j] == '|' || part[j] == '\\' {
-					b = append(b, '\\')
-				}
-				b = append(b, part[j])
-			}
-		}
-		return string(b), nil
+		return joinkey.Join(keys, func(k KeyFunc) (string, error) { return k(r) }, errEmptyKey)
 	}
 }

@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/bounded"
+	"github.com/keylimit/keylimit/quota"
 )
 
 // Config configures a rate-limiting middleware. Key and Policies are
@@ -93,29 +94,10 @@ type Config struct {
 }
 
 // Decision is what the middleware decided for one request: the key, the
-// tier and the cost it counted, and the binding policy's state.
-type Decision struct {
-	Key  string // from Config.Key
-	Tier string // the tier met: a key of Config.Tiers, or "" for Config.Policies
-	Cost int    // what the request asked of each policy
-	// Policy names the binding policy: when refused, the one that refused;
-	// when admitted, the one with the least Remaining (the first of them).
-	Policy string
-	// Result is the binding policy's state after the decision: its Limit,
-	// Remaining and ResetAfter. Allowed, RetryAfter and Untracked are the
-	// decision's, over all the policies: RetryAfter is InfDuration if the
-	// request can never pass (its cost is above a policy's quota, or Err is
-	// set). Err is the limiter's Result.Err: the key's limit could not be
-	// applied; the request is answered by Config.Error, or passes in dry
-	// run. In dry run, Allowed false marks a request that would have been
-	// refused.
-	Result keylimit.Result
-	// Elapsed is how long the middleware took to decide: the key, the tier
-	// and the limiters (a Redis round trip included), on the system's
-	// monotonic clock. It is measured only when Config.OnDecision is set,
-	// and is 0 otherwise.
-	Elapsed time.Duration
-}
+// tier and the cost it counted, and the binding policy's state. It is
+// quota.Decision, which grpclimit's Decision is too; Elapsed is measured
+// only when Config.OnDecision is set, and is 0 otherwise.
+type Decision = quota.Decision
 
 // New returns a middleware that rate-limits the requests of the handler it
 // wraps, as c says. It returns an error if c is incomplete or a policy is
@@ -148,12 +130,10 @@ var errEnded = errors.New("httplimit: the request ended before its rate limit wa
 // middleware is a checked Config.
 type middleware struct {
 	key        KeyFunc
-	base       *tier
+	quota      *quota.Decider
 	tierOf     func(*http.Request, string) string
-	tiers      map[string]*tier
 	cost       func(*http.Request) int
 	skip       func(*http.Request) bool
-	dryRun     bool
 	legacy     bool
 	onDecision func(*http.Request, Decision)
 	deny       func(http.ResponseWriter, *http.Request, Decision)
@@ -167,13 +147,13 @@ func newMiddleware(c Config) (*middleware, error) {
 	if (c.Tier == nil) != (len(c.Tiers) == 0) {
 		return nil, errors.New("httplimit: Config.Tier and Config.Tiers go together: set both or neither")
 	}
-	base, err := compileTier("", c.Policies)
+	q, err := quota.New(quota.Config{Policies: c.Policies, Tiers: c.Tiers, DryRun: c.DryRun})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("httplimit: %w", errors.Unwrap(err)) // New's *quota.ConfigError, said as ours
 	}
 	m := &middleware{
-		key: c.Key, base: base, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
-		dryRun: c.DryRun, legacy: c.LegacyFields, onDecision: c.OnDecision,
+		key: c.Key, quota: q, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
+		legacy: c.LegacyFields, onDecision: c.OnDecision,
 		deny: c.Deny, fail: c.Error,
 	}
 	if m.deny == nil {
@@ -181,17 +161,6 @@ func newMiddleware(c Config) (*middleware, error) {
 	}
 	if m.fail == nil {
 		m.fail = fail
-	}
-	if len(c.Tiers) > 0 {
-		m.tiers = make(map[string]*tier, len(c.Tiers))
-		for name, ps := range c.Tiers {
-			if name == "" {
-				return nil, errors.New(`httplimit: Config.Tiers has a tier named "": Config.Policies is that tier`)
-			}
-			if m.tiers[name], err = compileTier(name, ps); err != nil {
-				return nil, fmt.Errorf("%w (tier %q)", err, name)
-			}
-		}
 	}
 	return m, nil
 }
@@ -220,72 +189,46 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, err)
 		return
 	}
-	t := m.base
+	tier := ""
 	if m.tierOf != nil {
-		if other, ok := m.tiers[m.tierOf(r, key)]; ok {
-			t = other
-		}
+		tier = m.tierOf(r, key)
 	}
 	cost := 1
 	if m.cost != nil {
 		if cost = m.cost(r); cost < 0 {
-			m.fail(w, r, fmt.Errorf("httplimit: Cost returned %d for %s: a cost is at least 0", cost, quote(r.Method+" "+r.URL.Path)))
+			m.fail(w, r, fmt.Errorf("httplimit: Cost returned %d for %s: a cost is at least 0", cost, bounded.Quote(r.Method+" "+r.URL.Path)))
 			return
 		}
 	}
-	// A request whose client has hung up is not decided: it would cost a
-	// limiter's time (a Redis round trip) for an answer no one reads.
-	ctx := r.Context()
-	if err := ctx.Err(); err != nil {
-		m.fail(w, r, fmt.Errorf("%w: %w", errEnded, err))
-		return
-	}
-	d, rateLimit, rateLimitPolicy, err := t.decide(ctx, key, cost)
+	// The cost is not negative: Decide's only error is the context's, of a
+	// request whose client has hung up (before or while it was decided).
+	v, err := m.quota.Decide(r.Context(), key, tier, cost)
 	if err != nil {
 		m.fail(w, r, fmt.Errorf("%w: %w", errEnded, err))
 		return
 	}
+	d := &v.Decision
 	if m.onDecision != nil {
 		d.Elapsed = time.Since(start)
 	}
-	if d.Result.Err != nil && !m.dryRun {
+	if v.Action() == quota.Fail {
 		// Not the client's doing: the policy cannot be applied to its key.
-		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, quote(key), d.Result.Err))
+		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err))
 		return
 	}
 	fields := w.Header()
-	m.setFields(fields, d, rateLimit, rateLimitPolicy)
+	setFields(fields, &v, m.legacy)
 	if m.onDecision != nil {
-		m.onDecision(r, d)
+		m.onDecision(r, *d)
 	}
-	if d.Result.Allowed || m.dryRun {
+	if v.Action() == quota.Proceed {
+		defer v.Finish()
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	if d.Result.RetryAfter != keylimit.InfDuration {
-		fields.Set(fieldRetryAfter, strconv.FormatInt(retryAfterSeconds(d.Result.RetryAfter), 10))
+	if secs, ok := d.RetryAfterSeconds(); ok {
+		fields.Set(fieldRetryAfter, strconv.FormatInt(secs, 10))
 	}
 	fields.Set("Cache-Control", "no-store")
-	m.deny(w, r, d)
-}
-
-// setFields sets the rate-limit fields of a counted request. The field
-// values share one allocated array, each slice capped at its one value, so
-// that a handler's Header().Add copies instead of writing into its
-// neighbour.
-func (m *middleware) setFields(h http.Header, d Decision, rateLimit, rateLimitPolicy string) {
-	if !m.legacy {
-		v := new([2]string)
-		v[0], v[1] = rateLimit, rateLimitPolicy
-		h[fieldRateLimit], h[fieldRateLimitPolicy] = v[0:1:1], v[1:2:2]
-		return
-	}
-	v := new([5]string)
-	v[0], v[1] = rateLimit, rateLimitPolicy
-	q := sfInt(int64(d.Result.Limit))
-	v[2] = strconv.FormatInt(q, 10)
-	v[3] = strconv.FormatInt(min(sfInt(int64(d.Result.Remaining)), q), 10)
-	v[4] = strconv.FormatInt(seconds(d.Result.ResetAfter), 10)
-	h[fieldRateLimit], h[fieldRateLimitPolicy] = v[0:1:1], v[1:2:2]
-	h[fieldLegacyLimit], h[fieldLegacyRemaining], h[fieldLegacyReset] = v[2:3:3], v[3:4:4], v[4:5:5]
+	m.deny(w, r, *d)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/bounded"
 )
 
 // TransportError is the error of a request the Transport could not send: a
@@ -36,7 +37,7 @@ type TransportError struct {
 
 func (e *TransportError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "httplimit: waiting to send to %s", quote(e.Key))
+	fmt.Fprintf(&b, "httplimit: waiting to send to %s", bounded.Quote(e.Key))
 	if e.StatusCode != 0 {
 		fmt.Fprintf(&b, " again after %s (%s so far)", statusLine(e.StatusCode), retries(e.Retries))
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -98,7 +99,7 @@ func TestRateLimitDeepNesting(t *testing.T) {
 		{`"h";r=0;t=8, ` + deep, now.Add(8 * time.Second)},
 		{strings.Repeat(`("a" `, 2_000_000) + `, "h";r=0;t=9`, now.Add(9 * time.Second)},
 	} {
-		exhausted, _ := rateLimitTimes(tc.field)
+		exhausted, _ := quota.ReadRateLimit(tc.field)
 		got := time.Time{}
 		if exhausted > 0 {
 			got = now.Add(pauseSeconds(uint64(exhausted)))
@@ -132,7 +133,7 @@ func TestRateLimitFieldCap(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			joined := strings.Join(tc.lines, ",")
 			require.Equal(t, strings.HasSuffix(tc.name, "cap") || strings.HasSuffix(tc.name, "comma"), len(joined) <= maxRateLimitField, "%d bytes", len(joined))
-			exhausted, _ := rateLimitTimes(joined)
+			exhausted, _ := quota.ReadRateLimit(joined)
 			require.EqualValues(t, 9, exhausted, "the field itself is well formed (%d bytes)", len(joined))
 			resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Ratelimit": tc.lines}}
 			got := serverPause(resp, true, now)

@@ -50,8 +50,8 @@
 //
 // A hook costs a request one map lookup, an atomic add and a histogram
 // observation, and allocates nothing. A grpclimit server's decisions are
-// httplimit Decisions: count them with a Config.OnDecision that calls
-// api.OnDecision(nil, d).
+// quota Decisions, as the middleware's are: count them with a
+// Config.OnDecision that calls api.Observe(d).
 //
 // # OpenTelemetry
 //

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,8 +17,9 @@ var decisionBuckets = []float64{
 	1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 1e-1,
 }
 
-// HTTP counts the decisions of an httplimit middleware: a
-// prometheus.Collector whose OnDecision method is a Config.OnDecision hook.
+// HTTP counts the decisions of an httplimit middleware, or of a grpclimit
+// server: a prometheus.Collector whose OnDecision method is httplimit's
+// Config.OnDecision hook, and whose Observe counts any quota.Decision.
 // Its series carry limiter=name:
 //
 //	keylimit_http_decisions_total{tier, policy, outcome}  counter
@@ -92,15 +93,21 @@ func NewHTTP(name string) *HTTP {
 	return h
 }
 
+// Observe counts d, the decision of a request or of a gRPC call: it is
+// OnDecision(nil, d). A grpclimit server counts its calls with
+//
+//	OnDecision: func(_ context.Context, _ string, d grpclimit.Decision) { api.Observe(d) },
+func (h *HTTP) Observe(d quota.Decision) { h.OnDecision(nil, d) }
+
 // OnDecision counts d under its tier, its binding policy and its outcome,
-// and observes d.Elapsed: set it as Config.OnDecision, or call it from
-// yours (see Hooks). The outcome is "error" if d.Result.Err is set (the
-// middleware calls OnDecision with one only in a dry run), else "untracked"
-// if the key cap left the key untracked (d.Result.Untracked), admitted or
-// not, else "allowed" or "refused"; in a dry run, "refused" counts the
-// requests that would have been refused. It allocates nothing once a
-// tier, policy and outcome have been met. r is not read.
-func (h *HTTP) OnDecision(r *http.Request, d httplimit.Decision) {
+// and observes d.Elapsed: set it as httplimit's Config.OnDecision, or call
+// it from yours (see Hooks). The outcome is "error" if d.Result.Err is set
+// (the middleware calls OnDecision with one only in a dry run), else
+// "untracked" if the key cap left the key untracked (d.Result.Untracked),
+// admitted or not, else "allowed" or "refused"; in a dry run, "refused"
+// counts the requests that would have been refused. It allocates nothing
+// once a tier, policy and outcome have been met. r is not read.
+func (h *HTTP) OnDecision(r *http.Request, d quota.Decision) {
 	if h.err != nil {
 		return
 	}

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/metrics"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -159,6 +161,32 @@ func TestHTTPAllocs(t *testing.T) {
 	d := httplimit.Decision{Tier: "gold", Policy: "minute", Result: keylimit.Result{Allowed: true}, Elapsed: time.Microsecond}
 	hm.OnDecision(nil, d)
 	require.Zero(t, testing.AllocsPerRun(1000, func() { hm.OnDecision(nil, d) }), "allocations of OnDecision")
+}
+
+// TestHTTPObserve: the decisions of a quota.Decider, as a grpclimit server
+// hands them to its OnDecision, count through Observe as the middleware's
+// do through OnDecision, with no HTTP in the way, and allocate nothing once
+// their labels were met.
+func TestHTTPObserve(t *testing.T) {
+	mock := clock.NewMock()
+	hm := metrics.NewHTTP("grpc")
+	d, err := quota.New(quota.Config{Policies: []quota.Policy{quota.Bucket("minute", keylimit.PerMinute(2), keylimit.WithClock(mock))}})
+	require.NoError(t, err)
+	for range 3 {
+		v, err := d.Decide(context.Background(), "k", "", 1)
+		require.NoError(t, err)
+		hm.Observe(v.Decision)
+	}
+	want := `
+# HELP keylimit_http_decisions_total Requests the middleware decided, by tier, binding policy and outcome (allowed, refused, untracked or error).
+# TYPE keylimit_http_decisions_total counter
+keylimit_http_decisions_total{limiter="grpc",outcome="allowed",policy="minute",tier=""} 2
+keylimit_http_decisions_total{limiter="grpc",outcome="refused",policy="minute",tier=""} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(hm, strings.NewReader(want), "keylimit_http_decisions_total"))
+	v, err := d.Decide(context.Background(), "k", "", 1)
+	require.NoError(t, err)
+	require.Zero(t, testing.AllocsPerRun(1000, func() { hm.Observe(v.Decision) }), "allocations of Observe")
 }
 
 // TestHTTPNames: an empty name or one that is not UTF-8 fails to register,

@@ -20,7 +20,7 @@ import (
 // number of goroutines and instances, and admissions are exact across the
 // fleet.
 type TokenBucket struct {
-	limiter
+	redisLimiter
 }
 
 // maxBucketSpan bounds Burst × Interval for a Redis bucket: the script does
@@ -42,7 +42,7 @@ const maxBucketSpan = time.Duration(1 << 52)
 // contact Redis (see Ping).
 func NewTokenBucket(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*TokenBucket, error) {
 	b := new(TokenBucket)
-	err := b.init(b, client, name, l, &bucketAlgorithm, opts, func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+	err := b.init(client, name, l, &bucketAlgorithm, opts, func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
 		return keylimit.NewTokenBucket[string](l, opts...)
 	})
 	if err != nil {
@@ -54,11 +54,11 @@ func NewTokenBucket(client redis.UniversalClient, name string, l keylimit.Limit,
 // bucketAlgorithm is lua/bucket.lua's: its parameters are the interval and
 // tau (Burst × Interval), in ns.
 var bucketAlgorithm = algorithm{
-	name:    "bucket",
-	arg:     "bucket",
-	unit:    time.Nanosecond,
-	leases:  true,
-	refills: true,
+	name:     "bucket",
+	arg:      "bucket",
+	unit:     time.Nanosecond,
+	canLease: true,
+	refills:  true,
 	params: func(l keylimit.Limit) (int64, int64, int, error) {
 		if err := l.Validate(); err != nil {
 			return 0, 0, 0, err
@@ -71,3 +71,12 @@ var bucketAlgorithm = algorithm{
 		return int64(iv), int64(burst) * int64(iv), burst, nil
 	},
 }
+
+// A TokenBucket is a keylimit limiter that can give events back, so
+// keylimit.All combines it (with other limiters of either kind), and joins
+// it with the Redis limiters on its client in one call.
+var (
+	_ keylimit.ContextLimiter[string]  = (*TokenBucket)(nil)
+	_ keylimit.ContextRefunder[string] = (*TokenBucket)(nil)
+	_ keylimit.Joiner[string]          = (*TokenBucket)(nil)
+)

@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"context"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -26,7 +27,16 @@ import (
 // It holds no key: an entry is keyed by a seeded 64-bit hash of the key and
 // checked by a second one, so it costs the same whatever the key's length,
 // and memory is bounded by the number of entries (see denialBytes).
+//
+// In a limiter's decision path it stands in front of the failure policy
+// (take, peek, reset, refund): a request it covers goes no further, a
+// refusal from Redis it remembers on the way back, and what gives capacity
+// back clears the key's entry on the way down. A joined limiter's cache is
+// only the store of refusals: its joined call checks and records itself.
 type denyCache struct {
+	// next is the layer below, the failure policy around the script call;
+	// nil in a joined limiter's cache.
+	next *guard
 	// m maps hash(key) to its latest refusal. Load takes no lock and does
 	// not allocate, so a denied call costs a clock read, a hash of the key
 	// and a map lookup.
@@ -76,14 +86,66 @@ type denial struct {
 const denialBytes = int(unsafe.Sizeof(denial{})) + 8 + 16 + int(unsafe.Sizeof(slot{}))
 
 // init sets d up to hold at most max keys; 0 disables it. hits counts the
-// refusals it answers.
-func (d *denyCache) init(max int, hits *counts) {
+// refusals it answers; next is the layer below (nil: none).
+func (d *denyCache) init(max int, hits *counts, next *guard) {
+	d.next = next
 	d.max = max
 	d.hits = hits
 	if max > 0 {
 		d.m = xsync.NewMapOf[uint64, denial]()
 		d.seed, d.seed2 = maphash.MakeSeed(), maphash.MakeSeed()
 	}
+}
+
+// take decides n events (n >= 1) for key under k at local time now: from a
+// remembered refusal if one covers it, else by the layer below, whose
+// refusal it remembers.
+func (d *denyCache) take(ctx context.Context, key string, n int, k *keyLimit, now int64) (keylimit.Result, keylimit.Admission, error) {
+	if r, ok := d.cached(key, n, k, now); ok {
+		return r, keylimit.Admission{}, nil
+	}
+	r, a, err := d.next.take(ctx, key, n, k, now)
+	if err == nil {
+		// now was read before the round trip, so the remembered refusal
+		// ends a little before Redis's: the cache errs towards asking again.
+		d.record(key, n, r, now)
+	}
+	return r, a, err
+}
+
+// peek answers Peek for key under k at local time now: from a remembered
+// refusal of one event, else by the layer below.
+func (d *denyCache) peek(ctx context.Context, key string, k *keyLimit, now int64) (keylimit.Result, error) {
+	if r, ok := d.cached(key, 1, k, now); ok {
+		return r, nil
+	}
+	return d.next.peek(ctx, key, k, now)
+}
+
+// reset forgets key's refusal, and resets it below.
+func (d *denyCache) reset(ctx context.Context, key string, now int64) error {
+	d.forget(key)
+	return d.next.reset(ctx, key, now)
+}
+
+// refund forgets key's refusal, and gives back n events (at most k's
+// quota) of an admission under k, marked mark, below.
+func (d *denyCache) refund(ctx context.Context, key string, n int, k *keyLimit, mark, now int64) error {
+	d.forget(key)
+	return d.next.refund(ctx, key, min(n, k.quota), k, mark, now)
+}
+
+// cached answers a request of n events for key, under k, at local time now,
+// if a refusal made under the same quota covers it.
+func (d *denyCache) cached(key string, n int, k *keyLimit, now int64) (keylimit.Result, bool) {
+	r, ok := d.check(key, n, now)
+	if ok && r.Limit != k.quota {
+		// Remembered under another limit: SetLimit, or WithKeyLimit's
+		// function, has changed it since.
+		d.forget(key)
+		return keylimit.Result{}, false
+	}
+	return r, ok
 }
 
 // check answers a request of n events for key at local time now from a
@@ -168,6 +230,18 @@ func (d *denyCache) forget(key string) {
 	if d.m != nil {
 		d.m.Delete(d.hash(key))
 	}
+}
+
+// clear forgets every refusal: the limits they were made under have
+// changed.
+func (d *denyCache) clear() {
+	if d.m == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.order, d.oldest = d.order[:0], 0
+	d.m.Clear()
 }
 
 // hash is key's hash in m.

@@ -16,7 +16,7 @@ func newDenyCache(max int) *denyCache {
 	var c counts
 	c.init()
 	d := new(denyCache)
-	d.init(max, &c)
+	d.init(max, &c, nil)
 	return d
 }
 

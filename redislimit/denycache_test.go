@@ -1,6 +1,7 @@
 package redislimit_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -120,4 +121,32 @@ func TestDenyCacheIsBounded(t *testing.T) {
 	require.Equal(t, int64(1), callsFor("a"), "script calls of 10 refusals of a, forgotten: once, then remembered")
 	require.Equal(t, int64(1), callsFor("b"), "script calls of 10 refusals of b, forgotten for a")
 	require.Zero(t, callsFor("a"), "script calls of a, remembered again")
+}
+
+// TestDenyCacheRemembersOnlyRedis: the deny cache stands above the failure
+// policy and remembers Redis's refusals only. A refusal FailClosed gives
+// while Redis fails is not remembered, so the first call once Redis is back
+// asks it (and is admitted); a refusal Redis gives is remembered, and the
+// next call is answered from the cache.
+func TestDenyCacheRemembersOnlyRedis(t *testing.T) {
+	c := shared.client(t)
+	f := addFaults(c)
+	lim, err := redislimit.NewTokenBucket(c, "closed", keylimit.PerHour(1), redislimit.WithTimeout(patient),
+		redislimit.WithClock(clock.NewMock()), redislimit.WithFailurePolicy(redislimit.FailClosed()),
+		redislimit.WithFailureBackoff(0), redislimit.WithPrefix(testKey(t, "p")+":"))
+	require.NoError(t, err)
+
+	f.on.Store(true)
+	r, err := lim.TakeContext(context.Background(), "k", 1)
+	require.Error(t, err, "a take while Redis fails")
+	require.False(t, r.Allowed, "FailClosed's answer while Redis fails: %+v", r)
+	require.Positive(t, r.RetryAfter, "FailClosed's answer while Redis fails: %+v", r)
+
+	f.on.Store(false)
+	require.True(t, lim.Allow("k"), "the first call once Redis is back: asked, and admitted")
+	require.False(t, lim.Allow("k"), "the next: Redis refuses")
+	require.False(t, lim.Allow("k"), "and the next: the deny cache refuses")
+	st := lim.Stats()
+	require.Equal(t, uint64(3), st.Calls, "round trips: the failed one, and two to Redis once back")
+	require.Equal(t, uint64(1), st.CacheHits, "refusals the deny cache answered: only Redis's")
 }

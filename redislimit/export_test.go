@@ -12,12 +12,12 @@ func WithScriptClock(c clock.Clock) Option { return withScriptClock(c) }
 
 // SweepLeases runs lim's lease sweeper once, now, as its ticker would: the
 // tests on a mock clock call it rather than wait for the ticker's goroutine.
-func SweepLeases(lim keylimit.Limiter[string]) { redisLimiter(lim).leases.sweepOnce() }
+func SweepLeases(lim keylimit.Limiter[string]) { limiterOf(lim).leases.sweepOnce() }
 
 // LeaseHeld returns the events key's lease in lim holds now, 0 if it has
 // no live lease.
 func LeaseHeld(lim keylimit.Limiter[string], key string) int {
-	l := redisLimiter(lim)
+	l := limiterOf(lim)
 	e, ok := l.leases.m.Load(key)
 	if !ok {
 		return 0

@@ -1,12 +1,10 @@
 package redislimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/keylimit/keylimit"
-	"github.com/redis/go-redis/v9"
 )
 
 // FailurePolicy is what a limiter answers while Redis fails: when a script
@@ -84,77 +82,51 @@ func (p FailurePolicy) share(l keylimit.Limit) keylimit.Limit {
 	return s
 }
 
+// admits says what p admits while Redis fails, for one instance and for
+// the fleet (of fleet instances, as WithFleetSize says, or of N when it
+// does not), under l, the limiter's limit.
+func (p FailurePolicy) admits(l keylimit.Limit, fleet int) string {
+	switch p.kind {
+	case failOpen:
+		return "every request: no limit while Redis fails"
+	case failClosed:
+		return "nothing: every request is refused while Redis fails"
+	}
+	share := p.share(l)
+	if fleet == 0 {
+		return fmt.Sprintf("each instance decides alone on %v, so a fleet of N instances admits up to N × %v", share, share)
+	}
+	return fmt.Sprintf("each instance decides alone on %v, so a fleet of %d admits up to %v (the limit is %v)",
+		share, fleet, times(share, fleet), l)
+}
+
+// times returns l with its events and burst multiplied by n: what n
+// instances deciding alone on l admit between them.
+func times(l keylimit.Limit, n int) keylimit.Limit {
+	m := keylimit.Per(l.Events*n, l.Period)
+	if b := l.BurstSize(); b != l.Events {
+		m = m.WithBurst(b * n)
+	}
+	return m
+}
+
+// fallbackKeyLimit is WithKeyLimit's function for the FailLocal fallback:
+// each key's share of its limit under p.
+func (p FailurePolicy) fallbackKeyLimit(f func(string) keylimit.Limit) func(string) keylimit.Limit {
+	return func(key string) keylimit.Limit {
+		l := f(key)
+		if l == (keylimit.Limit{}) {
+			return l
+		}
+		return p.share(l)
+	}
+}
+
 // ErrUnavailable is the error of a call that did not ask Redis because Redis
 // failed less than the failure backoff ago (see WithFailureBackoff). It is
 // returned wrapped in an *Error, and not passed to WithOnError, which sees
 // the failures themselves.
 var ErrUnavailable = errors.New("redislimit: Redis failed within the failure backoff, not asked")
-
-// down returns ErrUnavailable if Redis failed less than the backoff before
-// local time now. (0 is "never failed": an injected clock stepped back
-// before the limiter's creation reads a negative now.)
-func (l *limiter) down(now int64) error {
-	if until := l.downUntil.Load(); until != 0 && now < until {
-		return ErrUnavailable
-	}
-	return nil
-}
-
-// trip starts the backoff after err, a failure of a call made at local time
-// now with the caller's context ctx, unless the failure says nothing about
-// Redis: an error reply (Redis is up and answered) or the caller's own
-// context ending.
-func (l *limiter) trip(ctx context.Context, err error, now int64) {
-	var reply redis.Error
-	if l.backoff <= 0 || ctx.Err() != nil || (errors.As(err, &reply) && !errors.Is(err, context.DeadlineExceeded)) {
-		return
-	}
-	l.downUntil.Store(now + int64(l.backoff))
-}
-
-// failed reports err and answers a request of n events (0 for Peek) for
-// key, under k, by the failure policy, with the fallback's Admission when it
-// admits (FailOpen admits without taking: there is nothing to give back).
-// If the caller cancelled ctx, the decision is abandoned instead: refused,
-// with nothing taken and no policy asked, as when ctx had ended before the
-// call. A deadline that passed is a budget spent, not a caller gone: the
-// policy answers, as it does at the limiter's own timeout.
-func (l *limiter) failed(ctx context.Context, op, key string, k *keyLimit, n int, err error) (keylimit.Result, keylimit.Admission, error) {
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return keylimit.Result{Limit: k.quota}, keylimit.Admission{}, l.report(op, key, fmt.Errorf("%w (the call: %w)", ctx.Err(), err))
-	}
-	l.ops.counts.stripe().fallbacks.Add(1)
-	err = l.report(op, key, err)
-	q := k.quota
-	switch l.policy.kind {
-	case failOpen:
-		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, keylimit.Admission{}, err
-	case failClosed:
-		rc := k.retryClosed
-		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc}, keylimit.Admission{}, err
-	}
-	if n == 0 {
-		return l.fallback.Peek(key), keylimit.Admission{}, err
-	}
-	r, a := l.fallback.(keylimit.Refunder[string]).Admit(key, n)
-	if r.RetryAfter == keylimit.InfDuration {
-		// n is above the fallback's share of the quota, but not above the
-		// quota: it can pass once Redis is back, which is asked again after
-		// the backoff.
-		r.RetryAfter = max(l.backoff, k.retryClosed)
-	}
-	return r, a, err
-}
-
-// report wraps err in an *Error and passes it to the OnError callback,
-// unless Redis was not asked.
-func (l *limiter) report(op, key string, err error) error {
-	e := &Error{Op: op, Key: key, Err: err}
-	if l.onError != nil && err != ErrUnavailable {
-		l.onError(e)
-	}
-	return e
-}
 
 // Error is the error of a Redis call that failed: the one passed to the
 // WithOnError callback and returned by TakeContext, PeekContext,

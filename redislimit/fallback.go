@@ -1,6 +1,38 @@
 package redislimit
 
-import "github.com/keylimit/keylimit"
+import (
+	"fmt"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+)
+
+// newFallbackFunc builds the in-process limiter that FailLocal decides
+// with: a keylimit constructor of the same algorithm.
+type newFallbackFunc func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error)
+
+// fallbackFor returns the limiter that decides while Redis fails under p,
+// FailLocal's (nil under the other policies): made by newLim, of p's share
+// of l and of each key's limit from keyLimit (nil: none), on c (nil: the
+// system's clock).
+func fallbackFor(p FailurePolicy, l keylimit.Limit, keyLimit func(string) keylimit.Limit, c clock.Clock,
+	newLim newFallbackFunc) (keylimit.Limiter[string], error) {
+	if p.kind != failLocal {
+		return nil, nil
+	}
+	var opts []keylimit.Option
+	if c != nil {
+		opts = append(opts, keylimit.WithClock(c))
+	}
+	if keyLimit != nil {
+		opts = append(opts, keylimit.WithKeyLimit(p.fallbackKeyLimit(keyLimit)))
+	}
+	fb, err := newLim(p.share(l), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("redislimit: the FailLocal fallback limiter: %w", err)
+	}
+	return fb, nil
+}
 
 // The in-process limiters that FailLocal falls back to for the windows: the
 // same algorithm in memory where keylimit's type takes the limit, else the

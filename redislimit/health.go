@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,30 +17,60 @@ import (
 // delete the state of keys in use, and their quotas would start afresh.
 var ErrEvictionPolicy = errors.New("redislimit: Redis may evict the limiter's keys")
 
-// Ping checks, once at start-up say, that the limiter can work: Redis
-// answers (PING), takes its script (SCRIPT LOAD, on every node of a
-// cluster), and will not evict its keys. It returns an error wrapping
-// ErrEvictionPolicy if a server's maxmemory is set with a maxmemory-policy
-// other than noeviction (every volatile-* and allkeys-* policy can evict the
-// limiter's keys, which all have a TTL); a server that refuses CONFIG GET (a
-// managed Redis may) is not held against it. Ping waits as long as ctx
-// allows; it changes no state and is not in Stats.
-func (l *limiter) Ping(ctx context.Context) error {
-	if err := l.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redislimit: %s: PING: %w", l.name, err)
+// Redis's health as a limiter sees it: the outcome of every round trip
+// (counted; an outage started or ended, logged by log.go), and the checks of
+// the server (Ping, and the eviction policy once).
+
+// called counts a round trip made at local time now that returned err, and
+// follows Redis's health: a failure, unless it was the caller's or one
+// key's, starts an outage; a success ends the outage, and the first one
+// starts the check of the eviction policy.
+func (o *ops) called(ctx context.Context, err error, now int64) {
+	o.counts.calls.Add(1)
+	if err == nil {
+		if o.failing.Load() {
+			o.outageEnded(now)
+		}
+		if o.evict.Load() == policyUnchecked {
+			o.checkPolicySoon()
+		}
+		return
 	}
-	if err := script.Load(ctx, l.client).Err(); err != nil {
-		return fmt.Errorf("redislimit: %s: loading the script: %w", l.name, err)
+	o.counts.errors.Add(1)
+	if !o.failing.Load() && isOutage(ctx, err) {
+		o.outageStarted(err, now)
 	}
-	evict, err := l.checkPolicy(ctx)
+}
+
+// isOutage reports whether err, a failure of a call under the caller's ctx,
+// says Redis cannot decide: not when the caller's own context ended, nor
+// for a WRONGTYPE reply (one key holds another type's value), which other
+// keys do not share.
+func isOutage(ctx context.Context, err error) bool {
+	var reply redis.Error
+	if ctx.Err() != nil || errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "WRONGTYPE") {
+		return false
+	}
+	return true
+}
+
+// ping is Ping: PING, SCRIPT LOAD, and the check of the eviction policy.
+func (o *ops) ping(ctx context.Context) error {
+	if err := o.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redislimit: %s: PING: %w", o.name, err)
+	}
+	if err := script.Load(ctx, o.client).Err(); err != nil {
+		return fmt.Errorf("redislimit: %s: loading the script: %w", o.name, err)
+	}
+	evict, err := o.checkPolicy(ctx)
 	if err != nil {
-		return fmt.Errorf("redislimit: %s: reading the eviction policy: %w", l.name, err)
+		return fmt.Errorf("redislimit: %s: reading the eviction policy: %w", o.name, err)
 	}
-	l.ops.policy.Store(policyChecked)
+	o.evict.Store(policyChecked)
 	return evict
 }
 
-// Where the check of the eviction policy stands (ops.policy).
+// Where the check of the eviction policy stands (ops.evict).
 const (
 	policyUnchecked int32 = iota
 	policyChecking
@@ -50,18 +81,18 @@ const (
 // check has run or is running: the first successful call starts it, so that
 // no decision waits for it. A check that could not reach Redis leaves it to
 // a later call.
-func (l *limiter) checkPolicySoon() {
-	if !l.ops.policy.CompareAndSwap(policyUnchecked, policyChecking) {
+func (o *ops) checkPolicySoon() {
+	if !o.evict.CompareAndSwap(policyUnchecked, policyChecking) {
 		return
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), max(l.timeout, time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), max(o.timeout, time.Second))
 		defer cancel()
-		if _, err := l.checkPolicy(ctx); err != nil {
-			l.ops.policy.CompareAndSwap(policyChecking, policyUnchecked)
+		if _, err := o.checkPolicy(ctx); err != nil {
+			o.evict.CompareAndSwap(policyChecking, policyUnchecked)
 			return
 		}
-		l.ops.policy.CompareAndSwap(policyChecking, policyChecked)
+		o.evict.CompareAndSwap(policyChecking, policyChecked)
 	}()
 }
 
@@ -70,15 +101,15 @@ func (l *limiter) checkPolicySoon() {
 // ErrEvictionPolicy for the first that may evict, having logged it once. A
 // server that refuses CONFIG GET (an error reply) is logged once at Debug
 // and passes. err is a failure to ask.
-func (l *limiter) checkPolicy(ctx context.Context) (evict error, err error) {
+func (o *ops) checkPolicy(ctx context.Context) (evict error, err error) {
 	var mu sync.Mutex // protects evict, from ForEachShard's goroutines
 	check := func(ctx context.Context, c redis.UniversalClient) error {
 		cfg, err := c.ConfigGet(ctx, "maxmemory*").Result()
 		var reply redis.Error
 		if errors.As(err, &reply) {
-			if l.ops.refused.CompareAndSwap(false, true) {
-				l.logger().Debug("redislimit: Redis refused CONFIG GET, so the limiter cannot tell whether it may evict "+
-					"its keys; make sure maxmemory-policy is noeviction", "limiter", l.name, "error", err.Error())
+			if o.refused.CompareAndSwap(false, true) {
+				o.log().Debug("redislimit: Redis refused CONFIG GET, so the limiter cannot tell whether it may evict "+
+					"its keys; make sure maxmemory-policy is noeviction", "limiter", o.name, "error", err.Error())
 			}
 			return nil
 		}
@@ -97,19 +128,19 @@ func (l *limiter) checkPolicy(ctx context.Context) (evict error, err error) {
 		}
 		return nil
 	}
-	if s, ok := l.client.(interface {
+	if s, ok := o.client.(interface {
 		ForEachShard(context.Context, func(context.Context, *redis.Client) error) error
 	}); ok {
 		err = s.ForEachShard(ctx, func(ctx context.Context, c *redis.Client) error { return check(ctx, c) })
 	} else {
-		err = check(ctx, l.client)
+		err = check(ctx, o.client)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if evict != nil && l.ops.warned.CompareAndSwap(false, true) {
-		l.logger().Warn("redislimit: Redis may evict the limiter's keys, which resets their quotas",
-			"limiter", l.name, "error", evict.Error())
+	if evict != nil && o.warned.CompareAndSwap(false, true) {
+		o.log().Warn("redislimit: Redis may evict the limiter's keys, which resets their quotas",
+			"limiter", o.name, "error", evict.Error())
 	}
 	return evict, nil
 }

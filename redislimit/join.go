@@ -3,7 +3,6 @@ package redislimit
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/redis/go-redis/v9"
@@ -25,60 +24,59 @@ import (
 // The joined limiter has All's semantics and Results, and implements
 // keylimit.ContextLimiter, keylimit.EachTaker and keylimit.ContextRefunder.
 // Its Reset is one DEL of every state. See joined for the rest.
-func (l *limiter) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string], bool) {
-	parts := make([]*limiter, 0, len(ls))
+func (l *redisLimiter) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string], bool) {
+	parts := make([]*redisLimiter, 0, len(ls))
 	prefixes := make(map[string]bool, len(ls))
-	_, plain := l.client.(*redis.Client)
+	_, plain := l.store.client.(*redis.Client)
 	for _, x := range ls {
-		p := redisLimiter(x)
-		if p == nil || p.leases != nil || p.client != l.client || !sameScriptClock(p.scriptClock, l.scriptClock) || prefixes[p.prefix] {
+		p := limiterOf(x)
+		if p == nil || p.leases != nil || p.store.client != l.store.client || !sameScriptClock(p.store.clock, l.store.clock) ||
+			prefixes[p.store.prefix] {
 			return nil, false
 		}
-		if !plain && strings.Contains(p.prefix, "{") {
+		if !plain && strings.Contains(p.store.prefix, "{") {
 			return nil, false
 		}
-		prefixes[p.prefix] = true
+		prefixes[p.store.prefix] = true
 		parts = append(parts, p)
 	}
 	if len(parts) == 0 || parts[0] != l {
 		return nil, false
 	}
-	j := &joined{parts: parts, timeout: l.timeout}
+	j := &joined{parts: parts, store: store{client: l.store.client, timeout: l.store.timeout, clock: l.store.clock}}
 	for _, p := range parts {
-		j.timeout = min(j.timeout, p.timeout)
+		j.store.timeout = min(j.store.timeout, p.store.timeout)
 	}
-	j.deny.init(l.denySize, &l.ops.counts)
+	j.deny.init(l.deny.max, &l.ops.counts, nil)
 	return j, true
 }
 
-// redisLimiter returns the limiter of this package x is, or nil.
-func redisLimiter(x keylimit.Limiter[string]) *limiter {
+// limiterOf returns the Redis limiter x is, or nil.
+func limiterOf(x keylimit.Limiter[string]) *redisLimiter {
 	switch x := x.(type) {
 	case *TokenBucket:
-		return &x.limiter
+		return &x.redisLimiter
 	case *FixedWindow:
-		return &x.limiter
+		return &x.redisLimiter
 	case *SlidingWindow:
-		return &x.limiter
+		return &x.redisLimiter
 	}
 	return nil
 }
 
-func sameScriptClock(a, b *scriptClock) bool {
-	return a == b || a != nil && b != nil && a.c == b.c
-}
-
 // joined is the limiter Join returns: several Redis limiters on one client,
-// deciding for a key in one script call. It keeps a deny cache of its own
-// (of the size of the first limiter's), whose entries hold every limiter's
-// Result. When Redis fails, each limiter's failure policy answers for it,
-// and the error goes to each one's WithOnError; the failure backoff of any
-// of them holds for all. Each limiter's Stats count the joined requests and
-// round trips it took part in.
+// deciding for a key in one script call. Its decision path is its own
+// down to the call: a deny cache of its own (of the size of the first
+// limiter's), whose entries hold every limiter's Result; then each
+// limiter's guard, around one call of its own store. When Redis fails,
+// each limiter's failure policy answers for it, and the error goes to
+// each one's WithOnError; the failure backoff of any of them holds for
+// all. Each limiter's Stats count the joined requests and round trips it
+// took part in.
 type joined struct {
-	parts   []*limiter
-	timeout time.Duration // the least of the parts'
-	deny    denyCache
+	parts []*redisLimiter
+	store store // the first limiter's client and script clock, the least of the parts' timeouts
+	deny  denyCache
 }
 
 // Allow is shorthand for AllowN(key, 1).
@@ -129,7 +127,7 @@ type joinedAdmission struct {
 func (j *joined) resolve(key string, buf *[inlineParts]*keyLimit) []*keyLimit {
 	ks := buf[:0]
 	for _, p := range j.parts {
-		ks = append(ks, p.resolve(key))
+		ks = append(ks, p.limits.Resolve(key))
 	}
 	return ks
 }
@@ -233,14 +231,13 @@ func (j *joined) cached(key string, n int, ks []*keyLimit, now int64, res []keyl
 // than a backoff ago under one of the limiters.
 func (j *joined) call(ctx context.Context, mode any, d *decision, now int64, res []keylimit.Result, marks []int64) error {
 	for _, p := range j.parts {
-		if err := p.down(now); err != nil {
+		if err := p.guard.down(now); err != nil {
 			return err
 		}
 	}
-	first := j.parts[0]
-	err := d.run(ctx, mode, first.client, j.timeout, first.scriptClock, res, marks)
+	err := j.store.run(ctx, mode, d, res, marks)
 	for _, p := range j.parts {
-		p.called(ctx, err, now) // a round trip of every limiter's, in its Stats
+		p.guard.observe(ctx, err, now) // a round trip of every limiter's, in its Stats
 	}
 	return err
 }
@@ -257,12 +254,12 @@ func (j *joined) failed(ctx context.Context, key string, ks []*keyLimit, n int, 
 	for i, p := range j.parts {
 		var e error
 		if refuser < 0 {
-			res[i], adms[i], e = p.failed(ctx, "take", key, ks[i], n, err)
+			res[i], adms[i], e = p.guard.failed(ctx, "take", key, ks[i], n, err)
 			if !res[i].Allowed {
 				refuser = i
 			}
 		} else {
-			res[i], _, e = p.failed(ctx, "peek", key, ks[i], 0, err)
+			res[i], _, e = p.guard.failed(ctx, "peek", key, ks[i], 0, err)
 		}
 		if first == nil {
 			first = e
@@ -272,7 +269,7 @@ func (j *joined) failed(ctx context.Context, key string, ks []*keyLimit, n int, 
 		undo := context.WithoutCancel(ctx)
 		for i := refuser - 1; i >= 0; i-- {
 			_ = j.parts[i].RefundContext(undo, key, adms[i])
-			if fb := j.parts[i].fallback; fb != nil {
+			if fb := j.parts[i].guard.fallback; fb != nil {
 				res[i] = fb.Peek(key)
 			}
 		}
@@ -348,7 +345,7 @@ func (j *joined) peek(ctx context.Context, key string, ks []*keyLimit, res []key
 		}
 		if err != nil {
 			var e error
-			got[v], _, e = j.parts[i].failed(ctx, "peek", key, k, 0, err)
+			got[v], _, e = j.parts[i].guard.failed(ctx, "peek", key, k, 0, err)
 			if first == nil {
 				first = e
 			}
@@ -372,21 +369,16 @@ func (j *joined) ResetContext(ctx context.Context, key string) error {
 	keys := make([]string, len(j.parts))
 	for i, p := range j.parts {
 		p.deny.forget(key)
-		if p.fallback != nil {
-			p.fallback.Reset(key)
-		}
-		keys[i] = p.redisKey(key)
+		p.guard.forget(key)
+		keys[i] = p.store.redisKey(key)
 	}
 	if err := ctx.Err(); err != nil {
 		return j.report("reset", key, err)
 	}
-	first := j.parts[0]
-	now := first.clock.now()
-	c, tctx, cancel := startCall(ctx, j.timeout)
-	err := first.client.Del(tctx, keys...).Err()
-	c.end(cancel)
+	now := j.parts[0].clock.now()
+	err := j.store.del(ctx, keys...)
 	for _, p := range j.parts {
-		p.called(ctx, err, now)
+		p.guard.observe(ctx, err, now)
 	}
 	if err != nil {
 		return j.report("reset", key, err)
@@ -418,7 +410,7 @@ func (j *joined) RefundContext(ctx context.Context, key string, a keylimit.Admis
 	var marks []int64
 	for i, p := range j.parts {
 		part := adm.parts[i]
-		if k, ok := part.By.(*keyLimit); ok && k.owner == p && part.N > 0 {
+		if k, ok := part.By.(*keyLimit); ok && k.owner == &p.store && part.N > 0 {
 			p.deny.forget(key)
 			ks = append(ks, k)
 			marks = append(marks, part.Mark)
@@ -440,12 +432,12 @@ func (j *joined) RefundContext(ctx context.Context, key string, a keylimit.Admis
 	return nil
 }
 
-// report passes err to every limiter's WithOnError (see limiter.report),
+// report passes err to every limiter's WithOnError (see guard.report),
 // and returns the first limiter's *Error.
 func (j *joined) report(op, key string, err error) error {
 	var first error
 	for _, p := range j.parts {
-		if e := p.report(op, key, err); first == nil {
+		if e := p.guard.report(op, key, err); first == nil {
 			first = e
 		}
 	}

@@ -2,7 +2,6 @@ package redislimit
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,41 +15,26 @@ import (
 // spent or its time is up. DESIGN.md ("Leases") has the reasoning: why the
 // fleet never admits more than the limit, and what leases cost.
 
-// WithLeases makes a TokenBucket or FixedWindow take a hot key's events from
-// Redis in leases of d: one script call takes what this instance spent on
-// the key in about d, at most a tenth of its quota, and the instance admits
-// them in process, without a round trip, for d at most (a bucket's lease,
-// at most half of Burst × Interval; a window's, to the window's end); what
-// is left then goes back to Redis. A key asked less often than about once
-// per d leases nothing and is decided as without leases. The fleet never
-// admits more than the limit; the cost is events held idle, at most one
-// lease per key and instance, which other instances cannot use meanwhile,
-// and Results that count only this instance's lease (see the package doc,
-// "Leases"). Choose d short: tens of milliseconds. A limiter with leases
-// should be closed: Close gives back what its leases hold. It is an error
-// for d <= 0, and on a SlidingWindow.
-func WithLeases(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d <= 0 {
-			o.fail(fmt.Errorf("redislimit: WithLeases(%v): the lease time is not positive", d))
-			return
-		}
-		o.leaseTime = d
-	})
-}
-
 // maxLeaseShare bounds a lease: it holds at most 1/maxLeaseShare of the
 // key's quota, so a key whose quota is below it never leases.
 const maxLeaseShare = 10
+
+// maxLease is the most events a lease under k takes beyond a request's.
+func maxLease(k *keyLimit) int { return k.quota / maxLeaseShare }
 
 // maxWaits is how many fetches of other calls a call waits for before it is
 // refused without a round trip of its own.
 const maxWaits = 3
 
-// leases are a limiter's leases, key by key, on this instance.
+// leases are a limiter's leases, key by key, on this instance: the top of
+// its decision path with WithLeases, in front of the deny cache. A request
+// a live lease holds is admitted in process; the others go down to the
+// deny cache, or fetch a lease through the failure policy below it.
 type leases struct {
-	lim *limiter
-	d   int64 // the lease time, ns
+	deny  *denyCache // the layer below
+	guard *guard     // the failure policy, for the calls that fetch a lease
+	clock *localClock
+	d     int64 // the lease time, ns
 	// idle is how long a key with no lease is remembered after its last
 	// fetch: long enough to tell a hot key from a rare one.
 	idle  int64
@@ -69,7 +53,7 @@ type leases struct {
 type leaseKey struct {
 	// cur is the lease admissions spend: the last fetch's, or an earlier
 	// one that has ended; nil before the first. Read without a lock.
-	cur atomic.Pointer[lease]
+	cur atomic.Pointer[grant]
 	// wait, when set, says that Redis granted less than the last fetch
 	// asked (or refused it): no fetch is made before wait.until, and calls
 	// the lease cannot serve are refused in process. Read without a lock.
@@ -86,13 +70,13 @@ type leaseKey struct {
 	size    int64  // events the last fetch took: n, and what it leased
 	asked   int64  // events the last fetch asked for: n, and what it wanted
 	short   bool   // the last fetch got less than it asked for
-	leased  *lease // the last fetch's lease; nil if it leased nothing
+	leased  *grant // the last fetch's lease; nil if it leased nothing
 	retired bool   // the sweeper has removed the key: find its entry anew
 }
 
-// lease is one lease: events taken from Redis for this instance to spend
+// grant is one lease: events taken from Redis for this instance to spend
 // before until.
-type lease struct {
+type grant struct {
 	// The fields every admission reads, written before the lease is
 	// published and never after.
 	owner *leases
@@ -127,18 +111,19 @@ type leaseWait struct {
 	at    int64
 }
 
-func newLeases(lim *limiter, d time.Duration) *leases {
-	return &leases{lim: lim, d: int64(d), idle: 2 * int64(d), every: max(d/2, time.Millisecond),
+// newLeases returns the leases of d in front of deny, fetched through g,
+// on clk.
+func newLeases(deny *denyCache, g *guard, clk *localClock, d time.Duration) *leases {
+	return &leases{deny: deny, guard: g, clock: clk, d: int64(d), idle: 2 * int64(d), every: max(d/2, time.Millisecond),
 		m: xsync.NewMapOf[string, *leaseKey](), stop: make(chan struct{})}
 }
 
-// admit decides n events (n >= 1) for key under k: from the key's lease if
-// it holds them, without a lock; else in the slow path.
-func (ls *leases) admit(ctx context.Context, key string, n int, k *keyLimit) (keylimit.Result, keylimit.Admission, error) {
-	now := ls.lim.clock.now()
+// take decides n events (n >= 1) for key under k at local time now: from
+// the key's lease if it holds them, without a lock; else in the slow path.
+func (ls *leases) take(ctx context.Context, key string, n int, k *keyLimit, now int64) (keylimit.Result, keylimit.Admission, error) {
 	if e, ok := ls.m.Load(key); ok {
 		if p := e.cur.Load(); p != nil && p.k == k {
-			if left, ok := p.take(n, now, &ls.lim.clock); ok {
+			if left, ok := p.take(n, now, ls.clock); ok {
 				return p.result(left, now), keylimit.Admission{N: n, Mark: p.mark, By: p}, nil
 			}
 		}
@@ -146,7 +131,7 @@ func (ls *leases) admit(ctx context.Context, key string, n int, k *keyLimit) (ke
 			return w.refusal(now), keylimit.Admission{}, nil
 		}
 	}
-	if r, ok := ls.lim.cached(key, n, k, now); ok {
+	if r, ok := ls.deny.cached(key, n, k, now); ok {
 		return r, keylimit.Admission{}, nil
 	}
 	return ls.slow(ctx, key, n, k)
@@ -162,12 +147,11 @@ func (ls *leases) time(k *keyLimit) int64 {
 	return ls.d
 }
 
-// fast spends n events for key from its lease, if it holds them, and
-// returns the lease, what is left and the local time: AllowN's and Take's
-// path, which needs no Admission, and no context (theirs never ends). It
-// takes no lock and writes nothing unless it admits.
-func (ls *leases) fast(key string, n int) (*lease, int64, int64, bool) {
-	k := ls.lim.resolve(key)
+// fast spends n events for key, under k, from its lease, if it holds them,
+// and returns the lease, what is left and the local time: AllowN's and
+// Take's path, which needs no Admission, and no context (theirs never
+// ends). It takes no lock and writes nothing unless it admits.
+func (ls *leases) fast(key string, n int, k *keyLimit) (*grant, int64, int64, bool) {
 	if n < 1 || n > k.quota || k.err != nil {
 		return nil, 0, 0, false
 	}
@@ -179,14 +163,14 @@ func (ls *leases) fast(key string, n int) (*lease, int64, int64, bool) {
 	if p == nil || p.k != k {
 		return nil, 0, 0, false
 	}
-	now := ls.lim.clock.now()
-	left, ok := p.take(n, now, &ls.lim.clock)
+	now := ls.clock.now()
+	left, ok := p.take(n, now, ls.clock)
 	return p, left, now, ok
 }
 
 // take spends n events of p at local time now, if p holds them and its
 // time is not up, and returns what is left.
-func (p *lease) take(n int, now int64, c *localClock) (int64, bool) {
+func (p *grant) take(n int, now int64, c *localClock) (int64, bool) {
 	for {
 		if now >= p.until {
 			return 0, false
@@ -207,7 +191,7 @@ func (p *lease) take(n int, now int64, c *localClock) (int64, bool) {
 // result is the Result of an admission from p at local time now that left
 // left: Remaining counts only the lease's events, which this instance
 // surely has; others' and Redis's may be gone.
-func (p *lease) result(left, now int64) keylimit.Result {
+func (p *grant) result(left, now int64) keylimit.Result {
 	return keylimit.Result{Allowed: true, Limit: p.k.quota, Remaining: int(left),
 		ResetAfter: max(p.reset-time.Duration(now-p.at), 0)}
 }
@@ -221,7 +205,7 @@ func (w *leaseWait) refusal(now int64) keylimit.Result {
 
 // end ends p, so that nothing is spent from it after, and returns the
 // events it still held. The caller holds the key's mu.
-func (p *lease) end() int64 {
+func (p *grant) end() int64 {
 	u := p.left.Swap(ended)
 	if u <= 0 {
 		return 0
@@ -234,7 +218,7 @@ func (p *lease) end() int64 {
 // them as given: a bucket's TAT moved back by the events given before (a
 // return after another must count from where the first left the TAT); a
 // window's index as it is.
-func (p *lease) markFor(u int64) int64 {
+func (p *grant) markFor(u int64) int64 {
 	before := p.given.Add(u) - u
 	return p.mark - before*p.k.step
 }
@@ -253,11 +237,10 @@ func (ls *leases) entry(key string) *leaseKey {
 // call fetches a lease (or, for a key that is not hot, makes a plain take),
 // and the calls that come meanwhile wait for it, then spend from it.
 func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (keylimit.Result, keylimit.Admission, error) {
-	l := ls.lim
 	for waits := 0; ; {
-		now := l.clock.now()
+		now := ls.clock.now()
 		if ls.closed.Load() {
-			return l.take(ctx, key, n, k, now)
+			return ls.deny.take(ctx, key, n, k, now)
 		}
 		e := ls.entry(key)
 		e.mu.Lock()
@@ -267,7 +250,7 @@ func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (key
 		}
 		p := e.cur.Load()
 		if p != nil && p.k == k {
-			if left, ok := p.take(n, now, &l.clock); ok {
+			if left, ok := p.take(n, now, ls.clock); ok {
 				e.mu.Unlock()
 				return p.result(left, now), keylimit.Admission{N: n, Mark: p.mark, By: p}, nil
 			}
@@ -285,7 +268,7 @@ func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (key
 			select {
 			case <-ch:
 			case <-ctx.Done():
-				return keylimit.Result{Limit: k.quota}, keylimit.Admission{}, l.report("take", key, ctx.Err())
+				return keylimit.Result{Limit: k.quota}, keylimit.Admission{}, ls.guard.report("take", key, ctx.Err())
 			}
 			continue
 		}
@@ -314,11 +297,12 @@ func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (key
 // want returns how many events beyond n a fetch for the key under k at
 // local time now asks for: what the key spent here in about one lease time
 // d (from what its last lease lasted), at most twice the last fetch's take,
-// at least what the calls waiting ask, at most k.maxLease. After a fetch
+// at least what the calls waiting ask, at most maxLease(k). After a fetch
 // that got less than it asked, it asks the same again. The caller holds
 // e.mu.
 func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
-	if k.maxLease < 1 {
+	most := maxLease(k)
+	if most < 1 {
 		return 0
 	}
 	var est int64
@@ -341,7 +325,7 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 		}
 	}
 	est = max(est, int64(n+e.waiting))
-	return int(min(max(est-int64(n), 0), int64(k.maxLease)))
+	return int(min(max(est-int64(n), 0), int64(most)))
 }
 
 // fetch takes n events for key under k at local time now, and leases up to
@@ -349,15 +333,14 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 // the key's last lease, left unused; a key that wants none is a plain take.
 // It records what it got in e.
 func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *leaseKey, want int,
-	old *lease, give int64, now int64) (keylimit.Result, keylimit.Admission, error) {
-	l := ls.lim
+	old *grant, give int64, now int64) (keylimit.Result, keylimit.Admission, error) {
 	if old != nil && old.k != k {
 		// Taken under another limit: given back under it, on its own.
 		_ = ls.giveBack(ctx, key, old, give)
 		old, give = nil, 0
 	}
 	if want == 0 && give == 0 {
-		r, a, err := l.take(ctx, key, n, k, now)
+		r, a, err := ls.deny.take(ctx, key, n, k, now)
 		e.fetched(now, k, n, 0, r, 0, nil, ls.d, err != nil)
 		return r, a, err
 	}
@@ -367,16 +350,16 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 	in := [1]int64{}
 	if give > 0 {
 		in[0] = old.markFor(give)
-		l.deny.forget(key)
+		ls.deny.forget(key)
 	}
-	d := decision{key: key, n: n, parts: parts[:], marks: in[:], lease: leaseArgs{want: want, hold: ls.time(k), give: give}}
-	if err := l.run(ctx, modeLease, &d, now, res[:], marks[:]); err != nil {
+	d := decision{key: key, n: n, parts: parts[:], marks: in[:], leasing: leaseArgs{want: want, hold: ls.time(k), give: give}}
+	if err := ls.guard.call(ctx, modeLease, &d, now, res[:], marks[:]); err != nil {
 		e.fetched(now, k, n, want, keylimit.Result{Limit: k.quota}, 0, nil, ls.d, true)
-		return l.failed(ctx, "take", key, k, n, err)
+		return ls.guard.failed(ctx, "take", key, k, n, err)
 	}
-	r, got := res[0], d.lease.granted
+	r, got := res[0], d.leasing.granted
 	if !r.Allowed {
-		l.deny.record(key, n, r, now)
+		ls.deny.record(key, n, r, now)
 		e.fetched(now, k, n, want, r, 0, nil, ls.d, false)
 		return r, keylimit.Admission{}, nil
 	}
@@ -384,7 +367,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		e.fetched(now, k, n, want, r, 0, nil, ls.d, false)
 		return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
 	}
-	p := &lease{owner: ls, k: k, mark: marks[0], at: now, until: now + ls.time(k), reset: r.ResetAfter}
+	p := &grant{owner: ls, k: k, mark: marks[0], at: now, until: now + ls.time(k), reset: r.ResetAfter}
 	if k.step == 0 {
 		// A window's lease ends with its window, which ends no earlier than
 		// ResetAfter after now (now was read before Redis's clock was).
@@ -411,7 +394,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 // bucket's refill of it (at most the lease time d), a window's end. A
 // fetch that failed (failed) sets no wait: the failure policy and its
 // backoff answer.
-func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Result, got int64, p *lease, d int64, failed bool) {
+func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Result, got int64, p *grant, d int64, failed bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.last, e.k, e.leased = now, k, p
@@ -439,26 +422,18 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 // giveBack gives u events of p, a lease that has ended, back to Redis for
 // key, as a refund of p's admission: in one script call, as far as p still
 // holds them there (see bucket.lua). It asks Redis as a Refund does.
-func (ls *leases) giveBack(ctx context.Context, key string, p *lease, u int64) error {
+func (ls *leases) giveBack(ctx context.Context, key string, p *grant, u int64) error {
 	if u <= 0 {
 		return nil
 	}
-	l := ls.lim
-	l.deny.forget(key)
-	mark := p.markFor(u)
-	var res [1]keylimit.Result
-	var marks [1]int64
-	if err := l.call(ctx, modeRefund, key, int(min(u, int64(p.k.quota))), p.k, mark, l.clock.now(), res[:], marks[:]); err != nil {
-		return l.report("refund", key, err)
-	}
-	return nil
+	return ls.deny.refund(ctx, key, int(min(u, int64(p.k.quota))), p.k, p.markFor(u), ls.clock.now())
 }
 
 // refund gives back n events that an admission took from p: to p, while
 // it lasts, so that this instance spends them again; once p has ended, to
 // Redis (giveBack).
-func (ls *leases) refund(ctx context.Context, key string, p *lease, n int) error {
-	now := ls.lim.clock.now()
+func (ls *leases) refund(ctx context.Context, key string, p *grant, n int) error {
+	now := ls.clock.now()
 	for now < p.until {
 		v := p.left.Load()
 		if v == ended {
@@ -467,14 +442,23 @@ func (ls *leases) refund(ctx context.Context, key string, p *lease, n int) error
 		if p.left.CompareAndSwap(v, v+int64(n)) {
 			return nil
 		}
-		now = ls.lim.clock.now()
+		now = ls.clock.now()
 	}
 	return ls.giveBack(ctx, key, p, int64(n))
 }
 
 // peek answers a Peek of key under k at local time now from the key's
+// lease or its wait, if either covers it, else by the deny cache below.
+func (ls *leases) peek(ctx context.Context, key string, k *keyLimit, now int64) (keylimit.Result, error) {
+	if r, ok := ls.covered(key, k, now); ok {
+		return r, nil
+	}
+	return ls.deny.peek(ctx, key, k, now)
+}
+
+// covered answers a Peek of key under k at local time now from the key's
 // lease or its wait, if either covers it.
-func (ls *leases) peek(key string, k *keyLimit, now int64) (keylimit.Result, bool) {
+func (ls *leases) covered(key string, k *keyLimit, now int64) (keylimit.Result, bool) {
 	e, ok := ls.m.Load(key)
 	if !ok {
 		return keylimit.Result{}, false
@@ -490,8 +474,14 @@ func (ls *leases) peek(key string, k *keyLimit, now int64) (keylimit.Result, boo
 	return keylimit.Result{}, false
 }
 
-// forget ends key's lease without giving it back, and its wait: Reset has
-// deleted the key's state in Redis.
+// reset ends key's lease without giving it back, and its wait, and resets
+// the key below: Reset deletes the key's state in Redis.
+func (ls *leases) reset(ctx context.Context, key string, now int64) error {
+	ls.forget(key)
+	return ls.deny.reset(ctx, key, now)
+}
+
+// forget ends key's lease without giving it back, and its wait.
 func (ls *leases) forget(key string) {
 	if e, ok := ls.m.Load(key); ok {
 		e.mu.Lock()
@@ -507,7 +497,7 @@ func (ls *leases) forget(key string) {
 // held is one lease ended with events to give back.
 type held struct {
 	key string
-	p   *lease
+	p   *grant
 	u   int64
 }
 
@@ -587,7 +577,7 @@ func (ls *leases) wake() {
 // limiter whose keys are idle leaves no goroutine behind.
 func (ls *leases) sweep() {
 	defer ls.wg.Done()
-	tick, stop := ls.lim.clock.ticker(ls.every)
+	tick, stop := ls.clock.ticker(ls.every)
 	defer stop()
 	for {
 		select {
@@ -627,7 +617,7 @@ func (ls *leases) resume() bool {
 func (ls *leases) sweepOnce() {
 	ls.sweeping.Lock()
 	defer ls.sweeping.Unlock()
-	now := ls.lim.clock.now()
+	now := ls.clock.now()
 	var hs []held
 	ls.m.Range(func(key string, e *leaseKey) bool {
 		e.mu.Lock()

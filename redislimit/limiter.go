@@ -5,65 +5,69 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
-	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/perkey"
 	"github.com/redis/go-redis/v9"
 )
 
-// limiter is what the three Redis limiter types are: an algorithm, the
-// limits its keys are under, the client, and what the options set. Its
-// methods are the types' methods.
-type limiter struct {
-	client  redis.UniversalClient
-	alg     *algorithm
-	name    string        // the constructor's: the limiter's purpose, in logs and the default prefix
-	prefix  string        // of every key written: prefix{key}
-	timeout time.Duration // bound on one decision's wait for Redis
-	policy  FailurePolicy
-	onError func(error) // nil: errors are only returned
-	clock   localClock
-	// scriptClock is nil outside the package's tests: the scripts decide on
-	// Redis server time.
-	scriptClock *scriptClock
-	deny        denyCache
-	denySize    int           // the deny cache's size, for limiters joined with this one
-	backoff     time.Duration // after a failure, how long not to ask Redis
-	// downUntil is the local time (ns) before which Redis is not asked,
-	// because it failed less than backoff ago; 0 while it works. Stored by
-	// every call that sees Redis fail.
-	downUntil atomic.Int64
-	// fallback decides while Redis fails, under FailLocal; nil otherwise.
-	fallback keylimit.Limiter[string]
-	// self is the limiter this one is embedded in (*TokenBucket, ...), the
-	// one keylimit.All and Join see.
-	self keylimit.Limiter[string]
-	// ops is what operators see: stats, outage logs, health checks.
-	ops ops
-	// leases are WithLeases's, key by key; nil without it.
-	leases *leases
+// redisLimiter is what the three Redis limiter types are: the limits its keys
+// are under, and the decision path a request goes down, one layer at a
+// time, each a type in a file of its own:
+//
+//	leases     lease.go      WithLeases: a live lease admits in process
+//	denyCache  denycache.go  a refusal remembered answers in process
+//	guard      guard.go      the failure policy around the call: backoff, fallback, errors
+//	store      scripts.go    the script call
+//	ops        log.go, health.go, stats.go: counts, outages, the checks of the server
+//
+// Each layer uses only those below it, and all tell ops what happened,
+// which changes no decision. wire builds them, from the bottom up. The
+// methods of redisLimiter are the types' methods; a joined limiter
+// (join.go) has a deny cache of its own, then goes down its limiters'
+// guards.
+type redisLimiter struct {
+	name string // the constructor's: the limiter's purpose, in logs and the default prefix
+	// limits are which limit each key is under: the limiter's own, or
+	// WithKeyLimit's; SetLimit and SetKeyLimit begin a new generation.
+	limits perkey.Limits[string, keylimit.Limit, *keyLimit]
+	setMu  sync.Mutex // serializes SetLimit and SetKeyLimit, and what they change below
+	clock  localClock
 
-	// limits is the current generation of limits; SetLimit and
-	// SetKeyLimit replace it, under setMu.
-	limits atomic.Pointer[limitSet]
-	setMu  sync.Mutex
+	// The decision path, from the top: first is leases, or without them
+	// the deny cache.
+	first  stage
+	leases *leases // nil without WithLeases
+	deny   denyCache
+	guard  guard
+	store  store
+	ops    ops
 }
 
-// newFallbackFunc builds the in-process limiter that FailLocal decides
-// with: a keylimit constructor of the same algorithm.
-type newFallbackFunc func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error)
+// A stage is a layer of the decision path that takes requests from the
+// limiter: it answers them or passes them down. The deny cache is one,
+// and leases, in front of it, another.
+type stage interface {
+	// take decides n >= 1 events for key under k at local time now.
+	take(ctx context.Context, key string, n int, k *keyLimit, now int64) (keylimit.Result, keylimit.Admission, error)
+	// peek reports key's state under k at local time now, taking nothing.
+	peek(ctx context.Context, key string, k *keyLimit, now int64) (keylimit.Result, error)
+	// reset forgets key at local time now, in the stage and below it, down
+	// to Redis.
+	reset(ctx context.Context, key string, now int64) error
+}
 
-// init sets up lim, the limiter shared by the constructors, for alg and l.
-// It is set up in place: lim holds atomics.
-func (lim *limiter) init(self keylimit.Limiter[string], client redis.UniversalClient, name string, l keylimit.Limit,
-	alg *algorithm, opts []Option, newFallback newFallbackFunc) error {
-	lim.self = self
-	lim.alg = alg
+// init sets up lim, the limiter shared by the constructors, for alg and l,
+// with newFallback for FailLocal. It is set up in place: lim holds
+// atomics.
+func (lim *redisLimiter) init(client redis.UniversalClient, name string, l keylimit.Limit, alg *algorithm, opts []Option,
+	newFallback newFallbackFunc) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
-	if _, _, _, err := alg.params(l); err != nil {
+	_, _, quota, err := alg.params(l)
+	if err != nil {
 		return err
 	}
 	o, err := buildOptions(name, opts)
@@ -76,52 +80,46 @@ func (lim *limiter) init(self keylimit.Limiter[string], client redis.UniversalCl
 	if err := checkClient(client); err != nil {
 		return err
 	}
-	lim.client = client
-	if err := lim.newLimits(l, o.keyLimit); err != nil {
-		return err
+	if o.leaseTime > 0 && !alg.canLease {
+		return fmt.Errorf("redislimit: WithLeases does not apply to a %s window: its log holds each admission's "+
+			"time, and an event leased at one time and spent later would leave the window too early", alg.name)
 	}
-	lim.timeout = o.timeout
-	lim.policy = o.policy
-	lim.onError = o.onError
-	lim.clock = newLocalClock(o.clock)
-	lim.scriptClock = o.scriptClock
-	lim.ops.init(o)
-	lim.deny.init(o.denyCache, &lim.ops.counts)
-	lim.denySize = o.denyCache
-	lim.backoff = o.backoff
-	lim.name = o.name
-	lim.prefix = o.keyPrefix(alg.name, l, lim.limits.Load().def.quota)
-	if o.policy.kind == failLocal {
-		var opts []keylimit.Option
-		if o.clock != nil {
-			opts = append(opts, keylimit.WithClock(o.clock))
-		}
-		if o.keyLimit != nil {
-			opts = append(opts, keylimit.WithKeyLimit(fallbackKeyLimit(o.keyLimit, o.policy)))
-		}
-		fb, err := newFallback(o.policy.share(l), opts...)
-		if err != nil {
-			return fmt.Errorf("redislimit: the FailLocal fallback limiter: %w", err)
-		}
-		lim.fallback = fb
-	}
-	if o.leaseTime > 0 {
-		if !alg.leases {
-			return fmt.Errorf("redislimit: WithLeases does not apply to a %s window: its log holds each admission's "+
-				"time, and an event leased at one time and spent later would leave the window too early", alg.name)
-		}
-		lim.leases = newLeases(lim, o.leaseTime)
-	}
-	lim.announce(o.policySet || o.fleet > 0)
-	return nil
+	return lim.wire(client, l, alg, quota, o, newFallback)
 }
 
-// redisKey is the Redis key of key's state: prefix{key}. The braces make
-// key the hash tag, so that on Redis Cluster the states of one key under
-// several limiters share a slot, and one script call can decide for them
-// all (see Join).
-func (lim *limiter) redisKey(key string) string {
-	return lim.prefix + "{" + key + "}"
+// wire builds lim's decision path for client, l (whose quota under alg is
+// quota) and o, from the bottom up: each layer is given only what is below
+// it.
+func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, alg *algorithm, quota int, o options,
+	newFallback newFallbackFunc) error {
+	lim.name = o.name
+	lim.clock = newLocalClock(o.clock)
+	err := lim.limits.Init(l, o.keyLimit, func(l keylimit.Limit) (*keyLimit, error) {
+		k := newKeyLimit(&lim.store, alg, l)
+		return k, k.err
+	})
+	if err != nil {
+		return err
+	}
+	// What operators see, which every layer tells what happened.
+	lim.ops.init(o.name, client, o.timeout, o.logger, o.fleet, o.policy, lim.limits.Limit)
+	// The script call.
+	lim.store = store{client: client, prefix: o.keyPrefix(alg.name, l, quota), timeout: o.timeout, clock: o.scriptClock}
+	// The failure policy around it.
+	fb, err := fallbackFor(o.policy, l, o.keyLimit, o.clock, newFallback)
+	if err != nil {
+		return err
+	}
+	lim.guard = guard{store: &lim.store, ops: &lim.ops, policy: o.policy, backoff: o.backoff, onError: o.onError, fallback: fb}
+	// The deny cache in front of that, and leases in front of the deny cache.
+	lim.deny.init(o.denySize, &lim.ops.counts, &lim.guard)
+	lim.first = &lim.deny
+	if o.leaseTime > 0 {
+		lim.leases = newLeases(&lim.deny, &lim.guard, &lim.clock, o.leaseTime)
+		lim.first = lim.leases
+	}
+	lim.ops.announce(lim.store.prefix, o.policySet || o.fleet > 0)
+	return nil
 }
 
 // checkClient refuses a client known to ignore context deadlines: with it,
@@ -147,22 +145,22 @@ func checkClient(c redis.UniversalClient) error {
 }
 
 // Name returns the name the limiter was made with.
-func (l *limiter) Name() string { return l.name }
+func (l *redisLimiter) Name() string { return l.name }
 
 // Prefix returns the prefix of the Redis keys the limiter writes: the state
 // of key k is at Prefix() + "{" + k + "}".
-func (l *limiter) Prefix() string { return l.prefix }
+func (l *redisLimiter) Prefix() string { return l.store.prefix }
 
 // Allow reports whether one event for key may happen now, and records it in
 // Redis if so. Allow is shorthand for AllowN(key, 1).
-func (l *limiter) Allow(key string) bool { return l.Take(key, 1).Allowed }
+func (l *redisLimiter) Allow(key string) bool { return l.Take(key, 1).Allowed }
 
 // AllowN reports whether n events for key may happen now, and records all n
 // in Redis if so; otherwise it records nothing. AllowN is Take(key,
 // n).Allowed.
-func (l *limiter) AllowN(key string, n int) bool {
+func (l *redisLimiter) AllowN(key string, n int) bool {
 	if l.leases != nil {
-		if _, _, _, ok := l.leases.fast(key, n); ok {
+		if _, _, _, ok := l.leases.fast(key, n, l.limits.Resolve(key)); ok {
 			l.ops.counts.decided(true)
 			return true
 		}
@@ -173,9 +171,9 @@ func (l *limiter) AllowN(key string, n int) bool {
 // Take records n events for key in Redis if all n fit, else nothing, and
 // reports the decision and the key's state after it. It is TakeContext with
 // context.Background(), the error left to WithOnError.
-func (l *limiter) Take(key string, n int) keylimit.Result {
+func (l *redisLimiter) Take(key string, n int) keylimit.Result {
 	if l.leases != nil {
-		if p, left, now, ok := l.leases.fast(key, n); ok {
+		if p, left, now, ok := l.leases.fast(key, n, l.limits.Resolve(key)); ok {
 			l.ops.counts.decided(true)
 			return p.result(left, now)
 		}
@@ -203,13 +201,13 @@ func (l *limiter) Take(key string, n int) keylimit.Result {
 //
 // If Redis fails, the Result is the failure policy's and err, a *Error,
 // says why; the error went to the WithOnError callback as well.
-func (l *limiter) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
+func (l *redisLimiter) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
 	r, _, err := l.AdmitContext(ctx, key, n)
 	return r, err
 }
 
 // Admit is Take, and also returns what an admission took, for Refund.
-func (l *limiter) Admit(key string, n int) (keylimit.Result, keylimit.Admission) {
+func (l *redisLimiter) Admit(key string, n int) (keylimit.Result, keylimit.Admission) {
 	r, a, _ := l.AdmitContext(context.Background(), key, n)
 	return r, a
 }
@@ -218,84 +216,34 @@ func (l *limiter) Admit(key string, n int) (keylimit.Result, keylimit.Admission)
 // RefundContext: the mark the script wrote (a bucket's TAT, a window's
 // index, a log entry's time) and, as its By, the limit the key was under;
 // or the fallback limiter's Admission when the failure policy admitted.
-func (l *limiter) AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
+func (l *redisLimiter) AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
 	r, a, err := l.admit(ctx, key, n)
 	l.ops.counts.decided(r.Allowed)
 	return r, a, err
 }
 
-// admit is AdmitContext, not counted in Stats.
-func (l *limiter) admit(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
-	k := l.resolve(key)
+// admit is AdmitContext, not counted in Stats: what needs no layer is
+// answered here, the rest goes down the decision path.
+func (l *redisLimiter) admit(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
+	k := l.limits.Resolve(key)
 	if r, ok := k.never(n); ok {
 		return r, keylimit.Admission{}, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return keylimit.Result{Limit: k.quota}, keylimit.Admission{}, l.report("take", key, err)
+		return keylimit.Result{Limit: k.quota}, keylimit.Admission{}, l.guard.report("take", key, err)
 	}
 	if n == 0 {
-		r, err := l.peek(ctx, key, k)
+		r, err := l.first.peek(ctx, key, k, l.clock.now())
 		r.Allowed, r.RetryAfter = true, 0
 		return r, keylimit.Admission{}, err
 	}
-	if l.leases != nil {
-		return l.leases.admit(ctx, key, n, k)
-	}
-	return l.take(ctx, key, n, k, l.clock.now())
-}
-
-// take decides n events (n >= 1) for key under k at local time now, in one
-// script call unless the deny cache answers: admit without leases.
-func (l *limiter) take(ctx context.Context, key string, n int, k *keyLimit, now int64) (keylimit.Result, keylimit.Admission, error) {
-	if r, ok := l.cached(key, n, k, now); ok {
-		return r, keylimit.Admission{}, nil
-	}
-	var res [1]keylimit.Result
-	var marks [1]int64
-	if err := l.call(ctx, modeTake, key, n, k, 0, now, res[:], marks[:]); err != nil {
-		return l.failed(ctx, "take", key, k, n, err)
-	}
-	r := res[0]
-	// now was read before the round trip, so the remembered refusal ends a
-	// little before Redis's: the cache errs towards asking again.
-	l.deny.record(key, n, r, now)
-	if !r.Allowed {
-		return r, keylimit.Admission{}, nil
-	}
-	return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
-}
-
-// never answers a request of n events that can never pass under k without
-// a round trip: n < 0, n above the quota, or an invalid limit from
-// WithKeyLimit.
-func (k *keyLimit) never(n int) (keylimit.Result, bool) {
-	if k.err != nil {
-		return keylimit.Result{Limit: k.quota, RetryAfter: keylimit.InfDuration, Err: k.err}, true
-	}
-	if n < 0 || n > k.quota {
-		return keylimit.Result{Limit: k.quota, RetryAfter: keylimit.InfDuration}, true
-	}
-	return keylimit.Result{}, false
-}
-
-// cached answers a request of n events for key, under k, from the deny
-// cache at local time now, if a refusal made under the same quota covers
-// it.
-func (l *limiter) cached(key string, n int, k *keyLimit, now int64) (keylimit.Result, bool) {
-	r, ok := l.deny.check(key, n, now)
-	if ok && r.Limit != k.quota {
-		// Remembered under another limit: SetLimit, or WithKeyLimit's
-		// function, has changed it since.
-		l.deny.forget(key)
-		return keylimit.Result{}, false
-	}
-	return r, ok
+	return l.first.take(ctx, key, n, k, l.clock.now())
 }
 
 // Peek reports key's state now, recording nothing: Allowed tells whether
 // Allow(key) would pass, RetryAfter how long until it would. It is
 // PeekContext with context.Background(), the error left to WithOnError.
-func (l *limiter) Peek(key string) keylimit.Result {
+func (l *redisLimiter) Peek(key string) keylimit.Result {
 	r, _ := l.PeekContext(context.Background(), key)
 	return r
 }
@@ -303,68 +251,30 @@ func (l *limiter) Peek(key string) keylimit.Result {
 // PeekContext is Peek with a context, as TakeContext is Take. A key the
 // deny cache covers for one event is answered without a round trip, and so
 // is one whose lease holds an event (WithLeases).
-func (l *limiter) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
-	k := l.resolve(key)
+func (l *redisLimiter) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
+	k := l.limits.Resolve(key)
 	if k.err != nil {
 		r, _ := k.never(1)
 		return r, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return keylimit.Result{Limit: k.quota}, l.report("peek", key, err)
+		return keylimit.Result{Limit: k.quota}, l.guard.report("peek", key, err)
 	}
-	return l.peek(ctx, key, k)
-}
-
-// peek is PeekContext for key under k, once ctx is known to be live.
-func (l *limiter) peek(ctx context.Context, key string, k *keyLimit) (keylimit.Result, error) {
-	now := l.clock.now()
-	if l.leases != nil {
-		if r, ok := l.leases.peek(key, k, now); ok {
-			return r, nil
-		}
-	}
-	if r, ok := l.cached(key, 1, k, now); ok {
-		return r, nil
-	}
-	var res [1]keylimit.Result
-	var marks [1]int64
-	if err := l.call(ctx, modePeek, key, 1, k, 0, now, res[:], marks[:]); err != nil {
-		r, _, err := l.failed(ctx, "peek", key, k, 0, err)
-		return r, err
-	}
-	return res[0], nil
+	return l.first.peek(ctx, key, k, l.clock.now())
 }
 
 // Reset forgets key, on Redis and in this instance's deny cache: its next
 // event meets a full quota. It is ResetContext with context.Background(),
 // the error left to WithOnError.
-func (l *limiter) Reset(key string) { _ = l.ResetContext(context.Background(), key) }
+func (l *redisLimiter) Reset(key string) { _ = l.ResetContext(context.Background(), key) }
 
 // ResetContext is Reset with a context. It deletes the key's state in one
 // DEL. It asks Redis even during the failure backoff, since a lost Reset
 // would go unnoticed (a user locked out after a successful login). If Redis
 // fails, or ctx has ended (then no call is made), the error is returned
 // (and passed to WithOnError) and only the local state is forgotten.
-func (l *limiter) ResetContext(ctx context.Context, key string) error {
-	l.deny.forget(key)
-	if l.leases != nil {
-		l.leases.forget(key)
-	}
-	if l.fallback != nil {
-		l.fallback.Reset(key)
-	}
-	if err := ctx.Err(); err != nil {
-		return l.report("reset", key, err)
-	}
-	now := l.clock.now()
-	c, tctx, cancel := startCall(ctx, l.timeout)
-	err := l.client.Del(tctx, l.redisKey(key)).Err()
-	c.end(cancel)
-	l.called(ctx, err, now)
-	if err != nil {
-		return l.report("reset", key, err)
-	}
-	return nil
+func (l *redisLimiter) ResetContext(ctx context.Context, key string) error {
+	return l.first.reset(ctx, key, l.clock.now())
 }
 
 // Refund gives back what a, an Admission this limiter made for key, still
@@ -375,7 +285,7 @@ func (l *limiter) ResetContext(ctx context.Context, key string) error {
 // gives back nothing. An Admission a lease made (WithLeases) goes back to
 // the lease while it lasts, without a round trip. It is RefundContext with
 // context.Background(), the error left to WithOnError.
-func (l *limiter) Refund(key string, a keylimit.Admission) {
+func (l *redisLimiter) Refund(key string, a keylimit.Admission) {
 	_ = l.RefundContext(context.Background(), key, a)
 }
 
@@ -383,35 +293,29 @@ func (l *limiter) Refund(key string, a keylimit.Admission) {
 // has ended makes no call. An Admission the fallback limiter made (Redis was
 // failing then) is refunded there. If Redis fails, the error is returned
 // (and passed to WithOnError).
-func (l *limiter) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
+func (l *redisLimiter) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
 	if a.N <= 0 {
 		return nil
 	}
-	if p, ok := a.By.(*lease); ok {
-		if p.owner == nil || p.owner != l.leases {
+	switch by := a.By.(type) {
+	case *grant:
+		if by.owner == nil || by.owner != l.leases {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return l.report("refund", key, err)
+			return l.guard.report("refund", key, err)
 		}
-		return l.leases.refund(ctx, key, p, a.N)
-	}
-	k, ok := a.By.(*keyLimit)
-	if !ok || k.owner != l {
-		if r, ok := l.fallback.(keylimit.Refunder[string]); ok && a.By == l.fallback {
-			r.Refund(key, a)
+		return l.leases.refund(ctx, key, by, a.N)
+	case *keyLimit:
+		if by.owner != &l.store {
+			return nil
 		}
-		return nil
+		if err := ctx.Err(); err != nil {
+			return l.guard.report("refund", key, err)
+		}
+		return l.deny.refund(ctx, key, a.N, by, a.Mark, l.clock.now())
 	}
-	if err := ctx.Err(); err != nil {
-		return l.report("refund", key, err)
-	}
-	l.deny.forget(key)
-	var res [1]keylimit.Result
-	var marks [1]int64
-	if err := l.call(ctx, modeRefund, key, min(a.N, k.quota), k, a.Mark, l.clock.now(), res[:], marks[:]); err != nil {
-		return l.report("refund", key, err)
-	}
+	l.guard.refundFallback(key, a)
 	return nil
 }
 
@@ -420,50 +324,115 @@ func (l *limiter) RefundContext(ctx context.Context, key string, a keylimit.Admi
 // leasing. It does not close the Redis client, which the caller owns. The
 // limiter still answers after Close, without leases. It always returns
 // nil.
-func (l *limiter) Close() error {
+func (l *redisLimiter) Close() error {
 	if l.leases != nil {
 		l.leases.close()
 	}
-	if c, ok := l.fallback.(interface{ Close() error }); ok {
-		return c.Close()
+	return l.guard.close()
+}
+
+// Limit returns the limiter's limit: the one it was made with, or the last
+// one SetLimit set. Keys given their own by WithKeyLimit are not under it.
+func (l *redisLimiter) Limit() keylimit.Limit { return l.limits.Limit() }
+
+// LimitOf returns the limit key is under now: its own, from WithKeyLimit, or
+// the limiter's. httplimit reads it for each key's RateLimit-Policy.
+func (l *redisLimiter) LimitOf(key string) keylimit.Limit { return l.limits.Resolve(key).limit }
+
+// SetLimit makes l the limiter's limit on this instance from its next
+// decision on, and has WithKeyLimit's function asked anew. It returns an
+// error, and changes nothing, if l is invalid (the constructor's errors).
+//
+// A key keeps what it used, as in memory: a bucket its debt in tokens, a
+// fixed window the count of a window that has not ended, a sliding window
+// its log. So a change never creates capacity; the bounds keylimit's types
+// keep however often the limit changes hold here too. Instances share the
+// keys' state, not their limits: set the limit on each. With WithLeases,
+// every lease ends at once (none admits under the old limit), and what
+// they held goes back to Redis in the background.
+func (lim *redisLimiter) SetLimit(l keylimit.Limit) error {
+	return lim.change(func() error { return lim.limits.Set(l) }, func() { lim.guard.limitChanged(l) })
+}
+
+// SetKeyLimit gives each key its own limit from now on: fn(key), asked on
+// each decision, as WithKeyLimit does from the start (nil: every key is
+// under the limiter's own limit again). A key keeps what it used, as
+// across SetLimit; with WithLeases, every lease ends at once. It is
+// keylimit's SetKeyLimit for the Redis limiters, and like SetLimit it
+// changes this instance only: set it on each.
+func (l *redisLimiter) SetKeyLimit(fn func(key string) keylimit.Limit) error {
+	return l.change(func() error { return l.limits.SetKeyLimit(fn) }, func() { l.guard.keyLimitChanged(fn) })
+}
+
+// change begins a generation of limits with set and, if it succeeds, tells
+// the fallback with follow, and forgets what was decided under the old
+// limits: refusals remembered may no longer hold, and leases end.
+func (l *redisLimiter) change(set func() error, follow func()) error {
+	l.setMu.Lock()
+	defer l.setMu.Unlock()
+	if err := set(); err != nil {
+		return err
+	}
+	follow()
+	l.deny.clear()
+	if l.leases != nil {
+		l.leases.limitChanged()
 	}
 	return nil
 }
 
-// call makes one script call for key under k alone at local time now,
-// unless Redis failed less than the backoff ago, and writes the Result and
-// the mark of an admission into res[0] and marks[0]. mark is the admission
-// a refund gives back.
-func (l *limiter) call(ctx context.Context, mode any, key string, n int, k *keyLimit, mark, now int64,
-	res []keylimit.Result, marks []int64) error {
-	parts := [1]*keyLimit{k}
-	in := [1]int64{mark}
-	d := decision{key: key, n: n, parts: parts[:], marks: in[:]}
-	return l.run(ctx, mode, &d, now, res, marks)
+// Stats returns what the limiter has counted since it was made: Admitted and
+// Refused count requests (Allow, AllowN, Take, Admit, each try of Wait),
+// always; Calls the round trips to Redis of decisions, leases (fetched and
+// given back), Peeks, Refunds and Resets (not Ping's, nor the eviction
+// check's), and Errors those that failed; Fallbacks the requests and Peeks
+// the failure policy answered (during a failure and the backoff after it);
+// CacheHits those the deny cache answered. Keys is 0: the keys live in
+// Redis, which the limiter does not count (Untracked and Evicted are 0
+// too). Counts read while calls run may or may not include them.
+func (l *redisLimiter) Stats() keylimit.Stats { return l.ops.counts.stats() }
+
+// Ping checks, once at start-up say, that the limiter can work: Redis
+// answers (PING), takes its script (SCRIPT LOAD, on every node of a
+// cluster), and will not evict its keys. It returns an error wrapping
+// ErrEvictionPolicy if a server's maxmemory is set with a maxmemory-policy
+// other than noeviction (every volatile-* and allkeys-* policy can evict the
+// limiter's keys, which all have a TTL); a server that refuses CONFIG GET (a
+// managed Redis may) is not held against it. Ping waits as long as ctx
+// allows; it changes no state and is not in Stats.
+func (l *redisLimiter) Ping(ctx context.Context) error { return l.ops.ping(ctx) }
+
+// Wait blocks until one event for key may happen, records it and returns
+// nil. Wait is shorthand for WaitN(ctx, key, 1).
+func (l *redisLimiter) Wait(ctx context.Context, key string) error { return l.WaitN(ctx, key, 1) }
+
+// WaitN blocks until n events for key may happen across the fleet, and
+// records them: keylimit.WaitN, with each ask a TakeContext under ctx. It
+// does not reserve: it asks, and if refused sleeps for RetryAfter (on the
+// local clock, WithClock) and asks again, so a wait that fails has taken
+// nothing; under contention from other instances it may be refused again
+// after a sleep, and sleeps again.
+//
+// It fails at once, taking nothing, if n can never pass
+// (keylimit.ErrExceedsLimit), or if the wait would outlast ctx's deadline
+// (keylimit.ErrWouldExceedDeadline, which matches context.DeadlineExceeded
+// too). It returns ctx's error, wrapped, if ctx ends first. While Redis
+// fails, the failure policy answers, as for Take.
+func (l *redisLimiter) WaitN(ctx context.Context, key string, n int) error {
+	return keylimit.WaitN[string](ctx, contextTaker{l, ctx}, key, n)
 }
 
-// run makes the script call d in mode at local time now, unless Redis
-// failed less than the backoff ago.
-func (l *limiter) run(ctx context.Context, mode any, d *decision, now int64, res []keylimit.Result, marks []int64) error {
-	if err := l.down(now); err != nil {
-		return err
-	}
-	err := d.run(ctx, mode, l.client, l.timeout, l.scriptClock, res, marks)
-	l.called(ctx, err, now)
-	return err
+// contextTaker is the limiter's Take under one context, for keylimit.WaitN.
+type contextTaker struct {
+	l   *redisLimiter
+	ctx context.Context
 }
 
-// The Redis limiters are keylimit limiters, and can give events back, so
-// keylimit.All can combine them (with each other or with in-memory ones);
-// Redis limiters on one client, All joins in one script call.
-var (
-	_ keylimit.ContextLimiter[string]  = (*TokenBucket)(nil)
-	_ keylimit.ContextRefunder[string] = (*TokenBucket)(nil)
-	_ keylimit.Joiner[string]          = (*TokenBucket)(nil)
-	_ keylimit.ContextLimiter[string]  = (*FixedWindow)(nil)
-	_ keylimit.ContextRefunder[string] = (*FixedWindow)(nil)
-	_ keylimit.Joiner[string]          = (*FixedWindow)(nil)
-	_ keylimit.ContextLimiter[string]  = (*SlidingWindow)(nil)
-	_ keylimit.ContextRefunder[string] = (*SlidingWindow)(nil)
-	_ keylimit.Joiner[string]          = (*SlidingWindow)(nil)
-)
+// Clock is the limiter's local clock (WithClock), which the wait sleeps on;
+// nil is the system clock.
+func (t contextTaker) Clock() clock.Clock { return t.l.clock.injected }
+
+func (t contextTaker) Take(key string, n int) keylimit.Result {
+	r, _ := t.l.TakeContext(t.ctx, key, n)
+	return r
+}

@@ -2,10 +2,7 @@ package redislimit
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,15 +11,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ops is what a limiter keeps for its operators: its counts (stats.go), the
-// outages it logs (below) and the checks of the server (health.go).
+// ops is what a limiter keeps for its operators, the observer of its
+// decisions: its counts (stats.go), the outages it logs (below) and the
+// checks of the server (health.go). The layers of the decision path tell
+// it what happened (a verdict, a round trip's outcome); it changes no
+// decision.
 type ops struct {
 	counts counts
+	name   string // the limiter's
 	// logger is WithLogger's; nil means slog.Default() as it is when a line
 	// is logged, so that a slog.SetDefault after construction is followed.
 	logger *slog.Logger
 	// fleet is WithFleetSize's; 0 when not given.
 	fleet int
+	// policy and limit say, in the lines logged, what the failure policy
+	// admits: limit returns the limiter's limit at the time.
+	policy FailurePolicy
+	limit  func() keylimit.Limit
 
 	// failing is set by the failure that starts an outage and cleared by the
 	// success that ends it; read by every round trip, written only then.
@@ -38,16 +43,26 @@ type ops struct {
 	anyLogged  bool
 	unlogged   int
 
-	// policy is where the check of the eviction policy stands: unchecked,
-	// checking, or checked (health.go). warned and refused make its log
-	// lines once-only, whoever runs the check.
-	policy          atomic.Int32
+	// The checks of the server (health.go): client is the limiter's,
+	// timeout its bound on a call; evict is where the check of the
+	// eviction policy stands (unchecked, checking, or checked); warned and
+	// refused make its log lines once-only, whoever runs the check.
+	client          redis.UniversalClient
+	timeout         time.Duration
+	evict           atomic.Int32
 	warned, refused atomic.Bool
 }
 
-func (o *ops) init(opts options) {
+// init sets up o, in place (it holds atomics), for the limiter named name
+// on client, whose calls wait at most timeout, whose failure policy is
+// policy and whose limit limit returns; logger and fleet are WithLogger's
+// and WithFleetSize's.
+func (o *ops) init(name string, client redis.UniversalClient, timeout time.Duration, logger *slog.Logger, fleet int,
+	policy FailurePolicy, limit func() keylimit.Limit) {
 	o.counts.init()
-	o.logger, o.fleet = opts.logger, opts.fleet
+	o.name, o.client, o.timeout = name, client, timeout
+	o.logger, o.fleet = logger, fleet
+	o.policy, o.limit = policy, limit
 }
 
 // quietPeriod is the least time between two outage starts logged: a Redis
@@ -55,52 +70,21 @@ func (o *ops) init(opts options) {
 // refuses only writes) is logged once per period, with a count of the rest.
 const quietPeriod = int64(time.Minute)
 
-// logger returns the logger lines go to.
-func (l *limiter) logger() *slog.Logger {
-	if l.ops.logger != nil {
-		return l.ops.logger
+// log returns the logger lines go to.
+func (o *ops) log() *slog.Logger {
+	if o.logger != nil {
+		return o.logger
 	}
 	return slog.Default()
 }
 
-// called counts a round trip made at local time now that returned err, and
-// follows Redis's health: a failure starts the backoff (trip) and, unless it
-// was the caller's or one key's, an outage; a success ends the outage, and
-// the first one starts the check of the eviction policy.
-func (l *limiter) called(ctx context.Context, err error, now int64) {
-	l.ops.counts.calls.Add(1)
-	if err == nil {
-		if l.ops.failing.Load() {
-			l.outageEnded(now)
-		}
-		if l.ops.policy.Load() == policyUnchecked {
-			l.checkPolicySoon()
-		}
-		return
-	}
-	l.ops.counts.errors.Add(1)
-	l.trip(ctx, err, now)
-	if !l.ops.failing.Load() && isOutage(ctx, err) {
-		l.outageStarted(err, now)
-	}
-}
-
-// isOutage reports whether err, a failure of a call under the caller's ctx,
-// says Redis cannot decide: not when the caller's own context ended, nor
-// for a WRONGTYPE reply (one key holds another type's value), which other
-// keys do not share.
-func isOutage(ctx context.Context, err error) bool {
-	var reply redis.Error
-	if ctx.Err() != nil || errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "WRONGTYPE") {
-		return false
-	}
-	return true
-}
+// admits says what the failure policy admits while Redis fails, under the
+// limiter's limit now.
+func (o *ops) admits() string { return o.policy.admits(o.limit(), o.fleet) }
 
 // outageStarted starts an outage at local time now, after err, and logs it unless
 // another was logged less than quietPeriod before.
-func (l *limiter) outageStarted(err error, now int64) {
-	o := &l.ops
+func (o *ops) outageStarted(err error, now int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.failing.CompareAndSwap(false, true) {
@@ -112,75 +96,47 @@ func (l *limiter) outageStarted(err error, now int64) {
 		o.unlogged++
 		return
 	}
-	attrs := []any{"limiter", l.name, "error", err.Error(), "policy", l.policy.String(), "admits", l.admits()}
+	attrs := []any{"limiter", o.name, "error", err.Error(), "policy", o.policy.String(), "admits", o.admits()}
 	if o.unlogged > 0 {
 		attrs = append(attrs, "outages_not_logged", o.unlogged)
 	}
-	l.logger().Warn("redislimit: Redis failed; the failure policy decides until Redis answers again", attrs...)
+	o.log().Warn("redislimit: Redis failed; the failure policy decides until Redis answers again", attrs...)
 	o.lastLogged, o.anyLogged, o.unlogged = now, true, 0
 }
 
 // outageEnded ends the outage under way at local time now, and logs its end
 // if its start was logged.
-func (l *limiter) outageEnded(now int64) {
-	o := &l.ops
+func (o *ops) outageEnded(now int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.failing.CompareAndSwap(true, false) || !o.logged {
 		return
 	}
-	l.logger().Info("redislimit: Redis answers again; decisions are exact again", "limiter", l.name,
+	o.log().Info("redislimit: Redis answers again; decisions are exact again", "limiter", o.name,
 		"outage", time.Duration(now-o.since), "fallbacks", o.counts.fallbacks()-o.before)
 }
 
-// announce logs, once at construction, what the failure policy will admit:
-// at Info when neither the policy nor the fleet size was chosen (the default
-// lets a fleet of N admit N times the limit), at Warn when they disagree
-// (FailLocal(k) in a fleet of more than k), at Debug otherwise.
-func (l *limiter) announce(chosen bool) {
+// announce logs, once at construction, what the failure policy will admit
+// for the limiter whose keys have prefix: at Info when neither the policy
+// nor the fleet size was chosen (the default lets a fleet of N admit N
+// times the limit), at Warn when they disagree (FailLocal(k) in a fleet of
+// more than k), at Debug otherwise.
+func (o *ops) announce(prefix string, chosen bool) {
 	level := slog.LevelDebug
 	switch {
 	case !chosen:
 		level = slog.LevelInfo
-	case l.policy.kind == failLocal && l.ops.fleet > l.policy.instances:
+	case o.policy.kind == failLocal && o.fleet > o.policy.instances:
 		level = slog.LevelWarn
 	}
-	lg := l.logger()
+	lg := o.log()
 	if !lg.Enabled(context.Background(), level) {
 		return
 	}
-	attrs := []any{"limiter", l.name, "prefix", l.prefix, "limit", l.Limit().String(),
-		"policy", l.policy.String(), "admits", l.admits()}
+	attrs := []any{"limiter", o.name, "prefix", prefix, "limit", o.limit().String(),
+		"policy", o.policy.String(), "admits", o.admits()}
 	if !chosen {
 		attrs = append(attrs, "hint", "WithFleetSize(N) gives each of N instances 1/N of the limit while Redis fails")
 	}
 	lg.Log(context.Background(), level, "redislimit: limiter ready; while Redis fails, its failure policy decides", attrs...)
-}
-
-// admits says what the failure policy admits while Redis fails, for one
-// instance and for the fleet (of WithFleetSize's size, or of N).
-func (l *limiter) admits() string {
-	switch l.policy.kind {
-	case failOpen:
-		return "every request: no limit while Redis fails"
-	case failClosed:
-		return "nothing: every request is refused while Redis fails"
-	}
-	share := l.policy.share(l.Limit())
-	n := l.ops.fleet
-	if n == 0 {
-		return fmt.Sprintf("each instance decides alone on %v, so a fleet of N instances admits up to N × %v", share, share)
-	}
-	return fmt.Sprintf("each instance decides alone on %v, so a fleet of %d admits up to %v (the limit is %v)",
-		share, n, times(share, n), l.Limit())
-}
-
-// times returns l with its events and burst multiplied by n: what n
-// instances deciding alone on l admit between them.
-func times(l keylimit.Limit, n int) keylimit.Limit {
-	m := keylimit.Per(l.Events*n, l.Period)
-	if b := l.BurstSize(); b != l.Events {
-		m = m.WithBurst(b * n)
-	}
-	return m
 }

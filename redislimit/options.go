@@ -33,12 +33,14 @@ type options struct {
 	logger    *slog.Logger // WithLogger; nil: slog.Default()
 	onError   func(error)
 	clock     clock.Clock // nil: the system's monotonic clock
-	denyCache int
+	denySize  int
 	backoff   time.Duration
-	leaseTime time.Duration // WithLeases; 0: no leases
-	err       error         // the first invalid option, reported by the constructor
-
-	decisionOptions // WithKeyLimit's function, and the tests' script clock
+	leaseTime time.Duration               // WithLeases; 0: no leases
+	keyLimit  func(string) keylimit.Limit // WithKeyLimit's; nil: none
+	// scriptClock is withScriptClock's, which only the package's tests
+	// set; nil: the scripts decide on Redis server time.
+	scriptClock *scriptClock
+	err         error // the first invalid option, reported by the constructor
 }
 
 // The defaults of the options.
@@ -62,7 +64,7 @@ func (o *options) fail(err error) {
 
 // buildOptions checks the constructor's name and applies opts.
 func buildOptions(name string, opts []Option) (options, error) {
-	o := options{name: name, timeout: DefaultTimeout, policy: FailLocal(1), denyCache: DefaultDenyCacheSize, backoff: DefaultFailureBackoff}
+	o := options{name: name, timeout: DefaultTimeout, policy: FailLocal(1), denySize: DefaultDenyCacheSize, backoff: DefaultFailureBackoff}
 	if err := checkName(name); err != nil {
 		return o, err
 	}
@@ -242,7 +244,7 @@ func WithDenyCacheSize(n int) Option {
 			o.fail(fmt.Errorf("redislimit: deny cache size %d is negative", n))
 			return
 		}
-		o.denyCache = n
+		o.denySize = n
 	})
 }
 
@@ -261,4 +263,53 @@ func WithFailureBackoff(d time.Duration) Option {
 		}
 		o.backoff = d
 	})
+}
+
+// WithKeyLimit gives each key its own limit: f(key), asked on each decision
+// (Redis keeps the keys' state, and this instance no key), so f must be
+// quick and safe for concurrent use. A zero Limit{} from f means the
+// limiter's own limit. It is keylimit.WithKeyLimit for the Redis limiters:
+// the same function serves both.
+//
+// A key keeps what it used when f starts giving it another limit, as across
+// SetLimit. If f returns an invalid Limit, the key's requests are refused
+// without a round trip and their Result.Err says why; nothing panics.
+func WithKeyLimit(f func(key string) keylimit.Limit) Option {
+	return optionFunc(func(o *options) {
+		if f == nil {
+			o.fail(errors.New("redislimit: WithKeyLimit(nil)"))
+			return
+		}
+		o.keyLimit = f
+	})
+}
+
+// WithLeases makes a TokenBucket or FixedWindow take a hot key's events from
+// Redis in leases of d: one script call takes what this instance spent on
+// the key in about d, at most a tenth of its quota, and the instance admits
+// them in process, without a round trip, for d at most (a bucket's lease,
+// at most half of Burst × Interval; a window's, to the window's end); what
+// is left then goes back to Redis. A key asked less often than about once
+// per d leases nothing and is decided as without leases. The fleet never
+// admits more than the limit; the cost is events held idle, at most one
+// lease per key and instance, which other instances cannot use meanwhile,
+// and Results that count only this instance's lease (see the package doc,
+// "Leases"). Choose d short: tens of milliseconds. A limiter with leases
+// should be closed: Close gives back what its leases hold. It is an error
+// for d <= 0, and on a SlidingWindow.
+func WithLeases(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.fail(fmt.Errorf("redislimit: WithLeases(%v): the lease time is not positive", d))
+			return
+		}
+		o.leaseTime = d
+	})
+}
+
+// withScriptClock makes the scripts decide on c's time instead of Redis
+// server time. Only the package's tests set it: Redis's own clock cannot be
+// moved, and the behaviour suite steps a clock back and forth.
+func withScriptClock(c clock.Clock) Option {
+	return optionFunc(func(o *options) { o.scriptClock = &scriptClock{c} })
 }

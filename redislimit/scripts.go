@@ -49,24 +49,127 @@ var (
 // each call, so that the tests can step it (see export_test.go).
 type scriptClock struct{ c clock.Clock }
 
-// withScriptClock makes the scripts decide on c's time instead of Redis
-// server time. Only the package's tests set it: Redis's own clock cannot be
-// moved, and the behaviour suite steps a clock back and forth.
-func withScriptClock(c clock.Clock) Option {
-	return optionFunc(func(o *options) { o.scriptClock = &scriptClock{c} })
+// sameScriptClock reports whether a and b take the time from the same
+// place, as the limiters of one call must.
+func sameScriptClock(a, b *scriptClock) bool {
+	return a == b || a != nil && b != nil && a.c == b.c
+}
+
+// store is the bottom of a limiter's decision path: the script call, and
+// the DEL of Reset. It is one limiter's Redis: the client, the prefix of
+// the keys it writes, the bound on a call's wait, and where the script
+// takes the time from. It knows nothing of failures: the guard above it
+// answers for them.
+type store struct {
+	client  redis.UniversalClient
+	prefix  string        // of every key written: prefix{key}
+	timeout time.Duration // bound on one call's wait for Redis
+	// clock is nil outside the package's tests: the scripts decide on
+	// Redis server time.
+	clock *scriptClock
+}
+
+// redisKey is the Redis key of key's state: prefix{key}. The braces make
+// key the hash tag, so that on Redis Cluster the states of one key under
+// several limiters share a slot, and one script call can decide for them
+// all (see Join).
+func (s *store) redisKey(key string) string {
+	return s.prefix + "{" + key + "}"
+}
+
+// del deletes keys (states of this store's limiter or of those joined
+// with it) in one DEL.
+func (s *store) del(ctx context.Context, keys ...string) error {
+	c, tctx, cancel := startCall(ctx, s.timeout)
+	err := s.client.Del(tctx, keys...).Err()
+	c.end(cancel)
+	return err
+}
+
+// algorithm is what distinguishes a token bucket from the windows: the
+// script's name for it and how a limit becomes its parameters.
+type algorithm struct {
+	name string        // the script's name of the algorithm; in the default prefix too
+	arg  any           // name, boxed once so that passing it to the client does not allocate
+	unit time.Duration // of the times the script returns: ns or µs
+	// canLease: the script can lease for it (WithLeases); refills: its
+	// events come back one interval at a time (a bucket), not all at a
+	// window's end.
+	canLease, refills bool
+	// params checks l and returns the script's two parameters for it (boxed
+	// int64s), the quota (Result.Limit: the most events admitted at once),
+	// or an error that says why the algorithm cannot take l.
+	params func(l keylimit.Limit) (p1, p2 int64, quota int, err error)
+}
+
+// keyLimit is one limit of one limiter as a decision needs it: the
+// script's parameters, boxed once so that a call does not allocate to pass
+// them, and what the Results and the failure policy say. Every key under
+// the same limit shares one (internal/perkey keeps them, one generation of
+// limits at a time).
+type keyLimit struct {
+	owner          *store // the limiter's: its keys' prefix; an Admission's By tells its limiter by it
+	alg            *algorithm
+	limit          keylimit.Limit
+	param1, param2 any
+	quota          int
+	// retryClosed is the RetryAfter of a refusal under FailClosed: the
+	// limit's interval.
+	retryClosed time.Duration
+	// err is why the limit is invalid (one WithKeyLimit gave): the key's
+	// requests are refused.
+	err error
+	// step is the interval in ns of an algorithm that refills (a bucket's
+	// TAT moves by it per event), and span its quota's worth (a bucket's
+	// Burst × Interval); 0 for a window.
+	step, span int64
+}
+
+// newKeyLimit returns the keyLimit of l for the limiter of s and alg, with
+// err set if the algorithm cannot take l.
+func newKeyLimit(s *store, alg *algorithm, l keylimit.Limit) *keyLimit {
+	k := &keyLimit{owner: s, alg: alg, limit: l, retryClosed: l.Interval()}
+	p1, p2, quota, err := alg.params(l)
+	k.param1, k.param2, k.quota, k.err = p1, p2, quota, err
+	if alg.refills {
+		k.step = int64(l.Interval())
+		k.span = k.step * int64(quota)
+	}
+	return k
+}
+
+// Refuse and Supersede make a keyLimit a perkey.Config. A Redis limiter
+// keeps no key's state in process, and so no key holds a keyLimit that
+// must notice a new generation: each decision resolves its key anew, and
+// Supersede has nothing to do.
+func (k *keyLimit) Refuse(err error) { k.err = err }
+func (k *keyLimit) Supersede()       {}
+
+// never answers a request of n events that can never pass under k without
+// a round trip: n < 0, n above the quota, or an invalid limit from
+// WithKeyLimit.
+func (k *keyLimit) never(n int) (keylimit.Result, bool) {
+	if k.err != nil {
+		return keylimit.Result{Limit: k.quota, RetryAfter: keylimit.InfDuration, Err: k.err}, true
+	}
+	if n < 0 || n > k.quota {
+		return keylimit.Result{Limit: k.quota, RetryAfter: keylimit.InfDuration}, true
+	}
+	return keylimit.Result{}, false
 }
 
 // decision is one script call in the making: the key, and for each limiter
 // of the call its share (the limit the key is under) and, for a refund, its
-// admission's mark. (The mode is run's argument: an interface in the
+// admission's mark. (The mode is store.run's argument: an interface in the
 // struct would make the compiler move a decision's parts to the heap.)
 type decision struct {
 	key   string
 	n     int
 	parts []*keyLimit
 	marks []int64 // for modeRefund and modeLease; nil otherwise
-	// lease is modeLease's: what to lease, and what to give back.
-	lease leaseArgs
+	// leasing is modeLease's: what to lease and what to give back, and
+	// what Redis granted.
+	leasing leaseArgs
 }
 
 // leaseArgs are the three arguments of modeLease after the limiter's (see
@@ -79,13 +182,12 @@ type leaseArgs struct {
 	granted int64 // the reply's sixth integer: the events leased beyond n
 }
 
-// run makes the script call for d in mode through client, with a deadline timeout
-// from now within ctx, and writes what each limiter answered into res and
-// the marks of its admissions into marks (both with one element per part).
-// The Results' Limit is each part's quota; their times are Durations.
-func (d *decision) run(ctx context.Context, mode any, client redis.UniversalClient, timeout time.Duration, clk *scriptClock,
-	res []keylimit.Result, marks []int64) error {
-	c, tctx, cancel := startCall(ctx, timeout)
+// run makes the script call d in mode, with a deadline s.timeout from now
+// within ctx, and writes what each limiter answered into res and the marks
+// of its admissions into marks (both with one element per part). The
+// Results' Limit is each part's quota; their times are Durations.
+func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.Result, marks []int64) error {
+	c, tctx, cancel := startCall(ctx, s.timeout)
 	keys, args := c.keys[:0], c.args[:0]
 	if len(d.parts) > inlineParts {
 		keys = make([]string, 0, len(d.parts))
@@ -101,21 +203,21 @@ func (d *decision) run(ctx context.Context, mode any, client redis.UniversalClie
 		args = append(args, p.alg.arg, p.param1, p.param2, mark)
 	}
 	if mode == modeLease {
-		args = append(args, d.lease.want, d.lease.hold, d.lease.give)
+		args = append(args, d.leasing.want, d.leasing.hold, d.leasing.give)
 	}
-	if clk != nil {
-		now := clk.c.Now()
+	if s.clock != nil {
+		now := s.clock.c.Now()
 		args = append(args, now.Unix(), now.Nanosecond())
 	}
-	reply, err := script.Run(tctx, client, keys, args...).Text()
+	reply, err := script.Run(tctx, s.client, keys, args...).Text()
 	c.end(cancel)
 	if err != nil {
 		return err
 	}
 	if mode == modeLease {
 		var ok bool
-		if d.lease.granted, ok = parseLeaseReply(reply, d.parts, res, marks, d.lease.want); !ok {
-			return fmt.Errorf("redislimit: the script replied %q to a lease of up to %d, want six integers", reply, d.lease.want)
+		if d.leasing.granted, ok = parseLeaseReply(reply, d.parts, res, marks, d.leasing.want); !ok {
+			return fmt.Errorf("redislimit: the script replied %q to a lease of up to %d, want six integers", reply, d.leasing.want)
 		}
 		return nil
 	}

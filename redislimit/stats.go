@@ -8,29 +8,6 @@ import (
 	"github.com/keylimit/keylimit"
 )
 
-// Stats returns what the limiter has counted since it was made: Admitted and
-// Refused count requests (Allow, AllowN, Take, Admit, each try of Wait),
-// always; Calls the round trips to Redis of decisions, leases (fetched and
-// given back), Peeks, Refunds and Resets (not Ping's, nor the eviction
-// check's), and Errors those that failed; Fallbacks the requests and Peeks
-// the failure policy answered (during a failure and the backoff after it);
-// CacheHits those the deny cache answered. Keys is 0: the keys live in Redis, which the limiter does
-// not count (Untracked and Evicted are 0 too). Counts read while calls run
-// may or may not include them.
-func (l *limiter) Stats() keylimit.Stats {
-	c := &l.ops.counts
-	st := keylimit.Stats{Decisions: true, Remote: true}
-	for i := range c.stripes {
-		s := &c.stripes[i]
-		st.Admitted += s.admitted.Load()
-		st.Refused += s.refused.Load()
-		st.Fallbacks += s.fallbacks.Load()
-		st.CacheHits += s.hits.Load()
-	}
-	st.Calls, st.Errors = c.calls.Load(), c.errors.Load()
-	return st
-}
-
 // counts is what a limiter counts for Stats. What a call in process can
 // count (a refusal from the deny cache, a fallback decision) is striped
 // across CPUs, so that goroutines deciding one hot key rarely add to the
@@ -64,9 +41,9 @@ func (c *counts) stripe() *countStripe {
 }
 
 // decided counts a request's verdict.
-func (c *counts) decided(allowed bool) {
+func (c *counts) decided(admitted bool) {
 	s := c.stripe()
-	if allowed {
+	if admitted {
 		s.admitted.Add(1)
 	} else {
 		s.refused.Add(1)
@@ -80,4 +57,18 @@ func (c *counts) fallbacks() uint64 {
 		n += c.stripes[i].fallbacks.Load()
 	}
 	return n
+}
+
+// stats returns what c has counted, as Stats reports it.
+func (c *counts) stats() keylimit.Stats {
+	st := keylimit.Stats{Decisions: true, Remote: true}
+	for i := range c.stripes {
+		s := &c.stripes[i]
+		st.Admitted += s.admitted.Load()
+		st.Refused += s.refused.Load()
+		st.Fallbacks += s.fallbacks.Load()
+		st.CacheHits += s.hits.Load()
+	}
+	st.Calls, st.Errors = c.calls.Load(), c.errors.Load()
+	return st
 }

@@ -20,7 +20,7 @@ import (
 // Events minus the count. All methods are safe for concurrent use, and
 // admissions are exact across the fleet.
 type FixedWindow struct {
-	limiter
+	redisLimiter
 }
 
 // SlidingWindow is keylimit.SlidingWindow kept in Redis: an exact sliding
@@ -35,7 +35,7 @@ type FixedWindow struct {
 // Period - now for one event); ResetAfter when the newest has. All methods
 // are safe for concurrent use.
 type SlidingWindow struct {
-	limiter
+	redisLimiter
 }
 
 // NewFixedWindow returns a FixedWindow named name that admits l.Events per
@@ -50,7 +50,7 @@ type SlidingWindow struct {
 // option is invalid. It does not contact Redis (see Ping).
 func NewFixedWindow(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*FixedWindow, error) {
 	w := new(FixedWindow)
-	if err := w.init(w, client, name, l, &fixedAlgorithm, opts, newFixedFallback); err != nil {
+	if err := w.init(client, name, l, &fixedAlgorithm, opts, newFixedFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -64,7 +64,7 @@ func NewFixedWindow(client redis.UniversalClient, name string, l keylimit.Limit,
 // It returns the errors NewFixedWindow does.
 func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*SlidingWindow, error) {
 	w := new(SlidingWindow)
-	if err := w.init(w, client, name, l, &slidingAlgorithm, opts, newSlidingFallback); err != nil {
+	if err := w.init(client, name, l, &slidingAlgorithm, opts, newSlidingFallback); err != nil {
 		return nil, err
 	}
 	return w, nil
@@ -73,7 +73,7 @@ func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limi
 // The algorithms of lua/fixed.lua and lua/sliding.lua: their parameters are
 // the period in µs and the events.
 var (
-	fixedAlgorithm   = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams, leases: true}
+	fixedAlgorithm   = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams, canLease: true}
 	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams}
 )
 
@@ -87,3 +87,14 @@ func windowParams(l keylimit.Limit) (int64, int64, int, error) {
 	}
 	return int64(l.Period / time.Microsecond), int64(l.Events), l.Events, nil
 }
+
+// The windows are keylimit limiters that can give events back, as
+// TokenBucket is.
+var (
+	_ keylimit.ContextLimiter[string]  = (*FixedWindow)(nil)
+	_ keylimit.ContextRefunder[string] = (*FixedWindow)(nil)
+	_ keylimit.Joiner[string]          = (*FixedWindow)(nil)
+	_ keylimit.ContextLimiter[string]  = (*SlidingWindow)(nil)
+	_ keylimit.ContextRefunder[string] = (*SlidingWindow)(nil)
+	_ keylimit.Joiner[string]          = (*SlidingWindow)(nil)
+)

@@ -1,0 +1,60 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Config configures a Decider: the policies every request meets, the tiers
+// that give some requests others, and whether it refuses at all. Policies
+// is required.
+type Config struct {
+	// Policies are the quotas every request meets, all at once: a request
+	// passes only if every policy admits it, and a refused request takes
+	// nothing from any (keylimit.All). With Tiers, they are the default
+	// tier, "".
+	Policies []Policy
+
+	// Tiers are other sets of policies, by name ("gold", "free"): a
+	// request of a tier named here meets these policies instead of
+	// Policies. Each tier counts in its own limiters, so a client moved to
+	// another tier starts afresh there.
+	Tiers map[string][]Policy
+
+	// DryRun counts every request and says its true Decision, but lets
+	// refused requests through (Proceed): to see what a policy would refuse
+	// before enforcing it. Requests a policy cannot decide (Result.Err)
+	// proceed too.
+	DryRun bool
+}
+
+// Decider decides requests against the policies of a Config. It is safe
+// for concurrent use; its limiters are shared by every request it decides.
+type Decider struct {
+	base   *tier
+	tiers  map[string]*tier // nil without Config.Tiers
+	dryRun bool
+}
+
+// New returns a Decider of c. It returns a *ConfigError if c has no
+// policies or a policy is invalid: a policy without a name or a Limiter,
+// two of one name in a tier, an error from Bucket.
+func New(c Config) (*Decider, error) {
+	base, err := compileTier("", c.Policies)
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	d := &Decider{base: base, dryRun: c.DryRun}
+	if len(c.Tiers) > 0 {
+		d.tiers = make(map[string]*tier, len(c.Tiers))
+		for name, ps := range c.Tiers {
+			if name == "" {
+				return nil, &ConfigError{errors.New(`Config.Tiers has a tier named "": Config.Policies is that tier`)}
+			}
+			if d.tiers[name], err = compileTier(name, ps); err != nil {
+				return nil, &ConfigError{fmt.Errorf("%w (tier %q)", err, name)}
+			}
+		}
+	}
+	return d, nil
+}

@@ -1,0 +1,150 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/keylimit/keylimit"
+)
+
+// Decision is what was decided for one request (or call): the key, the
+// tier and the cost it counted, and the binding policy's state.
+type Decision struct {
+	Key  string // the key the request counted under
+	Tier string // the tier met: a key of Config.Tiers, or "" for Config.Policies
+	Cost int    // what the request asked of each policy
+	// Policy names the binding policy: when refused, the one that refused;
+	// when admitted, the one with the least Remaining (the first of them).
+	Policy string
+	// Result is the binding policy's state after the decision: its Limit,
+	// Remaining and ResetAfter. Allowed, RetryAfter and Untracked are the
+	// decision's, over all the policies: RetryAfter is InfDuration if the
+	// request can never pass (its cost is above a policy's quota, or Err is
+	// set). Err is the limiter's Result.Err: the key's limit could not be
+	// applied; the request is answered as an error (Fail), or passes in a
+	// dry run. In a dry run, Allowed false marks a request that would have
+	// been refused.
+	Result keylimit.Result
+	// Elapsed is how long deciding took, as the adapter measured it: the
+	// key, the tier and the limiters (a Redis round trip included), on the
+	// system's monotonic clock. httplimit and grpclimit measure it only
+	// when their Config.OnDecision is set, and leave it 0 otherwise.
+	Elapsed time.Duration
+}
+
+// inlinePolicies is how many policies a tier may have before deciding a
+// request allocates more than its fixed few.
+const inlinePolicies = 4
+
+// errNegativeCost is the error of Decide for a cost below 0.
+var errNegativeCost = errors.New("quota: a cost is at least 0")
+
+// Decide takes cost for key from every policy of the tier named tier (a
+// name not in Config.Tiers, "" included, is Config.Policies), or from none,
+// and returns the Verdict. A limiter that takes a context
+// (keylimit.ContextLimiter) is asked under ctx, and several policies are
+// decided in one call (keylimit.All's TakeEach).
+//
+// It returns an error, and no Verdict, if cost is negative, or if ctx has
+// ended (ctx's error: a request whose client has hung up asks no limiter)
+// or ends before the limiters decide. A cost of 0 passes without taking
+// anything; a cost above a policy's quota can never pass, and is refused
+// with Result.RetryAfter InfDuration.
+func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Verdict, err error) {
+	t := d.base
+	if d.tiers != nil {
+		if other, ok := d.tiers[tier]; ok {
+			t = other
+		}
+	}
+	if cost < 0 {
+		return Verdict{}, errNegativeCost
+	}
+	if err := ctx.Err(); err != nil {
+		return Verdict{}, err
+	}
+	var res keylimit.Result
+	var each []keylimit.Result // each policy's Result, with two or more
+	switch {
+	case t.each != nil:
+		// One call: every policy's own Result, no Peek after an admission.
+		buf := t.results()
+		defer t.resultsPool.Put(buf)
+		each = *buf
+		res, err = t.each.TakeEach(ctx, key, cost, each)
+	case t.withCtx != nil:
+		res, err = t.withCtx.TakeContext(ctx, key, cost)
+	default:
+		res = t.decider.Take(key, cost)
+	}
+	if err != nil && ctx.Err() != nil {
+		return Verdict{}, ctx.Err()
+	}
+	// Any other error is a failure policy's (see keylimit.ContextLimiter):
+	// its Result is the decision.
+
+	var buf [32 * inlinePolicies]byte
+	field := buf[:0]
+	var qwBuf [2 * inlinePolicies]int64
+	qw := qwBuf[:0]
+	// The policy with the least Remaining, the first that cannot afford
+	// cost now, the first that never can (cost above its quota), and the
+	// first that cannot apply its limit to the key (Result.Err).
+	least, short, never, failed := -1, -1, -1, -1
+	var leastRes, shortRes, neverRes, failedRes keylimit.Result
+	for i, p := range t.policies {
+		r := res
+		switch {
+		case each != nil:
+			r = each[i]
+		case len(t.policies) > 1: // All of limiters that cannot report each
+			r = p.limiter.Peek(key)
+		}
+		if i > 0 {
+			field = append(field, ", "...)
+		}
+		q := sfInt(int64(r.Limit))
+		field = append(field, p.quoted...)
+		field = appendParam(field, "r", min(sfInt(int64(r.Remaining)), q))
+		field = appendParam(field, "t", seconds(r.ResetAfter))
+		qw = append(qw, q, p.windowSeconds(key))
+		if least < 0 || r.Remaining < leastRes.Remaining {
+			least, leastRes = i, r
+		}
+		if short < 0 && r.Remaining < cost {
+			short, shortRes = i, r
+		}
+		if never < 0 && r.Limit < cost {
+			never, neverRes = i, r
+		}
+		if failed < 0 && r.Err != nil {
+			failed, failedRes = i, r
+		}
+	}
+	// The binding policy: when all admitted, the one closest to refusing;
+	// when refused, one that cannot apply its limit, or else one whose
+	// quota the cost exceeds (the request can never pass, even if All
+	// stopped at an earlier policy that only lacked tokens now), or else
+	// the first that lacked tokens, where All stopped.
+	bind, bindRes := least, leastRes
+	switch {
+	case res.Allowed:
+	case failed >= 0:
+		bind, bindRes = failed, failedRes
+		res.RetryAfter, res.Err = keylimit.InfDuration, failedRes.Err
+	case never >= 0:
+		bind, bindRes = never, neverRes
+		res.RetryAfter = keylimit.InfDuration
+	case short >= 0:
+		bind, bindRes = short, shortRes
+	}
+	bindRes.Allowed, bindRes.RetryAfter, bindRes.Untracked, bindRes.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Err
+	v = Verdict{
+		Decision:        Decision{Key: key, Tier: t.name, Policy: t.policies[bind].name, Cost: cost, Result: bindRes},
+		rateLimit:       string(field),
+		rateLimitPolicy: t.policyField(qw),
+		action:          act(bindRes, d.dryRun),
+	}
+	return v, nil
+}

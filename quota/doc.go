@@ -1,0 +1,56 @@
+// Package quota decides a request against named quotas, whatever carries
+// it: the transport-neutral core that httplimit's middleware and
+// grpclimit's interceptors share. An adapter reads a key, a tier name and
+// a cost from its request or call, asks a Decider, and translates the
+// Verdict into its answer; every rule in between is here, once.
+//
+// # Policies and tiers
+//
+// A Policy is one named quota, "minute", counted by any
+// keylimit.Limiter[string]. A request meets every policy of its tier at
+// once, all or nothing (keylimit.All): a refused request takes nothing from
+// any. Config.Policies is the default tier; Config.Tiers gives named tiers
+// other policies ("gold"), each counted in its own limiters.
+//
+// # A decision
+//
+// Decider.Decide(ctx, key, tier, cost) takes cost from every policy of the
+// tier, in one call when the limiters can (keylimit.EachTaker: one Redis
+// script for Redis limiters on one client), under ctx when they take one
+// (keylimit.ContextLimiter). It returns a Verdict: the Decision (the key,
+// tier and cost, and the binding policy's state), the Action the adapter
+// takes (Proceed to the handler, Refuse, or Fail: a limiter could not apply
+// the key's limit, the server's fault), and the values of the RateLimit
+// and RateLimit-Policy fields.
+//
+// The binding policy of a refused request is the one that refused, or one
+// whose quota the cost exceeds, before one that is only short now: such a
+// request can never pass. Of an admitted request, it is the one with the
+// least Remaining. The Decision's Result is that policy's state, with the
+// decision's Allowed, RetryAfter and Untracked over all the policies.
+//
+// # The fields
+//
+// The fields are those of the IETF draft
+// draft-ietf-httpapi-ratelimit-headers, RFC 9651 lists with one member per
+// policy, in order, named by a String:
+//
+//	RateLimit-Policy: "minute";q=10;w=60, "hour";q=500;w=3600
+//	RateLimit: "minute";r=3;t=42, "hour";r=493;t=3541
+//
+// q is the policy's quota (Result.Limit), w the seconds it applies to (see
+// Policy.Window), r what remains after this request, t the seconds until
+// the quota is whole again; every number is a non-negative Integer, times
+// rounded up. Decision.RetryAfterSeconds and Decision.Legacy give the
+// values of Retry-After and of the X-RateLimit fields. ReadRateLimit is the
+// other side: what a client reads of a RateLimit field.
+//
+// An adapter calls Verdict.Finish when a request that proceeded has ended.
+//
+// # Cost and concurrency
+//
+// An admitted request with one policy allocates one string, its RateLimit
+// value; RateLimit-Policy is reused until a quota or window changes, and a
+// tier's Results slice comes from a pool. A Decider is safe for concurrent
+// use, and its zero value is not usable: make one with New.
+package quota

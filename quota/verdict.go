@@ -1,0 +1,76 @@
+package quota
+
+import "github.com/keylimit/keylimit"
+
+// Action is what an adapter does with a request once it is decided.
+type Action uint8
+
+const (
+	// Proceed: the request goes on to its handler. Every policy admitted
+	// it, or a dry run lets it through.
+	Proceed Action = iota
+	// Refuse: the request is answered with its refusal (HTTP 429,
+	// ResourceExhausted), from its Decision.
+	Refuse
+	// Fail: the request is answered as an error, as one whose key cannot be
+	// read is: a policy could not apply its limit to the key
+	// (Decision.Result.Err), the server's fault, not the client's.
+	Fail
+)
+
+// act is the Action for a decision whose binding Result is r.
+func act(r keylimit.Result, dryRun bool) Action {
+	switch {
+	case dryRun || r.Allowed:
+		return Proceed
+	case r.Err != nil:
+		return Fail
+	}
+	return Refuse
+}
+
+// Verdict is the outcome of Decide for one request: its Decision, the
+// Action the adapter takes, and the values of the RateLimit and
+// RateLimit-Policy fields that tell the client. It is returned by value:
+// a pointer would make every request allocate.
+//
+// An adapter calls Finish once the request has ended: after the handler,
+// for a request that proceeded. The zero Verdict is no decision (an
+// adapter's, for a request it skipped or could not key): Finish does
+// nothing for it, and its Action says nothing.
+type Verdict struct {
+	// Decision is what was decided. An adapter may set its Elapsed before
+	// it hands the Decision on.
+	Decision Decision
+
+	rateLimit       string
+	rateLimitPolicy string
+	action          Action
+}
+
+// Action returns what the adapter does with the request: Proceed, Refuse
+// or Fail.
+func (v *Verdict) Action() Action { return v.action }
+
+// RateLimit returns the value of the RateLimit field: one member per
+// policy of the tier, in order, naming it, with r (what remains, after this
+// request) and t (the seconds until the quota is whole again, rounded up):
+//
+//	"minute";r=3;t=42, "hour";r=493;t=3541
+func (v *Verdict) RateLimit() string { return v.rateLimit }
+
+// RateLimitPolicy returns the value of the RateLimit-Policy field: one
+// member per policy of the tier, in order, naming it, with q (its quota)
+// and w (the seconds the quota applies to):
+//
+//	"minute";q=10;w=60, "hour";q=500;w=3600
+func (v *Verdict) RateLimitPolicy() string { return v.rateLimitPolicy }
+
+// Finish ends the request: an adapter calls it once, when the handler of a
+// request that proceeded has returned (deferred, so that a handler that
+// panics is finished too). It may be called on any Verdict, the zero one
+// included. The rate policies of a tier take their cost when the request
+// is decided and have nothing to do at its end, so Finish does nothing for
+// them; it is where a policy that holds something for the life of the
+// request gives it back.
+func (v *Verdict) Finish() {}

@@ -1,0 +1,229 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// guard is the failure policy around the script call: it asks Redis through
+// the store unless Redis failed less than the failure backoff ago, tells
+// the observers how each round trip went, and when a call fails answers by
+// the policy (FailOpen, FailClosed, or the FailLocal fallback limiter).
+type guard struct {
+	store   *store
+	ops     *ops
+	policy  FailurePolicy
+	backoff time.Duration // after a failure, how long not to ask Redis
+	onError func(error)   // nil: errors are only returned
+	// downUntil is the local time (ns) before which Redis is not asked,
+	// because it failed less than backoff ago; 0 while it works. Stored by
+	// every call that sees Redis fail.
+	downUntil atomic.Int64
+	// fallback decides while Redis fails, under FailLocal; nil otherwise.
+	fallback keylimit.Limiter[string]
+}
+
+// take asks Redis for n events (n >= 1) for key under k at local time now,
+// in one script call, and returns what an admission took. If the call
+// fails the policy answers, and err says why: a Result with a nil err is
+// Redis's.
+func (g *guard) take(ctx context.Context, key string, n int, k *keyLimit, now int64) (keylimit.Result, keylimit.Admission, error) {
+	var res [1]keylimit.Result
+	var marks [1]int64
+	if err := g.callOne(ctx, modeTake, key, n, k, 0, now, res[:], marks[:]); err != nil {
+		return g.failed(ctx, "take", key, k, n, err)
+	}
+	r := res[0]
+	if !r.Allowed {
+		return r, keylimit.Admission{}, nil
+	}
+	return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
+}
+
+// peek asks Redis for key's state under k at local time now; if the call
+// fails the policy answers, as for take.
+func (g *guard) peek(ctx context.Context, key string, k *keyLimit, now int64) (keylimit.Result, error) {
+	var res [1]keylimit.Result
+	var marks [1]int64
+	if err := g.callOne(ctx, modePeek, key, 1, k, 0, now, res[:], marks[:]); err != nil {
+		r, _, err := g.failed(ctx, "peek", key, k, 0, err)
+		return r, err
+	}
+	return res[0], nil
+}
+
+// refund gives back n events (at most k's quota) of an admission under k
+// marked mark, for key, at local time now, in one script call. If Redis
+// fails the error is reported; nothing else answers for a refund.
+func (g *guard) refund(ctx context.Context, key string, n int, k *keyLimit, mark, now int64) error {
+	var res [1]keylimit.Result
+	var marks [1]int64
+	if err := g.callOne(ctx, modeRefund, key, n, k, mark, now, res[:], marks[:]); err != nil {
+		return g.report("refund", key, err)
+	}
+	return nil
+}
+
+// reset forgets key in the fallback and, unless ctx has ended, deletes its
+// state in Redis at local time now: even during the backoff, since a lost
+// Reset would go unnoticed (a user locked out after a successful login).
+func (g *guard) reset(ctx context.Context, key string, now int64) error {
+	g.forget(key)
+	if err := ctx.Err(); err != nil {
+		return g.report("reset", key, err)
+	}
+	err := g.store.del(ctx, g.store.redisKey(key))
+	g.observe(ctx, err, now)
+	if err != nil {
+		return g.report("reset", key, err)
+	}
+	return nil
+}
+
+// forget forgets key in the fallback, if any.
+func (g *guard) forget(key string) {
+	if g.fallback != nil {
+		g.fallback.Reset(key)
+	}
+}
+
+// callOne makes one script call for key under k alone, as call does. mark
+// is the admission a refund gives back.
+func (g *guard) callOne(ctx context.Context, mode any, key string, n int, k *keyLimit, mark, now int64,
+	res []keylimit.Result, marks []int64) error {
+	parts := [1]*keyLimit{k}
+	in := [1]int64{mark}
+	d := decision{key: key, n: n, parts: parts[:], marks: in[:]}
+	return g.call(ctx, mode, &d, now, res, marks)
+}
+
+// call makes the script call d in mode at local time now, unless Redis
+// failed less than the backoff ago, and tells the observers how it went.
+func (g *guard) call(ctx context.Context, mode any, d *decision, now int64, res []keylimit.Result, marks []int64) error {
+	if err := g.down(now); err != nil {
+		return err
+	}
+	err := g.store.run(ctx, mode, d, res, marks)
+	g.observe(ctx, err, now)
+	return err
+}
+
+// down returns ErrUnavailable if Redis failed less than the backoff before
+// local time now. (0 is "never failed": an injected clock stepped back
+// before the limiter's creation reads a negative now.)
+func (g *guard) down(now int64) error {
+	if until := g.downUntil.Load(); until != 0 && now < until {
+		return ErrUnavailable
+	}
+	return nil
+}
+
+// observe follows a round trip made at local time now under the caller's
+// ctx that returned err: a failure starts the backoff (trip), and the
+// observers count it and follow Redis's health.
+func (g *guard) observe(ctx context.Context, err error, now int64) {
+	if err != nil {
+		g.trip(ctx, err, now)
+	}
+	g.ops.called(ctx, err, now)
+}
+
+// trip starts the backoff after err, a failure of a call made at local time
+// now with the caller's context ctx, unless the failure says nothing about
+// Redis: an error reply (Redis is up and answered) or the caller's own
+// context ending.
+func (g *guard) trip(ctx context.Context, err error, now int64) {
+	var reply redis.Error
+	if g.backoff <= 0 || ctx.Err() != nil || (errors.As(err, &reply) && !errors.Is(err, context.DeadlineExceeded)) {
+		return
+	}
+	g.downUntil.Store(now + int64(g.backoff))
+}
+
+// failed reports err and answers a request of n events (0 for Peek) for
+// key, under k, by the failure policy, with the fallback's Admission when it
+// admits (FailOpen admits without taking: there is nothing to give back).
+// If the caller cancelled ctx, the decision is abandoned instead: refused,
+// with nothing taken and no policy asked, as when ctx had ended before the
+// call. A deadline that passed is a budget spent, not a caller gone: the
+// policy answers, as it does at the limiter's own timeout.
+func (g *guard) failed(ctx context.Context, op, key string, k *keyLimit, n int, err error) (keylimit.Result, keylimit.Admission, error) {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return keylimit.Result{Limit: k.quota}, keylimit.Admission{}, g.report(op, key, fmt.Errorf("%w (the call: %w)", ctx.Err(), err))
+	}
+	g.ops.counts.stripe().fallbacks.Add(1)
+	err = g.report(op, key, err)
+	q := k.quota
+	switch g.policy.kind {
+	case failOpen:
+		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, keylimit.Admission{}, err
+	case failClosed:
+		rc := k.retryClosed
+		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc}, keylimit.Admission{}, err
+	}
+	if n == 0 {
+		return g.fallback.Peek(key), keylimit.Admission{}, err
+	}
+	r, a := g.fallback.(keylimit.Refunder[string]).Admit(key, n)
+	if r.RetryAfter == keylimit.InfDuration {
+		// n is above the fallback's share of the quota, but not above the
+		// quota: it can pass once Redis is back, which is asked again after
+		// the backoff.
+		r.RetryAfter = max(g.backoff, k.retryClosed)
+	}
+	return r, a, err
+}
+
+// refundFallback gives a back to the fallback limiter, if the fallback made
+// it (Redis was failing then); any other Admission gives nothing.
+func (g *guard) refundFallback(key string, a keylimit.Admission) {
+	if r, ok := g.fallback.(keylimit.Refunder[string]); ok && a.By == g.fallback {
+		r.Refund(key, a)
+	}
+}
+
+// limitChanged gives the fallback its share of l, the limiter's new limit.
+func (g *guard) limitChanged(l keylimit.Limit) {
+	if s, ok := g.fallback.(interface{ SetLimit(keylimit.Limit) error }); ok {
+		// The fallback takes every share of a limit this limiter takes.
+		_ = s.SetLimit(g.policy.share(l))
+	}
+}
+
+// keyLimitChanged gives the fallback each key's share of fn's limits (nil:
+// every key under the fallback's own limit again).
+func (g *guard) keyLimitChanged(fn func(string) keylimit.Limit) {
+	if s, ok := g.fallback.(interface {
+		SetKeyLimit(func(string) keylimit.Limit) error
+	}); ok {
+		var share func(string) keylimit.Limit
+		if fn != nil {
+			share = g.policy.fallbackKeyLimit(fn)
+		}
+		_ = s.SetKeyLimit(share)
+	}
+}
+
+// close releases the fallback limiter, if any.
+func (g *guard) close() error {
+	if c, ok := g.fallback.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// report wraps err in an *Error and passes it to the OnError callback,
+// unless Redis was not asked.
+func (g *guard) report(op, key string, err error) error {
+	e := &Error{Op: op, Key: key, Err: err}
+	if g.onError != nil && err != ErrUnavailable {
+		g.onError(e)
+	}
+	return e
+}
