@@ -26,6 +26,12 @@
 //	SlidingCounter  about Events in any interval of Period, estimated from two windows (one word a key)
 //	All             several limits on one key, all or nothing: 10 a minute and 500 an hour
 //
+// A rate limit bounds how often a key acts; Concurrency bounds how many of
+// its calls run at once: at most N slots of a key held at once, acquired
+// with TryAcquire or Acquire (waiting, first come, first served) and given
+// back by the Release of the Permit an acquisition returns (a
+// ConcurrencyLimiter, not a Limiter).
+//
 // WithKeyLimit gives keys limits of their own (tiers), resolved when a key
 // is first seen; SetLimit changes a limiter's limit while it runs, and every
 // key keeps what it used, so a change never creates capacity.

@@ -8,7 +8,7 @@ import (
 
 // Stats is what a limiter has counted since it was made, for metrics: see
 // the Stats method of each limiter, and the metrics module for Prometheus.
-// Every count only grows, except Keys.
+// Every count only grows, except Keys and Waiting.
 type Stats struct {
 	// Decisions reports that the limiter counts Admitted and Refused (an
 	// in-memory one made WithStats; a remote one always). Remote reports a
@@ -28,6 +28,12 @@ type Stats struct {
 	Untracked uint64
 	// Evicted counts idle keys forgotten by the evictor or at the key cap.
 	Evicted uint64
+
+	// Reclaimed counts the slots a Concurrency took back from holds past
+	// its longest hold (WithMaxHold), and Waiting is the number of its
+	// Acquire calls waiting now; a rate limiter leaves them 0.
+	Reclaimed uint64
+	Waiting   int
 
 	// Calls, Errors, Fallbacks and CacheHits count a remote store's work
 	// (the redislimit module); an in-memory limiter leaves them 0. Calls
