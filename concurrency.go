@@ -260,23 +260,23 @@ func (c *Concurrency[K]) TryAcquire(key K, n int) (Permit, Result) {
 	limit := c.core.limit.Load()
 	if n <= 0 || int64(n) > limit {
 		if n != 0 {
-			c.keys.counts.count(never, false)
+			c.keys.counts.admits(never, c.keys.overflow)
 		}
 		return Permit{}, impossible(c.Peek(key), n)
 	}
 	st := c.keys.loadOrCreate(key)
 	for {
 		if st == nil {
-			c.keys.counts.count(untracked, c.keys.overflow == admitUntracked)
+			c.keys.counts.admits(untracked, c.keys.overflow)
 			return Permit{}, c.keys.untracked(int(limit), n)
 		}
 		p, ok, gone, w, limit := c.core.take(st, int64(n))
 		switch {
 		case ok:
-			c.keys.counts.count(admitted, true)
+			c.keys.counts.admits(admitted, c.keys.overflow)
 			return p, Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-c.core.held(w), 0))}
 		case !gone:
-			c.keys.counts.count(refused, false)
+			c.keys.counts.admits(refused, c.keys.overflow)
 			return Permit{}, c.core.report(st, w, int64(n), limit)
 		}
 		st = c.keys.replace(key, st)
@@ -304,18 +304,18 @@ func (c *Concurrency[K]) Acquire(ctx context.Context, key K, n int) (Permit, err
 		return Permit{}, nil
 	}
 	if n < 0 || int64(n) > c.core.limit.Load() {
-		c.keys.counts.count(never, false)
+		c.keys.counts.admits(never, c.keys.overflow)
 		return Permit{}, c.core.exceeds(int64(n))
 	}
 	st := c.keys.loadOrCreate(key)
 	for {
 		if st == nil {
 			r := c.keys.untracked(c.Limit(), n)
-			c.keys.counts.count(untracked, r.Allowed)
+			c.keys.counts.admits(untracked, c.keys.overflow)
 			if r.Allowed {
 				return Permit{}, nil
 			}
-			if err := sleep(ctx, c.core.clock, r.RetryAfter); err != nil {
+			if err := sleep(ctx, c.core.clock.timers, r.RetryAfter); err != nil {
 				return Permit{}, fmt.Errorf("keylimit: acquire %s: %w", slots(n), err)
 			}
 			st = c.keys.loadOrCreate(key)
@@ -330,12 +330,12 @@ func (c *Concurrency[K]) Acquire(ctx context.Context, key K, n int) (Permit, err
 				if ok {
 					v = admitted
 				}
-				c.keys.counts.count(v, ok)
+				c.keys.counts.admits(v, c.keys.overflow)
 				return p, err
 			}
 		}
 		if ok {
-			c.keys.counts.count(admitted, true)
+			c.keys.counts.admits(admitted, c.keys.overflow)
 			return p, nil
 		}
 		st = c.keys.replace(key, st)

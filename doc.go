@@ -52,9 +52,12 @@
 //     SlidingCounter counts exactly and decides on an estimate.
 //   - Lock-free: for an existing key, Allow reads the clock, loads the key's
 //     state without a lock and makes one compare-and-swap, and a refused call
-//     writes nothing. Two exceptions: a SlidingWindow admits under a per-key
-//     lock, and a call that meets a key while SetLimit moves it to a new
-//     limit yields until the move, a few instructions, is done.
+//     writes nothing. A call whose compare-and-swap another caller of the
+//     key won waits a moment (a few microseconds at most) before it tries
+//     again, so that on a hot key the winner runs on. Two exceptions: a
+//     SlidingWindow admits under a per-key lock, and a call that meets a key
+//     while SetLimit moves it to a new limit yields until the move, a few
+//     instructions, is done.
 //   - Time only moves forward: a limiter decides as at the latest time it
 //     has read, so an injected clock that steps back creates no capacity
 //     and never panics.
