@@ -42,7 +42,7 @@ const maxBucketSpan = time.Duration(1 << 52)
 // contact Redis (see Ping).
 func NewTokenBucket(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*TokenBucket, error) {
 	b := new(TokenBucket)
-	err := b.init(client, name, l, &bucketAlgorithm, opts, func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+	err := b.init(client, name, l, &bucketAlgorithm, opts, func(l keylimit.Limit, opts ...keylimit.Option) (fallbackLimiter, error) {
 		return keylimit.NewTokenBucket[string](l, opts...)
 	})
 	if err != nil {

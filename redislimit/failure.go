@@ -110,8 +110,8 @@ func times(l keylimit.Limit, n int) keylimit.Limit {
 	return m
 }
 
-// fallbackKeyLimit is WithKeyLimit's function for the FailLocal fallback:
-// each key's share of its limit under p.
+// fallbackKeyLimit is the FailLocal fallback's SetKeyLimit function: each
+// key's share of its limit under p.
 func (p FailurePolicy) fallbackKeyLimit(f func(string) keylimit.Limit) func(string) keylimit.Limit {
 	return func(key string) keylimit.Limit {
 		l := f(key)

@@ -258,6 +258,40 @@ func TestFailLocalShare(t *testing.T) {
 	require.Equal(t, keylimit.InfDuration, lim.Take("k", 11).RetryAfter, "Take(11) on a quota of 10")
 }
 
+// TestFailLocalKeyShare: under FailLocal(2) the fallback gives each key
+// its share of its own limit, from WithKeyLimit at construction (the
+// fallback's SetKeyLimit, before it serves), and again after SetKeyLimit.
+func TestFailLocalKeyShare(t *testing.T) {
+	lim, err := redislimit.NewTokenBucket(deadClient(t), "test", keylimit.PerMinute(10),
+		redislimit.WithFailurePolicy(redislimit.FailLocal(2)), redislimit.WithClock(clock.NewMock()),
+		redislimit.WithKeyLimit(func(key string) keylimit.Limit {
+			if key == "gold" {
+				return keylimit.PerMinute(40)
+			}
+			return keylimit.Limit{}
+		}))
+	require.NoError(t, err)
+	admitted := func(key string) int {
+		n := 0
+		for range 50 {
+			if lim.Allow(key) {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 20, admitted("gold"), "gold: half of its 40")
+	require.Equal(t, 5, admitted("free"), "free: half of the limiter's 10")
+	require.NoError(t, lim.SetKeyLimit(func(key string) keylimit.Limit {
+		if key == "silver" {
+			return keylimit.PerMinute(20)
+		}
+		return keylimit.Limit{}
+	}))
+	require.Equal(t, 10, admitted("silver"), "silver: half of its 20, after SetKeyLimit")
+	require.Equal(t, 0, admitted("gold"), "gold: its 20 used count against the limiter's share of 5")
+}
+
 // TestResetIgnoresTheBackoff: a Reset during the failure backoff still goes
 // to Redis, so that a Reset made just as Redis comes back is not lost.
 func TestResetIgnoresTheBackoff(t *testing.T) {

@@ -9,14 +9,21 @@ import (
 
 // newFallbackFunc builds the in-process limiter that FailLocal decides
 // with: a keylimit constructor of the same algorithm.
-type newFallbackFunc func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error)
+type newFallbackFunc func(keylimit.Limit, ...keylimit.Option) (fallbackLimiter, error)
+
+// fallbackLimiter is what FailLocal needs of its in-process limiter: every
+// keylimit rate limiter on string keys is one.
+type fallbackLimiter interface {
+	keylimit.Limiter[string]
+	SetKeyLimit(func(key string) keylimit.Limit) error
+}
 
 // fallbackFor returns the limiter that decides while Redis fails under p,
 // FailLocal's (nil under the other policies): made by newLim, of p's share
 // of l and of each key's limit from keyLimit (nil: none), on c (nil: the
 // system's clock).
 func fallbackFor(p FailurePolicy, l keylimit.Limit, keyLimit func(string) keylimit.Limit, c clock.Clock,
-	newLim newFallbackFunc) (keylimit.Limiter[string], error) {
+	newLim newFallbackFunc) (fallbackLimiter, error) {
 	if p.kind != failLocal {
 		return nil, nil
 	}
@@ -24,10 +31,12 @@ func fallbackFor(p FailurePolicy, l keylimit.Limit, keyLimit func(string) keylim
 	if c != nil {
 		opts = append(opts, keylimit.WithClock(c))
 	}
-	if keyLimit != nil {
-		opts = append(opts, keylimit.WithKeyLimit(p.fallbackKeyLimit(keyLimit)))
-	}
 	fb, err := newLim(p.share(l), opts...)
+	if err == nil && keyLimit != nil {
+		// Before the fallback serves: its keys are under their shares from
+		// its first decision.
+		err = fb.SetKeyLimit(p.fallbackKeyLimit(keyLimit))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("redislimit: the FailLocal fallback limiter: %w", err)
 	}
@@ -42,19 +51,19 @@ func fallbackFor(p FailurePolicy, l keylimit.Limit, keyLimit func(string) keylim
 // a SlidingCounter hold so many events per period), where Redis does not;
 // for the time Redis is away, an estimate of the same limit serves.
 
-func newFixedFallback(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+func newFixedFallback(l keylimit.Limit, opts ...keylimit.Option) (fallbackLimiter, error) {
 	return firstOf(l, opts,
-		func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+		func(l keylimit.Limit, opts ...keylimit.Option) (fallbackLimiter, error) {
 			return keylimit.NewFixedWindow[string](l, opts...)
 		})
 }
 
-func newSlidingFallback(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+func newSlidingFallback(l keylimit.Limit, opts ...keylimit.Option) (fallbackLimiter, error) {
 	return firstOf(l, opts,
-		func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+		func(l keylimit.Limit, opts ...keylimit.Option) (fallbackLimiter, error) {
 			return keylimit.NewSlidingWindow[string](l, opts...)
 		},
-		func(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Limiter[string], error) {
+		func(l keylimit.Limit, opts ...keylimit.Option) (fallbackLimiter, error) {
 			return keylimit.NewSlidingCounter[string](l, opts...)
 		})
 }
@@ -62,7 +71,7 @@ func newSlidingFallback(l keylimit.Limit, opts ...keylimit.Option) (keylimit.Lim
 // firstOf returns the first of news that takes l; if none does, a
 // TokenBucket of the same rate with a burst of Events, which takes every
 // limit a Redis window does.
-func firstOf(l keylimit.Limit, opts []keylimit.Option, news ...newFallbackFunc) (keylimit.Limiter[string], error) {
+func firstOf(l keylimit.Limit, opts []keylimit.Option, news ...newFallbackFunc) (fallbackLimiter, error) {
 	for _, n := range news {
 		if lim, err := n(l, opts...); err == nil {
 			return lim, nil
