@@ -104,7 +104,7 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 		return nil, err
 	}
 	pol := new(policy[K, gcra])
-	if err := pol.init(l, o, newGCRA); err != nil {
+	if err := pol.init(l, newGCRA); err != nil {
 		return nil, err
 	}
 	b := &TokenBucket[K]{policy: pol}
@@ -124,15 +124,15 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 }
 
 // Limit returns the bucket's limit: the one it was made with, or the last
-// one SetLimit set. Keys given their own by WithKeyLimit are not under it.
+// one SetLimit set. Keys given their own by SetKeyLimit are not under it.
 func (b *TokenBucket[K]) Limit() Limit { return b.policy.limit() }
 
-// LimitOf returns the limit key is under now: its own, from WithKeyLimit or
-// SetKeyLimit, or the bucket's. It creates no key.
+// LimitOf returns the limit key is under now: its own, from SetKeyLimit,
+// or the bucket's. It creates no key.
 func (b *TokenBucket[K]) LimitOf(key K) Limit { return b.policy.resolve(key).limit }
 
 // SetLimit makes l the bucket's limit, and has every key resolve its limit
-// again (WithKeyLimit's function is asked anew), each from its next call.
+// again (SetKeyLimit's function is asked anew), each from its next call.
 // It returns an error, and changes nothing, if l is invalid.
 //
 // A key keeps its debt in tokens, even beyond the new burst: one that owed 3
@@ -142,11 +142,16 @@ func (b *TokenBucket[K]) LimitOf(key K) Limit { return b.policy.resolve(key).lim
 // SetLimit are decided under one limit or the other, never a mix.
 func (b *TokenBucket[K]) SetLimit(l Limit) error { return b.policy.set(l) }
 
-// SetKeyLimit gives each key its own limit from now on: f(key), asked when
-// a key is next seen, as WithKeyLimit does from the start (nil: every key is
-// under the bucket's own limit again). Unlike the option, f's key type is
-// checked by the compiler. Every key moves to its new limit on its next
-// call and keeps what it used, as with SetLimit.
+// SetKeyLimit gives each key its own limit: f(key), asked when a key is
+// next seen (and again after SetLimit). A zero Limit{} from f means the
+// bucket's own limit; a nil f puts every key under it again. One limiter
+// can so serve several tiers: a paying client twice the quota of a free
+// one. Call it right after the constructor, before the bucket serves, for
+// the tiers to hold from the first request; called later, every key moves
+// to its new limit on its next call and keeps what it used, as with
+// SetLimit. f is called from many goroutines at once and must not call
+// the bucket. If f returns an invalid Limit, that key's requests are
+// refused and their Result.Err says why.
 func (b *TokenBucket[K]) SetKeyLimit(f func(key K) Limit) error { return b.policy.setKeyLimit(f) }
 
 // Allow reports whether one event for key may happen now, and takes its token

@@ -2,7 +2,6 @@ package keylimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -138,8 +137,7 @@ type concCore struct {
 
 // NewConcurrency returns a Concurrency that lets each key hold at most n
 // slots at once. It returns an error if n is below 1 or above
-// MaxConcurrency, or if an option is invalid; WithKeyLimit, whose limits are
-// rates, is one.
+// MaxConcurrency, or if an option is invalid.
 //
 // The limiter forgets a key once nothing of it is held and nobody waits
 // (see WithEvictionInterval and WithMaxKeys). Call Close when done with it
@@ -147,9 +145,6 @@ type concCore struct {
 // the garbage collector finds it unreachable.
 func NewConcurrency[K comparable](n int, opts ...Option) (*Concurrency[K], error) {
 	o := applyOptions(opts)
-	if o.keyLimit != nil {
-		o.fail(errors.New("keylimit: WithKeyLimit gives keys rate limits; a Concurrency has one limit for every key"))
-	}
 	if o.err != nil {
 		return nil, o.err
 	}

@@ -101,17 +101,14 @@ func TestConcurrencyAllocs(t *testing.T) {
 	}
 }
 
-// TestConcurrencyOptionErrors: a Concurrency refuses WithKeyLimit (whose
-// limits are rates) and a limit out of range; every rate limiter refuses
-// WithMaxHold.
+// TestConcurrencyOptionErrors: a Concurrency refuses a limit out of range
+// and an invalid option; every rate limiter refuses WithMaxHold.
 func TestConcurrencyOptionErrors(t *testing.T) {
 	for _, tt := range []struct {
 		n    int
 		opt  keylimit.Option
 		want string
 	}{
-		{1, keylimit.WithKeyLimit(func(string) keylimit.Limit { return keylimit.PerSecond(1) }),
-			"keylimit: WithKeyLimit gives keys rate limits; a Concurrency has one limit for every key"},
 		{1, keylimit.WithMaxHold(-time.Second), "keylimit: longest hold -1s is negative"},
 		{1, keylimit.WithMaxHold(1 << 61), "keylimit: longest hold 640511h56m49.213693952s is longer than 320255h58m24.606846976s"},
 		{1, keylimit.WithMaxKeys(0), "keylimit: max keys 0 is below 1"},

@@ -45,15 +45,15 @@ func NewSlidingCounter[K comparable](l Limit, opts ...Option) (*SlidingCounter[K
 }
 
 // Limit returns the counter's limit: the one it was made with, or the last
-// one SetLimit set. Keys given their own by WithKeyLimit are not under it.
+// one SetLimit set. Keys given their own by SetKeyLimit are not under it.
 func (c *SlidingCounter[K]) Limit() Limit { return c.w.policy.limit() }
 
-// LimitOf returns the limit key is under now: its own, from WithKeyLimit or
-// SetKeyLimit, or the counter's. It creates no key.
+// LimitOf returns the limit key is under now: its own, from SetKeyLimit,
+// or the counter's. It creates no key.
 func (c *SlidingCounter[K]) LimitOf(key K) Limit { return c.w.policy.resolve(key).limit }
 
 // SetLimit makes l the counter's limit, and has every key resolve its limit
-// again (WithKeyLimit's function is asked anew), each from its next call.
+// again (SetKeyLimit's function is asked anew), each from its next call.
 // It returns an error, and changes nothing, if l is invalid.
 //
 // A key keeps its counts: with the same Period its estimate is the same
@@ -64,11 +64,16 @@ func (c *SlidingCounter[K]) LimitOf(key K) Limit { return c.w.policy.resolve(key
 // bound it keeps is FixedWindow.SetLimit's (see DESIGN.md).
 func (c *SlidingCounter[K]) SetLimit(l Limit) error { return c.w.policy.set(l) }
 
-// SetKeyLimit gives each key its own limit from now on: f(key), asked when
-// a key is next seen, as WithKeyLimit does from the start (nil: every key is
-// under the counter's own limit again). Unlike the option, f's key type is
-// checked by the compiler. Every key moves to its new limit on its next
-// call and keeps what it used, as with SetLimit.
+// SetKeyLimit gives each key its own limit: f(key), asked when a key is
+// next seen (and again after SetLimit). A zero Limit{} from f means the
+// counter's own limit; a nil f puts every key under it again. One limiter
+// can so serve several tiers: a paying client twice the quota of a free
+// one. Call it right after the constructor, before the counter serves, for
+// the tiers to hold from the first request; called later, every key moves
+// to its new limit on its next call and keeps what it used, as with
+// SetLimit. f is called from many goroutines at once and must not call
+// the counter. If f returns an invalid Limit, that key's requests are
+// refused and their Result.Err says why.
 func (c *SlidingCounter[K]) SetKeyLimit(f func(key K) Limit) error { return c.w.policy.setKeyLimit(f) }
 
 // Allow reports whether one event for key may happen now, and counts it if

@@ -32,7 +32,7 @@
 // back by the Release of the Permit an acquisition returns (a
 // ConcurrencyLimiter, not a Limiter).
 //
-// WithKeyLimit gives keys limits of their own (tiers), resolved when a key
+// SetKeyLimit gives keys limits of their own (tiers), resolved when a key
 // is first seen; SetLimit changes a limiter's limit while it runs, and every
 // key keeps what it used, so a change never creates capacity.
 //

@@ -412,18 +412,19 @@ func ExampleWaitN() {
 	// keylimit: waiting 30s for 1 event would outlast the context deadline, 10s away
 }
 
-// One limiter, two tiers: paying clients get twice the quota.
-func ExampleWithKeyLimit() {
+// One limiter, two tiers: paying clients get twice the quota. The tiers
+// are given right after the constructor, before the limiter serves.
+func ExampleTokenBucket_SetKeyLimit_tiers() {
 	mock := clock.NewMock()
 	paying := map[string]bool{"acme": true}
-	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(2), keylimit.WithClock(mock),
-		keylimit.WithKeyLimit(func(client string) keylimit.Limit {
-			if paying[client] {
-				return keylimit.PerMinute(4)
-			}
-			return keylimit.Limit{} // the limiter's own: 2 a minute
-		}))
+	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
 	defer lim.Close()
+	_ = lim.SetKeyLimit(func(client string) keylimit.Limit {
+		if paying[client] {
+			return keylimit.PerMinute(4)
+		}
+		return keylimit.Limit{} // the limiter's own: 2 a minute
+	})
 
 	for _, client := range []string{"acme", "hobbyist"} {
 		n := 0
@@ -525,16 +526,16 @@ func ExampleSlidingCounter_SetLimit() {
 
 // Tiers on a sliding window: one limiter, each client under its own quota
 // in any minute.
-func ExampleWithKeyLimit_slidingWindow() {
+func ExampleSlidingWindow_SetKeyLimit() {
 	mock := clock.NewMock()
-	lim, _ := keylimit.NewSlidingWindow[string](keylimit.PerMinute(2), keylimit.WithClock(mock),
-		keylimit.WithKeyLimit(func(client string) keylimit.Limit {
-			if client == "acme" {
-				return keylimit.PerMinute(5)
-			}
-			return keylimit.Limit{} // the limiter's own: 2 a minute
-		}))
+	lim, _ := keylimit.NewSlidingWindow[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
 	defer lim.Close()
+	_ = lim.SetKeyLimit(func(client string) keylimit.Limit {
+		if client == "acme" {
+			return keylimit.PerMinute(5)
+		}
+		return keylimit.Limit{} // the limiter's own: 2 a minute
+	})
 
 	for _, client := range []string{"acme", "hobbyist"} {
 		n := 0

@@ -44,15 +44,15 @@ func NewFixedWindow[K comparable](l Limit, opts ...Option) (*FixedWindow[K], err
 }
 
 // Limit returns the window's limit: the one it was made with, or the last
-// one SetLimit set. Keys given their own by WithKeyLimit are not under it.
+// one SetLimit set. Keys given their own by SetKeyLimit are not under it.
 func (f *FixedWindow[K]) Limit() Limit { return f.w.policy.limit() }
 
-// LimitOf returns the limit key is under now: its own, from WithKeyLimit or
-// SetKeyLimit, or the window's. It creates no key.
+// LimitOf returns the limit key is under now: its own, from SetKeyLimit,
+// or the window's. It creates no key.
 func (f *FixedWindow[K]) LimitOf(key K) Limit { return f.w.policy.resolve(key).limit }
 
 // SetLimit makes l the window's limit, and has every key resolve its limit
-// again (WithKeyLimit's function is asked anew), each from its next call.
+// again (SetKeyLimit's function is asked anew), each from its next call.
 // It returns an error, and changes nothing, if l is invalid.
 //
 // A key keeps the count of its current window, even above the new Events
@@ -63,11 +63,16 @@ func (f *FixedWindow[K]) LimitOf(key K) Limit { return f.w.policy.resolve(key).l
 // the bound is then looser (see DESIGN.md, "Changing a limit").
 func (f *FixedWindow[K]) SetLimit(l Limit) error { return f.w.policy.set(l) }
 
-// SetKeyLimit gives each key its own limit from now on: fn(key), asked when
-// a key is next seen, as WithKeyLimit does from the start (nil: every key is
-// under the window's own limit again). Unlike the option, fn's key type is
-// checked by the compiler. Every key moves to its new limit on its next
-// call and keeps what it used, as with SetLimit.
+// SetKeyLimit gives each key its own limit: fn(key), asked when a key is
+// next seen (and again after SetLimit). A zero Limit{} from fn means the
+// window's own limit; a nil fn puts every key under it again. One limiter
+// can so serve several tiers: a paying client twice the quota of a free
+// one. Call it right after the constructor, before the window serves, for
+// the tiers to hold from the first request; called later, every key moves
+// to its new limit on its next call and keeps what it used, as with
+// SetLimit. fn is called from many goroutines at once and must not call
+// the window. If fn returns an invalid Limit, that key's requests are
+// refused and their Result.Err says why.
 func (f *FixedWindow[K]) SetKeyLimit(fn func(key K) Limit) error { return f.w.policy.setKeyLimit(fn) }
 
 // Allow reports whether one event for key may happen now, and counts it if

@@ -26,7 +26,6 @@ type options struct {
 	evictSet   bool
 	maxKeys    int // 0: no cap
 	overflow   overflowPolicy
-	keyLimit   any  // WithKeyLimit's func(K) Limit
 	stats      bool // WithStats
 	logger     *slog.Logger
 	err        error // the first invalid option, reported by the constructor

@@ -1,8 +1,6 @@
 package keylimit
 
 import (
-	"fmt"
-	"reflect"
 	"runtime"
 	"sync/atomic"
 
@@ -12,14 +10,14 @@ import (
 // Per-key limits and limits changed at runtime.
 //
 // A limiter's keys are each under a limit: the limiter's own, or, with
-// WithKeyLimit, one a function gives for the key. The limit is resolved when
+// SetKeyLimit, one a function gives for the key. The limit is resolved when
 // the key is first seen and kept with its state (a pointer to a config
 // shared by the keys under the same limit), so the hot path never calls the
-// function. SetLimit starts a new generation and marks the configs of the
-// last one superseded (internal/perkey keeps the generations, for the Redis
-// limiters too): every key notices on its next call, resolves its limit
-// again and carries its state over to it, each limiter type in its own
-// documented way.
+// function. SetLimit and SetKeyLimit start a new generation and mark the
+// configs of the last one superseded (internal/perkey keeps the
+// generations, for the Redis limiters too): every key notices on its next
+// call, resolves its limit again and carries its state over to it, each
+// limiter type in its own documented way.
 //
 // A TokenBucket converts a key's state in place: its TAT means the same
 // under any limit. The window types cannot: their packed words and rings
@@ -30,27 +28,6 @@ import (
 // window state's config never changes: a change of limit moves the key to
 // a new state (moveKey), and retires the old one with a "moved" sentinel
 // after which it is never written again, so no CAS on it can succeed.
-
-// WithKeyLimit gives each key its own limit: f(key), asked when the key is
-// first seen (and again after SetLimit). A zero Limit{} from f means the
-// limiter's own limit. One limiter can so serve several tiers: a paying
-// client twice the quota of a free one.
-//
-// f must be a func(K) Limit for the limiter's key type K, or the constructor
-// returns an error: an option cannot carry the limiter's key type, so Go
-// cannot check it at compile time. Each limiter's SetKeyLimit method can,
-// and does the same from its call on. f is called from many goroutines at
-// once and must not call the limiter. If f returns an invalid Limit, the
-// requests of that key are refused and their Result.Err says why.
-func WithKeyLimit[K comparable](f func(key K) Limit) Option {
-	return optionFunc(func(o *options) {
-		if f == nil {
-			o.fail(fmt.Errorf("keylimit: WithKeyLimit(nil)"))
-			return
-		}
-		o.keyLimit = f
-	})
-}
 
 // keyConfig is the per-limit arithmetic of one limiter type (gcra for a
 // bucket), as shared by every key under one limit in one generation.
@@ -77,18 +54,11 @@ type policy[K comparable, C any] struct {
 	limits perkey.Limits[K, Limit, *keyConfig[C]]
 }
 
-// init sets up p, the zero policy a limiter holds, for the limit l and the
-// options o; build validates a Limit and builds its arithmetic.
-func (p *policy[K, C]) init(l Limit, o options, build func(Limit) (C, error)) error {
-	var f func(K) Limit
-	if o.keyLimit != nil {
-		var ok bool
-		if f, ok = o.keyLimit.(func(K) Limit); !ok {
-			return fmt.Errorf("keylimit: WithKeyLimit got a %T, but the limiter's keys are %v",
-				o.keyLimit, reflect.TypeFor[K]())
-		}
-	}
-	return p.limits.Init(l, f, func(l Limit) (*keyConfig[C], error) {
+// init sets up p, the zero policy a limiter holds, for the limit l; build
+// validates a Limit and builds its arithmetic. Keys get limits of their own
+// from SetKeyLimit.
+func (p *policy[K, C]) init(l Limit, build func(Limit) (C, error)) error {
+	return p.limits.Init(l, nil, func(l Limit) (*keyConfig[C], error) {
 		arith, err := build(l)
 		return &keyConfig[C]{arith: arith, limit: l}, err
 	})
@@ -123,7 +93,7 @@ func (p *policy[K, C]) stale(c *keyConfig[C]) bool { return c.stale() }
 // under the map's lock for the key, so a caller that meets the moved
 // sentinel and looks the key up again (shard.replace, which takes that
 // lock) finds the new state. The key's limit is resolved before the lock is
-// taken: WithKeyLimit's function never runs under it.
+// taken: SetKeyLimit's function never runs under it.
 func moveKey[K comparable, C, S any](k *shard[K, S], p *policy[K, C], key K, old *S,
 	carry func(old *S, c *keyConfig[C], now int64) (*S, bool),
 ) *S {

@@ -14,10 +14,33 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The limit each key is under: WithKeyLimit, and SetLimit moving keys to a
+// The limit each key is under: SetKeyLimit, and SetLimit moving keys to a
 // new limit. What SetLimit does to one type's state (a bucket's debt, a
 // window's count) is tested in that type's file; the limitertest suite
 // checks what every type keeps across SetLimit.
+
+// keyLimiter is a limiter whose keys can have limits of their own: every
+// rate limiter type.
+type keyLimiter interface {
+	SetKeyLimit(func(key string) keylimit.Limit) error
+}
+
+// keyed gives lim's keys their limits from f, as a caller does right after
+// the constructor, and returns lim.
+func keyed(t testing.TB, lim limiter, f func(key string) keylimit.Limit) limiter {
+	t.Helper()
+	require.NoError(t, lim.(keyLimiter).SetKeyLimit(f))
+	return lim
+}
+
+// SetKeyLimit's function has the limiter's key type: a function of other
+// keys does not compile.
+var (
+	_ func(*keylimit.TokenBucket[int], func(int) keylimit.Limit) error    = (*keylimit.TokenBucket[int]).SetKeyLimit
+	_ func(*keylimit.FixedWindow[int], func(int) keylimit.Limit) error    = (*keylimit.FixedWindow[int]).SetKeyLimit
+	_ func(*keylimit.SlidingWindow[int], func(int) keylimit.Limit) error  = (*keylimit.SlidingWindow[int]).SetKeyLimit
+	_ func(*keylimit.SlidingCounter[int], func(int) keylimit.Limit) error = (*keylimit.SlidingCounter[int]).SetKeyLimit
+)
 
 // tier is a per-key limit function: clients 1 and 2 on two endpoints.
 func tier(foo bool) func(client string) keylimit.Limit {
@@ -44,8 +67,8 @@ func TestKeyLimitTiers(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			mock := clock.NewMock() // on a minute boundary
 			endpoints := map[string]limiter{
-				"/foo": k.make(t, keylimit.PerMinute(2), keylimit.WithClock(mock), keylimit.WithKeyLimit(tier(true))),
-				"/bar": k.make(t, keylimit.PerMinute(2), keylimit.WithClock(mock), keylimit.WithKeyLimit(tier(false))),
+				"/foo": keyed(t, k.make(t, keylimit.PerMinute(2), keylimit.WithClock(mock)), tier(true)),
+				"/bar": keyed(t, k.make(t, keylimit.PerMinute(2), keylimit.WithClock(mock)), tier(false)),
 			}
 			want := map[string]map[string]int{
 				"/foo": {"client-1": 10, "client-2": 20, "anonymous": 2},
@@ -75,19 +98,19 @@ func TestKeyLimitTiers(t *testing.T) {
 func TestKeyLimitInvalidIsAnErrorNotAPanic(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
-			lim, _ := k.mock(t, keylimit.PerMinute(5),
-				keylimit.WithKeyLimit(func(key string) keylimit.Limit {
-					switch key {
-					case "bad":
-						return keylimit.PerMinute(-1)
-					case "huge":
-						return keylimit.PerHour(keylimit.MaxSlidingWindowEvents + 1)
-					}
-					return keylimit.Limit{}
-				}))
+			lim, _ := k.mock(t, keylimit.PerMinute(5))
+			keyed(t, lim, func(key string) keylimit.Limit {
+				switch key {
+				case "bad":
+					return keylimit.PerMinute(-1)
+				case "huge":
+					return keylimit.PerHour(keylimit.MaxSlidingWindowEvents + 1)
+				}
+				return keylimit.Limit{}
+			})
 			r := lim.Take("bad", 1)
 			require.False(t, r.Allowed)
-			require.EqualError(t, r.Err, "keylimit: the limit WithKeyLimit gave this key is invalid: keylimit: events -1 is below 1")
+			require.EqualError(t, r.Err, "keylimit: the per-key limit function gave this key an invalid limit: keylimit: events -1 is below 1")
 			require.Equal(t, keylimit.InfDuration, r.RetryAfter)
 			require.False(t, lim.Allow("bad"))
 			require.ErrorIs(t, lim.Wait(context.Background(), "bad"), r.Err)
@@ -98,7 +121,7 @@ func TestKeyLimitInvalidIsAnErrorNotAPanic(t *testing.T) {
 			r = lim.Take("huge", 1)
 			if k == slidingWindow {
 				require.False(t, r.Allowed)
-				require.EqualError(t, r.Err, "keylimit: the limit WithKeyLimit gave this key is invalid: keylimit: a SlidingWindow keeps at most 10000 events per key (8 bytes each), not 10001: use a SlidingCounter for large quotas")
+				require.EqualError(t, r.Err, "keylimit: the per-key limit function gave this key an invalid limit: keylimit: a SlidingWindow keeps at most 10000 events per key (8 bytes each), not 10001: use a SlidingCounter for large quotas")
 				require.Equal(t, 0, lim.Len())
 			} else {
 				require.True(t, r.Allowed)
@@ -110,47 +133,16 @@ func TestKeyLimitInvalidIsAnErrorNotAPanic(t *testing.T) {
 	}
 }
 
-func TestKeyLimitWrongKeyType(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		new  func(...keylimit.Option) error // a limiter of int keys
-	}{
-		{"TokenBucket", func(o ...keylimit.Option) error {
-			_, err := keylimit.NewTokenBucket[int](keylimit.PerMinute(5), o...)
-			return err
-		}},
-		{"FixedWindow", func(o ...keylimit.Option) error {
-			_, err := keylimit.NewFixedWindow[int](keylimit.PerMinute(5), o...)
-			return err
-		}},
-		{"SlidingWindow", func(o ...keylimit.Option) error {
-			_, err := keylimit.NewSlidingWindow[int](keylimit.PerMinute(5), o...)
-			return err
-		}},
-		{"SlidingCounter", func(o ...keylimit.Option) error {
-			_, err := keylimit.NewSlidingCounter[int](keylimit.PerMinute(5), o...)
-			return err
-		}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			require.EqualError(t, tt.new(keylimit.WithKeyLimit(func(string) keylimit.Limit { return keylimit.Limit{} })),
-				"keylimit: WithKeyLimit got a func(string) keylimit.Limit, but the limiter's keys are int")
-			require.EqualError(t, tt.new(keylimit.WithKeyLimit[int](nil)), "keylimit: WithKeyLimit(nil)")
-		})
-	}
-}
-
 // TestKeyLimitAllocs: a key with its own limit costs nothing more per call
 // than any other: its limit is resolved once.
 func TestKeyLimitAllocs(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			calls := 0
-			lim := k.on(t, newFastClock(), keylimit.PerHour(5),
-				keylimit.WithKeyLimit(func(string) keylimit.Limit {
-					calls++
-					return keylimit.PerHour(keylimit.MaxSlidingWindowEvents)
-				}))
+			lim := keyed(t, k.on(t, newFastClock(), keylimit.PerHour(5)), func(string) keylimit.Limit {
+				calls++
+				return keylimit.PerHour(keylimit.MaxSlidingWindowEvents)
+			})
 			lim.Allow("client-1")
 			require.Zero(t, testing.AllocsPerRun(1000, func() { lim.Allow("client-1") }), "Allow")
 			require.Zero(t, testing.AllocsPerRun(1000, func() { lim.Take("client-1", 1) }), "Take")
@@ -208,13 +200,13 @@ func TestSetLimitReresolvesKeyLimits(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			var premium atomic.Int64
 			premium.Store(10)
-			lim, _ := k.mock(t, keylimit.PerHour(1),
-				keylimit.WithKeyLimit(func(key string) keylimit.Limit {
-					if key == "premium" {
-						return keylimit.PerHour(int(premium.Load()))
-					}
-					return keylimit.Limit{}
-				}))
+			lim, _ := k.mock(t, keylimit.PerHour(1))
+			keyed(t, lim, func(key string) keylimit.Limit {
+				if key == "premium" {
+					return keylimit.PerHour(int(premium.Load()))
+				}
+				return keylimit.Limit{}
+			})
 			require.True(t, lim.AllowN("premium", 10))
 			require.False(t, lim.Allow("premium"))
 			premium.Store(30) // an operator raises the tier...
@@ -401,9 +393,7 @@ func TestSetKeyLimit(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			lim, _ := k.mock(t, keylimit.PerHour(4))
-			setter := lim.(interface {
-				SetKeyLimit(func(string) keylimit.Limit) error
-			})
+			setter := lim.(keyLimiter)
 			require.True(t, lim.AllowN("gold", 3))
 			require.True(t, lim.AllowN("free", 3))
 			require.NoError(t, setter.SetKeyLimit(func(key string) keylimit.Limit {
@@ -427,7 +417,7 @@ func TestSetKeyLimit(t *testing.T) {
 func TestLimitOf(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
-			lim := k.make(t, keylimit.PerHour(4), keylimit.WithKeyLimit(tier(true)))
+			lim := keyed(t, k.make(t, keylimit.PerHour(4)), tier(true))
 			lo := lim.(interface{ LimitOf(string) keylimit.Limit })
 			require.Equal(t, keylimit.PerMinute(10), lo.LimitOf("client-1"))
 			require.Equal(t, keylimit.PerMinute(20), lo.LimitOf("client-2"))

@@ -31,8 +31,9 @@ type Result struct {
 	// tell "this key is over its limit" from "the limiter is full".
 	Untracked bool
 	// Err is set when the limiter refused because it could not apply the
-	// key's limit: the limit WithKeyLimit gave the key is invalid. It is nil
-	// for every decision made by a limit, admitted or refused.
+	// key's limit: the limit SetKeyLimit's function gave the key is
+	// invalid. It is nil for every decision made by a limit, admitted or
+	// refused.
 	Err error
 }
 

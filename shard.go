@@ -23,7 +23,7 @@ import (
 // limiter is made), not by the key itself: the limiter keeps no copy of its
 // keys, and a lookup is one integer compare. Two keys whose hashes collide
 // share one state: both are judged by the limit of whichever was seen
-// first (with WithKeyLimit that may be the other key's), and their events
+// first (with SetKeyLimit that may be the other key's), and their events
 // count together. With a random seed no one can aim for a collision; by
 // chance, among a million live keys, some pair collides with probability
 // about 3 in 100 million (n²/2^65).

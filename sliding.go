@@ -114,7 +114,7 @@ func NewSlidingWindow[K comparable](l Limit, opts ...Option) (*SlidingWindow[K],
 		return nil, err
 	}
 	pol := new(policy[K, slidingRules])
-	if err := pol.init(l, o, newSlidingRules); err != nil {
+	if err := pol.init(l, newSlidingRules); err != nil {
 		return nil, err
 	}
 	s := &SlidingWindow[K]{
@@ -130,15 +130,15 @@ func NewSlidingWindow[K comparable](l Limit, opts ...Option) (*SlidingWindow[K],
 }
 
 // Limit returns the window's limit: the one it was made with, or the last
-// one SetLimit set. Keys given their own by WithKeyLimit are not under it.
+// one SetLimit set. Keys given their own by SetKeyLimit are not under it.
 func (s *SlidingWindow[K]) Limit() Limit { return s.policy.limit() }
 
-// LimitOf returns the limit key is under now: its own, from WithKeyLimit or
-// SetKeyLimit, or the window's. It creates no key.
+// LimitOf returns the limit key is under now: its own, from SetKeyLimit,
+// or the window's. It creates no key.
 func (s *SlidingWindow[K]) LimitOf(key K) Limit { return s.policy.resolve(key).limit }
 
 // SetLimit makes l the window's limit, and has every key resolve its limit
-// again (WithKeyLimit's function is asked anew), each from its next call.
+// again (SetKeyLimit's function is asked anew), each from its next call.
 // It returns an error, and changes nothing, if l is invalid (Events above
 // MaxSlidingWindowEvents included).
 //
@@ -151,11 +151,16 @@ func (s *SlidingWindow[K]) LimitOf(key K) Limit { return s.policy.resolve(key).l
 // decided under one limit or the other, never a mix.
 func (s *SlidingWindow[K]) SetLimit(l Limit) error { return s.policy.set(l) }
 
-// SetKeyLimit gives each key its own limit from now on: f(key), asked when
-// a key is next seen, as WithKeyLimit does from the start (nil: every key is
-// under the window's own limit again). Unlike the option, f's key type is
-// checked by the compiler. Every key moves to its new limit on its next
-// call and keeps what it used, as with SetLimit.
+// SetKeyLimit gives each key its own limit: f(key), asked when a key is
+// next seen (and again after SetLimit). A zero Limit{} from f means the
+// window's own limit; a nil f puts every key under it again. One limiter
+// can so serve several tiers: a paying client twice the quota of a free
+// one. Call it right after the constructor, before the window serves, for
+// the tiers to hold from the first request; called later, every key moves
+// to its new limit on its next call and keeps what it used, as with
+// SetLimit. f is called from many goroutines at once and must not call
+// the window. If f returns an invalid Limit, that key's requests are
+// refused and their Result.Err says why.
 func (s *SlidingWindow[K]) SetKeyLimit(f func(key K) Limit) error { return s.policy.setKeyLimit(f) }
 
 // Allow reports whether one event for key may happen now, and records it if

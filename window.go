@@ -357,7 +357,7 @@ func initWindowLimiter[K comparable, T any](w *windowLimiter[K], owner *T, l Lim
 	})
 	// The grids align to the clock's reading at creation, known only now.
 	start := w.keys.clock.startUnix
-	if err := pol.init(l, o, func(l Limit) (windowRules, error) { return newWindowRules(l, start, sliding) }); err != nil {
+	if err := pol.init(l, func(l Limit) (windowRules, error) { return newWindowRules(l, start, sliding) }); err != nil {
 		return err
 	}
 	span := l.Period

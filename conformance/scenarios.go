@@ -102,13 +102,16 @@ func Scenarios() []Scenario {
 		{
 			Name: "per-key",
 			Build: func(c clock.Clock) ([]quota.Policy, map[string][]quota.Policy, error) {
-				lim, err := keylimit.NewTokenBucket[string](keylimit.PerMinute(6), keylimit.WithClock(c),
-					keylimit.WithKeyLimit(func(key string) keylimit.Limit {
-						if key == "vip" {
-							return keylimit.PerSecond(2).WithBurst(8)
-						}
-						return keylimit.PerMinute(6)
-					}))
+				lim, err := keylimit.NewTokenBucket[string](keylimit.PerMinute(6), keylimit.WithClock(c))
+				if err != nil {
+					return nil, nil, err
+				}
+				err = lim.SetKeyLimit(func(key string) keylimit.Limit {
+					if key == "vip" {
+						return keylimit.PerSecond(2).WithBurst(8)
+					}
+					return keylimit.PerMinute(6)
+				})
 				return []quota.Policy{{Name: "per-key", Limiter: lim}}, nil, err
 			},
 			Keys: []string{"vip", "bob"}, Ops: []string{"/"},

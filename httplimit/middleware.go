@@ -108,7 +108,7 @@ type Config struct {
 	// Error answers requests the middleware cannot decide: their key
 	// cannot be determined, Cost returned a negative number, or a policy's
 	// limiter could not apply its limit to the key (Result.Err: an invalid
-	// limit from keylimit.WithKeyLimit). err says why. If nil, an error that
+	// limit from a SetKeyLimit function). err says why. If nil, an error that
 	// wraps ErrNoKey is answered 400 Bad Request with its text (the request
 	// lacks what the key needs), and any other 500 Internal Server Error
 	// with a generic text (the server is misconfigured; its details stay out

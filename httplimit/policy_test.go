@@ -159,18 +159,18 @@ func TestSetLimitShows(t *testing.T) {
 	require.Equal(t, `"p";q=20;w=720`, call(h, "/").Header.Get("RateLimit-Policy"))
 }
 
-// A key whose limit (from keylimit.WithKeyLimit) is invalid is the
+// A key whose limit (from SetKeyLimit's function) is invalid is the
 // server's error, 500, not a 429; in dry run it passes.
 func TestInvalidKeyLimit(t *testing.T) {
 	mock := clock.NewMock()
-	b, err := keylimit.NewTokenBucket[string](keylimit.PerMinute(10), keylimit.WithClock(mock),
-		keylimit.WithKeyLimit(func(key string) keylimit.Limit {
-			if key == "bad" {
-				return keylimit.PerMinute(-1)
-			}
-			return keylimit.Limit{}
-		}))
+	b, err := keylimit.NewTokenBucket[string](keylimit.PerMinute(10), keylimit.WithClock(mock))
 	require.NoError(t, err)
+	require.NoError(t, b.SetKeyLimit(func(key string) keylimit.Limit {
+		if key == "bad" {
+			return keylimit.PerMinute(-1)
+		}
+		return keylimit.Limit{}
+	}))
 	other := bucket(t, "first", keylimit.PerMinute(100), mock)
 	var errs []error
 	seen := &decisions{}
@@ -187,7 +187,7 @@ func TestInvalidKeyLimit(t *testing.T) {
 	require.Equal(t, http.StatusOK, call(h, "/", "X-User", "good").StatusCode)
 	require.Equal(t, http.StatusInternalServerError, call(h, "/", "X-User", "bad").StatusCode)
 	require.Len(t, errs, 1)
-	require.Equal(t, `httplimit: policy "keyed" cannot limit key "bad": keylimit: the limit WithKeyLimit gave this key is invalid: keylimit: events -1 is below 1`, errs[0].Error())
+	require.Equal(t, `httplimit: policy "keyed" cannot limit key "bad": keylimit: the per-key limit function gave this key an invalid limit: keylimit: events -1 is below 1`, errs[0].Error())
 	require.Len(t, seen.list(), 1, "an undecided request is not a decision")
 
 	config.DryRun = true
@@ -202,7 +202,7 @@ func TestInvalidKeyLimit(t *testing.T) {
 }
 
 // keyLimited is a limiter that reports the limit of each key, as the
-// limiters of keylimit may with keylimit.WithKeyLimit: LimitOf.
+// limiters of keylimit do after SetKeyLimit: LimitOf.
 type keyLimited struct {
 	scripted
 	limits map[string]keylimit.Limit
@@ -222,7 +222,7 @@ func (k *keyLimited) LimitOf(key string) keylimit.Limit {
 
 // A limiter that reports each key's own limit (LimitOf) gets each key's w
 // in RateLimit-Policy, not the limiter's: a key given an hourly limit by
-// keylimit.WithKeyLimit announces w=3600 beside the default's w=60.
+// SetKeyLimit announces w=3600 beside the default's w=60.
 func TestKeyLimitWindow(t *testing.T) {
 	lim := &keyLimited{limits: map[string]keylimit.Limit{"gold": keylimit.PerHour(1000)}}
 	lim.set(keylimit.Result{}, keylimit.PerMinute(10))

@@ -36,8 +36,8 @@ type Policy struct {
 	// which the quota q applies, sent in whole seconds rounded up. 0 derives
 	// it on every request (so SetLimit shows at once) from the limit the
 	// limiter reports: the key's own if it has a method LimitOf(key string)
-	// keylimit.Limit (for keys given their own limit by
-	// keylimit.WithKeyLimit), else the limiter's, Limit() keylimit.Limit, as
+	// keylimit.Limit (for keys given their own limit by a SetKeyLimit
+	// function), else the limiter's, Limit() keylimit.Limit, as
 	// keylimit's limiters have. For a *keylimit.TokenBucket w is the time an
 	// empty bucket takes to refill fully, Burst × Period / Events; for any
 	// other limiter, the Period. New reports an error if Window is 0 and the
@@ -70,7 +70,7 @@ type limitReporter interface {
 }
 
 // keyLimitReporter is a limiter that tells the Limit each key is under,
-// its own from keylimit.WithKeyLimit or the limiter's.
+// its own from a SetKeyLimit function or the limiter's.
 type keyLimitReporter interface {
 	LimitOf(key string) keylimit.Limit
 }

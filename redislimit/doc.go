@@ -20,13 +20,13 @@
 // keylimit.Limiter[string] with the semantics and Results of the in-memory
 // keylimit.TokenBucket, keylimit.FixedWindow and keylimit.SlidingWindow, and
 // pass the same behaviour suite (keylimit/limitertest), every case of it.
-// Like those, they have per-key limits (WithKeyLimit, which takes the same
-// function as keylimit.WithKeyLimit), SetLimit, Admit and Refund, and Wait /
-// WaitN: code written for the in-memory limiters runs on Redis with other
-// constructors. They take a redis.UniversalClient of
-// github.com/redis/go-redis/v9, so a single server, Sentinel and Cluster all
-// work; so does Valkey, which speaks the same protocol and runs the same Lua
-// (not tested here).
+// Like those, they have per-key limits (SetKeyLimit, and WithKeyLimit at
+// construction; both take the same function as keylimit's SetKeyLimit),
+// SetLimit, Admit and Refund, and Wait / WaitN: code written for the
+// in-memory limiters runs on Redis with other constructors. They take a
+// redis.UniversalClient of github.com/redis/go-redis/v9, so a single
+// server, Sentinel and Cluster all work; so does Valkey, which speaks the
+// same protocol and runs the same Lua (not tested here).
 //
 // # One script per decision, on Redis time
 //

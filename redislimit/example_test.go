@@ -403,8 +403,8 @@ func ExampleTokenBucket_Stats() {
 // The seed scenario's tiers on Redis: client-1 gets 10 a minute on /foo and
 // 5 on /bar, client-2 20 and 10, everyone else the limiter's own 2. The
 // code is the in-memory code but for the constructor (and its name): there,
-// keylimit.NewTokenBucket[string](keylimit.PerMinute(2),
-// keylimit.WithKeyLimit(perClient)).
+// keylimit.NewTokenBucket[string](keylimit.PerMinute(2)) and then
+// SetKeyLimit(perClient).
 func ExampleWithKeyLimit() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()

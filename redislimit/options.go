@@ -268,8 +268,16 @@ func WithFailureBackoff(d time.Duration) Option {
 // WithKeyLimit gives each key its own limit: f(key), asked on each decision
 // (Redis keeps the keys' state, and this instance no key), so f must be
 // quick and safe for concurrent use. A zero Limit{} from f means the
-// limiter's own limit. It is keylimit.WithKeyLimit for the Redis limiters:
-// the same function serves both.
+// limiter's own limit. The same function serves SetKeyLimit of an
+// in-memory keylimit limiter on string keys.
+//
+// It pairs with SetKeyLimit as the constructor's limit pairs with SetLimit:
+// the per-key limits from the start, and a change while the limiter runs.
+// keylimit's limiters have no such option (an option there cannot carry
+// the key type, so SetKeyLimit, right after the constructor, is their one
+// way); here keys are always strings, so the compiler checks f, and the
+// constructor needs it: for its start-up log line and to give the FailLocal
+// fallback each key's share from the first request.
 //
 // A key keeps what it used when f starts giving it another limit, as across
 // SetLimit. If f returns an invalid Limit, the key's requests are refused

@@ -17,7 +17,7 @@ import (
 
 // tier is the seed scenario's per-key limit function: clients 1 and 2 on
 // two endpoints; everyone else gets the limiter's own limit. The same
-// function serves keylimit.WithKeyLimit and redislimit.WithKeyLimit.
+// function serves keylimit's SetKeyLimit and redislimit.WithKeyLimit.
 func tier(foo bool) func(client string) keylimit.Limit {
 	return func(client string) keylimit.Limit {
 		switch {
@@ -95,7 +95,7 @@ func TestKeyLimitInvalidIsAnErrorNotAPanic(t *testing.T) {
 			for _, r := range []keylimit.Result{lim.Take("broken", 1), lim.Peek("broken")} {
 				require.False(t, r.Allowed, "%v", r)
 				require.Equal(t, keylimit.InfDuration, r.RetryAfter)
-				require.ErrorContains(t, r.Err, "keylimit: the limit WithKeyLimit gave this key is invalid: keylimit: events 0 is below 1")
+				require.ErrorContains(t, r.Err, "keylimit: the per-key limit function gave this key an invalid limit: keylimit: events 0 is below 1")
 			}
 			require.Empty(t, s.sentSince(t, before), "the broken key's requests went to Redis")
 			require.True(t, lim.AllowN(testKey(t, "fine"), 5), "another key")

@@ -1,7 +1,8 @@
 // Package perkey resolves the limit each key of a limiter is under: the
-// limiter's own, or the one a per-key function gives the key (WithKeyLimit,
-// SetKeyLimit). Limits are held in generations: SetLimit and SetKeyLimit
-// begin a new one, and a key resolved again after that meets the new limits.
+// limiter's own, or the one a per-key function gives the key (SetKeyLimit;
+// for the Redis limiters also redislimit.WithKeyLimit). Limits are held in
+// generations: SetLimit and SetKeyLimit begin a new one, and a key resolved
+// again after that meets the new limits.
 // keylimit's in-memory limiters and redislimit's Redis limiters both stand
 // on it; each brings its own config, the arithmetic it decides with under
 // one limit.
@@ -141,7 +142,7 @@ func (p *Limits[K, L, C]) lookup(g *gen[K, L, C], l L) C {
 	c, _ := g.byLimit.LoadOrCompute(l, func() C {
 		c, err := p.build(l)
 		if err != nil {
-			c.Refuse(fmt.Errorf("keylimit: the limit WithKeyLimit gave this key is invalid: %w", err))
+			c.Refuse(fmt.Errorf("keylimit: the per-key limit function gave this key an invalid limit: %w", err))
 		}
 		return c
 	})

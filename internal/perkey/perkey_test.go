@@ -57,7 +57,7 @@ func TestResolve(t *testing.T) {
 	require.Equal(t, limit{100}, gold.limit, "a tier's config: limit")
 	require.Same(t, gold, p.Resolve("gold2"), "two keys of one tier: one config")
 	bad := p.Resolve("bad")
-	require.EqualError(t, bad.err, "keylimit: the limit WithKeyLimit gave this key is invalid: events below 1",
+	require.EqualError(t, bad.err, "keylimit: the per-key limit function gave this key an invalid limit: events below 1",
 		"an invalid key limit: the config's error")
 	require.Nil(t, gold.err, "a valid key limit: no error")
 
