@@ -376,8 +376,11 @@ func (b *TokenBucket[K]) Len() int { return b.keys.len() }
 func (b *TokenBucket[K]) Clock() clock.Clock { return b.keys.clock.timers }
 
 // Close stops the bucket's evictor. The bucket still answers after Close,
-// exactly, but no longer forgets idle keys in the background. It always
-// returns nil.
+// exactly, but no longer forgets idle keys in the background. It returns nil.
+//
+// The error is there so that a limiter is an io.Closer, closed as
+// anything else a program opens is (a defer, a list of io.Closers); a
+// Redis limiter's Close has the same signature.
 func (b *TokenBucket[K]) Close() error {
 	b.evictor.close()
 	return nil

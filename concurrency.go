@@ -373,7 +373,11 @@ func (c *Concurrency[K]) Len() int { return c.keys.len() }
 
 // Close stops the limiter's evictor. The limiter still answers after
 // Close, exactly, but no longer forgets idle keys nor takes back slots in
-// the background. It always returns nil.
+// the background. It returns nil.
+//
+// The error is there so that a limiter is an io.Closer, closed as
+// anything else a program opens is (a defer, a list of io.Closers); a
+// Redis limiter's Close has the same signature.
 func (c *Concurrency[K]) Close() error {
 	c.evictor.close()
 	return nil

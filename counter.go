@@ -127,8 +127,11 @@ func (c *SlidingCounter[K]) Len() int { return c.w.keys.len() }
 func (c *SlidingCounter[K]) Clock() clock.Clock { return c.w.keys.clock.timers }
 
 // Close stops the counter's evictor. The counter still answers after Close,
-// exactly, but no longer forgets idle keys in the background. It always
-// returns nil.
+// exactly, but no longer forgets idle keys in the background. It returns nil.
+//
+// The error is there so that a limiter is an io.Closer, closed as
+// anything else a program opens is (a defer, a list of io.Closers); a
+// Redis limiter's Close has the same signature.
 func (c *SlidingCounter[K]) Close() error {
 	c.w.evictor.close()
 	return nil

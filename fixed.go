@@ -125,8 +125,11 @@ func (f *FixedWindow[K]) Len() int { return f.w.keys.len() }
 func (f *FixedWindow[K]) Clock() clock.Clock { return f.w.keys.clock.timers }
 
 // Close stops the window's evictor. The window still answers after Close,
-// exactly, but no longer forgets idle keys in the background. It always
-// returns nil.
+// exactly, but no longer forgets idle keys in the background. It returns nil.
+//
+// The error is there so that a limiter is an io.Closer, closed as
+// anything else a program opens is (a defer, a list of io.Closers); a
+// Redis limiter's Close has the same signature.
 func (f *FixedWindow[K]) Close() error {
 	f.w.evictor.close()
 	return nil

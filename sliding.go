@@ -643,8 +643,11 @@ func (s *SlidingWindow[K]) Len() int { return s.keys.len() }
 func (s *SlidingWindow[K]) Clock() clock.Clock { return s.keys.clock.timers }
 
 // Close stops the window's evictor. The window still answers after Close,
-// exactly, but no longer forgets idle keys in the background. It always
-// returns nil.
+// exactly, but no longer forgets idle keys in the background. It returns nil.
+//
+// The error is there so that a limiter is an io.Closer, closed as
+// anything else a program opens is (a defer, a list of io.Closers); a
+// Redis limiter's Close has the same signature.
 func (s *SlidingWindow[K]) Close() error {
 	s.evictor.close()
 	return nil
