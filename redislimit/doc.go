@@ -56,7 +56,8 @@
 // # Names, prefixes, and Redis Cluster
 //
 // Every limiter is named for its purpose ("login", "api"). The state of key
-// k is one Redis key, prefix{k}. The default prefix holds the name, the
+// k is one Redis key, prefix{k} (see StateKey for keys that are empty or
+// hold a '}'). The default prefix holds the name, the
 // algorithm and the limit ("keylimit:login:fixed:5/1m0s/5:"), so two
 // limiters share state only when they agree on all three: the instances of
 // one fleet do; a "login" and a "signup" limiter of the same limit do not,
@@ -68,7 +69,9 @@
 //
 // k is the hash tag: on Redis Cluster the states of one key under several
 // limiters share a slot, and a joined decision runs on one node; different
-// keys spread over the cluster. A prefix that contains '{' takes the tag
+// keys spread over the cluster. No key can empty the tag or choose another
+// (a '}' in it would end the tag): such a key is tagged by a hash of all of
+// it. A prefix that contains '{' takes the tag
 // over: every key of that limiter then lives in one slot (one node takes
 // all its load), and Join does not join it on a cluster. Every key expires
 // on its own once its state is the same as no state at all: a bucket when

@@ -17,7 +17,8 @@ import (
 // prefix.
 //
 // On Redis Cluster (and a Ring) the states of one key share a slot because
-// each is prefix{key}: the key is the hash tag. A prefix that contains '{'
+// each is prefix{key}: the key is the hash tag (a hash of it, for a key the
+// tag cannot hold; see StateKey). A prefix that contains '{'
 // would make its own braces the tag, so on those clients Join reports false
 // for limiters whose prefixes contain one.
 //

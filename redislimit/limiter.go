@@ -147,8 +147,16 @@ func checkClient(c redis.UniversalClient) error {
 func (l *redisLimiter) Name() string { return l.name }
 
 // Prefix returns the prefix of the Redis keys the limiter writes: the state
-// of key k is at Prefix() + "{" + k + "}".
+// of key k is at Prefix() + "{" + k + "}" (see StateKey).
 func (l *redisLimiter) Prefix() string { return l.store.prefix }
+
+// StateKey returns the Redis key that holds key's state: Prefix() + "{" +
+// key + "}", the key as the hash tag; or, for a key the tag cannot hold
+// (empty, or with a '}', which would end the tag early), Prefix() + "{" + h
+// + "}:" + key, h a 16-hex-digit hash of the key that every instance
+// computes alike. So on Redis Cluster no key can empty or choose the tag,
+// and the states of one key under several limiters always share a slot.
+func (l *redisLimiter) StateKey(key string) string { return l.store.redisKey(key) }
 
 // Allow reports whether one event for key may happen now, and records it in
 // Redis if so. Allow is shorthand for AllowN(key, 1).
