@@ -123,9 +123,10 @@
 //
 // The fleet never admits more than the limit: every event admitted was
 // taken in Redis first, whatever the instances, their clocks or their
-// crashes, and a bucket counts a lease's events from the end of its lease
-// time, so any interval holds at most Burst + its length / Interval events
-// (a window's lease ends with its window). What leases cost is events held
+// crashes; a bucket counts a lease's events from the end of its lease time,
+// so any interval holds at most Burst + its length / Interval events (a
+// window's lease ends with its window); and a lease ends on time even if
+// an instance's clock (WithClock) stops or steps back (see Time). What leases cost is events held
 // idle: at most one lease per key and instance, about what that instance
 // spent on the key in one lease time and at most a tenth of the quota; it
 // goes back to Redis when its time is up (within half a lease time more),
@@ -198,8 +199,11 @@
 // Window periods must be whole microseconds; a bucket's interval may be any
 // number of nanoseconds, and its span (Burst × Interval) at most about 52
 // days, the most the script computes exactly with Lua's doubles. Local time
-// (WithClock) serves only the deny cache, the failure backoff, the FailLocal
-// fallback and the sleeps of Wait and WaitN.
+// (WithClock) serves the deny cache, the failure backoff, the FailLocal
+// fallback, the sleeps of Wait and WaitN, and leases: a lease ends when its
+// time is up on the local clock or, if WithClock gave one, on the system's
+// monotonic clock, whichever is first, so a clock that stops or steps back
+// cannot make a lease outlive the time Redis counted it for.
 //
 // # Concurrency and cost
 //

@@ -23,7 +23,7 @@ func LeaseHeld(lim keylimit.Limiter[string], key string) int {
 		return 0
 	}
 	p := e.cur.Load()
-	if p == nil || l.clock.now() >= p.until {
+	if p == nil || p.over(l.clock.now(), &l.clock) {
 		return 0
 	}
 	return int(max(p.left.Load(), 0))

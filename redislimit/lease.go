@@ -34,7 +34,11 @@ type leases struct {
 	deny  *denyCache // the layer below
 	guard *guard     // the failure policy, for the calls that fetch a lease
 	clock *localClock
-	d     int64 // the lease time, ns
+	d     int64 // the lease time, ns, at most maxSpan
+	// monoEnds: leases end on the system's monotonic clock too (see
+	// grant.over), because the local clock is injected while the scripts
+	// count on Redis time, which the injected clock need not follow.
+	monoEnds bool
 	// idle is how long a key with no lease is remembered after its last
 	// fetch: long enough to tell a hot key from a rare one.
 	idle  int64
@@ -80,15 +84,20 @@ type grant struct {
 	// The fields every admission reads, written before the lease is
 	// published and never after.
 	owner *leases
-	k     *keyLimit     // the limit it was taken under
-	mark  int64         // what the script wrote: a bucket's TAT, a window's index
-	at    int64         // local ns of the fetch
-	until int64         // local ns from which nothing is spent: at + the lease time, or the window's end
-	reset time.Duration // the ResetAfter Redis reported
+	k     *keyLimit // the limit it was taken under
+	mark  int64     // what the script wrote: a bucket's TAT, a window's index
+	at    int64     // local ns of the fetch
+	until int64     // local ns from which nothing is spent: at + the lease time, or the window's end
+	// monoUntil, if not 0, is the same end on the system's monotonic clock
+	// (localClock.monoNow), from a reading before the call: a lease spends
+	// nothing after the time Redis counted it for, whatever an injected
+	// clock says (see leases.monoEnds).
+	monoUntil int64
+	reset     time.Duration // the ResetAfter Redis reported
 	// left, which every admission writes, is on cache lines of its own (two,
 	// against adjacent-line prefetch): sharing one with the fields above,
 	// each admission on one core would make the next on another miss them.
-	_ [128 - 48]byte
+	_ [128 - 56]byte
 	// left is the events not yet spent: admissions take from it by CAS,
 	// Refund gives back to it; ended once the lease has ended, after which
 	// nothing is spent from it.
@@ -112,10 +121,12 @@ type leaseWait struct {
 }
 
 // newLeases returns the leases of d in front of deny, fetched through g,
-// on clk.
-func newLeases(deny *denyCache, g *guard, clk *localClock, d time.Duration) *leases {
-	return &leases{deny: deny, guard: g, clock: clk, d: int64(d), idle: 2 * int64(d), every: max(d/2, time.Millisecond),
-		m: xsync.NewMapOf[string, *leaseKey](), stop: make(chan struct{})}
+// on clk; onRedisTime says that the scripts count on Redis time (always,
+// outside the package's tests).
+func newLeases(deny *denyCache, g *guard, clk *localClock, d time.Duration, onRedisTime bool) *leases {
+	ld := clampSpan(d)
+	return &leases{deny: deny, guard: g, clock: clk, d: ld, idle: 2 * ld, every: max(time.Duration(ld/2), time.Millisecond),
+		monoEnds: onRedisTime && clk.injected != nil, m: xsync.NewMapOf[string, *leaseKey](), stop: make(chan struct{})}
 }
 
 // take decides n events (n >= 1) for key under k at local time now: from
@@ -168,11 +179,17 @@ func (ls *leases) fast(key string, n int, k *keyLimit) (*grant, int64, int64, bo
 	return p, left, now, ok
 }
 
+// over reports whether p's time is up at local time now on c: by the local
+// clock, or by the monotonic one (monoUntil).
+func (p *grant) over(now int64, c *localClock) bool {
+	return now >= p.until || p.monoUntil != 0 && c.monoNow() >= p.monoUntil
+}
+
 // take spends n events of p at local time now, if p holds them and its
 // time is not up, and returns what is left.
 func (p *grant) take(n int, now int64, c *localClock) (int64, bool) {
 	for {
-		if now >= p.until {
+		if p.over(now, c) {
 			return 0, false
 		}
 		v := p.left.Load()
@@ -353,6 +370,10 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		ls.deny.forget(key)
 	}
 	d := decision{key: key, n: n, parts: parts[:], marks: in[:], leasing: leaseArgs{want: want, hold: ls.time(k), give: give}}
+	var mono int64
+	if ls.monoEnds {
+		mono = ls.clock.monoNow() // before the call, as now was
+	}
 	if err := ls.guard.call(ctx, modeLease, &d, now, res[:], marks[:]); err != nil {
 		e.fetched(now, k, n, want, keylimit.Result{Limit: k.quota}, 0, nil, ls.d, true)
 		return ls.guard.failed(ctx, "take", key, k, n, err)
@@ -367,11 +388,15 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		e.fetched(now, k, n, want, r, 0, nil, ls.d, false)
 		return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
 	}
-	p := &grant{owner: ls, k: k, mark: marks[0], at: now, until: now + ls.time(k), reset: r.ResetAfter}
+	life := ls.time(k)
 	if k.step == 0 {
 		// A window's lease ends with its window, which ends no earlier than
 		// ResetAfter after now (now was read before Redis's clock was).
-		p.until = now + min(ls.d, int64(r.ResetAfter))
+		life = min(ls.d, clampSpan(r.ResetAfter))
+	}
+	p := &grant{owner: ls, k: k, mark: marks[0], at: now, until: now + life, reset: r.ResetAfter}
+	if ls.monoEnds {
+		p.monoUntil = max(mono+life, 1)
 	}
 	p.left.Store(got)
 	e.fetched(now, k, n, want, r, got, p, ls.d, false)
@@ -410,11 +435,11 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 		e.wait.Store(nil)
 		return
 	}
-	wait := int64(r.RetryAfter)
+	wait := clampSpan(r.RetryAfter)
 	if k.step > 0 {
 		wait = max(wait, min(d, (e.asked-e.size)*k.step))
 	} else if r.Allowed {
-		wait = max(wait, int64(r.ResetAfter))
+		wait = max(wait, clampSpan(r.ResetAfter))
 	}
 	e.wait.Store(&leaseWait{until: now + wait, k: k, res: r, at: now})
 }
@@ -434,7 +459,7 @@ func (ls *leases) giveBack(ctx context.Context, key string, p *grant, u int64) e
 // Redis (giveBack).
 func (ls *leases) refund(ctx context.Context, key string, p *grant, n int) error {
 	now := ls.clock.now()
-	for now < p.until {
+	for !p.over(now, ls.clock) {
 		v := p.left.Load()
 		if v == ended {
 			break
@@ -463,7 +488,7 @@ func (ls *leases) covered(key string, k *keyLimit, now int64) (keylimit.Result, 
 	if !ok {
 		return keylimit.Result{}, false
 	}
-	if p := e.cur.Load(); p != nil && p.k == k && now < p.until {
+	if p := e.cur.Load(); p != nil && p.k == k && !p.over(now, ls.clock) {
 		if left := p.left.Load(); left >= 1 {
 			return p.result(left, now), true
 		}
@@ -626,7 +651,7 @@ func (ls *leases) sweepOnce() {
 			return true
 		}
 		p := e.cur.Load()
-		if p != nil && now >= p.until {
+		if p != nil && p.over(now, ls.clock) {
 			if u := p.end(); u > 0 {
 				hs = append(hs, held{key, p, u})
 			}

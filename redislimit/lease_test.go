@@ -514,3 +514,67 @@ func TestLeasedInstanceKilled(t *testing.T) {
 	require.Equal(t, 1000+left-end, after, "what B and C admitted in the second after the kill")
 	require.LessOrEqual(t, end, int(d/l.Interval()), "left in Redis: at most one lease time's refill")
 }
+
+// TestLeaseEndsOnTimeWhateverTheClock pins issue 24.2: a lease's end was
+// read on the local clock alone (WithClock's), which may stop or step back;
+// on one instance whose clock did, a lease outlived the time Redis counted
+// it for, and was spent after Redis had given the same events out again (a
+// fixed window admitted 2,179 of 2,000, a bucket 175 over its bound). Now a
+// lease also ends on the process's monotonic clock when the scripts decide
+// on Redis time: instance A, on a mock clock that is frozen or stepped
+// back, leases events, and once Redis has given the whole quota out again
+// to B (a new window; a bucket full again), A's lease admits nothing.
+func TestLeaseEndsOnTimeWhateverTheClock(t *testing.T) {
+	t.Parallel() // most of it sleeps until a window or a lease ends
+	for _, clk := range []string{"Frozen", "SteppedBack"} {
+		t.Run(clk+"/FixedWindow", func(t *testing.T) {
+			t.Parallel()
+			const period = time.Second
+			l := keylimit.Per(1000, period)
+			mock := newMock()
+			a, err := redislimit.NewFixedWindow(shared.client(t), "leased", l, redislimit.WithClock(mock),
+				redislimit.WithLeases(period/2), redislimit.WithTimeout(patient))
+			require.NoError(t, err)
+			t.Cleanup(func() { a.Close() })
+			b, err := redislimit.NewFixedWindow(shared.client(t), "leased", l, redislimit.WithTimeout(patient))
+			require.NoError(t, err)
+			key := testKey(t, "k")
+			untilBoundary(period, -10*time.Millisecond) // early in a window
+			warm(t, a, key, 50)
+			held := redislimit.LeaseHeld(a, key)
+			if clk == "SteppedBack" {
+				mock.Add(-time.Hour)
+			}
+			untilBoundary(period, -10*time.Millisecond) // early in the next
+			window := time.Now().UnixNano() / int64(period)
+			require.True(t, b.AllowN(key, 1000), "B takes the whole quota of a new window")
+			na := drain(t, a, key)
+			require.Equal(t, window, time.Now().UnixNano()/int64(period), "the test took longer than a window")
+			t.Logf("%s clock: A held %d; in the next window B admitted 1000, A %d: %d of 1000", clk, held, na, 1000+na)
+			require.Zero(t, na, "A's admissions in the window after its lease's")
+		})
+		t.Run(clk+"/TokenBucket", func(t *testing.T) {
+			t.Parallel()
+			l := keylimit.Per(1000, 500*time.Millisecond) // an event every 500 µs, full in 500 ms
+			const d = 100 * time.Millisecond
+			mock := newMock()
+			a := leased(t, shared.client(t), l, d, redislimit.WithClock(mock))
+			b, err := redislimit.NewTokenBucket(shared.client(t), "leased", l, redislimit.WithTimeout(patient))
+			require.NoError(t, err)
+			key := testKey(t, "k")
+			warm(t, a, key, 50)
+			held := redislimit.LeaseHeld(a, key)
+			if clk == "SteppedBack" {
+				mock.Add(-time.Hour)
+			}
+			time.Sleep(d + 500*time.Millisecond + 50*time.Millisecond) // the lease's end, then a full bucket
+			start := time.Now()
+			require.True(t, b.AllowN(key, 1000), "B takes the whole burst of a full bucket")
+			na := drain(t, a, key)
+			bound := 1000 + int(time.Since(start)/l.Interval()) + 1
+			t.Logf("%s clock: A held %d; B admitted 1000 of a full bucket, then A %d: %d against a bound of %d",
+				clk, held, na, 1000+na, bound)
+			require.LessOrEqual(t, 1000+na, bound, "admitted since B's call")
+		})
+	}
+}

@@ -92,7 +92,7 @@ func (lim *redisLimiter) init(client redis.UniversalClient, name string, l keyli
 func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, alg *algorithm, quota int, o options,
 	newFallback newFallbackFunc) error {
 	lim.name = o.name
-	lim.clock = newLocalClock(o.clock)
+	lim.clock.init(o.clock)
 	err := lim.limits.Init(l, o.keyLimit, func(l keylimit.Limit) (*keyLimit, error) {
 		k := newKeyLimit(&lim.store, alg, l)
 		return k, k.err
@@ -114,7 +114,7 @@ func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, al
 	lim.deny.init(o.denySize, &lim.ops.counts, &lim.guard)
 	lim.first = &lim.deny
 	if o.leaseTime > 0 {
-		lim.leases = newLeases(&lim.deny, &lim.guard, &lim.clock, o.leaseTime)
+		lim.leases = newLeases(&lim.deny, &lim.guard, &lim.clock, o.leaseTime, o.scriptClock == nil)
 		lim.first = lim.leases
 	}
 	lim.ops.announce(lim.store.prefix, o.policySet || o.fleet > 0)
