@@ -74,7 +74,10 @@ type Refunder[K comparable] interface {
 	// not given back, so that however late the refund, no interval ever
 	// admits more than the limit. A Refund after a change of limit that
 	// moved the key may give back nothing. Refund each Admission at most
-	// once: a second Refund of it may give back another admission's events.
+	// once, under the key it was made for: the Redis limiters give nothing
+	// for a second Refund of one, nor for a Refund under another key; an
+	// in-memory limiter may give a second one back from the key's other
+	// admissions, never beyond a full quota.
 	Refund(key K, a Admission)
 }
 

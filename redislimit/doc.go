@@ -210,7 +210,9 @@
 // Every method is safe for concurrent use, from any number of goroutines and
 // instances. An admitted decision costs one round trip and at most two
 // allocations beyond the client's own (a context with a deadline and the
-// arguments are reused between calls), or none from a lease. There is no
+// arguments are reused between calls), or none from a lease. Admit and
+// AdmitContext allocate once more, for the Admission: it is bound to its key
+// and refunded at most once, however often it is copied. There is no
 // zero value to use: build limiters with their constructors. Close releases
 // the fallback limiter, and gives back what leases hold; the client is the
 // caller's to close.

@@ -94,10 +94,13 @@ type grant struct {
 	// clock says (see leases.monoEnds).
 	monoUntil int64
 	reset     time.Duration // the ResetAfter Redis reported
+	// granted is the events the fetch took: the lease's, and its own
+	// request's. A lease never holds more, nor gives more back to Redis.
+	granted int64
 	// left, which every admission writes, is on cache lines of its own (two,
 	// against adjacent-line prefetch): sharing one with the fields above,
 	// each admission on one core would make the next on another miss them.
-	_ [128 - 56]byte
+	_ [128 - 64]byte
 	// left is the events not yet spent: admissions take from it by CAS,
 	// Refund gives back to it; ended once the lease has ended, after which
 	// nothing is spent from it.
@@ -231,13 +234,22 @@ func (p *grant) end() int64 {
 	return u
 }
 
-// markFor returns the mark to give u events of p back from, and counts
-// them as given: a bucket's TAT moved back by the events given before (a
-// return after another must count from where the first left the TAT); a
-// window's index as it is.
-func (p *grant) markFor(u int64) int64 {
-	before := p.given.Add(u) - u
-	return p.mark - before*p.k.step
+// markFor counts u events of p as given back to Redis, at most what p was
+// granted in all, and returns the mark to give them back from and how many
+// they are: a bucket's TAT moved back by the events given before (a return
+// after another must count from where the first left the TAT); a window's
+// index as it is.
+func (p *grant) markFor(u int64) (int64, int64) {
+	for {
+		before := p.given.Load()
+		u := min(u, p.granted-before)
+		if u <= 0 {
+			return p.mark, 0
+		}
+		if p.given.CompareAndSwap(before, before+u) {
+			return p.mark - before*p.k.step, u
+		}
+	}
 }
 
 // entry returns key's entry, making it if there is none.
@@ -366,7 +378,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 	parts := [1]*keyLimit{k}
 	in := [1]int64{}
 	if give > 0 {
-		in[0] = old.markFor(give)
+		in[0], give = old.markFor(give)
 		ls.deny.forget(key)
 	}
 	d := decision{key: key, n: n, parts: parts[:], marks: in[:], leasing: leaseArgs{want: want, hold: ls.time(k), give: give}}
@@ -394,7 +406,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		// ResetAfter after now (now was read before Redis's clock was).
 		life = min(ls.d, clampSpan(r.ResetAfter))
 	}
-	p := &grant{owner: ls, k: k, mark: marks[0], at: now, until: now + life, reset: r.ResetAfter}
+	p := &grant{owner: ls, k: k, mark: marks[0], at: now, until: now + life, reset: r.ResetAfter, granted: int64(n) + got}
 	if ls.monoEnds {
 		p.monoUntil = max(mono+life, 1)
 	}
@@ -448,15 +460,17 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 // key, as a refund of p's admission: in one script call, as far as p still
 // holds them there (see bucket.lua). It asks Redis as a Refund does.
 func (ls *leases) giveBack(ctx context.Context, key string, p *grant, u int64) error {
+	mark, u := p.markFor(u)
 	if u <= 0 {
 		return nil
 	}
-	return ls.deny.refund(ctx, key, int(min(u, int64(p.k.quota))), p.k, p.markFor(u), ls.clock.now())
+	return ls.deny.refund(ctx, key, int(min(u, int64(p.k.quota))), p.k, mark, ls.clock.now())
 }
 
 // refund gives back n events that an admission took from p: to p, while
-// it lasts, so that this instance spends them again; once p has ended, to
-// Redis (giveBack).
+// it lasts, so that this instance spends them again, up to what p was
+// granted; once p has ended, to Redis (giveBack). (Each Admission is
+// refunded once, above: the ceiling is what holds even so.)
 func (ls *leases) refund(ctx context.Context, key string, p *grant, n int) error {
 	now := ls.clock.now()
 	for !p.over(now, ls.clock) {
@@ -464,7 +478,7 @@ func (ls *leases) refund(ctx context.Context, key string, p *grant, n int) error
 		if v == ended {
 			break
 		}
-		if p.left.CompareAndSwap(v, v+int64(n)) {
+		if p.left.CompareAndSwap(v, min(v+int64(n), p.granted)) {
 			return nil
 		}
 		now = ls.clock.now()

@@ -187,7 +187,8 @@ func TestLeasedRareKeyIsDecidedAsWithout(t *testing.T) {
 }
 
 // TestLeaseAdmitsWithoutRedis: a key with a live lease is decided in
-// process: no command reaches Redis, and no allocation is made; Remaining
+// process: no command reaches Redis, and Allow allocates nothing (Admit
+// allocates its Admission, bound to its key); Remaining
 // counts down the lease; Refund gives back to the lease; Close gives what
 // the lease holds back to Redis, exactly.
 func TestLeaseAdmitsWithoutRedis(t *testing.T) {
@@ -211,6 +212,11 @@ func TestLeaseAdmitsWithoutRedis(t *testing.T) {
 	require.Equal(t, 98, lim.Peek(key).Remaining, "Peek after the Refund went back to the lease")
 	allocs := testing.AllocsPerRun(50, func() { lim.Allow(key) })
 	require.Zero(t, allocs, "allocations of a decision from a lease")
+	allocs = testing.AllocsPerRun(50, func() {
+		_, a := lim.Admit(key, 1)
+		lim.Refund(key, a)
+	})
+	require.Equal(t, 1.0, allocs, "allocations of an Admit from a lease and its Refund: the Admission, bound to its key")
 	require.Empty(t, s.sentSince(t, before), "commands sent while the lease served")
 	left := lim.Peek(key).Remaining
 
@@ -575,6 +581,41 @@ func TestLeaseEndsOnTimeWhateverTheClock(t *testing.T) {
 			t.Logf("%s clock: A held %d; B admitted 1000 of a full bucket, then A %d: %d against a bound of %d",
 				clk, held, na, 1000+na, bound)
 			require.LessOrEqual(t, 1000+na, bound, "admitted since B's call")
+		})
+	}
+}
+
+// TestLeaseRefundHasACeiling pins issue 24.3 for leases: each Refund of one
+// lease Admission added its events to the lease again, so 100,000 Refunds
+// of one admission minted about 100,000 events (100,823 admitted against a
+// bound of about 1,034). A second Refund of an Admission now gives nothing,
+// and a lease never holds more than it was granted: on a clock that stands
+// still, a bucket and a fixed window of 1,000 admit at most 1,000 however
+// often one admission is refunded.
+func TestLeaseRefundHasACeiling(t *testing.T) {
+	mock := newMock() // at the start of a minute; it stands still
+	c := shared.client(t)
+	bucket := leased(t, c, keylimit.PerSecond(1000), 100*time.Millisecond, onMock(mock)...)
+	window, err := redislimit.NewFixedWindow(c, "leased", keylimit.PerMinute(1000),
+		append(onMock(mock), redislimit.WithLeases(time.Minute), redislimit.WithTimeout(patient))...)
+	require.NoError(t, err)
+	t.Cleanup(func() { window.Close() })
+	for _, lim := range []redisLimiter{bucket, window} {
+		t.Run(fmtType(lim), func(t *testing.T) {
+			key := testKey(t, "k")
+			admitted := warm(t, lim, key, 50)
+			held := redislimit.LeaseHeld(lim, key)
+			_, a := lim.Admit(key, 1) // refunded below, so not counted
+			require.Equal(t, held-1, redislimit.LeaseHeld(lim, key), "the lease after an admission from it")
+			for range 100_000 {
+				lim.Refund(key, a)
+			}
+			after := redislimit.LeaseHeld(lim, key)
+			admitted += drain(t, lim, key)
+			t.Logf("the lease held %d, then %d after 100,000 Refunds of one admission; %d admitted on a stopped clock, "+
+				"against a bound of 1000", held, after, admitted)
+			require.Equal(t, held, after, "the lease after 100,000 Refunds of one admission from it")
+			require.LessOrEqual(t, admitted, 1000, "admitted on a stopped clock")
 		})
 	}
 }

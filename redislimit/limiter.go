@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/perkey"
@@ -185,7 +186,8 @@ func (l *redisLimiter) Take(key string, n int) keylimit.Result {
 			return p.result(left, now)
 		}
 	}
-	r, _, _ := l.AdmitContext(context.Background(), key, n)
+	r, _, _ := l.admit(context.Background(), key, n)
+	l.ops.counts.decided(r.Allowed)
 	return r
 }
 
@@ -209,7 +211,8 @@ func (l *redisLimiter) Take(key string, n int) keylimit.Result {
 // If Redis fails, the Result is the failure policy's and err, a *Error,
 // says why; the error went to the WithOnError callback as well.
 func (l *redisLimiter) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
-	r, _, err := l.AdmitContext(ctx, key, n)
+	r, _, err := l.admit(ctx, key, n)
+	l.ops.counts.decided(r.Allowed)
 	return r, err
 }
 
@@ -220,13 +223,31 @@ func (l *redisLimiter) Admit(key string, n int) (keylimit.Result, keylimit.Admis
 }
 
 // AdmitContext is TakeContext, and also returns what an admission took, for
-// RefundContext: the mark the script wrote (a bucket's TAT, a window's
-// index, a log entry's time) and, as its By, the limit the key was under;
-// or the fallback limiter's Admission when the failure policy admitted.
+// RefundContext: N, and as its Mark the mark the script wrote (a bucket's
+// TAT, a window's index, a log entry's time); its By holds the rest (the
+// limit the key was under, the lease it was spent from, or the fallback
+// limiter's Admission when the failure policy admitted), bound to key.
+// Unlike Take, an Admit that admits allocates, once: the Admission is one
+// however often it is copied, so that a second Refund of it gives nothing.
 func (l *redisLimiter) AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
 	r, a, err := l.admit(ctx, key, n)
 	l.ops.counts.decided(r.Allowed)
+	if a.N > 0 {
+		a = keylimit.Admission{N: a.N, Mark: a.Mark, By: &admission{lim: l, key: key, inner: a}}
+	}
 	return r, a, err
+}
+
+// admission is the By of an Admission a Redis limiter gives its caller:
+// the one the layers below made (inner: its By a *keyLimit, a *grant or the
+// fallback limiter), bound to the limiter and the key it was made for, and
+// refunded at most once (issue 24.3, 24.4). Refund reads inner, never the
+// caller's copy of N and Mark.
+type admission struct {
+	lim   *redisLimiter
+	key   string
+	inner keylimit.Admission
+	done  atomic.Bool // set by the Refund that gives it back
 }
 
 // admit is AdmitContext, not counted in Stats: what needs no layer is
@@ -290,17 +311,38 @@ func (l *redisLimiter) ResetContext(ctx context.Context, key string) error {
 // sliding log the entries still in it. After a change of the key's limit
 // to one of another interval (a bucket) or period (a fixed window), it
 // gives back nothing. An Admission a lease made (WithLeases) goes back to
-// the lease while it lasts, without a round trip. It is RefundContext with
+// the lease while it lasts, without a round trip; a lease never holds more
+// than it was granted. An Admission is refunded once: a second Refund of it
+// (or of a copy) gives nothing, and so does a Refund under another key than
+// the one it was made for, or by another limiter. It is RefundContext with
 // context.Background(), the error left to WithOnError.
 func (l *redisLimiter) Refund(key string, a keylimit.Admission) {
 	_ = l.RefundContext(context.Background(), key, a)
 }
 
-// RefundContext is Refund with a context, in one script call; a ctx that
-// has ended makes no call. An Admission the fallback limiter made (Redis was
-// failing then) is refunded there. If Redis fails, the error is returned
-// (and passed to WithOnError).
+// RefundContext is Refund with a context, in one script call. A ctx that
+// has ended gives nothing back and makes no call, and the Admission may be
+// refunded again. An Admission the fallback limiter made (Redis was failing
+// then) is refunded there. If Redis fails, the error is returned (and passed
+// to WithOnError), and the Admission counts as refunded: the call may have
+// given it back.
 func (l *redisLimiter) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
+	by, ok := a.By.(*admission)
+	if !ok || by.lim != l || by.key != key {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return l.guard.report("refund", key, err)
+	}
+	if !by.done.CompareAndSwap(false, true) {
+		return nil
+	}
+	return l.refund(ctx, key, by.inner)
+}
+
+// refund gives back a, an Admission the decision path made for key: to its
+// lease, to Redis, or to the fallback.
+func (l *redisLimiter) refund(ctx context.Context, key string, a keylimit.Admission) error {
 	if a.N <= 0 {
 		return nil
 	}
@@ -309,16 +351,10 @@ func (l *redisLimiter) RefundContext(ctx context.Context, key string, a keylimit
 		if by.owner == nil || by.owner != l.leases {
 			return nil
 		}
-		if err := ctx.Err(); err != nil {
-			return l.guard.report("refund", key, err)
-		}
 		return l.leases.refund(ctx, key, by, a.N)
 	case *keyLimit:
 		if by.owner != &l.store {
 			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return l.guard.report("refund", key, err)
 		}
 		return l.deny.refund(ctx, key, a.N, by, a.Mark, l.clock.now())
 	}
