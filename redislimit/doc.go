@@ -92,6 +92,22 @@
 // server's, whatever the database: keep limits and caches on separate
 // servers.
 //
+// It must keep its data on disk too. A Redis that keeps nothing (save ""
+// and appendonly no) forgets every limiter key when it restarts, and so
+// does a FLUSHALL on any Redis: every quota starts afresh at once, and the
+// fleet admits each key's whole quota again within the same window, a
+// bucket its whole burst. The deny cache hides it for up to the RetryAfter
+// of each refusal it remembers; then the reset shows. The remedies are
+// appendonly yes (with appendfsync everysec a crash loses about the last
+// second's admissions, which are made again), or a replica that a failover
+// promotes before the master comes back (Sentinel, Cluster): a master that
+// restarts empty with no failover empties its replicas too. RDB snapshots
+// alone lose what was admitted since the last. The limiter reads save and
+// appendonly with the eviction policy, at its first successful call, and
+// logs a warning if the server keeps nothing on disk; Ping returns
+// ErrNoPersistence then. Nothing can see a FLUSHALL coming: keep the
+// limiter's Redis out of reach of what flushes caches.
+//
 // The scripts read TIME before they write, which Redis allows because it
 // replicates a script by its effects: always since 5.0, and in 4.x when the
 // script asks, which these do. A replica promoted by a failover has the
@@ -188,10 +204,11 @@
 // Through log/slog (WithLogger; slog.Default() otherwise), each once, never
 // per request: at construction, what the failure policy admits; the start
 // (Warn) and end (Info) of each outage, at most one start a minute; an
-// eviction policy that can reset limits (Warn). Stats counts requests
+// eviction policy that can reset limits, and a server that keeps nothing on
+// disk (Warn). Stats counts requests
 // admitted and refused, round trips, errors, fallback decisions and deny
 // cache hits. Ping, at start-up, checks that Redis answers, takes the
-// scripts and will not evict their keys.
+// scripts, will not evict their keys and keeps them on disk.
 //
 // # Time
 //

@@ -28,3 +28,7 @@ func LeaseHeld(lim keylimit.Limiter[string], key string) int {
 	}
 	return int(max(p.left.Load(), 0))
 }
+
+// PersistenceRisk is persistenceRisk, for the tests of what counts as a
+// server that keeps nothing on disk.
+func PersistenceRisk(save, aof map[string]string) error { return persistenceRisk(save, aof) }

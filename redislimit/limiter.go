@@ -437,12 +437,15 @@ func (l *redisLimiter) Stats() keylimit.Stats { return l.ops.counts.stats() }
 
 // Ping checks, once at start-up say, that the limiter can work: Redis
 // answers (PING), takes its script (SCRIPT LOAD, on every node of a
-// cluster), and will not evict its keys. It returns an error wrapping
-// ErrEvictionPolicy if a server's maxmemory is set with a maxmemory-policy
-// other than noeviction (every volatile-* and allkeys-* policy can evict the
-// limiter's keys, which all have a TTL); a server that refuses CONFIG GET (a
-// managed Redis may) is not held against it. Ping waits as long as ctx
-// allows; it changes no state and is not in Stats.
+// cluster), will not evict its keys and keeps them on disk. It returns an
+// error wrapping ErrEvictionPolicy if a server's maxmemory is set with a
+// maxmemory-policy other than noeviction (every volatile-* and allkeys-*
+// policy can evict the limiter's keys, which all have a TTL), and
+// ErrNoPersistence if a server keeps nothing on disk (save "" and appendonly
+// no: a restart resets every quota); one error wrapping both if both. A
+// server that refuses CONFIG GET (a managed Redis may) is not held against
+// it. Ping waits as long as ctx allows; it changes no state and is not in
+// Stats.
 func (l *redisLimiter) Ping(ctx context.Context) error { return l.ops.ping(ctx) }
 
 // Wait blocks until one event for key may happen, records it and returns
