@@ -40,7 +40,7 @@ func run(w io.Writer) error {
 	if !redisserver.Installed() {
 		return errors.New("this demo needs redis-server, and " + redisserver.InstallHint)
 	}
-	srv, err := redisserver.Start(0)
+	srv, err := redisserver.StartAppendOnly(0) // keeps its data on disk, as Ping checks
 	if err != nil {
 		return err
 	}
