@@ -195,16 +195,7 @@ func TestRefundEachAdmissionOnce(t *testing.T) {
 		t.Logf("after 100 Refunds of one admission of 1, %d more admitted", again)
 		require.Equal(t, 1, again, "admitted after 100 Refunds of one admission of 1")
 	}
-	for _, typ := range types {
-		t.Run(typ.name, func(t *testing.T) {
-			lim, err := typ.new(c, keylimit.PerHour(10), redislimit.WithTimeout(patient))
-			require.NoError(t, err)
-			check(t, lim)
-		})
-	}
-	t.Run("Joined", func(t *testing.T) {
-		check(t, joinedPair(t, c))
-	})
+	onEachRefunder(t, c, check)
 	t.Run("Fallback", func(t *testing.T) {
 		lim, err := redislimit.NewFixedWindow(deadClient(t), "test", keylimit.PerHour(10), redislimit.WithOnError(func(error) {}))
 		require.NoError(t, err)
@@ -233,6 +224,12 @@ func TestRefundTheAdmissionsOwnKey(t *testing.T) {
 		refunder.Refund(ka, a)
 		require.Equal(t, 10, lim.Peek(ka).Remaining, "ka after the Refund of its own admission")
 	}
+	onEachRefunder(t, c, check)
+}
+
+// onEachRefunder runs check, each in a subtest, on a limiter of 10 an hour
+// on c of each type, and on keylimit.All of two, joined.
+func onEachRefunder(t *testing.T, c redis.UniversalClient, check func(*testing.T, keylimit.Limiter[string])) {
 	for _, typ := range types {
 		t.Run(typ.name, func(t *testing.T) {
 			lim, err := typ.new(c, keylimit.PerHour(10), redislimit.WithTimeout(patient))

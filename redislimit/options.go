@@ -13,7 +13,8 @@ import (
 
 // Option configures a Redis limiter. Options are passed to the constructors
 // (NewTokenBucket, NewFixedWindow, NewSlidingWindow); an invalid one makes
-// the constructor return an error.
+// the constructor return an error. A duration longer than 2^60 ns (about 36
+// years) counts as that long, so that no time computed from it wraps.
 type Option interface {
 	apply(*options)
 }
