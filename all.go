@@ -3,6 +3,8 @@ package keylimit
 import (
 	"context"
 	"fmt"
+
+	"github.com/benbjohnson/clock"
 )
 
 // All returns a Limiter that admits n events for a key only if every one of
@@ -21,7 +23,11 @@ import (
 // least Remaining with its Limit, the largest RetryAfter and ResetAfter (see
 // Result.And). The limiter All returns also implements ContextLimiter,
 // EachTaker and PeekContext; under a context, it asks every limiter that
-// takes one (the redislimit ones) under it, its Peeks included.
+// takes one (the redislimit ones) under it, its Peeks included. It has Wait
+// and WaitN too, which poll it as the package's WaitN polls a limiter
+// without a WaitN of its own, on the clock of the first of limiters that
+// is Clocked (every limiter of this module is), and is Clocked by that
+// clock.
 func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 	if len(limiters) == 0 {
 		panic("keylimit: All needs at least one limiter")
@@ -45,7 +51,14 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 			return joined
 		}
 	}
-	return &all[K]{limiters: append([]Limiter[K](nil), limiters...), refunders: refunders}
+	a := &all[K]{limiters: append([]Limiter[K](nil), limiters...), refunders: refunders, clock: systemClock}
+	for _, l := range limiters {
+		if _, ok := l.(Clocked); ok {
+			a.clock = clockOf(l)
+			break
+		}
+	}
+	return a
 }
 
 // EachTaker is a combination of limiters that reports the Result of each
@@ -74,6 +87,7 @@ type Joiner[K comparable] interface {
 type all[K comparable] struct {
 	limiters  []Limiter[K]
 	refunders []Refunder[K] // refunders[i] is limiters[i]; the last has none
+	clock     clock.Clock   // the first Clocked limiter's, or the system clock: WaitN sleeps on it
 }
 
 // Allow is shorthand for AllowN(key, 1).
@@ -126,7 +140,7 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 		var err error
 		if rf, ok := l.(Refunder[K]); ok && (i < len(a.refunders) || record != nil) {
 			var adm Admission
-			r, adm, err = admit(ctx, rf, key, n)
+			r, adm, err = admitContext(ctx, rf, key, n)
 			adms = append(adms, adm)
 		} else {
 			r, err = takeContext(ctx, l, key, n)
@@ -154,39 +168,6 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 	return sum, Admission{N: n, By: a, state: record}, firstErr
 }
 
-// admit is r.Admit, under ctx if r takes one.
-func admit[K comparable](ctx context.Context, r Refunder[K], key K, n int) (Result, Admission, error) {
-	if c, ok := r.(ContextRefunder[K]); ok {
-		return c.AdmitContext(ctx, key, n)
-	}
-	res, adm := r.Admit(key, n)
-	return res, adm, nil
-}
-
-// contextPeeker is a limiter whose Peek takes a context, as the redislimit
-// ones do.
-type contextPeeker[K comparable] interface {
-	PeekContext(ctx context.Context, key K) (Result, error)
-}
-
-// peekContext is l.Peek, under ctx if l takes one (its error is the Result's
-// business: a Peek only informs a refusal).
-func peekContext[K comparable](ctx context.Context, l Limiter[K], key K) Result {
-	if c, ok := l.(contextPeeker[K]); ok {
-		r, _ := c.PeekContext(ctx, key)
-		return r
-	}
-	return l.Peek(key)
-}
-
-// takeContext is l.Take, under ctx if l takes one.
-func takeContext[K comparable](ctx context.Context, l Limiter[K], key K, n int) (Result, error) {
-	if c, ok := l.(ContextLimiter[K]); ok {
-		return c.TakeContext(ctx, key, n)
-	}
-	return l.Take(key, n), nil
-}
-
 // undo refunds the admissions adms of the first limiters, in reverse order.
 // A refund must happen even if ctx has ended, or the events would stay
 // taken: it keeps ctx's values (for tracing) but not its end.
@@ -198,17 +179,8 @@ func (a *all[K]) undo(ctx context.Context, key K, adms []Admission) {
 		ctx = context.WithoutCancel(ctx)
 	}
 	for j := len(adms) - 1; j >= 0; j-- {
-		refund(ctx, a.limiters[j].(Refunder[K]), key, adms[j])
+		refundContext(ctx, a.limiters[j].(Refunder[K]), key, adms[j])
 	}
-}
-
-// refund is r.Refund, under ctx if r takes one.
-func refund[K comparable](ctx context.Context, r Refunder[K], key K, adm Admission) {
-	if c, ok := r.(ContextRefunder[K]); ok {
-		c.RefundContext(ctx, key, adm)
-		return
-	}
-	r.Refund(key, adm)
 }
 
 // refused reports a refusal by limiter i, which answered r: the others, none
@@ -261,6 +233,19 @@ func (a *all[K]) PeekContext(ctx context.Context, key K) (Result, error) {
 	return sum, nil
 }
 
+// Wait is shorthand for WaitN(ctx, key, 1).
+func (a *all[K]) Wait(ctx context.Context, key K) error { return a.WaitN(ctx, key, 1) }
+
+// WaitN blocks until every limiter admits n events for key, and takes them
+// from all: it asks, and when refused, sleeps for the RetryAfter of the
+// combination (the largest) and asks again (see the package's WaitN).
+func (a *all[K]) WaitN(ctx context.Context, key K, n int) error {
+	return waitN[K](ctx, a, a.clock, key, n)
+}
+
+// Clock returns the clock WaitN sleeps on.
+func (a *all[K]) Clock() clock.Clock { return a.clock }
+
 // Reset resets key in every limiter.
 func (a *all[K]) Reset(key K) {
 	for _, l := range a.limiters {
@@ -295,4 +280,5 @@ var (
 	_ Refunder[string]       = (*all[string])(nil)
 	_ ContextLimiter[string] = (*all[string])(nil)
 	_ EachTaker[string]      = (*all[string])(nil)
+	_ Clocked                = (*all[string])(nil)
 )

@@ -185,3 +185,37 @@ func TestOptionErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestRefundIsBoundToItsKey: an Admission gives back only to the key it was
+// made for. Refund(kb, an Admission of ka) gives back nothing, to either
+// key, on every type, and also after a change of limit moved the keys to
+// new states (which a window type's refund follows by key); ka's own
+// Refund then still gives back.
+func TestRefundIsBoundToItsKey(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			for _, move := range []bool{false, true} {
+				lim, _ := k.mock(t, keylimit.PerHour(10))
+				refunder := lim.(keylimit.Refunder[string])
+				_, a := refunder.Admit("ka", 4)
+				require.True(t, lim.AllowN("kb", 3))
+				if move {
+					// 20 an hour: a bucket of the same Interval, whose refunds
+					// count in the same unit, and windows of the same Period.
+					next := keylimit.PerHour(20)
+					if k == tokenBucket {
+						next = keylimit.PerHour(10).WithBurst(20)
+					}
+					require.NoError(t, lim.(interface{ SetLimit(keylimit.Limit) error }).SetLimit(next))
+					require.Equal(t, 16, lim.Peek("ka").Remaining, "move %v: ka under the new limit", move)
+				}
+				quota := lim.Peek("kb").Remaining + 3
+				refunder.Refund("kb", a)
+				require.Equal(t, quota-3, lim.Peek("kb").Remaining, "move %v: kb after a Refund with ka's Admission", move)
+				require.Equal(t, quota-4, lim.Peek("ka").Remaining, "move %v: ka after a Refund of its Admission to kb", move)
+				refunder.Refund("ka", a)
+				require.Equal(t, quota, lim.Peek("ka").Remaining, "move %v: ka after its own Refund", move)
+			}
+		})
+	}
+}

@@ -58,6 +58,30 @@ func BenchmarkAllowRefused(b *testing.B) {
 	}
 }
 
+// BenchmarkAdmit is BenchmarkAllow's rows for Admit, the call All makes of
+// each limiter but the last: what an Admission costs beside a bare Allow.
+func BenchmarkAdmit(b *testing.B) {
+	for _, bl := range benchLimiters[1:5] {
+		hotpath.Run(b, bl.name, hotpath.Loose, func(l hotpath.Limit) (hotpath.Allower, error) {
+			lim, err := bl.new(l)
+			if err != nil {
+				return nil, err
+			}
+			return admitter{lim.(keylimit.Refunder[string])}, nil
+		})
+	}
+}
+
+// admitter is a Refunder seen by the harness: Allow is Admit(key, 1).
+type admitter struct{ keylimit.Refunder[string] }
+
+func (a admitter) Allow(key string) bool {
+	r, _ := a.Admit(key, 1)
+	return r.Allowed
+}
+
+func (a admitter) Close() error { return a.Refunder.(interface{ Close() error }).Close() }
+
 // BenchmarkWaitContended is 64 goroutines waiting on one key of a bucket of
 // 20,000 a second, burst 1 (an event every 50 µs): each op is one Wait that
 // returned. "queued" is
@@ -78,7 +102,7 @@ func BenchmarkWaitContended(b *testing.B) {
 			counted := &takeCounter{lim: lim}
 			wait := func(ctx context.Context) error { return lim.Wait(ctx, "k") }
 			if mode == "polling" {
-				wait = func(ctx context.Context) error { return keylimit.WaitN[string](ctx, counted, "k", 1, nil) }
+				wait = func(ctx context.Context) error { return keylimit.WaitN[string](ctx, counted, "k", 1) }
 			}
 			const waiters = 64
 			waits := make([][]time.Duration, waiters)

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // TokenBucket limits each key to a rate with bursts: a bucket of
@@ -160,9 +162,7 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 	}
 	var d bucketDecision
 	_, v := b.decide(key, n, &d)
-	ok := v == admitted || v == untracked && b.keys.overflow == admitUntracked // keys.admits, inlined
-	b.keys.counts.count(v, ok)
-	return ok
+	return b.keys.counts.admits(v, b.keys.overflow)
 }
 
 // Take takes n tokens from key's bucket if all n are there, and reports the
@@ -187,7 +187,7 @@ func (b *TokenBucket[K]) admit(key K, n int, a *Admission) Result {
 	}
 	var d bucketDecision
 	c, v := b.decide(key, n, &d)
-	b.keys.admits(v)
+	b.keys.counts.admits(v, b.keys.overflow)
 	switch v {
 	case untracked:
 		return b.keys.untracked(c.arith.burst, n)
@@ -195,7 +195,7 @@ func (b *TokenBucket[K]) admit(key K, n int, a *Admission) Result {
 		return impossible(b.Peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: d.next, By: b, state: d.st, unit: c.arith.interval}
+			*a = Admission{N: n, Mark: d.next, By: b, state: d.st, key: d.key, unit: c.arith.interval}
 		}
 	}
 	return c.arith.result(v == admitted, &d)
@@ -210,13 +210,15 @@ type bucketDecision struct {
 	ahead           int64
 	now, base, next int64
 	st              *bucketState // the state decided on
+	key             uint64       // the key's hash, for an Admission
 }
 
 // decide takes n >= 1 tokens for key if they are there, and returns the
 // limit it decided under and its verdict, with the decision in d when
 // admitted or refused.
 func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcra], verdict) {
-	st := b.keys.load(key)
+	h := b.keys.hash(key)
+	st := b.keys.lookup(h)
 	if st == nil {
 		// A request that can never pass must not create the key.
 		if c := b.policy.resolve(key); c.err != nil || n > c.arith.burst {
@@ -229,13 +231,11 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 	// The loop works on locals, and writes d once, when it returns.
 	ahead := d.ahead
 	// The clock is read after the TAT, so that no admission the TAT holds
-	// decided at a later time than now: a first try is never stale. A retry
-	// after a lost CAS reuses now: the TAT it lost to is at least as late,
-	// so the retry is at least as strict, and a refusal then reads the
-	// clock once more (see DESIGN.md, "Stale clock readings").
+	// decided at a later time than now: no try decides on a stale reading
+	// (see DESIGN.md, "Stale clock readings").
 	tat := st.tat.Load()
 	now := b.keys.clock.now()
-	lost, reread := false, false
+	var bo backoff
 	for {
 		if tat < freshTAT {
 			if st = b.settle(key, st, tat); st == nil {
@@ -258,20 +258,17 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 		base := max(tat, now)
 		next := base + int64(n)*g.interval
 		if next-now-g.tau-ahead > 0 {
-			if lost && !reread {
-				reread = true
-				tat, now = st.tat.Load(), b.keys.clock.now()
-				continue
-			}
 			d.now, d.base, d.next = now, base, next
 			return c, refused
 		}
 		if st.tat.CompareAndSwap(tat, next) {
-			d.now, d.base, d.next, d.st = now, base, next, st
+			d.now, d.base, d.next, d.st, d.key = now, base, next, st, h
 			return c, admitted
 		}
-		lost = true
-		tat = st.tat.Load()
+		// Lost to another caller of the key: let it run on, then try
+		// afresh (see backoff).
+		bo.wait()
+		tat, now = st.tat.Load(), b.keys.clock.now()
 	}
 }
 
@@ -369,6 +366,10 @@ func (b *TokenBucket[K]) Stats() Stats { return b.keys.stats() }
 // Len returns the number of keys the bucket tracks.
 func (b *TokenBucket[K]) Len() int { return b.keys.len() }
 
+// Clock returns the clock the bucket reads: WithClock's, or the system
+// clock.
+func (b *TokenBucket[K]) Clock() clock.Clock { return b.keys.clock.timers }
+
 // Close stops the bucket's evictor. The bucket still answers after Close,
 // exactly, but no longer forgets idle keys in the background. It always
 // returns nil.
@@ -383,8 +384,12 @@ func (b *TokenBucket[K]) Close() error {
 // TAT, is given back. Later admissions keep their place, and no interval
 // ever admits more than the limit, however late the refund. After a Reset
 // of the key, or a change to a limit of another Interval, it gives back
-// nothing.
-func (b *TokenBucket[K]) Refund(key K, a Admission) { b.refund(a) }
+// nothing, and so it does for an Admission of another key.
+func (b *TokenBucket[K]) Refund(key K, a Admission) {
+	if b.keys.ofKey(key, a) {
+		b.refund(a)
+	}
+}
 
 // refund is Refund, and returns how far it moved the TAT back, in ns.
 func (b *TokenBucket[K]) refund(a Admission) int64 { return b.refundMoving(a, nil) }

@@ -54,7 +54,7 @@ type timeSource struct {
 func (t *timeSource) init(c clock.Clock) {
 	if c == nil {
 		now := time.Now()
-		t.timers, t.start, t.startUnix = clock.New(), now, now.UnixNano()
+		t.timers, t.start, t.startUnix = systemClock, now, now.UnixNano()
 		return
 	}
 	now := c.Now()

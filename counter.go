@@ -2,6 +2,8 @@ package keylimit
 
 import (
 	"context"
+
+	"github.com/benbjohnson/clock"
 )
 
 // SlidingCounter limits each key to about Limit.Events in any interval of
@@ -105,7 +107,8 @@ func (c *SlidingCounter[K]) Reset(key K) { c.w.reset(key) }
 // Refund gives back the events of a, an Admission the counter made for key,
 // from the count of the window they were admitted in, while that count
 // still weighs: as the current count, or as the previous count in the
-// window after (see Refunder).
+// window after (see Refunder). An Admission of another key gives back
+// nothing.
 func (c *SlidingCounter[K]) Refund(key K, a Admission) { c.w.refund(key, a, c) }
 
 // Stats returns what the counter has counted (see Stats and WithStats).
@@ -113,6 +116,10 @@ func (c *SlidingCounter[K]) Stats() Stats { return c.w.keys.stats() }
 
 // Len returns the number of keys the counter tracks.
 func (c *SlidingCounter[K]) Len() int { return c.w.keys.len() }
+
+// Clock returns the clock the counter reads: WithClock's, or the system
+// clock.
+func (c *SlidingCounter[K]) Clock() clock.Clock { return c.w.keys.clock.timers }
 
 // Close stops the counter's evictor. The counter still answers after Close,
 // exactly, but no longer forgets idle keys in the background. It always
@@ -135,5 +142,5 @@ func (c *SlidingCounter[K]) Wait(ctx context.Context, key K) error { return c.Wa
 // has not begun without counting it now; TokenBucket's WaitN can, and
 // serves waiters first come, first served.
 func (c *SlidingCounter[K]) WaitN(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, c, &c.w.keys.clock, key, n)
+	return waitN[K](ctx, c, c.w.keys.clock.timers, key, n)
 }

@@ -26,6 +26,12 @@
 //	SlidingCounter  about Events in any interval of Period, estimated from two windows (one word a key)
 //	All             several limits on one key, all or nothing: 10 a minute and 500 an hour
 //
+// A rate limit bounds how often a key acts; Concurrency bounds how many of
+// its calls run at once: at most N slots of a key held at once, acquired
+// with TryAcquire or Acquire (waiting, first come, first served) and given
+// back by the Release of the Permit an acquisition returns (a
+// ConcurrencyLimiter, not a Limiter).
+//
 // WithKeyLimit gives keys limits of their own (tiers), resolved when a key
 // is first seen; SetLimit changes a limiter's limit while it runs, and every
 // key keeps what it used, so a change never creates capacity.
@@ -46,9 +52,12 @@
 //     SlidingCounter counts exactly and decides on an estimate.
 //   - Lock-free: for an existing key, Allow reads the clock, loads the key's
 //     state without a lock and makes one compare-and-swap, and a refused call
-//     writes nothing. Two exceptions: a SlidingWindow admits under a per-key
-//     lock, and a call that meets a key while SetLimit moves it to a new
-//     limit yields until the move, a few instructions, is done.
+//     writes nothing. A call whose compare-and-swap another caller of the
+//     key won waits a moment (a few microseconds at most) before it tries
+//     again, so that on a hot key the winner runs on. Two exceptions: a
+//     SlidingWindow admits under a per-key lock, and a call that meets a key
+//     while SetLimit moves it to a new limit yields until the move, a few
+//     instructions, is done.
 //   - Time only moves forward: a limiter decides as at the latest time it
 //     has read, so an injected clock that steps back creates no capacity
 //     and never panics.

@@ -391,21 +391,21 @@ func ExampleAll() {
 	// request 9: allowed=false remaining=0 of 7
 }
 
-// WaitN waits on any Limiter, here a combination made by All, which has no
-// Wait method of its own: 5 a second and 2 a minute on one key.
+// WaitN waits on any Limiter, here a combination made by All: 5 a second
+// and 2 a minute on one key, on the limiters' mock clock.
 func ExampleWaitN() {
 	mock := clock.NewMock()
 	perSecond, _ := keylimit.NewTokenBucket[string](keylimit.PerSecond(5), keylimit.WithClock(mock))
 	perMinute, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
 	lim := keylimit.All[string](perSecond, perMinute)
 
-	fmt.Println(keylimit.WaitN(context.Background(), lim, "partner", 2, mock))
-	fmt.Println(keylimit.WaitN(context.Background(), lim, "partner", 3, mock))
+	fmt.Println(keylimit.WaitN(context.Background(), lim, "partner", 2))
+	fmt.Println(keylimit.WaitN(context.Background(), lim, "partner", 3))
 
 	// The next event is 30 s away; this context gives only 10 s.
 	ctx, cancel := mock.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	fmt.Println(keylimit.WaitN(ctx, lim, "partner", 1, mock))
+	fmt.Println(keylimit.WaitN(ctx, lim, "partner", 1))
 	// Output:
 	// <nil>
 	// keylimit: n exceeds the limit: 3 events can never pass a limit of 2 at once

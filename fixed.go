@@ -1,6 +1,10 @@
 package keylimit
 
-import "context"
+import (
+	"context"
+
+	"github.com/benbjohnson/clock"
+)
 
 // FixedWindow limits each key to Limit.Events per window of Limit.Period.
 // Windows are aligned to multiples of Period since the Unix epoch (a minute
@@ -102,7 +106,7 @@ func (f *FixedWindow[K]) Reset(key K) { f.w.reset(key) }
 // Refund gives back the events of a, an Admission the window made for key,
 // if their window has not ended: it lowers that window's count. Events of a
 // window that has ended are gone already, and are not given back to a later
-// one (see Refunder).
+// one (see Refunder). An Admission of another key gives back nothing.
 func (f *FixedWindow[K]) Refund(key K, a Admission) { f.w.refund(key, a, f) }
 
 // Stats returns what the window has counted (see Stats and WithStats).
@@ -110,6 +114,10 @@ func (f *FixedWindow[K]) Stats() Stats { return f.w.keys.stats() }
 
 // Len returns the number of keys the window tracks.
 func (f *FixedWindow[K]) Len() int { return f.w.keys.len() }
+
+// Clock returns the clock the window reads: WithClock's, or the system
+// clock.
+func (f *FixedWindow[K]) Clock() clock.Clock { return f.w.keys.clock.timers }
 
 // Close stops the window's evictor. The window still answers after Close,
 // exactly, but no longer forgets idle keys in the background. It always
@@ -132,5 +140,5 @@ func (f *FixedWindow[K]) Wait(ctx context.Context, key K) error { return f.WaitN
 // has not begun without counting it now; TokenBucket's WaitN can, and
 // serves waiters first come, first served.
 func (f *FixedWindow[K]) WaitN(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, f, &f.w.keys.clock, key, n)
+	return waitN[K](ctx, f, f.w.keys.clock.timers, key, n)
 }

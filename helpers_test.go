@@ -275,9 +275,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // Checks.
 
-// testAllocs checks that Allow, Take and Peek allocate nothing on a key lim
-// has seen, and that a refused Allow and Take allocate nothing on a key
-// full has refused (full's quota is 1).
+// testAllocs checks that Allow, Take, Peek, and Admit and Refund allocate
+// nothing on a key lim has seen, and that a refused Allow and Take allocate
+// nothing on a key full has refused (full's quota is 1).
 func testAllocs(t *testing.T, lim, full keylimit.Limiter[string]) {
 	t.Helper()
 	key := fmt.Sprintf("user-%d", 42) // not a constant the compiler can place
@@ -285,6 +285,11 @@ func testAllocs(t *testing.T, lim, full keylimit.Limiter[string]) {
 	require.Zero(t, testing.AllocsPerRun(1000, func() { lim.Allow(key) }), "Allow")
 	require.Zero(t, testing.AllocsPerRun(1000, func() { lim.Take(key, 1) }), "Take")
 	require.Zero(t, testing.AllocsPerRun(1000, func() { lim.Peek(key) }), "Peek")
+	r := lim.(keylimit.Refunder[string])
+	require.Zero(t, testing.AllocsPerRun(1000, func() {
+		_, a := r.Admit(key, 1)
+		r.Refund(key, a)
+	}), "Admit and Refund")
 
 	require.True(t, full.Allow(key))
 	require.False(t, full.Allow(key))

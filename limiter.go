@@ -53,10 +53,11 @@ type Admission struct {
 	// its in-process fallback) tells by it whose Admission it holds.
 	By any
 	// What the in-memory limiters check on Refund: the key's state the
-	// events were counted in, the limiter's count of Resets before the
-	// admission, and the unit Mark counts in (a bucket's interval, a
-	// window's period).
+	// events were counted in, the key (its hash, in the limiter's seed),
+	// the limiter's count of Resets before the admission, and the unit Mark
+	// counts in (a bucket's interval, a window's period).
 	state any
+	key   uint64
 	epoch uint64
 	unit  int64
 }
@@ -73,11 +74,13 @@ type Refunder[K comparable] interface {
 	// entries have left the window, or whose tokens have refilled since are
 	// not given back, so that however late the refund, no interval ever
 	// admits more than the limit. A Refund after a change of limit that
-	// moved the key may give back nothing. Refund each Admission at most
-	// once, under the key it was made for: the Redis limiters give nothing
-	// for a second Refund of one, nor for a Refund under another key; an
-	// in-memory limiter may give a second one back from the key's other
-	// admissions, never beyond a full quota.
+	// moved the key may give back nothing, and so does one with an
+	// Admission made for another key (this module's limiters and
+	// redislimit's check it). Refund each Admission at most once: an
+	// in-memory limiter cannot tell a second Refund of it from the first,
+	// and gives back again what the key's later admissions hold (at most
+	// the quota), as if the events of a request that did happen had not; a
+	// Redis limiter gives nothing for a second Refund.
 	Refund(key K, a Admission)
 }
 
@@ -97,4 +100,9 @@ var (
 	_ Refunder[string] = (*FixedWindow[string])(nil)
 	_ Refunder[string] = (*SlidingWindow[string])(nil)
 	_ Refunder[string] = (*SlidingCounter[string])(nil)
+
+	_ Clocked = (*TokenBucket[string])(nil)
+	_ Clocked = (*FixedWindow[string])(nil)
+	_ Clocked = (*SlidingWindow[string])(nil)
+	_ Clocked = (*SlidingCounter[string])(nil)
 )

@@ -30,6 +30,8 @@ type options struct {
 	stats      bool // WithStats
 	logger     *slog.Logger
 	err        error // the first invalid option, reported by the constructor
+
+	maxHold time.Duration // WithMaxHold: a Concurrency's only
 }
 
 func (o *options) fail(err error) {
@@ -38,7 +40,17 @@ func (o *options) fail(err error) {
 	}
 }
 
+// buildOptions is a rate limiter's options: every option but WithMaxHold.
 func buildOptions(opts []Option) (options, error) {
+	o := applyOptions(opts)
+	if o.maxHold != 0 {
+		o.fail(errors.New("keylimit: WithMaxHold is an option of a Concurrency: a rate limiter holds nothing"))
+	}
+	return o, o.err
+}
+
+// applyOptions applies opts; o.err holds the first invalid one's error.
+func applyOptions(opts []Option) options {
 	var o options
 	for _, opt := range opts {
 		if opt == nil {
@@ -46,15 +58,18 @@ func buildOptions(opts []Option) (options, error) {
 		}
 		opt.apply(&o)
 	}
-	return o, o.err
+	return o
 }
 
 // WithLogger makes the limiter log through l what an operator must know,
 // once per event and never per request: today, that its key cap
 // (WithMaxKeys) has begun to leave new keys untracked, and that it has room
 // again; at most one such start a minute (of the limiter's clock), the next
-// counting those left out. Without it, the limiter logs through
-// slog.Default(), as it is when the line is written.
+// counting those left out; and for a Concurrency, that slots held past its
+// longest hold (WithMaxHold) were taken back, the first time and then at
+// most once a minute, with the slots taken back since the line before.
+// Without it, the limiter logs through slog.Default(), as it is when the
+// line is written.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(o *options) {
 		if l == nil {

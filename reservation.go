@@ -50,7 +50,7 @@ func (b *TokenBucket[K]) ReserveN(key K, n int, maxDelay time.Duration) *Reserva
 	}
 	d := bucketDecision{ahead: min(int64(maxDelay), int64(maxSpan))}
 	c, v := b.decide(key, n, &d)
-	b.keys.admits(v)
+	b.keys.counts.admits(v, b.keys.overflow)
 	switch v {
 	case untracked:
 		r.res = b.keys.untracked(c.arith.burst, n)
@@ -62,7 +62,7 @@ func (b *TokenBucket[K]) ReserveN(key K, n int, maxDelay time.Duration) *Reserva
 	default:
 		r.ok = true
 		r.at = d.next - c.arith.tau
-		r.adm = Admission{N: n, Mark: d.next, By: b, state: d.st, unit: c.arith.interval}
+		r.adm = Admission{N: n, Mark: d.next, By: b, state: d.st, key: d.key, unit: c.arith.interval}
 		r.res = c.arith.allowed(d.now, d.next)
 	}
 	return r
@@ -143,7 +143,7 @@ func (b *TokenBucket[K]) waitQueued(ctx context.Context, key K, n int) error {
 	if n > 0 {
 		var d bucketDecision
 		if _, v := b.decide(key, n, &d); v == admitted {
-			b.keys.counts.count(v, true)
+			b.keys.counts.admits(v, b.keys.overflow)
 			return nil
 		}
 	}
@@ -165,7 +165,7 @@ func (b *TokenBucket[K]) waitQueued(ctx context.Context, key K, n int) error {
 			return fmt.Errorf("%w: %s can never pass a limit of %d at once", ErrExceedsLimit, events(n), res.Limit)
 		case res.Untracked:
 			// The key cap left no place: wait as for any limiter.
-			return waitN[K](ctx, b, ts, key, n)
+			return waitN[K](ctx, b, ts.timers, key, n)
 		}
 		return &deadlineError{n: n, wait: res.RetryAfter, left: max(maxDelay, 0)}
 	}

@@ -106,9 +106,16 @@ func hashHash(h, seed uint64) uint64 { return h ^ seed }
 
 func (s *shard[K, S]) hash(key K) uint64 { return maphash.Comparable(s.seed, key) }
 
+// ofKey reports whether a is an Admission made for key (see Admission.key):
+// a Refund gives back nothing of another key's.
+func (s *shard[K, S]) ofKey(key K, a Admission) bool { return a.key == s.hash(key) }
+
 // load returns the state of key, or nil. Lock-free.
-func (s *shard[K, S]) load(key K) *S {
-	p, _ := s.m.Load(s.hash(key))
+func (s *shard[K, S]) load(key K) *S { return s.lookup(s.hash(key)) }
+
+// lookup returns the state of the key whose hash is h, or nil. Lock-free.
+func (s *shard[K, S]) lookup(h uint64) *S {
+	p, _ := s.m.Load(h)
 	return p
 }
 
@@ -224,18 +231,6 @@ func (s *shard[K, S]) reset(key K) {
 		s.hooks.retire(p)
 		s.remove(h, p)
 	}
-}
-
-// admits reports whether a decision with verdict v admits, and counts it
-// (see Stats). The hot path writes it out (a generic method is not inlined
-// into a generic caller, and this costs one call, a fifth of an Allow):
-//
-//	ok := v == admitted || v == untracked && s.overflow == admitUntracked
-//	s.counts.count(v, ok)
-func (s *shard[K, S]) admits(v verdict) bool {
-	ok := v == admitted || v == untracked && s.overflow == admitUntracked
-	s.counts.count(v, ok)
-	return ok
 }
 
 // len is the number of keys tracked.

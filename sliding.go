@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // MaxSlidingWindowEvents is the largest Limit.Events a SlidingWindow accepts:
@@ -169,9 +171,7 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 	}
 	var d slidingDecision
 	_, v := s.decide(key, n, &d)
-	ok := v == admitted || v == untracked && s.keys.overflow == admitUntracked // keys.admits, inlined
-	s.keys.counts.count(v, ok)
-	return ok
+	return s.keys.counts.admits(v, s.keys.overflow)
 }
 
 // Take records n events for key if all n fit in the window, and reports the
@@ -200,7 +200,7 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission) Result {
 	}
 	d := slidingDecision{report: true}
 	c, v := s.decide(key, n, &d)
-	s.keys.admits(v)
+	s.keys.counts.admits(v, s.keys.overflow)
 	switch v {
 	case untracked:
 		return s.keys.untracked(c.arith.events, n)
@@ -208,7 +208,7 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission) Result {
 		return impossible(s.Peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: d.t, By: s, state: d.st, epoch: epoch}
+			*a = Admission{N: n, Mark: d.t, By: s, state: d.st, key: d.key, epoch: epoch}
 		}
 	}
 	return c.arith.result(d)
@@ -284,15 +284,17 @@ type slidingDecision struct {
 	leave int64
 	// count is how many entries are in the window at t, after the decision.
 	count int
-	// st is the state that recorded an admission.
-	st *slidingState
+	// st is the state that recorded an admission; key, the key's hash.
+	st  *slidingState
+	key uint64
 }
 
 // decide records n >= 1 events for key if they fit, and returns the limit
 // it decided under and its verdict, with the decision in d when admitted or
 // refused.
 func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[slidingRules], verdict) {
-	st := s.keys.load(key)
+	h := s.keys.hash(key)
+	st := s.keys.lookup(h)
 	if st == nil {
 		// A request that can never pass must not create the key.
 		if c := s.policy.resolve(key); c.err != nil || n > c.arith.events {
@@ -325,9 +327,16 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 			return c, never
 		}
 		// A refusal needs no lock: a consistent snapshot that refuses is
-		// the state at one instant of this call. Only an admission locks.
-		if r.judgeSnapshot(st, now, n, d) && !d.ok {
-			return c, refused
+		// the state at one instant of this call. Only an admission locks,
+		// and decides again only if a writer ran since its snapshot: with
+		// seq and pos as they were (every writer changes one), the state is
+		// the one the snapshot judged.
+		seq, snap, ok := st.snapshot()
+		if ok {
+			r.judge(st, snap, now, n, d)
+			if ok = st.unchanged(seq); ok && !d.ok {
+				return c, refused
+			}
 		}
 		st.mu.Lock()
 		pos := st.pos.Load()
@@ -337,7 +346,9 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 			now = s.keys.clock.now()
 			continue
 		}
-		r.judge(st, pos, now, n, d)
+		if !ok || pos != snap || !st.unchanged(seq) {
+			r.judge(st, pos, now, n, d)
+		}
 		if d.ok {
 			st.append(pos, d.t, n)
 		}
@@ -347,7 +358,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 		}
 		d.count += n
 		d.newest = d.t
-		d.st = st
+		d.st, d.key = st, h
 		return c, admitted
 	}
 }
@@ -545,10 +556,11 @@ func (s *SlidingWindow[K]) Reset(key K) { resetKey(s.keys, key, (*slidingState).
 // (entries pushed out of the log had left the window, and count for
 // nothing). Other admissions keep theirs, and no interval ever admits more
 // than the limit, however late the refund. After a Reset of the key it
-// gives back nothing (see Refunder).
+// gives back nothing (see Refunder), and so it does for an Admission of
+// another key.
 func (s *SlidingWindow[K]) Refund(key K, a Admission) {
 	st, ok := a.state.(*slidingState)
-	if !ok || a.N <= 0 || a.By != s {
+	if !ok || a.N <= 0 || a.By != s || !s.keys.ofKey(key, a) {
 		return
 	}
 	for !st.refund(a.Mark, a.N) {
@@ -621,6 +633,10 @@ func (s *SlidingWindow[K]) Stats() Stats { return s.keys.stats() }
 // Len returns the number of keys the window tracks.
 func (s *SlidingWindow[K]) Len() int { return s.keys.len() }
 
+// Clock returns the clock the window reads: WithClock's, or the system
+// clock.
+func (s *SlidingWindow[K]) Clock() clock.Clock { return s.keys.clock.timers }
+
 // Close stops the window's evictor. The window still answers after Close,
 // exactly, but no longer forgets idle keys in the background. It always
 // returns nil.
@@ -642,5 +658,5 @@ func (s *SlidingWindow[K]) Wait(ctx context.Context, key K) error { return s.Wai
 // without recording it now; TokenBucket's WaitN can, and serves waiters
 // first come, first served.
 func (s *SlidingWindow[K]) WaitN(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, s, &s.keys.clock, key, n)
+	return waitN[K](ctx, s, s.keys.clock.timers, key, n)
 }

@@ -33,7 +33,9 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 	st.mu.Unlock()
 	require.False(t, st.unchanged(seq), "a read during which an admission landed: reported itself consistent")
 	seq, _, _ = st.snapshot()
-	s.Refund("k", Admission{N: 1, Mark: adm.Mark, By: s, state: adm.state})
+	one := adm
+	one.N = 1
+	s.Refund("k", one)
 	require.False(t, st.unchanged(seq), "a read during which a Refund landed: reported itself consistent")
 	s.Allow("k")
 

@@ -38,34 +38,51 @@ func events(n int) string {
 	return fmt.Sprintf("%d events", n)
 }
 
-// taker is what waitN needs of a limiter.
-type taker[K comparable] interface {
-	Take(key K, n int) Result
-}
-
-// WaitN blocks until lim admits n events for key, and takes them: the WaitN
-// method of this module's limiters, for anything with their Take method,
-// such as a combination made by All or a view of your own. It sleeps on the
-// timers of c, which should be the clock lim reads (WithClock); nil means
-// the system clock. A lim with a WaitN method of its own (a TokenBucket,
-// which serves waiters first come, first served) waits by it instead; one
-// with a TakeContext method (ContextLimiter) is asked under ctx.
+// WaitN blocks until lim admits n events for key, and takes them. A lim
+// with a WaitN method of its own waits by it: every limiter of this module
+// and of redislimit has one (a TokenBucket serves waiters first come, first
+// served), and so has a combination made by All. Any other lim, such as a
+// view of your own with only a Take method, is polled: asked (under ctx if
+// it has a TakeContext method, as a ContextLimiter has), and when refused,
+// asked again after the Result's RetryAfter, slept on lim's clock if it is
+// Clocked and on the system clock otherwise. Under contention such a waiter
+// may sleep more than once.
 //
 // Like the methods, it fails at once, taking nothing, if n can never pass
 // (ErrExceedsLimit) or if the wait would outlast ctx's deadline
 // (ErrWouldExceedDeadline), and returns ctx's error, wrapped, if ctx ends
-// first. Otherwise it asks, sleeps for the Result's RetryAfter and asks
-// again, so under contention a waiter may sleep more than once.
-func WaitN[K comparable](ctx context.Context, lim interface{ Take(key K, n int) Result }, key K, n int, c clock.Clock) error {
+// first.
+func WaitN[K comparable](ctx context.Context, lim interface{ Take(key K, n int) Result }, key K, n int) error {
 	if w, ok := lim.(interface {
 		WaitN(ctx context.Context, key K, n int) error
 	}); ok {
 		return w.WaitN(ctx, key, n)
 	}
-	if c == nil {
-		c = clock.New()
+	return waitN[K](ctx, lim, clockOf(lim), key, n)
+}
+
+// Clocked is a limiter that reads time from a clock of its own, such as
+// one made WithClock. WaitN, when it polls such a limiter, sleeps on the
+// timers of that clock and measures the context's deadline by it. Every
+// limiter of this module is Clocked, and so is a combination made by All.
+type Clocked interface {
+	// Clock returns the clock the limiter reads; nil means the system
+	// clock.
+	Clock() clock.Clock
+}
+
+// systemClock is the system's clock, for limiters that are not Clocked.
+var systemClock = clock.New()
+
+// clockOf returns the clock l reads: its own if it is Clocked, else the
+// system clock.
+func clockOf(l any) clock.Clock {
+	if c, ok := l.(Clocked); ok {
+		if clk := c.Clock(); clk != nil {
+			return clk
+		}
 	}
-	return waitN[K](ctx, lim, &timeSource{timers: c}, key, n)
+	return systemClock
 }
 
 // waitN is WaitN for the window types, and for any limiter. It does not
@@ -73,12 +90,14 @@ func WaitN[K comparable](ctx context.Context, lim interface{ Take(key K, n int) 
 // a wait that fails or is cancelled has taken nothing. Under contention a
 // waiter may be refused again after its sleep (another caller took the
 // capacity); it then sleeps again.
-func waitN[K comparable](ctx context.Context, lim taker[K], ts *timeSource, key K, n int) error {
+func waitN[K comparable](ctx context.Context, lim taker[K], timers clock.Clock, key K, n int) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("keylimit: wait for %s: %w", events(n), err)
 		}
-		r := take(ctx, lim, key, n)
+		// A failure policy's answer is as good as a decision here: its
+		// error is not the wait's.
+		r, _ := takeContext(ctx, lim, key, n)
 		if r.Allowed {
 			return nil
 		}
@@ -89,32 +108,19 @@ func waitN[K comparable](ctx context.Context, lim taker[K], ts *timeSource, key 
 			return fmt.Errorf("%w: %s can never pass a limit of %d at once", ErrExceedsLimit, events(n), r.Limit)
 		}
 		if deadline, ok := ctx.Deadline(); ok {
-			if left := deadline.Sub(ts.timers.Now()); r.RetryAfter > left {
+			if left := deadline.Sub(timers.Now()); r.RetryAfter > left {
 				return &deadlineError{n: n, wait: r.RetryAfter, left: max(left, 0)}
 			}
 		}
-		if err := sleep(ctx, ts, r.RetryAfter); err != nil {
+		if err := sleep(ctx, timers, r.RetryAfter); err != nil {
 			return fmt.Errorf("keylimit: wait for %s: %w", events(n), err)
 		}
 	}
 }
 
-// take asks lim for n events of key, under ctx if lim takes one. A failure
-// policy's answer is as good as a decision here: its error is not the
-// wait's.
-func take[K comparable](ctx context.Context, lim taker[K], key K, n int) Result {
-	if c, ok := lim.(interface {
-		TakeContext(ctx context.Context, key K, n int) (Result, error)
-	}); ok {
-		r, _ := c.TakeContext(ctx, key, n)
-		return r
-	}
-	return lim.Take(key, n)
-}
-
-// sleep waits d on the limiter's clock, or until ctx ends.
-func sleep(ctx context.Context, ts *timeSource, d time.Duration) error {
-	t := ts.timers.Timer(d)
+// sleep waits d on the timers of the limiter's clock, or until ctx ends.
+func sleep(ctx context.Context, timers clock.Clock, d time.Duration) error {
+	t := timers.Timer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -106,9 +106,9 @@ func TestWaitCancelledTakesNothing(t *testing.T) {
 	}
 }
 
-// TestWaitNOnAll waits on a combination, which has no Wait method of its own:
-// 1/s and 2/min on one key. The second event waits for the per-second limit,
-// the third for the per-minute one.
+// TestWaitNOnAll waits on a combination, 1/s and 2/min on one key, by its
+// WaitN, which sleeps on its limiters' mock clock. The second event waits
+// for the per-second limit, the third for the per-minute one.
 func TestWaitNOnAll(t *testing.T) {
 	mock := clock.NewMock()
 	bs := bucketsOn(t, keylimit.WithClock(mock), keylimit.PerSecond(1), keylimit.PerMinute(2))
@@ -116,12 +116,12 @@ func TestWaitNOnAll(t *testing.T) {
 	t0 := mock.Now()
 	ctx := context.Background()
 
-	require.NoError(t, keylimit.WaitN(ctx, lim, "k", 1, mock))
+	require.NoError(t, keylimit.WaitN(ctx, lim, "k", 1))
 	require.Equal(t, t0, mock.Now(), "no wait while both admit")
 
 	done := make(chan struct{})
 	var err error
-	go func() { defer close(done); err = keylimit.WaitN(ctx, lim, "k", 1, mock) }()
+	go func() { defer close(done); err = keylimit.WaitN(ctx, lim, "k", 1) }()
 	advanceUntil(t, mock, 100*ms, done)
 	require.NoError(t, err)
 	require.Equal(t, 1*s, mock.Now().Sub(t0), "the second event waits for the 1/s limit")
@@ -131,24 +131,49 @@ func TestWaitNOnAll(t *testing.T) {
 	// at once, taking nothing from either limiter.
 	dctx, cancel := mock.WithTimeout(ctx, 10*s)
 	defer cancel()
-	err = keylimit.WaitN(dctx, lim, "k", 1, mock)
+	err = keylimit.WaitN(dctx, lim, "k", 1)
 	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
 	require.ErrorContains(t, err, "waiting 29s for 1 event would outlast the context deadline, 10s away")
 	require.Equal(t, 1*s, mock.Now().Sub(t0), "a wait that fails at once does not sleep")
 	mock.Add(29 * s)
 	require.True(t, lim.Allow("k"), "the failed wait took nothing: the token is there at 30 s")
 
-	require.ErrorIs(t, keylimit.WaitN(ctx, lim, "k", 3, mock), keylimit.ErrExceedsLimit)
+	require.ErrorIs(t, keylimit.WaitN(ctx, lim, "k", 3), keylimit.ErrExceedsLimit)
 }
 
-// TestWaitNSystemClock: a nil clock is the system clock.
-func TestWaitNSystemClock(t *testing.T) {
-	lim := tokenBucket.make(t, keylimit.Per(1, 20*time.Millisecond))
+// TestWaitNPolls: a limiter without a WaitN of its own, a view with only
+// Take, is polled on the system clock; one that is Clocked, on its clock.
+func TestWaitNPolls(t *testing.T) {
+	lim := build(t, keylimit.NewTokenBucket[string], keylimit.Per(1, 20*time.Millisecond))
 	require.True(t, lim.Allow("k"))
 	start := time.Now()
-	require.NoError(t, keylimit.WaitN(context.Background(), keylimit.Limiter[string](lim), "k", 1, nil))
+	require.NoError(t, keylimit.WaitN[string](context.Background(), takeOnly{lim}, "k", 1))
 	require.GreaterOrEqual(t, time.Since(start), 15*time.Millisecond, "the wait slept until the token came back")
+
+	mock := clock.NewMock()
+	lim = build(t, keylimit.NewTokenBucket[string], keylimit.PerSecond(1), keylimit.WithClock(mock))
+	require.True(t, lim.Allow("k"))
+	t0 := mock.Now()
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		err = keylimit.WaitN[string](context.Background(), clockedTakeOnly{takeOnly{lim}}, "k", 1)
+	}()
+	advanceUntil(t, mock, 100*ms, done)
+	require.NoError(t, err)
+	require.Equal(t, 1*s, mock.Now().Sub(t0), "the wait slept on the view's mock clock until the token came back")
 }
+
+// takeOnly is a view of a limiter with its Take method only.
+type takeOnly struct{ lim keylimit.Limiter[string] }
+
+func (v takeOnly) Take(key string, n int) keylimit.Result { return v.lim.Take(key, n) }
+
+// clockedTakeOnly is takeOnly, Clocked by the limiter's clock.
+type clockedTakeOnly struct{ takeOnly }
+
+func (v clockedTakeOnly) Clock() clock.Clock { return v.lim.(keylimit.Clocked).Clock() }
 
 // countingClock is a mock clock that counts the timers made on it: each
 // sleep of a wait is one timer.

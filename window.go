@@ -177,6 +177,7 @@ type windowDecision struct {
 	view windowView
 	n    uint64
 	st   *windowState // the state decided on
+	key  uint64       // the key's hash, for an Admission
 }
 
 // result reports d as a Result.
@@ -371,7 +372,8 @@ func initWindowLimiter[K comparable, T any](w *windowLimiter[K], owner *T, l Lim
 // decided under and its verdict, with the decision in d when admitted or
 // refused.
 func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[windowRules], verdict) {
-	st := w.keys.load(key)
+	h := w.keys.hash(key)
+	st := w.keys.lookup(h)
 	if st == nil {
 		// A request that can never pass must not create the key.
 		if c := w.policy.resolve(key); c.err != nil || uint64(n) > c.arith.events {
@@ -384,14 +386,11 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		return w.policy.resolve(key), untracked
 	}
 	// The clock is read after the word, so that no admission the word
-	// holds decided at a later time than d.now: a first try is never stale.
-	// A retry after a lost CAS reuses d.now: a word a later caller wrote is
-	// judged at an earlier time, which can only be stricter (a window that
-	// has begun since is still the word's window, see windowGrid.current),
-	// and a refusal then reads the clock once more.
+	// holds decided at a later time than d.now: no try decides on a stale
+	// reading (see DESIGN.md, "Stale clock readings").
 	old := st.word.Load()
 	d.now = w.keys.clock.now()
-	lost, reread := false, false
+	var bo backoff
 	for {
 		c := st.cfg
 		if old >= movedWord || c.stale() {
@@ -406,35 +405,26 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		if c.err != nil || d.n > r.events {
 			return c, never
 		}
-		if last := old >> r.wshift; !r.sliding && last != 0 && d.now < r.grid.end(last) {
+		var next uint64
+		if last, cur := old>>r.wshift, old&(1<<r.shift-1); !r.sliding && last != 0 && d.now < r.grid.end(last) && cur+d.n <= r.events {
 			// A FixedWindow in its word's own window, the common case: the
 			// count is the word's low bits, and an admission adds to them.
-			if cur := old & (1<<r.shift - 1); cur+d.n <= r.events {
-				if st.word.CompareAndSwap(old, old+d.n) {
-					d.view, d.st = windowView{w: last, cur: cur + d.n}, st
-					return c, admitted
-				}
-				lost = true
-				old = st.word.Load()
-				continue
+			next, d.view = old+d.n, windowView{w: last, cur: cur + d.n}
+		} else {
+			if d.view = r.at(old, d.now); !r.fits(d.view, d.n) {
+				return c, refused
 			}
+			d.view.cur += d.n
+			next = r.pack(d.view)
 		}
-		d.view = r.at(old, d.now)
-		if !r.fits(d.view, d.n) {
-			if lost && !reread {
-				reread = true
-				old, d.now = st.word.Load(), w.keys.clock.now()
-				continue
-			}
-			return c, refused
-		}
-		d.view.cur += d.n
-		if st.word.CompareAndSwap(old, r.pack(d.view)) {
-			d.st = st
+		if st.word.CompareAndSwap(old, next) {
+			d.st, d.key = st, h
 			return c, admitted
 		}
-		lost = true
-		old = st.word.Load()
+		// Lost to another caller of the key: let it run on, then try
+		// afresh (see backoff).
+		bo.wait()
+		old, d.now = st.word.Load(), w.keys.clock.now()
 	}
 }
 
@@ -459,9 +449,7 @@ func (w *windowLimiter[K]) allowN(key K, n int) bool {
 	}
 	var d windowDecision
 	_, v := w.decide(key, n, &d)
-	ok := v == admitted || v == untracked && w.keys.overflow == admitUntracked // keys.admits, inlined
-	w.keys.counts.count(v, ok)
-	return ok
+	return w.keys.counts.admits(v, w.keys.overflow)
 }
 
 // admit is Take for both types, and when a is not nil and the events are
@@ -476,7 +464,7 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission, by any) Result {
 	}
 	var d windowDecision
 	c, v := w.decide(key, n, &d)
-	w.keys.admits(v)
+	w.keys.counts.admits(v, w.keys.overflow)
 	switch v {
 	case untracked:
 		return w.keys.untracked(int(c.arith.events), n)
@@ -484,7 +472,7 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission, by any) Result {
 		return impossible(w.peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: int64(d.view.w), By: by, state: d.st, epoch: epoch, unit: c.arith.grid.period}
+			*a = Admission{N: n, Mark: int64(d.view.w), By: by, state: d.st, key: d.key, epoch: epoch, unit: c.arith.grid.period}
 		}
 	}
 	return c.arith.result(v == admitted, &d)
@@ -528,10 +516,11 @@ func (w *windowLimiter[K]) observe(key K) (uint64, *keyConfig[windowRules]) {
 
 // refund gives back what a, an Admission for key, still holds (see Refund).
 // It follows the key to the state a change of limit moved it to, if the
-// windows are the same and no Reset came between.
+// windows are the same and no Reset came between. An Admission of another
+// key gives back nothing.
 func (w *windowLimiter[K]) refund(key K, a Admission, by any) {
 	st, ok := a.state.(*windowState)
-	if !ok || a.N <= 0 || a.By != by {
+	if !ok || a.N <= 0 || a.By != by || !w.keys.ofKey(key, a) {
 		return
 	}
 	for {

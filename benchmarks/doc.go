@@ -10,7 +10,10 @@
 //   - memory: HeapPerKey and HeapPerKeyOnceIdle, the heap each contender
 //     keeps per key, and what is left once the keys go idle (BenchmarkMemory);
 //   - Redis: BenchmarkRedis, redislimit beside github.com/go-redis/redis_rate
-//     on a redis-server the benchmark starts.
+//     on a redis-server the benchmark starts;
+//   - concurrency limits: BenchmarkAcquireRelease, keylimit's Concurrency
+//     beside golang.org/x/sync/semaphore per key and a buffered channel per
+//     key (Semaphore, SemaphoreContenders).
 //
 // It is its own module so that no library module of keylimit depends on the
 // limiters it is compared with. report.sh runs all of it, has benchstat

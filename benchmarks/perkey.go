@@ -8,7 +8,8 @@ import (
 )
 
 // x/time/rate and juju/ratelimit limit one stream of events; users make them
-// per-key by keeping one limiter per key in a map. These are the two ways
+// per-key by keeping one limiter per key in a map (and so do the semaphores
+// of semaphore.go). These are the two ways
 // that is usually written: a sync.Map, or a map behind a sync.RWMutex. Both
 // look up without an exclusive lock and create on a miss without ever
 // creating two limiters for one key. Neither ever forgets a key: eviction is
@@ -21,12 +22,15 @@ type syncMapPerKey[L any] struct {
 	allow func(L) bool
 }
 
-func (p *syncMapPerKey[L]) Allow(key string) bool {
+func (p *syncMapPerKey[L]) Allow(key string) bool { return p.allow(p.get(key)) }
+
+// get returns key's L, made on a miss.
+func (p *syncMapPerKey[L]) get(key string) L {
 	v, ok := p.m.Load(key)
 	if !ok {
 		v, _ = p.m.LoadOrStore(key, p.newL())
 	}
-	return p.allow(v.(L))
+	return v.(L)
 }
 
 // rwMapPerKey keeps one L per key in a map behind an RWMutex.
@@ -37,7 +41,10 @@ type rwMapPerKey[L any] struct {
 	allow func(L) bool
 }
 
-func (p *rwMapPerKey[L]) Allow(key string) bool {
+func (p *rwMapPerKey[L]) Allow(key string) bool { return p.allow(p.get(key)) }
+
+// get returns key's L, made on a miss.
+func (p *rwMapPerKey[L]) get(key string) L {
 	p.mu.RLock()
 	l, ok := p.m[key]
 	p.mu.RUnlock()
@@ -49,7 +56,7 @@ func (p *rwMapPerKey[L]) Allow(key string) bool {
 		}
 		p.mu.Unlock()
 	}
-	return p.allow(l)
+	return l
 }
 
 // perKeyContenders returns the sync.Map and the RWMutex contender of one

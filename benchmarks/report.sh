@@ -38,6 +38,7 @@ trap 'rm -rf "$tmp"' EXIT
 allow="go test -run '^\$' -bench '^BenchmarkAllow(Refused)?\$' -benchtime=$BENCHTIME -cpu=$CPU -count=$COUNT -timeout=0$short ."
 memory="go test -run '^\$' -bench '^BenchmarkMemory\$' -benchtime=${KEYS}x -count=$MEMCOUNT -timeout=0 ."
 redis="go test -run '^\$' -bench '^BenchmarkRedis\$' -benchtime=$BENCHTIME -count=$COUNT -timeout=0 ."
+semaphore="go test -run '^\$' -bench '^BenchmarkAcquireRelease\$' -benchtime=$BENCHTIME -count=$COUNT -timeout=0 ."
 contention="go test -run '^TestHotKeyContention\$' -count=1 -v -timeout=0 .$full"
 stat="go tool benchstat -format csv"
 
@@ -49,9 +50,10 @@ run() { # run NAME COMMAND: runs COMMAND, its output to $tmp/NAME.txt
 run allow "$allow"
 run memory "$memory"
 run redis "$redis"
+run semaphore "$semaphore"
 run contention "$contention"
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-for f in allow memory redis; do
+for f in allow memory redis semaphore; do
 	$stat "$tmp/$f.txt" >"$tmp/$f.csv" 2>/dev/null
 done
 
@@ -184,6 +186,7 @@ Run from \`benchmarks/\`; benchstat reads each output file:
 $allow
 $memory
 $redis
+$semaphore
 $contention
 $stat <output of each benchmark command>
 \`\`\`
@@ -214,6 +217,15 @@ $(pivot AllowRefused allocs/op "$strip" <"$tmp/allow.csv")
 ### The share of calls admitted (admitted/op), BenchmarkAllow
 
 $(pivot Allow admitted/op "$strip" <"$tmp/allow.csv")
+
+## Concurrency limits: one slot acquired and released
+
+BenchmarkAcquireRelease, the median of $COUNT runs: keylimit's \`Concurrency\` beside what a Go
+program writes without it (\`NOTES.md\` says what each is), 64 slots a key so that no call
+waits, on keys the semaphore holds already. *serial* is one goroutine, *parallel*
+\`b.RunParallel\`.
+
+$(pivot AcquireRelease sec/op 1 <"$tmp/semaphore.csv")
 
 ## Exactness: one hot key, many goroutines
 

@@ -154,7 +154,7 @@ func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (
 	// pause that began meanwhile, keeping the token.
 	err = c.waitPause(ctx, key, clk)
 	if err == nil && c.Limiter != nil {
-		err = keylimit.WaitN(ctx, c.Limiter, key, 1, clk)
+		err = keylimit.WaitN(ctx, c.Limiter, key, 1)
 	}
 	if err == nil {
 		err = c.waitPause(ctx, key, clk)
@@ -170,13 +170,16 @@ func (c *Client) waitPause(ctx context.Context, key string, clk clock.Clock) err
 	if c.pausedUntil(key, clk.Now()).IsZero() {
 		return nil
 	}
-	return keylimit.WaitN[string](ctx, pauseGate{c}, key, 1, clk)
+	return keylimit.WaitN[string](ctx, pauseGate{c}, key, 1)
 }
 
 // pauseGate is what a call waits on for the server's pause: it refuses
 // while the pause on the key lasts, for as long as it has left, so that
-// keylimit.WaitN sleeps it out under the call's deadline.
+// keylimit.WaitN sleeps it out under the call's deadline, on the Client's
+// clock.
 type pauseGate struct{ c *Client }
+
+func (g pauseGate) Clock() clock.Clock { return g.c.clock() }
 
 func (g pauseGate) Take(key string, _ int) keylimit.Result {
 	now := g.c.clock().Now()

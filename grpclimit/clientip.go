@@ -60,7 +60,7 @@ func (c ClientIP) Key(ctx context.Context, _ string) (string, error) {
 		return "", errNoPeer
 	}
 	if !forwarded.ValidPrefix(c.IPv6Prefix) {
-		return "", fmt.Errorf("grpclimit: %sClientIP.IPv6Prefix %d is not between 1 and 128", wasHTTP, c.IPv6Prefix)
+		return "", fmt.Errorf("grpclimit: ClientIP.IPv6Prefix %d is not between 1 and 128", c.IPv6Prefix)
 	}
 	a, err := c.addr(ctx, p.Addr)
 	if err != nil {
@@ -83,7 +83,7 @@ func (c ClientIP) Addr(ctx context.Context) (netip.Addr, error) {
 func (c ClientIP) addr(ctx context.Context, p net.Addr) (netip.Addr, error) {
 	from, ok := peerAddr(p)
 	if !ok {
-		return netip.Addr{}, fmt.Errorf("grpclimit: %scannot tell the client's address: RemoteAddr %s is not an IP address and port", wasHTTP, bounded.Quote(p.String()))
+		return netip.Addr{}, fmt.Errorf("grpclimit: cannot tell the client's address: RemoteAddr %s is not an IP address and port", bounded.Quote(p.String()))
 	}
 	if !forwarded.Trusted(from, c.TrustedProxies) {
 		return from, nil
@@ -95,7 +95,7 @@ func (c ClientIP) addr(ctx context.Context, p net.Addr) (netip.Addr, error) {
 	}
 	a, err := forwarded.Client(from, metadata.ValueFromIncomingContext(ctx, key), name, name == "Forwarded", c.TrustedProxies)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("grpclimit: %w: %w", clientIPNoKey, err)
+		return netip.Addr{}, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
 	return a, nil
 }

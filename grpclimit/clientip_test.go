@@ -48,7 +48,7 @@ func TestClientIPKeys(t *testing.T) {
 			[]string{"x-forwarded-for", "fe80::7%eth1"}, "fe80::7%eth1", codes.OK},
 		{"not an address", grpclimit.ClientIP{TrustedProxies: loopback},
 			[]string{"x-forwarded-for", "203.0.113.7, unknown"},
-			`grpclimit: httplimit: the request carries no key: cannot tell the client's address: X-Forwarded-For entry "unknown" is not an IP address`,
+			`grpclimit: the call carries no key: cannot tell the client's address: X-Forwarded-For entry "unknown" is not an IP address`,
 			codes.InvalidArgument},
 		{"a prefix out of range", grpclimit.ClientIP{IPv6Prefix: 129}, nil,
 			"grpclimit: the server cannot decide the call's rate limit", codes.Internal},
@@ -98,7 +98,7 @@ func TestClientIPWithoutAnIPPeer(t *testing.T) {
 	require.Equal(t, codes.Internal, b.check(context.Background()).code())
 	mu.Lock()
 	defer mu.Unlock()
-	require.EqualError(t, got, `grpclimit: httplimit: cannot tell the client's address: RemoteAddr "bufconn" is not an IP address and port`)
+	require.EqualError(t, got, `grpclimit: cannot tell the client's address: RemoteAddr "bufconn" is not an IP address and port`)
 	require.NotErrorIs(t, got, grpclimit.ErrNoKey)
 
 	_, err := grpclimit.ClientIP{}.Key(context.Background(), checkMethod)

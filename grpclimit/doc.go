@@ -29,13 +29,18 @@
 // google.rpc.RetryInfo detail carrying the delay after which it can pass
 // (RetryDelay reads it), the convention of Google APIs and gRPC clients.
 // The trailer metadata grpc-retry-pushback-ms carries the same delay in
-// milliseconds, which gRPC's own retry policy obeys. A call whose key the
+// milliseconds. A refused call sends no header metadata, so that it is a
+// Trailers-Only answer: the only refusal gRPC's own retry policy retries
+// (grpc-go retries none once headers have come), and it does, after the
+// pushback, for a client whose service config has a retryPolicy with
+// RESOURCE_EXHAUSTED among its retryableStatusCodes. A call whose key the
 // limiter cannot track (keylimit.WithMaxKeys) ends with Unavailable; one
 // whose cost is above a quota, without RetryInfo and with pushback -1 (do
 // not retry).
 //
 // Every call counted, admitted or refused, gets the IETF rate-limit fields
-// as response header metadata, in the format httplimit sends them:
+// in the format httplimit sends them: an admitted call as header metadata,
+// a refused one as trailer metadata, beside the pushback:
 //
 //	ratelimit-policy: "minute";q=60;w=60
 //	ratelimit: "minute";r=0;t=42

@@ -25,9 +25,10 @@ import (
 
 // A gRPC health service limited to 2 calls a minute per API key, over an
 // in-memory connection, and a client that calls it three times. Every
-// answer carries the RateLimit fields as header metadata; the third call is
-// refused with ResourceExhausted, and a RetryInfo detail says when it can
-// pass.
+// answer carries the RateLimit fields, an admitted call as header metadata;
+// the third call is refused with ResourceExhausted, its fields in the
+// trailer and no header (Trailers-Only, which grpc-go's retry policy can
+// retry), and a RetryInfo detail says when it can pass.
 func Example() {
 	mock := clock.NewMock() // stands for time here; leave WithClock out in production
 	minute, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
@@ -59,15 +60,16 @@ func Example() {
 
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "k1")
 	for i := 1; i <= 3; i++ {
-		var header metadata.MD
-		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&header))
+		var header, trailer metadata.MD
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
 		delay, _ := grpclimit.RetryDelay(err)
-		fmt.Printf("%d %v ratelimit: %s, retry in %v\n", i, status.Code(err), header.Get("ratelimit")[0], delay)
+		fmt.Printf("%d %v header %v, trailer %v, retry in %v\n", i, status.Code(err),
+			header.Get("ratelimit"), trailer.Get("ratelimit"), delay)
 	}
 	// Output:
-	// 1 OK ratelimit: "minute";r=1;t=30, retry in 0s
-	// 2 OK ratelimit: "minute";r=0;t=60, retry in 0s
-	// 3 ResourceExhausted ratelimit: "minute";r=0;t=60, retry in 30s
+	// 1 OK header ["minute";r=1;t=30], trailer [], retry in 0s
+	// 2 OK header ["minute";r=0;t=60], trailer [], retry in 0s
+	// 3 ResourceExhausted header [], trailer ["minute";r=0;t=60], retry in 30s
 }
 
 // A client that stays under a server's limit of 2 calls a second. Each call

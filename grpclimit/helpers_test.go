@@ -268,6 +268,14 @@ func (a answer) get(k string) string {
 	return ""
 }
 
+// trailed returns the first value of the trailer metadata key k.
+func (a answer) trailed(k string) string {
+	if v := a.trailer.Get(k); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // check calls Check on b under ctx, with the metadata given as key, value
 // pairs.
 func (b *backend) check(ctx context.Context, kv ...string) answer {

@@ -63,7 +63,7 @@ func Metadata(name string) KeyFunc {
 // Join panics if keys is empty or holds a nil, a programming error.
 func Join(keys ...KeyFunc) KeyFunc {
 	if len(keys) == 0 {
-		panic(wasHTTP + "Join needs at least one KeyFunc")
+		panic("grpclimit: Join needs at least one KeyFunc")
 	}
 	for i, k := range keys {
 		if k == nil {

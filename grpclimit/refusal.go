@@ -6,10 +6,8 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
-	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -45,15 +43,6 @@ func refusal(d Decision) error {
 		}
 	}
 	return st.Err()
-}
-
-// trailer returns the trailer metadata of a refused call, the pushback, or
-// nil for any other.
-func trailer(v *quota.Verdict) metadata.MD {
-	if v.Action() != quota.Refuse {
-		return nil
-	}
-	return metadata.MD{pushbackKey: {pushbackValue(v.Decision.Result.RetryAfter)}}
 }
 
 // pushbackValue is d in whole milliseconds, rounded up, or -1 (do not

@@ -68,8 +68,10 @@ type Config struct {
 // tier under its key. An admitted call goes on to the handler; a refused one
 // ends with ResourceExhausted, a google.rpc.RetryInfo detail of the delay
 // after which it can pass (see RetryDelay), and that delay in milliseconds
-// as grpc-retry-pushback-ms trailer metadata. Either way the call's header
-// metadata carries the IETF rate-limit fields as httplimit sends them:
+// as grpc-retry-pushback-ms trailer metadata. Either way the call carries
+// the IETF rate-limit fields as httplimit sends them, as header metadata if
+// admitted, as trailer metadata if refused (with no header: Trailers-Only,
+// which gRPC's retry policy retries after the pushback):
 //
 //	ratelimit-policy: "minute";q=10;w=60
 //	ratelimit: "minute";r=0;t=42
@@ -95,7 +97,7 @@ func NewServer(c Config) (*Server, error) {
 	}
 	q, err := quota.New(quota.Config{Policies: c.Policies, Tiers: c.Tiers, DryRun: c.DryRun})
 	if err != nil {
-		return nil, fmt.Errorf("grpclimit: %s%w", wasHTTP, errors.Unwrap(err))
+		return nil, fmt.Errorf("grpclimit: %w", errors.Unwrap(err))
 	}
 	s := &Server{
 		quota: q, key: c.Key, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
@@ -111,17 +113,18 @@ func NewServer(c Config) (*Server, error) {
 // grpc.NewServer(grpc.ChainUnaryInterceptor(s.UnaryInterceptor())).
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		v, header, err := s.decide(ctx, info.FullMethod)
-		if header != nil {
-			// An error here means ctx is not a server call's (a handler
-			// called directly): there is nowhere to send the fields.
-			_ = grpc.SetHeader(ctx, header)
-		}
+		v, md, err := s.decide(ctx, info.FullMethod)
+		// An error from SetHeader or SetTrailer means ctx is not a server
+		// call's (a handler called directly): there is nowhere to send the
+		// fields.
 		if err != nil {
-			if tr := trailer(&v); tr != nil {
-				_ = grpc.SetTrailer(ctx, tr)
+			if md != nil {
+				_ = grpc.SetTrailer(ctx, md)
 			}
 			return nil, err
+		}
+		if md != nil {
+			_ = grpc.SetHeader(ctx, md)
 		}
 		defer v.Finish()
 		return handler(ctx, req)
@@ -133,15 +136,15 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // counted: grpc.NewServer(grpc.ChainStreamInterceptor(s.StreamInterceptor())).
 func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		v, header, err := s.decide(ss.Context(), info.FullMethod)
-		if header != nil {
-			_ = ss.SetHeader(header)
-		}
+		v, md, err := s.decide(ss.Context(), info.FullMethod)
 		if err != nil {
-			if tr := trailer(&v); tr != nil {
-				ss.SetTrailer(tr)
+			if md != nil {
+				ss.SetTrailer(md)
 			}
 			return err
+		}
+		if md != nil {
+			_ = ss.SetHeader(md)
 		}
 		defer v.Finish()
 		return handler(srv, ss)

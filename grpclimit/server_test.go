@@ -14,8 +14,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// A key's calls are admitted up to its burst and refused after, each with
-// the RetryInfo delay, the pushback and the fields of the refusal; the
+// A key's calls are admitted up to its burst, with the fields as header
+// metadata, and refused after, each with the RetryInfo delay, and the
+// pushback and the fields of the refusal as trailer metadata, without a
+// header (Trailers-Only, which grpc-go's retry policy retries); the
 // refused key passes again exactly when the delay says, not a nanosecond
 // before; another key is not affected.
 func TestUnaryRefusesWithRetryInfo(t *testing.T) {
@@ -32,6 +34,7 @@ func TestUnaryRefusesWithRetryInfo(t *testing.T) {
 	require.Equal(t, `"minute";r=2;t=20`, first.get("ratelimit"), "ratelimit of the first call")
 	require.Empty(t, first.get("retry-after"), "retry-after of an admitted call")
 	require.Empty(t, first.trailer.Get("grpc-retry-pushback-ms"), "pushback of an admitted call")
+	require.Empty(t, first.trailed("ratelimit"), "an admitted call's fields are in its header")
 
 	require.Equal(t, []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted}, b.checks(3, "x-api-key", "a"))
 	refused := b.check(context.Background(), "x-api-key", "a")
@@ -40,11 +43,12 @@ func TestUnaryRefusesWithRetryInfo(t *testing.T) {
 	delay, ok := grpclimit.RetryDelay(refused.err)
 	require.True(t, ok, "the refusal has a RetryInfo")
 	require.Equal(t, 20*s, delay, "RetryInfo delay")
-	require.Equal(t, `"minute";r=0;t=60`, refused.get("ratelimit"), "ratelimit of a refusal")
-	require.Equal(t, `"minute";q=3;w=60`, refused.get("ratelimit-policy"), "ratelimit-policy of a refusal")
-	require.Equal(t, "20", refused.get("retry-after"), "retry-after")
+	require.Empty(t, refused.header, "a refusal sends no header: Trailers-Only")
+	require.Equal(t, `"minute";r=0;t=60`, refused.trailed("ratelimit"), "ratelimit of a refusal")
+	require.Equal(t, `"minute";q=3;w=60`, refused.trailed("ratelimit-policy"), "ratelimit-policy of a refusal")
+	require.Equal(t, "20", refused.trailed("retry-after"), "retry-after")
 	require.Equal(t, []string{"20000"}, refused.trailer.Get("grpc-retry-pushback-ms"), "pushback")
-	require.Empty(t, refused.header.Get("cache-control"), "HTTP's Cache-Control is not sent")
+	require.Empty(t, refused.trailer.Get("cache-control"), "HTTP's Cache-Control is not sent")
 	require.Equal(t, int32(3), b.unary.Load(), "calls that reached the service")
 
 	require.Equal(t, []codes.Code{codes.OK}, b.checks(1, "x-api-key", "b"), "another key")
@@ -54,7 +58,7 @@ func TestUnaryRefusesWithRetryInfo(t *testing.T) {
 	delay, _ = grpclimit.RetryDelay(late.err)
 	require.Equal(t, time.Duration(1), delay, "a nanosecond before the delay ends")
 	require.Equal(t, []string{"1"}, late.trailer.Get("grpc-retry-pushback-ms"), "pushback, rounded up to a millisecond")
-	require.Equal(t, "1", late.get("retry-after"), "retry-after, rounded up to a second")
+	require.Equal(t, "1", late.trailed("retry-after"), "retry-after, rounded up to a second")
 	mock.Add(1)
 	require.Equal(t, []codes.Code{codes.OK, codes.ResourceExhausted}, b.checks(2, "x-api-key", "a"), "when the delay ends")
 	require.Equal(t, int32(5), b.unary.Load(), "calls that reached the service")
@@ -87,7 +91,8 @@ func TestUnaryConcurrentCallsCountExactly(t *testing.T) {
 }
 
 // A stream counts once, when it opens: past the quota a stream ends before
-// the service sees it, with the same RetryInfo and fields as a unary call.
+// the service sees it, with the same RetryInfo and fields as a unary call,
+// Trailers-Only.
 // Keyed by method, Check and Watch count apart.
 func TestStreamCountsOncePerStream(t *testing.T) {
 	mock := newMock()
@@ -107,8 +112,9 @@ func TestStreamCountsOncePerStream(t *testing.T) {
 	delay, ok := grpclimit.RetryDelay(refused.err)
 	require.True(t, ok)
 	require.Equal(t, 30*s, delay, "RetryInfo delay")
-	require.Equal(t, `"minute";r=0;t=60`, refused.get("ratelimit"))
-	require.Equal(t, "30", refused.get("retry-after"))
+	require.Empty(t, refused.header, "a refusal sends no header: Trailers-Only")
+	require.Equal(t, `"minute";r=0;t=60`, refused.trailed("ratelimit"))
+	require.Equal(t, "30", refused.trailed("retry-after"))
 	require.Equal(t, []string{"30000"}, refused.trailer.Get("grpc-retry-pushback-ms"))
 	require.Equal(t, int32(2), b.streams.Load(), "streams that reached the service")
 
@@ -133,8 +139,8 @@ func TestPoliciesAllOrNothing(t *testing.T) {
 
 	require.Equal(t, []codes.Code{codes.OK, codes.OK}, b.checks(2))
 	a := b.check(context.Background())
-	require.Equal(t, `"second";q=2;w=1, "minute";q=3;w=60`, a.get("ratelimit-policy"))
-	require.Equal(t, `"second";r=0;t=1, "minute";r=1;t=40`, a.get("ratelimit"))
+	require.Equal(t, `"second";q=2;w=1, "minute";q=3;w=60`, a.trailed("ratelimit-policy"))
+	require.Equal(t, `"second";r=0;t=1, "minute";r=1;t=40`, a.trailed("ratelimit"))
 	require.Equal(t, `grpclimit: rate limit exceeded: policy "second", retry in 500ms`, status.Convert(a.err).Message())
 	require.Equal(t, 1, minute.Peek(checkMethod).Remaining, "the refused call took nothing from minute")
 
@@ -166,8 +172,8 @@ func TestCostAboveQuotaNeverPasses(t *testing.T) {
 	_, ok := grpclimit.RetryDelay(a.err)
 	require.False(t, ok, "no RetryInfo for a call that can never pass")
 	require.Equal(t, []string{"-1"}, a.trailer.Get("grpc-retry-pushback-ms"))
-	require.Empty(t, a.get("retry-after"))
-	require.Equal(t, `"minute";r=3;t=0`, a.get("ratelimit"), "nothing was taken")
+	require.Empty(t, a.trailed("retry-after"))
+	require.Equal(t, `"minute";r=3;t=0`, a.trailed("ratelimit"), "nothing was taken")
 	require.Equal(t, keylimit.InfDuration, seen.all()[0].Result.RetryAfter)
 	require.Equal(t, int32(0), b.unary.Load())
 }
@@ -332,14 +338,14 @@ func TestNewServerErrors(t *testing.T) {
 		{grpclimit.Config{Policies: []grpclimit.Policy{{Name: "m", Limiter: lim}}},
 			"grpclimit: Config.Key is nil: say what to key calls by, e.g. grpclimit.ClientIP{}.Key"},
 		{grpclimit.Config{Key: grpclimit.Method},
-			"grpclimit: httplimit: Config.Policies is empty: give at least one Policy"},
+			"grpclimit: Config.Policies is empty: give at least one Policy"},
 		{grpclimit.Config{Key: grpclimit.Method, Policies: []grpclimit.Policy{{Name: "m", Limiter: lim}},
 			Tier: func(context.Context, string, string) string { return "" }},
 			"grpclimit: Config.Tier and Config.Tiers go together: set both or neither"},
 		{grpclimit.Config{Key: grpclimit.Method, Policies: []grpclimit.Policy{grpclimit.Bucket("m", keylimit.Limit{})}},
-			`grpclimit: httplimit: policy "m": keylimit: `},
+			`grpclimit: policy "m": keylimit: `},
 		{grpclimit.Config{Key: grpclimit.Method, Policies: []grpclimit.Policy{{Name: "m"}}},
-			`grpclimit: httplimit: policy "m" has no Limiter`},
+			`grpclimit: policy "m" has no Limiter`},
 	} {
 		_, err := grpclimit.NewServer(tc.c)
 		require.Error(t, err)

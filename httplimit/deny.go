@@ -9,38 +9,61 @@ import (
 	"strings"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/quota"
+)
+
+// The problem types of the draft's refusals (RFC 9457 problem details,
+// registered by draft-ietf-httpapi-ratelimit-headers), and their titles as
+// registered.
+const (
+	problemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	problemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 )
 
 // body is the JSON of the default answers. As application/json it has
 // "error"; as application/problem+json (RFC 9457) "title", "status" and
-// "detail" instead, and the rest as extension members.
+// "detail" instead, a refusal's "type" and "violated-policies" too, and
+// the rest as extension members.
 type body struct {
-	Title             string `json:"title,omitempty"`
-	Status            int    `json:"status,omitempty"`
-	Detail            string `json:"detail,omitempty"`
-	Error             string `json:"error,omitempty"`
-	RetryAfterSeconds int64  `json:"retry_after_seconds,omitempty"`
-	Policy            string `json:"policy,omitempty"`
-	Limit             *int   `json:"limit,omitempty"`
-	Remaining         *int   `json:"remaining,omitempty"`
+	Type              string   `json:"type,omitempty"`
+	Title             string   `json:"title,omitempty"`
+	Status            int      `json:"status,omitempty"`
+	Detail            string   `json:"detail,omitempty"`
+	ViolatedPolicies  []string `json:"violated-policies,omitempty"`
+	Error             string   `json:"error,omitempty"`
+	RetryAfterSeconds int64    `json:"retry_after_seconds,omitempty"`
+	Policy            string   `json:"policy,omitempty"`
+	Limit             *int     `json:"limit,omitempty"`
+	Remaining         *int     `json:"remaining,omitempty"`
 }
 
 // deny is the default Config.Deny: 429 (503 for an untracked key), with the
-// decision in a JSON body.
-func deny(w http.ResponseWriter, r *http.Request, d Decision) {
+// decision in a problem+json body for a client that accepts one, a JSON
+// body for one that does not (see acceptsProblem).
+func deny(w http.ResponseWriter, r *http.Request, v *quota.Verdict) {
+	d := &v.Decision
 	res := d.Result
 	status, msg := http.StatusTooManyRequests, "rate limit exceeded"
+	b := body{Policy: d.Policy, Limit: &res.Limit, Remaining: new(max(res.Remaining, 0))}
+	problem, title := problemQuotaExceeded, "Quota Exceeded"
 	switch {
 	case res.RetryAfter == keylimit.InfDuration:
 		msg = fmt.Sprintf("the request costs %d, more than policy %q admits at once (%d): it can never pass", d.Cost, d.Policy, res.Limit)
 	case res.Untracked:
 		status, msg = http.StatusServiceUnavailable, "the rate limiter is tracking as many clients as it can: try again later"
+		problem, title = problemReducedCapacity, "Temporary Reduced Capacity"
 	}
-	b := body{Policy: d.Policy, Limit: &res.Limit, Remaining: new(max(res.Remaining, 0))}
 	if secs, ok := d.RetryAfterSeconds(); ok {
 		b.RetryAfterSeconds = secs
 	}
-	write(w, r, status, msg, b)
+	if !acceptsProblem(r) {
+		b.Error = msg
+		send(w, status, "application/json", b)
+		return
+	}
+	b.Type, b.Title, b.Status, b.Detail = problem, title, status, msg
+	b.ViolatedPolicies = v.ViolatedPolicies()
+	send(w, status, "application/problem+json", b)
 }
 
 // fail is the default Config.Error.
@@ -56,16 +79,21 @@ func fail(w http.ResponseWriter, r *http.Request, err error) {
 	write(w, r, http.StatusInternalServerError, "httplimit: the server could not apply its rate limit to this request", body{})
 }
 
-// write answers with status and b, which says msg: as problem+json if the
-// request asks for it, else as JSON.
+// write answers an error with status and b, which says msg: as
+// problem+json if the request names that type (wantsProblem), else as
+// JSON.
 func write(w http.ResponseWriter, r *http.Request, status int, msg string, b body) {
-	contentType := "application/json"
 	if wantsProblem(r) {
-		contentType = "application/problem+json"
 		b.Title, b.Status, b.Detail = http.StatusText(status), status, msg
-	} else {
-		b.Error = msg
+		send(w, status, "application/problem+json", b)
+		return
 	}
+	b.Error = msg
+	send(w, status, "application/json", b)
+}
+
+// send answers with status and b, of contentType.
+func send(w http.ResponseWriter, status int, contentType string, b body) {
 	out, err := json.Marshal(b)
 	if err != nil {
 		panic(err) // b holds only strings and integers
@@ -75,43 +103,99 @@ func write(w http.ResponseWriter, r *http.Request, status int, msg string, b bod
 	w.Write(append(out, '\n'))
 }
 
+// accepted is the weight an Accept field gives a media type (RFC 9110,
+// Section 12.5.1), in thousandths, and how specific the media range that
+// gave it: 0 none, 1 */*, 2 application/*, 3 the type itself.
+type accepted struct{ q, by int }
+
+// from records the weight q of a range as specific as by, if it is more
+// specific than the one recorded: the most specific range decides, and of
+// ranges as specific, the first.
+func (a *accepted) from(q, by int) {
+	if by > a.by {
+		a.q, a.by = q, by
+	}
+}
+
+// acceptsProblem reports whether a refusal of r is answered as
+// application/problem+json: r accepts that type (with a weight above 0, by
+// naming it, or application/* or */*, or by sending no Accept at all, which
+// accepts any type; so does an Accept field of empty lines) and prefers
+// application/json no more. A client that
+// accepts application/json and not problem+json, or prefers it, gets the
+// JSON body.
+func acceptsProblem(r *http.Request) bool {
+	problem, json, ranges := acceptWeights(r.Header["Accept"])
+	return ranges == 0 || problem.q > 0 && problem.q >= json.q
+}
+
 // wantsProblem reports whether the Accept field of r names
-// application/problem+json with a q above 0.
+// application/problem+json with a weight above 0.
 func wantsProblem(r *http.Request) bool {
-	for _, line := range r.Header["Accept"] {
-		for item := range strings.SplitSeq(line, ",") {
-			mediaType, params, _ := strings.Cut(item, ";")
-			if !strings.EqualFold(strings.TrimSpace(mediaType), "application/problem+json") {
+	problem, _, _ := acceptWeights(r.Header["Accept"])
+	return problem.by == 3 && problem.q > 0
+}
+
+// acceptWeights returns the weights the Accept lines give
+// application/problem+json and application/json, and how many media ranges
+// they hold: an Accept field of none (empty lines) is no Accept field.
+func acceptWeights(lines []string) (problem, json accepted, ranges int) {
+	for _, line := range lines {
+		for element := range strings.SplitSeq(line, ",") {
+			mediaRange, params, _ := strings.Cut(element, ";")
+			mediaRange = strings.TrimSpace(mediaRange)
+			if mediaRange == "" {
 				continue
 			}
-			return !refused(params)
+			ranges++
+			q := weight(params)
+			switch {
+			case mediaRange == "*/*":
+				problem.from(q, 1)
+				json.from(q, 1)
+			case strings.EqualFold(mediaRange, "application/*"):
+				problem.from(q, 2)
+				json.from(q, 2)
+			case strings.EqualFold(mediaRange, "application/problem+json"):
+				problem.from(q, 3)
+			case strings.EqualFold(mediaRange, "application/json"):
+				json.from(q, 3)
+			}
 		}
 	}
-	return false
+	return problem, json, ranges
 }
 
-// refused reports whether the media-type parameters params give a weight
-// of 0. A weight that is not an RFC 9110 qvalue is ignored.
-func refused(params string) bool {
+// weight returns the weight the media-type parameters params give, in
+// thousandths: that of their first q parameter, or 1000 if there is none
+// or it is not an RFC 9110 qvalue ("0" or "1", then "." and up to three
+// digits, 1's all 0), which is ignored.
+func weight(params string) int {
 	for p := range strings.SplitSeq(params, ";") {
 		name, value, _ := strings.Cut(strings.TrimSpace(p), "=")
-		if strings.EqualFold(name, "q") {
-			return zeroWeight(strings.TrimSpace(value))
+		if !strings.EqualFold(name, "q") {
+			continue
 		}
+		v := strings.TrimSpace(value)
+		if v == "" || v[0] != '0' && v[0] != '1' {
+			return 1000
+		}
+		q := int(v[0]-'0') * 1000
+		if len(v) == 1 {
+			return q
+		}
+		decimals, ok := strings.CutPrefix(v[1:], ".")
+		if !ok || len(decimals) > 3 {
+			return 1000
+		}
+		for i, scale := 0, 100; i < len(decimals); i, scale = i+1, scale/10 {
+			c := decimals[i]
+			if c < '0' || c > '9' || q == 1000 && c != '0' {
+				return 1000
+			}
+			q += int(c-'0') * scale
+		}
+		return q
 	}
-	return false
-}
-
-// zeroWeight reports whether v is an RFC 9110 qvalue of 0: "0", or "0."
-// and up to three '0's.
-func zeroWeight(v string) bool {
-	rest, ok := strings.CutPrefix(v, "0")
-	if !ok {
-		return false
-	}
-	if rest == "" {
-		return true
-	}
-	decimals, ok := strings.CutPrefix(rest, ".")
-	return ok && len(decimals) <= 3 && strings.Trim(decimals, "0") == ""
+	return 1000
 }

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -84,23 +85,87 @@ func TestKeyErrors(t *testing.T) {
 	require.Empty(t, seen.list(), "nothing was decided")
 }
 
-// A client that asks for problem+json gets an RFC 9457 problem.
-func TestProblemJSON(t *testing.T) {
+// A refusal is an RFC 9457 problem of the draft's quota-exceeded type for
+// a client that accepts application/problem+json (RFC 9110 negotiation: by
+// name, by a wildcard, or by sending no Accept at all) no less than
+// application/json; the JSON body for one that accepts JSON and not the
+// problem, prefers JSON, or accepts neither.
+func TestRefusalBody(t *testing.T) {
 	mock := clock.NewMock()
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-User"),
 		Policies: []httplimit.Policy{bucket(t, "second", keylimit.PerSecond(1), mock)},
 	})(&ok{}))
 	get(t, srv.URL, "X-User", "u")
-	for _, accept := range []string{"application/problem+json", "application/json, application/problem+json;q=0.9", "text/html,APPLICATION/PROBLEM+JSON"} {
-		got := get(t, srv.URL, "X-User", "u", "Accept", accept)
+	const (
+		problem = `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,` +
+			`"detail":"rate limit exceeded","violated-policies":["second"],"retry_after_seconds":1,"policy":"second","limit":1,"remaining":0}`
+		plain = `{"error":"rate limit exceeded","retry_after_seconds":1,"policy":"second","limit":1,"remaining":0}`
+	)
+	for _, tc := range []struct {
+		accept []string // nil: no Accept field
+		want   string
+	}{
+		{nil, problem},
+		{[]string{"application/problem+json"}, problem},
+		{[]string{"*/*"}, problem},
+		{[]string{"application/*"}, problem},
+		{[]string{"text/html,APPLICATION/PROBLEM+JSON"}, problem},
+		{[]string{"application/json, application/problem+json"}, problem},
+		{[]string{"application/json;q=0.5, */*"}, problem},
+		{[]string{"text/html", "application/problem+json;q=0.1"}, problem},
+		{[]string{"application/json"}, plain},
+		{[]string{"application/json, application/problem+json;q=0.9"}, plain},
+		{[]string{"application/json, */*;q=0.1"}, plain},
+		{[]string{"application/problem+json;q=0"}, plain},
+		{[]string{"application/problem+json; q=0.000"}, plain},
+		{[]string{"*/*, application/problem+json;q=0"}, plain},
+		{[]string{"application/problem+xml"}, plain},
+		{[]string{"text/html"}, plain},
+	} {
+		var fields []string
+		for _, a := range tc.accept {
+			fields = append(fields, "Accept", a)
+		}
+		got := get(t, srv.URL, append([]string{"X-User", "u"}, fields...)...)
 		require.Equal(t, http.StatusTooManyRequests, got.status)
-		require.Equal(t, "application/problem+json", got.header.Get("Content-Type"), accept)
-		require.JSONEq(t, `{"title":"Too Many Requests","status":429,"detail":"rate limit exceeded","retry_after_seconds":1,"policy":"second","limit":1,"remaining":0}`, got.body)
+		want := "application/json"
+		if tc.want == problem {
+			want = "application/problem+json"
+		}
+		require.Equal(t, want, got.header.Get("Content-Type"), "Accept %q", tc.accept)
+		require.JSONEq(t, tc.want, got.body, "Accept %q", tc.accept)
 	}
-	for _, accept := range []string{"application/json", "application/problem+json;q=0", "application/problem+json; q=0.000", "application/problem+xml"} {
-		got := get(t, srv.URL, "X-User", "u", "Accept", accept)
-		require.Equal(t, "application/json", got.header.Get("Content-Type"), accept)
+}
+
+// The problem names every policy a refused request exceeded
+// (violated-policies), and a request that can never pass has no
+// retry_after_seconds.
+func TestRefusalBodyViolatedPolicies(t *testing.T) {
+	mock := clock.NewMock()
+	srv := serve(t, limited(t, httplimit.Config{
+		Key: httplimit.Header("X-User"),
+		Policies: []httplimit.Policy{
+			bucket(t, "second", keylimit.PerSecond(2), mock),
+			bucket(t, "minute", keylimit.PerMinute(3), mock),
+			bucket(t, "hour", keylimit.PerHour(100), mock),
+		},
+		Cost: func(r *http.Request) int { n, _ := strconv.Atoi(r.URL.Query().Get("cost")); return n },
+	})(&ok{}))
+	require.Equal(t, http.StatusOK, get(t, srv.URL+"?cost=2", "X-User", "u").status)
+	for _, tc := range []struct {
+		cost     string
+		violated []string
+		retry    bool
+	}{
+		{"1", []string{"second"}, true},
+		{"2", []string{"second", "minute"}, true},
+		{"200", []string{"second", "minute", "hour"}, false},
+	} {
+		got := get(t, srv.URL+"?cost="+tc.cost, "X-User", "u")
+		body := decodeRefusal(t, got.body)
+		require.Equal(t, tc.violated, body.ViolatedPolicies, "cost %s", tc.cost)
+		require.Equal(t, tc.retry, body.RetryAfterSeconds != nil, "cost %s: retry_after_seconds", tc.cost)
 	}
 }
 
@@ -143,7 +208,8 @@ func TestCustomDeny(t *testing.T) {
 }
 
 // A limiter at its key cap refuses keys it cannot track: that is 503, not
-// 429, with the limiter's hint as Retry-After.
+// 429, with the limiter's hint as Retry-After, a problem of the draft's
+// temporary-reduced-capacity type.
 func TestUntrackedKey(t *testing.T) {
 	mock := clock.NewMock()
 	seen := &decisions{}
@@ -158,7 +224,13 @@ func TestUntrackedKey(t *testing.T) {
 	require.Equal(t, "no-store", got.header.Get("Cache-Control"))
 	require.Equal(t, 6, retryAfter(t, got.header), "alice's bucket is full again, and can go, in 6 s")
 	body := decodeRefusal(t, got.body)
-	require.Equal(t, "the rate limiter is tracking as many clients as it can: try again later", body.Error)
+	require.Equal(t, "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity", body.Type)
+	require.Equal(t, "Temporary Reduced Capacity", body.Title)
+	require.Equal(t, http.StatusServiceUnavailable, body.Status)
+	require.Equal(t, "the rate limiter is tracking as many clients as it can: try again later", body.Detail)
+	require.Equal(t, []string{"minute"}, body.ViolatedPolicies, "the policy whose limiter is full")
+	plain := decodeRefusal(t, get(t, srv.URL, "X-User", "carol", "Accept", "application/json").body)
+	require.Equal(t, "the rate limiter is tracking as many clients as it can: try again later", plain.Error)
 	d := seen.list()[1]
 	require.True(t, d.Result.Untracked)
 	require.False(t, d.Result.Allowed)

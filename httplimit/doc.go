@@ -52,8 +52,9 @@
 // # The fields
 //
 // On every response it counts, the middleware sets the fields of the IETF
-// draft draft-ietf-httpapi-ratelimit-headers (draft 10), as RFC 9651
-// Structured Field lists with one member per policy, named by a String:
+// draft draft-ietf-httpapi-ratelimit-headers (the text of its -11, May
+// 2026, whose syntax is -10's), as RFC 9651 Structured Field Lists with one
+// member per policy, named by a String:
 //
 //	RateLimit-Policy: "minute";q=10;w=60, "hour";q=500;w=3600
 //	RateLimit: "minute";r=3;t=42, "hour";r=493;t=3541
@@ -78,25 +79,41 @@
 //
 // Config.LegacyFields adds the fields many clients still read, for the
 // binding policy (Decision.Policy): X-RateLimit-Limit (q),
-// X-RateLimit-Remaining (r) and X-RateLimit-Reset (t: seconds until the
-// quota is whole, rounded up, not a Unix time).
+// X-RateLimit-Remaining (r) and X-RateLimit-Reset, the Unix time in
+// seconds, rounded up, at which the quota is whole again, as GitHub,
+// go-chi/httprate and ulule/limiter send it (Config.LegacyResetDelta sends
+// the seconds until then instead).
 //
 // # Refusals
 //
 // A refused request is answered 429 Too Many Requests, with Retry-After in
 // whole seconds, rounded up and never 0, and Cache-Control: no-store. The
-// body is JSON:
+// body is an RFC 9457 problem of the draft's type quota-exceeded, naming
+// the policies the request exceeded, with what a client needs as extension
+// members (there in one line):
+//
+//	{"type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+//	 "title": "Quota Exceeded", "status": 429, "detail": "rate limit exceeded",
+//	 "violated-policies": ["minute"],
+//	 "retry_after_seconds": 1, "policy": "minute", "limit": 10, "remaining": 0}
+//
+// as application/problem+json, to a client that accepts that type (RFC
+// 9110: by sending no Accept, as the draft's own example does, or naming
+// it, application/* or */*) no less than application/json. A client that
+// accepts application/json and not the problem, or prefers JSON, gets the
+// JSON body the middleware sent before the draft registered its types:
 //
 //	{"error":"rate limit exceeded","retry_after_seconds":1,"policy":"minute","limit":10,"remaining":0}
 //
-// or, for a request whose Accept names application/problem+json, an RFC
-// 9457 problem with title, status and detail, and the same numbers as
-// extension members. Config.Deny replaces the body (and the status) with
-// your own. A request that costs more than a policy's quota can never pass:
-// it is refused without Retry-After. When a limiter is at its key cap
-// (keylimit.WithMaxKeys) and refuses a key it cannot track, the answer is
-// 503 Service Unavailable: the server is full, not the client over its
-// limit.
+// Config.Deny replaces the body (and the status) with your own. A request
+// that costs more than a policy's quota can never pass: it is refused
+// without Retry-After or retry_after_seconds. When a limiter is at its key
+// cap (keylimit.WithMaxKeys) and refuses a key it cannot track, the answer
+// is 503 Service Unavailable, a problem of the draft's type
+// temporary-reduced-capacity: the server is full, not the client over its
+// limit. The answers to requests that cannot be decided (400, 500: see
+// Config.Error) are JSON, or a problem with a title, status and detail
+// only for a request whose Accept names application/problem+json.
 //
 // # Client addresses behind proxies
 //
@@ -128,7 +145,9 @@
 // or 503 (or whatever Transport.Refused says is a refusal) with
 // Retry-After, or a RateLimit member with r=0, pauses the key for every
 // request sharing the Transport, so the fields this package's middleware
-// sends are what the Transport acts on. With Retries, it sends an
+// sends are what the Transport acts on. A RateLimit field that is not a
+// valid RFC 9651 List is ignored whole, as the draft says a client must
+// (quota.ReadRateLimit). With Retries, it sends an
 // idempotent request again after a refusal, once the server's pause and a
 // jittered backoff have passed; when they run out, the caller gets the last
 // answer. A wait that cannot be made returns a *TransportError that says

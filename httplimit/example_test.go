@@ -18,6 +18,10 @@ import (
 
 // A bucket of 3 requests per client IP, refilling one every 20 s, in front
 // of a real server on 127.0.0.1. The mock clock makes the numbers exact.
+// The refusal's body is an RFC 9457 problem of the draft's type
+// quota-exceeded: http.Get sends no Accept, so any type will do; a client
+// that accepts application/json and not problem+json gets
+// {"error":"rate limit exceeded","retry_after_seconds":20,...}.
 func ExampleNew() {
 	mock := clock.NewMock()
 	limit, err := httplimit.New(httplimit.Config{
@@ -43,6 +47,7 @@ func ExampleNew() {
 		fmt.Println("  RateLimit:", resp.Header.Get("RateLimit"))
 		if resp.StatusCode == http.StatusTooManyRequests {
 			fmt.Println("  Retry-After:", resp.Header.Get("Retry-After"))
+			fmt.Println("  Content-Type:", resp.Header.Get("Content-Type"))
 			fmt.Print("  ", string(body))
 		}
 	}
@@ -60,7 +65,8 @@ func ExampleNew() {
 	//   RateLimit-Policy: "minute";q=3;w=60
 	//   RateLimit: "minute";r=0;t=60
 	//   Retry-After: 20
-	//   {"error":"rate limit exceeded","retry_after_seconds":20,"policy":"minute","limit":3,"remaining":0}
+	//   Content-Type: application/problem+json
+	//   {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["minute"],"retry_after_seconds":20,"policy":"minute","limit":3,"remaining":0}
 }
 
 var hello = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })

@@ -3,6 +3,9 @@ package httplimit
 import (
 	"net/http"
 	"strconv"
+	"time"
+
+	"github.com/benbjohnson/clock"
 
 	"github.com/keylimit/keylimit/quota"
 )
@@ -19,12 +22,18 @@ const (
 	fieldLegacyReset     = "X-Ratelimit-Reset"
 )
 
+// legacy is how the X-RateLimit fields are written.
+type legacy struct {
+	delta bool        // X-RateLimit-Reset in seconds from now, not a Unix time
+	clock clock.Clock // the time of day a Unix time counts from
+}
+
 // setFields sets the rate-limit fields of a counted request, with legacy
-// the X-RateLimit ones too. The field values share one allocated array,
-// each slice capped at its one value, so that a handler's Header().Add
-// copies instead of writing into its neighbour.
-func setFields(h http.Header, v *quota.Verdict, legacy bool) {
-	if !legacy {
+// (if not nil) the X-RateLimit ones too. The field values share one
+// allocated array, each slice capped at its one value, so that a handler's
+// Header().Add copies instead of writing into its neighbour.
+func setFields(h http.Header, v *quota.Verdict, legacy *legacy) {
+	if legacy == nil {
 		vals := new([2]string)
 		vals[0], vals[1] = v.RateLimit(), v.RateLimitPolicy()
 		h[fieldRateLimit], h[fieldRateLimitPolicy] = vals[0:1:1], vals[1:2:2]
@@ -33,9 +42,28 @@ func setFields(h http.Header, v *quota.Verdict, legacy bool) {
 	vals := new([5]string)
 	vals[0], vals[1] = v.RateLimit(), v.RateLimitPolicy()
 	limit, remaining, reset := v.Decision.Legacy()
-	vals[2] = strconv.FormatInt(limit, 10)
-	vals[3] = strconv.FormatInt(remaining, 10)
-	vals[4] = strconv.FormatInt(reset, 10)
+	if !legacy.delta {
+		reset = unixSeconds(legacy.clock.Now().Add(max(v.Decision.Result.ResetAfter, 0)))
+	}
+	// The three numbers in one string: a Unix time has 10 digits, and
+	// strconv.FormatInt would allocate each number above 99.
+	var digits [3 * 20]byte
+	num := strconv.AppendInt(digits[:0], limit, 10)
+	i := len(num)
+	num = strconv.AppendInt(num, remaining, 10)
+	j := len(num)
+	all := string(strconv.AppendInt(num, reset, 10))
+	vals[2], vals[3], vals[4] = all[:i], all[i:j], all[j:]
 	h[fieldRateLimit], h[fieldRateLimitPolicy] = vals[0:1:1], vals[1:2:2]
 	h[fieldLegacyLimit], h[fieldLegacyRemaining], h[fieldLegacyReset] = vals[2:3:3], vals[3:4:4], vals[4:5:5]
+}
+
+// unixSeconds is t as a Unix time in whole seconds, rounded up: a client
+// that waits until then has waited until t. A time before the epoch is 0.
+func unixSeconds(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() != 0 {
+		s++
+	}
+	return max(s, 0)
 }

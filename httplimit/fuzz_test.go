@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/stretchr/testify/require"
@@ -246,7 +248,7 @@ const maxServerPause = 1e9 * time.Second
 // any status among a few, any Retry-After, any RateLimit lines. The pause it
 // takes must be the reference's: Retry-After read plainly, and the
 // RateLimit field parsed by the strict RFC 9651 parser of sf_test.go,
-// whenever that parser accepts it; whatever the field holds (the seeds: a
+// whenever that parser accepts it, its String members naming policies; whatever the field holds (the seeds: a
 // deep '(((' that once overflowed the stack, numbers that once wrapped),
 // the Transport answers at once, pausing at most 10⁹ s.
 func FuzzServerPause(f *testing.F) {
@@ -262,6 +264,7 @@ func FuzzServerPause(f *testing.F) {
 	f.Add(uint8(1), "", `"m";r=3;t=999999999999999`, "")
 	f.Add(uint8(0), "", `("a" ("b"));r=0;t=14`, `"m";pk=:cHsx:;r=-0;x="y;z";t=11`)
 	f.Add(uint8(3), "5", `"a,b;r=9";r=0;t=6`, `"m;r=0;t=5`)
+	f.Add(uint8(0), "", `default;r=0;t=8`, `"h";r=0;t=2`)
 	statuses := []int{http.StatusOK, http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusForbidden, http.StatusInternalServerError}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, pick uint8, retryAfter, line1, line2 string) {
@@ -344,6 +347,9 @@ func referencePause(status int, h http.Header, now time.Time) (until time.Time, 
 	}
 	exhausted, any := int64(-1), int64(-1)
 	for _, it := range items {
+		if _, named := it.value.(string); !named {
+			continue // a Token names no policy
+		}
 		r, t := param(it, "r"), param(it, "t")
 		if t < 0 {
 			continue
@@ -365,14 +371,17 @@ func referencePause(status int, h http.Header, now time.Time) (until time.Time, 
 
 // FuzzAccept feeds the middleware Accept fields as a client may write them:
 // a refusal's body is problem+json exactly when the reference says the
-// client asked for it, by a media type application/problem+json whose
-// weight is not an RFC 9110 qvalue of 0.
+// client accepts it no less than application/json (RFC 9110's weights of
+// the most specific matching media ranges), and a 400's exactly when it
+// names problem+json with a weight that is not an RFC 9110 qvalue of 0.
 func FuzzAccept(f *testing.F) {
 	f.Add("application/problem+json", "")
 	f.Add("text/html, application/problem+json;q=0.000", "application/json")
 	f.Add("APPLICATION/PROBLEM+JSON ; Q=0.5", "")
 	f.Add("application/problem+json;q=00", "application/problem+json;q=.0")
 	f.Add("application/problem+json;q=0.0000, */*", "application/problem+json;charset=utf-8;q=0")
+	f.Add("application/json;q=0.5, application/*;q=0.7", "*/*;q=0.6")
+	f.Add("application/json;q=1.000, application/problem+json;q=1.", " , ")
 	f.Add(strings.Repeat("application/problem+json;q=0,", 1<<12), strings.Repeat(";", 1<<12))
 	lim := &scripted{}
 	lim.set(keylimit.Result{Limit: 1, RetryAfter: time.Second}, keylimit.PerMinute(1))
@@ -380,40 +389,105 @@ func FuzzAccept(f *testing.F) {
 		Key:      func(*http.Request) (string, error) { return "k", nil },
 		Policies: []httplimit.Policy{{Name: "minute", Limiter: lim}},
 	})(&ok{})
+	noKey := limited(f, httplimit.Config{
+		Key:      httplimit.Header("X-Key"),
+		Policies: []httplimit.Policy{{Name: "minute", Limiter: lim}},
+	})(&ok{})
 	f.Fuzz(func(t *testing.T, line1, line2 string) {
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.Header["Accept"] = []string{line1, line2}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		require.Equal(t, http.StatusTooManyRequests, w.Code)
-		want := "application/json"
-		if referenceWantsProblem(line1, line2) {
-			want = "application/problem+json"
+		for _, refusal := range []bool{true, false} {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.Header["Accept"] = []string{line1, line2}
+			w := httptest.NewRecorder()
+			want, status := "application/json", http.StatusBadRequest
+			if refusal {
+				h.ServeHTTP(w, r)
+				status = http.StatusTooManyRequests
+				if referenceAcceptsProblem(line1, line2) {
+					want = "application/problem+json"
+				}
+			} else {
+				noKey.ServeHTTP(w, r)
+				if referenceNamesProblem(line1, line2) {
+					want = "application/problem+json"
+				}
+			}
+			require.Equal(t, status, w.Code)
+			require.Equal(t, want, w.Header().Get("Content-Type"), "Accept %q, %q (status %d)", line1, line2, status)
+			require.True(t, json.Valid(w.Body.Bytes()), "body %q", w.Body.String())
 		}
-		require.Equal(t, want, w.Header().Get("Content-Type"), "Accept %q, %q", line1, line2)
-		require.True(t, json.Valid(w.Body.Bytes()), "body %q", w.Body.String())
 	})
 }
 
-// qvalueZero is an RFC 9110 qvalue of 0: "0", or "0." and up to three 0s.
-var qvalueZero = regexp.MustCompile(`^0(\.0{0,3})?$`)
+// qvalue is an RFC 9110 qvalue, in its two forms.
+var qvalue = regexp.MustCompile(`^(?:0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?)$`)
 
-// referenceWantsProblem: the first element of the Accept lines that names
-// application/problem+json decides: yes unless its q parameter is a qvalue
-// of 0.
-func referenceWantsProblem(lines ...string) bool {
+// acceptElement is one element of an Accept field as the references read
+// it: the media range, lower-cased, and its weight, in thousandths (1000
+// when the first q parameter is not a qvalue).
+type acceptElement struct {
+	mediaRange string
+	q          int
+}
+
+func acceptElements(lines ...string) []acceptElement {
+	var out []acceptElement
 	for _, line := range lines {
 		for _, element := range strings.Split(line, ",") {
 			parts := strings.Split(element, ";")
-			if !strings.EqualFold(strings.TrimSpace(parts[0]), "application/problem+json") {
+			e := acceptElement{mediaRange: strings.ToLower(strings.TrimSpace(parts[0])), q: 1000}
+			switch e.mediaRange {
+			case "":
+				continue
+			case "application/problem+json", "application/json", "application/*", "*/*":
+			default:
+				out = append(out, e) // a media range whose weight no reference reads
 				continue
 			}
 			for _, p := range parts[1:] {
-				if name, value, _ := strings.Cut(strings.TrimSpace(p), "="); strings.EqualFold(name, "q") {
-					return !qvalueZero.MatchString(strings.TrimSpace(value))
+				name, value, _ := strings.Cut(strings.TrimSpace(p), "=")
+				if !strings.EqualFold(name, "q") {
+					continue
 				}
+				if v := strings.TrimSpace(value); qvalue.MatchString(v) {
+					f, _ := strconv.ParseFloat(strings.TrimSuffix(v, "."), 64)
+					e.q = int(math.Round(f * 1000))
+				}
+				break
 			}
-			return true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// referenceWeight is the weight of mediaType among es: that of the first
+// element naming it, else of the first application/*, else of the first
+// */*, else 0.
+func referenceWeight(es []acceptElement, mediaType string) int {
+	for _, r := range []string{mediaType, "application/*", "*/*"} {
+		for _, e := range es {
+			if e.mediaRange == r {
+				return e.q
+			}
+		}
+	}
+	return 0
+}
+
+// referenceAcceptsProblem: no media range at all accepts any; else
+// problem+json's weight is above 0 and at least application/json's.
+func referenceAcceptsProblem(lines ...string) bool {
+	es := acceptElements(lines...)
+	problem, json := referenceWeight(es, "application/problem+json"), referenceWeight(es, "application/json")
+	return len(es) == 0 || problem > 0 && problem >= json
+}
+
+// referenceNamesProblem: the first element that names
+// application/problem+json has a weight above 0.
+func referenceNamesProblem(lines ...string) bool {
+	for _, e := range acceptElements(lines...) {
+		if e.mediaRange == "application/problem+json" {
+			return e.q > 0
 		}
 	}
 	return false
@@ -423,7 +497,7 @@ func referenceWantsProblem(lines ...string) bool {
 // reply included): any Result and any Limit. The fields it sends are always
 // valid: RFC 9651 lists of Integers from 0 to 999,999,999,999,999, r at most
 // q, Retry-After a whole number of seconds from 1 on when a refusal can
-// pass, the legacy fields saying what RateLimit says.
+// pass, the legacy fields saying what RateLimit says (Reset as a Unix time).
 func FuzzFields(f *testing.F) {
 	f.Add(true, int64(10), int64(9), int64(0), int64(time.Second), 10, int64(time.Minute), 0)
 	f.Add(false, int64(1<<62), int64(1<<62), int64(1<<62), int64(-1), -5, int64(-1), -1)
@@ -431,10 +505,13 @@ func FuzzFields(f *testing.F) {
 	f.Add(true, int64(5), int64(500), int64(0), int64(0), 1, int64(1<<62), 1<<62)
 	f.Add(false, int64(1), int64(0), int64(keylimit.InfDuration), int64(0), 1, int64(time.Hour), 1)
 	lim := &scripted{}
+	now := clock.NewMock()
+	now.Set(time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC))
 	h := limited(f, httplimit.Config{
 		Key:          func(*http.Request) (string, error) { return "k", nil },
 		Policies:     []httplimit.Policy{{Name: "p", Limiter: lim}},
 		LegacyFields: true,
+		Clock:        now,
 	})(&ok{})
 	f.Fuzz(func(t *testing.T, allowed bool, limit, remaining, retry, reset int64, events int, period int64, burst int) {
 		lim.set(keylimit.Result{
@@ -461,7 +538,13 @@ func FuzzFields(f *testing.F) {
 			require.True(t, n >= 0 && n <= 999_999_999_999_999, "%s %q", name, v)
 			legacy[i] = n
 		}
-		require.Equal(t, []int64{got[0].q, got[0].r, got[0].t}, legacy, "the legacy fields say what RateLimit says")
+		// X-RateLimit-Reset is the Unix time, rounded up, ResetAfter from
+		// now: t's time of day, to the second or up to one later.
+		r := max(reset, 0)
+		wantReset := now.Now().Unix() + r/1e9 + (int64(now.Now().Nanosecond())+r%1e9+1e9-1)/1e9
+		require.Equal(t, []int64{got[0].q, got[0].r, wantReset}, legacy, "the legacy fields say what RateLimit says")
+		require.GreaterOrEqual(t, legacy[2]-now.Now().Unix(), got[0].t)
+		require.LessOrEqual(t, legacy[2]-now.Now().Unix(), got[0].t+1)
 		// A refusal that can never pass (a quota below the cost of 1, or
 		// RetryAfter InfDuration) has no Retry-After.
 		if allowed || time.Duration(retry) == keylimit.InfDuration || limit < 1 {

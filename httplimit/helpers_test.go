@@ -360,7 +360,7 @@ func policyFields(t *testing.T, h http.Header) []fields {
 	return out
 }
 
-// refusal is the default JSON body of a 429.
+// refusal is the default body of a 429, JSON or problem+json.
 type refusal struct {
 	Error             string `json:"error"`
 	RetryAfterSeconds *int64 `json:"retry_after_seconds"`
@@ -368,9 +368,11 @@ type refusal struct {
 	Limit             *int   `json:"limit"`
 	Remaining         *int   `json:"remaining"`
 	// problem+json members
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
+	Type             string   `json:"type"`
+	Title            string   `json:"title"`
+	Status           int      `json:"status"`
+	Detail           string   `json:"detail"`
+	ViolatedPolicies []string `json:"violated-policies"`
 }
 
 func decodeRefusal(t *testing.T, body string) refusal {

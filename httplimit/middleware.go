@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit/internal/bounded"
 	"github.com/keylimit/keylimit/quota"
 )
@@ -55,9 +56,21 @@ type Config struct {
 
 	// LegacyFields also sends X-RateLimit-Limit, X-RateLimit-Remaining
 	// and X-RateLimit-Reset, which many clients still read, for the binding
-	// policy (see Decision). X-RateLimit-Reset is in seconds until the
-	// policy's quota is whole again, rounded up, not a Unix time.
+	// policy (see Decision). X-RateLimit-Reset is the Unix time in seconds,
+	// rounded up, at which the policy's quota is whole again, as GitHub,
+	// go-chi/httprate and ulule/limiter send it and their clients read it.
 	LegacyFields bool
+
+	// LegacyResetDelta, with LegacyFields, sends X-RateLimit-Reset as the
+	// seconds until the quota is whole again, rounded up, instead of a Unix
+	// time: for clients of APIs that send it so (and of this package
+	// before it sent a Unix time).
+	LegacyResetDelta bool
+
+	// Clock is where the middleware reads the time of day X-RateLimit-Reset
+	// counts from: pass the limiters' clock (keylimit.WithClock) in tests.
+	// nil means the system clock.
+	Clock clock.Clock
 
 	// OnDecision, if set, is called with every decision, before the
 	// handler or Deny runs: count admissions and refusals by policy in
@@ -69,16 +82,28 @@ type Config struct {
 	// Deny answers refused requests. When it runs, the RateLimit fields,
 	// Retry-After (unless the request can never pass) and Cache-Control:
 	// no-store are already set on w.Header(). If nil, the middleware
-	// answers 429 Too Many Requests with a JSON body:
+	// answers 429 Too Many Requests with an RFC 9457 problem of the
+	// draft's type quota-exceeded (application/problem+json), its
+	// violated-policies the policies the request exceeded
+	// (quota.Verdict.ViolatedPolicies):
+	//
+	//	{"type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+	//	 "title": "Quota Exceeded", "status": 429, "detail": "rate limit exceeded",
+	//	 "violated-policies": ["minute"],
+	//	 "retry_after_seconds": 1, "policy": "minute", "limit": 10, "remaining": 0}
+	//
+	// or, to a client that accepts application/json and not the problem
+	// type, or prefers JSON (by the weights of its Accept, RFC 9110; a
+	// request without Accept accepts either), a JSON body:
 	//
 	//	{"error": "rate limit exceeded", "retry_after_seconds": 1,
 	//	 "policy": "minute", "limit": 10, "remaining": 0}
 	//
-	// or an RFC 9457 application/problem+json body when the request's
-	// Accept names that type. A refusal because the limiter holds as many
-	// keys as it may (keylimit.WithMaxKeys; Result.Untracked) is answered
-	// 503 Service Unavailable instead: the server is full, not the client
-	// over its limit.
+	// A refusal because the limiter holds as many keys as it may
+	// (keylimit.WithMaxKeys; Result.Untracked) is answered 503 Service
+	// Unavailable instead, a problem of the draft's type
+	// temporary-reduced-capacity: the server is full, not the client over
+	// its limit.
 	Deny func(w http.ResponseWriter, r *http.Request, d Decision)
 
 	// Error answers requests the middleware cannot decide: their key
@@ -134,9 +159,9 @@ type middleware struct {
 	tierOf     func(*http.Request, string) string
 	cost       func(*http.Request) int
 	skip       func(*http.Request) bool
-	legacy     bool
+	legacy     *legacy // nil: no X-RateLimit fields
 	onDecision func(*http.Request, Decision)
-	deny       func(http.ResponseWriter, *http.Request, Decision)
+	deny       func(http.ResponseWriter, *http.Request, Decision) // nil: the default, deny
 	fail       func(http.ResponseWriter, *http.Request, error)
 }
 
@@ -153,11 +178,13 @@ func newMiddleware(c Config) (*middleware, error) {
 	}
 	m := &middleware{
 		key: c.Key, quota: q, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
-		legacy: c.LegacyFields, onDecision: c.OnDecision,
-		deny: c.Deny, fail: c.Error,
+		onDecision: c.OnDecision, deny: c.Deny, fail: c.Error,
 	}
-	if m.deny == nil {
-		m.deny = deny
+	if c.LegacyFields {
+		m.legacy = &legacy{delta: c.LegacyResetDelta, clock: c.Clock}
+		if m.legacy.clock == nil {
+			m.legacy.clock = clock.New()
+		}
 	}
 	if m.fail == nil {
 		m.fail = fail
@@ -230,5 +257,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fields.Set(fieldRetryAfter, strconv.FormatInt(secs, 10))
 	}
 	fields.Set("Cache-Control", "no-store")
+	if m.deny == nil {
+		deny(w, r, &v)
+		return
+	}
 	m.deny(w, r, *d)
 }

@@ -60,8 +60,8 @@ func TestThreeUsers(t *testing.T) {
 			require.Equal(t, http.StatusTooManyRequests, got.status, "%s request %d", user, i+1)
 			require.Equal(t, 1, retryAfter(t, got.header))
 			require.Equal(t, "no-store", got.header.Get("Cache-Control"))
-			require.Equal(t, "application/json", got.header.Get("Content-Type"))
-			require.JSONEq(t, `{"error":"rate limit exceeded","retry_after_seconds":1,"policy":"burst","limit":5,"remaining":0}`, got.body)
+			require.Equal(t, "application/problem+json", got.header.Get("Content-Type"), "the client sent no Accept: any type")
+			require.JSONEq(t, `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["burst"],"retry_after_seconds":1,"policy":"burst","limit":5,"remaining":0}`, got.body)
 		}
 	}
 	for _, u := range users {
@@ -111,13 +111,13 @@ func TestMinuteAndHour(t *testing.T) {
 		// The minute's next token is 20 s away; the refusal took nothing
 		// from the hour.
 		{status: 429, retryAfter: 20, fields: []fields{{"minute", 3, 60, 0, 60}, {"hour", 5, 3600, 2, 2160}},
-			body: `{"error":"rate limit exceeded","retry_after_seconds":20,"policy":"minute","limit":3,"remaining":0}`},
+			body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["minute"],"retry_after_seconds":20,"policy":"minute","limit":3,"remaining":0}`},
 		{advance: time.Minute, status: 200, fields: []fields{{"minute", 3, 60, 2, 20}, {"hour", 5, 3600, 1, 2820}}},
 		{status: 200, fields: []fields{{"minute", 3, 60, 1, 40}, {"hour", 5, 3600, 0, 3540}}},
 		// The hour's 5 tokens are gone at 0:01; the first comes back at
 		// 0:12. The refusal took nothing from the minute.
 		{status: 429, retryAfter: 11 * 60, fields: []fields{{"minute", 3, 60, 1, 40}, {"hour", 5, 3600, 0, 59 * 60}},
-			body: `{"error":"rate limit exceeded","retry_after_seconds":660,"policy":"hour","limit":5,"remaining":0}`},
+			body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["hour"],"retry_after_seconds":660,"policy":"hour","limit":5,"remaining":0}`},
 	})
 	var refusedBy []string
 	for _, d := range seen.list() {
@@ -158,30 +158,51 @@ func TestMinuteAndHourWindows(t *testing.T) {
 	})
 }
 
-// LegacyFields adds X-RateLimit-* for the binding policy, Reset in
-// seconds until the quota is whole, rounded up.
+// LegacyFields adds X-RateLimit-* for the binding policy: Reset as the
+// Unix time the quota is whole again, rounded up to a second (as GitHub,
+// httprate and ulule send it), on the Clock given; with LegacyResetDelta,
+// the seconds until then, rounded up. Here the clock starts half a second
+// past 2026-03-01 12:00:00 UTC, Unix 1772366400.
 func TestLegacyFields(t *testing.T) {
-	mock := clock.NewMock()
-	srv := serve(t, limited(t, httplimit.Config{
-		Key: httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{
-			bucket(t, "second", keylimit.PerSecond(5), mock), // a token every 200 ms
-			bucket(t, "minute", keylimit.PerMinute(5), mock), // a token every 12 s
-		},
-		LegacyFields: true,
-	})(&ok{}))
-	runSteps(t, mock, srv.URL, []string{"X-User", "u"}, []step{
-		// A tie at 4: the first policy binds.
-		{status: 200, fields: []fields{{"second", 5, 1, 4, 1}, {"minute", 5, 60, 4, 12}}, legacy: []string{"5", "4", "1"}},
-		{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 3, 24}}, legacy: []string{"5", "3", "1"}},
-		// A second later: the second has 4, the minute 2.
-		{advance: time.Second, status: 200, fields: []fields{{"second", 5, 1, 4, 1}, {"minute", 5, 60, 2, 35}}, legacy: []string{"5", "2", "35"}},
-		{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 1, 47}}, legacy: []string{"5", "1", "47"}},
-		{status: 200, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 59}}, legacy: []string{"5", "0", "59"}},
-		// The minute's next token comes at 0:12.
-		{status: 429, retryAfter: 11, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 59}}, legacy: []string{"5", "0", "59"},
-			body: `{"error":"rate limit exceeded","retry_after_seconds":11,"policy":"minute","limit":5,"remaining":0}`},
-	})
+	start := time.Date(2026, 3, 1, 12, 0, 0, 5e8, time.UTC)
+	for _, delta := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unix", true: "delta"}[delta], func(t *testing.T) {
+			mock := clock.NewMock()
+			mock.Set(start)
+			srv := serve(t, limited(t, httplimit.Config{
+				Key: httplimit.Header("X-User"),
+				Policies: []httplimit.Policy{
+					bucket(t, "second", keylimit.PerSecond(5), mock), // a token every 200 ms
+					bucket(t, "minute", keylimit.PerMinute(5), mock), // a token every 12 s
+				},
+				LegacyFields:     true,
+				LegacyResetDelta: delta,
+				Clock:            mock,
+			})(&ok{}))
+			// reset is X-RateLimit-Reset: the Unix time, or with delta the
+			// seconds, deltaSecs from now; unixSecs is the Unix time's offset
+			// from 1772366400.
+			reset := func(deltaSecs, unixSecs int64) string {
+				if delta {
+					return strconv.FormatInt(deltaSecs, 10)
+				}
+				return strconv.FormatInt(1772366400+unixSecs, 10)
+			}
+			runSteps(t, mock, srv.URL, []string{"X-User", "u"}, []step{
+				// A tie at 4: the first policy binds, whole in 200 ms, at 12:00:00.7.
+				{status: 200, fields: []fields{{"second", 5, 1, 4, 1}, {"minute", 5, 60, 4, 12}}, legacy: []string{"5", "4", reset(1, 1)}},
+				{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 3, 24}}, legacy: []string{"5", "3", reset(1, 1)}},
+				// A second later: the second has 4, the minute 2, whole in
+				// 35 s, at 12:00:36.5.
+				{advance: time.Second, status: 200, fields: []fields{{"second", 5, 1, 4, 1}, {"minute", 5, 60, 2, 35}}, legacy: []string{"5", "2", reset(35, 37)}},
+				{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 1, 47}}, legacy: []string{"5", "1", reset(47, 49)}},
+				{status: 200, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 59}}, legacy: []string{"5", "0", reset(59, 61)}},
+				// The minute's next token comes at 0:12.
+				{status: 429, retryAfter: 11, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 59}}, legacy: []string{"5", "0", reset(59, 61)},
+					body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["minute"],"retry_after_seconds":11,"policy":"minute","limit":5,"remaining":0}`},
+			})
+		})
+	}
 }
 
 // Tiers: client-1 gets 10/min on /foo and 5/min on /bar, client-2 20/min
@@ -267,7 +288,7 @@ func TestCost(t *testing.T) {
 		// A request that can never pass has no time to retry at, and
 		// takes nothing.
 		{advance: time.Minute, path: "/huge", status: 429, fields: []fields{{"minute", 12, 60, 12, 0}},
-			body: `{"error":"the request costs 13, more than policy \"minute\" admits at once (12): it can never pass","policy":"minute","limit":12,"remaining":12}`},
+			body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"the request costs 13, more than policy \"minute\" admits at once (12): it can never pass","violated-policies":["minute"],"policy":"minute","limit":12,"remaining":12}`},
 	})
 	// The cost is charged in the refused case's Retry-After too: 5 tokens
 	// of a 12/min bucket come back 5 × 5 s after the bucket is empty.
@@ -304,13 +325,13 @@ func TestCostAcrossPolicies(t *testing.T) {
 		{header: []string{"X-Cost", "6"}, status: 200, fields: []fields{{"ten", 10, 60, 4, 36}, {"seven", 7, 60, 1, 52}}},
 		// ten lacks one token, 6 s away
 		{header: []string{"X-Cost", "5"}, status: 429, retryAfter: 6, fields: []fields{{"ten", 10, 60, 4, 36}, {"seven", 7, 60, 1, 52}},
-			body: `{"error":"rate limit exceeded","retry_after_seconds":6,"policy":"ten","limit":10,"remaining":4}`},
+			body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["ten","seven"],"retry_after_seconds":6,"policy":"ten","limit":10,"remaining":4}`},
 		// seven's t: 7 intervals of 60/7 s, each rounded up to the ns, are
 		// a little over 60 s.
 		{advance: time.Hour, header: []string{"X-Cost", "7"}, status: 200, fields: []fields{{"ten", 10, 60, 3, 42}, {"seven", 7, 60, 0, 61}}},
 		// ten refuses for now; seven never can
 		{header: []string{"X-Cost", "8"}, status: 429, fields: []fields{{"ten", 10, 60, 3, 42}, {"seven", 7, 60, 0, 61}},
-			body: `{"error":"the request costs 8, more than policy \"seven\" admits at once (7): it can never pass","policy":"seven","limit":7,"remaining":0}`},
+			body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"the request costs 8, more than policy \"seven\" admits at once (7): it can never pass","violated-policies":["ten","seven"],"policy":"seven","limit":7,"remaining":0}`},
 	})
 }
 

@@ -231,7 +231,7 @@ func (t *Transport) wait(ctx context.Context, key string, notBefore time.Time, w
 	}
 	err := t.waitPause(ctx, clk, key, notBefore, w)
 	if err == nil && t.Limiter != nil {
-		if err = keylimit.WaitN(ctx, t.Limiter, key, 1, clk); err == nil {
+		if err = keylimit.WaitN(ctx, t.Limiter, key, 1); err == nil {
 			err = t.waitPause(ctx, clk, key, time.Time{}, w)
 		}
 	}

@@ -27,8 +27,9 @@ const maxRateLimitField = 8 << 10
 //
 // On a refusal, Retry-After decides if it is there and valid (RFC 9110:
 // when both are present, a client follows Retry-After); otherwise the
-// RateLimit field: the largest t of its members with r=0, or if none has
-// r=0, the largest t. On any other answer only members with r=0 count: a
+// RateLimit field, if it is a valid List (quota.ReadRateLimit ignores any
+// other whole): the largest t of its members with r=0, or if none has r=0,
+// the largest t. On any other answer only members with r=0 count: a
 // server saying "none left for t seconds" on a 200 is obeyed too.
 func serverPause(resp *http.Response, refused bool, now time.Time) time.Time {
 	if refused {

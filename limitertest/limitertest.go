@@ -18,6 +18,11 @@
 // Its SetLimit case runs on limiters with a SetLimit(keylimit.Limit) error
 // method, its Refund case on keylimit.Refunder[string]s, and its cases that
 // step the clock on harnesses with Advance; each is skipped for the others.
+//
+// RunConcurrency is the suite of a keylimit.ConcurrencyLimiter (the
+// in-memory keylimit.Concurrency, and one on Redis): slots held and given
+// back once, first come first served waiting, SetLimit, the longest hold;
+// see ConcurrencyHarness.
 package limitertest
 
 import (
@@ -86,21 +91,30 @@ func Run(t *testing.T, h Harness) {
 	if h.Attempts == 0 {
 		h.Attempts = 30_000
 	}
+	runCases(t, cases, h, h.Advance != nil)
+}
+
+// suiteCase is one case of a suite on harnesses of type H.
+type suiteCase[H any] struct {
+	name       string
+	needsClock bool // it steps the limiter's clock
+	run        func(t *testing.T, h H)
+}
+
+// runCases runs cases on h as subtests of t; those that step the clock are
+// skipped unless canStep.
+func runCases[H any](t *testing.T, cases []suiteCase[H], h H, canStep bool) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if c.needsClock && h.Advance == nil {
-				t.Skip("limitertest: this case steps the limiter's clock, and Harness.Advance is nil (a clock the test cannot move)")
+			if c.needsClock && !canStep {
+				t.Skip("limitertest: this case steps the limiter's clock, and the harness's Advance is nil (a clock the test cannot move)")
 			}
 			c.run(t, h)
 		})
 	}
 }
 
-var cases = []struct {
-	name       string
-	needsClock bool
-	run        func(t *testing.T, h Harness)
-}{
+var cases = []suiteCase[Harness]{
 	{"FreshKeyAdmitsQuotaThenRefuses", false, freshKeyAdmitsQuota},
 	{"AllowNIsAllOrNothing", false, allowNAllOrNothing},
 	{"ImpossibleAndEmptyRequests", false, impossibleRequests},

@@ -93,6 +93,7 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	// first that cannot apply its limit to the key (Result.Err).
 	least, short, never, failed := -1, -1, -1, -1
 	var leastRes, shortRes, neverRes, failedRes keylimit.Result
+	var violated uint64 // bit i: policy i (of the first 64) cannot afford cost now
 	for i, p := range t.policies {
 		r := res
 		switch {
@@ -112,8 +113,13 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		if least < 0 || r.Remaining < leastRes.Remaining {
 			least, leastRes = i, r
 		}
-		if short < 0 && r.Remaining < cost {
-			short, shortRes = i, r
+		if r.Remaining < cost {
+			if i < 64 {
+				violated |= 1 << i
+			}
+			if short < 0 {
+				short, shortRes = i, r
+			}
 		}
 		if never < 0 && r.Limit < cost {
 			never, neverRes = i, r
@@ -145,6 +151,8 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		rateLimit:       string(field),
 		rateLimitPolicy: t.policyField(qw),
 		action:          act(bindRes, d.dryRun),
+		tier:            t,
+		violated:        violated,
 	}
 	return v, nil
 }

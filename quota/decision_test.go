@@ -41,6 +41,43 @@ func TestDecideAllOrNothing(t *testing.T) {
 	require.Equal(t, 1, second.Peek("k").Remaining, "the last refusal gave back what second took")
 }
 
+// ViolatedPolicies names the policies a refused request could not pass, in
+// the tier's order: the one that refused, and the others it would not have
+// passed either; none for an admitted request; the would-be refusers in a
+// dry run.
+func TestViolatedPolicies(t *testing.T) {
+	mock := clock.NewMock()
+	policies := func() []quota.Policy {
+		return []quota.Policy{
+			{Name: "second", Limiter: newBucket(t, keylimit.PerSecond(2), mock)},
+			{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(3), mock)},
+			{Name: "hour", Limiter: newBucket(t, keylimit.PerHour(100), mock)},
+		}
+	}
+	for _, dryRun := range []bool{false, true} {
+		d := newDecider(t, quota.Config{Policies: policies(), DryRun: dryRun})
+		var got [][]string
+		for _, step := range []struct {
+			advance time.Duration
+			cost    int
+		}{
+			{0, 2},   // admitted: second 0, minute 1 left
+			{0, 1},   // refused by second; minute could pass it
+			{s, 2},   // second has 2 again, minute 1: refused by minute alone
+			{s, 200}, // beyond hour's quota: never; second and minute short too
+		} {
+			mock.Add(step.advance)
+			v, err := d.Decide(context.Background(), "k", "", step.cost)
+			require.NoError(t, err)
+			got = append(got, v.ViolatedPolicies())
+		}
+		require.Equal(t, [][]string{nil, {"second"}, {"minute"}, {"second", "minute", "hour"}}, got, "dry run %v", dryRun)
+		mock.Add(time.Hour)
+	}
+	var zero quota.Verdict
+	require.Nil(t, zero.ViolatedPolicies())
+}
+
 // The binding policy of a refusal, and what the Decision says of it: the
 // policy the cost can never pass before one that is only short now, even
 // when All stopped at the one short now; an untracked key; a limiter that

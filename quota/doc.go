@@ -32,8 +32,8 @@
 // # The fields
 //
 // The fields are those of the IETF draft
-// draft-ietf-httpapi-ratelimit-headers, RFC 9651 lists with one member per
-// policy, in order, named by a String:
+// draft-ietf-httpapi-ratelimit-headers (its -11, whose syntax is -10's),
+// RFC 9651 Lists with one member per policy, in order, named by a String:
 //
 //	RateLimit-Policy: "minute";q=10;w=60, "hour";q=500;w=3600
 //	RateLimit: "minute";r=3;t=42, "hour";r=493;t=3541
@@ -43,7 +43,10 @@
 // the quota is whole again; every number is a non-negative Integer, times
 // rounded up. Decision.RetryAfterSeconds and Decision.Legacy give the
 // values of Retry-After and of the X-RateLimit fields. ReadRateLimit is the
-// other side: what a client reads of a RateLimit field.
+// other side: what a client reads of a RateLimit field, strictly, as the
+// draft asks: a field that is not a valid List is ignored whole.
+// Verdict.ViolatedPolicies names the policies a refused request exceeded,
+// for the draft's problem type quota-exceeded.
 //
 // An adapter calls Verdict.Finish when a request that proceeded has ended.
 //

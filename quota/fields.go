@@ -44,8 +44,10 @@ func (d Decision) RetryAfterSeconds() (secs int64, ok bool) {
 
 // Legacy returns the values of the fields many clients still read, for the
 // binding policy: X-RateLimit-Limit (q, its quota), X-RateLimit-Remaining
-// (r, what remains, at most q) and X-RateLimit-Reset (seconds until the
-// quota is whole again, rounded up: not a Unix time).
+// (r, what remains, at most q), and reset, the seconds until the quota is
+// whole again, rounded up. httplimit sends X-RateLimit-Reset as the Unix
+// time Result.ResetAfter from now, as the clients of those fields expect,
+// and reset itself only with its Config.LegacyResetDelta.
 func (d Decision) Legacy() (limit, remaining, reset int64) {
 	limit = sfInt(int64(d.Result.Limit))
 	return limit, min(sfInt(int64(d.Result.Remaining)), limit), seconds(d.Result.ResetAfter)

@@ -46,6 +46,8 @@ type Verdict struct {
 	rateLimit       string
 	rateLimitPolicy string
 	action          Action
+	tier            *tier  // the tier decided, for ViolatedPolicies; nil in the zero Verdict
+	violated        uint64 // bit i: policy i of the tier (of its first 64) could not afford the cost
 }
 
 // Action returns what the adapter does with the request: Proceed, Refuse
@@ -65,6 +67,25 @@ func (v *Verdict) RateLimit() string { return v.rateLimit }
 //
 //	"minute";q=10;w=60, "hour";q=500;w=3600
 func (v *Verdict) RateLimitPolicy() string { return v.rateLimitPolicy }
+
+// ViolatedPolicies returns the names of the policies that refused the
+// request, in the tier's order: the binding policy, and every other one
+// that could not afford the request's cost either (of a tier's first 64).
+// It is nil for a request every policy admitted; in a dry run it names the
+// policies that would have refused. It is the draft's violated-policies
+// of the quota-exceeded problem type, and allocates the slice it returns.
+func (v *Verdict) ViolatedPolicies() []string {
+	if v.tier == nil || v.Decision.Result.Allowed {
+		return nil
+	}
+	var names []string
+	for i, p := range v.tier.policies {
+		if i < 64 && v.violated&(1<<i) != 0 || p.name == v.Decision.Policy {
+			names = append(names, p.name)
+		}
+	}
+	return names
+}
 
 // Finish ends the request: an adapter calls it once, when the handler of a
 // request that proceeded has returned (deferred, so that a handler that

@@ -76,7 +76,7 @@ func TestEndedContextMakesNoCall(t *testing.T) {
 				_, err = each.TakeEach(ctx, key, 1, make([]keylimit.Result, 3))
 				require.ErrorIs(t, err, ctx.Err(), "%s: TakeEach", name)
 			}
-			err = keylimit.WaitN(ctx, lim, key, 1, nil)
+			err = keylimit.WaitN(ctx, lim, key, 1)
 			require.ErrorIs(t, err, ctx.Err(), "%s: keylimit.WaitN", name)
 			require.Empty(t, hook.take(), "%s: the commands the client was asked to send", name)
 			require.Equal(t, before, s.commandStats(t), "%s: the commands Redis ran", name)
@@ -144,7 +144,7 @@ func TestContextReachesTheClient(t *testing.T) {
 			_, err = lim.PeekContext(ctx, key)
 			require.NoError(t, err, name)
 			require.NoError(t, lim.RefundContext(ctx, key, adm), name)
-			require.NoError(t, keylimit.WaitN(ctx, lim, key, 1, nil), name)
+			require.NoError(t, keylimit.WaitN(ctx, lim, key, 1), name)
 			if each, ok := lim.(keylimit.EachTaker[string]); ok {
 				_, err = each.TakeEach(ctx, key, 1, make([]keylimit.Result, 3))
 				require.NoError(t, err, name)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/perkey"
 	"github.com/redis/go-redis/v9"
@@ -465,7 +466,7 @@ func (l *redisLimiter) Wait(ctx context.Context, key string) error { return l.Wa
 // too). It returns ctx's error, wrapped, if ctx ends first. While Redis
 // fails, the failure policy answers, as for Take.
 func (l *redisLimiter) WaitN(ctx context.Context, key string, n int) error {
-	return keylimit.WaitN[string](ctx, contextTaker{l, ctx}, key, n, l.clock.injected)
+	return keylimit.WaitN[string](ctx, contextTaker{l, ctx}, key, n)
 }
 
 // contextTaker is the limiter's Take under one context, for keylimit.WaitN.
@@ -473,6 +474,10 @@ type contextTaker struct {
 	l   *redisLimiter
 	ctx context.Context
 }
+
+// Clock is the limiter's local clock (WithClock), which the wait sleeps on;
+// nil is the system clock.
+func (t contextTaker) Clock() clock.Clock { return t.l.clock.injected }
 
 func (t contextTaker) Take(key string, n int) keylimit.Result {
 	r, _ := t.l.TakeContext(t.ctx, key, n)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -79,7 +81,7 @@ func httpScene(w io.Writer) error {
 	fmt.Fprintln(w, "proxy in front of it (127.0.0.1, trusted), which adds each user's address to")
 	fmt.Fprintln(w, "X-Forwarded-For. charlie forges that field, putting 6.6.6.n in front, and rotates his")
 	fmt.Fprintln(w, "IPv6 address within 2001:db8:c::/64 on every request.")
-	var policy, refusal string // a RateLimit-Policy and a 429's body, as seen
+	var policy, refusal, refusalType string // a RateLimit-Policy, and a 429's body and its Content-Type, as seen
 	explained := false
 	fire := func() error {
 		passed := map[string]int{}
@@ -103,7 +105,7 @@ func httpScene(w io.Writer) error {
 				}
 				policy = resp.Header.Get("RateLimit-Policy")
 				if resp.StatusCode == http.StatusTooManyRequests {
-					refusal = body
+					refusal, refusalType = body, resp.Header.Get("Content-Type")
 				}
 			}
 			fmt.Fprintf(w, "  %-8s %s\n", u.name, strings.Join(codes, " "))
@@ -135,7 +137,11 @@ func httpScene(w io.Writer) error {
 	fmt.Fprintln(w, "  an IPv6 client by its /64 network, which one user holds whole.")
 	fmt.Fprintf(w, "\nevery response: RateLimit-Policy: %s\n", policy)
 	fmt.Fprintln(w, "  (q: the quota, in requests; w: seconds an empty bucket takes to fill up again)")
-	fmt.Fprintf(w, "a 429's body: %s\n", refusal)
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, []byte(refusal), "  ", "  "); err != nil {
+		return fmt.Errorf("a 429's body %q: %w", refusal, err)
+	}
+	fmt.Fprintf(w, "a 429's body (%s: the draft's problem type, RFC 9457):\n  %s\n", refusalType, indented.String())
 
 	const wait = 3 * time.Second
 	fmt.Fprintf(w, "\nwaiting %v: one token a second comes back...\n", wait)

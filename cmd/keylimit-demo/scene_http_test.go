@@ -44,7 +44,20 @@ IPv6 address within 2001:db8:c::/64 on every request.
 
 every response: RateLimit-Policy: "burst";q=5;w=5
   (q: the quota, in requests; w: seconds an empty bucket takes to fill up again)
-a 429's body: {"error":"rate limit exceeded","retry_after_seconds":1,"policy":"burst","limit":5,"remaining":0}
+a 429's body (application/problem+json: the draft's problem type, RFC 9457):
+  {
+    "type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
+    "title": "Quota Exceeded",
+    "status": 429,
+    "detail": "rate limit exceeded",
+    "violated-policies": [
+      "burst"
+    ],
+    "retry_after_seconds": 1,
+    "policy": "burst",
+    "limit": 5,
+    "remaining": 0
+  }
 
 waiting 3s: one token a second comes back...
 

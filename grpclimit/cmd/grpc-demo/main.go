@@ -170,11 +170,15 @@ func plainBurst(w io.Writer, clk clock.Clock, addr string) error {
 	if !ok {
 		return fmt.Errorf("the refusal %v has no RetryInfo", refusal)
 	}
-	fmt.Fprintln(w, "  every answer carries the RateLimit fields as header metadata; the 1st:")
+	fmt.Fprintln(w, "  every admitted call carries the RateLimit fields as header metadata; the 1st:")
 	fmt.Fprintf(w, "      %s\n", fields(first, "ratelimit-policy", "ratelimit"))
 	fmt.Fprintf(w, "  the %s, refused: %s, with a RetryInfo detail: retry in %v\n", ordinal(passed+1), status.Code(refusal), ceilMillis(delay))
-	fmt.Fprintf(w, "      header metadata   %s\n", fields(refusedHeader, "ratelimit", "retry-after"))
-	fmt.Fprintf(w, "      trailer metadata  %s (what gRPC's own retry policy reads)\n", fields(refusedTrailer, "grpc-retry-pushback-ms"))
+	fmt.Fprintf(w, "      trailer metadata  %s\n", fields(refusedTrailer, "ratelimit", "retry-after", "grpc-retry-pushback-ms"))
+	if len(refusedHeader) == 0 {
+		fmt.Fprintln(w, "      and no header: a Trailers-Only answer, the refusal gRPC's own retry policy retries")
+	} else {
+		fmt.Fprintf(w, "      header metadata   %v\n", refusedHeader)
+	}
 	fmt.Fprintln(w, "  (q: the quota; w: seconds an empty bucket takes to fill; r: calls left; t: seconds")
 	fmt.Fprintf(w, "   until all %d are back; retry-after: RetryInfo's delay in whole seconds, rounded up)\n", serverRate)
 	return nil

@@ -29,11 +29,11 @@ a second: 5 at once, then one every 200ms (a token bucket behind grpclimit's int
 A plain client calls 8 times in a row as "alice":
   OK OK OK OK OK ResourceExhausted ResourceExhausted ResourceExhausted
   5 passed, 3 refused: the limit, exactly.
-  every answer carries the RateLimit fields as header metadata; the 1st:
+  every admitted call carries the RateLimit fields as header metadata; the 1st:
       ratelimit-policy: "second";q=5;w=1  ratelimit: "second";r=4;t=1
   the 6th, refused: ResourceExhausted, with a RetryInfo detail: retry in 200ms
-      header metadata   ratelimit: "second";r=0;t=1  retry-after: 1
-      trailer metadata  grpc-retry-pushback-ms: 200 (what gRPC's own retry policy reads)
+      trailer metadata  ratelimit: "second";r=0;t=1  retry-after: 1  grpc-retry-pushback-ms: 200
+      and no header: a Trailers-Only answer, the refusal gRPC's own retry policy retries
   (q: the quota; w: seconds an empty bucket takes to fill; r: calls left; t: seconds
    until all 5 are back; retry-after: RetryInfo's delay in whole seconds, rounded up)
 

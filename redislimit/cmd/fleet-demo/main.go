@@ -5,15 +5,23 @@
 // the global limit holds, at in-process speed, with a Redis call per
 // lease rather than per request.
 //
-// It starts its own redis-server (found on PATH) on a free port of
-// 127.0.0.1, keeps nothing on disk, and stops it when done:
+// It needs nothing installed. With redis-server on PATH it starts one on a
+// free port of 127.0.0.1, its append-only file in a temporary directory,
+// and stops it (and removes the directory) when done;
+// without, it runs an embedded Redis, miniredis (a Redis in Go, with Lua),
+// in its own process. It says which. -redis=server or -redis=embedded
+// chooses:
 //
-//	cd redislimit && go run ./cmd/fleet-demo
+//	cd redislimit/cmd/fleet-demo && go run .
+//
+// It is a module of its own, never published, so that no published module
+// depends on miniredis.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/redislimit"
@@ -29,24 +38,55 @@ import (
 )
 
 func main() {
-	if err := run(os.Stdout); err != nil {
+	which := flag.String("redis", "auto", "the Redis to run on: server (redis-server, from PATH), embedded (miniredis), or auto: server if installed")
+	flag.Parse()
+	if err := run(os.Stdout, *which); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet-demo:", err)
 		os.Exit(1)
 	}
 }
 
-// run starts a redis-server, shows the fleet on it, and stops it.
-func run(w io.Writer) error {
-	if !redisserver.Installed() {
-		return errors.New("this demo needs redis-server, and " + redisserver.InstallHint)
+// run starts the Redis which names (see main), shows the fleet on it, and
+// stops it.
+func run(w io.Writer, which string) error {
+	why := "-redis=" + which + ":" // why the embedded Redis, if it is
+	if which == "auto" {
+		which, why = "embedded", "redis-server is not installed:"
+		if redisserver.Installed() {
+			which = "server"
+		}
 	}
-	srv, err := redisserver.StartAppendOnly(0) // keeps its data on disk, as Ping checks
-	if err != nil {
-		return err
+	var addr string
+	switch which {
+	case "server":
+		if !redisserver.Installed() {
+			return errors.New("-redis=server needs redis-server, and " + redisserver.InstallHint)
+		}
+		srv, err := redisserver.StartAppendOnly(0) // keeps its data on disk, as Ping checks
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		addr = srv.Addr
+		fmt.Fprintf(w, "redis-server started on %s (it stops when the demo ends)\n\n", addr)
+	case "embedded":
+		mr := miniredis.NewMiniRedis()
+		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+			return err
+		}
+		defer mr.Close()
+		addr = mr.Addr()
+		fmt.Fprintf(w, "%s an embedded Redis runs in this process, on %s:\n", why, addr)
+		fmt.Fprintln(w, "miniredis, a Redis in Go that runs the same Lua scripts. It decides as redis-server")
+		fmt.Fprint(w, "does; its speed is its own.")
+		if why != "-redis=embedded:" {
+			fmt.Fprint(w, " (With redis-server on PATH, the demo starts one instead.)")
+		}
+		fmt.Fprint(w, "\n\n")
+	default:
+		return fmt.Errorf("-redis=%s: want server, embedded or auto", which)
 	}
-	defer srv.Stop()
-	fmt.Fprintf(w, "redis-server started on %s (it stops when the demo ends)\n\n", srv.Addr)
-	return show(w, srv.Addr)
+	return show(w, addr)
 }
 
 // The scenario: a limit of 10 an hour per user; alice sends 30 requests
@@ -110,9 +150,49 @@ var redisOptions = []redislimit.Option{
 // processes would have.
 func redisLimiter(build func(redis.UniversalClient) (keylimit.Limiter[string], error)) newFunc {
 	return func(addr string) (keylimit.Limiter[string], io.Closer, error) {
-		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		c := newClient(addr)
 		lim, err := build(c)
 		return lim, c, err
+	}
+}
+
+// scripts counts the script calls (EVALSHA and EVAL) the demo's clients
+// send, which every Redis answers; redis-server's INFO commandstats would
+// count them too, but miniredis keeps no such count.
+var scripts atomic.Int64
+
+// newClient returns a client of the Redis at addr that counts its script
+// calls in scripts.
+func newClient(addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	c.AddHook(scriptCounter{})
+	return c
+}
+
+// scriptCounter is a go-redis hook that counts script calls.
+type scriptCounter struct{}
+
+func (scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		countScript(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			countScript(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func countScript(cmd redis.Cmder) {
+	if name := cmd.Name(); name == "evalsha" || name == "eval" {
+		scripts.Add(1)
 	}
 }
 
@@ -176,7 +256,7 @@ func showLeases(w io.Writer, addr string) error {
 	defer stats.Close()
 	var fleet []*redislimit.TokenBucket
 	for range instances {
-		c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		c := newClient(addr)
 		defer c.Close()
 		lim, err := redislimit.NewTokenBucket(c, "fleet-demo-hot", hotLimit, append(redisOptions, redislimit.WithLeases(leaseTime))...)
 		if err != nil {
@@ -188,10 +268,7 @@ func showLeases(w io.Writer, addr string) error {
 		fleet = append(fleet, lim)
 	}
 	key := fmt.Sprintf("hot-%d", time.Now().UnixNano())
-	before, err := scriptCalls(ctx, stats)
-	if err != nil {
-		return err
-	}
+	before := scripts.Load()
 	start, err := stats.Time(ctx).Result()
 	if err != nil {
 		return err
@@ -204,11 +281,7 @@ func showLeases(w io.Writer, addr string) error {
 	for _, lim := range fleet {
 		lim.Close()
 	}
-	after, err := scriptCalls(ctx, stats)
-	if err != nil {
-		return err
-	}
-	calls := max(after-before, 1)
+	calls := max(scripts.Load()-before, 1)
 	bound := int64(hotLimit.BurstSize()) + int64(end.Sub(start)/hotLimit.Interval())
 	fmt.Fprintf(w, "  admitted %d of at most %d (burst + rate × %v on Redis's clock), %.0f%%,\n",
 		admitted, bound, end.Sub(start).Round(time.Millisecond), 100*float64(admitted)/float64(bound))
@@ -245,26 +318,6 @@ func hammer(fleet []*redislimit.TokenBucket, key string) int64 {
 	stop.Store(true)
 	wg.Wait()
 	return admitted.Load()
-}
-
-// scriptCalls returns the script calls Redis has run (EVALSHA and EVAL),
-// from INFO commandstats.
-func scriptCalls(ctx context.Context, c *redis.Client) (int64, error) {
-	info, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
-				var calls int64
-				fmt.Sscanf(rest, "%d", &calls)
-				n += calls
-			}
-		}
-	}
-	return n, nil
 }
 
 // costs times an admitted Allow on one key under a limit no call reaches:
