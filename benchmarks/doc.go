@@ -13,10 +13,16 @@
 //     on a redis-server the benchmark starts;
 //   - concurrency limits: BenchmarkAcquireRelease, keylimit's Concurrency
 //     beside golang.org/x/sync/semaphore per key and a buffered channel per
-//     key (Semaphore, SemaphoreContenders).
+//     key (Semaphore, SemaphoreContenders);
+//   - HTTP end to end: cmd/e2e, a command (it takes minutes), serves a
+//     hello-world handler on one core, bare and behind httplimit,
+//     github.com/go-chi/httprate and ulule/limiter, under wrk on another,
+//     and prints the ratios to bare.
 //
 // It is its own module so that no library module of keylimit depends on the
 // limiters it is compared with. report.sh runs all of it, has benchstat
 // (golang.org/x/perf, a tool of this module) do the statistics, and writes
-// ../BENCHMARKS.md; NOTES.md says how to read it.
+// ../BENCHMARKS.md, with http.sh's section: cmd/e2e's table beside
+// httplimit's BenchmarkMiddleware and grpclimit's BenchmarkInterceptor.
+// NOTES.md says how to read it.
 package benchmarks

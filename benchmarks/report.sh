@@ -15,6 +15,7 @@
 #            test's own size: to check the script, not to publish
 # NOTE       a paragraph printed under the title (why the figures are what they are)
 # OUT        the file to write (default ../BENCHMARKS.md)
+# HTTP=0     leaves out the HTTP section (http.sh, which says its own settings)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -261,4 +262,7 @@ one go-redis client for every row, distinct keys. \`floor\` is the client runnin
 $(pivot Redis "sec/op server-sec/op allocs/op" 1 <"$tmp/redis.csv")
 EOF
 } >"$OUT"
+if [ "${HTTP:-1}" != 0 ]; then
+	bash http.sh >>"$OUT"
+fi
 echo "wrote $OUT" >&2

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/keylimit/keylimit/internal/bounded"
@@ -96,8 +95,8 @@ func fields(v *quota.Verdict) metadata.MD {
 	vals := new([4]string)
 	vals[0], vals[1], vals[2] = v.RateLimit(), v.RateLimitPolicy(), pushbackValue(v.Decision.Result.RetryAfter)
 	md := metadata.MD{"ratelimit": vals[0:1:1], "ratelimit-policy": vals[1:2:2], pushbackKey: vals[2:3:3]}
-	if secs, ok := v.Decision.RetryAfterSeconds(); ok {
-		vals[3] = strconv.FormatInt(secs, 10)
+	if ra := v.RetryAfter(); ra != "" { // a part of RateLimit's string, not one of its own
+		vals[3] = ra
 		md["retry-after"] = vals[3:4:4]
 	}
 	return md

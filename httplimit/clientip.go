@@ -65,7 +65,7 @@ func (c ClientIP) Key(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return forwarded.Key(a, c.IPv6Prefix), nil
+	return forwarded.KeyIn(a, c.IPv6Prefix, r.RemoteAddr), nil
 }
 
 // Addr returns the address of the client that sent r, found as ClientIP

@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -94,11 +93,8 @@ func write(w http.ResponseWriter, r *http.Request, status int, msg string, b bod
 
 // send answers with status and b, of contentType.
 func send(w http.ResponseWriter, status int, contentType string, b body) {
-	out, err := json.Marshal(b)
-	if err != nil {
-		panic(err) // b holds only strings and integers
-	}
-	w.Header().Set("Content-Type", contentType)
+	out := b.appendJSON(make([]byte, 0, 256)) // a problem of one policy is about 230 bytes
+	w.Header()[fieldContentType] = []string{contentType}
 	w.WriteHeader(status)
 	w.Write(append(out, '\n'))
 }

@@ -17,6 +17,8 @@ const (
 	fieldRateLimit       = "Ratelimit"
 	fieldRateLimitPolicy = "Ratelimit-Policy"
 	fieldRetryAfter      = "Retry-After"
+	fieldCacheControl    = "Cache-Control"
+	fieldContentType     = "Content-Type"
 	fieldLegacyLimit     = "X-Ratelimit-Limit"
 	fieldLegacyRemaining = "X-Ratelimit-Remaining"
 	fieldLegacyReset     = "X-Ratelimit-Reset"
@@ -28,34 +30,52 @@ type legacy struct {
 	clock clock.Clock // the time of day a Unix time counts from
 }
 
-// setFields sets the rate-limit fields of a counted request, with legacy
-// (if not nil) the X-RateLimit ones too. The field values share one
-// allocated array, each slice capped at its one value, so that a handler's
-// Header().Add copies instead of writing into its neighbour.
+// setFields sets the rate-limit fields of a counted request: RateLimit and
+// RateLimit-Policy, with legacy (if not nil) the X-RateLimit ones too, and
+// for a refusal Retry-After (unless the request can never pass) and
+// Cache-Control: no-store. The field values share one allocated array,
+// each slice capped at its one value, so that a handler's Header().Add
+// copies instead of writing into its neighbour, and no two requests share
+// a value a handler could change.
 func setFields(h http.Header, v *quota.Verdict, legacy *legacy) {
-	if legacy == nil {
-		vals := new([2]string)
-		vals[0], vals[1] = v.RateLimit(), v.RateLimitPolicy()
-		h[fieldRateLimit], h[fieldRateLimitPolicy] = vals[0:1:1], vals[1:2:2]
-		return
+	retryAfter := v.RetryAfter()
+	refused := v.Action() == quota.Refuse
+	n := 2
+	if legacy != nil {
+		n += 3
 	}
-	vals := new([5]string)
+	if refused {
+		n += 2
+	}
+	vals := make([]string, n)
 	vals[0], vals[1] = v.RateLimit(), v.RateLimitPolicy()
-	limit, remaining, reset := v.Decision.Legacy()
-	if !legacy.delta {
-		reset = unixSeconds(legacy.clock.Now().Add(max(v.Decision.Result.ResetAfter, 0)))
-	}
-	// The three numbers in one string: a Unix time has 10 digits, and
-	// strconv.FormatInt would allocate each number above 99.
-	var digits [3 * 20]byte
-	num := strconv.AppendInt(digits[:0], limit, 10)
-	i := len(num)
-	num = strconv.AppendInt(num, remaining, 10)
-	j := len(num)
-	all := string(strconv.AppendInt(num, reset, 10))
-	vals[2], vals[3], vals[4] = all[:i], all[i:j], all[j:]
 	h[fieldRateLimit], h[fieldRateLimitPolicy] = vals[0:1:1], vals[1:2:2]
-	h[fieldLegacyLimit], h[fieldLegacyRemaining], h[fieldLegacyReset] = vals[2:3:3], vals[3:4:4], vals[4:5:5]
+	i := 2
+	if legacy != nil {
+		limit, remaining, reset := v.Decision.Legacy()
+		if !legacy.delta {
+			reset = unixSeconds(legacy.clock.Now().Add(max(v.Decision.Result.ResetAfter, 0)))
+		}
+		// The three numbers in one string: a Unix time has 10 digits, and
+		// strconv.FormatInt would allocate each number above 99.
+		var digits [3 * 20]byte
+		num := strconv.AppendInt(digits[:0], limit, 10)
+		l := len(num)
+		num = strconv.AppendInt(num, remaining, 10)
+		r := len(num)
+		all := string(strconv.AppendInt(num, reset, 10))
+		vals[2], vals[3], vals[4] = all[:l], all[l:r], all[r:]
+		h[fieldLegacyLimit], h[fieldLegacyRemaining], h[fieldLegacyReset] = vals[2:3:3], vals[3:4:4], vals[4:5:5]
+		i = 5
+	}
+	if refused {
+		if retryAfter != "" {
+			vals[i] = retryAfter
+			h[fieldRetryAfter] = vals[i : i+1 : i+1]
+		}
+		vals[i+1] = "no-store"
+		h[fieldCacheControl] = vals[i+1 : i+2 : i+2]
+	}
 }
 
 // unixSeconds is t as a Unix time in whole seconds, rounded up: a client

@@ -41,8 +41,8 @@ func Header(name string) KeyFunc {
 	name = textproto.CanonicalMIMEHeaderKey(name)
 	missing := fmt.Errorf("%w: no %s header", ErrNoKey, name)
 	return func(r *http.Request) (string, error) {
-		if v := r.Header.Get(name); v != "" {
-			return v, nil
+		if vs := r.Header[name]; len(vs) > 0 && vs[0] != "" { // Get, without canonicalizing name again
+			return vs[0], nil
 		}
 		return "", missing
 	}

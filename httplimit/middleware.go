@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -243,8 +242,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err))
 		return
 	}
-	fields := w.Header()
-	setFields(fields, &v, m.legacy)
+	setFields(w.Header(), &v, m.legacy)
 	if m.onDecision != nil {
 		m.onDecision(r, *d)
 	}
@@ -253,10 +251,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	if secs, ok := d.RetryAfterSeconds(); ok {
-		fields.Set(fieldRetryAfter, strconv.FormatInt(secs, 10))
-	}
-	fields.Set("Cache-Control", "no-store")
 	if m.deny == nil {
 		deny(w, r, &v)
 		return

@@ -3,9 +3,11 @@ package httplimit_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -202,6 +204,72 @@ func TestLegacyFields(t *testing.T) {
 					body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["minute"],"retry_after_seconds":11,"policy":"minute","limit":5,"remaining":0}`},
 			})
 		})
+	}
+}
+
+// rateLimitFields are the names of every field the middleware may set.
+var rateLimitFields = []string{"Ratelimit", "Ratelimit-Policy", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After", "Cache-Control"}
+
+// The values of a response's fields are its own: a handler (or a Deny)
+// that adds to each field, and then writes into every value it was given,
+// changes no other field of its response, and nothing of another
+// response's, though the values of one response share one array and
+// RateLimit-Policy's value is reused from request to request; nor does
+// the next request change what the handler kept.
+func TestFieldValuesAreTheResponses(t *testing.T) {
+	mock := clock.NewMock()
+	var seen []http.Header // each response's fields, as they reached the handler or Deny
+	var kept []http.Header // each response's values, the slices the middleware set
+	tamper := func(h http.Header) {
+		seen = append(seen, h.Clone())
+		given := maps.Clone(h)
+		kept = append(kept, given)
+		for _, name := range rateLimitFields {
+			if _, ok := h[name]; !ok {
+				continue
+			}
+			before := h.Clone()
+			h.Add(name, "added")
+			require.Equal(t, append(before[name], "added"), h[name], name)
+			delete(before, name)
+			for other, vs := range before {
+				require.Equal(t, vs, h[other], "%s changed when %s was added to", other, name)
+			}
+		}
+		mark := "overwritten by response " + strconv.Itoa(len(kept))
+		for _, vs := range given {
+			for i := range vs {
+				vs[i] = mark
+			}
+		}
+	}
+	h := limited(t, httplimit.Config{
+		Key:          httplimit.Header("X-User"),
+		Policies:     []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(2), mock)},
+		LegacyFields: true,
+		Clock:        mock, // at the Unix epoch: X-RateLimit-Reset is the seconds since it
+		Deny: func(w http.ResponseWriter, _ *http.Request, _ httplimit.Decision) {
+			tamper(w.Header())
+			w.WriteHeader(http.StatusTooManyRequests)
+		},
+	})(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { tamper(w.Header()) }))
+	for range 3 {
+		call(h, "/", "X-User", "u")
+	}
+	policy := []string{`"minute";q=2;w=60`}
+	require.Equal(t, []http.Header{
+		{"Ratelimit": {`"minute";r=1;t=30`}, "Ratelimit-Policy": policy,
+			"X-Ratelimit-Limit": {"2"}, "X-Ratelimit-Remaining": {"1"}, "X-Ratelimit-Reset": {"30"}},
+		{"Ratelimit": {`"minute";r=0;t=60`}, "Ratelimit-Policy": policy,
+			"X-Ratelimit-Limit": {"2"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"60"}},
+		{"Ratelimit": {`"minute";r=0;t=60`}, "Ratelimit-Policy": policy,
+			"X-Ratelimit-Limit": {"2"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"60"},
+			"Retry-After": {"30"}, "Cache-Control": {"no-store"}},
+	}, seen)
+	for i, h := range kept {
+		for name, vs := range h {
+			require.Equal(t, slices.Repeat([]string{"overwritten by response " + strconv.Itoa(i+1)}, len(vs)), vs, name)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/keylimit/keylimit"
@@ -65,14 +66,15 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		return Verdict{}, err
 	}
 	var res keylimit.Result
-	var each []keylimit.Result // each policy's Result, with two or more
+	var one [1]keylimit.Result
+	each := one[:] // each policy's Result, looked at by index: a Result is 8 words
 	switch {
 	case t.each != nil:
 		// One call: every policy's own Result, no Peek after an admission.
 		buf := t.results()
 		defer t.resultsPool.Put(buf)
+		res, err = t.each.TakeEach(ctx, key, cost, *buf)
 		each = *buf
-		res, err = t.each.TakeEach(ctx, key, cost, each)
 	case t.withCtx != nil:
 		res, err = t.withCtx.TakeContext(ctx, key, cost)
 	default:
@@ -83,6 +85,18 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	}
 	// Any other error is a failure policy's (see keylimit.ContextLimiter):
 	// its Result is the decision.
+	switch {
+	case t.each != nil:
+	case len(t.policies) == 1:
+		one[0] = res
+	default: // All of limiters that cannot report each
+		buf := t.results()
+		defer t.resultsPool.Put(buf)
+		each = *buf
+		for i, p := range t.policies {
+			each[i] = p.limiter.Peek(key)
+		}
+	}
 
 	var buf [32 * inlinePolicies]byte
 	field := buf[:0]
@@ -92,16 +106,9 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	// cost now, the first that never can (cost above its quota), and the
 	// first that cannot apply its limit to the key (Result.Err).
 	least, short, never, failed := -1, -1, -1, -1
-	var leastRes, shortRes, neverRes, failedRes keylimit.Result
 	var violated uint64 // bit i: policy i (of the first 64) cannot afford cost now
 	for i, p := range t.policies {
-		r := res
-		switch {
-		case each != nil:
-			r = each[i]
-		case len(t.policies) > 1: // All of limiters that cannot report each
-			r = p.limiter.Peek(key)
-		}
+		r := &each[i]
 		if i > 0 {
 			field = append(field, ", "...)
 		}
@@ -110,22 +117,22 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		field = appendParam(field, "r", min(sfInt(int64(r.Remaining)), q))
 		field = appendParam(field, "t", seconds(r.ResetAfter))
 		qw = append(qw, q, p.windowSeconds(key))
-		if least < 0 || r.Remaining < leastRes.Remaining {
-			least, leastRes = i, r
+		if least < 0 || r.Remaining < each[least].Remaining {
+			least = i
 		}
 		if r.Remaining < cost {
 			if i < 64 {
 				violated |= 1 << i
 			}
 			if short < 0 {
-				short, shortRes = i, r
+				short = i
 			}
 		}
 		if never < 0 && r.Limit < cost {
-			never, neverRes = i, r
+			never = i
 		}
 		if failed < 0 && r.Err != nil {
-			failed, failedRes = i, r
+			failed = i
 		}
 	}
 	// The binding policy: when all admitted, the one closest to refusing;
@@ -133,26 +140,34 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	// quota the cost exceeds (the request can never pass, even if All
 	// stopped at an earlier policy that only lacked tokens now), or else
 	// the first that lacked tokens, where All stopped.
-	bind, bindRes := least, leastRes
+	bind := least
 	switch {
 	case res.Allowed:
 	case failed >= 0:
-		bind, bindRes = failed, failedRes
-		res.RetryAfter, res.Err = keylimit.InfDuration, failedRes.Err
+		bind = failed
+		res.RetryAfter, res.Err = keylimit.InfDuration, each[failed].Err
 	case never >= 0:
-		bind, bindRes = never, neverRes
+		bind = never
 		res.RetryAfter = keylimit.InfDuration
 	case short >= 0:
-		bind, bindRes = short, shortRes
+		bind = short
 	}
-	bindRes.Allowed, bindRes.RetryAfter, bindRes.Untracked, bindRes.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Err
-	v = Verdict{
-		Decision:        Decision{Key: key, Tier: t.name, Policy: t.policies[bind].name, Cost: cost, Result: bindRes},
-		rateLimit:       string(field),
-		rateLimitPolicy: t.policyField(qw),
-		action:          act(bindRes, d.dryRun),
-		tier:            t,
-		violated:        violated,
+	// The Verdict is built where it is returned: it is 25 words.
+	v.Decision = Decision{Key: key, Tier: t.name, Policy: t.policies[bind].name, Cost: cost, Result: each[bind]}
+	b := &v.Decision.Result
+	b.Allowed, b.RetryAfter, b.Untracked, b.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Err
+	v.rateLimitPolicy = t.policyField(qw)
+	v.action = act(b, d.dryRun)
+	v.tier, v.violated = t, violated
+	// The values of a request's fields are one string, so one allocation:
+	// RateLimit's, then Retry-After's.
+	n := len(field)
+	if v.action == Refuse {
+		if secs, ok := v.Decision.RetryAfterSeconds(); ok {
+			field = strconv.AppendInt(field, secs, 10)
+		}
 	}
+	values := string(field)
+	v.rateLimit, v.retryAfter = values[:n], values[n:]
 	return v, nil
 }

@@ -28,11 +28,11 @@ func TestDecideAllOrNothing(t *testing.T) {
 		advance int // seconds, before the request
 		want    decided
 	}{
-		{0, decided{quota.Proceed, "second", `"second";r=1;t=1, "minute";r=2;t=20`, policy}},
-		{0, decided{quota.Proceed, "second", `"second";r=0;t=1, "minute";r=1;t=40`, policy}},
-		{0, decided{quota.Refuse, "second", `"second";r=0;t=1, "minute";r=1;t=40`, policy}},
-		{1, decided{quota.Proceed, "minute", `"second";r=1;t=1, "minute";r=0;t=59`, policy}},
-		{0, decided{quota.Refuse, "minute", `"second";r=1;t=1, "minute";r=0;t=59`, policy}},
+		{0, decided{quota.Proceed, "second", `"second";r=1;t=1, "minute";r=2;t=20`, policy, ""}},
+		{0, decided{quota.Proceed, "second", `"second";r=0;t=1, "minute";r=1;t=40`, policy, ""}},
+		{0, decided{quota.Refuse, "second", `"second";r=0;t=1, "minute";r=1;t=40`, policy, "1"}},
+		{1, decided{quota.Proceed, "minute", `"second";r=1;t=1, "minute";r=0;t=59`, policy, ""}},
+		{0, decided{quota.Refuse, "minute", `"second";r=1;t=1, "minute";r=0;t=59`, policy, "19"}},
 	} {
 		mock.Add(time.Duration(step.advance) * s)
 		got, _ := decide(t, d, "k", "", 1)
@@ -97,6 +97,7 @@ func TestDecideBindingPolicy(t *testing.T) {
 	require.Equal(t, keylimit.InfDuration, dec.Result.RetryAfter)
 	_, ok := dec.RetryAfterSeconds()
 	require.False(t, ok, "no Retry-After for a request that can never pass")
+	require.Empty(t, got.retryAfter)
 	require.Equal(t, 2, wide.Peek("k").Remaining, "wide gave back nothing it did not take")
 
 	capped := newBucket(t, keylimit.PerMinute(3), mock, keylimit.WithMaxKeys(1))
@@ -137,6 +138,7 @@ func TestDecideDryRun(t *testing.T) {
 		got, dec := decide(t, d, "k", "", 1)
 		require.Equal(t, quota.Proceed, got.action)
 		require.Equal(t, `"minute";r=0;t=60`, got.rateLimit)
+		require.Empty(t, got.retryAfter, "a dry run sends no Retry-After")
 		allowed = append(allowed, dec.Result.Allowed)
 	}
 	require.Equal(t, []bool{true, false, false}, allowed)
@@ -203,7 +205,8 @@ func TestDecideErrors(t *testing.T) {
 // Deciding an admitted request for a known key allocates one string, its
 // RateLimit value, with one policy or several: RateLimit-Policy is reused
 // while no quota or window changes, and the Results of several come from a
-// pool. Finish allocates nothing.
+// pool. Finish allocates nothing. A refused request's one string holds
+// Retry-After's value too.
 func TestDecideAllocs(t *testing.T) {
 	mock := clock.NewMock()
 	plenty := func(name string) quota.Policy {
@@ -223,6 +226,15 @@ func TestDecideAllocs(t *testing.T) {
 		})
 		require.Equal(t, 1.0, allocs, "%d policies", len(ps))
 	}
+	d := newDecider(t, quota.Config{Policies: []quota.Policy{{Name: "hour", Limiter: newBucket(t, keylimit.PerHour(1), mock)}}})
+	decide(t, d, "k", "", 1)
+	allocs := testing.AllocsPerRun(1000, func() {
+		v, err := d.Decide(ctx, "k", "", 1)
+		if err != nil || v.RetryAfter() != "3600" {
+			panic("not refused for an hour")
+		}
+	})
+	require.Equal(t, 1.0, allocs, "refused")
 }
 
 // On a frozen clock, many goroutines deciding on one key under two

@@ -52,8 +52,9 @@
 //
 // # Cost and concurrency
 //
-// An admitted request with one policy allocates one string, its RateLimit
-// value; RateLimit-Policy is reused until a quota or window changes, and a
-// tier's Results slice comes from a pool. A Decider is safe for concurrent
+// A decision allocates one string, its RateLimit value (a refusal's holds
+// its Retry-After value too), with one policy or several: RateLimit-Policy
+// is reused until a quota or window changes, and a tier's Results slice
+// comes from a pool. A Decider is safe for concurrent
 // use, and its zero value is not usable: make one with New.
 package quota

@@ -39,6 +39,7 @@ type decided struct {
 	policy          string
 	rateLimit       string
 	rateLimitPolicy string
+	retryAfter      string
 }
 
 // decide decides a request of key in tier, costing cost, under a context
@@ -47,7 +48,7 @@ func decide(t *testing.T, d *quota.Decider, key, tier string, cost int) (decided
 	t.Helper()
 	v, err := d.Decide(context.Background(), key, tier, cost)
 	require.NoError(t, err)
-	return decided{v.Action(), v.Decision.Policy, v.RateLimit(), v.RateLimitPolicy()}, v.Decision
+	return decided{v.Action(), v.Decision.Policy, v.RateLimit(), v.RateLimitPolicy(), v.RetryAfter()}, v.Decision
 }
 
 // takeless is a Limiter that counts the calls made to it and admits every

@@ -85,7 +85,7 @@ type policy struct {
 	limitOf keyLimitReporter // with window 0: the limiter, if it reports each key's
 	bucket  bool             // the limiter is a token bucket: w is its full-refill time
 	// derived is the last window derived from limits' Limit, kept so that
-	// a request under an unchanged Limit does not divide 128-bit numbers.
+	// a request under that Limit does not divide 128-bit numbers.
 	derived atomic.Pointer[derivedWindow]
 }
 
@@ -125,17 +125,23 @@ func (p *policy) windowSeconds(key string) int64 {
 	if p.window > 0 {
 		return p.window
 	}
+	var l keylimit.Limit
 	if p.limitOf != nil {
-		// Keys may be under many limits: a cache of one would thrash, and
-		// storing in it allocates. Deriving costs a 128-bit division.
-		return p.derive(p.limitOf.LimitOf(key))
+		l = p.limitOf.LimitOf(key)
+	} else {
+		l = p.limits.Limit()
 	}
-	l := p.limits.Limit()
 	if d := p.derived.Load(); d != nil && d.limit == l {
 		return d.seconds
 	}
 	w := p.derive(l)
-	p.derived.Store(&derivedWindow{limit: l, seconds: w})
+	// The cache holds the limiter's own Limit, which most keys are under.
+	// A key's own limit is derived each time (a 128-bit division): keys
+	// may be under many limits, and a cache of one would thrash and
+	// allocate on every store.
+	if p.limitOf == nil || p.limits != nil && l == p.limits.Limit() {
+		p.derived.Store(&derivedWindow{limit: l, seconds: w})
+	}
 	return w
 }
 

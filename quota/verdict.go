@@ -19,7 +19,7 @@ const (
 )
 
 // act is the Action for a decision whose binding Result is r.
-func act(r keylimit.Result, dryRun bool) Action {
+func act(r *keylimit.Result, dryRun bool) Action {
 	switch {
 	case dryRun || r.Allowed:
 		return Proceed
@@ -45,6 +45,7 @@ type Verdict struct {
 
 	rateLimit       string
 	rateLimitPolicy string
+	retryAfter      string
 	action          Action
 	tier            *tier  // the tier decided, for ViolatedPolicies; nil in the zero Verdict
 	violated        uint64 // bit i: policy i of the tier (of its first 64) could not afford the cost
@@ -67,6 +68,12 @@ func (v *Verdict) RateLimit() string { return v.rateLimit }
 //
 //	"minute";q=10;w=60, "hour";q=500;w=3600
 func (v *Verdict) RateLimitPolicy() string { return v.rateLimitPolicy }
+
+// RetryAfter returns the value of the Retry-After field of a refused
+// request: Decision.RetryAfterSeconds, in decimal. It returns "" if the
+// request is not refused (Action is not Refuse) or can never pass, when no
+// retry helps.
+func (v *Verdict) RetryAfter() string { return v.retryAfter }
 
 // ViolatedPolicies returns the names of the policies that refused the
 // request, in the tier's order: the binding policy, and every other one

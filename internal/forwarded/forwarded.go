@@ -166,6 +166,23 @@ func EmbeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// KeyIn is Key(a, bits), as a part of s when s holds it: s is the peer's
+// "IP:port" (or IP) that a may have been read from, and the key of an IPv4
+// peer is then its host part, which needs no allocation.
+func KeyIn(a netip.Addr, bits int, s string) string {
+	if a.Is4() {
+		host := s
+		if i := strings.LastIndexByte(s, ':'); i >= 0 {
+			host = s[:i]
+		}
+		var buf [len("255.255.255.255")]byte
+		if string(a.AppendTo(buf[:0])) == host {
+			return host
+		}
+	}
+	return Key(a, bits)
+}
+
 // scanList reads one line of an X-Forwarded-For-like field from the right.
 // It returns the first address that is not a trusted proxy (found), or the
 // error for an entry there that is not an address; if every entry is a
