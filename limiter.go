@@ -75,11 +75,12 @@ type Refunder[K comparable] interface {
 	// not given back, so that however late the refund, no interval ever
 	// admits more than the limit. A Refund after a change of limit that
 	// moved the key may give back nothing, and so does one with an
-	// Admission made for another key (this module's limiters check it).
-	// Refund each Admission at most once: an in-memory limiter cannot tell
-	// a second Refund of it from the first, and gives back again what the
-	// key's later admissions hold (at most the quota), as if the events of
-	// a request that did happen had not.
+	// Admission made for another key (this module's limiters and
+	// redislimit's check it). Refund each Admission at most once: an
+	// in-memory limiter cannot tell a second Refund of it from the first,
+	// and gives back again what the key's later admissions hold (at most
+	// the quota), as if the events of a request that did happen had not; a
+	// Redis limiter gives nothing for a second Refund.
 	Refund(key K, a Admission)
 }
 

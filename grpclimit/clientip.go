@@ -28,7 +28,10 @@ import (
 // for RFC 7239 elements), that is not a trusted proxy. Each value of the key
 // counts as one line of the HTTP field. The peer must have an IP address (a
 // TCP connection); over a Unix socket or bufconn it has none, and Key fails
-// with an error that is not ErrNoKey (Internal).
+// with an error that is not ErrNoKey (Internal). IPv6 clients are keyed as
+// httplimit.ClientIP keys them: by prefix, but by the IPv4 address an
+// address embeds (NAT64, Teredo, 6to4, ::a.b.c.d), and a link-local one by
+// the whole address and its zone.
 type ClientIP struct {
 	// TrustedProxies are the networks of the proxies in front of the
 	// server whose forwarded metadata is believed. None by default. List
@@ -48,7 +51,8 @@ type ClientIP struct {
 
 // Key is a KeyFunc: the client's address (see Addr), "192.0.2.1", or for
 // IPv6 the prefix it belongs to ("2001:db8:1:2::/64"), or the address itself
-// when IPv6Prefix is 128. A forwarded address that cannot be read is an
+// when IPv6Prefix is 128; an embedded IPv4 address, or a link-local address
+// with its zone, as ClientIP says. A forwarded address that cannot be read is an
 // error that wraps ErrNoKey.
 func (c ClientIP) Key(ctx context.Context, _ string) (string, error) {
 	p, ok := peer.FromContext(ctx)

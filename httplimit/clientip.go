@@ -23,7 +23,14 @@ import (
 // client. An entry that is not an address where the client's should be
 // ("unknown", an obfuscated node, a malformed value) is an error that wraps
 // ErrNoKey, answered 400 by default. IPv6 clients are keyed by their prefix
-// of IPv6Prefix bits; IPv4-mapped addresses count as IPv4, zones are dropped.
+// of IPv6Prefix bits, but for addresses that stand for another client than
+// a prefix does: one that embeds the client's IPv4 address (IPv4-mapped,
+// NAT64's 64:ff9b::/96, IPv4-compatible ::a.b.c.d, IPv4-translated,
+// Teredo, 6to4) is keyed by that IPv4 address; a link-local one by the
+// whole address and its zone ("fe80::1%eth0"), which no other link shares;
+// and one of ::/64 (::1) or of the local-use NAT64 prefix 64:ff9b:1::/48 by
+// the whole address. Other zones are dropped. A NAT64 of an operator's own
+// prefix cannot be told from native IPv6: set IPv6Prefix to 128 behind one.
 type ClientIP struct {
 	// TrustedProxies are the networks of the reverse proxies and load
 	// balancers in front of the server, whose forwarding header is
@@ -47,7 +54,9 @@ type ClientIP struct {
 
 // Key is a KeyFunc: it returns the client's address (see Addr) as a
 // string: "192.0.2.1" for IPv4, the prefix it belongs to for IPv6
-// ("2001:db8:1:2::/64"), or the IPv6 address itself when IPv6Prefix is 128.
+// ("2001:db8:1:2::/64"), or the IPv6 address itself when IPv6Prefix is 128;
+// an IPv6 address that embeds an IPv4 client's is that IPv4 address, and a
+// link-local one is itself with its zone (see ClientIP).
 func (c ClientIP) Key(r *http.Request) (string, error) {
 	if !forwarded.ValidPrefix(c.IPv6Prefix) {
 		return "", fmt.Errorf("httplimit: ClientIP.IPv6Prefix %d is not between 1 and 128", c.IPv6Prefix)

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -33,7 +34,17 @@ func TestClientIPKey(t *testing.T) {
 		{"untrusted peer, trusted-looking XFF", behind, request("192.0.2.1:1234", xff, "203.0.113.5, 10.0.0.1"), "192.0.2.1"},
 		{"v4-mapped peer", httplimit.ClientIP{}, request("[::ffff:192.0.2.1]:1234"), "192.0.2.1"},
 		{"peer v6 by /64", httplimit.ClientIP{}, request("[2001:db8:1:2:3:4:5:6]:1234"), "2001:db8:1:2::/64"},
-		{"peer v6 with zone", httplimit.ClientIP{}, request("[fe80::1%eth0]:1234"), "fe80::/64"},
+		{"peer link-local with zone", httplimit.ClientIP{}, request("[fe80::1%eth0]:1234"), "fe80::1%eth0"},
+		{"peer link-local by address", httplimit.ClientIP{}, request("[fe80::2:3:4:5]:1234"), "fe80::2:3:4:5"},
+		{"peer NAT64", httplimit.ClientIP{}, request("[64:ff9b::192.0.2.1]:1234"), "192.0.2.1"},
+		{"peer NAT64 whole", httplimit.ClientIP{IPv6Prefix: 128}, request("[64:ff9b::c000:201]:1234"), "192.0.2.1"},
+		{"peer local-use NAT64", httplimit.ClientIP{}, request("[64:ff9b:1:2:3:4:c000:201]:1234"), "64:ff9b:1:2:3:4:c000:201"},
+		{"peer IPv4-compatible", httplimit.ClientIP{}, request("[::192.0.2.1]:1234"), "192.0.2.1"},
+		{"peer IPv4-translated", httplimit.ClientIP{}, request("[::ffff:0:192.0.2.1]:1234"), "192.0.2.1"},
+		{"peer loopback", httplimit.ClientIP{}, request("[::1]:1234"), "::1"},
+		{"peer in ::/64", httplimit.ClientIP{}, request("[::1:0:0:1]:1234"), "::1:0:0:1"},
+		{"peer Teredo", httplimit.ClientIP{}, request("[2001:0:4136:e378:8000:63bf:3fff:fdd2]:1234"), "192.0.2.45"},
+		{"peer 6to4", httplimit.ClientIP{}, request("[2002:c000:201:5::1]:1234"), "192.0.2.1"},
 		{"peer v6 by /56", httplimit.ClientIP{IPv6Prefix: 56}, request("[2001:db8:1:2ff:3:4:5:6]:1234"), "2001:db8:1:200::/56"},
 		{"peer v6 whole", httplimit.ClientIP{IPv6Prefix: 128}, request("[2001:db8::6]:1234"), "2001:db8::6"},
 		{"peer without port", httplimit.ClientIP{}, request("192.0.2.1"), "192.0.2.1"},
@@ -47,6 +58,8 @@ func TestClientIPKey(t *testing.T) {
 		{"empty elements", behind, request("10.0.0.1:80", xff, "203.0.113.5,, 10.9.9.9 ,"), "203.0.113.5"},
 		{"port", behind, request("10.0.0.1:80", xff, "203.0.113.5:4711"), "203.0.113.5"},
 		{"v6 in XFF", behind, request("10.0.0.1:80", xff, "2001:db8:5:6::1"), "2001:db8:5:6::/64"},
+		{"NAT64 in XFF", behind, request("10.0.0.1:80", xff, "[64:ff9b::203.0.113.5]:80"), "203.0.113.5"},
+		{"link-local in XFF", behind, request("10.0.0.1:80", xff, "fe80::7%en1"), "fe80::7%en1"},
 		{"bracketed v6 with port", behind, request("10.0.0.1:80", xff, "[2001:db8:5:6::1]:443"), "2001:db8:5:6::/64"},
 		{"v6 proxy", behind, request("[2001:db8:ffff::1]:80", xff, "203.0.113.5, 2001:db8:ffff:1::2"), "203.0.113.5"},
 		{"all trusted: the leftmost", behind, request("10.0.0.1:80", xff, "10.1.1.1, 10.2.2.2"), "10.1.1.1"},
@@ -124,6 +137,41 @@ func TestClientIPAddr(t *testing.T) {
 	a, err := ip.Addr(request("10.0.0.1:80", "X-Forwarded-For", "2001:db8:1:2:3:4:5:6"))
 	require.NoError(t, err)
 	require.Equal(t, netip.MustParseAddr("2001:db8:1:2:3:4:5:6"), a, "Addr does not group")
+}
+
+// TestEmbeddedIPv4ClientsKeepTheirOwnKeys pins issue 24.6: clients whose
+// IPv6 addresses embed their IPv4 address (through NAT64, as
+// IPv4-compatible ::a.b.c.d, over Teredo) each collapsed to one /64 key, as
+// did link-local clients across zones, and ::a.b.c.d shared ::1's: one
+// client drained everyone's quota (3 admitted of 10 clients, each family).
+// Each is keyed by its IPv4 address now, a link-local one by its address
+// and zone: 10 of 10. And the other way: a 6to4 site, one IPv4 address,
+// had a key for each /64 of its /48 (10 of 10); now one (3 of 10).
+func TestEmbeddedIPv4ClientsKeepTheirOwnKeys(t *testing.T) {
+	admitted := map[string]int{}
+	for _, family := range []struct {
+		name string
+		addr func(i int) string // the i-th request's RemoteAddr
+	}{
+		{"NAT64", func(i int) string { return fmt.Sprintf("[64:ff9b::198.51.100.%d]:1", i) }},
+		{"IPv4-compatible", func(i int) string { return fmt.Sprintf("[::198.51.100.%d]:1", i) }},
+		{"Teredo", func(i int) string { return fmt.Sprintf("[2001:0:4136:e378:8000:63bf:3fff:%x]:1", 0xff00+i) }},
+		{"link-local zones", func(i int) string { return fmt.Sprintf("[fe80::1%%eth%d]:1", i) }},
+		{"link-local addresses", func(i int) string { return fmt.Sprintf("[fe80::%x]:1", i+1) }},
+		{"one 6to4 site's subnets", func(i int) string { return fmt.Sprintf("[2002:c633:6401:%x::1]:1", i) }},
+	} {
+		var reqs []*http.Request
+		for i := range 10 {
+			reqs = append(reqs, request(family.addr(i)))
+		}
+		admitted[family.name] = countAdmitted(t, httplimit.ClientIP{}, reqs)
+		t.Logf("%s: %d of 10 requests admitted on a quota of 3 a key", family.name, admitted[family.name])
+	}
+	reqs := []*http.Request{request("[::1]:1"), request("[::1]:1"), request("[::1]:1"), request("[::192.0.2.1]:1")}
+	admitted["::1, ::192.0.2.1"] = countAdmitted(t, httplimit.ClientIP{}, reqs) - 2 // ::1 thrice, then the other
+	t.Logf("::1 three times, then ::192.0.2.1: %d of 2 clients admitted", admitted["::1, ::192.0.2.1"])
+	require.Equal(t, map[string]int{"NAT64": 10, "IPv4-compatible": 10, "Teredo": 10, "link-local zones": 10,
+		"link-local addresses": 10, "one 6to4 site's subnets": 3, "::1, ::192.0.2.1": 2}, admitted, "requests admitted")
 }
 
 // A client that rotates its IPv6 address within its /64 shares one limit;

@@ -31,10 +31,12 @@ func FuzzClientIP(f *testing.F) {
 	f.Add(" , [2001:db8::1]:80,", "::ffff:10.0.0.1", `for="x, for="[2001:db8::1]"`)
 	f.Add("10.0.0.1", "10.0.0.2", `for=_hidden;by=10.0.0.1, ;;, for=10.0.0.3`)
 	f.Add(strings.Repeat("\x00", 300)+", 10.0.0.9", "", `for="`+strings.Repeat("\xff", 300)+`, for=10.0.0.9`)
-	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}
+	f.Add("fe80::1%eth0, 10.0.0.9", "fe80::ffff:1%1", `for="[fe80::1%25eth0]:80"`)
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48"),
+		netip.MustParsePrefix("fe80::ffff:0/112")}
 	inTrusted := func(a netip.Addr) bool {
 		for _, p := range trusted {
-			if p.Contains(a) {
+			if p.Contains(a.WithZone("")) {
 				return true
 			}
 		}
@@ -66,7 +68,8 @@ func FuzzClientIP(f *testing.F) {
 			require.ErrorIs(t, err, httplimit.ErrNoKey, "Forwarded %q", fwd)
 			require.LessOrEqual(t, len(err.Error()), maxErrorLen, "Forwarded %q: the error quotes too much", fwd)
 		} else {
-			require.True(t, got.IsValid() && !got.Is4In6() && got.Zone() == "", "Forwarded %q: address %v is not a plain address", fwd, got)
+			require.True(t, got.IsValid() && !got.Is4In6() && (got.Zone() == "" || got.IsLinkLocalUnicast()),
+				"Forwarded %q: address %v is not a plain address", fwd, got)
 		}
 
 		// The X-Forwarded-For list as well-formed Forwarded elements, each
@@ -87,6 +90,76 @@ func FuzzClientIP(f *testing.F) {
 			require.Equal(t, want, got, "Forwarded %q", r.Header.Get("Forwarded"))
 		}
 	})
+}
+
+// FuzzClientIPKey keys a peer of any address, zone and IPv6Prefix, and
+// compares the key with a reference that reads the address's bytes (issue
+// 24.6): an IPv6 address that embeds a client's IPv4 address is keyed by
+// it, a link-local one by the address and its zone, the rest of ::/64 and
+// of the local-use NAT64 prefix by the address, any other by its prefix.
+func FuzzClientIPKey(f *testing.F) {
+	for _, seed := range []string{"64:ff9b::c000:201", "::c000:201", "::1", "::", "::ffff:0:c000:201", "::ffff:c000:201",
+		"2001:0:4136:e378:8000:63bf:3fff:fdd2", "2002:c000:201::1", "fe80::1", "64:ff9b:1::1", "2001:db8::1", "1::1"} {
+		b := netip.MustParseAddr(seed).As16()
+		f.Add(b[:], "eth0", uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, zone string, bits uint8) {
+		var b [16]byte
+		copy(b[:], raw)
+		a := netip.AddrFrom16(b).WithZone(zone)
+		remote := netip.AddrPortFrom(a, 1).String()
+		if ap, err := netip.ParseAddrPort(remote); err != nil || ap.Addr() != a {
+			return // a zone that does not survive the round trip through RemoteAddr's text
+		}
+		ip := httplimit.ClientIP{IPv6Prefix: int(bits) % 129}
+		got, err := ip.Key(request(remote))
+		require.NoError(t, err, "RemoteAddr %q", remote)
+		require.Equal(t, referenceKey(b, a.Zone(), ip.IPv6Prefix), got, "RemoteAddr %q, IPv6Prefix %d", remote, ip.IPv6Prefix)
+	})
+}
+
+// referenceKey is the key of the client at the address of bytes b with
+// zone zone, keyed by prefixes of bits (0: 64), read from its bytes.
+func referenceKey(b [16]byte, zone string, bits int) string {
+	zero := func(from, to int) bool {
+		for _, c := range b[from:to] {
+			if c != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	v4 := func(i int, invert bool) string {
+		c := [4]byte(b[i : i+4])
+		if invert {
+			c = [4]byte{^c[0], ^c[1], ^c[2], ^c[3]}
+		}
+		return netip.AddrFrom4(c).String()
+	}
+	plain := netip.AddrFrom16(b)
+	nat64 := b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b
+	switch {
+	case zero(0, 10) && b[10] == 0xff && b[11] == 0xff: // IPv4-mapped
+		return v4(12, false)
+	case nat64 && zero(4, 12):
+		return v4(12, false)
+	case zero(0, 12) && !(zero(12, 15) && b[15] <= 1): // IPv4-compatible, not :: or ::1
+		return v4(12, false)
+	case zero(0, 8) && b[8] == 0xff && b[9] == 0xff && zero(10, 12): // IPv4-translated
+		return v4(12, false)
+	case b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0: // Teredo
+		return v4(12, true)
+	case b[0] == 0x20 && b[1] == 0x02: // 6to4
+		return v4(2, false)
+	case b[0] == 0xfe && b[1]&0xc0 == 0x80: // link-local, with its zone
+		return plain.WithZone(zone).String()
+	case zero(0, 8), nat64 && b[4] == 0 && b[5] == 1, bits == 128:
+		return plain.String()
+	}
+	if bits == 0 {
+		bits = 64
+	}
+	return netip.PrefixFrom(plain, bits).Masked().String()
 }
 
 // maxErrorLen bounds the text of an error built from a header: it quotes at
@@ -120,10 +193,10 @@ func referenceXFF(list string, peer netip.Addr, trusted func(netip.Addr) bool) (
 }
 
 // referenceNode reads "a", "a:port", "[a]" or "[a]:port", with a an IP
-// address, returned unmapped and without zone.
+// address, returned unmapped and without zone, unless it is link-local.
 func referenceNode(s string) (netip.Addr, bool) {
 	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap().WithZone(""), true
+		return referenceZone(a.Unmap()), true
 	}
 	host, port := s, ""
 	if rest, ok := strings.CutPrefix(s, "["); ok {
@@ -143,7 +216,15 @@ func referenceNode(s string) (netip.Addr, bool) {
 	if err != nil {
 		return netip.Addr{}, false
 	}
-	return a.Unmap().WithZone(""), true
+	return referenceZone(a.Unmap()), true
+}
+
+// referenceZone is a without its zone, unless it is link-local: fe80::/10.
+func referenceZone(a netip.Addr) netip.Addr {
+	if b := a.As16(); a.Is6() && b[0] == 0xfe && b[1]&0xc0 == 0x80 {
+		return a
+	}
+	return a.WithZone("")
 }
 
 // referencePort: ":" and 1 to 5 digits, or "_" and letters, digits, '.',

@@ -39,6 +39,7 @@ func TestCluster(t *testing.T) {
 		fleetAdmitsTheLimit(t, func(t testing.TB) redis.UniversalClient { return clusterClient(t, cl) })
 	})
 	t.Run("Joined", func(t *testing.T) { joinedOnCluster(t, cl, c) })
+	t.Run("AnyKey", func(t *testing.T) { anyKeyOnCluster(t, c) })
 	t.Run("Failover", func(t *testing.T) { failover(t, cl) })
 }
 
@@ -95,6 +96,90 @@ func joinedOnCluster(t *testing.T, cl *redisserver.Cluster, c *redis.ClusterClie
 	key := testKey(t, "k")
 	require.True(t, tagged.AllowN(key, 3), "AllowN(3) limiter by limiter")
 	require.False(t, tagged.Allow(key), "Allow after 3 of 3")
+}
+
+// anyKeyOnCluster pins issue 24.1: the state of key k was prefix{k}, so a
+// key with a '}' (or an empty one) emptied or chose the hash tag, the states
+// of one key under the limiters of a joined All landed in different slots,
+// and every call failed with CROSSSLOT while Redis was healthy (with key
+// "}x", 200 calls on 10/min + 100/h admitted 200 under FailOpen, 10 with 2
+// errors a call under FailLocal(1), none under FailClosed). Now no key can:
+// 200 calls admit 10 under every policy, with no error, and so do keys of
+// every byte, decided in one call each, and Reset and Refund on them.
+func anyKeyOnCluster(t *testing.T, c *redis.ClusterClient) {
+	var minute *redislimit.TokenBucket // the first limiter of the last All made
+	newAll := func(t *testing.T, opts ...redislimit.Option) joinedLimiter {
+		prefix := testKey(t, "p")
+		opts = append(opts, redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+		var err error
+		minute, err = redislimit.NewTokenBucket(c, "test", keylimit.PerMinute(10), append(opts, redislimit.WithPrefix(prefix+":m:"))...)
+		require.NoError(t, err)
+		hour, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(100), append(opts, redislimit.WithPrefix(prefix+":h:"))...)
+		require.NoError(t, err)
+		lim, joined := keylimit.All[string](minute, hour).(joinedLimiter)
+		require.True(t, joined, "All of two Redis limiters on one cluster client is not joined")
+		return lim
+	}
+	for _, p := range []struct {
+		name   string
+		policy redislimit.FailurePolicy
+	}{{"FailOpen", redislimit.FailOpen()}, {"FailLocal(1)", redislimit.FailLocal(1)}, {"FailClosed", redislimit.FailClosed()}} {
+		t.Run(p.name, func(t *testing.T) {
+			var errs errorLog
+			lim := newAll(t, redislimit.WithFailurePolicy(p.policy), redislimit.WithOnError(errs.add))
+			admitted := 0
+			for range 200 {
+				if lim.Allow("}x") {
+					admitted++
+				}
+			}
+			t.Logf("200 calls on 10/min + 100/h, key \"}x\", %s: admitted %d, errors %d", p.name, admitted, errs.len())
+			require.Equal(t, 10, admitted, "admitted of 200")
+			require.Zero(t, errs.len(), "errors, the first: %v", firstError(&errs))
+		})
+	}
+	t.Run("EveryByte", func(t *testing.T) {
+		var errs errorLog
+		lim := newAll(t, redislimit.WithOnError(errs.add), redislimit.WithFailurePolicy(redislimit.FailClosed()))
+		keys := []string{"}", "}}{{", "", "{", "{}", "}{", "a}b", "{a}", "a{b}c", "\x00}", strings.Repeat("}", 300)}
+		for b := range 256 {
+			if c := string([]byte{byte(b)}); c != "}" && c != "{" {
+				keys = append(keys, c)
+			}
+			keys = append(keys, "k"+string([]byte{byte(b)})+"}")
+		}
+		ctx := context.Background()
+		for _, key := range keys {
+			r, err := lim.TakeContext(ctx, key, 10)
+			require.NoError(t, err, "key %q", key)
+			require.True(t, r.Allowed, "10 of 10 for key %q: %v", key, r)
+			r, err = lim.TakeContext(ctx, key, 1)
+			require.NoError(t, err, "key %q", key)
+			require.False(t, r.Allowed, "the 11th for key %q: %v", key, r)
+			n, err := c.Exists(ctx, minute.StateKey(key)).Result()
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n, "key %q: the state at StateKey %q", key, minute.StateKey(key))
+		}
+		resetter := lim.(interface {
+			ResetContext(context.Context, string) error
+		})
+		for _, key := range keys[:20] {
+			require.NoError(t, resetter.ResetContext(ctx, key), "Reset %q", key)
+			_, a, err := lim.AdmitContext(ctx, key, 10)
+			require.NoError(t, err, "key %q after Reset", key)
+			require.NoError(t, lim.RefundContext(ctx, key, a), "Refund %q", key)
+			require.True(t, lim.AllowN(key, 10), "10 for key %q after the Refund", key)
+		}
+		require.Zero(t, errs.len(), "errors, the first: %v", firstError(&errs))
+	})
+}
+
+// firstError returns the first error l collected, or nil.
+func firstError(l *errorLog) error {
+	if errs := l.list(); len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
 }
 
 // failover fails the first master over to its replica with CLUSTER

@@ -216,7 +216,7 @@ func (d *denyCache) recordEach(key string, n int, r keylimit.Result, now int64, 
 		d.order[d.oldest] = s
 		d.oldest = (d.oldest + 1) % d.max
 	}
-	e := denial{check: c, seq: s.seq, at: now, until: now + int64(r.RetryAfter), n: n, res: r}
+	e := denial{check: c, seq: s.seq, at: now, until: now + clampSpan(r.RetryAfter), n: n, res: r}
 	if each != nil {
 		e.each = append([]keylimit.Result(nil), each...)
 	}

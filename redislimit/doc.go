@@ -56,7 +56,8 @@
 // # Names, prefixes, and Redis Cluster
 //
 // Every limiter is named for its purpose ("login", "api"). The state of key
-// k is one Redis key, prefix{k}. The default prefix holds the name, the
+// k is one Redis key, prefix{k} (see StateKey for keys that are empty or
+// hold a '}'). The default prefix holds the name, the
 // algorithm and the limit ("keylimit:login:fixed:5/1m0s/5:"), so two
 // limiters share state only when they agree on all three: the instances of
 // one fleet do; a "login" and a "signup" limiter of the same limit do not,
@@ -68,7 +69,9 @@
 //
 // k is the hash tag: on Redis Cluster the states of one key under several
 // limiters share a slot, and a joined decision runs on one node; different
-// keys spread over the cluster. A prefix that contains '{' takes the tag
+// keys spread over the cluster. No key can empty the tag or choose another
+// (a '}' in it would end the tag): such a key is tagged by a hash of all of
+// it. A prefix that contains '{' takes the tag
 // over: every key of that limiter then lives in one slot (one node takes
 // all its load), and Join does not join it on a cluster. Every key expires
 // on its own once its state is the same as no state at all: a bucket when
@@ -88,6 +91,22 @@
 // it on demand. A cache wants an eviction policy, and the policy is the
 // server's, whatever the database: keep limits and caches on separate
 // servers.
+//
+// It must keep its data on disk too. A Redis that keeps nothing (save ""
+// and appendonly no) forgets every limiter key when it restarts, and so
+// does a FLUSHALL on any Redis: every quota starts afresh at once, and the
+// fleet admits each key's whole quota again within the same window, a
+// bucket its whole burst. The deny cache hides it for up to the RetryAfter
+// of each refusal it remembers; then the reset shows. The remedies are
+// appendonly yes (with appendfsync everysec a crash loses about the last
+// second's admissions, which are made again), or a replica that a failover
+// promotes before the master comes back (Sentinel, Cluster): a master that
+// restarts empty with no failover empties its replicas too. RDB snapshots
+// alone lose what was admitted since the last. The limiter reads save and
+// appendonly with the eviction policy, at its first successful call, and
+// logs a warning if the server keeps nothing on disk; Ping returns
+// ErrNoPersistence then. Nothing can see a FLUSHALL coming: keep the
+// limiter's Redis out of reach of what flushes caches.
 //
 // The scripts read TIME before they write, which Redis allows because it
 // replicates a script by its effects: always since 5.0, and in 4.x when the
@@ -120,9 +139,10 @@
 //
 // The fleet never admits more than the limit: every event admitted was
 // taken in Redis first, whatever the instances, their clocks or their
-// crashes, and a bucket counts a lease's events from the end of its lease
-// time, so any interval holds at most Burst + its length / Interval events
-// (a window's lease ends with its window). What leases cost is events held
+// crashes; a bucket counts a lease's events from the end of its lease time,
+// so any interval holds at most Burst + its length / Interval events (a
+// window's lease ends with its window); and a lease ends on time even if
+// an instance's clock (WithClock) stops or steps back (see Time). What leases cost is events held
 // idle: at most one lease per key and instance, about what that instance
 // spent on the key in one lease time and at most a tenth of the quota; it
 // goes back to Redis when its time is up (within half a lease time more),
@@ -184,10 +204,11 @@
 // Through log/slog (WithLogger; slog.Default() otherwise), each once, never
 // per request: at construction, what the failure policy admits; the start
 // (Warn) and end (Info) of each outage, at most one start a minute; an
-// eviction policy that can reset limits (Warn). Stats counts requests
+// eviction policy that can reset limits, and a server that keeps nothing on
+// disk (Warn). Stats counts requests
 // admitted and refused, round trips, errors, fallback decisions and deny
 // cache hits. Ping, at start-up, checks that Redis answers, takes the
-// scripts and will not evict their keys.
+// scripts, will not evict their keys and keeps them on disk.
 //
 // # Time
 //
@@ -195,15 +216,20 @@
 // Window periods must be whole microseconds; a bucket's interval may be any
 // number of nanoseconds, and its span (Burst × Interval) at most about 52
 // days, the most the script computes exactly with Lua's doubles. Local time
-// (WithClock) serves only the deny cache, the failure backoff, the FailLocal
-// fallback and the sleeps of Wait and WaitN.
+// (WithClock) serves the deny cache, the failure backoff, the FailLocal
+// fallback, the sleeps of Wait and WaitN, and leases: a lease ends when its
+// time is up on the local clock or, if WithClock gave one, on the system's
+// monotonic clock, whichever is first, so a clock that stops or steps back
+// cannot make a lease outlive the time Redis counted it for.
 //
 // # Concurrency and cost
 //
 // Every method is safe for concurrent use, from any number of goroutines and
 // instances. An admitted decision costs one round trip and at most two
 // allocations beyond the client's own (a context with a deadline and the
-// arguments are reused between calls), or none from a lease. There is no
+// arguments are reused between calls), or none from a lease. Admit and
+// AdmitContext allocate once more, for the Admission: it is bound to its key
+// and refunded at most once, however often it is copied. There is no
 // zero value to use: build limiters with their constructors. Close releases
 // the fallback limiter, and gives back what leases hold; the client is the
 // caller's to close.

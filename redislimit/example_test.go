@@ -373,8 +373,9 @@ func ExampleWithLogger() {
 	// level=INFO msg="redislimit: limiter ready; while Redis fails, its failure policy decides" limiter=api prefix=keylimit:api:bucket:10/1m0s/10: limit=10/min policy="fail local/1" admits="each instance decides alone on 10/min, so a fleet of N instances admits up to N × 10/min"
 }
 
-// Ping checks at start-up that Redis answers, takes the script, and will not
-// evict the limiter's keys.
+// Ping checks at start-up that Redis answers, takes the script, will not
+// evict the limiter's keys, and keeps them on disk (this one has
+// appendonly yes).
 func ExampleTokenBucket_Ping() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()

@@ -23,8 +23,12 @@ func LeaseHeld(lim keylimit.Limiter[string], key string) int {
 		return 0
 	}
 	p := e.cur.Load()
-	if p == nil || l.clock.now() >= p.until {
+	if p == nil || p.over(l.clock.now(), &l.clock) {
 		return 0
 	}
 	return int(max(p.left.Load(), 0))
 }
+
+// PersistenceRisk is persistenceRisk, for the tests of what counts as a
+// server that keeps nothing on disk.
+func PersistenceRisk(save, aof map[string]string) error { return persistenceRisk(save, aof) }

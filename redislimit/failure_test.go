@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"syscall"
@@ -308,6 +309,39 @@ func TestResetIgnoresTheBackoff(t *testing.T) {
 	dels := s.commandStats(t)["del"]
 	require.NoError(t, lim.ResetContext(context.Background(), "k"), "ResetContext during the backoff")
 	require.Equal(t, int64(1), s.commandStats(t)["del"]-dels, "DELs of ResetContext during the backoff")
+}
+
+// TestBackoffSaturates pins issue 24.5: WithFailureBackoff(math.MaxInt64)
+// was accepted, and the end of the backoff (now + backoff) wrapped negative,
+// so Redis was asked on 190 of 190 calls after a failure. It saturates now,
+// and so does local time: a backoff that long asks Redis once, and so does
+// an hour's on a clock 292 years past the limiter's creation.
+func TestBackoffSaturates(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		backoff time.Duration
+		later   time.Duration // how far the clock moves after the limiter's creation
+	}{{"MaxBackoff", math.MaxInt64, time.Second}, {"FarClock", time.Hour, math.MaxInt64 - time.Minute}} {
+		t.Run(c.name, func(t *testing.T) {
+			client := shared.client(t)
+			f := addFaults(client)
+			mock := clock.NewMock()
+			lim, err := redislimit.NewTokenBucket(client, "test", keylimit.PerHour(10), redislimit.WithClock(mock),
+				redislimit.WithFailureBackoff(c.backoff), redislimit.WithFailurePolicy(redislimit.FailClosed()))
+			require.NoError(t, err)
+			mock.Add(c.later)
+			key := testKey(t, "k")
+			require.True(t, lim.Allow(key), "with Redis up")
+			f.on.Store(true)
+			before := lim.Stats().Calls
+			for range 190 {
+				require.False(t, lim.Allow(key), "fail closed, Redis failing")
+			}
+			asked := lim.Stats().Calls - before
+			t.Logf("backoff %v, clock %v on: Redis asked on %d of 190 calls after a failure", c.backoff, c.later, asked)
+			require.EqualValues(t, 1, asked, "calls that asked Redis")
+		})
+	}
 }
 
 // TestFailLocalUsesTheSameAlgorithm: while Redis is down, each window falls

@@ -143,7 +143,9 @@ func (g *guard) trip(ctx context.Context, err error, now int64) {
 	if g.backoff <= 0 || ctx.Err() != nil || (errors.As(err, &reply) && !errors.Is(err, context.DeadlineExceeded)) {
 		return
 	}
-	g.downUntil.Store(now + int64(g.backoff))
+	// Saturated: a backoff of math.MaxInt64 is about 36 years, not a time
+	// before now.
+	g.downUntil.Store(now + clampSpan(g.backoff))
 }
 
 // failed reports err and answers a request of n events (0 for Peek) for

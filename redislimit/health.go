@@ -17,14 +17,21 @@ import (
 // delete the state of keys in use, and their quotas would start afresh.
 var ErrEvictionPolicy = errors.New("redislimit: Redis may evict the limiter's keys")
 
+// ErrNoPersistence is the error Ping wraps when a Redis server the limiter
+// uses keeps nothing on disk (save "" and appendonly no): a restart of it
+// forgets every limiter key, and every quota starts afresh. See the package
+// doc, "What Redis must be".
+var ErrNoPersistence = errors.New("redislimit: Redis keeps the limiter's keys in memory only")
+
 // Redis's health as a limiter sees it: the outcome of every round trip
 // (counted; an outage started or ended, logged by log.go), and the checks of
-// the server (Ping, and the eviction policy once).
+// the server (Ping, and once in the background: the eviction policy and
+// persistence).
 
 // called counts a round trip made at local time now that returned err, and
 // follows Redis's health: a failure, unless it was the caller's or one
 // key's, starts an outage; a success ends the outage, and the first one
-// starts the check of the eviction policy.
+// starts the checks of the server.
 func (o *ops) called(ctx context.Context, err error, now int64) {
 	o.counts.calls.Add(1)
 	if err == nil {
@@ -54,7 +61,7 @@ func isOutage(ctx context.Context, err error) bool {
 	return true
 }
 
-// ping is Ping: PING, SCRIPT LOAD, and the check of the eviction policy.
+// ping is Ping: PING, SCRIPT LOAD, and the checks of the server.
 func (o *ops) ping(ctx context.Context) error {
 	if err := o.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redislimit: %s: PING: %w", o.name, err)
@@ -62,25 +69,25 @@ func (o *ops) ping(ctx context.Context) error {
 	if err := script.Load(ctx, o.client).Err(); err != nil {
 		return fmt.Errorf("redislimit: %s: loading the script: %w", o.name, err)
 	}
-	evict, err := o.checkPolicy(ctx)
+	risks, err := o.checkServers(ctx)
 	if err != nil {
-		return fmt.Errorf("redislimit: %s: reading the eviction policy: %w", o.name, err)
+		return fmt.Errorf("redislimit: %s: reading the server's configuration: %w", o.name, err)
 	}
 	o.evict.Store(policyChecked)
-	return evict
+	return risks
 }
 
-// Where the check of the eviction policy stands (ops.evict).
+// Where the checks of the server stand (ops.evict).
 const (
 	policyUnchecked int32 = iota
 	policyChecking
 	policyChecked
 )
 
-// checkPolicySoon checks the eviction policy in the background, unless a
-// check has run or is running: the first successful call starts it, so that
-// no decision waits for it. A check that could not reach Redis leaves it to
-// a later call.
+// checkPolicySoon checks the servers in the background, unless a check has
+// run or is running: the first successful call starts it, so that no
+// decision waits for it. A check that could not reach Redis leaves it to a
+// later call.
 func (o *ops) checkPolicySoon() {
 	if !o.evict.CompareAndSwap(policyUnchecked, policyChecking) {
 		return
@@ -88,7 +95,7 @@ func (o *ops) checkPolicySoon() {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), max(o.timeout, time.Second))
 		defer cancel()
-		if _, err := o.checkPolicy(ctx); err != nil {
+		if _, err := o.checkServers(ctx); err != nil {
 			o.evict.CompareAndSwap(policyChecking, policyUnchecked)
 			return
 		}
@@ -96,35 +103,42 @@ func (o *ops) checkPolicySoon() {
 	}()
 }
 
-// checkPolicy reads maxmemory and maxmemory-policy from every server of the
-// client (each node of a cluster or ring), and returns an error wrapping
-// ErrEvictionPolicy for the first that may evict, having logged it once. A
-// server that refuses CONFIG GET (an error reply) is logged once at Debug
-// and passes. err is a failure to ask.
-func (o *ops) checkPolicy(ctx context.Context) (evict error, err error) {
-	var mu sync.Mutex // protects evict, from ForEachShard's goroutines
+// checkServers reads, from every server of the client (each node of a
+// cluster or ring), in one round trip each, what can reset the limiter's
+// quotas: maxmemory and maxmemory-policy (a server that may evict), save
+// and appendonly (one that keeps nothing on disk). It returns an error
+// wrapping ErrEvictionPolicy, ErrNoPersistence or both for the first
+// servers found so, having logged each once. A server that refuses CONFIG
+// GET (an error reply) is logged once at Debug and passes. err is a
+// failure to ask.
+func (o *ops) checkServers(ctx context.Context) (risks error, err error) {
+	var mu sync.Mutex // protects evict and disk, from ForEachShard's goroutines
+	var evict, disk error
 	check := func(ctx context.Context, c redis.UniversalClient) error {
-		cfg, err := c.ConfigGet(ctx, "maxmemory*").Result()
+		var memory, save, aof *redis.MapStringStringCmd
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			memory, save, aof = p.ConfigGet(ctx, "maxmemory*"), p.ConfigGet(ctx, "save"), p.ConfigGet(ctx, "appendonly")
+			return nil
+		})
 		var reply redis.Error
 		if errors.As(err, &reply) {
 			if o.refused.CompareAndSwap(false, true) {
 				o.log().Debug("redislimit: Redis refused CONFIG GET, so the limiter cannot tell whether it may evict "+
-					"its keys; make sure maxmemory-policy is noeviction", "limiter", o.name, "error", err.Error())
+					"its keys or forget them at a restart; make sure maxmemory-policy is noeviction, and that it keeps "+
+					"its data on disk (appendonly yes)", "limiter", o.name, "error", err.Error())
 			}
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		policy, maxmemory := cfg["maxmemory-policy"], cfg["maxmemory"]
-		if policy == "" || policy == "noeviction" || maxmemory == "" || maxmemory == "0" {
-			return nil
-		}
 		mu.Lock()
 		defer mu.Unlock()
-		if evict == nil {
-			evict = fmt.Errorf("%w: maxmemory is %s bytes with maxmemory-policy %s, which deletes keys under memory pressure, "+
-				"and a deleted key's quota starts afresh; set maxmemory-policy noeviction", ErrEvictionPolicy, maxmemory, policy)
+		if e := evictionRisk(memory.Val()); e != nil && evict == nil {
+			evict = e
+		}
+		if e := persistenceRisk(save.Val(), aof.Val()); e != nil && disk == nil {
+			disk = e
 		}
 		return nil
 	}
@@ -142,5 +156,36 @@ func (o *ops) checkPolicy(ctx context.Context) (evict error, err error) {
 		o.log().Warn("redislimit: Redis may evict the limiter's keys, which resets their quotas",
 			"limiter", o.name, "error", evict.Error())
 	}
-	return evict, nil
+	if disk != nil && o.warnedDisk.CompareAndSwap(false, true) {
+		o.log().Warn("redislimit: Redis keeps the limiter's keys in memory only: a restart resets every quota",
+			"limiter", o.name, "error", disk.Error())
+	}
+	return errors.Join(evict, disk), nil
+}
+
+// evictionRisk returns an error wrapping ErrEvictionPolicy if a server whose
+// CONFIG GET maxmemory* is cfg may evict keys: maxmemory set, and a policy
+// other than noeviction.
+func evictionRisk(cfg map[string]string) error {
+	policy, maxmemory := cfg["maxmemory-policy"], cfg["maxmemory"]
+	if policy == "" || policy == "noeviction" || maxmemory == "" || maxmemory == "0" {
+		return nil
+	}
+	return fmt.Errorf("%w: maxmemory is %s bytes with maxmemory-policy %s, which deletes keys under memory pressure, "+
+		"and a deleted key's quota starts afresh; set maxmemory-policy noeviction", ErrEvictionPolicy, maxmemory, policy)
+}
+
+// persistenceRisk returns an error wrapping ErrNoPersistence if a server
+// whose CONFIG GET save and appendonly are save and aof keeps nothing on
+// disk: no RDB snapshots (save "") and no append-only file. A reply
+// without the parameter (a server that does not have it) passes.
+func persistenceRisk(save, aof map[string]string) error {
+	snapshots, ok1 := save["save"]
+	appendOnly, ok2 := aof["appendonly"]
+	if !ok1 || !ok2 || snapshots != "" || appendOnly != "no" {
+		return nil
+	}
+	return fmt.Errorf("%w: save is \"\" and appendonly is no, so a restart of the server forgets every key, and "+
+		"every quota starts afresh (as after a FLUSHALL); set appendonly yes, or keep a replica that takes over "+
+		"(Sentinel, Cluster) before the master restarts", ErrNoPersistence)
 }

@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -14,16 +15,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The messages of the check of the eviction policy.
+// The messages of the checks of the server.
 const (
 	mayEvict      = "redislimit: Redis may evict the limiter's keys"
+	noDisk        = "redislimit: Redis keeps the limiter's keys in memory only"
 	configRefused = "redislimit: Redis refused CONFIG GET"
 )
 
-// serverWith starts a server of the test's own with extra flags.
+// serverWith starts a server of the test's own with extra flags, which
+// keeps nothing on disk.
 func serverWith(t *testing.T, flags ...string) *server {
 	t.Helper()
 	s, err := redisserver.Start(0, flags...)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	return &server{Server: s}
+}
+
+// persistentWith is serverWith, but the server keeps an append-only file
+// (fsynced at every write, so that a Kill loses nothing).
+func persistentWith(t *testing.T, flags ...string) *server {
+	t.Helper()
+	s, err := redisserver.StartAppendOnly(0, append([]string{"--appendfsync", "always"}, flags...)...)
 	require.NoError(t, err)
 	t.Cleanup(s.Stop)
 	return &server{Server: s}
@@ -92,8 +105,85 @@ func TestEvictionResetsQuotas(t *testing.T) {
 	}
 }
 
+// TestRestartWithoutPersistence pins issue 24.7: a Redis that keeps nothing
+// on disk forgets every limiter key when it restarts, and every quota
+// starts afresh: a fixed window of 10 an hour admitted 10 more within the
+// hour, silently. Now it is said: the limiter warns once after its first
+// call, and Ping returns ErrNoPersistence. With an append-only file the
+// quota holds across a Kill and a Restart, and nothing is said. Either way
+// a refusal the deny cache remembers still answers after the restart (it
+// hides a reset for up to its RetryAfter).
+func TestRestartWithoutPersistence(t *testing.T) {
+	t.Parallel() // its own servers
+	for _, persisted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "NothingOnDisk", true: "AppendOnly"}[persisted], func(t *testing.T) {
+			t.Parallel()
+			s := serverWith(t)
+			if persisted {
+				s = persistentWith(t)
+			}
+			rec, logger := newLogRecorder(slog.LevelDebug)
+			lim, err := redislimit.NewFixedWindow(s.client(t), "quota", keylimit.PerHour(10), redislimit.WithTimeout(patient),
+				redislimit.WithDenyCacheSize(0), redislimit.WithFailurePolicy(redislimit.FailClosed()), redislimit.WithLogger(logger))
+			require.NoError(t, err)
+			cached, err := redislimit.NewFixedWindow(s.client(t), "quota", keylimit.PerHour(10), redislimit.WithTimeout(patient),
+				redislimit.WithLogger(slog.New(slog.DiscardHandler)))
+			require.NoError(t, err)
+			require.True(t, lim.AllowN("alice", 10), "10 of 10 an hour")
+			require.False(t, cached.Allow("alice"), "the 11th, remembered by the deny cache")
+
+			err = lim.Ping(context.Background())
+			if persisted {
+				for deadline := time.Now().Add(10 * time.Second); s.configGets(t) < 6; time.Sleep(5 * time.Millisecond) {
+					require.True(t, time.Now().Before(deadline), "no check after the first call within 10s")
+				}
+				require.NoError(t, err, "Ping")
+				require.Empty(t, rec.logged(noDisk), "warnings")
+			} else {
+				warnings := rec.waitLogged(t, noDisk)
+				require.Len(t, warnings, 1, "warnings after the first call and Ping")
+				require.Equal(t, slog.LevelWarn, warnings[0].Level)
+				require.Equal(t, "quota", warnings[0].Attrs["limiter"])
+				require.ErrorIs(t, err, redislimit.ErrNoPersistence, "Ping")
+				require.NotErrorIs(t, err, redislimit.ErrEvictionPolicy, "Ping")
+				require.ErrorContains(t, err, `save is "" and appendonly is no`)
+				require.ErrorContains(t, err, "set appendonly yes")
+			}
+
+			s.Kill()
+			require.NoError(t, s.Restart())
+			waitUntilBack(t, lim)
+			more := drain(t, lim, "alice")
+			t.Logf("appendonly %v: a fixed window of 10 an hour admitted 10, then %d more after a restart", persisted, more)
+			require.Equal(t, map[bool]int{false: 10, true: 0}[persisted], more, "admitted after the restart, within the hour")
+			require.False(t, cached.Allow("alice"), "the deny cache, after the restart")
+		})
+	}
+}
+
+// TestPersistenceRisk: a server keeps its data (no error) with RDB
+// snapshots, an append-only file or both, and when it does not say (a
+// CONFIG GET that returns nothing for a parameter); only save "" with
+// appendonly no is ErrNoPersistence.
+func TestPersistenceRisk(t *testing.T) {
+	for _, tc := range []struct {
+		save, aof map[string]string
+		risk      bool
+	}{
+		{map[string]string{"save": ""}, map[string]string{"appendonly": "no"}, true},
+		{map[string]string{"save": "3600 1 300 100 60 10000"}, map[string]string{"appendonly": "no"}, false},
+		{map[string]string{"save": ""}, map[string]string{"appendonly": "yes"}, false},
+		{map[string]string{}, map[string]string{"appendonly": "no"}, false},
+		{map[string]string{"save": ""}, map[string]string{}, false},
+	} {
+		err := redislimit.PersistenceRisk(tc.save, tc.aof)
+		require.Equal(t, tc.risk, errors.Is(err, redislimit.ErrNoPersistence), "save %v, appendonly %v: %v", tc.save, tc.aof, err)
+	}
+}
+
 // TestSafeEvictionPolicies: no warning, and Ping passes, where Redis cannot
-// evict a limiter key: noeviction, or any policy with no maxmemory.
+// evict a limiter key (noeviction, or any policy with no maxmemory) and
+// keeps its data on disk.
 func TestSafeEvictionPolicies(t *testing.T) {
 	t.Parallel() // its own servers
 	for _, flags := range [][]string{
@@ -102,7 +192,7 @@ func TestSafeEvictionPolicies(t *testing.T) {
 	} {
 		t.Run(strings.Join(flags, " "), func(t *testing.T) {
 			t.Parallel()
-			s := serverWith(t, flags...)
+			s := persistentWith(t, flags...)
 			rec, logger := newLogRecorder(slog.LevelDebug)
 			lim, err := redislimit.NewTokenBucket(s.client(t), "api", keylimit.PerHour(10), redislimit.WithTimeout(patient),
 				redislimit.WithLogger(logger))
@@ -138,20 +228,19 @@ func TestConfigRefused(t *testing.T) {
 	require.Empty(t, rec.logged(mayEvict), "warnings")
 }
 
-// TestPing: Ping asks Redis once each for PING, SCRIPT LOAD and CONFIG GET,
-// so that the first decision after it finds the script loaded (EVALSHA
-// alone), and says what failed.
+// TestPing: Ping asks Redis once each for PING and SCRIPT LOAD, and three
+// CONFIG GETs in one round trip (the eviction policy, save and
+// appendonly), so that the first decision after it finds the script loaded
+// (EVALSHA alone), and says what failed.
 func TestPing(t *testing.T) {
-	s := newServer(t)
+	s := persistentWith(t)
 	lim, err := redislimit.NewTokenBucket(s.client(t), "api", keylimit.PerHour(10), redislimit.WithTimeout(patient))
 	require.NoError(t, err)
 	ctx := context.Background()
 	before := s.commandStats(t)
 	require.NoError(t, lim.Ping(ctx))
 	sent := s.sentSince(t, before)
-	for _, cmd := range []string{"ping", "script|load", "config|get"} {
-		require.Equal(t, int64(1), sent[cmd], "%s sent by Ping", cmd)
-	}
+	require.Equal(t, map[string]int64{"ping": 1, "script|load": 1, "config|get": 3}, sent, "sent by Ping")
 	before = s.commandStats(t)
 	require.True(t, lim.Allow("k"))
 	require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "what the first decision sent after Ping")

@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 
 	"github.com/keylimit/keylimit"
 	"github.com/redis/go-redis/v9"
@@ -17,7 +18,8 @@ import (
 // prefix.
 //
 // On Redis Cluster (and a Ring) the states of one key share a slot because
-// each is prefix{key}: the key is the hash tag. A prefix that contains '{'
+// each is prefix{key}: the key is the hash tag (a hash of it, for a key the
+// tag cannot hold; see StateKey). A prefix that contains '{'
 // would make its own braces the tag, so on those clients Join reports false
 // for limiters whose prefixes contain one.
 //
@@ -117,10 +119,14 @@ func (j *joined) AdmitContext(ctx context.Context, key string, n int) (keylimit.
 }
 
 // joinedAdmission is the By of a joined limiter's Admission: what each
-// limiter's part of it took.
+// limiter's part of it took, bound to its key and refunded at most once,
+// as a limiter's admission is.
 type joinedAdmission struct {
 	by    *joined
+	key   string
+	n     int
 	parts []keylimit.Admission
+	done  atomic.Bool // set by the Refund that gives it back
 }
 
 // resolve returns the limit key is under in each limiter.
@@ -203,7 +209,7 @@ func (j *joined) decide(ctx context.Context, key string, n int, each []keylimit.
 	if !record {
 		return sum, keylimit.Admission{}, nil
 	}
-	adm := &joinedAdmission{by: j, parts: make([]keylimit.Admission, len(ks))}
+	adm := &joinedAdmission{by: j, key: key, n: n, parts: make([]keylimit.Admission, len(ks))}
 	for i, k := range ks {
 		adm.parts[i] = keylimit.Admission{N: n, Mark: marks[i], By: k}
 	}
@@ -268,7 +274,7 @@ func (j *joined) failed(ctx context.Context, key string, ks []*keyLimit, n int, 
 	if refuser >= 0 {
 		undo := context.WithoutCancel(ctx)
 		for i := refuser - 1; i >= 0; i-- {
-			_ = j.parts[i].RefundContext(undo, key, adms[i])
+			_ = j.parts[i].refund(undo, key, adms[i])
 			if fb := j.parts[i].guard.fallback; fb != nil {
 				res[i] = fb.Peek(key)
 			}
@@ -280,7 +286,7 @@ func (j *joined) failed(ctx context.Context, key string, ks []*keyLimit, n int, 
 	if !record {
 		return allowed(res), keylimit.Admission{}, first
 	}
-	return allowed(res), keylimit.Admission{N: n, By: &joinedAdmission{by: j, parts: adms}}, first
+	return allowed(res), keylimit.Admission{N: n, By: &joinedAdmission{by: j, key: key, n: n, parts: adms}}, first
 }
 
 // Peek reports what Take(key, 1) would answer now, taking nothing: one
@@ -395,15 +401,19 @@ func (j *joined) Refund(key string, a keylimit.Admission) {
 // RefundContext gives back each limiter's part of a, an Admission this
 // limiter made for key, as far as it still holds (see the limiters'
 // RefundContext): in one script call, and what the fallback limiters
-// admitted while Redis failed, in process. A ctx that has ended makes no
+// admitted while Redis failed, in process. As a limiter's, it gives back an
+// Admission once, and only under its own key; a ctx that has ended makes no
 // call.
 func (j *joined) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
 	adm, ok := a.By.(*joinedAdmission)
-	if !ok || adm.by != j || a.N <= 0 {
+	if !ok || adm.by != j || adm.key != key {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return j.report("refund", key, err)
+	}
+	if !adm.done.CompareAndSwap(false, true) {
+		return nil
 	}
 	j.deny.forget(key)
 	var ks []*keyLimit
@@ -415,13 +425,13 @@ func (j *joined) RefundContext(ctx context.Context, key string, a keylimit.Admis
 			ks = append(ks, k)
 			marks = append(marks, part.Mark)
 		} else {
-			_ = p.RefundContext(ctx, key, part) // the fallback's, if any
+			_ = p.refund(ctx, key, part) // the fallback's, if any
 		}
 	}
 	if len(ks) == 0 {
 		return nil
 	}
-	n := a.N
+	n := adm.n
 	for _, k := range ks {
 		n = min(n, k.quota)
 	}

@@ -34,7 +34,11 @@ type leases struct {
 	deny  *denyCache // the layer below
 	guard *guard     // the failure policy, for the calls that fetch a lease
 	clock *localClock
-	d     int64 // the lease time, ns
+	d     int64 // the lease time, ns, at most maxSpan
+	// monoEnds: leases end on the system's monotonic clock too (see
+	// grant.over), because the local clock is injected while the scripts
+	// count on Redis time, which the injected clock need not follow.
+	monoEnds bool
 	// idle is how long a key with no lease is remembered after its last
 	// fetch: long enough to tell a hot key from a rare one.
 	idle  int64
@@ -80,15 +84,23 @@ type grant struct {
 	// The fields every admission reads, written before the lease is
 	// published and never after.
 	owner *leases
-	k     *keyLimit     // the limit it was taken under
-	mark  int64         // what the script wrote: a bucket's TAT, a window's index
-	at    int64         // local ns of the fetch
-	until int64         // local ns from which nothing is spent: at + the lease time, or the window's end
-	reset time.Duration // the ResetAfter Redis reported
+	k     *keyLimit // the limit it was taken under
+	mark  int64     // what the script wrote: a bucket's TAT, a window's index
+	at    int64     // local ns of the fetch
+	until int64     // local ns from which nothing is spent: at + the lease time, or the window's end
+	// monoUntil, if not 0, is the same end on the system's monotonic clock
+	// (localClock.monoNow), from a reading before the call: a lease spends
+	// nothing after the time Redis counted it for, whatever an injected
+	// clock says (see leases.monoEnds).
+	monoUntil int64
+	reset     time.Duration // the ResetAfter Redis reported
+	// granted is the events the fetch took: the lease's, and its own
+	// request's. A lease never holds more, nor gives more back to Redis.
+	granted int64
 	// left, which every admission writes, is on cache lines of its own (two,
 	// against adjacent-line prefetch): sharing one with the fields above,
 	// each admission on one core would make the next on another miss them.
-	_ [128 - 48]byte
+	_ [128 - 64]byte
 	// left is the events not yet spent: admissions take from it by CAS,
 	// Refund gives back to it; ended once the lease has ended, after which
 	// nothing is spent from it.
@@ -112,10 +124,12 @@ type leaseWait struct {
 }
 
 // newLeases returns the leases of d in front of deny, fetched through g,
-// on clk.
-func newLeases(deny *denyCache, g *guard, clk *localClock, d time.Duration) *leases {
-	return &leases{deny: deny, guard: g, clock: clk, d: int64(d), idle: 2 * int64(d), every: max(d/2, time.Millisecond),
-		m: xsync.NewMapOf[string, *leaseKey](), stop: make(chan struct{})}
+// on clk; onRedisTime says that the scripts count on Redis time (always,
+// outside the package's tests).
+func newLeases(deny *denyCache, g *guard, clk *localClock, d time.Duration, onRedisTime bool) *leases {
+	ld := clampSpan(d)
+	return &leases{deny: deny, guard: g, clock: clk, d: ld, idle: 2 * ld, every: max(time.Duration(ld/2), time.Millisecond),
+		monoEnds: onRedisTime && clk.injected != nil, m: xsync.NewMapOf[string, *leaseKey](), stop: make(chan struct{})}
 }
 
 // take decides n events (n >= 1) for key under k at local time now: from
@@ -168,11 +182,17 @@ func (ls *leases) fast(key string, n int, k *keyLimit) (*grant, int64, int64, bo
 	return p, left, now, ok
 }
 
+// over reports whether p's time is up at local time now on c: by the local
+// clock, or by the monotonic one (monoUntil).
+func (p *grant) over(now int64, c *localClock) bool {
+	return now >= p.until || p.monoUntil != 0 && c.monoNow() >= p.monoUntil
+}
+
 // take spends n events of p at local time now, if p holds them and its
 // time is not up, and returns what is left.
 func (p *grant) take(n int, now int64, c *localClock) (int64, bool) {
 	for {
-		if now >= p.until {
+		if p.over(now, c) {
 			return 0, false
 		}
 		v := p.left.Load()
@@ -214,13 +234,22 @@ func (p *grant) end() int64 {
 	return u
 }
 
-// markFor returns the mark to give u events of p back from, and counts
-// them as given: a bucket's TAT moved back by the events given before (a
-// return after another must count from where the first left the TAT); a
-// window's index as it is.
-func (p *grant) markFor(u int64) int64 {
-	before := p.given.Add(u) - u
-	return p.mark - before*p.k.step
+// markFor counts u events of p as given back to Redis, at most what p was
+// granted in all, and returns the mark to give them back from and how many
+// they are: a bucket's TAT moved back by the events given before (a return
+// after another must count from where the first left the TAT); a window's
+// index as it is.
+func (p *grant) markFor(u int64) (int64, int64) {
+	for {
+		before := p.given.Load()
+		u := min(u, p.granted-before)
+		if u <= 0 {
+			return p.mark, 0
+		}
+		if p.given.CompareAndSwap(before, before+u) {
+			return p.mark - before*p.k.step, u
+		}
+	}
 }
 
 // entry returns key's entry, making it if there is none.
@@ -349,10 +378,14 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 	parts := [1]*keyLimit{k}
 	in := [1]int64{}
 	if give > 0 {
-		in[0] = old.markFor(give)
+		in[0], give = old.markFor(give)
 		ls.deny.forget(key)
 	}
 	d := decision{key: key, n: n, parts: parts[:], marks: in[:], leasing: leaseArgs{want: want, hold: ls.time(k), give: give}}
+	var mono int64
+	if ls.monoEnds {
+		mono = ls.clock.monoNow() // before the call, as now was
+	}
 	if err := ls.guard.call(ctx, modeLease, &d, now, res[:], marks[:]); err != nil {
 		e.fetched(now, k, n, want, keylimit.Result{Limit: k.quota}, 0, nil, ls.d, true)
 		return ls.guard.failed(ctx, "take", key, k, n, err)
@@ -367,11 +400,15 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		e.fetched(now, k, n, want, r, 0, nil, ls.d, false)
 		return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
 	}
-	p := &grant{owner: ls, k: k, mark: marks[0], at: now, until: now + ls.time(k), reset: r.ResetAfter}
+	life := ls.time(k)
 	if k.step == 0 {
 		// A window's lease ends with its window, which ends no earlier than
 		// ResetAfter after now (now was read before Redis's clock was).
-		p.until = now + min(ls.d, int64(r.ResetAfter))
+		life = min(ls.d, clampSpan(r.ResetAfter))
+	}
+	p := &grant{owner: ls, k: k, mark: marks[0], at: now, until: now + life, reset: r.ResetAfter, granted: int64(n) + got}
+	if ls.monoEnds {
+		p.monoUntil = max(mono+life, 1)
 	}
 	p.left.Store(got)
 	e.fetched(now, k, n, want, r, got, p, ls.d, false)
@@ -410,11 +447,11 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 		e.wait.Store(nil)
 		return
 	}
-	wait := int64(r.RetryAfter)
+	wait := clampSpan(r.RetryAfter)
 	if k.step > 0 {
 		wait = max(wait, min(d, (e.asked-e.size)*k.step))
 	} else if r.Allowed {
-		wait = max(wait, int64(r.ResetAfter))
+		wait = max(wait, clampSpan(r.ResetAfter))
 	}
 	e.wait.Store(&leaseWait{until: now + wait, k: k, res: r, at: now})
 }
@@ -423,23 +460,25 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 // key, as a refund of p's admission: in one script call, as far as p still
 // holds them there (see bucket.lua). It asks Redis as a Refund does.
 func (ls *leases) giveBack(ctx context.Context, key string, p *grant, u int64) error {
+	mark, u := p.markFor(u)
 	if u <= 0 {
 		return nil
 	}
-	return ls.deny.refund(ctx, key, int(min(u, int64(p.k.quota))), p.k, p.markFor(u), ls.clock.now())
+	return ls.deny.refund(ctx, key, int(min(u, int64(p.k.quota))), p.k, mark, ls.clock.now())
 }
 
 // refund gives back n events that an admission took from p: to p, while
-// it lasts, so that this instance spends them again; once p has ended, to
-// Redis (giveBack).
+// it lasts, so that this instance spends them again, up to what p was
+// granted; once p has ended, to Redis (giveBack). (Each Admission is
+// refunded once, above: the ceiling is what holds even so.)
 func (ls *leases) refund(ctx context.Context, key string, p *grant, n int) error {
 	now := ls.clock.now()
-	for now < p.until {
+	for !p.over(now, ls.clock) {
 		v := p.left.Load()
 		if v == ended {
 			break
 		}
-		if p.left.CompareAndSwap(v, v+int64(n)) {
+		if p.left.CompareAndSwap(v, min(v+int64(n), p.granted)) {
 			return nil
 		}
 		now = ls.clock.now()
@@ -463,7 +502,7 @@ func (ls *leases) covered(key string, k *keyLimit, now int64) (keylimit.Result, 
 	if !ok {
 		return keylimit.Result{}, false
 	}
-	if p := e.cur.Load(); p != nil && p.k == k && now < p.until {
+	if p := e.cur.Load(); p != nil && p.k == k && !p.over(now, ls.clock) {
 		if left := p.left.Load(); left >= 1 {
 			return p.result(left, now), true
 		}
@@ -626,7 +665,7 @@ func (ls *leases) sweepOnce() {
 			return true
 		}
 		p := e.cur.Load()
-		if p != nil && now >= p.until {
+		if p != nil && p.over(now, ls.clock) {
 			if u := p.end(); u > 0 {
 				hs = append(hs, held{key, p, u})
 			}

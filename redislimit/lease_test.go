@@ -187,7 +187,8 @@ func TestLeasedRareKeyIsDecidedAsWithout(t *testing.T) {
 }
 
 // TestLeaseAdmitsWithoutRedis: a key with a live lease is decided in
-// process: no command reaches Redis, and no allocation is made; Remaining
+// process: no command reaches Redis, and Allow allocates nothing (Admit
+// allocates its Admission, bound to its key); Remaining
 // counts down the lease; Refund gives back to the lease; Close gives what
 // the lease holds back to Redis, exactly.
 func TestLeaseAdmitsWithoutRedis(t *testing.T) {
@@ -211,6 +212,11 @@ func TestLeaseAdmitsWithoutRedis(t *testing.T) {
 	require.Equal(t, 98, lim.Peek(key).Remaining, "Peek after the Refund went back to the lease")
 	allocs := testing.AllocsPerRun(50, func() { lim.Allow(key) })
 	require.Zero(t, allocs, "allocations of a decision from a lease")
+	allocs = testing.AllocsPerRun(50, func() {
+		_, a := lim.Admit(key, 1)
+		lim.Refund(key, a)
+	})
+	require.Equal(t, 1.0, allocs, "allocations of an Admit from a lease and its Refund: the Admission, bound to its key")
 	require.Empty(t, s.sentSince(t, before), "commands sent while the lease served")
 	left := lim.Peek(key).Remaining
 
@@ -513,4 +519,103 @@ func TestLeasedInstanceKilled(t *testing.T) {
 	require.True(t, held > 0 && held <= l.BurstSize()/10, "A's lease held %d: at most a tenth of the burst", held)
 	require.Equal(t, 1000+left-end, after, "what B and C admitted in the second after the kill")
 	require.LessOrEqual(t, end, int(d/l.Interval()), "left in Redis: at most one lease time's refill")
+}
+
+// TestLeaseEndsOnTimeWhateverTheClock pins issue 24.2: a lease's end was
+// read on the local clock alone (WithClock's), which may stop or step back;
+// on one instance whose clock did, a lease outlived the time Redis counted
+// it for, and was spent after Redis had given the same events out again (a
+// fixed window admitted 2,179 of 2,000, a bucket 175 over its bound). Now a
+// lease also ends on the process's monotonic clock when the scripts decide
+// on Redis time: instance A, on a mock clock that is frozen or stepped
+// back, leases events, and once Redis has given the whole quota out again
+// to B (a new window; a bucket full again), A's lease admits nothing.
+func TestLeaseEndsOnTimeWhateverTheClock(t *testing.T) {
+	t.Parallel() // most of it sleeps until a window or a lease ends
+	for _, clk := range []string{"Frozen", "SteppedBack"} {
+		t.Run(clk+"/FixedWindow", func(t *testing.T) {
+			t.Parallel()
+			const period = time.Second
+			l := keylimit.Per(1000, period)
+			mock := newMock()
+			a, err := redislimit.NewFixedWindow(shared.client(t), "leased", l, redislimit.WithClock(mock),
+				redislimit.WithLeases(period/2), redislimit.WithTimeout(patient))
+			require.NoError(t, err)
+			t.Cleanup(func() { a.Close() })
+			b, err := redislimit.NewFixedWindow(shared.client(t), "leased", l, redislimit.WithTimeout(patient))
+			require.NoError(t, err)
+			key := testKey(t, "k")
+			untilBoundary(period, -10*time.Millisecond) // early in a window
+			warm(t, a, key, 50)
+			held := redislimit.LeaseHeld(a, key)
+			if clk == "SteppedBack" {
+				mock.Add(-time.Hour)
+			}
+			untilBoundary(period, -10*time.Millisecond) // early in the next
+			window := time.Now().UnixNano() / int64(period)
+			require.True(t, b.AllowN(key, 1000), "B takes the whole quota of a new window")
+			na := drain(t, a, key)
+			require.Equal(t, window, time.Now().UnixNano()/int64(period), "the test took longer than a window")
+			t.Logf("%s clock: A held %d; in the next window B admitted 1000, A %d: %d of 1000", clk, held, na, 1000+na)
+			require.Zero(t, na, "A's admissions in the window after its lease's")
+		})
+		t.Run(clk+"/TokenBucket", func(t *testing.T) {
+			t.Parallel()
+			l := keylimit.Per(1000, 500*time.Millisecond) // an event every 500 µs, full in 500 ms
+			const d = 100 * time.Millisecond
+			mock := newMock()
+			a := leased(t, shared.client(t), l, d, redislimit.WithClock(mock))
+			b, err := redislimit.NewTokenBucket(shared.client(t), "leased", l, redislimit.WithTimeout(patient))
+			require.NoError(t, err)
+			key := testKey(t, "k")
+			warm(t, a, key, 50)
+			held := redislimit.LeaseHeld(a, key)
+			if clk == "SteppedBack" {
+				mock.Add(-time.Hour)
+			}
+			time.Sleep(d + 500*time.Millisecond + 50*time.Millisecond) // the lease's end, then a full bucket
+			start := time.Now()
+			require.True(t, b.AllowN(key, 1000), "B takes the whole burst of a full bucket")
+			na := drain(t, a, key)
+			bound := 1000 + int(time.Since(start)/l.Interval()) + 1
+			t.Logf("%s clock: A held %d; B admitted 1000 of a full bucket, then A %d: %d against a bound of %d",
+				clk, held, na, 1000+na, bound)
+			require.LessOrEqual(t, 1000+na, bound, "admitted since B's call")
+		})
+	}
+}
+
+// TestLeaseRefundHasACeiling pins issue 24.3 for leases: each Refund of one
+// lease Admission added its events to the lease again, so 100,000 Refunds
+// of one admission minted about 100,000 events (100,823 admitted against a
+// bound of about 1,034). A second Refund of an Admission now gives nothing,
+// and a lease never holds more than it was granted: on a clock that stands
+// still, a bucket and a fixed window of 1,000 admit at most 1,000 however
+// often one admission is refunded.
+func TestLeaseRefundHasACeiling(t *testing.T) {
+	mock := newMock() // at the start of a minute; it stands still
+	c := shared.client(t)
+	bucket := leased(t, c, keylimit.PerSecond(1000), 100*time.Millisecond, onMock(mock)...)
+	window, err := redislimit.NewFixedWindow(c, "leased", keylimit.PerMinute(1000),
+		append(onMock(mock), redislimit.WithLeases(time.Minute), redislimit.WithTimeout(patient))...)
+	require.NoError(t, err)
+	t.Cleanup(func() { window.Close() })
+	for _, lim := range []redisLimiter{bucket, window} {
+		t.Run(fmtType(lim), func(t *testing.T) {
+			key := testKey(t, "k")
+			admitted := warm(t, lim, key, 50)
+			held := redislimit.LeaseHeld(lim, key)
+			_, a := lim.Admit(key, 1) // refunded below, so not counted
+			require.Equal(t, held-1, redislimit.LeaseHeld(lim, key), "the lease after an admission from it")
+			for range 100_000 {
+				lim.Refund(key, a)
+			}
+			after := redislimit.LeaseHeld(lim, key)
+			admitted += drain(t, lim, key)
+			t.Logf("the lease held %d, then %d after 100,000 Refunds of one admission; %d admitted on a stopped clock, "+
+				"against a bound of 1000", held, after, admitted)
+			require.Equal(t, held, after, "the lease after 100,000 Refunds of one admission from it")
+			require.LessOrEqual(t, admitted, 1000, "admitted on a stopped clock")
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
@@ -93,7 +94,7 @@ func (lim *redisLimiter) init(client redis.UniversalClient, name string, l keyli
 func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, alg *algorithm, quota int, o options,
 	newFallback newFallbackFunc) error {
 	lim.name = o.name
-	lim.clock = newLocalClock(o.clock)
+	lim.clock.init(o.clock)
 	err := lim.limits.Init(l, o.keyLimit, func(l keylimit.Limit) (*keyLimit, error) {
 		k := newKeyLimit(&lim.store, alg, l)
 		return k, k.err
@@ -115,7 +116,7 @@ func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, al
 	lim.deny.init(o.denySize, &lim.ops.counts, &lim.guard)
 	lim.first = &lim.deny
 	if o.leaseTime > 0 {
-		lim.leases = newLeases(&lim.deny, &lim.guard, &lim.clock, o.leaseTime)
+		lim.leases = newLeases(&lim.deny, &lim.guard, &lim.clock, o.leaseTime, o.scriptClock == nil)
 		lim.first = lim.leases
 	}
 	lim.ops.announce(lim.store.prefix, o.policySet || o.fleet > 0)
@@ -148,8 +149,16 @@ func checkClient(c redis.UniversalClient) error {
 func (l *redisLimiter) Name() string { return l.name }
 
 // Prefix returns the prefix of the Redis keys the limiter writes: the state
-// of key k is at Prefix() + "{" + k + "}".
+// of key k is at Prefix() + "{" + k + "}" (see StateKey).
 func (l *redisLimiter) Prefix() string { return l.store.prefix }
+
+// StateKey returns the Redis key that holds key's state: Prefix() + "{" +
+// key + "}", the key as the hash tag; or, for a key the tag cannot hold
+// (empty, or with a '}', which would end the tag early), Prefix() + "{" + h
+// + "}:" + key, h a 16-hex-digit hash of the key that every instance
+// computes alike. So on Redis Cluster no key can empty or choose the tag,
+// and the states of one key under several limiters always share a slot.
+func (l *redisLimiter) StateKey(key string) string { return l.store.redisKey(key) }
 
 // Allow reports whether one event for key may happen now, and records it in
 // Redis if so. Allow is shorthand for AllowN(key, 1).
@@ -178,7 +187,8 @@ func (l *redisLimiter) Take(key string, n int) keylimit.Result {
 			return p.result(left, now)
 		}
 	}
-	r, _, _ := l.AdmitContext(context.Background(), key, n)
+	r, _, _ := l.admit(context.Background(), key, n)
+	l.ops.counts.decided(r.Allowed)
 	return r
 }
 
@@ -202,7 +212,8 @@ func (l *redisLimiter) Take(key string, n int) keylimit.Result {
 // If Redis fails, the Result is the failure policy's and err, a *Error,
 // says why; the error went to the WithOnError callback as well.
 func (l *redisLimiter) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
-	r, _, err := l.AdmitContext(ctx, key, n)
+	r, _, err := l.admit(ctx, key, n)
+	l.ops.counts.decided(r.Allowed)
 	return r, err
 }
 
@@ -213,13 +224,31 @@ func (l *redisLimiter) Admit(key string, n int) (keylimit.Result, keylimit.Admis
 }
 
 // AdmitContext is TakeContext, and also returns what an admission took, for
-// RefundContext: the mark the script wrote (a bucket's TAT, a window's
-// index, a log entry's time) and, as its By, the limit the key was under;
-// or the fallback limiter's Admission when the failure policy admitted.
+// RefundContext: N, and as its Mark the mark the script wrote (a bucket's
+// TAT, a window's index, a log entry's time); its By holds the rest (the
+// limit the key was under, the lease it was spent from, or the fallback
+// limiter's Admission when the failure policy admitted), bound to key.
+// Unlike Take, an Admit that admits allocates, once: the Admission is one
+// however often it is copied, so that a second Refund of it gives nothing.
 func (l *redisLimiter) AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
 	r, a, err := l.admit(ctx, key, n)
 	l.ops.counts.decided(r.Allowed)
+	if a.N > 0 {
+		a = keylimit.Admission{N: a.N, Mark: a.Mark, By: &admission{lim: l, key: key, inner: a}}
+	}
 	return r, a, err
+}
+
+// admission is the By of an Admission a Redis limiter gives its caller:
+// the one the layers below made (inner: its By a *keyLimit, a *grant or the
+// fallback limiter), bound to the limiter and the key it was made for, and
+// refunded at most once (issue 24.3, 24.4). Refund reads inner, never the
+// caller's copy of N and Mark.
+type admission struct {
+	lim   *redisLimiter
+	key   string
+	inner keylimit.Admission
+	done  atomic.Bool // set by the Refund that gives it back
 }
 
 // admit is AdmitContext, not counted in Stats: what needs no layer is
@@ -283,17 +312,38 @@ func (l *redisLimiter) ResetContext(ctx context.Context, key string) error {
 // sliding log the entries still in it. After a change of the key's limit
 // to one of another interval (a bucket) or period (a fixed window), it
 // gives back nothing. An Admission a lease made (WithLeases) goes back to
-// the lease while it lasts, without a round trip. It is RefundContext with
+// the lease while it lasts, without a round trip; a lease never holds more
+// than it was granted. An Admission is refunded once: a second Refund of it
+// (or of a copy) gives nothing, and so does a Refund under another key than
+// the one it was made for, or by another limiter. It is RefundContext with
 // context.Background(), the error left to WithOnError.
 func (l *redisLimiter) Refund(key string, a keylimit.Admission) {
 	_ = l.RefundContext(context.Background(), key, a)
 }
 
-// RefundContext is Refund with a context, in one script call; a ctx that
-// has ended makes no call. An Admission the fallback limiter made (Redis was
-// failing then) is refunded there. If Redis fails, the error is returned
-// (and passed to WithOnError).
+// RefundContext is Refund with a context, in one script call. A ctx that
+// has ended gives nothing back and makes no call, and the Admission may be
+// refunded again. An Admission the fallback limiter made (Redis was failing
+// then) is refunded there. If Redis fails, the error is returned (and passed
+// to WithOnError), and the Admission counts as refunded: the call may have
+// given it back.
 func (l *redisLimiter) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
+	by, ok := a.By.(*admission)
+	if !ok || by.lim != l || by.key != key {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return l.guard.report("refund", key, err)
+	}
+	if !by.done.CompareAndSwap(false, true) {
+		return nil
+	}
+	return l.refund(ctx, key, by.inner)
+}
+
+// refund gives back a, an Admission the decision path made for key: to its
+// lease, to Redis, or to the fallback.
+func (l *redisLimiter) refund(ctx context.Context, key string, a keylimit.Admission) error {
 	if a.N <= 0 {
 		return nil
 	}
@@ -302,16 +352,10 @@ func (l *redisLimiter) RefundContext(ctx context.Context, key string, a keylimit
 		if by.owner == nil || by.owner != l.leases {
 			return nil
 		}
-		if err := ctx.Err(); err != nil {
-			return l.guard.report("refund", key, err)
-		}
 		return l.leases.refund(ctx, key, by, a.N)
 	case *keyLimit:
 		if by.owner != &l.store {
 			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return l.guard.report("refund", key, err)
 		}
 		return l.deny.refund(ctx, key, a.N, by, a.Mark, l.clock.now())
 	}
@@ -394,12 +438,15 @@ func (l *redisLimiter) Stats() keylimit.Stats { return l.ops.counts.stats() }
 
 // Ping checks, once at start-up say, that the limiter can work: Redis
 // answers (PING), takes its script (SCRIPT LOAD, on every node of a
-// cluster), and will not evict its keys. It returns an error wrapping
-// ErrEvictionPolicy if a server's maxmemory is set with a maxmemory-policy
-// other than noeviction (every volatile-* and allkeys-* policy can evict the
-// limiter's keys, which all have a TTL); a server that refuses CONFIG GET (a
-// managed Redis may) is not held against it. Ping waits as long as ctx
-// allows; it changes no state and is not in Stats.
+// cluster), will not evict its keys and keeps them on disk. It returns an
+// error wrapping ErrEvictionPolicy if a server's maxmemory is set with a
+// maxmemory-policy other than noeviction (every volatile-* and allkeys-*
+// policy can evict the limiter's keys, which all have a TTL), and
+// ErrNoPersistence if a server keeps nothing on disk (save "" and appendonly
+// no: a restart resets every quota); one error wrapping both if both. A
+// server that refuses CONFIG GET (a managed Redis may) is not held against
+// it. Ping waits as long as ctx allows; it changes no state and is not in
+// Stats.
 func (l *redisLimiter) Ping(ctx context.Context) error { return l.ops.ping(ctx) }
 
 // Wait blocks until one event for key may happen, records it and returns

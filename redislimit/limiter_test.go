@@ -175,3 +175,82 @@ func TestSideBySideWithMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestRefundEachAdmissionOnce pins issue 24.3 for the Redis limiters: each
+// Refund of one Admission gave back its events again, taken from the other
+// admissions (a window counted down to empty: 10 more on a quota of 10). A
+// second Refund of an Admission now gives nothing, on every type, joined
+// (keylimit.All), and from the fallback while Redis fails (FailLocal).
+func TestRefundEachAdmissionOnce(t *testing.T) {
+	c := shared.client(t)
+	check := func(t *testing.T, lim keylimit.Limiter[string]) {
+		refunder := lim.(keylimit.Refunder[string])
+		key := testKey(t, "k")
+		_, first := refunder.Admit(key, 1)
+		require.True(t, lim.AllowN(key, 9), "9 more of 10")
+		for range 100 {
+			refunder.Refund(key, first)
+		}
+		again := drain(t, lim, key)
+		t.Logf("after 100 Refunds of one admission of 1, %d more admitted", again)
+		require.Equal(t, 1, again, "admitted after 100 Refunds of one admission of 1")
+	}
+	onEachRefunder(t, c, check)
+	t.Run("Fallback", func(t *testing.T) {
+		lim, err := redislimit.NewFixedWindow(deadClient(t), "test", keylimit.PerHour(10), redislimit.WithOnError(func(error) {}))
+		require.NoError(t, err)
+		check(t, lim)
+	})
+}
+
+// TestRefundTheAdmissionsOwnKey pins issue 24.4: Refund(kb, a), a made for
+// ka, gave back to kb with ka's mark (kb admitted 20 against 10 after 100
+// such refunds), where the in-memory limiters refund the Admission's own
+// key. An Admission is bound to its key now: refunded under another, it
+// gives nothing, on every type and joined.
+func TestRefundTheAdmissionsOwnKey(t *testing.T) {
+	c := shared.client(t)
+	check := func(t *testing.T, lim keylimit.Limiter[string]) {
+		refunder := lim.(keylimit.Refunder[string])
+		ka, kb := testKey(t, "a"), testKey(t, "b")
+		_, a := refunder.Admit(ka, 1)
+		require.True(t, lim.AllowN(kb, 10), "10 of 10 for kb")
+		for range 100 {
+			refunder.Refund(kb, a)
+		}
+		more := drain(t, lim, kb)
+		t.Logf("kb admitted %d against 10 after 100 Refunds of ka's admission under kb", 10+more)
+		require.Zero(t, more, "kb's admissions after 100 Refunds of ka's admission under kb")
+		refunder.Refund(ka, a)
+		require.Equal(t, 10, lim.Peek(ka).Remaining, "ka after the Refund of its own admission")
+	}
+	onEachRefunder(t, c, check)
+}
+
+// onEachRefunder runs check, each in a subtest, on a limiter of 10 an hour
+// on c of each type, and on keylimit.All of two, joined.
+func onEachRefunder(t *testing.T, c redis.UniversalClient, check func(*testing.T, keylimit.Limiter[string])) {
+	for _, typ := range types {
+		t.Run(typ.name, func(t *testing.T) {
+			lim, err := typ.new(c, keylimit.PerHour(10), redislimit.WithTimeout(patient))
+			require.NoError(t, err)
+			check(t, lim)
+		})
+	}
+	t.Run("Joined", func(t *testing.T) {
+		check(t, joinedPair(t, c))
+	})
+}
+
+// joinedPair returns keylimit.All of two Redis limiters of 10 an hour on c,
+// joined.
+func joinedPair(t *testing.T, c redis.UniversalClient) keylimit.Limiter[string] {
+	a, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(10), redislimit.WithTimeout(patient))
+	require.NoError(t, err)
+	b, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(10), redislimit.WithTimeout(patient))
+	require.NoError(t, err)
+	lim := keylimit.All[string](a, b)
+	_, joined := lim.(joinedLimiter)
+	require.True(t, joined, "All of two Redis limiters on one client")
+	return lim
+}

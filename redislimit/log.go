@@ -44,13 +44,14 @@ type ops struct {
 	unlogged   int
 
 	// The checks of the server (health.go): client is the limiter's,
-	// timeout its bound on a call; evict is where the check of the
-	// eviction policy stands (unchecked, checking, or checked); warned and
-	// refused make its log lines once-only, whoever runs the check.
-	client          redis.UniversalClient
-	timeout         time.Duration
-	evict           atomic.Int32
-	warned, refused atomic.Bool
+	// timeout its bound on a call; evict is where the checks of the
+	// eviction policy and of persistence stand (unchecked, checking, or
+	// checked); warned, warnedDisk and refused make their log lines
+	// once-only, whoever runs the check.
+	client                      redis.UniversalClient
+	timeout                     time.Duration
+	evict                       atomic.Int32
+	warned, warnedDisk, refused atomic.Bool
 }
 
 // init sets up o, in place (it holds atomics), for the limiter named name

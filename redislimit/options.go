@@ -13,7 +13,8 @@ import (
 
 // Option configures a Redis limiter. Options are passed to the constructors
 // (NewTokenBucket, NewFixedWindow, NewSlidingWindow); an invalid one makes
-// the constructor return an error.
+// the constructor return an error. A duration longer than 2^60 ns (about 36
+// years) counts as that long, so that no time computed from it wraps.
 type Option interface {
 	apply(*options)
 }
@@ -112,7 +113,7 @@ func (o *options) keyPrefix(alg string, l keylimit.Limit, q int) string {
 }
 
 // WithPrefix sets the prefix of every Redis key the limiter writes: the state
-// of key k lives at prefix{k}. Limiters (on any instance) that share a prefix
+// of key k lives at prefix{k} (see StateKey). Limiters (on any instance) that share a prefix
 // share their keys' state.
 //
 // The default holds the limiter's name, its algorithm and its limit, such as
@@ -214,9 +215,12 @@ func WithOnError(f func(err error)) Option {
 
 // WithClock makes the limiter read local time from c instead of the
 // system's monotonic clock. Decisions are made on Redis server time; local
-// time serves only the deny cache (how long a refusal lasts), the failure
-// backoff, the FailLocal fallback limiter and the sleeps of Wait and WaitN.
-// Tests pass clock.NewMock() to step it by hand.
+// time serves the deny cache (how long a refusal lasts), the failure
+// backoff, the FailLocal fallback limiter, the sleeps of Wait and WaitN,
+// and leases (WithLeases: their end, the wait after a short fetch, the
+// sweeper's ticks). A lease also ends on the system's monotonic clock, so
+// that a c that stops or steps back cannot stretch it past the time Redis
+// counted it for. Tests pass clock.NewMock() to step it by hand.
 func WithClock(c clock.Clock) Option {
 	return optionFunc(func(o *options) {
 		if c == nil {
@@ -254,7 +258,8 @@ func WithDenyCacheSize(n int) Option {
 // call its whole timeout: with a backoff, one call per backoff pays it, and
 // the others are answered at once, with an error that wraps ErrUnavailable.
 // Error replies (Redis up, the command refused) and calls whose own context
-// ended do not start the backoff; Reset asks Redis even during it.
+// ended do not start the backoff; Reset asks Redis even during it. A
+// backoff longer than 2^60 ns (about 36 years) is that long.
 func WithFailureBackoff(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d < 0 {

@@ -1,6 +1,8 @@
 package redislimit_test
 
 import (
+	"io"
+	"math"
 	"strings"
 	"testing"
 
@@ -126,4 +128,42 @@ func TestNameErrors(t *testing.T) {
 	lim, err := constructors[0].new(c, strings.Repeat("n", 100), keylimit.PerMinute(5))
 	require.NoError(t, err, "a name of 100 bytes")
 	require.NotNil(t, lim)
+}
+
+// TestLongestDurations: every option that takes a duration takes the
+// longest one, and the limiter decides exactly (issue 24.5:
+// WithFailureBackoff's wrapped negative; see TestBackoffSaturates for it
+// failing). A bucket whose lease time is that long leases at most half its
+// span (a lease counts from its end), so at one instant it admits between
+// half its burst and its burst.
+func TestLongestDurations(t *testing.T) {
+	c := shared.client(t)
+	for _, opt := range []struct {
+		name string
+		opt  redislimit.Option
+	}{
+		{"WithTimeout", redislimit.WithTimeout(math.MaxInt64)},
+		{"WithFailureBackoff", redislimit.WithFailureBackoff(math.MaxInt64)},
+		{"WithLeases", redislimit.WithLeases(math.MaxInt64)},
+	} {
+		for _, typ := range types[:2] { // leases take no SlidingWindow
+			t.Run(opt.name+"/"+typ.name, func(t *testing.T) {
+				lim, err := typ.new(c, keylimit.PerHour(100), opt.opt, redislimit.WithDenyCacheSize(0))
+				require.NoError(t, err)
+				t.Cleanup(func() { lim.(io.Closer).Close() })
+				key := testKey(t, "k")
+				admitted := 0
+				for range 150 {
+					if lim.Allow(key) {
+						admitted++
+					}
+				}
+				if opt.name == "WithLeases" && typ.name == "TokenBucket" {
+					require.True(t, admitted >= 50 && admitted <= 100, "admitted %d of 150 on 100 an hour", admitted)
+					return
+				}
+				require.Equal(t, 100, admitted, "admitted of 150 on 100 an hour")
+			})
+		}
+	}
 }

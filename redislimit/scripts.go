@@ -62,19 +62,41 @@ func sameScriptClock(a, b *scriptClock) bool {
 // answers for them.
 type store struct {
 	client  redis.UniversalClient
-	prefix  string        // of every key written: prefix{key}
+	prefix  string        // of every key written: prefix{key} (see redisKey)
 	timeout time.Duration // bound on one call's wait for Redis
 	// clock is nil outside the package's tests: the scripts decide on
 	// Redis server time.
 	clock *scriptClock
 }
 
-// redisKey is the Redis key of key's state: prefix{key}. The braces make
-// key the hash tag, so that on Redis Cluster the states of one key under
-// several limiters share a slot, and one script call can decide for them
-// all (see Join).
+// redisKey is the Redis key of key's state: prefix{key}, the key between
+// braces as the hash tag, so that on Redis Cluster the states of one key
+// under several limiters share a slot, and one script call can decide for
+// them all (see Join). A key the tag cannot hold, empty or with a '}' (which
+// would end the tag early, letting the key empty or choose it), is
+// prefix{h}:key instead, h the key's tagHash in 16 hex digits: a tag of the
+// whole key, the same on every instance, and a name no other key has (a
+// name of the first form ends at its first '}').
 func (s *store) redisKey(key string) string {
-	return s.prefix + "{" + key + "}"
+	if key != "" && strings.IndexByte(key, '}') < 0 {
+		return s.prefix + "{" + key + "}"
+	}
+	var tag [16]byte
+	h := tagHash(key)
+	for i := range tag {
+		tag[i] = "0123456789abcdef"[h>>(60-4*i)&0xf]
+	}
+	return s.prefix + "{" + string(tag[:]) + "}:" + key
+}
+
+// tagHash is the 64-bit FNV-1a hash of key: fixed by its specification, so
+// that every instance, of every version, tags a key alike.
+func tagHash(key string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * 1099511628211
+	}
+	return h
 }
 
 // del deletes keys (states of this store's limiter or of those joined

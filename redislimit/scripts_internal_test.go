@@ -86,3 +86,49 @@ func FuzzParseLeaseReply(f *testing.F) {
 		require.True(t, res[0].Remaining >= 0 && res[0].Remaining <= 1000, "Remaining %d", res[0].Remaining)
 	})
 }
+
+// clusterTag is the part of a Redis key that Redis Cluster hashes to choose
+// its slot, by the cluster specification's rule: what lies between the
+// first '{' and the first '}' after it, if that is not empty; else the
+// whole key.
+func clusterTag(name string) string {
+	open := strings.IndexByte(name, '{')
+	if open < 0 {
+		return name
+	}
+	end := strings.IndexByte(name[open+1:], '}')
+	if end <= 0 {
+		return name
+	}
+	return name[open+1 : open+1+end]
+}
+
+// FuzzRedisKey pins issue 24.1: whatever two keys are, the states of each
+// under two limiters share a non-empty hash tag (the slot of a joined
+// call), a key that the tag can hold is the tag (state written before stays
+// found), one that it cannot is tagged by a hash of all of it (no key
+// chooses the tag of another), and two keys never share a state.
+func FuzzRedisKey(f *testing.F) {
+	for _, seed := range [][2]string{{"}x", "x"}, {"}", ""}, {"}}{{", "{"}, {"a}b", "a"}, {"0123456789abcdef", ""},
+		{"k", "k}"}, {"\x00", "{}"}} {
+		f.Add(seed[0], seed[1])
+	}
+	a := &store{prefix: "keylimit:api:bucket:10/1m0s/10:"}
+	b := &store{prefix: "x:"}
+	f.Fuzz(func(t *testing.T, k1, k2 string) {
+		for _, k := range []string{k1, k2} {
+			tag := clusterTag(a.redisKey(k))
+			require.NotEqual(t, a.redisKey(k), tag, "key %q: no hash tag", k)
+			require.Equal(t, tag, clusterTag(b.redisKey(k)), "key %q: the tags of two limiters' states", k)
+			if k != "" && !strings.Contains(k, "}") {
+				require.Equal(t, k, tag, "key %q: the tag", k)
+				require.Equal(t, a.prefix+"{"+k+"}", a.redisKey(k), "key %q: the state's name", k)
+			} else {
+				require.Equal(t, fmt.Sprintf("%016x", tagHash(k)), tag, "key %q: the tag", k)
+			}
+		}
+		if k1 != k2 {
+			require.NotEqual(t, a.redisKey(k1), a.redisKey(k2), "keys %q and %q share a state", k1, k2)
+		}
+	})
+}

@@ -51,8 +51,9 @@ func Client(peer netip.Addr, lines []string, name string, rfc7239 bool, proxies 
 	return leftmost, nil
 }
 
-// Trusted reports whether a is in one of proxies.
+// Trusted reports whether a (its zone aside) is in one of proxies.
 func Trusted(a netip.Addr, proxies []netip.Prefix) bool {
+	a = a.WithZone("")
 	for _, p := range proxies {
 		if p.Contains(a) {
 			return true
@@ -74,8 +75,15 @@ func Peer(s string) (netip.Addr, bool) {
 }
 
 // Normalize returns a as the client's address is compared and keyed:
-// IPv4-mapped addresses as IPv4, without a zone.
-func Normalize(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
+// IPv4-mapped addresses as IPv4, and without a zone unless it is link-local
+// (fe80::/10), where the zone tells apart links that may reuse an address.
+func Normalize(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	if !a.IsLinkLocalUnicast() {
+		a = a.WithZone("")
+	}
+	return a
+}
 
 // ValidPrefix reports whether bits can be the IPv6Prefix of a ClientIP: 0
 // (the default, 64) to 128.
@@ -84,15 +92,78 @@ func ValidPrefix(bits int) bool { return bits >= 0 && bits <= 128 }
 // Key returns the key of the client at a: "192.0.2.1" for IPv4, the prefix
 // of bits bits (64 if bits is 0) it belongs to for IPv6
 // ("2001:db8:1:2::/64"), or the IPv6 address itself when bits is 128. bits
-// must be valid (ValidPrefix).
+// must be valid (ValidPrefix). Whatever bits says, an IPv6 address that
+// embeds a client's IPv4 address (see EmbeddedIPv4) is keyed by that IPv4
+// address, a link-local one by the whole address and its zone
+// ("fe80::1%eth0"), and the rest of ::/64 (loopback, unassigned) by the
+// whole address: a prefix would put every client of a translator, of every
+// link or of the reserved block under one key.
 func Key(a netip.Addr, bits int) string {
 	if bits == 0 {
 		bits = 64
 	}
-	if a.Is4() || bits == 128 {
+	if v4, ok := EmbeddedIPv4(a); ok {
+		return v4.String()
+	}
+	plain := a.WithZone("")
+	if a.Is4() || bits == 128 || a.IsLinkLocalUnicast() || reserved64.Contains(plain) || localNAT64.Contains(plain) {
 		return a.String()
 	}
 	return netip.PrefixFrom(a, bits).Masked().String()
+}
+
+// The IPv6 blocks whose addresses carry an IPv4 address, or are keyed whole.
+var (
+	// nat64 is the well-known prefix of RFC 6052: 64:ff9b::a.b.c.d, an IPv4
+	// host through a translator.
+	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+	// localNAT64 is RFC 8215's local-use prefix: the IPv4 address's place in
+	// it depends on the length the operator chose, so its addresses are
+	// keyed whole (one per IPv4 host, as an IPv4 key is).
+	localNAT64 = netip.MustParsePrefix("64:ff9b:1::/48")
+	// compatible and translated are ::a.b.c.d (RFC 4291's deprecated
+	// IPv4-compatible addresses) and ::ffff:0:a.b.c.d (RFC 2765's
+	// IPv4-translated ones); :: and ::1 are neither.
+	compatible = netip.MustParsePrefix("::/96")
+	translated = netip.MustParsePrefix("::ffff:0:0:0/96")
+	// reserved64 is the block both lie in, with the loopback address.
+	reserved64 = netip.MustParsePrefix("::/64")
+	// teredo clients (RFC 4380) have their public IPv4 address in the last
+	// 32 bits, inverted; sixToFour sites (RFC 3056) have theirs in bits 16
+	// to 47.
+	teredo    = netip.MustParsePrefix("2001::/32")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
+
+// EmbeddedIPv4 returns the IPv4 address of the client that an IPv6 address
+// stands for, if it is one that carries it: IPv4-mapped (::ffff:a.b.c.d),
+// NAT64 (64:ff9b::a.b.c.d), IPv4-compatible (::a.b.c.d, but not :: or ::1)
+// or IPv4-translated (::ffff:0:a.b.c.d), Teredo (2001::/32: the client's
+// public address) or 6to4 (2002:aabb:ccdd::/48: the site's).
+func EmbeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	a = a.WithZone("")
+	if a.Is4In6() {
+		return a.Unmap(), true
+	}
+	b := a.As16()
+	last := netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	switch {
+	case nat64.Contains(a), translated.Contains(a):
+		return last, true
+	case compatible.Contains(a):
+		if a.IsLoopback() || a.IsUnspecified() {
+			return netip.Addr{}, false
+		}
+		return last, true
+	case teredo.Contains(a):
+		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return netip.Addr{}, false
 }
 
 // KeyIn is Key(a, bits), as a part of s when s holds it: s is the peer's
@@ -260,8 +331,9 @@ func isTchar(c byte) bool {
 
 // parseNode reads a node of a forwarding header: an IP address, with or
 // without a port, IPv6 in brackets or not ("192.0.2.1", "192.0.2.1:4711",
-// "2001:db8::1", "[2001:db8::1]:4711"). The address is returned unmapped
-// and without zone. Anything else ("unknown", "_hidden") is not a node.
+// "2001:db8::1", "[2001:db8::1]:4711"). The address is returned
+// normalized (Normalize). Anything else ("unknown", "_hidden") is not a
+// node.
 func parseNode(s string) (netip.Addr, bool) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		return Normalize(a), true

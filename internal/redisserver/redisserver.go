@@ -2,7 +2,8 @@
 // for the tests, demos and benchmarks of every module of keylimit (the
 // internal path lets any module under github.com/keylimit/keylimit import
 // it). A server listens on a free port (or one given), keeps nothing on
-// disk, and is stopped by Stop. It uses the standard library only, so that
+// disk (unless StartAppendOnly started it, in its own directory), and is
+// stopped by Stop. It uses the standard library only, so that
 // the root module needs no Redis client.
 package redisserver
 
@@ -31,9 +32,12 @@ type Server struct {
 	Port  int
 	Addr  string   // "127.0.0.1:Port"
 	flags []string // the extra flags Start was given, passed again by Restart
-	cmd   *exec.Cmd
-	dir   string
-	out   strings.Builder // what the process printed
+	// appendOnly: the server logs its writes to an append-only file in dir,
+	// which Restart reads back (StartAppendOnly).
+	appendOnly bool
+	cmd        *exec.Cmd
+	dir        string
+	out        strings.Builder // what the process printed
 }
 
 // Installed reports whether redis-server is on PATH.
@@ -56,7 +60,17 @@ func FreePort() (int, error) {
 // with no persistence, and waits until it answers PING. flags are passed to
 // redis-server after its own, such as "--maxmemory", "4mb"; they cannot
 // move it off 127.0.0.1 (--bind) or onto disk (--save, --appendonly, --dir).
-func Start(port int, flags ...string) (*Server, error) {
+func Start(port int, flags ...string) (*Server, error) { return start(port, false, flags) }
+
+// StartAppendOnly is Start, but the server logs every write to an
+// append-only file (appendonly yes) in its own directory, as a Redis that
+// keeps its data must, and Restart reads it back: after Kill, it has what
+// was written up to the last fsync (every second; pass "--appendfsync",
+// "always" for every write). Stop removes the file with the directory.
+func StartAppendOnly(port int, flags ...string) (*Server, error) { return start(port, true, flags) }
+
+// start is Start, with an append-only file if appendOnly.
+func start(port int, appendOnly bool, flags []string) (*Server, error) {
 	if !Installed() {
 		return nil, ErrMissing
 	}
@@ -77,7 +91,7 @@ func Start(port int, flags ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), flags: flags, dir: dir}
+	s := &Server{Port: port, Addr: "127.0.0.1:" + strconv.Itoa(port), flags: flags, appendOnly: appendOnly, dir: dir}
 	if err := s.Restart(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -86,11 +100,16 @@ func Start(port int, flags ...string) (*Server, error) {
 }
 
 // Restart starts the server again on its port, after Kill, and waits until
-// it answers PING. Its data is gone: nothing is persisted.
+// it answers PING. Its data is gone, unless StartAppendOnly started it: then
+// it has what its append-only file holds.
 func (s *Server) Restart() error {
 	s.out.Reset()
+	appendOnly := "no"
+	if s.appendOnly {
+		appendOnly = "yes"
+	}
 	args := []string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir}
+		"--save", "", "--appendonly", appendOnly, "--dir", s.dir}
 	s.cmd = exec.Command("redis-server", append(args, s.flags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
 	if err := s.cmd.Start(); err != nil {

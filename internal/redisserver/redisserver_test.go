@@ -28,6 +28,51 @@ func TestStartKillRestartStop(t *testing.T) {
 	require.NoError(t, ping(s.Addr), "PING after Restart")
 }
 
+// TestAppendOnly: a server StartAppendOnly started keeps a key across Kill
+// and Restart (fsynced at every write here), and says appendonly yes; one
+// Start started forgets it.
+func TestAppendOnly(t *testing.T) {
+	for _, persisted := range []bool{false, true} {
+		s, err := Start(0)
+		if persisted {
+			s, err = StartAppendOnly(0, "--appendfsync", "always")
+		}
+		require.NoError(t, err)
+		defer s.Stop()
+		want := map[bool]string{false: "no", true: "yes"}[persisted]
+		got, err := configValue(s.Addr, "appendonly")
+		require.NoError(t, err)
+		require.Equal(t, want, got, "appendonly")
+		_, err = command(s.Addr, "SET", "k", "v")
+		require.NoError(t, err)
+		s.Kill()
+		require.NoError(t, s.Restart())
+		v, err := command(s.Addr, "EXISTS", "k")
+		require.NoError(t, err)
+		require.Equal(t, map[bool]string{false: "0", true: "1"}[persisted], v, "the key after Kill and Restart, appendonly %s", want)
+	}
+}
+
+// configValue returns the value of one parameter from CONFIG GET at addr:
+// the second element of its reply.
+func configValue(addr, name string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(conn, "*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", len(name), name)
+	r := bufio.NewReader(conn)
+	if line, err := r.ReadString('\n'); err != nil || line != "*2\r\n" {
+		return "", fmt.Errorf("CONFIG GET %s: %q, %v", name, line, err)
+	}
+	if _, err := readReply(r); err != nil {
+		return "", err
+	}
+	return readReply(r)
+}
+
 // TestPingRefusesAnotherReply checks that a listener that answers anything
 // but +PONG is not taken for a Redis server.
 func TestPingRefusesAnotherReply(t *testing.T) {

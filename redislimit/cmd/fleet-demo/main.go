@@ -6,7 +6,8 @@
 // lease rather than per request.
 //
 // It needs nothing installed. With redis-server on PATH it starts one on a
-// free port of 127.0.0.1, keeps nothing on disk, and stops it when done;
+// free port of 127.0.0.1, its append-only file in a temporary directory,
+// and stops it (and removes the directory) when done;
 // without, it runs an embedded Redis, miniredis (a Redis in Go, with Lua),
 // in its own process. It says which. -redis=server or -redis=embedded
 // chooses:
@@ -61,7 +62,7 @@ func run(w io.Writer, which string) error {
 		if !redisserver.Installed() {
 			return errors.New("-redis=server needs redis-server, and " + redisserver.InstallHint)
 		}
-		srv, err := redisserver.Start(0)
+		srv, err := redisserver.StartAppendOnly(0) // keeps its data on disk, as Ping checks
 		if err != nil {
 			return err
 		}
