@@ -19,10 +19,12 @@ type Decision struct {
 	// when admitted, the one with the least Remaining (the first of them).
 	Policy string
 	// Result is the binding policy's state after the decision: its Limit,
-	// Remaining and ResetAfter. Allowed, RetryAfter and Untracked are the
-	// decision's, over all the policies: RetryAfter is InfDuration if the
-	// request can never pass (its cost is above a policy's quota, or Err is
-	// set). Err is the limiter's Result.Err: the key's limit could not be
+	// Remaining, RefillAfter and ResetAfter. Allowed, RetryAfter and
+	// Untracked are the decision's, over all the policies: RetryAfter is
+	// InfDuration if the request can never pass (its cost is above a
+	// policy's quota, or Err is set), and otherwise never less than the
+	// RefillAfter of a policy that cannot afford the cost now, so that
+	// Retry-After never points earlier than that policy's t. Err is the limiter's Result.Err: the key's limit could not be
 	// applied; the request is answered as an error (Fail), or passes in a
 	// dry run. In a dry run, Allowed false marks a request that would have
 	// been refused.
@@ -106,7 +108,8 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	// cost now, the first that never can (cost above its quota), and the
 	// first that cannot apply its limit to the key (Result.Err).
 	least, short, never, failed := -1, -1, -1, -1
-	var violated uint64 // bit i: policy i (of the first 64) cannot afford cost now
+	var violated uint64      // bit i: policy i (of the first 64) cannot afford cost now
+	var refill time.Duration // the longest RefillAfter of those that cannot
 	for i, p := range t.policies {
 		r := &each[i]
 		if i > 0 {
@@ -114,13 +117,17 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		}
 		q := sfInt(int64(r.Limit))
 		field = append(field, p.quoted...)
+		w := p.windowSeconds(key)
 		field = appendParam(field, "r", min(sfInt(int64(r.Remaining)), q))
-		field = appendParam(field, "t", seconds(r.ResetAfter))
-		qw = append(qw, q, p.windowSeconds(key))
+		// t: until more quota is available (the draft's reset parameter),
+		// never beyond the window.
+		field = appendParam(field, "t", min(seconds(r.RefillAfter), w))
+		qw = append(qw, q, w)
 		if least < 0 || r.Remaining < each[least].Remaining {
 			least = i
 		}
 		if r.Remaining < cost {
+			refill = max(refill, r.RefillAfter)
 			if i < 64 {
 				violated |= 1 << i
 			}
@@ -151,6 +158,9 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		res.RetryAfter = keylimit.InfDuration
 	case short >= 0:
 		bind = short
+		// The request needs more of each policy it cannot afford: it
+		// passes no earlier than each has more (Retry-After >= t).
+		res.RetryAfter = max(res.RetryAfter, refill)
 	}
 	// The Verdict is built where it is returned: it is 25 words.
 	v.Decision = Decision{Key: key, Tier: t.name, Policy: t.policies[bind].name, Cost: cost, Result: each[bind]}

@@ -74,7 +74,7 @@ func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limi
 // the period in µs and the events.
 var (
 	fixedAlgorithm   = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams, canLease: true}
-	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams}
+	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams, tellsRefill: true}
 )
 
 // windowParams checks l for a window.
