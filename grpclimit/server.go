@@ -113,7 +113,12 @@ func NewServer(c Config) (*Server, error) {
 // grpc.NewServer(grpc.ChainUnaryInterceptor(s.UnaryInterceptor())).
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		v, md, err := s.decide(ctx, info.FullMethod)
+		// Finish holds nothing for a call that does not proceed; deferred
+		// first, it gives back what one holds (a concurrency policy's slot)
+		// however the call ends, OnDecision or the handler panicking.
+		var v quota.Verdict
+		defer v.Finish()
+		md, err := s.decide(ctx, info.FullMethod, &v)
 		// An error from SetHeader or SetTrailer means ctx is not a server
 		// call's (a handler called directly): there is nowhere to send the
 		// fields.
@@ -126,7 +131,6 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if md != nil {
 			_ = grpc.SetHeader(ctx, md)
 		}
-		defer v.Finish()
 		return handler(ctx, req)
 	}
 }
@@ -136,7 +140,9 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // counted: grpc.NewServer(grpc.ChainStreamInterceptor(s.StreamInterceptor())).
 func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		v, md, err := s.decide(ss.Context(), info.FullMethod)
+		var v quota.Verdict
+		defer v.Finish() // when the stream has ended: its handler has returned
+		md, err := s.decide(ss.Context(), info.FullMethod, &v)
 		if err != nil {
 			if md != nil {
 				ss.SetTrailer(md)
@@ -146,7 +152,6 @@ func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 		if md != nil {
 			_ = ss.SetHeader(md)
 		}
-		defer v.Finish()
 		return handler(srv, ss)
 	}
 }

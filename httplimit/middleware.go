@@ -233,6 +233,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, fmt.Errorf("%w: %w", errEnded, err))
 		return
 	}
+	// Finish holds nothing for a request that does not proceed, and is
+	// deferred now so that what one holds (a concurrency policy's slot) is
+	// given back however the rest ends, OnDecision or the handler panicking.
+	defer v.Finish()
 	d := &v.Decision
 	if m.onDecision != nil {
 		d.Elapsed = time.Since(start)
@@ -247,7 +251,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.onDecision(r, *d)
 	}
 	if v.Action() == quota.Proceed {
-		defer v.Finish()
 		h.next.ServeHTTP(w, r)
 		return
 	}

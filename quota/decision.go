@@ -69,6 +69,11 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	var one [1]keylimit.Result
 	each := one[:] // each policy's Result, looked at by index: a Result is 8 words
 	switch {
+	case t.held >= 0:
+		buf := t.results()
+		defer t.resultsPool.Put(buf)
+		res, v.permit, err = t.takeHeld(ctx, key, cost, *buf) // not each: one would escape
+		each = *buf
 	case t.each != nil:
 		// One call: every policy's own Result, no Peek after an admission.
 		buf := t.results()
@@ -86,7 +91,7 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	// Any other error is a failure policy's (see keylimit.ContextLimiter):
 	// its Result is the decision.
 	switch {
-	case t.each != nil:
+	case t.held >= 0, t.each != nil:
 	case len(t.policies) == 1:
 		one[0] = res
 	default: // All of limiters that cannot report each
@@ -115,7 +120,9 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		q := sfInt(int64(r.Limit))
 		field = append(field, p.quoted...)
 		field = appendParam(field, "r", min(sfInt(int64(r.Remaining)), q))
-		field = appendParam(field, "t", seconds(r.ResetAfter))
+		if i != t.held { // a concurrency policy's t is unknown (see Concurrent)
+			field = appendParam(field, "t", seconds(r.ResetAfter))
+		}
 		qw = append(qw, q, p.windowSeconds(key))
 		if least < 0 || r.Remaining < each[least].Remaining {
 			least = i

@@ -43,6 +43,16 @@ type Policy struct {
 	// other limiter, the Period. New reports an error if Window is 0 and the
 	// limiter reports neither.
 	Window time.Duration
+	// Concurrency, set instead of Limiter, makes the policy a concurrency
+	// quota: a request holds cost slots of its key from its decision until
+	// it ends (Verdict.Finish), and is refused while they are not free. Its
+	// fields say so, without a window, and without t (see Concurrent):
+	//
+	//	RateLimit-Policy: "inflight";q=5;qu="concurrent-requests"
+	//	RateLimit: "inflight";r=2
+	//
+	// A tier holds at most one concurrency policy, and its Window stays 0.
+	Concurrency keylimit.ConcurrencyLimiter[string]
 
 	err error // an error from Bucket, without a package's name, reported by New
 }
@@ -80,10 +90,11 @@ type policy struct {
 	name    string
 	quoted  string // name as a Structured Field String
 	limiter keylimit.Limiter[string]
-	window  int64            // Policy.Window in seconds, rounded up; 0: ask the limiter
-	limits  limitReporter    // with window 0: the limiter, if it reports its Limit
-	limitOf keyLimitReporter // with window 0: the limiter, if it reports each key's
-	bucket  bool             // the limiter is a token bucket: w is its full-refill time
+	window  int64                               // Policy.Window in seconds, rounded up; 0: ask the limiter
+	limits  limitReporter                       // with window 0: the limiter, if it reports its Limit
+	limitOf keyLimitReporter                    // with window 0: the limiter, if it reports each key's
+	bucket  bool                                // the limiter is a token bucket: w is its full-refill time
+	held    keylimit.ConcurrencyLimiter[string] // a concurrency policy's limiter (limiter is nil)
 	// derived is the last window derived from limits' Limit, kept so that
 	// a request under that Limit does not divide 128-bit numbers.
 	derived atomic.Pointer[derivedWindow]
@@ -104,6 +115,12 @@ func compilePolicy(p Policy) (*policy, error) {
 	}
 	c := &policy{name: p.Name, quoted: string(appendSFString(nil, p.Name)), limiter: p.Limiter, window: seconds(p.Window)}
 	switch {
+	case p.Concurrency != nil && p.Limiter != nil:
+		return nil, fmt.Errorf("policy %q has both a Limiter and a Concurrency: it is one or the other", p.Name)
+	case p.Concurrency != nil && p.Window != 0:
+		return nil, fmt.Errorf("policy %q: a concurrency policy has no Window (it bounds requests at once, not over time)", p.Name)
+	case p.Concurrency != nil:
+		c.held = p.Concurrency
 	case p.Limiter == nil:
 		return nil, fmt.Errorf("policy %q has no Limiter", p.Name)
 	case p.Window < 0:
@@ -122,6 +139,9 @@ func compilePolicy(p Policy) (*policy, error) {
 // windowSeconds is the policy's w for key now: a limiter's Limit may
 // change while the server runs.
 func (p *policy) windowSeconds(key string) int64 {
+	if p.held != nil {
+		return 0 // no window: the policy field says qu="concurrent-requests"
+	}
 	if p.window > 0 {
 		return p.window
 	}
