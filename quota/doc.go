@@ -10,7 +10,9 @@
 // keylimit.Limiter[string]. A request meets every policy of its tier at
 // once, all or nothing (keylimit.All): a refused request takes nothing from
 // any. Config.Policies is the default tier; Config.Tiers gives named tiers
-// other policies ("gold"), each counted in its own limiters.
+// other policies ("gold"), each counted in its own limiters. A concurrency
+// policy (Policy.Concurrency, Concurrent) bounds requests in flight
+// instead: a request holds its slots from Decide until Verdict.Finish.
 //
 // # A decision
 //
