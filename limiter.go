@@ -81,6 +81,11 @@ type Refunder[K comparable] interface {
 	// and gives back again what the key's later admissions hold (at most
 	// the quota), as if the events of a request that did happen had not; a
 	// Redis limiter gives nothing for a second Refund.
+	//
+	// A copy of a whose N is lowered to k gives back at most k of its
+	// events, by the same rule: a partial refund, of what an outcome did
+	// not charge (quota's Policy.Charge). An N raised gives back no more
+	// than a's own.
 	Refund(key K, a Admission)
 }
 

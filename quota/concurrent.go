@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/keylimit/keylimit"
@@ -34,55 +33,4 @@ func Concurrent(name string, n int, opts ...keylimit.Option) Policy {
 		return Policy{Name: name, err: fmt.Errorf("policy %q: %w", name, err)}
 	}
 	return Policy{Name: name, Concurrency: c}
-}
-
-// takeHeld decides a request of a tier with a concurrency policy (t.held
-// is its index): the slots first, then the rate policies, each policy's
-// Result written into each, in the tier's order. The slots come first
-// because giving them back (Permit.Release) is exact at any time and costs
-// no call outside the process, while a rate admission given back costs a
-// Refund (a Redis round trip for a Redis limiter). So a request refused for
-// want of a slot asks the rate limiters nothing but their Peek, and one a
-// rate policy refuses releases its slots before Decide returns: it held
-// them only while it was decided, a request of the same key refused for
-// want of a slot in that moment the only trace.
-func (t *tier) takeHeld(ctx context.Context, key string, cost int, each []keylimit.Result) (keylimit.Result, keylimit.Permit, error) {
-	held := t.policies[t.held]
-	permit, res := held.held.TryAcquire(key, cost)
-	each[t.held] = res
-	rate := each[len(t.policies):] // the rate policies' Results, in order, then spread
-	if !res.Allowed {
-		for i, p := range t.policies {
-			if i != t.held {
-				each[i] = p.limiter.Peek(key)
-			}
-		}
-		return res, keylimit.Permit{}, nil
-	}
-	var r keylimit.Result
-	var err error
-	switch {
-	case t.decider == nil: // no rate policy
-		return res, permit, nil
-	case t.each != nil:
-		r, err = t.each.TakeEach(ctx, key, cost, rate)
-	case t.withCtx != nil:
-		r, err = t.withCtx.TakeContext(ctx, key, cost)
-		rate[0] = r
-	default:
-		r = t.decider.Take(key, cost)
-		rate[0] = r
-	}
-	for i, j := 0, 0; i < len(t.policies); i++ {
-		if i != t.held {
-			each[i] = rate[j]
-			j++
-		}
-	}
-	if !r.Allowed || err != nil && ctx.Err() != nil {
-		permit.Release()
-		each[t.held] = held.held.Peek(key)
-		return r, keylimit.Permit{}, err
-	}
-	return r.And(res), permit, err
 }

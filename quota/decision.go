@@ -69,10 +69,10 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	var one [1]keylimit.Result
 	each := one[:] // each policy's Result, looked at by index: a Result is 8 words
 	switch {
-	case t.held >= 0:
+	case t.apart:
 		buf := t.results()
 		defer t.resultsPool.Put(buf)
-		res, v.permit, err = t.takeHeld(ctx, key, cost, *buf) // not each: one would escape
+		res, v.permit, v.charges, err = t.takeApart(ctx, key, cost, *buf) // not each: one would escape
 		each = *buf
 	case t.each != nil:
 		// One call: every policy's own Result, no Peek after an admission.
@@ -86,12 +86,16 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		res = t.decider.Take(key, cost)
 	}
 	if err != nil && ctx.Err() != nil {
+		v.permit.Release() // what takeApart took, if the context ended after
+		if v.charges != nil {
+			t.undoCharged(key, v.charges.adms)
+		}
 		return Verdict{}, ctx.Err()
 	}
 	// Any other error is a failure policy's (see keylimit.ContextLimiter):
 	// its Result is the decision.
 	switch {
-	case t.held >= 0, t.each != nil:
+	case t.apart, t.each != nil:
 	case len(t.policies) == 1:
 		one[0] = res
 	default: // All of limiters that cannot report each

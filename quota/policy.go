@@ -53,6 +53,23 @@ type Policy struct {
 	//
 	// A tier holds at most one concurrency policy, and its Window stays 0.
 	Concurrency keylimit.ConcurrencyLimiter[string]
+	// Charge, if set, charges a request by its outcome: it is admitted with
+	// its whole cost, the most it may be charged, and when it ends
+	// (Verdict.FinishWith) Charge says how much of that the Outcome costs
+	// (clamped to 0 to Outcome.Cost); the rest is given back by the
+	// limiter's exact Refund, so a request whose outcome is free costs
+	// nothing in the end. Failed logins, not logins: charge 401s only.
+	//
+	// Admitting first is what keeps it exact: at no time is more than the
+	// quota in use by the requests in flight and those charged, so
+	// concurrent requests never pass a quota they are all charged against,
+	// and the charged events in any interval are within the limit. The
+	// Limiter must be a keylimit.Refunder (every limiter of this module and
+	// of redislimit is); the charge is given back from the request's own
+	// Admission, so a refund after its window has ended gives nothing back,
+	// as the limit requires. A request refused by this or another policy
+	// of its tier is charged nothing.
+	Charge func(o Outcome) int
 
 	err error // an error from Bucket, without a package's name, reported by New
 }
@@ -95,6 +112,11 @@ type policy struct {
 	limitOf keyLimitReporter                    // with window 0: the limiter, if it reports each key's
 	bucket  bool                                // the limiter is a token bucket: w is its full-refill time
 	held    keylimit.ConcurrencyLimiter[string] // a concurrency policy's limiter (limiter is nil)
+	// charge is Policy.Charge; refunder and ctxRefunder are the limiter as
+	// a Refunder (and a ContextRefunder, if it is one), set with charge.
+	charge      func(Outcome) int
+	refunder    keylimit.Refunder[string]
+	ctxRefunder keylimit.ContextRefunder[string]
 	// derived is the last window derived from limits' Limit, kept so that
 	// a request under that Limit does not divide 128-bit numbers.
 	derived atomic.Pointer[derivedWindow]
@@ -119,6 +141,8 @@ func compilePolicy(p Policy) (*policy, error) {
 		return nil, fmt.Errorf("policy %q has both a Limiter and a Concurrency: it is one or the other", p.Name)
 	case p.Concurrency != nil && p.Window != 0:
 		return nil, fmt.Errorf("policy %q: a concurrency policy has no Window (it bounds requests at once, not over time)", p.Name)
+	case p.Concurrency != nil && p.Charge != nil:
+		return nil, fmt.Errorf("policy %q: a concurrency policy is not charged by outcome (it holds slots, not a count)", p.Name)
 	case p.Concurrency != nil:
 		c.held = p.Concurrency
 	case p.Limiter == nil:
@@ -132,6 +156,14 @@ func compilePolicy(p Policy) (*policy, error) {
 			return nil, fmt.Errorf("policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
 		}
 		_, c.bucket = p.Limiter.(*keylimit.TokenBucket[string])
+	}
+	if p.Charge != nil {
+		var ok bool
+		if c.refunder, ok = p.Limiter.(keylimit.Refunder[string]); !ok {
+			return nil, fmt.Errorf("policy %q: charged by outcome, its limiter (%T) must be able to Refund", p.Name, p.Limiter)
+		}
+		c.ctxRefunder, _ = p.Limiter.(keylimit.ContextRefunder[string])
+		c.charge = p.Charge
 	}
 	return c, nil
 }

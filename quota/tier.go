@@ -17,6 +17,11 @@ type tier struct {
 	// held is the index of the tier's concurrency policy, or -1 if it has
 	// none (see takeHeld).
 	held int
+	// charged are the indexes of the policies charged by outcome, and
+	// plain of the others but held, which decider takes from; apart says
+	// the tier has held or charged policies (see takeApart).
+	charged, plain []int
+	apart          bool
 	// decider takes a request's cost from every rate policy or from none:
 	// the one limiter, or keylimit.All of them; nil if the tier has only a
 	// concurrency policy.
@@ -30,8 +35,8 @@ type tier struct {
 	// whose quotas and windows have not changed reuses it, unallocated.
 	field atomic.Pointer[policyField]
 	// resultsPool holds *[]keylimit.Result for Decide: of len(policies),
-	// and with a concurrency policy as many again but one, for the rate
-	// policies' Results before takeHeld puts them in the tier's order.
+	// and if apart len(plain) more, for the plain policies' Results before
+	// takeApart puts them in the tier's order.
 	resultsPool sync.Pool
 }
 
@@ -67,6 +72,11 @@ func compileTier(name string, ps []Policy) (*tier, error) {
 			t.policies = append(t.policies, c)
 			continue
 		}
+		if c.charge != nil {
+			t.charged = append(t.charged, len(t.policies))
+			t.policies = append(t.policies, c)
+			continue
+		}
 		// keylimit.All would panic: it must be able to give back what the
 		// policies before a refusing one took.
 		if last != nil {
@@ -75,9 +85,11 @@ func compileTier(name string, ps []Policy) (*tier, error) {
 			}
 		}
 		last = c
+		t.plain = append(t.plain, len(t.policies))
 		t.policies = append(t.policies, c)
 		limiters = append(limiters, c.limiter)
 	}
+	t.apart = t.held >= 0 || len(t.charged) > 0
 	switch len(limiters) {
 	case 0:
 		return t, nil
@@ -100,8 +112,8 @@ func (t *tier) results() *[]keylimit.Result {
 		return r
 	}
 	n := len(t.policies)
-	if t.held >= 0 {
-		n += n - 1
+	if t.apart {
+		n += len(t.plain)
 	}
 	r := make([]keylimit.Result, n)
 	return &r

@@ -53,6 +53,9 @@ type Verdict struct {
 	// request that proceeded; Finish releases it. Copies of a Verdict share
 	// it, and only the first Finish of any of them releases.
 	permit keylimit.Permit
+	// charges holds the admissions of the tier's policies charged by
+	// outcome, for a request that proceeded; FinishWith refunds from them.
+	charges *charges
 }
 
 // Action returns what the adapter does with the request: Proceed, Refuse
@@ -103,6 +106,13 @@ func (v *Verdict) ViolatedPolicies() []string {
 // panics is finished too). It may be called on any Verdict, the zero one
 // and a refused one included, which hold nothing. The rate policies of a
 // tier take their cost when the request is decided and have nothing to do
-// at its end; a concurrency policy's slots are released here. A second
-// Finish, of the Verdict or of a copy, releases nothing.
-func (v *Verdict) Finish() { v.permit.Release() }
+// at its end; a concurrency policy's slots are released here. A policy
+// charged by outcome keeps the whole cost: Finish is for an end whose
+// outcome is unknown (FinishWith says it). A second Finish or FinishWith,
+// of the Verdict or of a copy, gives back nothing.
+func (v *Verdict) Finish() {
+	v.permit.Release()
+	if v.charges != nil {
+		v.charges.done.Store(true)
+	}
+}
