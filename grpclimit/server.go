@@ -112,7 +112,7 @@ func NewServer(c Config) (*Server, error) {
 // UnaryInterceptor returns the interceptor that limits unary calls:
 // grpc.NewServer(grpc.ChainUnaryInterceptor(s.UnaryInterceptor())).
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		// Finish holds nothing for a call that does not proceed; deferred
 		// first, it gives back what one holds (a concurrency policy's slot)
 		// however the call ends, OnDecision or the handler panicking.
@@ -131,6 +131,13 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if md != nil {
 			_ = grpc.SetHeader(ctx, md)
 		}
+		if v.NeedsOutcome() {
+			ended := false
+			defer func() { v.FinishWith(outcome(err, ended)) }()
+			resp, err = handler(v.Context(ctx), req)
+			ended = true
+			return resp, err
+		}
 		return handler(ctx, req)
 	}
 }
@@ -139,7 +146,7 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // when it opens, with its cost; the messages on an admitted stream are not
 // counted: grpc.NewServer(grpc.ChainStreamInterceptor(s.StreamInterceptor())).
 func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		var v quota.Verdict
 		defer v.Finish() // when the stream has ended: its handler has returned
 		md, err := s.decide(ss.Context(), info.FullMethod, &v)
@@ -151,6 +158,13 @@ func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 		}
 		if md != nil {
 			_ = ss.SetHeader(md)
+		}
+		if v.NeedsOutcome() {
+			ended := false
+			defer func() { v.FinishWith(outcome(err, ended)) }()
+			err = handler(srv, &outcomeStream{ss, v.Context(ss.Context())})
+			ended = true
+			return err
 		}
 		return handler(srv, ss)
 	}
