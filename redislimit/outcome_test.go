@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
-	"github.com/keylimit/keylimit/redislimit"
 	kquota "github.com/keylimit/keylimit/quota"
+	"github.com/keylimit/keylimit/redislimit"
 	"github.com/stretchr/testify/require"
 )
 
