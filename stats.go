@@ -35,6 +35,11 @@ type Stats struct {
 	Reclaimed uint64
 	Waiting   int
 
+	// Bans counts the bans a Penalty started, and BanRefused the requests
+	// it refused by a ban without asking its limiter (each in Refused too,
+	// when Decisions is set); other limiters leave them 0.
+	Bans, BanRefused uint64
+
 	// Calls, Errors, Fallbacks and CacheHits count a remote store's work
 	// (the redislimit module); an in-memory limiter leaves them 0. Calls
 	// are round trips, Errors the ones that failed, Fallbacks the
