@@ -294,7 +294,7 @@ func (p *Penalty[K]) Stats() Stats {
 		st = s.Stats()
 	}
 	_, st.BanRefused = p.banned.sum()
-	st.Bans = p.bans.Load()
+	st.Bans, st.Penalty = p.bans.Load(), true
 	if st.Decisions {
 		st.Refused += st.BanRefused
 	}

@@ -13,9 +13,10 @@ type Stats struct {
 	// Decisions reports that the limiter counts Admitted and Refused (an
 	// in-memory one made WithStats; a remote one always). Remote reports a
 	// limiter whose state is in a remote store: it counts Calls, Errors,
-	// Fallbacks and CacheHits, and not Keys, Untracked or Evicted. A count a
-	// limiter does not keep reads 0.
-	Decisions, Remote bool
+	// Fallbacks and CacheHits, and not Keys, Untracked or Evicted. Penalty
+	// reports a Penalty (or a Redis one), which counts Bans and BanRefused.
+	// A count a limiter does not keep reads 0.
+	Decisions, Remote, Penalty bool
 
 	// Keys is the number of keys tracked now.
 	Keys int
