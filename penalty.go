@@ -162,10 +162,26 @@ func (p *Penalty[K]) Ban() Ban { return p.ban }
 func (p *Penalty[K]) Inner() Limiter[K] { return p.inner }
 
 // Allow is shorthand for AllowN(key, 1).
-func (p *Penalty[K]) Allow(key K) bool { return p.Take(key, 1).Allowed }
+func (p *Penalty[K]) Allow(key K) bool { return p.AllowN(key, 1) }
 
-// AllowN is shorthand for Take(key, n).Allowed.
-func (p *Penalty[K]) AllowN(key K, n int) bool { return p.Take(key, n).Allowed }
+// AllowN is Take(key, n).Allowed. It asks the limiter by its AllowN, and
+// only after a refusal by its Peek, for what judge needs: whether the
+// refusal counts, and the limit.
+func (p *Penalty[K]) AllowN(key K, n int) bool {
+	if _, ok := p.refuseBanned(key); ok {
+		return false
+	}
+	if p.inner.AllowN(key, n) {
+		return true
+	}
+	r := p.inner.Peek(key)
+	r.Allowed = false
+	if n > r.Limit {
+		r.RetryAfter = InfDuration
+	}
+	p.judge(key, r)
+	return false
+}
 
 // Take refuses n events for a banned key; for any other, it is the
 // limiter's Take, whose refusal counts toward a ban.
@@ -311,6 +327,9 @@ func (p *Penalty[K]) Close() error {
 // isBanned returns the Result of a refusal by key's ban, if key is banned
 // now.
 func (p *Penalty[K]) isBanned(key K) (Result, bool) {
+	if p.keys.len() == 0 {
+		return Result{}, false // no key refused lately: no hash
+	}
 	st := p.keys.load(key)
 	if st == nil {
 		return Result{}, false

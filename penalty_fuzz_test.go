@@ -16,8 +16,9 @@ type scripted struct {
 	calls int
 }
 
-func (s *scripted) Allow(key string) bool            { return s.Take(key, 1).Allowed }
-func (s *scripted) AllowN(key string, n int) bool    { return s.Take(key, n).Allowed }
+func (s *scripted) Allow(key string) bool         { return s.Take(key, 1).Allowed }
+func (s *scripted) AllowN(key string, n int) bool { return s.Take(key, n).Allowed }
+
 func (s *scripted) Take(string, int) keylimit.Result { s.calls++; return s.next }
 func (s *scripted) Peek(string) keylimit.Result      { return s.next }
 func (s *scripted) Reset(string)                     {}
@@ -50,7 +51,8 @@ func (m *refPenalty) take(key string, now time.Duration, refused bool) (banned, 
 }
 
 // FuzzPenalty checks Penalty against refPenalty, over a scripted limiter:
-// each op is a key, a step of time and the limiter's answer.
+// each op is a key and the method (Take or Allow), a step of time and the
+// limiter's answer.
 func FuzzPenalty(f *testing.F) {
 	f.Add(uint8(3), uint8(4), []byte{0, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 1, 20, 1, 0, 99, 0})
 	f.Add(uint8(1), uint8(1), []byte{0, 0, 0, 0, 3, 1, 1, 0, 1, 0, 8, 0, 0, 2, 1})
@@ -78,8 +80,13 @@ func FuzzPenalty(f *testing.F) {
 				inner.next.RetryAfter = retry
 			}
 			calls := inner.calls
-			got := p.Take(key, 1)
 			banned, asked, left := ref.take(key, now, refused)
+			if ops[i]/3%2 == 1 { // Allow, which asks by AllowN, then Peek
+				require.Equal(t, !banned && !refused, p.Allow(key), "op %d: Allow", i/3)
+				require.Equal(t, asked, inner.calls > calls, "op %d: asked the limiter", i/3)
+				continue
+			}
+			got := p.Take(key, 1)
 			require.Equal(t, asked, inner.calls > calls, "op %d: asked the limiter", i/3)
 			require.Equal(t, banned, got.Banned, "op %d: banned (%v)", i/3, got)
 			require.Equal(t, !banned && !refused, got.Allowed, "op %d: allowed (%v)", i/3, got)

@@ -22,6 +22,16 @@ type counting struct {
 	calls atomic.Int64
 }
 
+func (c *counting) AllowN(key string, n int) bool {
+	c.calls.Add(1)
+	return c.Limiter.AllowN(key, n)
+}
+
+func (c *counting) Peek(key string) keylimit.Result {
+	c.calls.Add(1)
+	return c.Limiter.Peek(key)
+}
+
 func (c *counting) Take(key string, n int) keylimit.Result {
 	c.calls.Add(1)
 	return c.Limiter.Take(key, n)
@@ -294,4 +304,19 @@ func TestPenaltyEndedContext(t *testing.T) {
 	_, err := p.TakeContext(ctx, "k", 1)
 	require.True(t, errors.Is(err, context.Canceled))
 	require.Zero(t, inner.calls.Load())
+}
+
+// A Penalty adds no allocation to a decision: not to an admission, a
+// refusal by the limiter below the ban's count, or a ban's refusal.
+func TestPenaltyAllocatesNothing(t *testing.T) {
+	p, _, _ := penaltyOn(t, keylimit.PerHour(1_000_000), keylimit.Ban{Refusals: 3, Within: time.Minute, For: time.Hour})
+	require.Zero(t, testing.AllocsPerRun(1000, func() { p.Allow("admitted") }), "an admission")
+	q, _, _ := penaltyOn(t, keylimit.PerHour(1), keylimit.Ban{Refusals: 1, Within: time.Minute, For: time.Hour})
+	q.Allow("k")
+	require.True(t, q.Take("k", 1).Banned)
+	require.Zero(t, testing.AllocsPerRun(1000, func() { q.Allow("k") }), "a ban's refusal")
+	r, _, _ := penaltyOn(t, keylimit.PerHour(1), keylimit.Ban{Refusals: keylimit.MaxBanRefusals, Within: time.Nanosecond, For: time.Hour})
+	r.Allow("k")
+	r.Allow("k") // the key's state, made once
+	require.Zero(t, testing.AllocsPerRun(1000, func() { r.Allow("k") }), "a counted refusal")
 }
