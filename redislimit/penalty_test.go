@@ -1,11 +1,15 @@
 package redislimit_test
 
 import (
+	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -105,4 +109,83 @@ func TestPenaltyResetLiftsTheBan(t *testing.T) {
 	n, err := s.client(t).Exists(t.Context(), p.Prefix()+"{"+key+"}", p.Prefix()+"{"+key+"}:ban").Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "no state left on Redis")
+}
+
+// TestPenaltyUnderConcurrentTakes: two instances, many goroutines each, on
+// one key: the admissions are exactly the shared window's, one ban starts
+// (the script counts atomically), and every request is the window's or a
+// ban's.
+func TestPenaltyUnderConcurrentTakes(t *testing.T) {
+	s := newServer(t)
+	mock := newMock() // stands still: one window, one ban
+	b := keylimit.Ban{Refusals: 5, Within: time.Minute, For: time.Hour}
+	var fleet [2]*redislimit.Penalty
+	for i := range fleet {
+		fleet[i], _ = instance(t, s.client(t), mock, b)
+	}
+	key := testKey(t, "hot")
+	const goroutines, each = 8, 50
+	var admitted, banned atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 2 * goroutines {
+		p := fleet[i%2]
+		wg.Go(func() {
+			for range each {
+				switch r := p.Take(key, 1); {
+				case r.Allowed:
+					admitted.Add(1)
+				case r.Banned:
+					banned.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int64(1), admitted.Load(), "the window's one event")
+	var bans, requests uint64
+	for _, p := range fleet {
+		st := p.Stats() // the window's decisions, and the ban's refusals among the refused
+		bans += st.Bans
+		requests += st.Admitted + st.Refused
+	}
+	require.Equal(t, uint64(1), bans, "bans started")
+	require.Equal(t, uint64(2*goroutines*each), requests, "every request is the window's or a ban's")
+	require.Positive(t, banned.Load())
+}
+
+// penaltyOnCluster: on Redis Cluster, a key's refusals and its ban share
+// the key's slot (one script call each), for keys on every master, and
+// the ban is announced to an instance on another client.
+func penaltyOnCluster(t *testing.T, cl *redisserver.Cluster) {
+	b := keylimit.Ban{Refusals: 2, Within: time.Minute, For: time.Hour}
+	prefix := testKey(t, "pen") + ":"
+	newInstance := func() *redislimit.Penalty {
+		c := clusterClient(t, cl)
+		w, err := redislimit.NewFixedWindow(c, "login", keylimit.PerHour(1), redislimit.WithTimeout(patient),
+			redislimit.WithPrefix(prefix+"w:"))
+		require.NoError(t, err)
+		t.Cleanup(func() { w.Close() })
+		p, err := redislimit.NewPenalty(c, "login", w, b, redislimit.WithTimeout(patient), redislimit.WithPrefix(prefix+"p:"))
+		require.NoError(t, err)
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	a, other := newInstance(), newInstance()
+	c := clusterClient(t, cl)
+	nodes := map[string]bool{}
+	for i := 0; len(nodes) < len(cl.Masters); i++ {
+		require.Less(t, i, 100, "100 keys, and not one on each master")
+		key := testKey(t, "k")
+		node, err := c.MasterForKey(context.Background(), a.Prefix()+"{"+key+"}")
+		require.NoError(t, err)
+		nodes[node.Options().Addr] = true
+		require.True(t, a.Allow(key))
+		require.False(t, a.Take(key, 1).Banned)
+		r := a.Take(key, 1)
+		require.True(t, r.Banned, "%s: %v", key, r)
+		require.Eventually(t, func() bool { return other.Peek(key).Banned }, patient, time.Millisecond,
+			"the other instance hears of the ban of %s", key)
+		require.True(t, other.Take(key, 1).Banned)
+	}
+	require.Zero(t, a.Stats().Errors, "no CROSSSLOT, no failed call")
 }
