@@ -53,3 +53,38 @@ func TestBannedRefusalBody(t *testing.T) {
 	require.Equal(t, uint64(1), pen.Stats().Bans)
 	require.Equal(t, uint64(1), pen.Stats().BanRefused) // the third request started the ban, the fourth is the first it refused
 }
+
+// A penalty as one policy of a tier: its ban refuses the request (and asks
+// nothing of the tier's other policies' limiters to take), the problem
+// names it; the other tier is not affected.
+func TestBannedInATier(t *testing.T) {
+	mock := clock.NewMock()
+	pen, err := keylimit.NewPenalty[string](newBucket(t, keylimit.PerMinute(2), mock),
+		keylimit.Ban{Refusals: 1, Within: time.Minute, For: time.Hour})
+	require.NoError(t, err)
+	defer pen.Close()
+	hour := newBucket(t, keylimit.PerHour(100), mock)
+	srv := serve(t, limited(t, httplimit.Config{
+		Key:      httplimit.Header("X-User"),
+		Policies: []httplimit.Policy{bucket(t, "free", keylimit.PerHour(1), mock)},
+		Tier:     func(_ *http.Request, key string) string { return "gold" },
+		Tiers: map[string][]httplimit.Policy{
+			"gold": {{Name: "minute", Limiter: pen}, {Name: "hour", Limiter: hour}},
+		},
+	})(&ok{}))
+	for range 2 {
+		require.Equal(t, http.StatusOK, get(t, srv.URL, "X-User", "u").status)
+	}
+	got := get(t, srv.URL, "X-User", "u") // refused by the minute: the ban starts
+	require.Equal(t, http.StatusTooManyRequests, got.status)
+	require.Contains(t, got.body, "#abnormal-usage-detected")
+	require.Equal(t, "3600", got.header.Get("Retry-After"))
+	for range 3 {
+		got = get(t, srv.URL, "X-User", "u")
+		require.Contains(t, got.body, "#abnormal-usage-detected")
+		require.Contains(t, got.body, `"violated-policies":["minute"]`)
+	}
+	require.Equal(t, 98, hour.Peek("u").Remaining, "the hour gave back what the refused requests took")
+	require.Equal(t, uint64(3), pen.Stats().BanRefused)
+	require.Equal(t, http.StatusOK, get(t, srv.URL, "X-User", "v").status, "another key")
+}

@@ -189,3 +189,29 @@ func penaltyOnCluster(t *testing.T, cl *redisserver.Cluster) {
 	}
 	require.Zero(t, a.Stats().Errors, "no CROSSSLOT, no failed call")
 }
+
+// TestPenaltyInAllAndWait: in keylimit.All the ban refuses the combination
+// and the other limiter's refusal gives back the penalty's limiter's
+// event; a wait on a banned key that cannot outlast the ban fails at once.
+func TestPenaltyInAllAndWait(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	p, w := instance(t, s.client(t), mock, keylimit.Ban{Refusals: 1, Within: time.Minute, For: time.Hour})
+	second, err := redislimit.NewTokenBucket(s.client(t), "second", keylimit.PerHour(1), redislimit.WithTimeout(patient),
+		redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+	require.NoError(t, err)
+	defer second.Close()
+	key := testKey(t, "k")
+	require.True(t, second.Allow(key))
+	both := keylimit.All[string](p, second)
+	require.False(t, both.Allow(key), "the second refuses")
+	require.True(t, w.Peek(key).Allowed, "the window got its event back")
+	require.True(t, p.Allow(key))
+	r := both.Take(key, 1)
+	require.True(t, r.Banned, "the window's refusal bans: %v", r)
+	require.True(t, both.Take(key, 1).Banned)
+
+	ctx, cancel := mock.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.ErrorIs(t, keylimit.WaitN[string](ctx, p, key, 1), keylimit.ErrWouldExceedDeadline)
+}
