@@ -297,9 +297,18 @@ func (p *Penalty[K]) WaitN(ctx context.Context, key K, n int) error {
 // Clock returns the clock the penalty reads.
 func (p *Penalty[K]) Clock() clock.Clock { return p.keys.clock.timers }
 
-// Len returns the number of keys the penalty keeps a state for: those
-// refused within Ban.Within, and those banned.
-func (p *Penalty[K]) Len() int { return p.keys.len() }
+// Len returns the number of keys the limiter tracks, if it has a Len
+// method, as the limiter's own Len does; else 0.
+func (p *Penalty[K]) Len() int {
+	if l, ok := p.inner.(interface{ Len() int }); ok {
+		return l.Len()
+	}
+	return 0
+}
+
+// Watched returns the number of keys the penalty keeps a state for: those
+// refused within Ban.Within, and those banned. WithMaxKeys caps it.
+func (p *Penalty[K]) Watched() int { return p.keys.len() }
 
 // Stats returns the limiter's Stats, if it has a Stats method, with the
 // penalty's Bans and BanRefused (added to Refused, if the limiter counts

@@ -13,6 +13,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/limitertest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -196,12 +197,12 @@ func TestPenaltyMemoryIsBounded(t *testing.T) {
 		p.Allow(k)
 		p.Allow(k) // refused: a state
 	}
-	require.Equal(t, 100, p.Len())
+	require.Equal(t, 100, p.Watched())
 	// Admitted keys cost nothing.
 	for i := range 1000 {
 		require.True(t, p.Allow(fmt.Sprint("fresh-", i)))
 	}
-	require.Equal(t, 100, p.Len())
+	require.Equal(t, 100, p.Watched())
 	// Once the refusals have aged out, the cap makes room for new keys,
 	// which can be banned.
 	c.Add(10 * s)
@@ -209,7 +210,7 @@ func TestPenaltyMemoryIsBounded(t *testing.T) {
 	p.Allow("new")
 	r := p.Take("new", 1)
 	require.True(t, r.Banned, "%v", r)
-	require.LessOrEqual(t, p.Len(), 100)
+	require.LessOrEqual(t, p.Watched(), 100)
 }
 
 func TestPenaltyReset(t *testing.T) {
@@ -219,7 +220,7 @@ func TestPenaltyReset(t *testing.T) {
 	require.True(t, p.Take("k", 1).Banned)
 	p.Reset("k")
 	require.True(t, p.Allow("k"), "Reset forgets the ban and the limiter's state")
-	require.Zero(t, p.Len())
+	require.Zero(t, p.Watched())
 }
 
 // In All, a ban refuses the combination, and a refusal by another limiter
@@ -319,4 +320,31 @@ func TestPenaltyAllocatesNothing(t *testing.T) {
 	r.Allow("k")
 	r.Allow("k") // the key's state, made once
 	require.Zero(t, testing.AllocsPerRun(1000, func() { r.Allow("k") }), "a counted refusal")
+}
+
+// A penalty whose ban never starts is its limiter: the behaviour suite
+// passes through it (Take, Peek, Reset, Refund, Wait and the contention
+// cases), for each limiter type. Its 30,000 attempts a case refuse fewer
+// than MaxBanRefusals, and Within is a nanosecond.
+func TestPenaltyBehaviour(t *testing.T) {
+	never := keylimit.Ban{Refusals: keylimit.MaxBanRefusals, Within: time.Nanosecond, For: time.Hour}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			var mock *clock.Mock
+			limitertest.Run(t, limitertest.Harness{
+				New: func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error) {
+					mock = clock.NewMock()
+					inner, err := k.new(l, keylimit.WithClock(mock))
+					if err != nil {
+						return nil, err
+					}
+					t.Cleanup(func() { inner.Close() })
+					return keylimit.NewPenalty[string](inner, never)
+				},
+				Advance:     func(d time.Duration) { mock.Add(d) },
+				MaxEvents:   k.maxEvents,
+				Approximate: k == slidingCounter,
+			})
+		})
+	}
 }
