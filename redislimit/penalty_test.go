@@ -215,3 +215,27 @@ func TestPenaltyInAllAndWait(t *testing.T) {
 	defer cancel()
 	require.ErrorIs(t, keylimit.WaitN[string](ctx, p, key, 1), keylimit.ErrWouldExceedDeadline)
 }
+
+// TestPenaltyBehaviour: a Redis penalty whose ban never starts is its
+// limiter: the behaviour suite passes through it, refusals counted on
+// Redis and all, for each Redis limiter type.
+func TestPenaltyBehaviour(t *testing.T) {
+	c := shared.client(t)
+	never := keylimit.Ban{Refusals: keylimit.MaxBanRefusals, Within: time.Nanosecond, For: time.Hour}
+	for _, typ := range types {
+		t.Run(typ.name, func(t *testing.T) {
+			runSuite(t, c, func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
+				inner, err := typ.new(c, l, opts...)
+				if err != nil {
+					return nil, err
+				}
+				p, err := redislimit.NewPenalty(c, "test", inner, never, opts...)
+				if err != nil {
+					return nil, err
+				}
+				t.Cleanup(func() { inner.(interface{ Close() error }).Close() })
+				return p, nil
+			})
+		})
+	}
+}
