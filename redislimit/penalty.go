@@ -136,21 +136,44 @@ func micros(d time.Duration) int64 {
 func (p *Penalty) hear(ch <-chan *redis.Message) {
 	defer p.done.Done()
 	for msg := range ch {
-		// "length limit instance key"; the key may hold spaces.
-		f := strings.SplitN(msg.Payload, " ", 4)
-		if len(f) != 4 || f[2] == p.id {
-			continue // not a ban, or this instance's own, which it knows
+		left, limit, origin, key, ok := parseBan(msg.Payload)
+		if !ok || origin == p.id {
+			continue // not a ban (a channel is anyone's to publish on), or this instance's own
 		}
-		us, err1 := strconv.ParseInt(f[0], 10, 64)
-		limit, err2 := strconv.Atoi(f[1])
-		if err1 != nil || err2 != nil || us <= 0 {
-			continue // not ours: a channel is anyone's to publish on
-		}
-		key := f[3]
-		// The ban is as long from now as it was when it started: longer
-		// than Redis's by the message's way here, which only refuses more.
-		p.remember(key, keylimit.Result{Limit: limit}, time.Duration(min(us, maxSpan/1000))*time.Microsecond, p.clock.now())
+		p.remember(key, keylimit.Result{Limit: limit}, left, p.clock.now())
 	}
+}
+
+// parseBan reads an announcement, "length limit instance key" (the
+// length in µs, at least 1; the key may hold spaces), or reports false.
+func parseBan(payload string) (left time.Duration, limit int, origin, key string, ok bool) {
+	f := strings.SplitN(payload, " ", 4)
+	if len(f) != 4 {
+		return 0, 0, "", "", false
+	}
+	us, err1 := strconv.ParseInt(f[0], 10, 64)
+	limit, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || us <= 0 || limit < 0 {
+		return 0, 0, "", "", false
+	}
+	return time.Duration(min(us, maxSpan/1000)) * time.Microsecond, limit, f[2], f[3], true
+}
+
+// parseRefusal reads the script's reply, "banned left started" (left in
+// µs), or reports false.
+func parseRefusal(reply string) (left time.Duration, started, ok bool) {
+	f := strings.Fields(reply)
+	if len(f) != 3 || f[0] != "0" && f[0] != "1" || f[2] != "0" && f[2] != "1" {
+		return 0, false, false
+	}
+	us, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || us < 0 {
+		return 0, false, false
+	}
+	if f[0] == "0" {
+		return 0, false, true
+	}
+	return time.Duration(min(us, maxSpan/1000)) * time.Microsecond, f[2] == "1", true
 }
 
 // remember records that key is banned for left from local time now; r is
@@ -393,17 +416,11 @@ func (p *Penalty) refused(ctx context.Context, key string, limit int) (left time
 		p.counts.errors.Add(1)
 		return 0, false, false
 	}
-	f := strings.Fields(reply)
-	if len(f) != 3 {
+	left, started, ok = parseRefusal(reply)
+	if !ok {
 		p.counts.errors.Add(1)
-		return 0, false, false
 	}
-	us, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil || us < 0 {
-		p.counts.errors.Add(1)
-		return 0, false, false
-	}
-	return time.Duration(min(us, int64(maxSpan)/1000)) * time.Microsecond, f[2] == "1", true
+	return left, started, ok
 }
 
 var (
