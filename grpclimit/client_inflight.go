@@ -39,7 +39,10 @@ func calls(n int) string {
 func watch(ctx context.Context, cs grpc.ClientStream, c *Client, key string, serverStreams bool, slot keylimit.Permit) *watchedStream {
 	s := &watchedStream{ClientStream: cs, c: c, key: key}
 	if slot != (keylimit.Permit{}) {
-		s.slot = streamSlot{permit: slot, serverStreams: serverStreams, stop: context.AfterFunc(ctx, slot.Release)}
+		s.slot = streamSlot{permit: slot, serverStreams: serverStreams, held: true}
+		if ctx.Done() != nil {
+			s.slot.stop = context.AfterFunc(ctx, slot.Release)
+		}
 	}
 	return s
 }
@@ -53,7 +56,8 @@ func watch(ctx context.Context, cs grpc.ClientStream, c *Client, key string, ser
 type streamSlot struct {
 	permit        keylimit.Permit
 	serverStreams bool
-	stop          func() bool // context.AfterFunc's; nil: no slot is held
+	held          bool        // a slot is held: Concurrency is set
+	stop          func() bool // context.AfterFunc's; nil for a context that never ends
 }
 
 // afterRecv ends the stream's hold after a RecvMsg that returned err: any
@@ -75,8 +79,11 @@ func (s *streamSlot) afterSend(err error) {
 }
 
 func (s *streamSlot) release() {
+	if !s.held {
+		return
+	}
 	if s.stop != nil {
 		s.stop()
-		s.permit.Release()
 	}
+	s.permit.Release()
 }

@@ -38,9 +38,11 @@ func holdBody(ctx context.Context, body io.ReadCloser, slot keylimit.Permit) io.
 		return body
 	}
 	h := &heldBody{ReadCloser: body, slot: slot}
-	// A request whose context ends is over, read or not: net/http closes
-	// its connection (HTTP/1) or resets its stream (HTTP/2).
-	h.stop = context.AfterFunc(ctx, slot.Release)
+	if ctx.Done() != nil {
+		// A request whose context ends is over, read or not: net/http
+		// closes its connection (HTTP/1) or resets its stream (HTTP/2).
+		h.stop = context.AfterFunc(ctx, slot.Release)
+	}
 	if wb, ok := body.(io.ReadWriteCloser); ok {
 		// A 101 Switching Protocols answer's body is the connection, and
 		// its users write to it.
@@ -56,7 +58,7 @@ func holdBody(ctx context.Context, body io.ReadCloser, slot keylimit.Permit) io.
 type heldBody struct {
 	io.ReadCloser
 	slot keylimit.Permit
-	stop func() bool // context.AfterFunc's
+	stop func() bool // context.AfterFunc's; nil for a context that never ends
 }
 
 func (b *heldBody) Read(p []byte) (int, error) {
@@ -74,7 +76,9 @@ func (b *heldBody) Close() error {
 }
 
 func (b *heldBody) release() {
-	b.stop()
+	if b.stop != nil {
+		b.stop()
+	}
 	b.slot.Release()
 }
 
