@@ -295,3 +295,28 @@ func TestTransportMaxHoldTakesBackALeakedBody(t *testing.T) {
 	leaked.Body.Close()
 	require.Equal(t, 1, lim.Peek(hostKey(srv.URL)).Remaining, "the late Close gives back nothing more")
 }
+
+// A request queued for a slot has taken no turn of Limiter: it takes its
+// turn once it holds a slot, so turns are spent as requests are sent.
+func TestTransportSlotBeforeTurn(t *testing.T) {
+	mock := clock.NewMock()
+	srv := newPartner(t, mock, func(int, *http.Request, http.Header) int { return http.StatusOK })
+	bucket := newBucket(t, keylimit.PerSecond(1).WithBurst(1), mock)
+	lim := newConcurrency(t, 1)
+	fixed := func(*http.Request) (string, error) { return "partner", nil }
+	c := &http.Client{Transport: &httplimit.Transport{Concurrency: lim, Limiter: bucket, Key: fixed, Clock: mock}}
+
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	first, err := c.Do(req)
+	require.NoError(t, err)
+	second := make(chan error, 1)
+	go func() { _, err := fetch(c, context.Background(), srv.URL); second <- err }()
+	waitFor(t, "the second request queued", func() bool { return lim.Stats().Waiting == 1 })
+	mock.Add(time.Second)
+	require.Equal(t, 1, bucket.Peek("partner").Remaining, "the queued request holds no turn")
+	first.Body.Close()
+	require.NoError(t, <-second)
+	require.Equal(t, 0, bucket.Peek("partner").Remaining, "its turn, taken once it held the slot")
+	require.Equal(t, 2, srv.count())
+}
