@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
@@ -246,4 +247,38 @@ func TestClientStreamHoldsItsSlotUntilItEnds(t *testing.T) {
 	require.Equal(t, 0, free(), "held until the answer")
 	require.NoError(t, cs.RecvMsg(new(healthpb.HealthCheckResponse)))
 	require.Equal(t, 1, free(), "back with the one message")
+}
+
+// A stream its caller leaves open, under a context that never ends, holds
+// its slot until WithMaxHold takes it back: the call queued behind it is
+// then sent.
+func TestClientMaxHoldTakesBackALeftStream(t *testing.T) {
+	mock := newMock()
+	lim := newConcurrency(t, 1, keylimit.WithClock(mock), keylimit.WithMaxHold(time.Minute))
+	b := start(t, setup{client: pacedBy(&grpclimit.Client{Concurrency: lim})})
+
+	stream, err := b.health.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	_, err = stream.Recv()
+	require.NoError(t, err) // and never read again
+
+	next := make(chan error, 1)
+	go func() { next <- b.check(context.Background()).err }()
+	waitFor(t, "the call queued", func() bool { return lim.Stats().Waiting == 1 })
+	for range 2 {
+		mock.Add(time.Minute)
+	}
+	var err2 error
+	waitFor(t, "the queued call sent", func() bool {
+		select {
+		case err2 = <-next:
+			return true
+		default:
+			mock.Add(time.Minute) // the waiter's wake-up may have been set after the first Add
+			return false
+		}
+	})
+	require.NoError(t, err2)
+	require.EqualValues(t, 1, lim.Stats().Reclaimed)
+	require.EqualValues(t, 1, b.unary.Load(), "calls that reached the server")
 }
