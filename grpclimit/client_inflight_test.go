@@ -22,7 +22,8 @@ import (
 
 // slowServer is a server interceptor, unary and stream, under which each
 // call runs until the test lets one finish (finish), and which counts the
-// calls running at once. A stream runs its handler once let go.
+// calls running at once. A unary call runs its handler once let go; a
+// stream ends then, with no message (its client reads io.EOF).
 type slowServer struct {
 	done  chan struct{}
 	mu    sync.Mutex
@@ -62,6 +63,10 @@ func (s *slowServer) options() []grpc.ServerOption {
 			s.run(ctx)
 			return handler(ctx, req)
 		}),
+		grpc.ChainStreamInterceptor(func(_ any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, _ grpc.StreamHandler) error {
+			s.run(ss.Context())
+			return nil
+		}),
 	}
 }
 
@@ -87,19 +92,41 @@ func newConcurrency(t *testing.T, n int, opts ...keylimit.Option) *keylimit.Conc
 	return lim
 }
 
-// 20 concurrent unary calls against a cap of 3: the server never runs more
-// than 3 at once (and runs 3), the other 17 queue and are sent in the order
-// they queued as each call returns, and all 20 succeed.
+// 20 concurrent calls against a cap of 3, unary calls and server streams
+// (each read to its io.EOF): the server never runs more than 3 at once (and
+// runs 3), the other 17 queue and are sent in the order they queued as each
+// call ends, and all 20 succeed.
 func TestClientCapsCallsInFlight(t *testing.T) {
+	t.Run("unary", func(t *testing.T) {
+		testClientCapsCallsInFlight(t, func(b *backend, seq string) error {
+			return b.check(context.Background(), "x-seq", seq).err
+		})
+	})
+	t.Run("stream", func(t *testing.T) {
+		testClientCapsCallsInFlight(t, func(b *backend, seq string) error {
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "x-seq", seq)
+			stream, err := b.health.Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				return err
+			}
+			if _, err := stream.Recv(); err != io.EOF {
+				return fmt.Errorf("the stream ended with %v, not io.EOF", err)
+			}
+			return nil
+		})
+	})
+}
+
+func testClientCapsCallsInFlight(t *testing.T, call func(b *backend, seq string) error) {
 	const n, limit = 20, 3
 	slow := newSlowServer(t)
 	lim := newConcurrency(t, limit)
 	b := start(t, setup{server: slow.options(), client: pacedBy(&grpclimit.Client{Concurrency: lim})})
 
-	codesOf := make([]codes.Code, n) // each written by its own goroutine, read after Wait
+	errs := make([]error, n) // each written by its own goroutine, read after Wait
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { codesOf[i] = b.check(context.Background(), "x-seq", strconv.Itoa(i)).code() })
+		wg.Go(func() { errs[i] = call(b, strconv.Itoa(i)) })
 		if i < limit {
 			waitFor(t, fmt.Sprintf("call %d at the server", i), func() bool { return len(slow.arrived()) == i+1 })
 		} else {
@@ -119,7 +146,7 @@ func TestClientCapsCallsInFlight(t *testing.T) {
 	}
 	wg.Wait()
 
-	require.Equal(t, slices.Repeat([]codes.Code{codes.OK}, n), codesOf)
+	require.Equal(t, make([]error, n), errs, "every call succeeded")
 	_, most := slow.running()
 	require.Equal(t, limit, most, "the most running at once")
 	require.Equal(t, limit, lim.Peek(target).Remaining, "every slot back")
