@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -15,16 +14,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
-
-// newConcurrency returns a Concurrency of n slots a key, closed when the
-// test ends.
-func newConcurrency(t *testing.T, n int) *keylimit.Concurrency[string] {
-	t.Helper()
-	c, err := keylimit.NewConcurrency[string](n)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
 
 // gate is a server interceptor, run after the one under test, that holds
 // every unary call until open is closed, and counts the calls in it now

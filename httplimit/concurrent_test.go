@@ -70,16 +70,6 @@ func getAs(url, key string) reply {
 	return reply{resp.StatusCode, resp.Header, string(body)}
 }
 
-// newConcurrency returns a Concurrency of n slots a key, closed when the
-// test ends.
-func newConcurrency(t *testing.T, n int, opts ...keylimit.Option) *keylimit.Concurrency[string] {
-	t.Helper()
-	c, err := keylimit.NewConcurrency[string](n, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // Issue 27's end-to-end test, over real connections: 20 concurrent slow
 // requests of one key against 5 slots: exactly 5 run at once, counted in
 // the handler, and the 15 others are refused, 429 with Retry-After and the
