@@ -84,8 +84,9 @@ type Refunder[K comparable] interface {
 	//
 	// A copy of a whose N is lowered to k gives back at most k of its
 	// events, by the same rule: a partial refund, of what an outcome did
-	// not charge (quota's Policy.Charge). An N raised gives back no more
-	// than a's own.
+	// not charge (quota's Policy.Charge). Lowering N is the one change a
+	// caller may make to an Admission; raising it is a misuse, as a second
+	// Refund is (a Redis limiter ignores it).
 	Refund(key K, a Admission)
 }
 
