@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -164,3 +165,52 @@ func (s *serverStream) Context() context.Context     { return s.ctx }
 func (s *serverStream) SetHeader(metadata.MD) error  { return nil }
 func (s *serverStream) SendHeader(metadata.MD) error { return nil }
 func (s *serverStream) SetTrailer(metadata.MD)       {}
+
+// A slot policy and a rate policy in one tier, on calls, with exact counts
+// both ways: with both slots held, 10 calls are refused for want of a slot
+// and take nothing from "hour"; with "hour" used up, 10 calls are refused
+// by it and hold no slot.
+func TestConcurrentWithRatePolicy(t *testing.T) {
+	mock := newMock()
+	inflight := newConcurrency(t, 2)
+	hour := newBucket(t, keylimit.PerHour(5), mock)
+	srv := newServer(t, grpclimit.Config{
+		Key:      grpclimit.Metadata("x-api-key"),
+		Policies: []grpclimit.Policy{{Name: "inflight", Concurrency: inflight}, {Name: "hour", Limiter: hour}},
+	})
+	g := &gate{open: make(chan struct{})}
+	held := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("x-hold")) > 0 {
+			return g.unary(ctx, req, info, h)
+		}
+		return h(ctx, req)
+	})
+	b := start(t, setup{server: append(limitedBy(srv), held)})
+	t.Cleanup(g.release)
+
+	answers := make(chan answer, 2)
+	for range 2 {
+		go func() { answers <- b.check(context.Background(), "x-api-key", "a", "x-hold", "1") }()
+	}
+	waitFor(t, "2 calls held", func() bool { return g.now.Load() == 2 })
+	for i := range 10 {
+		a := b.check(context.Background(), "x-api-key", "a")
+		require.Equal(t, codes.ResourceExhausted, a.code(), "call %d", i)
+		require.Regexp(t, `^"inflight";r=0, "hour";r=3;t=\d+$`, a.trailed("ratelimit"))
+	}
+	require.Equal(t, 3, hour.Peek("a").Remaining, "refused for want of a slot: nothing taken from hour")
+	g.release()
+	require.NoError(t, (<-answers).err)
+	require.NoError(t, (<-answers).err)
+
+	for i := range 3 {
+		require.NoError(t, b.check(context.Background(), "x-api-key", "a").err, "call %d", i)
+	}
+	for i := range 10 {
+		a := b.check(context.Background(), "x-api-key", "a")
+		require.Equal(t, codes.ResourceExhausted, a.code(), "call %d", i)
+		require.Regexp(t, `^"inflight";r=2, "hour";r=0;t=\d+$`, a.trailed("ratelimit"))
+		require.Equal(t, 2, inflight.Peek("a").Remaining, "refused by hour, call %d holds no slot", i)
+	}
+	require.Equal(t, int32(5), b.unary.Load(), "hour's 5 reached the service")
+}

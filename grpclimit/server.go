@@ -76,6 +76,12 @@ type Config struct {
 //	ratelimit-policy: "minute";q=10;w=60
 //	ratelimit: "minute";r=0;t=42
 //	retry-after: 6                       (refused calls only)
+//
+// A concurrency policy (Concurrent) holds its slot until the handler
+// returns, a stream's when the stream ends. A policy charged by outcome
+// (Policy.Charge) is charged when the handler returns, by the code it
+// returned (quota.Outcome.Status, codes.Code as an int) and the cost it
+// reported with quota.ReportCost and its context (a stream's Context).
 type Server struct {
 	quota      *quota.Decider
 	key        KeyFunc
