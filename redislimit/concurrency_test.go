@@ -4,16 +4,19 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/limitertest"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
@@ -263,4 +266,169 @@ func TestConcurrencyKilledInstance(t *testing.T) {
 	require.Equal(t, uint64(helperHolds), fleet[0].Stats().Reclaimed+fleet[1].Stats().Reclaimed, "slots reclaimed")
 	_, r := fleet[1].TryAcquire(key, n)
 	require.True(t, r.Allowed, "all %d slots, once the dead instance's expired", n)
+}
+
+// concurrencyOnCluster runs the concurrency suite on a cluster client; 3
+// instances with their own cluster clients hammer one key, never above N;
+// and keys the hash tag cannot hold ('}' first, empty, every byte) work,
+// each call on one node (a script's two keys share a slot, or the call
+// fails with CROSSSLOT).
+func concurrencyOnCluster(t *testing.T, cl *redisserver.Cluster, c *redis.ClusterClient) {
+	t.Run("Suite", func(t *testing.T) { runConcurrencySuite(t, c) })
+	t.Run("Fleet", func(t *testing.T) {
+		const n = 4
+		fleet := newConcurrencyFleet(t, func(t testing.TB) redis.UniversalClient { return clusterClient(t, cl) }, 3, n)
+		key := testKey(t, "hot")
+		acquired, peak := hammerConcurrency(t, fleet, key, n, 0, 24, 30, time.Minute)
+		t.Logf("%d acquisitions on the cluster, at most %d slots held at once", acquired, peak)
+		require.LessOrEqual(t, peak, int64(n))
+		require.Equal(t, n, fleet[1].Peek(key).Remaining)
+	})
+	t.Run("AnyKey", func(t *testing.T) {
+		var errs errorLog
+		lim, err := redislimit.NewConcurrency(c, "test", 2, redislimit.WithPrefix(testKey(t, "p")+":"),
+			redislimit.WithTimeout(patient), redislimit.WithOnError(errs.add), redislimit.WithFailurePolicy(redislimit.FailClosed()))
+		require.NoError(t, err)
+		defer lim.Close()
+		keys := []string{"}", "}x", "}}{{", "", "{", "{}", "a}b", "{a}", strings.Repeat("}", 300)}
+		for b := range 256 {
+			keys = append(keys, string([]byte{byte(b)}), "k"+string([]byte{byte(b)})+"}")
+		}
+		for _, k := range keys {
+			p, r := lim.TryAcquire(k, 2)
+			require.True(t, r.Allowed, "key %q", k)
+			_, r = lim.TryAcquire(k, 1)
+			require.False(t, r.Allowed, "key %q: a third slot of 2", k)
+			p.Release()
+			require.Equal(t, 2, lim.Peek(k).Remaining, "key %q after the release", k)
+		}
+		require.Zero(t, errs.len(), "errors, the first: %v", firstError(&errs))
+	})
+}
+
+// TestConcurrencyFailurePolicy: while Redis is unreachable, FailOpen admits
+// every acquisition (with a Permit that holds nothing), FailClosed none,
+// and FailLocal(2) a share of 5/2 = 2 slots in process, with Permits that
+// give them back; each call's error is a *Error passed to WithOnError.
+func TestConcurrencyFailurePolicy(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		policy   redislimit.FailurePolicy
+		admitted int
+	}{{"FailOpen", redislimit.FailOpen(), 10}, {"FailClosed", redislimit.FailClosed(), 0}, {"FailLocal(2)", redislimit.FailLocal(2), 2}} {
+		t.Run(tt.name, func(t *testing.T) {
+			var errs errorLog
+			lim, err := redislimit.NewConcurrency(deadClient(t), "test", 5, redislimit.WithFailurePolicy(tt.policy),
+				redislimit.WithOnError(errs.add), redislimit.WithFailureBackoff(time.Hour))
+			require.NoError(t, err)
+			defer lim.Close()
+			var held []keylimit.Permit
+			for range 10 {
+				if p, r := lim.TryAcquire("k", 1); r.Allowed {
+					held = append(held, p)
+				}
+			}
+			require.Len(t, held, tt.admitted, "acquisitions admitted of 10")
+			_, _, err = lim.TryAcquireContext(context.Background(), "k", 1)
+			var rerr *redislimit.Error
+			require.ErrorAs(t, err, &rerr)
+			require.Equal(t, "acquire", rerr.Op)
+			require.Equal(t, 1, errs.len(), "errors seen by WithOnError: the first call's; the backoff asks Redis no more")
+			for _, p := range held {
+				p.Release()
+			}
+			fallbacks := uint64(11)
+			if tt.admitted == 2 {
+				_, r := lim.TryAcquire("k", 2)
+				require.True(t, r.Allowed, "the fallback's 2 slots, once released")
+				fallbacks++
+			}
+			require.Equal(t, fallbacks, lim.Stats().Fallbacks)
+		})
+	}
+}
+
+// TestConcurrencyAbandonedAcquire: an Acquire whose context ends while it
+// waits holds nothing, in Redis too: the slot it waited for goes to the
+// next. And an acquisition whose caller's deadline passed during the call
+// is released by its id, never left to wedge the key.
+func TestConcurrencyAbandonedAcquire(t *testing.T) {
+	lim, err := redislimit.NewConcurrency(shared.client(t), "test", 1, redislimit.WithPrefix(testKey(t, "p")+":"),
+		redislimit.WithTimeout(patient))
+	require.NoError(t, err)
+	defer lim.Close()
+	key := testKey(t, "k")
+	for range 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(300))*time.Microsecond)
+		p, err := lim.Acquire(ctx, key, 1)
+		cancel()
+		if err == nil {
+			p.Release()
+		}
+	}
+	require.Equal(t, 1, lim.Peek(key).Remaining, "a slot left held by abandoned acquisitions")
+	require.Zero(t, lim.Stats().Waiting)
+}
+
+// TestConcurrencyOptions: the options a Concurrency refuses, and those the
+// rate limiters refuse.
+func TestConcurrencyOptions(t *testing.T) {
+	c := shared.client(t)
+	for _, opt := range []redislimit.Option{redislimit.WithLeases(time.Second), redislimit.WithKeyLimit(func(string) keylimit.Limit { return keylimit.Limit{} }),
+		redislimit.WithHoldExpiry(time.Microsecond), redislimit.WithMaxHold(time.Microsecond), redislimit.WithMaxHold(-time.Second)} {
+		lim, err := redislimit.NewConcurrency(c, "test", 3, opt)
+		require.Error(t, err)
+		require.Nil(t, lim)
+	}
+	_, err := redislimit.NewConcurrency(c, "test", keylimit.MaxConcurrency+1)
+	require.ErrorContains(t, err, "MaxConcurrency")
+	for _, opt := range []redislimit.Option{redislimit.WithHoldExpiry(time.Second), redislimit.WithMaxHold(time.Second)} {
+		_, err := redislimit.NewTokenBucket(c, "test", keylimit.PerSecond(1), opt)
+		require.ErrorContains(t, err, "a rate limiter holds nothing")
+	}
+	lim, err := redislimit.NewConcurrency(c, "test", 3)
+	require.NoError(t, err)
+	defer lim.Close()
+	require.Equal(t, "keylimit:test:concurrency:{k}", lim.StateKey("k"))
+	require.Error(t, lim.SetLimit(0))
+	require.Equal(t, 3, lim.Limit())
+	require.NoError(t, lim.Ping(context.Background()))
+}
+
+// TestConcurrencyPausedInstance: an instance whose renewals stop (its local
+// clock, which drives them, stands still: as in a pause) loses its hold
+// when the hold expires on Redis time; another instance then takes the
+// slot, so both hold it: the key runs above N, as the type's doc says. The
+// first renewal after the pause finds the hold gone and logs it, and the
+// paused holder's Release then frees nothing of the other's.
+func TestConcurrencyPausedInstance(t *testing.T) {
+	const expiry = 50 * time.Millisecond
+	rec, logger := newLogRecorder(slog.LevelInfo)
+	mock := newMock()
+	prefix := testKey(t, "p") + ":"
+	paused, err := redislimit.NewConcurrency(shared.client(t), "test", 1, redislimit.WithPrefix(prefix),
+		redislimit.WithTimeout(patient), redislimit.WithHoldExpiry(expiry), redislimit.WithClock(mock), redislimit.WithLogger(logger))
+	require.NoError(t, err)
+	defer paused.Close()
+	other := newConcurrencyFleet(t, func(t testing.TB) redis.UniversalClient { return shared.client(t) }, 1, 1,
+		redislimit.WithPrefix(prefix), redislimit.WithHoldExpiry(expiry))[0]
+	key := testKey(t, "k")
+	p, r := paused.TryAcquire(key, 1)
+	require.True(t, r.Allowed)
+	_, r = other.TryAcquire(key, 1)
+	require.False(t, r.Allowed, "the other instance, while the hold is live")
+	var q keylimit.Permit
+	require.Eventually(t, func() bool {
+		q, r = other.TryAcquire(key, 1)
+		return r.Allowed
+	}, 10*time.Second, 5*time.Millisecond, "the other instance, once the unrenewed hold expired")
+	mock.Add(expiry) // the pause ends: the renewer ticks
+	lines := rec.waitLogged(t, "redislimit: holds expired before their renewal (the instance was paused, or Redis out of reach, "+
+		"for longer than half the hold expiry): their keys may run above the limit until they are released")
+	require.Len(t, lines, 1)
+	p.Release()
+	_, r = paused.TryAcquire(key, 1)
+	require.False(t, r.Allowed, "the paused holder's late Release freed the other's slot")
+	q.Release()
+	require.Equal(t, 1, paused.Peek(key).Remaining)
 }
