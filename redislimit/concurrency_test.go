@@ -432,3 +432,36 @@ func TestConcurrencyPausedInstance(t *testing.T) {
 	q.Release()
 	require.Equal(t, 1, paused.Peek(key).Remaining)
 }
+
+// BenchmarkConcurrency measures TryAcquire and Release on one key, serial
+// and parallel: two script calls an iteration, against the shared
+// redis-server on loopback.
+func BenchmarkConcurrency(b *testing.B) {
+	lim, err := redislimit.NewConcurrency(shared.client(b), "bench", keylimit.MaxConcurrency, redislimit.WithPrefix(testKey(b, "p")+":"),
+		redislimit.WithTimeout(patient))
+	require.NoError(b, err)
+	defer lim.Close()
+	key := testKey(b, "k")
+	b.Run("acquire+release/serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p, r := lim.TryAcquire(key, 1)
+			if !r.Allowed {
+				b.Fatal("refused")
+			}
+			p.Release()
+		}
+	})
+	b.Run("acquire+release/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				p, r := lim.TryAcquire(key, 1)
+				if !r.Allowed {
+					panic("refused")
+				}
+				p.Release()
+			}
+		})
+	})
+}
