@@ -385,6 +385,10 @@ func TestConcurrencyOptions(t *testing.T) {
 	for _, opt := range []redislimit.Option{redislimit.WithHoldExpiry(time.Second), redislimit.WithMaxHold(time.Second)} {
 		_, err := redislimit.NewTokenBucket(c, "test", keylimit.PerSecond(1), opt)
 		require.ErrorContains(t, err, "a rate limiter holds nothing")
+		inner, err := keylimit.NewFixedWindow[string](keylimit.PerSecond(1))
+		require.NoError(t, err)
+		_, err = redislimit.NewPenalty(c, "test", inner, keylimit.Ban{Refusals: 3, Within: time.Minute, For: time.Minute}, opt)
+		require.ErrorContains(t, err, "a Penalty holds nothing")
 	}
 	lim, err := redislimit.NewConcurrency(c, "test", 3)
 	require.NoError(t, err)
