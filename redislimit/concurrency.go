@@ -219,7 +219,10 @@ type concReply struct {
 //
 // It returns an error if n is below 1 or above keylimit.MaxConcurrency
 // (keylimit's, as keylimit.NewConcurrency would), or if an option is
-// invalid or does not apply (WithLeases, WithKeyLimit).
+// invalid or does not apply (WithLeases, WithKeyLimit). There is no deny
+// cache (WithDenyCacheSize is ignored): a key's holds change at every
+// release, anywhere in the fleet. WithFleetSize(k) makes the failure
+// policy FailLocal(k), as for the rate limiters.
 func NewConcurrency(client redis.UniversalClient, name string, n int, opts ...Option) (*Concurrency, error) {
 	o, err := buildOptions(name, opts)
 	if err != nil {
