@@ -73,3 +73,38 @@ func TestChargeByOutcomeOnRedis(t *testing.T) {
 		})
 	}
 }
+
+// A quota concurrency policy on the Redis Concurrency (issue 27): 20
+// requests of one key decided at once against 3 slots, the admitted ones
+// holding theirs until all are decided: exactly 3 proceed, 17 are refused,
+// and once the 3 finish every slot is free again.
+func TestConcurrencyPolicyOnRedis(t *testing.T) {
+	lim, err := redislimit.NewConcurrency(shared.client(t), "policy", 3, redislimit.WithTimeout(patient))
+	require.NoError(t, err)
+	t.Cleanup(func() { lim.Close() })
+	d, err := kquota.New(kquota.Config{Policies: []kquota.Policy{{Name: "inflight", Concurrency: lim}}})
+	require.NoError(t, err)
+	key := testKey(t, "inflight")
+	var wg sync.WaitGroup
+	var admitted, refused atomic.Int32
+	decided := make(chan kquota.Verdict, 20)
+	for range 20 {
+		wg.Go(func() {
+			v, err := d.Decide(context.Background(), key, "", 1)
+			if err != nil || v.Action() != kquota.Proceed {
+				refused.Add(1)
+				return
+			}
+			admitted.Add(1)
+			decided <- v
+		})
+	}
+	wg.Wait()
+	require.Equal(t, [2]int32{3, 17}, [2]int32{admitted.Load(), refused.Load()})
+	require.Equal(t, 0, lim.Peek(key).Remaining)
+	close(decided)
+	for v := range decided {
+		v.Finish()
+	}
+	require.Equal(t, 3, lim.Peek(key).Remaining, "every slot released")
+}
