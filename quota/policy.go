@@ -69,7 +69,13 @@ type Policy struct {
 	// of redislimit is); the charge is given back from the request's own
 	// Admission, so a refund after its window has ended gives nothing back,
 	// as the limit requires. A request refused by this or another policy
-	// of its tier is charged nothing.
+	// of its tier is charged nothing. The price of admitting first: a
+	// request in flight holds its cost until it ends, so 5 logins at once
+	// under a quota of 5 failures refuse a sixth, even if all succeed. A
+	// Redis limiter's deny cache may also refuse, for up to a refusal's
+	// Retry-After, a key that refunds freed meanwhile (on another instance,
+	// or racing the refusal): give such a limiter
+	// redislimit.WithDenyCacheSize(0) where that matters.
 	Charge func(o Outcome) int
 
 	err error // an error from Bucket, without a package's name, reported by New
