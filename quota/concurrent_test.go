@@ -134,3 +134,27 @@ func mustDecide(t *testing.T, d *quota.Decider, key string) quota.Verdict {
 	require.NoError(t, err)
 	return v
 }
+
+// A concurrency policy costs a decision what a rate policy does: its
+// RateLimit string, one allocation, alone or beside a rate policy; the
+// Permit lives in the Verdict and the hold record is the key's own or
+// pooled.
+func TestConcurrentDecideAllocs(t *testing.T) {
+	mock := clock.NewMock()
+	for _, ps := range [][]quota.Policy{
+		{{Name: "inflight", Concurrency: newConcurrency(t, 4)}},
+		{{Name: "inflight", Concurrency: newConcurrency(t, 4)}, {Name: "second", Limiter: newBucket(t, keylimit.PerSecond(1_000_000_000), mock)}},
+	} {
+		d := newDecider(t, quota.Config{Policies: ps})
+		warm := mustDecide(t, d, "k")
+		warm.Finish()
+		allocs := testing.AllocsPerRun(1000, func() {
+			v, err := d.Decide(context.Background(), "k", "", 1)
+			if err != nil || v.Action() != quota.Proceed {
+				panic("refused")
+			}
+			v.Finish()
+		})
+		require.Equal(t, 1.0, allocs, "%d policies", len(ps))
+	}
+}
