@@ -341,7 +341,11 @@ func (l *redisLimiter) RefundContext(ctx context.Context, key string, a keylimit
 	if !by.done.CompareAndSwap(false, true) {
 		return nil
 	}
-	return l.refund(ctx, key, by.inner)
+	inner := by.inner
+	if a.N < inner.N { // a partial refund (see keylimit.Refunder); never more than admitted
+		inner.N = max(a.N, 0)
+	}
+	return l.refund(ctx, key, inner)
 }
 
 // refund gives back a, an Admission the decision path made for key: to its
