@@ -19,12 +19,13 @@ type Decision struct {
 	// when admitted, the one with the least Remaining (the first of them).
 	Policy string
 	// Result is the binding policy's state after the decision: its Limit,
-	// Remaining, RefillAfter and ResetAfter. Allowed, RetryAfter and
-	// Untracked are the decision's, over all the policies: RetryAfter is
-	// InfDuration if the request can never pass (its cost is above a
-	// policy's quota, or Err is set), and otherwise never less than the
-	// RefillAfter of a policy that cannot afford the cost now, so that
-	// Retry-After never points earlier than that policy's t. Err is the limiter's Result.Err: the key's limit could not be
+	// Remaining, RefillAfter and ResetAfter. Allowed, RetryAfter,
+	// Untracked and Banned (a keylimit.Penalty's ban refused it) are the
+	// decision's, over all the policies: RetryAfter is InfDuration if the
+	// request can never pass (its cost is above a policy's quota, or Err is
+	// set), and otherwise never less than the RefillAfter of a policy that
+	// cannot afford the cost now, so that Retry-After never points earlier
+	// than that policy's t. Err is the limiter's Result.Err: the key's limit could not be
 	// applied; the request is answered as an error (Fail), or passes in a
 	// dry run. In a dry run, Allowed false marks a request that would have
 	// been refused.
@@ -71,6 +72,11 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	var one [1]keylimit.Result
 	each := one[:] // each policy's Result, looked at by index: a Result is 8 words
 	switch {
+	case t.apart:
+		buf := t.results()
+		defer t.resultsPool.Put(buf)
+		res, v.permit, v.charges, err = t.takeApart(ctx, key, cost, *buf) // not each: one would escape
+		each = *buf
 	case t.each != nil:
 		// One call: every policy's own Result, no Peek after an admission.
 		buf := t.results()
@@ -83,12 +89,16 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		res = t.decider.Take(key, cost)
 	}
 	if err != nil && ctx.Err() != nil {
+		v.permit.Release() // what takeApart took, if the context ended after
+		if v.charges != nil {
+			t.undoCharged(key, v.charges.adms)
+		}
 		return Verdict{}, ctx.Err()
 	}
 	// Any other error is a failure policy's (see keylimit.ContextLimiter):
 	// its Result is the decision.
 	switch {
-	case t.each != nil:
+	case t.apart, t.each != nil:
 	case len(t.policies) == 1:
 		one[0] = res
 	default: // All of limiters that cannot report each
@@ -120,8 +130,10 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		w := p.windowSeconds(key)
 		field = appendParam(field, "r", min(sfInt(int64(r.Remaining)), q))
 		// t: until more quota is available (the draft's reset parameter),
-		// never beyond the window.
-		field = appendParam(field, "t", min(seconds(r.RefillAfter), w))
+		// never beyond the window (a ban's Retry-After runs to its end).
+		if i != t.held { // a concurrency policy's t is unknown (see Concurrent)
+			field = appendParam(field, "t", min(seconds(r.RefillAfter), w))
+		}
 		qw = append(qw, q, w)
 		if least < 0 || r.Remaining < each[least].Remaining {
 			least = i
@@ -165,7 +177,7 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	// The Verdict is built where it is returned: it is 25 words.
 	v.Decision = Decision{Key: key, Tier: t.name, Policy: t.policies[bind].name, Cost: cost, Result: each[bind]}
 	b := &v.Decision.Result
-	b.Allowed, b.RetryAfter, b.Untracked, b.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Err
+	b.Allowed, b.RetryAfter, b.Untracked, b.Banned, b.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Banned, res.Err
 	v.rateLimitPolicy = t.policyField(qw)
 	v.action = act(b, d.dryRun)
 	v.tier, v.violated = t, violated

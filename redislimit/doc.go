@@ -79,6 +79,16 @@
 // newest entry leaves. Nothing needs cleaning up, and an idle key costs
 // Redis nothing.
 //
+// # Concurrency limits
+//
+// Concurrency is a limit of another kind: at most N slots of a key held at
+// once across the fleet, the keylimit.ConcurrencyLimiter of
+// keylimit.Concurrency (TryAcquire, Acquire, the Permit's Release) on
+// Redis. Each hold is a member of a sorted set per key with its expiry on
+// Redis time, renewed by its instance while the Permit is held; one script
+// call acquires, one releases. Its type's doc says what holds when an
+// instance dies or is paused.
+//
 // # What Redis must be
 //
 // Redis 4.0 or later, with maxmemory-policy noeviction, or no maxmemory. A
@@ -124,6 +134,17 @@
 // allocates nothing and sends Redis nothing. It never admits what Redis
 // would refuse, and keeps no key strings: a remembered key costs about 150
 // bytes, whatever its length. See WithDenyCacheSize.
+//
+// # A penalty for abuse, shared by the fleet
+//
+// NewPenalty wraps any limiter as keylimit.NewPenalty does, with the
+// refusals counted and the ban kept on Redis (one small script per counted
+// refusal, on Redis time, the key's hash tag for both of its keys), so that
+// a key banned on one instance is banned on all. A ban is announced on
+// Pub/Sub, and each instance answers the bans it knows in process until
+// they end: a banned key costs no call to Redis or to the limiter. An
+// instance that missed an announcement learns the ban at its limiter's
+// first refusal of the key.
 //
 // # Leases: the fleet's limit at in-process speed
 //
