@@ -61,13 +61,19 @@ func isOutage(ctx context.Context, err error) bool {
 	return true
 }
 
-// ping is Ping: PING, SCRIPT LOAD, and the checks of the server.
+// ping is Ping: PING, SCRIPT LOAD of the full script and of the plain
+// one (o.take), and the checks of the server.
 func (o *ops) ping(ctx context.Context) error {
 	if err := o.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redislimit: %s: PING: %w", o.name, err)
 	}
-	if err := script.Load(ctx, o.client).Err(); err != nil {
-		return fmt.Errorf("redislimit: %s: loading the script: %w", o.name, err)
+	for _, sc := range []*redis.Script{script, o.take} {
+		if sc == nil {
+			continue
+		}
+		if err := sc.Load(ctx, o.client).Err(); err != nil {
+			return fmt.Errorf("redislimit: %s: loading the script: %w", o.name, err)
+		}
 	}
 	risks, err := o.checkServers(ctx)
 	if err != nil {

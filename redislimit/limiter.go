@@ -104,6 +104,7 @@ func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, al
 	}
 	// What operators see, which every layer tells what happened.
 	lim.ops.init(o.name, client, o.timeout, o.logger, o.fleet, o.policy, lim.limits.Limit)
+	lim.ops.take = alg.take
 	// The script call.
 	lim.store = store{client: client, prefix: o.keyPrefix(alg.name, l, quota), timeout: o.timeout, clock: o.scriptClock}
 	// The failure policy around it.

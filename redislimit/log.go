@@ -52,6 +52,9 @@ type ops struct {
 	timeout                     time.Duration
 	evict                       atomic.Int32
 	warned, warnedDisk, refused atomic.Bool
+	// take is the plain script of the limiter's algorithm, which Ping
+	// loads beside the full one; nil if it has none.
+	take *redis.Script
 }
 
 // init sets up o, in place (it holds atomics), for the limiter named name
