@@ -34,6 +34,9 @@ type redisLimiter struct {
 	// WithKeyLimit's; SetLimit and SetKeyLimit begin a new generation.
 	limits perkey.Limits[string, keylimit.Limit, *keyLimit]
 	setMu  sync.Mutex // serializes SetLimit and SetKeyLimit, and what they change below
+	// chosen: WithFailurePolicy or WithFleetSize was given (see
+	// ops.announce).
+	chosen bool
 	clock  localClock
 
 	// The decision path, from the top: first is leases, or without them
@@ -120,7 +123,9 @@ func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, al
 		lim.leases = newLeases(&lim.deny, &lim.guard, &lim.clock, o.leaseTime, o.scriptClock == nil)
 		lim.first = lim.leases
 	}
-	lim.ops.announce(lim.store.prefix, o.policySet || o.fleet > 0)
+	lim.ops.perKey.Store(o.keyLimit != nil)
+	lim.chosen = o.policySet || o.fleet > 0
+	lim.ops.announce(announceReady, lim.store.prefix, lim.chosen)
 	return nil
 }
 
@@ -406,8 +411,21 @@ func (lim *redisLimiter) SetLimit(l keylimit.Limit) error {
 // keylimit's SetKeyLimit for the Redis limiters, and like SetLimit it
 // changes this instance only: set it on each.
 func (l *redisLimiter) SetKeyLimit(fn func(key string) keylimit.Limit) error {
-	return l.change(func() error { return l.limits.SetKeyLimit(fn) }, func() { l.guard.keyLimitChanged(fn) })
+	return l.change(func() error { return l.limits.SetKeyLimit(fn) }, func() {
+		l.guard.keyLimitChanged(fn)
+		if l.ops.perKey.Swap(fn != nil) != (fn != nil) {
+			// The line logged at construction named the limits the keys were under.
+			l.ops.announce(announceKeyLimits, l.store.prefix, l.chosen)
+		}
+	})
 }
+
+// The messages of ops.announce: at construction, and when SetKeyLimit
+// changes whether the keys are under limits of their own.
+const (
+	announceReady     = "redislimit: limiter ready; while Redis fails, its failure policy decides"
+	announceKeyLimits = "redislimit: key limits set; while Redis fails, its failure policy decides"
+)
 
 // change begins a generation of limits with set and, if it succeeds, tells
 // the fallback with follow, and forgets what was decided under the old
