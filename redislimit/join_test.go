@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -293,5 +294,70 @@ func TestHTTPTwoPoliciesOneRoundTrip(t *testing.T) {
 		if i == 1 {
 			require.Regexp(t, `^"minute";r=8;t=\d+, "hour";r=0;t=\d+$`, resp.Header.Get("RateLimit"), "request %d: both policies' states", i)
 		}
+	}
+}
+
+// TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits pins issue 26's
+// round trips: keylimit.All of an in-memory limiter and a Redis one, in
+// either order, asks the in-memory one first, so a request it refuses
+// makes no script call (Take, Allow) and none makes more than one: of 100
+// requests under a memory limit of 1, one EVALSHA (before: 100 with memory
+// first, 298 with Redis first: a take, a refund and a Peek per refusal).
+// TakeEach, which reports the Redis limiter's Result too, asks it by one
+// Peek on a refusal, still one call per request. A refusal by Redis gives
+// back the memory limiter's take in process.
+func TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	mock := newMock()
+	for _, redisFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("redisFirst=%v", redisFirst), func(t *testing.T) {
+			memory, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1), keylimit.WithClock(mock))
+			require.NoError(t, err)
+			rl, err := redislimit.NewTokenBucket(c, "api", keylimit.PerHour(1000), redislimit.WithPrefix(testKey(t, "r")+":"),
+				redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+			require.NoError(t, err)
+			pinged(t, rl)
+			rl.Allow(testKey(t, "warm"))
+			lim := keylimit.All[string](memory, rl)
+			if redisFirst {
+				lim = keylimit.All[string](rl, memory)
+			}
+			key := testKey(t, "k")
+			before := s.commandStats(t)
+			admitted := 0
+			for range 100 {
+				if lim.Allow(key) {
+					admitted++
+				}
+			}
+			require.Equal(t, 1, admitted, "admitted of 100")
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for 100 requests")
+			require.Equal(t, 999, rl.Peek(key).Remaining, "the Redis limiter's Remaining: the one admission")
+
+			each := make([]keylimit.Result, 2)
+			before = s.commandStats(t)
+			r, err := lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), key, 1, each)
+			require.NoError(t, err)
+			require.False(t, r.Allowed, "TakeEach: %v", r)
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a TakeEach refused in memory: its Peek")
+			redisAt := 1
+			if redisFirst {
+				redisAt = 0
+			}
+			require.True(t, each[redisAt].Allowed, "the Redis limiter's Result in TakeEach: %v", each[redisAt])
+			require.Equal(t, [2]int{1000, 999}, [2]int{each[redisAt].Limit, each[redisAt].Remaining},
+				"the Redis limiter's Limit and Remaining in TakeEach")
+			require.False(t, each[1-redisAt].Allowed, "the memory limiter's Result in TakeEach")
+
+			// Redis refuses (its key used up): the memory limiter's take is
+			// given back, in process.
+			full := testKey(t, "full")
+			require.True(t, rl.AllowN(full, 1000), "AllowN(1000) of the Redis limiter")
+			before = s.commandStats(t)
+			require.False(t, lim.Allow(full), "a request Redis refuses")
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a request it refuses")
+			require.Equal(t, 1, memory.Peek(full).Remaining, "the memory limiter's Remaining after Redis refused: given back")
+		})
 	}
 }
