@@ -109,7 +109,8 @@ func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, al
 	lim.ops.init(o.name, client, o.timeout, o.logger, o.fleet, o.policy, lim.limits.Limit)
 	lim.ops.take = alg.take
 	// The script call.
-	lim.store = store{client: client, prefix: o.keyPrefix(alg.name, l, quota), timeout: o.timeout, clock: o.scriptClock}
+	lim.store = store{client: client, prefix: o.keyPrefix(alg.name, l, quota), timeout: o.timeout, clock: o.scriptClock,
+		takes: coalescer{client: client, timeout: o.timeout}}
 	// The failure policy around it.
 	fb, err := fallbackFor(o.policy, l, o.keyLimit, o.clock, newFallback)
 	if err != nil {
@@ -448,7 +449,8 @@ func (l *redisLimiter) change(set func() error, follow func()) error {
 // Refused count requests (Allow, AllowN, Take, Admit, each try of Wait),
 // always; Calls the round trips to Redis of decisions, leases (fetched and
 // given back), Peeks, Refunds and Resets (not Ping's, nor the eviction
-// check's), and Errors those that failed; Fallbacks the requests and Peeks
+// check's; takes sent together in one pipeline count one each), and Errors
+// those that failed; Fallbacks the requests and Peeks
 // the failure policy answered (during a failure and the backoff after it);
 // CacheHits those the deny cache answered. Keys is 0: the keys live in
 // Redis, which the limiter does not count (Untracked and Evicted are 0

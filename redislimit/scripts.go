@@ -82,6 +82,9 @@ type store struct {
 	// clock is nil outside the package's tests: the scripts decide on
 	// Redis server time.
 	clock *scriptClock
+	// takes makes the plain takes' calls, in pipelines when many are under
+	// way (see coalescer).
+	takes coalescer
 }
 
 // redisKey is the Redis key of key's state: prefix{key}, the key between
@@ -277,15 +280,11 @@ func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.R
 // replied needsFull, and the full script must).
 func (s *store) runTake(ctx context.Context, d *decision, res []keylimit.Result, marks []int64) (bool, error) {
 	p := d.parts[0]
-	c, tctx, cancel := startCall(ctx, s.timeout)
-	keys := append(c.keys[:0], p.owner.redisKey(d.key))
-	args := append(c.args[:0], d.n, p.param1, p.param2)
+	a := takeArgs{script: p.alg.take, key: p.owner.redisKey(d.key), n: d.n, p1: p.param1, p2: p.param2}
 	if s.clock != nil {
-		now := s.clock.c.Now()
-		args = append(args, now.Unix(), now.Nanosecond())
+		a.fixedClock, a.now = true, s.clock.c.Now()
 	}
-	reply, err := p.alg.take.Run(tctx, s.client, keys, args...).Text()
-	c.end(cancel)
+	reply, err := s.takes.run(ctx, &a)
 	if err != nil {
 		return true, err
 	}
