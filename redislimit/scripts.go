@@ -19,7 +19,7 @@ import (
 // peeks, refunds and leases. The plain decision, a take under one bucket or
 // fixed window whose state counts in the key's limit, has a script of its
 // own for each (lua/take_bucket.lua, lua/take_fixed.lua) that does only
-// that, at about two thirds of the full script's server time; it replies
+// that, at a fraction of the full script's server time; it replies
 // "full" to hand the rest (a state written under another limit) to the
 // full script. Each decision is one call of a script: EVALSHA, and EVAL
 // once if the server does not know the script yet (a new or restarted
