@@ -21,6 +21,8 @@
 //	keylimit_store_errors_total      counter  round trips that failed
 //	keylimit_store_fallbacks_total   counter  decisions made by the failure policy instead
 //	keylimit_store_cache_hits_total  counter  refusals answered from the local deny cache
+//	keylimit_bans_total              counter  bans a penalty (keylimit.Penalty) started
+//	keylimit_ban_refusals_total      counter  requests refused by a ban, the limiter not asked
 //
 // The collector reads Stats when scraped and at no other time: it starts no
 // goroutine and costs a decision nothing. A count a limiter does not keep
@@ -37,7 +39,8 @@
 // policy and outcome, with a histogram of how long each took
 // (Decision.Elapsed); NewTransport counts the requests of an
 // httplimit.Transport by the outcome of their wait, with a histogram of the
-// time they waited and a count of the retries sent. Each is a collector
+// time they waited, a count of the retries sent and one of the requests
+// that queued for a slot of its Concurrency. Each is a collector
 // with a hook method, to set alone or beside a hook of your own (Hooks):
 //
 //	api := metrics.NewHTTP("api")
