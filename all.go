@@ -11,14 +11,12 @@ import (
 // limiters admits them: 10 a minute AND 500 an hour on the same API key. A
 // refused request takes nothing: All asks the limiters in order, and when one
 // refuses, gives back (Refund) exactly what the ones before it took. Put the
-// limiter most likely to refuse first. The limiters that decide in process
-// are asked before those that take a context (ContextLimiter: the
-// redislimit ones, each a round trip), keeping the order within each, when
-// that leaves a limiter without Refund last: a request they refuse costs
-// no round trip, and one a remote limiter refuses costs no refund of
-// another. If the first limiter is a Joiner that can join the others (Redis
-// limiters on one client), All is the limiter it returns: one step, all or
-// nothing, for all of them.
+// limiter most likely to refuse first, and those that decide in process
+// before those on a remote store (the redislimit ones, whose Stats say
+// Remote): a request an in-process limiter refuses then makes no round
+// trip, and none is refunded. If the first limiter is a Joiner that
+// can join the others (Redis limiters on one client), All is the limiter it
+// returns: one step, all or nothing, for all of them.
 //
 // Every limiter except the last must implement Refunder (all of this module's
 // limiters do). All panics if one does not, or if limiters is empty or holds
@@ -27,9 +25,9 @@ import (
 // The Result reports the binding limit: Allowed only if all allowed, the
 // least Remaining with its Limit, the largest RetryAfter and ResetAfter (see
 // Result.And). A refusal's Result covers the limiters asked and those that
-// decide in process, not a ContextLimiter that was not asked (a Peek would
-// be a round trip): its RetryAfter is the soonest the request can pass as
-// far as they know. The limiter All returns also implements ContextLimiter,
+// decide in process, not a remote one that was not asked (its Peek would be
+// a round trip; TakeEach asks it, to report its Result): its RetryAfter is
+// the soonest the request can pass as far as they know. The limiter All returns also implements ContextLimiter,
 // EachTaker and PeekContext; under a context, it asks every limiter that
 // takes one (the redislimit ones) under it, its Peeks included. It has Wait
 // and WaitN too, which poll it as the package's WaitN polls a limiter
@@ -40,20 +38,32 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 	if len(limiters) == 0 {
 		panic("keylimit: All needs at least one limiter")
 	}
+	refunders := make([]Refunder[K], len(limiters)-1)
 	for i, l := range limiters {
 		if l == nil {
 			panic(fmt.Sprintf("keylimit: All: limiter %d is nil", i))
 		}
-		if _, ok := l.(Refunder[K]); !ok && i < len(limiters)-1 {
+		if i == len(limiters)-1 {
+			break
+		}
+		r, ok := l.(Refunder[K])
+		if !ok {
 			panic(fmt.Sprintf("keylimit: All: limiter %d (%T) cannot Refund; only the last limiter may lack a Refund method", i, l))
 		}
+		refunders[i] = r
 	}
 	if j, ok := limiters[0].(Joiner[K]); ok && len(limiters) > 1 {
 		if joined, ok := j.Join(limiters); ok {
 			return joined
 		}
 	}
-	a := &all[K]{limiters: append([]Limiter[K](nil), limiters...), order: askOrder(limiters), clock: systemClock}
+	a := &all[K]{limiters: append([]Limiter[K](nil), limiters...), refunders: refunders, clock: systemClock,
+		remote: make([]bool, len(limiters))}
+	for i, l := range limiters {
+		if s, ok := l.(interface{ Stats() Stats }); ok {
+			a.remote[i] = s.Stats().Remote
+		}
+	}
 	for _, l := range limiters {
 		if _, ok := l.(Clocked); ok {
 			a.clock = clockOf(l)
@@ -87,43 +97,12 @@ type Joiner[K comparable] interface {
 
 // all is the Limiter that All returns.
 type all[K comparable] struct {
-	limiters []Limiter[K] // in the order given
-	// order is the indexes of limiters in the order take asks them: those
-	// that decide in process first (see askOrder).
-	order []int
-	clock clock.Clock // the first Clocked limiter's, or the system clock: WaitN sleeps on it
-}
-
-// remote reports whether l decides out of process, at a round trip's cost:
-// it takes a context.
-func remote[K comparable](l Limiter[K]) bool {
-	_, ok := l.(ContextLimiter[K])
-	return ok
-}
-
-// askOrder returns the order in which All asks limiters: those that decide
-// in process, then the remote ones, each in the order given; or the order
-// given if that would move a limiter without Refund (the last) before
-// another.
-func askOrder[K comparable](limiters []Limiter[K]) []int {
-	order := make([]int, 0, len(limiters))
-	for i, l := range limiters {
-		if !remote(l) {
-			order = append(order, i)
-		}
-	}
-	for i, l := range limiters {
-		if remote(l) {
-			order = append(order, i)
-		}
-	}
-	last := len(limiters) - 1
-	if _, ok := limiters[last].(Refunder[K]); !ok && order[last] != last {
-		for i := range order {
-			order[i] = i
-		}
-	}
-	return order
+	limiters  []Limiter[K]
+	refunders []Refunder[K] // refunders[i] is limiters[i]; the last has none
+	clock     clock.Clock   // the first Clocked limiter's, or the system clock: WaitN sleeps on it
+	// remote[i]: limiters[i] keeps its state in a remote store (its Stats
+	// say Remote), so that its Peek is a round trip.
+	remote []bool
 }
 
 // Allow is shorthand for AllowN(key, 1).
@@ -167,15 +146,14 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 	}
 	var sum Result
 	var firstErr error
-	for at, i := range a.order {
-		l := a.limiters[i]
+	for i, l := range a.limiters {
 		if err := ctx.Err(); err != nil {
 			a.undo(ctx, key, adms)
 			return Result{Limit: sum.Limit, RetryAfter: sum.RetryAfter}, Admission{}, err
 		}
 		var r Result
 		var err error
-		if rf, ok := l.(Refunder[K]); ok && (at < len(a.order)-1 || record != nil) {
+		if rf, ok := l.(Refunder[K]); ok && (i < len(a.refunders) || record != nil) {
 			var adm Admission
 			r, adm, err = admitContext(ctx, rf, key, n)
 			adms = append(adms, adm)
@@ -189,10 +167,10 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 			each[i] = r
 		}
 		if !r.Allowed {
-			a.undo(ctx, key, adms[:min(at, len(adms))])
+			a.undo(ctx, key, adms[:min(i, len(adms))])
 			return a.refused(ctx, key, i, r, each), Admission{}, firstErr
 		}
-		if at == 0 {
+		if i == 0 {
 			sum = r
 		} else {
 			sum = sum.And(r)
@@ -205,8 +183,7 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 	return sum, Admission{N: n, By: a, state: record}, firstErr
 }
 
-// undo refunds the admissions adms of the first limiters asked, in reverse
-// order.
+// undo refunds the admissions adms of the first limiters, in reverse order.
 // A refund must happen even if ctx has ended, or the events would stay
 // taken: it keeps ctx's values (for tracing) but not its end.
 func (a *all[K]) undo(ctx context.Context, key K, adms []Admission) {
@@ -217,18 +194,18 @@ func (a *all[K]) undo(ctx context.Context, key K, adms []Admission) {
 		ctx = context.WithoutCancel(ctx)
 	}
 	for j := len(adms) - 1; j >= 0; j-- {
-		refundContext(ctx, a.limiters[a.order[j]].(Refunder[K]), key, adms[j])
+		refundContext(ctx, a.limiters[j].(Refunder[K]), key, adms[j])
 	}
 }
 
 // refused reports a refusal by limiter i, which answered r: the others, none
 // of which holds anything of this request now, are asked what they would
 // say, under ctx if they take one; a remote one only if each wants its
-// Result (a Peek of it is a round trip).
+// Result (its Peek is a round trip).
 func (a *all[K]) refused(ctx context.Context, key K, i int, r Result, each []Result) Result {
 	sum := r
 	for j, l := range a.limiters {
-		if j == i || each == nil && remote(l) {
+		if j == i || each == nil && a.remote[j] {
 			continue
 		}
 		p := peekContext(ctx, l, key)
@@ -308,7 +285,7 @@ func (a *all[K]) Refund(key K, adm Admission) {
 		return
 	}
 	for i, p := range *parts {
-		if r, ok := a.limiters[a.order[i]].(Refunder[K]); ok {
+		if r, ok := a.limiters[i].(Refunder[K]); ok {
 			r.Refund(key, p)
 		}
 	}
