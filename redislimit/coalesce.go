@@ -75,6 +75,7 @@ func (c *coalescer) run(ctx context.Context, a *takeArgs) (string, error) {
 	}
 	reply, err := q.reply, q.err
 	q.reply, q.err, q.batch, q.script = "", nil, nil, nil
+	clear(q.keys)
 	clear(q.args)
 	queuedPool.Put(q)
 	return reply, err
