@@ -31,6 +31,9 @@ type ops struct {
 	// perKey: the keys are under limits of their own (WithKeyLimit, or
 	// SetKeyLimit with a function).
 	perKey atomic.Bool
+	// describe, if set, says what the policy admits instead (a
+	// Concurrency's limit is no keylimit.Limit); limit is then unused.
+	describe func() string
 
 	// failing is set by the failure that starts an outage and cleared by the
 	// success that ends it; read by every round trip, written only then.
@@ -87,7 +90,12 @@ func (o *ops) log() *slog.Logger {
 
 // admits says what the failure policy admits while Redis fails, under the
 // limiter's limit now.
-func (o *ops) admits() string { return o.policy.admits(o.limit(), o.fleet, o.perKey.Load()) }
+func (o *ops) admits() string {
+	if o.describe != nil {
+		return o.describe()
+	}
+	return o.policy.admits(o.limit(), o.fleet, o.perKey.Load())
+}
 
 // limitText is the limit the keys are under, for the lines logged: the
 // limiter's, or each key's own and the limiter's for the others.
