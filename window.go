@@ -24,6 +24,11 @@ type windowGrid struct {
 	// base is the start of window 1: the aligned boundary at or below the
 	// earliest clamped time, -maxSpan. It lies less than a period below it.
 	base int64
+	// cal is the arithmetic of a Calendar limit's windows, nil for one of
+	// windows of a Period. Then period is -Calendar, which is no window's
+	// length: it only tells the grid apart from a Period's (an Admission's
+	// unit), and base is unused.
+	cal *calendarGrid
 }
 
 func newWindowGrid(period time.Duration, startUnix int64) windowGrid {
@@ -49,12 +54,29 @@ func floorDiv(a, b int64) int64 {
 // index returns the window that holds now. now − base is in [0, 2^62): an
 // unsigned division suffices.
 func (g *windowGrid) index(now int64) uint64 {
+	if g.cal != nil {
+		return g.cal.index(now)
+	}
 	return uint64(now-g.base)/uint64(g.period) + 1
 }
 
 // start returns the first instant of window w; end, the first instant after it.
-func (g *windowGrid) start(w uint64) int64 { return g.base + int64(w-1)*g.period }
-func (g *windowGrid) end(w uint64) int64   { return g.base + int64(w)*g.period }
+func (g *windowGrid) start(w uint64) int64 {
+	if g.cal != nil {
+		return g.cal.start(w)
+	}
+	return g.base + int64(w-1)*g.period
+}
+
+func (g *windowGrid) end(w uint64) int64 {
+	if g.cal != nil {
+		return g.cal.end(w)
+	}
+	return g.periodEnd(w)
+}
+
+// periodEnd is end for a grid of a Period (cal nil): the hot path's.
+func (g *windowGrid) periodEnd(w uint64) int64 { return g.base + int64(w)*g.period }
 
 // current returns the window in which a state last written in window w
 // decides at now: now's window, or w itself if now is earlier, because the
@@ -83,6 +105,9 @@ type windowRules struct {
 	shift   uint // bits of each count
 	wshift  uint // where the window index starts: shift × the number of counts
 	sliding bool // SlidingCounter: the previous window's count weighs on the current one
+	// plain is a FixedWindow of a Period (not sliding, no Calendar): its
+	// decisions in the word's window take the short path in decide.
+	plain bool
 }
 
 // newWindowRules checks l for a FixedWindow (sliding false) or a
@@ -94,23 +119,35 @@ func newWindowRules(l Limit, startUnix int64, sliding bool) (windowRules, error)
 	}
 	name, counts, hint := "FixedWindow", uint(1), ""
 	if sliding {
+		if l.Calendar != 0 {
+			return windowRules{}, fmt.Errorf("keylimit: a SlidingCounter slides over a Period, not per %v of the calendar: use a FixedWindow", l.Calendar)
+		}
 		name, counts, hint = "SlidingCounter", 2, ": use a longer Period, or a FixedWindow or TokenBucket"
 	}
 	// Each count takes an equal share of the bits the window index leaves.
 	// Clamped times span less than 3×2^60 ns, and the grid starts less than
 	// a period before them, so no index exceeds 3×2^60/p + 2; one more
 	// keeps an all-ones word, a sentinel, from ever being a live state.
-	maxIndex := uint64(3<<60)/uint64(l.Period) + 2
+	var maxIndex uint64
+	var grid windowGrid
+	if l.Calendar != 0 {
+		maxIndex = l.Calendar.maxIndex()
+		grid = windowGrid{period: -int64(l.Calendar), cal: newCalendarGrid(l.Calendar, l.location(), startUnix)}
+	} else {
+		maxIndex = uint64(3<<60)/uint64(l.Period) + 2
+		grid = newWindowGrid(l.Period, startUnix)
+	}
 	shift := uint(64-bits.Len64(maxIndex+1)) / counts
 	if most := uint64(1)<<shift - 1; uint64(l.Events) > most {
-		return windowRules{}, fmt.Errorf("keylimit: a %s counts at most %d events per %v, not %d%s", name, most, l.Period, l.Events, hint)
+		return windowRules{}, fmt.Errorf("keylimit: a %s counts at most %d events per %v, not %d%s", name, most, l.per(), l.Events, hint)
 	}
 	return windowRules{
-		grid:    newWindowGrid(l.Period, startUnix),
+		grid:    grid,
 		events:  uint64(l.Events),
 		shift:   shift,
 		wshift:  shift * counts,
 		sliding: sliding,
+		plain:   !sliding && l.Calendar == 0,
 	}, nil
 }
 
@@ -187,12 +224,11 @@ func (r *windowRules) result(ok bool, d *windowDecision) Result {
 	if w := r.weight(v) + v.cur; w < r.events {
 		res.Remaining = int(r.events - w)
 	}
-	start := r.grid.start(v.w)
 	switch {
 	case v.cur > 0 && r.sliding:
-		res.ResetAfter = time.Duration(start + 2*r.grid.period - d.now)
+		res.ResetAfter = time.Duration(r.grid.start(v.w) + 2*r.grid.period - d.now)
 	case v.cur > 0 || v.previous > 0:
-		res.ResetAfter = time.Duration(start + r.grid.period - d.now)
+		res.ResetAfter = time.Duration(r.grid.end(v.w) - d.now)
 	}
 	if !ok {
 		res.RetryAfter = time.Duration(r.fitsAt(v, d.n) - d.now)
@@ -212,14 +248,13 @@ func (r *windowRules) idleAt(word uint64) int64 {
 	if w == 0 {
 		return minTime
 	}
-	start := r.grid.start(w)
 	switch {
 	case word&mask > 0 && r.sliding:
-		return start + 2*r.grid.period
+		return r.grid.start(w) + 2*r.grid.period
 	case word&mask > 0 || r.sliding && word>>r.shift&mask > 0:
-		return start + r.grid.period
+		return r.grid.end(w)
 	default:
-		return start
+		return r.grid.start(w)
 	}
 }
 
@@ -360,7 +395,7 @@ func initWindowLimiter[K comparable, T any](w *windowLimiter[K], owner *T, l Lim
 	if err := pol.init(l, func(l Limit) (windowRules, error) { return newWindowRules(l, start, sliding) }); err != nil {
 		return err
 	}
-	span := l.Period
+	span := l.span()
 	if sliding {
 		span *= 2
 	}
@@ -406,7 +441,7 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 			return c, never
 		}
 		var next uint64
-		if last, cur := old>>r.wshift, old&(1<<r.shift-1); !r.sliding && last != 0 && d.now < r.grid.end(last) && cur+d.n <= r.events {
+		if last, cur := old>>r.wshift, old&(1<<r.shift-1); r.plain && last != 0 && d.now < r.grid.periodEnd(last) && cur+d.n <= r.events {
 			// A FixedWindow in its word's own window, the common case: the
 			// count is the word's low bits, and an admission adds to them.
 			next, d.view = old+d.n, windowView{w: last, cur: cur + d.n}
@@ -580,11 +615,11 @@ func (r *windowRules) weight(v windowView) uint64 {
 // (events − cur − n) × period, or else the least in the next window, where
 // cur has become the previous count.
 func (r *windowRules) fitsAt(v windowView, n uint64) int64 {
+	if !r.sliding {
+		return r.grid.end(v.w)
+	}
 	p := uint64(r.grid.period)
 	start := r.grid.start(v.w)
-	if !r.sliding {
-		return start + int64(p)
-	}
 	if v.cur+n <= r.events {
 		// Refused, so previous × period > (events − cur − n) × period: the
 		// quotient is below period, and Div64 cannot overflow.
