@@ -525,6 +525,16 @@ func (w *windowLimiter[K]) peek(key K) Result {
 	return r.result(r.fits(d.view, 1), &d)
 }
 
+// windowOf is FixedWindow.WindowOf.
+func (w *windowLimiter[K]) windowOf(key K) (start, end time.Time) {
+	now := w.keys.clock.now()
+	word, c := w.observe(key)
+	g := &c.arith.grid
+	v := c.arith.at(word, now)
+	base := w.keys.clock.startUnix
+	return time.Unix(0, base+g.start(v.w)), time.Unix(0, base+g.end(v.w))
+}
+
 // observe returns key's word and the limit it is under, or 0 (empty) and
 // the key's limit for a key not tracked. A state under a stale limit is
 // moved to the current one first.
