@@ -125,12 +125,12 @@ func TestCalendarDSTHours(t *testing.T) {
 	runCalendar(t, w, mock, "k", []calStep{
 		{utc(3, 29, 0, 30), 2, allowed(2, 0, 30*time.Minute)},
 		{utc(3, 29, 0, 59), 1, refused(2, 0, time.Minute, time.Minute)},
-		{utc(3, 29, 1, 0), 2, allowed(2, 0, time.Hour)}, // 04:00 EEST
+		{utc(3, 29, 1, 0), 2, allowed(2, 0, time.Hour)},         // 04:00 EEST
 		{utc(10, 24, 23, 30), 2, allowed(2, 0, 30*time.Minute)}, // 02:30 EEST
-		{utc(10, 25, 0, 0), 1, allowed(2, 1, 2*time.Hour)}, // 03:00 EEST: until 04:00 EET
+		{utc(10, 25, 0, 0), 1, allowed(2, 1, 2*time.Hour)},      // 03:00 EEST: until 04:00 EET
 		{utc(10, 25, 0, 59), 1, allowed(2, 0, time.Hour+time.Minute)},
 		{utc(10, 25, 1, 30), 1, refused(2, 0, 30*time.Minute, 30*time.Minute)}, // 03:30 EET, the repeat
-		{utc(10, 25, 2, 0), 2, allowed(2, 0, time.Hour)}, // 04:00 EET
+		{utc(10, 25, 2, 0), 2, allowed(2, 0, time.Hour)},                       // 04:00 EET
 	})
 }
 
@@ -146,7 +146,7 @@ func TestCalendarWeeks(t *testing.T) {
 		{at(3, 1, 23, 59, 59), 1, allowed(1, 0, time.Second)},
 		{at(3, 2, 0, 0, 0), 1, allowed(1, 0, 7*24*time.Hour)}, // Monday
 		{at(3, 8, 23, 59, 0), 1, refused(1, 0, time.Minute, time.Minute)},
-		{at(3, 23, 0, 0, 0), 1, allowed(1, 0, 167*time.Hour)}, // the week of 29 March
+		{at(3, 23, 0, 0, 0), 1, allowed(1, 0, 167*time.Hour)},  // the week of 29 March
 		{at(10, 19, 0, 0, 0), 1, allowed(1, 0, 169*time.Hour)}, // the week of 25 October
 	})
 }
