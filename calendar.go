@@ -241,7 +241,11 @@ func (g *calendarGrid) window(w uint64) *calendarWindow {
 	return c
 }
 
-// index returns the window that holds now.
+// index returns the window that holds now. The grid's methods are not
+// inlined: windowRules' of the same names test for a Calendar and call
+// them, and stay small enough to inline on a Period's path.
+//
+//go:noinline
 func (g *calendarGrid) index(now int64) uint64 {
 	if c := g.last.Load(); c != nil && c.start <= now && now < c.end {
 		return c.w
@@ -259,8 +263,21 @@ func (g *calendarGrid) index(now int64) uint64 {
 	return c.w
 }
 
+//go:noinline
 func (g *calendarGrid) start(w uint64) int64 { return g.window(w).start }
-func (g *calendarGrid) end(w uint64) int64   { return g.window(w).end }
+
+//go:noinline
+func (g *calendarGrid) end(w uint64) int64 { return g.window(w).end }
+
+// current is windowGrid.current on the calendar's windows.
+//
+//go:noinline
+func (g *calendarGrid) current(w uint64, now int64) uint64 {
+	if w != 0 && now < g.end(w) {
+		return w
+	}
+	return g.index(now)
+}
 
 // zones holds the locations the text form has loaded, by name, so that
 // limits parsed from one text share one *time.Location (and so compare

@@ -52,31 +52,16 @@ func floorDiv(a, b int64) int64 {
 }
 
 // index returns the window that holds now. now − base is in [0, 2^62): an
-// unsigned division suffices.
+// unsigned division suffices. The grid's methods are a Period's arithmetic;
+// a Calendar's is cal's, which windowRules' methods of the same names
+// choose between.
 func (g *windowGrid) index(now int64) uint64 {
-	if g.cal != nil {
-		return g.cal.index(now)
-	}
 	return uint64(now-g.base)/uint64(g.period) + 1
 }
 
 // start returns the first instant of window w; end, the first instant after it.
-func (g *windowGrid) start(w uint64) int64 {
-	if g.cal != nil {
-		return g.cal.start(w)
-	}
-	return g.base + int64(w-1)*g.period
-}
-
-func (g *windowGrid) end(w uint64) int64 {
-	if g.cal != nil {
-		return g.cal.end(w)
-	}
-	return g.periodEnd(w)
-}
-
-// periodEnd is end for a grid of a Period (cal nil): the hot path's.
-func (g *windowGrid) periodEnd(w uint64) int64 { return g.base + int64(w)*g.period }
+func (g *windowGrid) start(w uint64) int64 { return g.base + int64(w-1)*g.period }
+func (g *windowGrid) end(w uint64) int64   { return g.base + int64(w)*g.period }
 
 // current returns the window in which a state last written in window w
 // decides at now: now's window, or w itself if now is earlier, because the
@@ -87,6 +72,36 @@ func (g *windowGrid) current(w uint64, now int64) uint64 {
 		return w
 	}
 	return g.index(now)
+}
+
+// index, start, end and current are the grid's, or its Calendar's: one
+// test of cal, and a call only for a Calendar.
+func (r *windowRules) index(now int64) uint64 {
+	if c := r.grid.cal; c != nil {
+		return c.index(now)
+	}
+	return r.grid.index(now)
+}
+
+func (r *windowRules) start(w uint64) int64 {
+	if c := r.grid.cal; c != nil {
+		return c.start(w)
+	}
+	return r.grid.start(w)
+}
+
+func (r *windowRules) end(w uint64) int64 {
+	if c := r.grid.cal; c != nil {
+		return c.end(w)
+	}
+	return r.grid.end(w)
+}
+
+func (r *windowRules) current(w uint64, now int64) uint64 {
+	if c := r.grid.cal; c != nil {
+		return c.current(w, now)
+	}
+	return r.grid.current(w, now)
 }
 
 // windowRules is the arithmetic of one FixedWindow or SlidingCounter limit.
@@ -160,9 +175,10 @@ type windowView struct {
 	elapsed       int64 // since the window's start, in [0, period); SlidingCounter only
 }
 
-// at returns the view of a state holding word at now. A state whose window
-// is later than now's (the clock stepped back) decides as at its window's
-// start.
+// at returns the view of a state holding word at now, for a grid of a
+// Period (view chooses between it and atCalendar; decide, itself). A state
+// whose window is later than now's (the clock stepped back) decides as at
+// its window's start. It calls nothing, so that it needs no frame.
 func (r *windowRules) at(word uint64, now int64) windowView {
 	mask := uint64(1)<<r.shift - 1
 	last := word >> r.wshift
@@ -182,6 +198,36 @@ func (r *windowRules) at(word uint64, now int64) windowView {
 		v.elapsed = max(now-r.grid.start(v.w), 0)
 	}
 	return v
+}
+
+// atCalendar is at for a Calendar's FixedWindow.
+func (r *windowRules) atCalendar(word uint64, now int64) windowView {
+	mask := uint64(1)<<r.shift - 1
+	last := word >> r.wshift
+	v := windowView{w: r.grid.cal.current(last, now)}
+	if v.w == last {
+		v.cur = word & mask
+	}
+	return v
+}
+
+// takeCalendar is decide's step for a Calendar's FixedWindow: it returns
+// the word with d's events added to old and true if they fit, setting
+// d.view. (Apart from a Period's, whose path it would slow.)
+func (r *windowRules) takeCalendar(old uint64, d *windowDecision) (uint64, bool) {
+	if d.view = r.atCalendar(old, d.now); !r.fits(d.view, d.n) {
+		return 0, false
+	}
+	d.view.cur += d.n
+	return r.pack(d.view), true
+}
+
+// view is at or atCalendar, as r's grid is.
+func (r *windowRules) view(word uint64, now int64) windowView {
+	if r.grid.cal != nil {
+		return r.atCalendar(word, now)
+	}
+	return r.at(word, now)
 }
 
 // pack returns the word of v.
@@ -228,7 +274,11 @@ func (r *windowRules) result(ok bool, d *windowDecision) Result {
 	case v.cur > 0 && r.sliding:
 		res.ResetAfter = time.Duration(r.grid.start(v.w) + 2*r.grid.period - d.now)
 	case v.cur > 0 || v.previous > 0:
-		res.ResetAfter = time.Duration(r.grid.end(v.w) - d.now)
+		end := r.grid.end(v.w)
+		if c := r.grid.cal; c != nil {
+			end = c.end(v.w)
+		}
+		res.ResetAfter = time.Duration(end - d.now)
 	}
 	if !ok {
 		res.RetryAfter = time.Duration(r.fitsAt(v, d.n) - d.now)
@@ -250,11 +300,11 @@ func (r *windowRules) idleAt(word uint64) int64 {
 	}
 	switch {
 	case word&mask > 0 && r.sliding:
-		return r.grid.start(w) + 2*r.grid.period
+		return r.start(w) + 2*r.grid.period
 	case word&mask > 0 || r.sliding && word>>r.shift&mask > 0:
-		return r.grid.end(w)
+		return r.end(w)
 	default:
-		return r.grid.start(w)
+		return r.start(w)
 	}
 }
 
@@ -265,11 +315,11 @@ func (r *windowRules) idleAt(word uint64) int64 {
 // count if the window before it ended after the new previous window began.
 // Counts saturate if to's fields are narrower.
 func (r *windowRules) carry(word uint64, to *windowRules, now int64) uint64 {
-	v := r.at(word, now)
-	start := r.grid.start(v.w)
-	w := to.grid.index(max(now, start))
+	v := r.view(word, now)
+	start := r.start(v.w)
+	w := to.index(max(now, start))
 	var previous uint64
-	if to.sliding && start > to.grid.start(w)-to.grid.period {
+	if to.sliding && start > to.start(w)-to.grid.period {
 		previous = v.previous
 	}
 	return w<<to.wshift | saturate(previous, to.shift)<<to.shift | saturate(v.cur, to.shift)
@@ -441,10 +491,15 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 			return c, never
 		}
 		var next uint64
-		if last, cur := old>>r.wshift, old&(1<<r.shift-1); r.plain && last != 0 && d.now < r.grid.periodEnd(last) && cur+d.n <= r.events {
+		if last, cur := old>>r.wshift, old&(1<<r.shift-1); r.plain && last != 0 && d.now < r.grid.end(last) && cur+d.n <= r.events {
 			// A FixedWindow in its word's own window, the common case: the
 			// count is the word's low bits, and an admission adds to them.
 			next, d.view = old+d.n, windowView{w: last, cur: cur + d.n}
+		} else if r.grid.cal != nil {
+			var ok bool
+			if next, ok = r.takeCalendar(old, d); !ok {
+				return c, refused
+			}
 		} else {
 			if d.view = r.at(old, d.now); !r.fits(d.view, d.n) {
 				return c, refused
@@ -521,7 +576,7 @@ func (w *windowLimiter[K]) peek(key K) Result {
 		return Result{Limit: int(c.arith.events), RetryAfter: InfDuration, Err: c.err}
 	}
 	r := &c.arith
-	d.view = r.at(word, d.now)
+	d.view = r.view(word, d.now)
 	return r.result(r.fits(d.view, 1), &d)
 }
 
@@ -529,10 +584,10 @@ func (w *windowLimiter[K]) peek(key K) Result {
 func (w *windowLimiter[K]) windowOf(key K) (start, end time.Time) {
 	now := w.keys.clock.now()
 	word, c := w.observe(key)
-	g := &c.arith.grid
-	v := c.arith.at(word, now)
+	r := &c.arith
+	v := r.view(word, now)
 	base := w.keys.clock.startUnix
-	return time.Unix(0, base+g.start(v.w)), time.Unix(0, base+g.end(v.w))
+	return time.Unix(0, base+r.start(v.w)), time.Unix(0, base+r.end(v.w))
 }
 
 // observe returns key's word and the limit it is under, or 0 (empty) and
@@ -626,6 +681,9 @@ func (r *windowRules) weight(v windowView) uint64 {
 // cur has become the previous count.
 func (r *windowRules) fitsAt(v windowView, n uint64) int64 {
 	if !r.sliding {
+		if c := r.grid.cal; c != nil {
+			return c.end(v.w)
+		}
 		return r.grid.end(v.w)
 	}
 	p := uint64(r.grid.period)
