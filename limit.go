@@ -109,6 +109,12 @@ func (l Limit) Validate() error {
 	return nil
 }
 
+// ValidateFixedWindow reports what is wrong with l for a FixedWindow, or
+// nil: Validate's checks but the bucket's, and a Limit per period of the
+// calendar is valid too. (A FixedWindow also bounds Events by its
+// period: see NewFixedWindow.)
+func (l Limit) ValidateFixedWindow() error { return l.validateWindow() }
+
 // validateWindow checks what a window limiter needs: Events and Period.
 func (l Limit) validateWindow() error {
 	if l.Events < 1 {
