@@ -12,13 +12,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// zone loads a zone of the tz database, which the tests need.
+// zone loads a zone of the tz database, which the tests need, once.
 func zone(t testing.TB, name string) *time.Location {
 	t.Helper()
+	if loc, ok := loadedZones.Load(name); ok {
+		return loc.(*time.Location)
+	}
 	loc, err := time.LoadLocation(name)
 	require.NoError(t, err, "the tests need the tz database (/usr/share/zoneinfo)")
+	loadedZones.Store(name, loc)
 	return loc
 }
+
+var loadedZones sync.Map
 
 // calendarWindow returns a FixedWindow of l on a mock clock set to start.
 func calendarWindow(t *testing.T, l keylimit.Limit, start time.Time) (*keylimit.FixedWindow[string], *clock.Mock) {
@@ -352,4 +358,56 @@ func TestParseCalendarLimit(t *testing.T) {
 	out, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"plan": "10000/month in Europe/Bucharest"}`, string(out))
+}
+
+// calendarZones are zones whose rules the fuzzer crosses: none, an hour's
+// DST, a half-hour's DST (Lord Howe), a two hours' DST (Troll), and a
+// change of offset by a day (Apia, which skipped 30 December 2011).
+var calendarZones = []string{"UTC", "Europe/Bucharest", "America/New_York", "Australia/Lord_Howe", "Antarctica/Troll", "Pacific/Apia"}
+
+// FuzzCalendarWindow checks a calendar FixedWindow against a model made
+// of Limit.WindowAt alone (a count per window start): on a clock that
+// moves forward by steps from a second to a month, from 2011 on, in zones
+// with unusual rules, the two agree on every Result.
+func FuzzCalendarWindow(f *testing.F) {
+	f.Add(uint8(1), uint8(0), uint8(3), []byte{0, 1, 2, 3, 4, 5, 6, 7})
+	f.Add(uint8(3), uint8(1), uint8(2), []byte{40, 41, 42, 43, 200, 201, 202, 100, 101})
+	f.Add(uint8(0), uint8(4), uint8(1), []byte{60, 61, 62, 63, 64, 65, 66, 67, 68, 69})
+	f.Add(uint8(1), uint8(5), uint8(2), []byte{130, 131, 132, 133, 134, 135})
+	f.Add(uint8(2), uint8(3), uint8(5), []byte{255, 254, 253, 252})
+	f.Fuzz(func(t *testing.T, cal, zoneIndex, events uint8, ops []byte) {
+		loc := zone(t, calendarZones[int(zoneIndex)%len(calendarZones)])
+		l := keylimit.PerCalendar(1+int(events%5), keylimit.Calendar(1+cal%4), loc)
+		start := time.Date(2011, 3, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(zoneIndex) * 977 * time.Minute)
+		mock := newFastClock() // clock.Mock sleeps a millisecond on every move
+		mock.ns.Store(start.UnixNano())
+		w, err := keylimit.NewFixedWindow[string](l, keylimit.WithClock(mock))
+		require.NoError(t, err)
+		defer w.Close()
+		counts := map[int64]int{} // by window start, Unix s
+		scales := []time.Duration{time.Second, 7 * time.Minute, 61 * time.Minute, 23 * time.Hour, 9 * 24 * time.Hour}
+		for i, op := range ops {
+			mock.Add(time.Duration(op>>3) * scales[op&7%5])
+			now := mock.Now()
+			n := 1 + int(op>>5)%3
+			s, e := l.WindowAt(now)
+			used := counts[s.Unix()]
+			want := keylimit.Result{Limit: l.Events}
+			if used+n <= l.Events {
+				used += n
+				counts[s.Unix()] = used
+				want.Allowed = true
+			} else {
+				want.RetryAfter = e.Sub(now)
+			}
+			want.Remaining = max(l.Events-used, 0)
+			if used > 0 {
+				want.ResetAfter = e.Sub(now)
+			}
+			if n > l.Events {
+				continue // never: checked by the tests
+			}
+			require.Equal(t, want, w.Take("k", n), "op %d at %v (%v in %v): window [%v, %v)", i, now, l.Calendar, loc, s.In(loc), e.In(loc))
+		}
+	})
 }
