@@ -119,3 +119,16 @@ func calendarStale(err error) (int64, bool) {
 	}
 	return us * 1000, true
 }
+
+// WindowOf returns the window key counts in at the limiter's local time
+// (WithClock's, or the system's), under the key's limit: for a limit per
+// period of the calendar, its period in its zone. Redis decides on its own
+// clock, which at a boundary may be in the next window already. A quota
+// policy's w is the window's length (quota.Policy.Window).
+func (w *FixedWindow) WindowOf(key string) (start, end time.Time) {
+	now := time.Now()
+	if c := w.clock.injected; c != nil {
+		now = c.Now()
+	}
+	return w.LimitOf(key).WindowAt(now)
+}

@@ -1,12 +1,14 @@
 package redislimit_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	kquota "github.com/keylimit/keylimit/quota"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/stretchr/testify/require"
 )
@@ -223,4 +225,41 @@ func TestCalendarOnRedisTime(t *testing.T) {
 	_, end := l.WindowAt(at.start)
 	lo, hi := end.Sub(at.end)-time.Millisecond, end.Sub(at.start)+time.Millisecond
 	require.True(t, lo <= r.ResetAfter && r.ResetAfter <= hi, "ResetAfter %v, want within [%v, %v]", r.ResetAfter, lo, hi)
+}
+
+// TestCalendarQuotaTierOnRedis: a quota tier of a Redis bucket and a Redis
+// monthly window: the fields' t runs to the month's end in its zone, w is
+// the month's length, and Retry-After of a refusal the time to the 1st.
+func TestCalendarQuotaTierOnRedis(t *testing.T) {
+	loc := bucharest(t)
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 2, 28, 23, 0, 0, 0, loc))
+	opts := []redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock)}
+	c := shared.client(t)
+	month, err := redislimit.NewFixedWindow(c, testKey(t, "month"), keylimit.PerCalendar(2, keylimit.Monthly, loc), opts...)
+	require.NoError(t, err)
+	second, err := redislimit.NewTokenBucket(c, testKey(t, "second"), keylimit.PerSecond(10), opts...)
+	require.NoError(t, err)
+	d, err := kquota.New(kquota.Config{Policies: []kquota.Policy{{Name: "second", Limiter: second}, {Name: "month", Limiter: month}}})
+	require.NoError(t, err)
+	key := testKey(t, "k")
+	const feb, mar = `"second";q=10;w=1, "month";q=2;w=2419200`, `"second";q=10;w=1, "month";q=2;w=2674800`
+	for i, step := range []struct {
+		at                       time.Time
+		allowed                  bool
+		rateLimit, policy, retry string
+	}{
+		{time.Date(2026, 2, 28, 23, 0, 0, 0, loc), true, `"second";r=9;t=1, "month";r=1;t=3600`, feb, ""},
+		{time.Date(2026, 2, 28, 23, 30, 0, 0, loc), true, `"second";r=9;t=1, "month";r=0;t=1800`, feb, ""},
+		{time.Date(2026, 2, 28, 23, 59, 0, 0, loc), false, `"second";r=10;t=0, "month";r=0;t=60`, feb, "60"},
+		{time.Date(2026, 3, 1, 0, 0, 0, 0, loc), true, `"second";r=9;t=1, "month";r=1;t=2674800`, mar, ""},
+	} {
+		mock.Set(step.at)
+		v, err := d.Decide(context.Background(), key, "", 1)
+		require.NoError(t, err)
+		require.Equal(t, step.allowed, v.Action() == kquota.Proceed, "step %d", i)
+		require.Equal(t, step.rateLimit, v.RateLimit(), "step %d", i)
+		require.Equal(t, step.policy, v.RateLimitPolicy(), "step %d", i)
+		require.Equal(t, step.retry, v.RetryAfter(), "step %d", i)
+	}
 }
