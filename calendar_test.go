@@ -411,3 +411,37 @@ func FuzzCalendarWindow(f *testing.F) {
 		}
 	})
 }
+
+// TestCalendarEviction: a key is idle once its calendar window has ended,
+// not before: at the key cap, a new key in the same local day finds no
+// room, and one after local midnight takes the old key's place.
+func TestCalendarEviction(t *testing.T) {
+	loc := zone(t, "Europe/Bucharest")
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 10, 25, 23, 0, 0, 0, loc)) // the 25-hour day
+	w, err := keylimit.NewFixedWindow[string](keylimit.PerCalendar(2, keylimit.Daily, loc), keylimit.WithClock(mock), keylimit.WithMaxKeys(1))
+	require.NoError(t, err)
+	defer w.Close()
+	require.True(t, w.Allow("a"))
+	mock.Set(time.Date(2026, 10, 25, 23, 59, 59, 0, loc))
+	require.True(t, w.Take("b", 1).Untracked, "a's day has not ended")
+	mock.Set(time.Date(2026, 10, 26, 0, 0, 0, 0, loc))
+	r := w.Take("b", 1)
+	require.True(t, r.Allowed && !r.Untracked, "a's day ended at midnight: %v", r)
+	require.Equal(t, 1, w.Len())
+}
+
+// TestCalendarSetLimit: a key moved from a Period's window to a calendar
+// day keeps its count, in the day that holds now, as for any change of
+// Period.
+func TestCalendarSetLimit(t *testing.T) {
+	loc := zone(t, "Europe/Bucharest")
+	w, mock := calendarWindow(t, keylimit.Per(3, 24*time.Hour), time.Date(2026, 3, 29, 12, 0, 0, 0, time.UTC))
+	runCalendar(t, w, mock, "k", []calStep{{mock.Now(), 2, allowed(3, 1, 12*time.Hour)}})
+	require.NoError(t, w.SetLimit(keylimit.PerCalendar(3, keylimit.Daily, loc)))
+	// 15:00 in Bucharest: its day ends at 21:00 UTC.
+	runCalendar(t, w, mock, "k", []calStep{
+		{mock.Now(), 1, allowed(3, 0, 9*time.Hour)},
+		{time.Date(2026, 3, 29, 21, 0, 0, 0, time.UTC), 3, allowed(3, 0, 24*time.Hour)},
+	})
+}
