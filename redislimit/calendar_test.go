@@ -263,3 +263,35 @@ func TestCalendarQuotaTierOnRedis(t *testing.T) {
 		require.Equal(t, step.retry, v.RetryAfter(), "step %d", i)
 	}
 }
+
+// TestCalendarKeyUnderLeases: a FixedWindow with leases whose key a
+// SetKeyLimit function gives a calendar day decides that key on Redis at
+// each call (no lease), exactly.
+func TestCalendarKeyUnderLeases(t *testing.T) {
+	mock := clock.NewMock()
+	mock.Set(time.Date(2026, 3, 29, 12, 0, 0, 0, time.UTC))
+	lim, err := redislimit.NewFixedWindow(shared.client(t), "test", keylimit.PerHour(100), redislimit.WithTimeout(patient),
+		redislimit.WithClock(mock), redislimit.WithScriptClock(mock), redislimit.WithLeases(time.Minute))
+	require.NoError(t, err)
+	defer lim.Close()
+	daily := testKey(t, "daily")
+	require.NoError(t, lim.SetKeyLimit(func(key string) keylimit.Limit {
+		if key == daily {
+			return keylimit.PerCalendar(3, keylimit.Daily, bucharest(t))
+		}
+		return keylimit.Limit{}
+	}))
+	admitted := 0
+	for range 5 {
+		if r := lim.Take(daily, 1); r.Allowed {
+			admitted++
+			require.NoError(t, r.Err)
+		}
+	}
+	require.Equal(t, 3, admitted)
+	require.Equal(t, 0, redislimit.LeaseHeld(lim, daily))
+	require.Equal(t, 9*time.Hour, lim.Peek(daily).RetryAfter, "Bucharest's day ends at 21:00 UTC")
+	require.True(t, lim.Allow(testKey(t, "hourly")))
+	_, err = redislimit.NewFixedWindow(shared.client(t), "test", keylimit.PerCalendar(3, keylimit.Daily, nil), redislimit.WithLeases(time.Minute))
+	require.ErrorContains(t, err, "WithLeases does not apply to a calendar window")
+}
