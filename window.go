@@ -74,8 +74,9 @@ func (g *windowGrid) current(w uint64, now int64) uint64 {
 	return g.index(now)
 }
 
-// index, start, end and current are the grid's, or its Calendar's: one
-// test of cal, and a call only for a Calendar.
+// index, start and end are the grid's, or its Calendar's: one test of
+// cal, and a call only for a Calendar. (The decision's path, at and
+// decide, tests cal itself: see at.)
 func (r *windowRules) index(now int64) uint64 {
 	if c := r.grid.cal; c != nil {
 		return c.index(now)
@@ -95,13 +96,6 @@ func (r *windowRules) end(w uint64) int64 {
 		return c.end(w)
 	}
 	return r.grid.end(w)
-}
-
-func (r *windowRules) current(w uint64, now int64) uint64 {
-	if c := r.grid.cal; c != nil {
-		return c.current(w, now)
-	}
-	return r.grid.current(w, now)
 }
 
 // windowRules is the arithmetic of one FixedWindow or SlidingCounter limit.
