@@ -20,7 +20,8 @@ const pushbackKey = "grpc-retry-pushback-ms"
 
 // refusal is the error a call refused by d ends with: ResourceExhausted, or
 // Unavailable when the limiter could not track the key (the server is full,
-// not the client over its limit), with a google.rpc.RetryInfo detail of
+// not the client over its limit), whose message says so, and so for a
+// keylimit.Penalty's ban, with a google.rpc.RetryInfo detail of
 // d.Result.RetryAfter unless the call can never pass.
 func refusal(d Decision) error {
 	r := d.Result
@@ -32,6 +33,8 @@ func refusal(d Decision) error {
 		msg = "grpclimit: the server tracks as many clients as it can: try again later"
 	case r.RetryAfter == keylimit.InfDuration:
 		msg = fmt.Sprintf("grpclimit: a call costing %d can never pass policy %q, whose quota is %d", d.Cost, d.Policy, r.Limit)
+	case r.Banned:
+		msg = fmt.Sprintf("grpclimit: abnormal usage detected: policy %q refused too many calls and bans the client, retry in %v", d.Policy, r.RetryAfter)
 	default:
 		msg = fmt.Sprintf("grpclimit: rate limit exceeded: policy %q, retry in %v", d.Policy, r.RetryAfter)
 	}

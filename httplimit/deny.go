@@ -17,6 +17,7 @@ import (
 const (
 	problemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 	problemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+	problemAbnormalUsage   = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
 )
 
 // body is the JSON of the default answers. As application/json it has
@@ -37,7 +38,8 @@ type body struct {
 }
 
 // deny is the default Config.Deny: 429 (503 for an untracked key), with the
-// decision in a problem+json body for a client that accepts one, a JSON
+// decision in a problem+json body (quota-exceeded; abnormal-usage-detected
+// for a keylimit.Penalty's ban) for a client that accepts one, a JSON
 // body for one that does not (see acceptsProblem).
 func deny(w http.ResponseWriter, r *http.Request, v *quota.Verdict) {
 	d := &v.Decision
@@ -51,6 +53,9 @@ func deny(w http.ResponseWriter, r *http.Request, v *quota.Verdict) {
 	case res.Untracked:
 		status, msg = http.StatusServiceUnavailable, "the rate limiter is tracking as many clients as it can: try again later"
 		problem, title = problemReducedCapacity, "Temporary Reduced Capacity"
+	case res.Banned:
+		msg = fmt.Sprintf("too many requests refused by policy %q: refused outright until the ban ends", d.Policy)
+		problem, title = problemAbnormalUsage, "Abnormal Usage Detected"
 	}
 	if secs, ok := d.RetryAfterSeconds(); ok {
 		b.RetryAfterSeconds = secs
