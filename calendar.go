@@ -236,9 +236,9 @@ func (g *calendarGrid) window(w uint64) *calendarWindow {
 	u := fromNumber(g.cal, g.base+int64(w)-1)
 	start := firstReading(g.loc, u)
 	end := firstReading(g.loc, next(g.cal, u))
-	c := &calendarWindow{w: w, start: g.toLimiter(start), end: g.toLimiter(end)}
-	g.last.Store(c)
-	return c
+	// Not kept: the cache is for now's window, which index keeps; the
+	// windows of idle keys (the evictor's) would push it out.
+	return &calendarWindow{w: w, start: g.toLimiter(start), end: g.toLimiter(end)}
 }
 
 // index returns the window that holds now. The grid's methods are not
@@ -273,6 +273,13 @@ func (g *calendarGrid) end(w uint64) int64 { return g.window(w).end }
 //
 //go:noinline
 func (g *calendarGrid) current(w uint64, now int64) uint64 {
+	if c := g.last.Load(); c != nil && c.start <= now && now < c.end {
+		// now's window is the cache's: a key's earlier window has ended
+		// (the first call of each key after a boundary costs no zone
+		// arithmetic), and a later one is the key's (the clock stepped
+		// back).
+		return max(w, c.w)
+	}
 	if w != 0 && now < g.end(w) {
 		return w
 	}

@@ -445,3 +445,23 @@ func TestCalendarSetLimit(t *testing.T) {
 		{time.Date(2026, 3, 29, 21, 0, 0, 0, time.UTC), 3, allowed(3, 0, 24*time.Hour)},
 	})
 }
+
+// TestCalendarKeysCrossABoundary: keys last seen in the month before each
+// start the new month afresh, in whatever order they come back, and the
+// month before still counts for a key seen again before it ends.
+func TestCalendarKeysCrossABoundary(t *testing.T) {
+	loc := zone(t, "Europe/Bucharest")
+	jan := time.Date(2026, 1, 31, 23, 0, 0, 0, loc)
+	w, mock := calendarWindow(t, keylimit.PerCalendar(2, keylimit.Monthly, loc), jan)
+	for _, k := range []string{"a", "b", "c"} {
+		require.True(t, w.AllowN(k, 2), k)
+	}
+	mock.Set(jan.Add(59 * time.Minute))
+	require.False(t, w.Allow("c"), "January still")
+	mock.Set(jan.Add(time.Hour)) // 1 February, 00:00
+	feb := 28 * 24 * time.Hour
+	require.Equal(t, allowed(2, 1, feb), w.Take("b", 1))
+	require.Equal(t, allowed(2, 0, feb), w.Take("a", 2))
+	require.Equal(t, keylimit.Result{Allowed: true, Limit: 2, Remaining: 2}, w.Peek("c"))
+	require.Equal(t, allowed(2, 1, feb), w.Take("c", 1))
+}
