@@ -69,6 +69,11 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	var one [1]keylimit.Result
 	each := one[:] // each policy's Result, looked at by index: a Result is 8 words
 	switch {
+	case t.apart:
+		buf := t.results()
+		defer t.resultsPool.Put(buf)
+		res, v.permit, v.charges, err = t.takeApart(ctx, key, cost, *buf) // not each: one would escape
+		each = *buf
 	case t.each != nil:
 		// One call: every policy's own Result, no Peek after an admission.
 		buf := t.results()
@@ -81,12 +86,16 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		res = t.decider.Take(key, cost)
 	}
 	if err != nil && ctx.Err() != nil {
+		v.permit.Release() // what takeApart took, if the context ended after
+		if v.charges != nil {
+			t.undoCharged(key, v.charges.adms)
+		}
 		return Verdict{}, ctx.Err()
 	}
 	// Any other error is a failure policy's (see keylimit.ContextLimiter):
 	// its Result is the decision.
 	switch {
-	case t.each != nil:
+	case t.apart, t.each != nil:
 	case len(t.policies) == 1:
 		one[0] = res
 	default: // All of limiters that cannot report each
@@ -115,11 +124,13 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		q := sfInt(int64(r.Limit))
 		field = append(field, p.quoted...)
 		field = appendParam(field, "r", min(sfInt(int64(r.Remaining)), q))
-		w, t := p.windowSeconds(key), seconds(r.ResetAfter)
+		w, reset := p.windowSeconds(key), seconds(r.ResetAfter)
 		if r.Banned {
-			t = min(t, w) // t is never more than w; Retry-After runs to the ban's end
+			reset = min(reset, w) // t is never more than w; Retry-After runs to the ban's end
 		}
-		field = appendParam(field, "t", t)
+		if i != t.held { // a concurrency policy's t is unknown (see Concurrent)
+			field = appendParam(field, "t", reset)
+		}
 		qw = append(qw, q, w)
 		if least < 0 || r.Remaining < each[least].Remaining {
 			least = i
