@@ -13,12 +13,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The Lua script: lua/prelude.lua (the arguments, the time, the reply),
-// each algorithm's file, and lua/decide.lua (one decision for one key under
-// one or several limiters), all commented. Each decision is one call of it:
-// EVALSHA, and EVAL once if the server does not know the script yet (a new
-// or restarted server, a replica promoted), which is what redis.Script.Run
-// does.
+// The Lua scripts. The full script is lua/prelude.lua (the arguments, the
+// time, the reply), each algorithm's file, and lua/decide.lua (one decision
+// for one key under one or several limiters), all commented: it takes,
+// peeks, refunds and leases. The plain decision, a take under one bucket or
+// fixed window whose state counts in the key's limit, has a script of its
+// own for each (lua/take_bucket.lua, lua/take_fixed.lua) that does only
+// that, at a fraction of the full script's server time; it replies
+// "full" to hand the rest (a state written under another limit) to the
+// full script. Each decision is one call of a script: EVALSHA, and EVAL
+// once if the server does not know the script yet (a new or restarted
+// server, a replica promoted), which is what redis.Script.Run does.
 var (
 	//go:embed lua/prelude.lua
 	preludeLua string
@@ -28,11 +33,23 @@ var (
 	fixedLua string
 	//go:embed lua/sliding.lua
 	slidingLua string
+	//go:embed lua/calendar.lua
+	calendarLua string
 	//go:embed lua/decide.lua
 	decideLua string
+	//go:embed lua/take_bucket.lua
+	takeBucketLua string
+	//go:embed lua/take_fixed.lua
+	takeFixedLua string
 
-	script = redis.NewScript(preludeLua + bucketLua + fixedLua + slidingLua + decideLua)
+	script           = redis.NewScript(preludeLua + bucketLua + fixedLua + slidingLua + calendarLua + decideLua)
+	takeBucketScript = redis.NewScript(takeBucketLua)
+	takeFixedScript  = redis.NewScript(takeFixedLua)
 )
+
+// needsFull is a plain script's reply when the decision is the full
+// script's.
+const needsFull = "full"
 
 // The modes the script takes as ARGV[1], and the mark of a call that is no
 // refund, boxed once so that passing them to the client does not allocate.
@@ -47,7 +64,13 @@ var (
 // scriptClock is where the script takes the time from: nil, Redis's TIME
 // (always, outside this package's tests); otherwise c's time, sent with
 // each call, so that the tests can step it (see export_test.go).
-type scriptClock struct{ c clock.Clock }
+type scriptClock struct {
+	c clock.Clock
+	// calendar, if not nil, is the time a calendar window's parameters are
+	// made at instead of c's: the tests of a caller whose clock is not
+	// Redis's.
+	calendar clock.Clock
+}
 
 // sameScriptClock reports whether a and b take the time from the same
 // place, as the limiters of one call must.
@@ -67,6 +90,9 @@ type store struct {
 	// clock is nil outside the package's tests: the scripts decide on
 	// Redis server time.
 	clock *scriptClock
+	// takes makes the plain takes' calls, in pipelines when many are under
+	// way (see coalescer).
+	takes coalescer
 }
 
 // redisKey is the Redis key of key's state: prefix{key}, the key between
@@ -123,6 +149,9 @@ type algorithm struct {
 	// (a sliding log's oldest entry in the window). For the others,
 	// keyLimit.refillAfter derives it from the five.
 	tellsRefill bool
+	// take is the script of its plain decision (see script), nil if it has
+	// none: every call is the full script's.
+	take *redis.Script
 	// params checks l and returns the script's two parameters for it (boxed
 	// int64s), the quota (Result.Limit: the most events admitted at once),
 	// or an error that says why the algorithm cannot take l.
@@ -150,12 +179,21 @@ type keyLimit struct {
 	// TAT moves by it per event), and span its quota's worth (a bucket's
 	// Burst × Interval); 0 for a window.
 	step, span int64
+	// cal makes the parameters of a calendar window for each call (see
+	// calendar.go); nil for every other limit.
+	cal *calendarArgs
 }
 
 // newKeyLimit returns the keyLimit of l for the limiter of s and alg, with
 // err set if the algorithm cannot take l.
 func newKeyLimit(s *store, alg *algorithm, l keylimit.Limit) *keyLimit {
+	if alg == &fixedAlgorithm && l.Calendar != 0 {
+		alg = &calendarAlgorithm // a key's own limit per period of the calendar
+	}
 	k := &keyLimit{owner: s, alg: alg, limit: l, retryClosed: l.Interval()}
+	if alg == &calendarAlgorithm {
+		k.cal, k.retryClosed = newCalendarArgs(l)
+	}
 	p1, p2, quota, err := alg.params(l)
 	k.param1, k.param2, k.quota, k.err = p1, p2, quota, err
 	if alg.refills {
@@ -214,7 +252,17 @@ type leaseArgs struct {
 // of its admissions into marks (both with one element per part). The
 // Results' Limit is each part's quota; their times are Durations.
 func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.Result, marks []int64) error {
+	if mode == modeTake && len(d.parts) == 1 && d.parts[0].alg.take != nil {
+		if done, err := s.runTake(ctx, d, res, marks); done || err != nil {
+			return err
+		}
+	}
 	c, tctx, cancel := startCall(ctx, s.timeout)
+	// A calendar window's parameters are at calendarAt (Unix ns; 0: now),
+	// and a call is made again at most twice at Redis's time (calendar.go).
+	var calendarAt int64
+	tries := 0
+again:
 	keys, args := c.keys[:0], c.args[:0]
 	if len(d.parts) > inlineParts {
 		keys = make([]string, 0, len(d.parts))
@@ -227,7 +275,11 @@ func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.R
 		if mode == modeRefund || mode == modeLease {
 			mark = d.marks[i]
 		}
-		args = append(args, p.alg.arg, p.param1, p.param2, mark)
+		p1, p2 := p.param1, p.param2
+		if p.cal != nil {
+			p1, p2, calendarAt = p.cal.params(calendarAt, s.clock)
+		}
+		args = append(args, p.alg.arg, p1, p2, mark)
 	}
 	if mode == modeLease {
 		args = append(args, d.leasing.want, d.leasing.hold, d.leasing.give)
@@ -237,6 +289,10 @@ func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.R
 		args = append(args, now.Unix(), now.Nanosecond())
 	}
 	reply, err := script.Run(tctx, s.client, keys, args...).Text()
+	if t, ok := calendarStale(err); ok && tries < 2 {
+		calendarAt, tries = t, tries+1
+		goto again
+	}
 	c.end(cancel)
 	if err != nil {
 		return err
@@ -252,6 +308,28 @@ func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.R
 		return fmt.Errorf("redislimit: the script replied %q, want five integers for each of %d limiters", reply, len(d.parts))
 	}
 	return nil
+}
+
+// runTake is run for a take under one limiter whose algorithm has a plain
+// script: it calls that, and reports whether the script decided (false: it
+// replied needsFull, and the full script must).
+func (s *store) runTake(ctx context.Context, d *decision, res []keylimit.Result, marks []int64) (bool, error) {
+	p := d.parts[0]
+	a := takeArgs{script: p.alg.take, key: p.owner.redisKey(d.key), n: d.n, p1: p.param1, p2: p.param2}
+	if s.clock != nil {
+		a.fixedClock, a.now = true, s.clock.c.Now()
+	}
+	reply, err := s.takes.run(ctx, &a)
+	if err != nil {
+		return true, err
+	}
+	if reply == needsFull {
+		return false, nil
+	}
+	if !parseReply(reply, d.parts, res, marks) {
+		return true, fmt.Errorf("redislimit: the script replied %q, want five integers", reply)
+	}
+	return true, nil
 }
 
 // parseLeaseReply reads the script's reply to a lease of up to want events
