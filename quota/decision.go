@@ -121,8 +121,7 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 			field = append(field, ", "...)
 		}
 		q := sfInt(int64(r.Limit))
-		field = append(field, p.quoted...)
-		field = appendParam(field, "r", min(sfInt(int64(r.Remaining)), q))
+		field = strconv.AppendInt(append(field, p.remaining...), min(sfInt(int64(r.Remaining)), q), 10)
 		field = appendParam(field, "t", seconds(r.ResetAfter))
 		qw = append(qw, q, p.windowSeconds(key))
 		if least < 0 || r.Remaining < each[least].Remaining {
