@@ -77,19 +77,19 @@ type keyLimitReporter interface {
 
 // policy is a Policy checked by New.
 type policy struct {
-	name   string
-	quoted string // name as a Structured Field String
-	// remaining is quoted and ";r=", how its member of RateLimit begins:
-	// one copy a request, not three.
-	remaining string
-	limiter   keylimit.Limiter[string]
-	window    int64            // Policy.Window in seconds, rounded up; 0: ask the limiter
-	limits    limitReporter    // with window 0: the limiter, if it reports its Limit
-	limitOf   keyLimitReporter // with window 0: the limiter, if it reports each key's
-	bucket    bool             // the limiter is a token bucket: w is its full-refill time
+	name    string
+	quoted  string // name as a Structured Field String
+	limiter keylimit.Limiter[string]
+	window  int64            // Policy.Window in seconds, rounded up; 0: ask the limiter
+	limits  limitReporter    // with window 0: the limiter, if it reports its Limit
+	limitOf keyLimitReporter // with window 0: the limiter, if it reports each key's
+	bucket  bool             // the limiter is a token bucket: w is its full-refill time
 	// derived is the last window derived from limits' Limit, kept so that
 	// a request under that Limit does not divide 128-bit numbers.
 	derived atomic.Pointer[derivedWindow]
+	// remaining is quoted and ";r=", how its member of RateLimit begins:
+	// one copy a request, not three.
+	remaining string
 }
 
 // derivedWindow is a w and the Limit it was derived from.
