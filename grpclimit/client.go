@@ -21,9 +21,11 @@ import (
 // of Server, as httplimit.Transport is of httplimit's middleware.
 //
 // Before each call (each stream, when it opens) it waits for the end of any
-// pause the server put on the call's key, then for one event of Limiter
-// under the key, never past the call's deadline: a wait that would outlast
-// it fails at once, taking nothing, with a *WaitError. A call that ends with
+// pause the server put on the call's key, then for a slot of Concurrency,
+// then for one event of Limiter under the key, never past the call's
+// deadline: a wait for a pause or an event that would outlast it fails at
+// once, taking nothing, with a *WaitError; a wait for a slot lasts until
+// the context ends. A call that ends with
 // ResourceExhausted or Unavailable and a retry delay, a google.rpc.RetryInfo
 // detail or grpc-retry-pushback-ms trailer metadata, pauses its key for
 // every call through the Client until then, for at most MaxPause.
@@ -36,6 +38,20 @@ type Client struct {
 	// it under the call's key (keylimit.WaitN, bounded by the call's
 	// context). Set it at or below the server's limit. nil means none.
 	Limiter keylimit.Limiter[string]
+
+	// Concurrency caps the calls in flight under each key: a call holds
+	// one slot of it under its key, from before its turn at Limiter until
+	// it returns (unary) or its stream ends. A stream ends, as grpc-go
+	// defines it, when RecvMsg returns an error (io.EOF included), or a
+	// message if the server sends only one; when SendMsg or Header returns
+	// an error other than io.EOF; or when the call's context ends. A
+	// stream left open otherwise (a ClientConn closed under it) holds its
+	// slot until then: give the limiter keylimit.WithMaxHold to take such
+	// slots back. A call whose key's slots are all held waits for one
+	// under its context, first come, first served with a
+	// *keylimit.Concurrency; if the context ends first, the call ends with
+	// a *WaitError, unsent, holding nothing. nil means no cap.
+	Concurrency keylimit.ConcurrencyLimiter[string]
 
 	// Key returns the key of a call, for Limiter and for the server's
 	// pauses: ByTarget (the default when nil) or ByMethod, or your own. A
@@ -84,10 +100,11 @@ var systemClock = clock.New()
 // grpc.NewClient(target, grpc.WithChainUnaryInterceptor(c.UnaryInterceptor())).
 func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		key, err := c.wait(ctx, cc, method)
+		key, slot, err := c.wait(ctx, cc, method)
 		if err != nil {
 			return err
 		}
+		defer slot.Release()
 		var trailer metadata.MD
 		// A new slice: appending to opts could write into the caller's.
 		all := append(append(make([]grpc.CallOption, 0, len(opts)+1), opts...), grpc.Trailer(&trailer))
@@ -102,26 +119,28 @@ func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
 // grpc.NewClient(target, grpc.WithChainStreamInterceptor(c.StreamInterceptor())).
 func (c *Client) StreamInterceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		key, err := c.wait(ctx, cc, method)
+		key, slot, err := c.wait(ctx, cc, method)
 		if err != nil {
 			return nil, err
 		}
 		cs, err := streamer(ctx, desc, cc, method, opts...)
 		if err != nil {
+			slot.Release()
 			c.observe(key, err, nil)
 			return nil, err
 		}
-		return &watchedStream{ClientStream: cs, c: c, key: key}, nil
+		return watch(ctx, cs, c, key, desc.ServerStreams, slot), nil
 	}
 }
 
 // watchedStream is a ClientStream whose ending the Client reads for a
-// pause.
+// pause, and which gives back its slot of Concurrency when it ends.
 type watchedStream struct {
 	grpc.ClientStream
 	c    *Client
 	key  string
 	once sync.Once
+	slot streamSlot
 }
 
 func (s *watchedStream) RecvMsg(m any) error {
@@ -130,11 +149,26 @@ func (s *watchedStream) RecvMsg(m any) error {
 		// The stream has ended with err; its trailer is complete.
 		s.once.Do(func() { s.c.observe(s.key, err, s.ClientStream.Trailer()) })
 	}
+	s.slot.afterRecv(err)
 	return err
 }
 
-// wait returns the call's key once the call may be sent.
-func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (string, error) {
+func (s *watchedStream) SendMsg(m any) error {
+	err := s.ClientStream.SendMsg(m)
+	s.slot.afterSend(err)
+	return err
+}
+
+func (s *watchedStream) Header() (metadata.MD, error) {
+	md, err := s.ClientStream.Header()
+	s.slot.afterSend(err)
+	return md, err
+}
+
+// wait returns the call's key once the call may be sent, and the slot of
+// Concurrency it holds (the zero Permit if none). On an error, it holds
+// nothing.
+func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (string, keylimit.Permit, error) {
 	keyOf := c.Key
 	if keyOf == nil {
 		keyOf = ByTarget
@@ -145,14 +179,20 @@ func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (
 	}
 	key, err := keyOf(ctx, target, method)
 	if err != nil {
-		return "", err
+		return "", keylimit.Permit{}, err
 	}
 	clk := c.clock()
 	// The server's pause first, so that a paused key does not hold tokens
-	// while it waits; then the Limiter's turn (its own WaitN if it has one:
-	// a TokenBucket serves waiters first come, first served); then any
-	// pause that began meanwhile, keeping the token.
+	// or slots while it waits; then a slot, before the token, so that
+	// tokens are spent as calls go out, not held by calls waiting for a
+	// slot; then the Limiter's turn (its own WaitN if it has one: a
+	// TokenBucket serves waiters first come, first served); then any pause
+	// that began meanwhile, keeping the slot and the token.
+	var slot keylimit.Permit
 	err = c.waitPause(ctx, key, clk)
+	if err == nil && c.Concurrency != nil {
+		slot, err = acquireSlot(ctx, c.Concurrency, key)
+	}
 	if err == nil && c.Limiter != nil {
 		err = keylimit.WaitN(ctx, c.Limiter, key, 1)
 	}
@@ -160,9 +200,10 @@ func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (
 		err = c.waitPause(ctx, key, clk)
 	}
 	if err != nil {
-		return "", &WaitError{Key: key, Method: method, Until: c.pausedUntil(key, clk.Now()), Err: err}
+		slot.Release()
+		return "", keylimit.Permit{}, &WaitError{Key: key, Method: method, Until: c.pausedUntil(key, clk.Now()), Err: err}
 	}
-	return key, nil
+	return key, slot, nil
 }
 
 // waitPause waits, under ctx, until the server's pause on key has ended.
@@ -234,6 +275,9 @@ type WaitError struct {
 	// keylimit.ErrWouldExceedDeadline (and context.DeadlineExceeded) if it
 	// would have outlasted the deadline, the context's error if it ended
 	// first, keylimit.ErrExceedsLimit if the Limiter can never admit a call.
+	// A wait for a slot of Concurrency fails only when the context ends
+	// (how long the calls in flight take is not known): its error says how
+	// many were in flight and wraps the context's.
 	Err error
 }
 

@@ -69,6 +69,8 @@
 // the call's deadline. A call that ends with ResourceExhausted or
 // Unavailable and a RetryInfo detail or grpc-retry-pushback-ms pauses the
 // key for every call through the Client until then (at most MaxPause).
+// With Concurrency, a call also holds a slot of its key while it runs (a
+// stream until it ends), and the rest queue for one under their context.
 // A call the Client did not send ends with a *WaitError, whose gRPC status
 // says why.
 package grpclimit

@@ -156,3 +156,37 @@ func ExampleRetryDelay() {
 	// 1.5s true
 	// 0s false
 }
+
+// A server that runs one call at a time per client. The Client holds the
+// target's one slot for as long as a call runs, and a stream until it
+// ends: a call queued behind an open stream fails, unsent, when its
+// deadline passes first; once the stream's context ends, calls go again.
+func ExampleClient_concurrency() {
+	oneAtATime, _ := keylimit.NewConcurrency[string](1, keylimit.WithMaxHold(10*time.Minute))
+	defer oneAtATime.Close()
+	pace := &grpclimit.Client{Concurrency: oneAtATime}
+	client, stop := exampleHealth(nil,
+		grpc.WithChainUnaryInterceptor(pace.UnaryInterceptor()),
+		grpc.WithChainStreamInterceptor(pace.StreamInterceptor()))
+	defer stop()
+
+	watching, endWatch := context.WithCancel(context.Background())
+	watch, _ := client.Watch(watching, &healthpb.HealthCheckRequest{})
+	_, err := watch.Recv()
+	fmt.Println("watching:", status.Code(err))
+
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = client.Check(short, &healthpb.HealthCheckRequest{})
+	fmt.Println("check:", status.Code(err))
+	fmt.Println(err)
+
+	endWatch() // the stream ends, and gives its slot back
+	_, err = client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	fmt.Println("check:", status.Code(err))
+	// Output:
+	// watching: OK
+	// check: DeadlineExceeded
+	// grpclimit: waiting to call /grpc.health.v1.Health/Check under "passthrough:///bufnet": grpclimit: queued behind 1 call in flight, the most at once: keylimit: acquire 1 slot: context deadline exceeded
+	// check: OK
+}

@@ -194,14 +194,18 @@ func allocations(f func()) (allocs, bytes float64) {
 
 // BenchmarkTransport measures what the Transport adds to a request over its
 // Base, here a Base that answers at once without a network: the key, the
-// pause lookup and, with a limiter, one Take. The bucket is generous enough
-// never to make a request wait.
+// pause lookup and, with a limiter, one Take; with Concurrency, a slot
+// taken and given back (the answer has no body, so at once). The bucket and
+// the cap are generous enough never to make a request wait.
 func BenchmarkTransport(b *testing.B) {
 	answer := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody}
 	base := roundTripFunc(func(*http.Request) (*http.Response, error) { return answer, nil })
 	lim, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1e9).WithBurst(1e9))
 	require.NoError(b, err)
 	defer lim.Close()
+	slots, err := keylimit.NewConcurrency[string](keylimit.MaxConcurrency)
+	require.NoError(b, err)
+	defer slots.Close()
 	req, err := http.NewRequest(http.MethodGet, "http://partner.example/v1/items", nil)
 	require.NoError(b, err)
 	for _, bc := range []struct {
@@ -211,6 +215,7 @@ func BenchmarkTransport(b *testing.B) {
 		{"bare-base", base},
 		{"transport", &httplimit.Transport{Base: base}},
 		{"transport-bucket", &httplimit.Transport{Base: base, Limiter: lim}},
+		{"transport-concurrency", &httplimit.Transport{Base: base, Concurrency: slots}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

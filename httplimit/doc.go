@@ -2,7 +2,8 @@
 // servers, middleware that answers the way clients can act on: 429 Too Many
 // Requests with Retry-After, and the IETF RateLimit and RateLimit-Policy
 // fields on every response. For clients, a Transport that keeps outbound
-// calls under a partner's limit and backs off when the partner says so.
+// calls under a partner's limit (a rate, and with Concurrency the calls in
+// flight) and backs off when the partner says so.
 //
 // # The simple case
 //

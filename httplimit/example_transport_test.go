@@ -283,3 +283,55 @@ func (b noisyBase) CloseIdleConnections() {
 	fmt.Println("base: closing idle connections")
 	b.Transport.CloseIdleConnections()
 }
+
+// A partner that allows one report at a time per API key. The Transport
+// holds the key's one slot from the send until the answer's body is read
+// to its end or closed, or the request's context ends: a second request
+// queues for it, and fails, unsent, when its deadline passes first. Once
+// the body is closed, the next request goes.
+func ExampleTransport_concurrency() {
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "report")
+	}))
+	defer partner.Close()
+
+	oneAtATime, _ := keylimit.NewConcurrency[string](1, keylimit.WithMaxHold(10*time.Minute))
+	defer oneAtATime.Close()
+	client := &http.Client{Transport: &httplimit.Transport{
+		Concurrency: oneAtATime,
+		Key:         func(*http.Request) (string, error) { return "acme", nil },
+		OnWait: func(_ *http.Request, w httplimit.Wait) {
+			if w.Queued {
+				fmt.Println("queued for a slot of", w.Key)
+			}
+		},
+	}}
+	get := func(ctx context.Context) *http.Response {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, partner.URL, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			var te *httplimit.TransportError
+			errors.As(err, &te)
+			fmt.Println(te)
+			return nil
+		}
+		fmt.Println(resp.Status)
+		return resp
+	}
+
+	first := get(context.Background()) // its body is not read yet: it holds the slot
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	get(short)
+	cancel()
+	first.Body.Close() // gives the slot back
+	second := get(context.Background())
+	io.Copy(io.Discard, second.Body) // read to its end: the slot is back
+	fmt.Println("slots free:", oneAtATime.Peek("acme").Remaining)
+	second.Body.Close()
+	// Output:
+	// 200 OK
+	// queued for a slot of acme
+	// httplimit: waiting to send to "acme": httplimit: queued behind 1 request in flight, the most at once: keylimit: acquire 1 slot: context deadline exceeded
+	// 200 OK
+	// slots free: 1
+}

@@ -17,10 +17,11 @@ import (
 // rate limit, and backs off when the server says so.
 //
 // Before each send, retries included, it waits for the end of any pause the
-// server put on the request's key (and of a retry's backoff), then for the
-// request's turn at Limiter under that key. Each of these waits that would
-// outlast the request's deadline fails at once, taking nothing, with a
-// *TransportError.
+// server put on the request's key (and of a retry's backoff), then for a
+// slot of Concurrency, then for the request's turn at Limiter under that
+// key. Each of the waits for a pause or a turn that would outlast the
+// request's deadline fails at once, taking nothing, with a
+// *TransportError; a wait for a slot lasts until the context ends.
 //
 // A refusal (Refused: 429 or 503 by default) with Retry-After or a
 // RateLimit t=, and a RateLimit member with r=0 on any answer, pause the
@@ -39,6 +40,21 @@ type Transport struct {
 	// serves the waiters of a key first come, first served. Set it at or
 	// below the server's limit. nil means no limit of its own.
 	Limiter keylimit.Limiter[string]
+
+	// Concurrency caps the requests in flight under each key: a send
+	// holds one slot of it under the request's key, from before its turn
+	// at Limiter until its answer's body is read to its end (or fails) or
+	// closed, or until the request's context ends. An answer with no body
+	// (http.NoBody, as for a HEAD or a 204), an error of Base, and an
+	// answer the Transport replaces with a retry give the slot back at
+	// once. A request whose key's slots are all held waits for one under
+	// its context, first come, first served with a
+	// *keylimit.Concurrency; if the context ends first, RoundTrip returns a
+	// *TransportError, having sent nothing and holding nothing. A body
+	// never read to its end nor closed holds its slot until the context
+	// ends: give the limiter keylimit.WithMaxHold to take such slots back.
+	// nil means no cap.
+	Concurrency keylimit.ConcurrencyLimiter[string]
 
 	// Key returns the key of a request, for Limiter and for the server's
 	// pauses: Header("X-API-Key") when the partner limits each API key, or
@@ -113,6 +129,10 @@ type Wait struct {
 	Waited time.Duration
 	// Paused reports whether it waited for a server's pause on Key.
 	Paused bool
+	// Queued reports whether it found every slot of Key in
+	// Transport.Concurrency held, or other requests waiting for one, and
+	// waited for a slot.
+	Queued bool
 	// Retries is how many times the request was sent again.
 	Retries int
 	// Err is the error of the wait that failed, the Err of the
@@ -176,7 +196,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		status    int       // the last answer, once one was refused
 	)
 	for retry := 0; ; retry++ {
-		if err := t.wait(ctx, key, notBefore, &w); err != nil {
+		slot, err := t.wait(ctx, key, notBefore, &w)
+		if err != nil {
 			if retry == 0 {
 				closeBody(req)
 			}
@@ -188,14 +209,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if retry > 0 {
 			var err error
 			if send, err = rewind(req); err != nil {
+				slot.Release()
 				return nil, fmt.Errorf("httplimit: replaying the body of %s %s for retry %d: %w", req.Method, req.URL.Redacted(), retry, err)
 			}
 			w.Retries = retry
 		}
 		resp, err := t.base().RoundTrip(send)
 		if err != nil {
+			slot.Release()
 			return nil, err
 		}
+		resp.Body = holdBody(ctx, resp.Body, slot)
 		now := t.clock().Now()
 		refused := t.refused(resp)
 		until := serverPause(resp, refused, now)
@@ -216,29 +240,45 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // wait waits for the request's turn to be sent: for the end of the server's
-// pause on key and of a retry's backoff (notBefore), then for its turn at
-// Limiter, then for the end of any pause the server began meanwhile (the
-// turn is taken then, but nothing is sent into a pause). Each wait is under
-// ctx. What it waited is added to w.
-func (t *Transport) wait(ctx context.Context, key string, notBefore time.Time, w *Wait) error {
+// pause on key and of a retry's backoff (notBefore), then for a slot of
+// Concurrency, then for its turn at Limiter, then for the end of any pause
+// the server began meanwhile (the slot and the turn are kept, but nothing
+// is sent into a pause). Each wait is under ctx. It returns the slot held,
+// the zero Permit if none; on an error, it holds nothing. What it waited
+// is added to w.
+//
+// The slot comes before the turn so that the turns are spent as the
+// requests are sent: a turn taken first and then held while its request
+// waits for a slot would let the waiters of a rate go out together once
+// slots free up.
+func (t *Transport) wait(ctx context.Context, key string, notBefore time.Time, w *Wait) (keylimit.Permit, error) {
 	if err := ctx.Err(); err != nil {
-		return err // a request whose context has ended costs no turn
+		return keylimit.Permit{}, err // a request whose context has ended costs no turn
 	}
 	clk := t.clock()
 	var start time.Time
 	if t.OnWait != nil {
 		start = clk.Now()
 	}
+	var slot keylimit.Permit
 	err := t.waitPause(ctx, clk, key, notBefore, w)
+	if err == nil && t.Concurrency != nil {
+		slot, err = acquireSlot(ctx, t.Concurrency, key, w)
+	}
 	if err == nil && t.Limiter != nil {
-		if err = keylimit.WaitN(ctx, t.Limiter, key, 1); err == nil {
-			err = t.waitPause(ctx, clk, key, time.Time{}, w)
-		}
+		err = keylimit.WaitN(ctx, t.Limiter, key, 1)
+	}
+	if err == nil && (t.Limiter != nil || t.Concurrency != nil) {
+		err = t.waitPause(ctx, clk, key, time.Time{}, w)
+	}
+	if err != nil {
+		slot.Release()
+		slot = keylimit.Permit{}
 	}
 	if t.OnWait != nil {
 		w.Waited += clk.Since(start)
 	}
-	return err
+	return slot, err
 }
 
 // waitPause waits until the server's pause on key and notBefore have both

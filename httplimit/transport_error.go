@@ -31,7 +31,9 @@ type TransportError struct {
 	// keylimit.ErrWouldExceedDeadline (and context.DeadlineExceeded) if it
 	// would have outlasted the deadline, the context's error if it ended
 	// first, keylimit.ErrExceedsLimit if the Limiter can never admit a
-	// request.
+	// request. A wait for a slot of Concurrency fails only when the
+	// context ends (how long the requests in flight take is not known):
+	// its error says how many were in flight and wraps the context's.
 	Err error
 }
 

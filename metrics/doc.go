@@ -37,7 +37,8 @@
 // policy and outcome, with a histogram of how long each took
 // (Decision.Elapsed); NewTransport counts the requests of an
 // httplimit.Transport by the outcome of their wait, with a histogram of the
-// time they waited and a count of the retries sent. Each is a collector
+// time they waited, a count of the retries sent and one of the requests
+// that queued for a slot of its Concurrency. Each is a collector
 // with a hook method, to set alone or beside a hook of your own (Hooks):
 //
 //	api := metrics.NewHTTP("api")

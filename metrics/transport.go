@@ -22,6 +22,7 @@ var waitBuckets = []float64{0, 0.001, 0.01, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 6
 //	keylimit_transport_requests_total{outcome}  counter
 //	keylimit_transport_wait_seconds{paused}     histogram of Wait.Waited
 //	keylimit_transport_retries_total            counter, Wait.Retries summed
+//	keylimit_transport_queued_total             counter, the requests with Wait.Queued
 //
 // outcome is "sent", "deadline", "canceled" or "error" (see OnWait); paused
 // is "true" for the requests a server's pause held. The histogram's buckets
@@ -32,6 +33,7 @@ type Transport struct {
 	waits   [waitOutcomes]prometheus.Counter
 	waited  [2]prometheus.Observer // by paused: 0 false, 1 true
 	retries prometheus.Counter
+	queued  prometheus.Counter
 	cs      []prometheus.Collector // what Describe and Collect visit
 }
 
@@ -76,11 +78,17 @@ func NewTransport(name string) *Transport {
 		Help:        "Requests the Transport sent again after a 429 or 503.",
 		ConstLabels: labels,
 	})
+	t.queued = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace:   namespace,
+		Name:        "transport_queued_total",
+		Help:        "Requests that waited for a slot of the Transport's Concurrency, every slot of their key being held.",
+		ConstLabels: labels,
+	})
 	for o := range waitOutcomes {
 		t.waits[o] = waits.WithLabelValues(waitOutcomeNames[o])
 	}
 	t.waited[0], t.waited[1] = waited.WithLabelValues("false"), waited.WithLabelValues("true")
-	t.cs = []prometheus.Collector{waits, waited, t.retries}
+	t.cs = []prometheus.Collector{waits, waited, t.retries, t.queued}
 	return t
 }
 
@@ -112,6 +120,9 @@ func (t *Transport) OnWait(r *http.Request, w httplimit.Wait) {
 	t.waited[paused].Observe(w.Waited.Seconds())
 	if w.Retries > 0 {
 		t.retries.Add(float64(w.Retries))
+	}
+	if w.Queued {
+		t.queued.Inc()
 	}
 }
 

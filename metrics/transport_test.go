@@ -27,23 +27,26 @@ func TestTransportOutcomes(t *testing.T) {
 	tm := metrics.NewTransport("partner")
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(tm), "Register")
-	require.Equal(t, 7, testutil.CollectAndCount(tm), "series before any request: 4 outcomes, 2 histograms, retries")
+	require.Equal(t, 8, testutil.CollectAndCount(tm), "series before any request: 4 outcomes, 2 histograms, retries, queued")
 
 	wrap := func(err error) error { return &httplimit.TransportError{Key: "api.example", Err: err} }
 	for _, w := range []httplimit.Wait{
 		{Key: "api.example", Waited: 0},
-		{Key: "api.example", Waited: 300 * time.Millisecond},
+		{Key: "api.example", Waited: 300 * time.Millisecond, Queued: true},
 		{Key: "api.example", Waited: 2 * time.Second, Paused: true, Retries: 1},
 		{Key: "api.example", Waited: 40 * time.Second, Paused: true, Retries: 2},
 		{Key: "api.example", Err: wrap(fmt.Errorf("%w (%w)", keylimit.ErrWouldExceedDeadline, context.DeadlineExceeded))},
 		{Key: "api.example", Waited: time.Millisecond, Err: wrap(context.DeadlineExceeded)},
-		{Key: "api.example", Waited: 5 * time.Millisecond, Err: wrap(context.Canceled)},
+		{Key: "api.example", Waited: 5 * time.Millisecond, Queued: true, Err: wrap(context.Canceled)},
 		{Key: "api.example", Err: wrap(keylimit.ErrExceedsLimit)},
 		{Key: "api.example", Err: errors.New("something else")},
 	} {
 		tm.OnWait(nil, w)
 	}
 	want := `
+# HELP keylimit_transport_queued_total Requests that waited for a slot of the Transport's Concurrency, every slot of their key being held.
+# TYPE keylimit_transport_queued_total counter
+keylimit_transport_queued_total{limiter="partner"} 2
 # HELP keylimit_transport_retries_total Requests the Transport sent again after a 429 or 503.
 # TYPE keylimit_transport_retries_total counter
 keylimit_transport_retries_total{limiter="partner"} 3
