@@ -37,6 +37,15 @@ var benchLimiters = []struct {
 	{"keylimit-bucket-stats", func(l hotpath.Limit) (hotpath.Allower, error) {
 		return keylimit.NewTokenBucket[string](keylimit.Per(l.Events, l.Period), keylimit.WithStats())
 	}},
+	// The bucket in a Penalty: what the ban's lookup costs a call. Under
+	// the tight limit every key is soon banned, and the row measures a ban.
+	{"keylimit-bucket-penalty", func(l hotpath.Limit) (hotpath.Allower, error) {
+		b, err := keylimit.NewTokenBucket[string](keylimit.Per(l.Events, l.Period))
+		if err != nil {
+			return nil, err
+		}
+		return keylimit.NewPenalty[string](b, keylimit.Ban{Refusals: 3, Within: time.Minute, For: time.Hour})
+	}},
 }
 
 // benchNew adapts a keylimit constructor to the harness: Events per Period.

@@ -26,6 +26,11 @@
 //	SlidingCounter  about Events in any interval of Period, estimated from two windows (one word a key)
 //	All             several limits on one key, all or nothing: 10 a minute and 500 an hour
 //
+// NewPenalty wraps any limiter and bans the keys that keep asking after
+// their refusals: a key refused Ban.Refusals times within Ban.Within is
+// refused outright for Ban.For, in process, with Result.Banned set; a ban
+// never makes a decision looser than the limiter's.
+//
 // A rate limit bounds how often a key acts; Concurrency bounds how many of
 // its calls run at once: at most N slots of a key held at once, acquired
 // with TryAcquire or Acquire (waiting, first come, first served) and given

@@ -30,6 +30,10 @@ type Result struct {
 	// admitted without counting with WithAdmitUntracked. It lets a caller
 	// tell "this key is over its limit" from "the limiter is full".
 	Untracked bool
+	// Banned reports a refusal by a Penalty's ban: the key was refused
+	// too often and is refused outright until RetryAfter has passed,
+	// whatever its limit would say. It is false whenever Allowed is true.
+	Banned bool
 	// Err is set when the limiter refused because it could not apply the
 	// key's limit: the limit SetKeyLimit's function gave the key is
 	// invalid. It is nil for every decision made by a limit, admitted or
@@ -38,8 +42,8 @@ type Result struct {
 }
 
 // String describes r for logs: "allowed: 7 of 10 left, full in 3s",
-// "refused: 0 of 10 left, retry in 1.5s, full in 6s", with "untracked"
-// and the error when they apply.
+// "refused: 0 of 10 left, retry in 1.5s, full in 6s", with "untracked",
+// "banned" and the error when they apply.
 func (r Result) String() string {
 	var b strings.Builder
 	if r.Allowed {
@@ -49,6 +53,9 @@ func (r Result) String() string {
 	}
 	if r.Untracked {
 		b.WriteString(" (untracked)")
+	}
+	if r.Banned {
+		b.WriteString(" (banned)")
 	}
 	fmt.Fprintf(&b, ": %d of %d left", r.Remaining, r.Limit)
 	switch {
@@ -70,8 +77,8 @@ func (r Result) String() string {
 // And returns the Result of two decisions that must both allow, as All
 // answers for its limiters: allowed if both are; the lesser Remaining, with
 // its Limit; the longer RetryAfter and ResetAfter; Untracked if either is;
-// r's Err, else o's. It lets a caller that decides with two limiters of its
-// own answer as one.
+// Banned if either is and the two refuse; r's Err, else o's. It lets a
+// caller that decides with two limiters of its own answer as one.
 func (r Result) And(o Result) Result {
 	if o.Remaining < r.Remaining {
 		r.Remaining, r.Limit = o.Remaining, o.Limit
@@ -80,6 +87,7 @@ func (r Result) And(o Result) Result {
 	r.RetryAfter = max(r.RetryAfter, o.RetryAfter)
 	r.ResetAfter = max(r.ResetAfter, o.ResetAfter)
 	r.Untracked = r.Untracked || o.Untracked
+	r.Banned = !r.Allowed && (r.Banned || o.Banned)
 	if r.Err == nil {
 		r.Err = o.Err
 	}

@@ -13,9 +13,10 @@ type Stats struct {
 	// Decisions reports that the limiter counts Admitted and Refused (an
 	// in-memory one made WithStats; a remote one always). Remote reports a
 	// limiter whose state is in a remote store: it counts Calls, Errors,
-	// Fallbacks and CacheHits, and not Keys, Untracked or Evicted. A count a
-	// limiter does not keep reads 0.
-	Decisions, Remote bool
+	// Fallbacks and CacheHits, and not Keys, Untracked or Evicted. Penalty
+	// reports a Penalty (or a Redis one), which counts Bans and BanRefused.
+	// A count a limiter does not keep reads 0.
+	Decisions, Remote, Penalty bool
 
 	// Keys is the number of keys tracked now.
 	Keys int
@@ -34,6 +35,11 @@ type Stats struct {
 	// Acquire calls waiting now; a rate limiter leaves them 0.
 	Reclaimed uint64
 	Waiting   int
+
+	// Bans counts the bans a Penalty started, and BanRefused the requests
+	// it refused by a ban without asking its limiter (each in Refused too,
+	// when Decisions is set); other limiters leave them 0.
+	Bans, BanRefused uint64
 
 	// Calls, Errors, Fallbacks and CacheHits count a remote store's work
 	// (the redislimit module); an in-memory limiter leaves them 0. Calls

@@ -20,10 +20,11 @@ const pushbackKey = "grpc-retry-pushback-ms"
 
 // refusal returns the error a call refused by d ends with:
 // ResourceExhausted, or Unavailable when the limiter could not track the key
-// (the server is full, not the client over its limit), with a
-// google.rpc.RetryInfo detail of d.Result.RetryAfter unless the call can
-// never pass; and the call's grpc-retry-pushback-ms value (appendPushback).
-// The message and the pushback are one string, one allocation.
+// (the server is full, not the client over its limit), whose message says
+// so, and so for a keylimit.Penalty's ban, with a google.rpc.RetryInfo
+// detail of d.Result.RetryAfter unless the call can never pass; and the
+// call's grpc-retry-pushback-ms value (appendPushback). The message and the
+// pushback are one string, one allocation.
 func refusal(d Decision) (pushback string, err error) {
 	r := d.Result
 	code := codes.ResourceExhausted
@@ -35,6 +36,8 @@ func refusal(d Decision) (pushback string, err error) {
 		b = append(b, "grpclimit: the server tracks as many clients as it can: try again later"...)
 	case r.RetryAfter == keylimit.InfDuration:
 		b = fmt.Appendf(b, "grpclimit: a call costing %d can never pass policy %q, whose quota is %d", d.Cost, d.Policy, r.Limit)
+	case r.Banned:
+		b = fmt.Appendf(b, "grpclimit: abnormal usage detected: policy %q refused too many calls and bans the client, retry in %v", d.Policy, r.RetryAfter)
 	default: // as fmt's %q and %v write them, without boxing the two
 		b = append(b, "grpclimit: rate limit exceeded: policy "...)
 		b = strconv.AppendQuote(b, d.Policy)

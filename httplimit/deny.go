@@ -18,6 +18,7 @@ import (
 const (
 	problemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 	problemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+	problemAbnormalUsage   = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
 )
 
 // body is the JSON of the default answers. As application/json it has
@@ -38,7 +39,8 @@ type body struct {
 }
 
 // deny is the default Config.Deny: 429 (503 for an untracked key), with the
-// decision in a problem+json body for a client that accepts one, a JSON
+// decision in a problem+json body (quota-exceeded; abnormal-usage-detected
+// for a keylimit.Penalty's ban) for a client that accepts one, a JSON
 // body for one that does not (see acceptsProblem).
 //
 // contentType, if not nil, is the slice of one the Content-Type value is
@@ -55,15 +57,26 @@ func deny(w http.ResponseWriter, r *http.Request, v *quota.Verdict, contentType 
 	if asProblem {
 		b.ViolatedPolicies = v.AppendViolatedPolicies(names[:0])
 	}
+	// A message that names the policy is written whole; the others' heads
+	// are written once.
+	var msg, problem, title string
 	switch {
 	case res.RetryAfter == keylimit.InfDuration:
-		msg := fmt.Sprintf("the request costs %d, more than policy %q admits at once (%d): it can never pass", d.Cost, d.Policy, res.Limit)
+		msg = fmt.Sprintf("the request costs %d, more than policy %q admits at once (%d): it can never pass", d.Cost, d.Policy, res.Limit)
+		problem, title = problemQuotaExceeded, "Quota Exceeded"
+	case res.Untracked:
+	case res.Banned:
+		msg = fmt.Sprintf("too many requests refused by policy %q: refused outright until the ban ends", d.Policy)
+		problem, title = problemAbnormalUsage, "Abnormal Usage Detected"
+	}
+	switch {
+	case msg != "":
 		if !asProblem {
 			b.Error = msg
 			send(w, http.StatusTooManyRequests, "application/json", contentType, nil, b)
 			return
 		}
-		b.Type, b.Title, b.Status, b.Detail = problemQuotaExceeded, "Quota Exceeded", http.StatusTooManyRequests, msg
+		b.Type, b.Title, b.Status, b.Detail = problem, title, http.StatusTooManyRequests, msg
 		send(w, http.StatusTooManyRequests, "application/problem+json", contentType, nil, b)
 	case res.Untracked:
 		h := &heads[headReducedCapacity]

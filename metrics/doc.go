@@ -21,6 +21,8 @@
 //	keylimit_store_errors_total      counter  round trips that failed
 //	keylimit_store_fallbacks_total   counter  decisions made by the failure policy instead
 //	keylimit_store_cache_hits_total  counter  refusals answered from the local deny cache
+//	keylimit_bans_total              counter  bans a penalty (keylimit.Penalty) started
+//	keylimit_ban_refusals_total      counter  requests refused by a ban, the limiter not asked
 //
 // The collector reads Stats when scraped and at no other time: it starts no
 // goroutine and costs a decision nothing. A count a limiter does not keep

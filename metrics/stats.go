@@ -23,6 +23,7 @@ type StatsCollector struct {
 	// One Desc per series, each with the const label limiter=name.
 	keys, decisions, untracked, evicted *prometheus.Desc
 	calls, errors, fallbacks, cacheHits *prometheus.Desc
+	bans, banRefused                    *prometheus.Desc
 }
 
 // NewStats returns a collector of lim's Stats whose series carry the label
@@ -41,22 +42,24 @@ func NewStats(name string, lim StatsReader) *StatsCollector {
 		return prometheus.NewDesc(namespace+"_"+name, help, variable, labels)
 	}
 	return &StatsCollector{
-		lim:       lim,
-		err:       err,
-		keys:      desc("keys", "Keys the limiter tracks now."),
-		decisions: desc("decisions_total", "Requests the limiter decided, by outcome (allowed or refused); only from a limiter that counts them (keylimit.WithStats).", labelOutcome),
-		untracked: desc("untracked_total", "Requests for keys the key cap left untracked (keylimit.WithMaxKeys)."),
-		evicted:   desc("evicted_total", "Idle keys the limiter forgot."),
-		calls:     desc("store_calls_total", "Round trips to the remote store."),
-		errors:    desc("store_errors_total", "Round trips to the remote store that failed."),
-		fallbacks: desc("store_fallbacks_total", "Decisions made by the failure policy instead of the remote store."),
-		cacheHits: desc("store_cache_hits_total", "Refusals answered from the local deny cache, without a round trip."),
+		lim:        lim,
+		err:        err,
+		keys:       desc("keys", "Keys the limiter tracks now."),
+		decisions:  desc("decisions_total", "Requests the limiter decided, by outcome (allowed or refused); only from a limiter that counts them (keylimit.WithStats).", labelOutcome),
+		untracked:  desc("untracked_total", "Requests for keys the key cap left untracked (keylimit.WithMaxKeys)."),
+		evicted:    desc("evicted_total", "Idle keys the limiter forgot."),
+		calls:      desc("store_calls_total", "Round trips to the remote store."),
+		errors:     desc("store_errors_total", "Round trips to the remote store that failed."),
+		fallbacks:  desc("store_fallbacks_total", "Decisions made by the failure policy instead of the remote store."),
+		cacheHits:  desc("store_cache_hits_total", "Refusals answered from the local deny cache, without a round trip."),
+		bans:       desc("bans_total", "Bans a penalty (keylimit.Penalty) started: keys refused too often, refused outright for a while."),
+		banRefused: desc("ban_refusals_total", "Requests a penalty refused by a ban, without asking its limiter."),
 	}
 }
 
 // Describe sends the Desc of every series c may export.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range [...]*prometheus.Desc{c.keys, c.decisions, c.untracked, c.evicted, c.calls, c.errors, c.fallbacks, c.cacheHits} {
+	for _, d := range [...]*prometheus.Desc{c.keys, c.decisions, c.untracked, c.evicted, c.calls, c.errors, c.fallbacks, c.cacheHits, c.bans, c.banRefused} {
 		ch <- d
 	}
 }
@@ -66,7 +69,8 @@ func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
 // keep reads 0, which is no count. The decision counters come from an
 // in-memory limiter made WithStats, or a remote one; the store counters
 // from a remote one (redislimit's), whose keys live in the store, so that
-// keys, untracked and evicted come only from an in-memory one.
+// keys, untracked and evicted come only from an in-memory one; the ban
+// counters from a penalty (Stats.Penalty).
 func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.err != nil {
 		ch <- prometheus.NewInvalidMetric(c.keys, c.err)
@@ -90,5 +94,9 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(st.Errors))
 		ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(st.Fallbacks))
 		ch <- prometheus.MustNewConstMetric(c.cacheHits, prometheus.CounterValue, float64(st.CacheHits))
+	}
+	if st.Penalty {
+		ch <- prometheus.MustNewConstMetric(c.bans, prometheus.CounterValue, float64(st.Bans))
+		ch <- prometheus.MustNewConstMetric(c.banRefused, prometheus.CounterValue, float64(st.BanRefused))
 	}
 }

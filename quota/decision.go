@@ -19,10 +19,10 @@ type Decision struct {
 	// when admitted, the one with the least Remaining (the first of them).
 	Policy string
 	// Result is the binding policy's state after the decision: its Limit,
-	// Remaining and ResetAfter. Allowed, RetryAfter and Untracked are the
-	// decision's, over all the policies: RetryAfter is InfDuration if the
-	// request can never pass (its cost is above a policy's quota, or Err is
-	// set). Err is the limiter's Result.Err: the key's limit could not be
+	// Remaining and ResetAfter. Allowed, RetryAfter, Untracked and Banned
+	// (a keylimit.Penalty's ban refused it) are the decision's, over all
+	// the policies: RetryAfter is InfDuration if the request can never
+	// pass (its cost is above a policy's quota, or Err is set). Err is the limiter's Result.Err: the key's limit could not be
 	// applied; the request is answered as an error (Fail), or passes in a
 	// dry run. In a dry run, Allowed false marks a request that would have
 	// been refused.
@@ -122,8 +122,12 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 		}
 		q := sfInt(int64(r.Limit))
 		field = strconv.AppendInt(append(field, p.remaining...), min(sfInt(int64(r.Remaining)), q), 10)
-		field = appendParam(field, "t", seconds(r.ResetAfter))
-		qw = append(qw, q, p.windowSeconds(key))
+		w, t := p.windowSeconds(key), seconds(r.ResetAfter)
+		if r.Banned {
+			t = min(t, w) // t is never more than w; Retry-After runs to the ban's end
+		}
+		field = appendParam(field, "t", t)
+		qw = append(qw, q, w)
 		if least < 0 || r.Remaining < each[least].Remaining {
 			least = i
 		}
@@ -164,7 +168,7 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 	dec.Key, dec.Tier, dec.Policy, dec.Cost, dec.Elapsed = key, t.name, t.policies[bind].name, cost, 0
 	b := &dec.Result
 	*b = each[bind]
-	b.Allowed, b.RetryAfter, b.Untracked, b.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Err
+	b.Allowed, b.RetryAfter, b.Untracked, b.Banned, b.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Banned, res.Err
 	v.rateLimitPolicy = t.policyField(qw)
 	v.action = act(b, d.dryRun)
 	v.tier, v.violated = t, violated

@@ -38,7 +38,8 @@ type Policy struct {
 	// limiter reports: the key's own if it has a method LimitOf(key string)
 	// keylimit.Limit (for keys given their own limit by a SetKeyLimit
 	// function), else the limiter's, Limit() keylimit.Limit, as
-	// keylimit's limiters have. For a *keylimit.TokenBucket w is the time an
+	// keylimit's limiters have (a keylimit.Penalty's are those of the
+	// limiter it wraps). For a *keylimit.TokenBucket w is the time an
 	// empty bucket takes to refill fully, Burst × Period / Events; for any
 	// other limiter, the Period. New reports an error if Window is 0 and the
 	// limiter reports neither.
@@ -113,12 +114,24 @@ func compilePolicy(p Policy) (*policy, error) {
 	case p.Window < 0:
 		return nil, fmt.Errorf("policy %q: Window %v is negative", p.Name, p.Window)
 	case p.Window == 0:
-		c.limits, _ = p.Limiter.(limitReporter)
-		c.limitOf, _ = p.Limiter.(keyLimitReporter)
+		// A wrapper that reports the limiter it wraps (a keylimit.Penalty)
+		// announces that limiter's window.
+		l := p.Limiter
+		for range 8 { // a wrapper that wraps itself ends here
+			w, ok := l.(interface {
+				Inner() keylimit.Limiter[string]
+			})
+			if !ok {
+				break
+			}
+			l = w.Inner()
+		}
+		c.limits, _ = l.(limitReporter)
+		c.limitOf, _ = l.(keyLimitReporter)
 		if c.limits == nil && c.limitOf == nil {
 			return nil, fmt.Errorf("policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
 		}
-		_, c.bucket = p.Limiter.(*keylimit.TokenBucket[string])
+		_, c.bucket = l.(*keylimit.TokenBucket[string])
 	}
 	return c, nil
 }

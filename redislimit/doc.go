@@ -125,6 +125,17 @@
 // would refuse, and keeps no key strings: a remembered key costs about 150
 // bytes, whatever its length. See WithDenyCacheSize.
 //
+// # A penalty for abuse, shared by the fleet
+//
+// NewPenalty wraps any limiter as keylimit.NewPenalty does, with the
+// refusals counted and the ban kept on Redis (one small script per counted
+// refusal, on Redis time, the key's hash tag for both of its keys), so that
+// a key banned on one instance is banned on all. A ban is announced on
+// Pub/Sub, and each instance answers the bans it knows in process until
+// they end: a banned key costs no call to Redis or to the limiter. An
+// instance that missed an announcement learns the ban at its limiter's
+// first refusal of the key.
+//
 // # Leases: the fleet's limit at in-process speed
 //
 // With WithLeases(d), a TokenBucket or FixedWindow takes a hot key's events

@@ -1,0 +1,455 @@
+package keylimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Ban says when a Penalty bans a key and for how long: a key its limiter
+// refused Refusals times within Within is refused outright For.
+type Ban struct {
+	// Refusals is how many refusals start a ban: at least 1, at most
+	// MaxBanRefusals.
+	Refusals int
+	// Within is the span the refusals must fall in: a ban starts at a
+	// refusal when the Refusals-th latest one, this one included, came
+	// less than Within ago.
+	Within time.Duration
+	// For is how long a ban lasts, from the refusal that started it.
+	For time.Duration
+}
+
+// MaxBanRefusals is the most refusals a Ban may count: a key with
+// refusals to count keeps the times of its last Ban.Refusals, 8 bytes each.
+const MaxBanRefusals = 1 << 16
+
+// Validate reports what is wrong with b, or nil. NewPenalty calls it, and
+// so do the Redis penalties of the redislimit module.
+func (b Ban) Validate() error {
+	switch {
+	case b.Refusals < 1:
+		return fmt.Errorf("keylimit: a ban's refusals %d is below 1", b.Refusals)
+	case b.Refusals > MaxBanRefusals:
+		return fmt.Errorf("keylimit: a ban's refusals %d is above %d", b.Refusals, MaxBanRefusals)
+	case b.Within <= 0:
+		return fmt.Errorf("keylimit: a ban's span (Within) %v is not positive", b.Within)
+	case b.For <= 0:
+		return fmt.Errorf("keylimit: a ban's length (For) %v is not positive", b.For)
+	}
+	return nil
+}
+
+// Penalty wraps a limiter and bans the keys that keep asking after their
+// refusals: a key its limiter refused Ban.Refusals times within Ban.Within
+// is refused outright for Ban.For, answered in process without asking the
+// limiter (a Redis limiter makes no call), with Result.Banned set and
+// RetryAfter and ResetAfter at the ban's end.
+//
+// A ban never makes a decision looser than the limiter's: a banned key is
+// refused, and any other gets exactly the limiter's answer. Only refusals
+// that a later call can pass count (not a request that can never pass, a
+// key the limiter could not track, or one whose limit it could not apply).
+// The refusal that starts a ban is answered with the limiter's Result,
+// Banned and with RetryAfter at the ban's end.
+//
+// The penalty keeps a state only for keys refused within Ban.Within or
+// banned, and forgets it once both have passed (see WithEvictionInterval);
+// WithMaxKeys bounds them: at the cap, a key without a state that cannot
+// be made room for is decided by the limiter alone, and is not banned.
+// Waiters (Wait, WaitN) wait out a ban, then wait by the limiter; their
+// waits are not refusals and never count toward a ban.
+//
+// Its methods are safe for concurrent use. A key not banned costs a map
+// lookup more than the limiter's own decision; a banned one a lookup and
+// a clock read.
+type Penalty[K comparable] struct {
+	inner Limiter[K]
+	ban   Ban
+	keys  *shard[K, penaltyState]
+	// within and length are Ban.Within and Ban.For in ns, at most maxSpan.
+	within, length int64
+	evictor        *evictor
+	bans           atomic.Uint64
+	// banned counts the refusals by a ban, striped: a banned key is what a
+	// flood asks for, from every CPU at once.
+	banned *stripedCounts
+}
+
+// penaltyState is what a Penalty keeps of one key.
+type penaltyState struct {
+	// until is the end of the key's ban, in ns of the penalty's clock; at
+	// or before now, the key is not banned. Written under mu, read by
+	// every decision without it: the hot path takes no lock.
+	until atomic.Int64
+
+	mu sync.Mutex // protects the fields below
+	// refusals is a ring of the times of the key's latest refusals, up to
+	// Ban.Refusals; next is the slot the next one goes in, and count how
+	// many it holds. A ban empties it: the refusals after it count afresh.
+	refusals    []int64
+	next, count int
+	newest      int64 // the latest refusal's time, with count > 0
+	retired     bool  // set by Reset and the evictor: the state is out of the map
+
+	// limit is the limiter's Result.Limit at the refusal that started the
+	// ban, which a ban's Result reports; written before until.
+	limit atomic.Int64
+}
+
+// NewPenalty returns a Penalty that bans, by b, the keys inner refuses too
+// often. It reads time from WithClock's clock, or else from inner's if
+// inner is Clocked, or else the system's. It takes WithClock, WithMaxKeys,
+// WithEvictionInterval and WithLogger, and returns an error if b or an
+// option is invalid. Close stops its evictor; inner is the caller's to
+// close.
+func NewPenalty[K comparable](inner Limiter[K], b Ban, opts ...Option) (*Penalty[K], error) {
+	if inner == nil {
+		return nil, errors.New("keylimit: NewPenalty needs a limiter to wrap")
+	}
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.overflow == admitUntracked || o.stats {
+		return nil, errors.New("keylimit: WithAdmitUntracked and WithStats are not options of a Penalty: its limiter decides and counts")
+	}
+	if o.clock == nil {
+		if c, ok := inner.(Clocked); ok {
+			o.clock = c.Clock()
+			if o.clock == systemClock {
+				o.clock = nil // the monotonic fast path
+			}
+		}
+	}
+	p := &Penalty[K]{
+		inner:  inner,
+		ban:    b,
+		within: int64(min(b.Within, maxSpan)),
+		length: int64(min(b.For, maxSpan)),
+		banned: newStripedCounts(),
+	}
+	// The hooks hold within, not p: the evictor's goroutine holds them,
+	// and p must stay collectable (see startEvictor).
+	within := p.within
+	p.keys = newShard(o, stateHooks[K, penaltyState]{
+		newState: func(K) *penaltyState { return new(penaltyState) },
+		retireIfIdle: func(st *penaltyState, now int64) (bool, int64) {
+			return st.retireIfIdle(now, within)
+		},
+		retire: func(st *penaltyState) {
+			st.mu.Lock()
+			st.retired = true
+			st.mu.Unlock()
+		},
+	})
+	p.evictor = startEvictor(p, p.keys, o, time.Duration(max(p.within, p.length)))
+	return p, nil
+}
+
+// Ban returns the ban the penalty was made with.
+func (p *Penalty[K]) Ban() Ban { return p.ban }
+
+// Inner returns the limiter the penalty wraps.
+func (p *Penalty[K]) Inner() Limiter[K] { return p.inner }
+
+// Allow is shorthand for AllowN(key, 1).
+func (p *Penalty[K]) Allow(key K) bool { return p.AllowN(key, 1) }
+
+// AllowN is Take(key, n).Allowed. It asks the limiter by its AllowN, and
+// only after a refusal by its Peek, for what judge needs: whether the
+// refusal counts, and the limit.
+func (p *Penalty[K]) AllowN(key K, n int) bool {
+	if _, ok := p.refuseBanned(key); ok {
+		return false
+	}
+	if p.inner.AllowN(key, n) {
+		return true
+	}
+	r := p.inner.Peek(key)
+	r.Allowed = false
+	if n > r.Limit {
+		r.RetryAfter = InfDuration
+	}
+	p.judge(key, r)
+	return false
+}
+
+// Take refuses n events for a banned key; for any other, it is the
+// limiter's Take, whose refusal counts toward a ban.
+func (p *Penalty[K]) Take(key K, n int) Result {
+	if r, ok := p.refuseBanned(key); ok {
+		return r
+	}
+	return p.judge(key, p.inner.Take(key, n))
+}
+
+// TakeContext is Take under ctx, which the limiter gets if it takes one
+// (see ContextLimiter). A ctx that has ended makes no decision.
+func (p *Penalty[K]) TakeContext(ctx context.Context, key K, n int) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if r, ok := p.refuseBanned(key); ok {
+		return r, nil
+	}
+	r, err := takeContext(ctx, p.inner, key, n)
+	return p.judge(key, r), err
+}
+
+// Admit is Take, and also returns the limiter's Admission, for Refund. A
+// limiter that is not a Refunder gives a zero Admission: its events stay
+// taken.
+func (p *Penalty[K]) Admit(key K, n int) (Result, Admission) {
+	r, a, _ := p.AdmitContext(context.Background(), key, n)
+	return r, a
+}
+
+// AdmitContext is Admit under ctx, as TakeContext is Take.
+func (p *Penalty[K]) AdmitContext(ctx context.Context, key K, n int) (Result, Admission, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, Admission{}, err
+	}
+	if r, ok := p.refuseBanned(key); ok {
+		return r, Admission{}, nil
+	}
+	rf, ok := p.inner.(Refunder[K])
+	if !ok {
+		r, err := takeContext(ctx, p.inner, key, n)
+		return p.judge(key, r), Admission{}, err
+	}
+	r, a, err := admitContext(ctx, rf, key, n)
+	return p.judge(key, r), a, err
+}
+
+// Refund gives a, an Admission of the limiter's, back to the limiter. A
+// refund lifts no ban.
+func (p *Penalty[K]) Refund(key K, a Admission) {
+	if rf, ok := p.inner.(Refunder[K]); ok {
+		rf.Refund(key, a)
+	}
+}
+
+// RefundContext is Refund under ctx, for a limiter that takes one.
+func (p *Penalty[K]) RefundContext(ctx context.Context, key K, a Admission) error {
+	if rf, ok := p.inner.(Refunder[K]); ok {
+		refundContext(ctx, rf, key, a)
+	}
+	return nil
+}
+
+// Peek reports a banned key's ban, and any other's state by the limiter's
+// Peek. It counts nothing.
+func (p *Penalty[K]) Peek(key K) Result {
+	if r, ok := p.isBanned(key); ok {
+		return r
+	}
+	return p.inner.Peek(key)
+}
+
+// PeekContext is Peek under ctx, for a limiter that takes one.
+func (p *Penalty[K]) PeekContext(ctx context.Context, key K) (Result, error) {
+	if r, ok := p.isBanned(key); ok {
+		return r, nil
+	}
+	return peekContext(ctx, p.inner, key), nil
+}
+
+// Reset forgets key, in the limiter and in the penalty: its ban and its
+// refusals.
+func (p *Penalty[K]) Reset(key K) {
+	p.keys.reset(key)
+	p.inner.Reset(key)
+}
+
+// Wait is shorthand for WaitN(ctx, key, 1).
+func (p *Penalty[K]) Wait(ctx context.Context, key K) error { return p.WaitN(ctx, key, 1) }
+
+// WaitN waits out key's ban, if it is banned, then waits by the limiter
+// (the package's WaitN). It fails at once, taking nothing, if the ban
+// outlasts ctx's deadline (ErrWouldExceedDeadline).
+func (p *Penalty[K]) WaitN(ctx context.Context, key K, n int) error {
+	timers := p.keys.clock.timers
+	for {
+		r, ok := p.isBanned(key)
+		if !ok {
+			return WaitN[K](ctx, p.inner, key, n)
+		}
+		if deadline, ok := ctx.Deadline(); ok {
+			if left := deadline.Sub(timers.Now()); r.RetryAfter > left {
+				return &deadlineError{n: n, wait: r.RetryAfter, left: max(left, 0)}
+			}
+		}
+		if err := sleep(ctx, timers, r.RetryAfter); err != nil {
+			return fmt.Errorf("keylimit: wait for %s: %w", events(n), err)
+		}
+	}
+}
+
+// Clock returns the clock the penalty reads.
+func (p *Penalty[K]) Clock() clock.Clock { return p.keys.clock.timers }
+
+// Len returns the number of keys the limiter tracks, if it has a Len
+// method, as the limiter's own Len does; else 0.
+func (p *Penalty[K]) Len() int {
+	if l, ok := p.inner.(interface{ Len() int }); ok {
+		return l.Len()
+	}
+	return 0
+}
+
+// Watched returns the number of keys the penalty keeps a state for: those
+// refused within Ban.Within, and those banned. WithMaxKeys caps it.
+func (p *Penalty[K]) Watched() int { return p.keys.len() }
+
+// Stats returns the limiter's Stats, if it has a Stats method, with the
+// penalty's Bans and BanRefused (added to Refused, if the limiter counts
+// its decisions).
+func (p *Penalty[K]) Stats() Stats {
+	var st Stats
+	if s, ok := p.inner.(interface{ Stats() Stats }); ok {
+		st = s.Stats()
+	}
+	_, st.BanRefused = p.banned.sum()
+	st.Bans, st.Penalty = p.bans.Load(), true
+	if st.Decisions {
+		st.Refused += st.BanRefused
+	}
+	return st
+}
+
+// Close stops the penalty's evictor; it does not close the limiter. It
+// returns nil.
+func (p *Penalty[K]) Close() error {
+	p.evictor.close()
+	return nil
+}
+
+// isBanned returns the Result of a refusal by key's ban, if key is banned
+// now.
+func (p *Penalty[K]) isBanned(key K) (Result, bool) {
+	if p.keys.len() == 0 {
+		return Result{}, false // no key refused lately: no hash
+	}
+	st := p.keys.load(key)
+	if st == nil {
+		return Result{}, false
+	}
+	until := st.until.Load()
+	if until == 0 {
+		return Result{}, false
+	}
+	now := p.keys.clock.now()
+	if until <= now {
+		return Result{}, false
+	}
+	left := time.Duration(until - now)
+	return Result{Limit: int(st.limit.Load()), RetryAfter: left, ResetAfter: left, Banned: true}, true
+}
+
+// refuseBanned is isBanned, counting the refusal.
+func (p *Penalty[K]) refuseBanned(key K) (Result, bool) {
+	r, ok := p.isBanned(key)
+	if ok {
+		p.banned.add(false)
+	}
+	return r, ok
+}
+
+// judge returns the limiter's answer r for key, and counts it toward a
+// ban if it is a refusal a later call could pass.
+func (p *Penalty[K]) judge(key K, r Result) Result {
+	if r.Allowed || r.Untracked || r.Err != nil || r.RetryAfter == InfDuration {
+		return r
+	}
+	// The clock is read after the limiter decided: its call may have
+	// taken a round trip, and the refusal happened at its end.
+	now := p.keys.clock.now()
+	until, ok := p.refusal(key, r.Limit, now)
+	if !ok {
+		return r
+	}
+	left := time.Duration(until - now)
+	r.RetryAfter = max(r.RetryAfter, left)
+	r.ResetAfter = max(r.ResetAfter, left)
+	r.Banned = true
+	return r
+}
+
+// refusal records a refusal of key at now, by a limit of quota limit, and
+// returns the end of the key's ban if it is banned after it (by this
+// refusal, or by another just before). A key the cap leaves no state for
+// is not banned.
+func (p *Penalty[K]) refusal(key K, limit int, now int64) (until int64, banned bool) {
+	st := p.keys.loadOrCreate(key)
+	for st != nil {
+		st.mu.Lock()
+		if !st.retired {
+			break
+		}
+		st.mu.Unlock()
+		st = p.keys.replace(key, st)
+	}
+	if st == nil {
+		return 0, false
+	}
+	defer st.mu.Unlock()
+	if until := st.until.Load(); until > now {
+		return until, true
+	}
+	if st.refusals == nil {
+		st.refusals = make([]int64, p.ban.Refusals)
+	}
+	// Refusals are kept in time order: one that read the clock before the
+	// latest, and took the lock after it, counts as at the latest's time.
+	now = max(now, st.newest)
+	m := len(st.refusals)
+	st.refusals[st.next] = now
+	st.next = (st.next + 1) % m
+	st.count = min(st.count+1, m)
+	st.newest = now
+	// With the ring full, its oldest slot is next: the m-th latest refusal.
+	if st.count < m || now-st.refusals[st.next%m] >= p.within {
+		return 0, false
+	}
+	// A ban that would end at 0, "never banned", ends a moment later.
+	until = now + p.length
+	if until == 0 {
+		until = 1
+	}
+	st.limit.Store(int64(limit))
+	st.count, st.next = 0, 0
+	st.until.Store(until)
+	p.bans.Add(1)
+	return until, true
+}
+
+// retireIfIdle retires st if it holds no ban and no refusal that still
+// counts at now, refusals counting for within ns (see stateHooks).
+func (st *penaltyState) retireIfIdle(now, within int64) (bool, int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	idleAt := st.until.Load()
+	if st.count > 0 {
+		idleAt = max(idleAt, st.newest+within)
+	}
+	if idleAt > now {
+		return false, idleAt
+	}
+	st.retired = true
+	return true, 0
+}
+
+var (
+	_ ContextLimiter[string]  = (*Penalty[string])(nil)
+	_ ContextRefunder[string] = (*Penalty[string])(nil)
+	_ Clocked                 = (*Penalty[string])(nil)
+)

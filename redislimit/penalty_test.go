@@ -1,0 +1,241 @@
+package redislimit_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/redisserver"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// instance is one instance's penalty around its fixed window, both on Redis.
+func instance(t *testing.T, c redis.UniversalClient, mock *clock.Mock, b keylimit.Ban, opts ...redislimit.Option) (*redislimit.Penalty, *redislimit.FixedWindow) {
+	t.Helper()
+	opts = append([]redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock)}, opts...)
+	w, err := redislimit.NewFixedWindow(c, "login", keylimit.PerHour(1), opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close() })
+	p, err := redislimit.NewPenalty(c, "login", w, b, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close() })
+	return p, w
+}
+
+// decisions is sent without the CONFIG GETs of a new limiter's check of
+// the server (health.go), which runs in the background.
+func decisions(sent map[string]int64) map[string]int64 {
+	delete(sent, "config|get")
+	return sent
+}
+
+// TestPenaltyFleetSharesOneBan: refusals on one instance ban the key on
+// Redis; the other instances hear of it (and one that did not learns it
+// from its limiter's first refusal), and then answer the key in process:
+// INFO commandstats counts no EVALSHA, no command at all, over a flood.
+func TestPenaltyFleetSharesOneBan(t *testing.T) {
+	s := newServer(t) // its own server: commandstats counts only this test
+	mock := newMock()
+	b := keylimit.Ban{Refusals: 2, Within: time.Minute, For: time.Hour}
+	a, _ := instance(t, s.client(t), mock, b)
+	other, _ := instance(t, s.client(t), mock, b)
+	key := testKey(t, "alice")
+
+	require.True(t, a.Allow(key))
+	r := a.Take(key, 1)
+	require.False(t, r.Allowed)
+	require.False(t, r.Banned, "one refusal: %v", r)
+	r = a.Take(key, 1)
+	require.True(t, r.Banned, "two refusals within a minute: %v", r)
+	require.Equal(t, time.Hour, r.RetryAfter)
+	require.Equal(t, uint64(1), a.Stats().Bans)
+
+	require.Eventually(t, func() bool { return other.Peek(key).Banned }, patient, time.Millisecond,
+		"the other instance hears of the ban")
+	before := s.commandStats(t)
+	const flood = 1000
+	for i := range flood {
+		for _, p := range []*redislimit.Penalty{a, other} {
+			r := p.Take(key, 1+i%3)
+			require.True(t, r.Banned, "flood call %d: %v", i, r)
+			require.Equal(t, 1, r.Limit)
+		}
+	}
+	after := s.commandStats(t)
+	require.Equal(t, before["evalsha"], after["evalsha"], "EVALSHA while the ban is known")
+	require.Empty(t, decisions(s.sentSince(t, before)), "commands sent while the ban is known")
+	require.Equal(t, uint64(flood), a.Stats().BanRefused)
+	require.Equal(t, uint64(flood), other.Stats().BanRefused)
+	require.Zero(t, other.Stats().Bans, "the ban is a's")
+
+	// An instance made after the announcement learns the ban at its
+	// limiter's first refusal: one call for the window, one to count.
+	late, _ := instance(t, s.client(t), mock, b)
+	stats := s.commandStats(t)
+	r = late.Take(key, 1)
+	require.True(t, r.Banned, "%v", r)
+	require.Equal(t, time.Hour, r.RetryAfter)
+	require.Equal(t, map[string]int64{"evalsha": 2}, decisions(s.sentSince(t, stats)))
+	stats = s.commandStats(t)
+	require.True(t, late.Take(key, 1).Banned)
+	require.Empty(t, decisions(s.sentSince(t, stats)), "then it knows")
+
+	// The ban ends on every instance at once; the next window admits.
+	mock.Add(time.Hour - time.Nanosecond)
+	require.True(t, other.Take(key, 1).Banned)
+	mock.Add(time.Nanosecond)
+	require.True(t, other.Allow(key), "the ban and the window are over")
+	r = a.Take(key, 1)
+	require.False(t, r.Allowed)
+	require.False(t, r.Banned, "the refusals count afresh after a ban: %v", r)
+}
+
+// TestPenaltyResetLiftsTheBan: Reset forgets the ban on Redis and here.
+func TestPenaltyResetLiftsTheBan(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	p, _ := instance(t, s.client(t), mock, keylimit.Ban{Refusals: 1, Within: time.Minute, For: time.Hour})
+	key := testKey(t, "k")
+	require.True(t, p.Allow(key))
+	require.True(t, p.Take(key, 1).Banned)
+	p.Reset(key)
+	require.True(t, p.Allow(key))
+	n, err := s.client(t).Exists(t.Context(), p.Prefix()+"{"+key+"}", p.Prefix()+"{"+key+"}:ban").Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "no state left on Redis")
+}
+
+// TestPenaltyUnderConcurrentTakes: two instances, many goroutines each, on
+// one key: the admissions are exactly the shared window's, one ban starts
+// (the script counts atomically), and every request is the window's or a
+// ban's.
+func TestPenaltyUnderConcurrentTakes(t *testing.T) {
+	s := newServer(t)
+	mock := newMock() // stands still: one window, one ban
+	b := keylimit.Ban{Refusals: 5, Within: time.Minute, For: time.Hour}
+	var fleet [2]*redislimit.Penalty
+	for i := range fleet {
+		fleet[i], _ = instance(t, s.client(t), mock, b)
+	}
+	key := testKey(t, "hot")
+	const goroutines, each = 8, 50
+	var admitted, banned atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 2 * goroutines {
+		p := fleet[i%2]
+		wg.Go(func() {
+			for range each {
+				switch r := p.Take(key, 1); {
+				case r.Allowed:
+					admitted.Add(1)
+				case r.Banned:
+					banned.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int64(1), admitted.Load(), "the window's one event")
+	var bans, requests uint64
+	for _, p := range fleet {
+		st := p.Stats() // the window's decisions, and the ban's refusals among the refused
+		bans += st.Bans
+		requests += st.Admitted + st.Refused
+	}
+	require.Equal(t, uint64(1), bans, "bans started")
+	require.Equal(t, uint64(2*goroutines*each), requests, "every request is the window's or a ban's")
+	require.Positive(t, banned.Load())
+}
+
+// penaltyOnCluster: on Redis Cluster, a key's refusals and its ban share
+// the key's slot (one script call each), for keys on every master, and
+// the ban is announced to an instance on another client.
+func penaltyOnCluster(t *testing.T, cl *redisserver.Cluster) {
+	b := keylimit.Ban{Refusals: 2, Within: time.Minute, For: time.Hour}
+	prefix := testKey(t, "pen") + ":"
+	newInstance := func() *redislimit.Penalty {
+		c := clusterClient(t, cl)
+		w, err := redislimit.NewFixedWindow(c, "login", keylimit.PerHour(1), redislimit.WithTimeout(patient),
+			redislimit.WithPrefix(prefix+"w:"))
+		require.NoError(t, err)
+		t.Cleanup(func() { w.Close() })
+		p, err := redislimit.NewPenalty(c, "login", w, b, redislimit.WithTimeout(patient), redislimit.WithPrefix(prefix+"p:"))
+		require.NoError(t, err)
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	a, other := newInstance(), newInstance()
+	c := clusterClient(t, cl)
+	nodes := map[string]bool{}
+	for i := 0; len(nodes) < len(cl.Masters); i++ {
+		require.Less(t, i, 100, "100 keys, and not one on each master")
+		key := testKey(t, "k")
+		node, err := c.MasterForKey(context.Background(), a.Prefix()+"{"+key+"}")
+		require.NoError(t, err)
+		nodes[node.Options().Addr] = true
+		require.True(t, a.Allow(key))
+		require.False(t, a.Take(key, 1).Banned)
+		r := a.Take(key, 1)
+		require.True(t, r.Banned, "%s: %v", key, r)
+		require.Eventually(t, func() bool { return other.Peek(key).Banned }, patient, time.Millisecond,
+			"the other instance hears of the ban of %s", key)
+		require.True(t, other.Take(key, 1).Banned)
+	}
+	require.Zero(t, a.Stats().Errors, "no CROSSSLOT, no failed call")
+}
+
+// TestPenaltyInAllAndWait: in keylimit.All the ban refuses the combination
+// and the other limiter's refusal gives back the penalty's limiter's
+// event; a wait on a banned key that cannot outlast the ban fails at once.
+func TestPenaltyInAllAndWait(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	p, w := instance(t, s.client(t), mock, keylimit.Ban{Refusals: 1, Within: time.Minute, For: time.Hour})
+	second, err := redislimit.NewTokenBucket(s.client(t), "second", keylimit.PerHour(1), redislimit.WithTimeout(patient),
+		redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+	require.NoError(t, err)
+	defer second.Close()
+	key := testKey(t, "k")
+	require.True(t, second.Allow(key))
+	both := keylimit.All[string](p, second)
+	require.False(t, both.Allow(key), "the second refuses")
+	require.True(t, w.Peek(key).Allowed, "the window got its event back")
+	require.True(t, p.Allow(key))
+	r := both.Take(key, 1)
+	require.True(t, r.Banned, "the window's refusal bans: %v", r)
+	require.True(t, both.Take(key, 1).Banned)
+
+	ctx, cancel := mock.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.ErrorIs(t, keylimit.WaitN[string](ctx, p, key, 1), keylimit.ErrWouldExceedDeadline)
+}
+
+// TestPenaltyBehaviour: a Redis penalty whose ban never starts is its
+// limiter: the behaviour suite passes through it, refusals counted on
+// Redis and all, for each Redis limiter type.
+func TestPenaltyBehaviour(t *testing.T) {
+	c := shared.client(t)
+	never := keylimit.Ban{Refusals: keylimit.MaxBanRefusals, Within: time.Nanosecond, For: time.Hour}
+	for _, typ := range types {
+		t.Run(typ.name, func(t *testing.T) {
+			runSuite(t, c, func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
+				inner, err := typ.new(c, l, opts...)
+				if err != nil {
+					return nil, err
+				}
+				p, err := redislimit.NewPenalty(c, "test", inner, never, opts...)
+				if err != nil {
+					return nil, err
+				}
+				t.Cleanup(func() { inner.(interface{ Close() error }).Close() })
+				return p, nil
+			})
+		})
+	}
+}
