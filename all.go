@@ -301,6 +301,7 @@ func (a *all[K]) Refund(key K, adm Admission) {
 	}
 	for i, p := range *parts {
 		if r, ok := a.limiters[i].(Refunder[K]); ok {
+			p.N = min(p.N, adm.N) // a partial refund of adm is one of each part
 			r.Refund(key, p)
 		}
 	}

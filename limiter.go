@@ -81,6 +81,12 @@ type Refunder[K comparable] interface {
 	// and gives back again what the key's later admissions hold (at most
 	// the quota), as if the events of a request that did happen had not; a
 	// Redis limiter gives nothing for a second Refund.
+	//
+	// A copy of a whose N is lowered to k gives back at most k of its
+	// events, by the same rule: a partial refund, of what an outcome did
+	// not charge (quota's Policy.Charge). Lowering N is the one change a
+	// caller may make to an Admission; raising it is a misuse, as a second
+	// Refund is (a Redis limiter ignores it).
 	Refund(key K, a Admission)
 }
 

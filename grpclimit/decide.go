@@ -22,16 +22,18 @@ var (
 )
 
 // decide decides the call to method under ctx, as quota decides: the key,
-// the tier and the cost of the call, then the Decider. It returns the
-// Verdict (for Finish, once the handler has returned), the metadata to send
+// the tier and the cost of the call, then the Decider. It writes the
+// Verdict into *v (for Finish, which the caller has deferred already, so
+// that a panic of OnDecision releases what it holds), and returns the
+// metadata to send
 // (nil if none: a skipped call, one that could not be decided), and the
 // error the call ends with before its handler: its refusal, or what
 // Config.Error makes of a call that cannot be decided; nil if the handler
 // is to run. The metadata is the header of a call that goes on to its
 // handler, and the trailer of a refused one (see fields).
-func (s *Server) decide(ctx context.Context, method string) (v quota.Verdict, md metadata.MD, err error) {
+func (s *Server) decide(ctx context.Context, method string, v *quota.Verdict) (md metadata.MD, err error) {
 	if s.skip != nil && s.skip(ctx, method) {
-		return v, nil, nil
+		return nil, nil
 	}
 	var start time.Time
 	if s.onDecision != nil {
@@ -42,7 +44,7 @@ func (s *Server) decide(ctx context.Context, method string) (v quota.Verdict, md
 		err = errEmptyKey
 	}
 	if err != nil {
-		return v, nil, s.fail(ctx, method, err)
+		return nil, s.fail(ctx, method, err)
 	}
 	tier := ""
 	if s.tierOf != nil {
@@ -51,13 +53,13 @@ func (s *Server) decide(ctx context.Context, method string) (v quota.Verdict, md
 	cost := 1
 	if s.cost != nil {
 		if cost = s.cost(ctx, method); cost < 0 {
-			return v, nil, s.fail(ctx, method, fmt.Errorf("grpclimit: Cost returned %d for %s: a cost is at least 0", cost, bounded.Quote(method)))
+			return nil, s.fail(ctx, method, fmt.Errorf("grpclimit: Cost returned %d for %s: a cost is at least 0", cost, bounded.Quote(method)))
 		}
 	}
 	// The cost is not negative: Decide's only error is the context's, of a
 	// call whose client has gone (before or while it was decided).
-	if v, err = s.quota.Decide(ctx, key, tier, cost); err != nil {
-		return v, nil, s.fail(ctx, method, fmt.Errorf("%w: %w", errEnded, err))
+	if *v, err = s.quota.Decide(ctx, key, tier, cost); err != nil {
+		return nil, s.fail(ctx, method, fmt.Errorf("%w: %w", errEnded, err))
 	}
 	d := &v.Decision
 	if s.onDecision != nil {
@@ -65,18 +67,18 @@ func (s *Server) decide(ctx context.Context, method string) (v quota.Verdict, md
 	}
 	if v.Action() == quota.Fail {
 		// Not the client's doing: the policy cannot be applied to its key.
-		return v, nil, s.fail(ctx, method, fmt.Errorf("grpclimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err))
+		return nil, s.fail(ctx, method, fmt.Errorf("grpclimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err))
 	}
 	var pushback string
 	var refused error
 	if v.Action() == quota.Refuse {
 		pushback, refused = refusal(*d)
 	}
-	md = fields(&v, pushback)
+	md = fields(v, pushback)
 	if s.onDecision != nil {
 		s.onDecision(ctx, method, *d)
 	}
-	return v, md, refused
+	return md, refused
 }
 
 // fields returns the rate-limit fields of a counted call as metadata,

@@ -76,6 +76,12 @@ type Config struct {
 //	ratelimit-policy: "minute";q=10;w=60
 //	ratelimit: "minute";r=0;t=42
 //	retry-after: 6                       (refused calls only)
+//
+// A concurrency policy (Concurrent) holds its slot until the handler
+// returns, a stream's when the stream ends. A policy charged by outcome
+// (Policy.Charge) is charged when the handler returns, by the code it
+// returned (quota.Outcome.Status, codes.Code as an int) and the cost it
+// reported with quota.ReportCost and its context (a stream's Context).
 type Server struct {
 	quota      *quota.Decider
 	key        KeyFunc
@@ -112,8 +118,13 @@ func NewServer(c Config) (*Server, error) {
 // UnaryInterceptor returns the interceptor that limits unary calls:
 // grpc.NewServer(grpc.ChainUnaryInterceptor(s.UnaryInterceptor())).
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		v, md, err := s.decide(ctx, info.FullMethod)
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		// Finish holds nothing for a call that does not proceed; deferred
+		// first, it gives back what one holds (a concurrency policy's slot)
+		// however the call ends, OnDecision or the handler panicking.
+		var v quota.Verdict
+		defer v.Finish()
+		md, err := s.decide(ctx, info.FullMethod, &v)
 		// An error from SetHeader or SetTrailer means ctx is not a server
 		// call's (a handler called directly): there is nowhere to send the
 		// fields.
@@ -126,7 +137,13 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if md != nil {
 			_ = grpc.SetHeader(ctx, md)
 		}
-		defer v.Finish()
+		if v.NeedsOutcome() {
+			ended := false
+			defer func() { v.FinishWith(outcome(err, ended)) }()
+			resp, err = handler(v.Context(ctx), req)
+			ended = true
+			return resp, err
+		}
 		return handler(ctx, req)
 	}
 }
@@ -135,8 +152,10 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 // when it opens, with its cost; the messages on an admitted stream are not
 // counted: grpc.NewServer(grpc.ChainStreamInterceptor(s.StreamInterceptor())).
 func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		v, md, err := s.decide(ss.Context(), info.FullMethod)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		var v quota.Verdict
+		defer v.Finish() // when the stream has ended: its handler has returned
+		md, err := s.decide(ss.Context(), info.FullMethod, &v)
 		if err != nil {
 			if md != nil {
 				ss.SetTrailer(md)
@@ -146,7 +165,13 @@ func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 		if md != nil {
 			_ = ss.SetHeader(md)
 		}
-		defer v.Finish()
+		if v.NeedsOutcome() {
+			ended := false
+			defer func() { v.FinishWith(outcome(err, ended)) }()
+			err = handler(srv, &outcomeStream{ss, v.Context(ss.Context())})
+			ended = true
+			return err
+		}
 		return handler(srv, ss)
 	}
 }

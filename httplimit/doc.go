@@ -35,7 +35,12 @@
 // nothing: "minute", 10 a minute, and "hour", 500 an hour, on the same key.
 // A refused request takes nothing from any policy. Policies count in any
 // keylimit.Limiter[string]: TokenBucket, FixedWindow, SlidingWindow,
-// SlidingCounter, your own.
+// SlidingCounter, your own. A policy may bound requests in flight instead
+// (Concurrent: a slot held until the handler returns, however it ends),
+// and a policy may charge by outcome (Policy.Charge: failed logins, not
+// logins; admitted with the whole cost, what the status, or the cost the
+// handler reports by quota.ReportCost or Config.CostHeader, does not
+// charge is given back when the handler returns).
 // Config.Tier picks other policies for some clients (a "gold" tier); a
 // request may cost more than 1 (Config.Cost); some requests can be skipped
 // (Config.Skip); and a dry run counts and sets the fields but refuses

@@ -115,6 +115,15 @@ type Config struct {
 	// of the response). Both bodies are JSON, or problem+json on request,
 	// like Deny's.
 	Error func(w http.ResponseWriter, r *http.Request, err error)
+
+	// CostHeader names a response header by which the handler reports the
+	// cost of its request to the policies charged by outcome
+	// (Policy.Charge, Outcome.Reported): a decimal number, set before the
+	// handler writes its header. The middleware takes it out of the
+	// response, so the client never sees it; a value that is not a number
+	// of at most 18 digits, or is given twice, is ignored. A handler may
+	// call quota.ReportCost with its request's context instead.
+	CostHeader string
 }
 
 // Decision is what the middleware decided for one request: the key, the
@@ -131,7 +140,10 @@ type Decision = quota.Decision
 // response it counts (see the package documentation), calls the handler if
 // every policy admits the request, and answers the request with Deny if
 // not. It never wraps the ResponseWriter, so the handler keeps whatever
-// interfaces the server's writer has (http.Flusher, http.Hijacker, ...).
+// interfaces the server's writer has (http.Flusher, http.Hijacker, ...),
+// but for a request whose tier has a policy charged by outcome
+// (Policy.Charge): its handler's writer records the status, and has Flush
+// and Unwrap (http.ResponseController reaches the server's writer by it).
 // It is safe for concurrent use, and may wrap any number of handlers: they
 // share its limiters.
 func New(c Config) (func(http.Handler) http.Handler, error) {
@@ -162,6 +174,7 @@ type middleware struct {
 	onDecision func(*http.Request, Decision)
 	deny       func(http.ResponseWriter, *http.Request, Decision) // nil: the default, deny
 	fail       func(http.ResponseWriter, *http.Request, error)
+	costHeader string // canonical, or ""
 }
 
 func newMiddleware(c Config) (*middleware, error) {
@@ -178,6 +191,9 @@ func newMiddleware(c Config) (*middleware, error) {
 	m := &middleware{
 		key: c.Key, quota: q, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
 		onDecision: c.OnDecision, deny: c.Deny, fail: c.Error,
+	}
+	if c.CostHeader != "" {
+		m.costHeader = http.CanonicalHeaderKey(c.CostHeader)
 	}
 	if c.LegacyFields {
 		m.legacy = &legacy{delta: c.LegacyResetDelta, clock: c.Clock}
@@ -233,6 +249,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, fmt.Errorf("%w: %w", errEnded, err))
 		return
 	}
+	// Finish holds nothing for a request that does not proceed, and is
+	// deferred now so that what one holds (a concurrency policy's slot) is
+	// given back however the rest ends, OnDecision or the handler panicking.
+	defer v.Finish()
 	d := &v.Decision
 	if m.onDecision != nil {
 		d.Elapsed = time.Since(start)
@@ -247,7 +267,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.onDecision(r, *d)
 	}
 	if v.Action() == quota.Proceed {
-		defer v.Finish()
+		if v.NeedsOutcome() {
+			h.serveCharged(w, r, &v)
+			return
+		}
 		h.next.ServeHTTP(w, r)
 		return
 	}

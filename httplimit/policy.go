@@ -28,3 +28,19 @@ type Policy = quota.Policy
 func Bucket(name string, l keylimit.Limit, opts ...keylimit.Option) Policy {
 	return quota.Bucket(name, l, opts...)
 }
+
+// Concurrent returns a concurrency Policy named name: each key may have n
+// requests in flight at once, in a new keylimit.Concurrency built with
+// opts. It is quota.Concurrent: a request holds its slot from its decision
+// until its handler returns, however it ends (a panic included); a request
+// that finds none free is refused (429, Retry-After the limiter's estimate
+// of when one will be), and it is all or nothing with the rate policies of
+// its tier. Its fields have no window and no t:
+//
+//	RateLimit-Policy: "inflight";q=5;qu="concurrent-requests"
+//	RateLimit: "inflight";r=2
+//
+// If n or an option is invalid, New reports the error.
+func Concurrent(name string, n int, opts ...keylimit.Option) Policy {
+	return quota.Concurrent(name, n, opts...)
+}

@@ -126,6 +126,7 @@ var cases = []suiteCase[Harness]{
 	{"ExactUnderContentionMixedN", false, exactUnderContentionMixedN},
 	{"RefundGivesBack", false, refundGivesBack},
 	{"LateRefundGivesNothing", false, lateRefundGivesNothing},
+	{"PartialRefund", false, partialRefund},
 	{"RefillAfterPeriod", false, refillAfterPeriod},
 	{"RetryAfterIsExact", true, retryAfterIsExact},
 	{"ClockSteppingBackCreatesNothing", true, clockStepsBack},
@@ -390,6 +391,26 @@ func exactUnderContentionMixedN(t *testing.T, h Harness) {
 // key. With no time passing,
 // every type agrees (a bucket gives back tokens, a window events of its
 // current window).
+// partialRefund: a copy of an Admission with N lowered gives back that
+// many of its events, no more (keylimit.Refunder): what quota's policies
+// charged by outcome give back of a request whose outcome charged part.
+func partialRefund(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, hour)
+	refunder, ok := lim.(keylimit.Refunder[string])
+	if !ok {
+		t.Fatalf("limitertest: %T is not a keylimit.Refunder (Admit and Refund methods)", lim)
+	}
+	k := key(t, "k")
+	_, a := refunder.Admit(k, 7)
+	part := a
+	part.N = 3
+	refunder.Refund(k, part)
+	expect(t, "Peek().Remaining after admitting 7 of 10 and refunding 3 of them", lim.Peek(k).Remaining, 6)
+	r, _ := refunder.Admit(k, 6)
+	expect(t, "Admit(6) with 6 left: Allowed", r.Allowed, true)
+	expect(t, "Admit(6) with 6 left: Remaining", r.Remaining, 0)
+}
+
 func refundGivesBack(t *testing.T, h Harness) {
 	lim := newLimiter(t, h, hour)
 	refunder, ok := lim.(keylimit.Refunder[string])

@@ -59,7 +59,8 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	return v, err
 }
 
-// decide is Decide, into *v, which it sets only if it returns nil.
+// decide is Decide, into *v, a zero Verdict, which holds the Verdict only if
+// decide returns nil (a zero one otherwise).
 func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Verdict) (err error) {
 	t := d.base
 	if d.tiers != nil {
@@ -77,6 +78,11 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 	var one [1]keylimit.Result
 	each := one[:] // each policy's Result, looked at by index: a Result is 8 words
 	switch {
+	case t.apart:
+		buf := t.results()
+		defer t.resultsPool.Put(buf)
+		res, v.permit, v.charges, err = t.takeApart(ctx, key, cost, *buf) // not each: one would escape
+		each = *buf
 	case t.each != nil:
 		// One call: every policy's own Result, no Peek after an admission.
 		buf := t.results()
@@ -89,12 +95,17 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 		res = t.decider.Take(key, cost)
 	}
 	if err != nil && ctx.Err() != nil {
+		v.permit.Release() // what takeApart took, if the context ended after
+		if v.charges != nil {
+			t.undoCharged(key, v.charges.adms)
+		}
+		*v = Verdict{}
 		return ctx.Err()
 	}
 	// Any other error is a failure policy's (see keylimit.ContextLimiter):
 	// its Result is the decision.
 	switch {
-	case t.each != nil:
+	case t.apart, t.each != nil:
 	case len(t.policies) == 1:
 		one[0] = res
 	default: // All of limiters that cannot report each
@@ -122,11 +133,13 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 		}
 		q := sfInt(int64(r.Limit))
 		field = strconv.AppendInt(append(field, p.remaining...), min(sfInt(int64(r.Remaining)), q), 10)
-		w, t := p.windowSeconds(key), seconds(r.ResetAfter)
+		w, reset := p.windowSeconds(key), seconds(r.ResetAfter)
 		if r.Banned {
-			t = min(t, w) // t is never more than w; Retry-After runs to the ban's end
+			reset = min(reset, w) // t is never more than w; Retry-After runs to the ban's end
 		}
-		field = appendParam(field, "t", t)
+		if i != t.held { // a concurrency policy's t is unknown (see Concurrent)
+			field = appendParam(field, "t", reset)
+		}
 		qw = append(qw, q, w)
 		if least < 0 || r.Remaining < each[least].Remaining {
 			least = i

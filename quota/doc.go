@@ -10,7 +10,12 @@
 // keylimit.Limiter[string]. A request meets every policy of its tier at
 // once, all or nothing (keylimit.All): a refused request takes nothing from
 // any. Config.Policies is the default tier; Config.Tiers gives named tiers
-// other policies ("gold"), each counted in its own limiters.
+// other policies ("gold"), each counted in its own limiters. A concurrency
+// policy (Policy.Concurrency, Concurrent) bounds requests in flight
+// instead: a request holds its slots from Decide until Verdict.Finish. A
+// policy with a Charge is charged by outcome: admitted with the whole cost,
+// it gives back what the request's Outcome does not charge in
+// Verdict.FinishWith (a handler reports a cost with ReportCost).
 //
 // # A decision
 //
@@ -48,7 +53,8 @@
 // Verdict.ViolatedPolicies names the policies a refused request exceeded,
 // for the draft's problem type quota-exceeded.
 //
-// An adapter calls Verdict.Finish when a request that proceeded has ended.
+// An adapter calls Verdict.Finish when a request that proceeded has ended,
+// or Verdict.FinishWith and its Outcome if the Verdict NeedsOutcome.
 //
 // # Cost and concurrency
 //

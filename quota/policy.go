@@ -44,6 +44,39 @@ type Policy struct {
 	// other limiter, the Period. New reports an error if Window is 0 and the
 	// limiter reports neither.
 	Window time.Duration
+	// Concurrency, set instead of Limiter, makes the policy a concurrency
+	// quota: a request holds cost slots of its key from its decision until
+	// it ends (Verdict.Finish), and is refused while they are not free. Its
+	// fields say so, without a window, and without t (see Concurrent):
+	//
+	//	RateLimit-Policy: "inflight";q=5;qu="concurrent-requests"
+	//	RateLimit: "inflight";r=2
+	//
+	// A tier holds at most one concurrency policy, and its Window stays 0.
+	Concurrency keylimit.ConcurrencyLimiter[string]
+	// Charge, if set, charges a request by its outcome: it is admitted with
+	// its whole cost, the most it may be charged, and when it ends
+	// (Verdict.FinishWith) Charge says how much of that the Outcome costs
+	// (clamped to 0 to Outcome.Cost); the rest is given back by the
+	// limiter's exact Refund, so a request whose outcome is free costs
+	// nothing in the end. Failed logins, not logins: charge 401s only.
+	//
+	// Admitting first is what keeps it exact: at no time is more than the
+	// quota in use by the requests in flight and those charged, so
+	// concurrent requests never pass a quota they are all charged against,
+	// and the charged events in any interval are within the limit. The
+	// Limiter must be a keylimit.Refunder (every limiter of this module and
+	// of redislimit is); the charge is given back from the request's own
+	// Admission, so a refund after its window has ended gives nothing back,
+	// as the limit requires. A request refused by this or another policy
+	// of its tier is charged nothing. The price of admitting first: a
+	// request in flight holds its cost until it ends, so 5 logins at once
+	// under a quota of 5 failures refuse a sixth, even if all succeed. A
+	// Redis limiter's deny cache may also refuse, for up to a refusal's
+	// Retry-After, a key that refunds freed meanwhile (on another instance,
+	// or racing the refusal): give such a limiter
+	// redislimit.WithDenyCacheSize(0) where that matters.
+	Charge func(o Outcome) int
 
 	err error // an error from Bucket, without a package's name, reported by New
 }
@@ -81,10 +114,16 @@ type policy struct {
 	name    string
 	quoted  string // name as a Structured Field String
 	limiter keylimit.Limiter[string]
-	window  int64            // Policy.Window in seconds, rounded up; 0: ask the limiter
-	limits  limitReporter    // with window 0: the limiter, if it reports its Limit
-	limitOf keyLimitReporter // with window 0: the limiter, if it reports each key's
-	bucket  bool             // the limiter is a token bucket: w is its full-refill time
+	window  int64                               // Policy.Window in seconds, rounded up; 0: ask the limiter
+	limits  limitReporter                       // with window 0: the limiter, if it reports its Limit
+	limitOf keyLimitReporter                    // with window 0: the limiter, if it reports each key's
+	bucket  bool                                // the limiter is a token bucket: w is its full-refill time
+	held    keylimit.ConcurrencyLimiter[string] // a concurrency policy's limiter (limiter is nil)
+	// charge is Policy.Charge; refunder and ctxRefunder are the limiter as
+	// a Refunder (and a ContextRefunder, if it is one), set with charge.
+	charge      func(Outcome) int
+	refunder    keylimit.Refunder[string]
+	ctxRefunder keylimit.ContextRefunder[string]
 	// derived is the last window derived from limits' Limit, kept so that
 	// a request under that Limit does not divide 128-bit numbers.
 	derived atomic.Pointer[derivedWindow]
@@ -109,6 +148,14 @@ func compilePolicy(p Policy) (*policy, error) {
 	c := &policy{name: p.Name, quoted: string(appendSFString(nil, p.Name)), limiter: p.Limiter, window: seconds(p.Window)}
 	c.remaining = c.quoted + ";r="
 	switch {
+	case p.Concurrency != nil && p.Limiter != nil:
+		return nil, fmt.Errorf("policy %q has both a Limiter and a Concurrency: it is one or the other", p.Name)
+	case p.Concurrency != nil && p.Window != 0:
+		return nil, fmt.Errorf("policy %q: a concurrency policy has no Window (it bounds requests at once, not over time)", p.Name)
+	case p.Concurrency != nil && p.Charge != nil:
+		return nil, fmt.Errorf("policy %q: a concurrency policy is not charged by outcome (it holds slots, not a count)", p.Name)
+	case p.Concurrency != nil:
+		c.held = p.Concurrency
 	case p.Limiter == nil:
 		return nil, fmt.Errorf("policy %q has no Limiter", p.Name)
 	case p.Window < 0:
@@ -133,12 +180,23 @@ func compilePolicy(p Policy) (*policy, error) {
 		}
 		_, c.bucket = l.(*keylimit.TokenBucket[string])
 	}
+	if p.Charge != nil {
+		var ok bool
+		if c.refunder, ok = p.Limiter.(keylimit.Refunder[string]); !ok {
+			return nil, fmt.Errorf("policy %q: charged by outcome, its limiter (%T) must be able to Refund", p.Name, p.Limiter)
+		}
+		c.ctxRefunder, _ = p.Limiter.(keylimit.ContextRefunder[string])
+		c.charge = p.Charge
+	}
 	return c, nil
 }
 
 // windowSeconds is the policy's w for key now: a limiter's Limit may
 // change while the server runs.
 func (p *policy) windowSeconds(key string) int64 {
+	if p.held != nil {
+		return 0 // no window: the policy field says qu="concurrent-requests"
+	}
 	if p.window > 0 {
 		return p.window
 	}

@@ -14,8 +14,17 @@ import (
 type tier struct {
 	name     string
 	policies []*policy
-	// decider takes a request's cost from every policy or from none: the
-	// one limiter, or keylimit.All of them.
+	// held is the index of the tier's concurrency policy, or -1 if it has
+	// none (see takeHeld).
+	held int
+	// charged are the indexes of the policies charged by outcome, and
+	// plain of the others but held, which decider takes from; apart says
+	// the tier has held or charged policies (see takeApart).
+	charged, plain []int
+	apart          bool
+	// decider takes a request's cost from every rate policy or from none:
+	// the one limiter, or keylimit.All of them; nil if the tier has only a
+	// concurrency policy.
 	decider keylimit.Limiter[string]
 	// each is decider if it reports each policy's Result (keylimit.All
 	// does), with two policies or more; withCtx is decider if it takes a
@@ -25,7 +34,9 @@ type tier struct {
 	// field is the last RateLimit-Policy value sent, kept so that a request
 	// whose quotas and windows have not changed reuses it, unallocated.
 	field atomic.Pointer[policyField]
-	// resultsPool holds *[]keylimit.Result of len(policies), for Decide.
+	// resultsPool holds *[]keylimit.Result for Decide: of len(policies),
+	// and if apart len(plain) more, for the plain policies' Results before
+	// takeApart puts them in the tier's order.
 	resultsPool sync.Pool
 }
 
@@ -42,9 +53,10 @@ func compileTier(name string, ps []Policy) (*tier, error) {
 		}
 		return nil, fmt.Errorf("tier %q has no policies", name)
 	}
-	t := &tier{name: name}
+	t := &tier{name: name, held: -1}
 	limiters := make([]keylimit.Limiter[string], 0, len(ps))
-	for i, p := range ps {
+	var last *policy // the last rate policy
+	for _, p := range ps {
 		c, err := compilePolicy(p)
 		if err != nil {
 			return nil, err
@@ -52,21 +64,43 @@ func compileTier(name string, ps []Policy) (*tier, error) {
 		if slices.ContainsFunc(t.policies, func(o *policy) bool { return o.name == c.name }) {
 			return nil, fmt.Errorf("two policies are named %q", c.name)
 		}
+		if c.held != nil {
+			if t.held >= 0 {
+				return nil, fmt.Errorf("policies %q and %q are both concurrency policies: a tier holds at most one", t.policies[t.held].name, c.name)
+			}
+			t.held = len(t.policies)
+			t.policies = append(t.policies, c)
+			continue
+		}
+		if c.charge != nil {
+			t.charged = append(t.charged, len(t.policies))
+			t.policies = append(t.policies, c)
+			continue
+		}
 		// keylimit.All would panic: it must be able to give back what the
 		// policies before a refusing one took.
-		if _, ok := c.limiter.(keylimit.Refunder[string]); !ok && i < len(ps)-1 {
-			return nil, fmt.Errorf("policy %q: its limiter (%T) cannot Refund, so it must be the last policy", c.name, c.limiter)
+		if last != nil {
+			if _, ok := last.limiter.(keylimit.Refunder[string]); !ok {
+				return nil, fmt.Errorf("policy %q: its limiter (%T) cannot Refund, so it must be the last policy", last.name, last.limiter)
+			}
 		}
+		last = c
+		t.plain = append(t.plain, len(t.policies))
 		t.policies = append(t.policies, c)
 		limiters = append(limiters, c.limiter)
 	}
-	t.decider = limiters[0]
-	if len(limiters) > 1 {
+	t.apart = t.held >= 0 || len(t.charged) > 0
+	switch len(limiters) {
+	case 0:
+		return t, nil
+	case 1:
+		t.decider = limiters[0]
+	default:
 		t.decider = keylimit.All(limiters...)
 		t.each, _ = t.decider.(keylimit.EachTaker[string])
-	} else {
-		t.withCtx, _ = t.decider.(keylimit.ContextLimiter[string])
+		return t, nil
 	}
+	t.withCtx, _ = t.decider.(keylimit.ContextLimiter[string])
 	return t, nil
 }
 
@@ -77,7 +111,11 @@ func (t *tier) results() *[]keylimit.Result {
 	if r, ok := t.resultsPool.Get().(*[]keylimit.Result); ok {
 		return r
 	}
-	r := make([]keylimit.Result, len(t.policies))
+	n := len(t.policies)
+	if t.apart {
+		n += len(t.plain)
+	}
+	r := make([]keylimit.Result, n)
 	return &r
 }
 
@@ -93,7 +131,11 @@ func (t *tier) policyField(qw []int64) string {
 		}
 		b = append(b, t.policies[i].quoted...)
 		b = appendParam(b, "q", qw[2*i])
-		b = appendParam(b, "w", qw[2*i+1])
+		if i == t.held {
+			b = append(b, `;qu="concurrent-requests"`...)
+		} else {
+			b = appendParam(b, "w", qw[2*i+1])
+		}
 	}
 	f := &policyField{qw: slices.Clone(qw), value: string(b)}
 	t.field.Store(f)

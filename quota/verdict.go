@@ -49,6 +49,13 @@ type Verdict struct {
 	action          Action
 	tier            *tier  // the tier decided, for ViolatedPolicies; nil in the zero Verdict
 	violated        uint64 // bit i: policy i of the tier (of its first 64) could not afford the cost
+	// permit holds the slots of the tier's concurrency policy, for a
+	// request that proceeded; Finish releases it. Copies of a Verdict share
+	// it, and only the first Finish of any of them releases.
+	permit keylimit.Permit
+	// charges holds the admissions of the tier's policies charged by
+	// outcome, for a request that proceeded; FinishWith refunds from them.
+	charges *charges
 }
 
 // Action returns what the adapter does with the request: Proceed, Refuse
@@ -101,8 +108,15 @@ func (v *Verdict) AppendViolatedPolicies(dst []string) []string {
 // Finish ends the request: an adapter calls it once, when the handler of a
 // request that proceeded has returned (deferred, so that a handler that
 // panics is finished too). It may be called on any Verdict, the zero one
-// included. The rate policies of a tier take their cost when the request
-// is decided and have nothing to do at its end, so Finish does nothing for
-// them; it is where a policy that holds something for the life of the
-// request gives it back.
-func (v *Verdict) Finish() {}
+// and a refused one included, which hold nothing. The rate policies of a
+// tier take their cost when the request is decided and have nothing to do
+// at its end; a concurrency policy's slots are released here. A policy
+// charged by outcome keeps the whole cost: Finish is for an end whose
+// outcome is unknown (FinishWith says it). A second Finish or FinishWith,
+// of the Verdict or of a copy, gives back nothing.
+func (v *Verdict) Finish() {
+	v.permit.Release()
+	if v.charges != nil {
+		v.charges.done.Store(true)
+	}
+}

@@ -40,6 +40,7 @@ func TestCluster(t *testing.T) {
 	})
 	t.Run("Joined", func(t *testing.T) { joinedOnCluster(t, cl, c) })
 	t.Run("AnyKey", func(t *testing.T) { anyKeyOnCluster(t, c) })
+	t.Run("Concurrency", func(t *testing.T) { concurrencyOnCluster(t, cl, c) })
 	t.Run("Penalty", func(t *testing.T) { penaltyOnCluster(t, cl) })
 	t.Run("Failover", func(t *testing.T) { failover(t, cl) })
 }

@@ -79,6 +79,16 @@
 // newest entry leaves. Nothing needs cleaning up, and an idle key costs
 // Redis nothing.
 //
+// # Concurrency limits
+//
+// Concurrency is a limit of another kind: at most N slots of a key held at
+// once across the fleet, the keylimit.ConcurrencyLimiter of
+// keylimit.Concurrency (TryAcquire, Acquire, the Permit's Release) on
+// Redis. Each hold is a member of a sorted set per key with its expiry on
+// Redis time, renewed by its instance while the Permit is held; one script
+// call acquires, one releases. Its type's doc says what holds when an
+// instance dies or is paused.
+//
 // # What Redis must be
 //
 // Redis 4.0 or later, with maxmemory-policy noeviction, or no maxmemory. A

@@ -132,7 +132,7 @@ var ErrUnavailable = errors.New("redislimit: Redis failed within the failure bac
 // WithOnError callback and returned by TakeContext, PeekContext,
 // ResetContext and RefundContext.
 type Error struct {
-	Op  string // "take", "peek", "reset" or "refund"
+	Op  string // "take", "peek", "reset" or "refund"; a Concurrency's "acquire" or "peek"
 	Key string // the key, without the prefix
 	Err error  // what the client returned: a timeout, a network error, a Redis error
 }

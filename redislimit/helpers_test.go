@@ -48,6 +48,9 @@ var redisAddr string
 var deadAddr string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(concHelperEnv) != "" {
+		os.Exit(concurrencyHelper()) // a helper process of TestConcurrencyKilledInstance
+	}
 	if !redisserver.Installed() {
 		fmt.Fprintln(os.Stderr, "redislimit: the tests need redis-server, and", redisserver.InstallHint)
 		fmt.Fprintln(os.Stderr, ".ci/run installs it by itself on a CI machine; so does .ci/test when run as root.")

@@ -420,6 +420,7 @@ func (j *joined) RefundContext(ctx context.Context, key string, a keylimit.Admis
 	var marks []int64
 	for i, p := range j.parts {
 		part := adm.parts[i]
+		part.N = min(part.N, a.N)
 		if k, ok := part.By.(*keyLimit); ok && k.owner == &p.store && part.N > 0 {
 			p.deny.forget(key)
 			ks = append(ks, k)
@@ -431,7 +432,10 @@ func (j *joined) RefundContext(ctx context.Context, key string, a keylimit.Admis
 	if len(ks) == 0 {
 		return nil
 	}
-	n := adm.n
+	n := min(adm.n, a.N) // a.N lowered: a partial refund (see keylimit.Refunder)
+	if n <= 0 {
+		return nil
+	}
 	for _, k := range ks {
 		n = min(n, k.quota)
 	}

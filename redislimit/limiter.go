@@ -81,6 +81,9 @@ func (lim *redisLimiter) init(client redis.UniversalClient, name string, l keyli
 	if err := checkClient(client); err != nil {
 		return err
 	}
+	if o.holdExpiry > 0 || o.maxHold > 0 {
+		return errors.New("redislimit: WithHoldExpiry and WithMaxHold are a Concurrency's: a rate limiter holds nothing")
+	}
 	if o.leaseTime > 0 && !alg.canLease {
 		return fmt.Errorf("redislimit: WithLeases does not apply to a %s window: its log holds each admission's "+
 			"time, and an event leased at one time and spent later would leave the window too early", alg.name)
@@ -338,7 +341,11 @@ func (l *redisLimiter) RefundContext(ctx context.Context, key string, a keylimit
 	if !by.done.CompareAndSwap(false, true) {
 		return nil
 	}
-	return l.refund(ctx, key, by.inner)
+	inner := by.inner
+	if a.N < inner.N { // a partial refund (see keylimit.Refunder); never more than admitted
+		inner.N = max(a.N, 0)
+	}
+	return l.refund(ctx, key, inner)
 }
 
 // refund gives back a, an Admission the decision path made for key: to its

@@ -28,6 +28,9 @@ type ops struct {
 	// admits: limit returns the limiter's limit at the time.
 	policy FailurePolicy
 	limit  func() keylimit.Limit
+	// describe, if set, says what the policy admits instead (a
+	// Concurrency's limit is no keylimit.Limit); limit is then unused.
+	describe func() string
 
 	// failing is set by the failure that starts an outage and cleared by the
 	// success that ends it; read by every round trip, written only then.
@@ -81,7 +84,12 @@ func (o *ops) log() *slog.Logger {
 
 // admits says what the failure policy admits while Redis fails, under the
 // limiter's limit now.
-func (o *ops) admits() string { return o.policy.admits(o.limit(), o.fleet) }
+func (o *ops) admits() string {
+	if o.describe != nil {
+		return o.describe()
+	}
+	return o.policy.admits(o.limit(), o.fleet)
+}
 
 // outageStarted starts an outage at local time now, after err, and logs it unless
 // another was logged less than quietPeriod before.

@@ -38,6 +38,9 @@ type options struct {
 	backoff   time.Duration
 	leaseTime time.Duration               // WithLeases; 0: no leases
 	keyLimit  func(string) keylimit.Limit // WithKeyLimit's; nil: none
+	// holdExpiry and maxHold are WithHoldExpiry's and WithMaxHold's, which
+	// only a Concurrency takes; 0: not given.
+	holdExpiry, maxHold time.Duration
 	// scriptClock is withScriptClock's, which only the package's tests
 	// set; nil: the scripts decide on Redis server time.
 	scriptClock *scriptClock

@@ -1,0 +1,118 @@
+package grpclimit_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// A call charged by its code: Unauthenticated calls count, others are
+// given back when they end; unary and stream alike; a handler reports a
+// cost with quota.ReportCost and its context (a stream's Context too); a
+// handler that panics is charged as Unknown.
+func TestChargeByCode(t *testing.T) {
+	mock := newMock()
+	failed := newBucket(t, keylimit.PerHour(10), mock)
+	var seen []quota.Outcome
+	srv := newServer(t, grpclimit.Config{
+		Key:  grpclimit.Metadata("x-api-key"),
+		Cost: func(context.Context, string) int { return 2 },
+		Policies: []grpclimit.Policy{{Name: "failed", Limiter: failed, Charge: func(o quota.Outcome) int {
+			seen = append(seen, o)
+			if o.Status == int(codes.Unauthenticated) {
+				return quota.ChargeReported(o)
+			}
+			return 0
+		}}},
+	})
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k"))
+	unary := func(err error, report int) {
+		srv.UnaryInterceptor()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: checkMethod},
+			func(ctx context.Context, _ any) (any, error) {
+				if report >= 0 {
+					require.True(t, quota.ReportCost(ctx, report))
+				}
+				return nil, err
+			})
+	}
+	stream := func(err error, report int) {
+		srv.StreamInterceptor()(nil, &serverStream{ctx: ctx}, &grpc.StreamServerInfo{FullMethod: watchMethod},
+			func(_ any, ss grpc.ServerStream) error {
+				if report >= 0 {
+					require.True(t, quota.ReportCost(ss.Context(), report))
+				}
+				return err
+			})
+	}
+	denied := status.Error(codes.Unauthenticated, "no")
+	unary(nil, -1)
+	require.Equal(t, 10, failed.Peek("k").Remaining, "OK: free")
+	unary(denied, -1)
+	require.Equal(t, 8, failed.Peek("k").Remaining, "Unauthenticated: the cost, 2")
+	unary(denied, 1)
+	require.Equal(t, 7, failed.Peek("k").Remaining, "Unauthenticated, reporting 1")
+	stream(status.Error(codes.NotFound, "no"), -1)
+	require.Equal(t, 7, failed.Peek("k").Remaining, "NotFound: free")
+	stream(denied, -1)
+	require.Equal(t, 5, failed.Peek("k").Remaining, "a stream's Unauthenticated")
+	stream(denied, 0)
+	require.Equal(t, 5, failed.Peek("k").Remaining, "reporting 0")
+	func() {
+		defer func() { require.Equal(t, "bug", recover()) }()
+		srv.UnaryInterceptor()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: checkMethod},
+			func(context.Context, any) (any, error) { panic("bug") })
+	}()
+	require.Equal(t, 5, failed.Peek("k").Remaining, "a panic: Unknown, free here")
+	require.Equal(t, []quota.Outcome{
+		{Status: 0, Cost: 2, Reported: -1},
+		{Status: int(codes.Unauthenticated), Cost: 2, Reported: -1},
+		{Status: int(codes.Unauthenticated), Cost: 2, Reported: 1},
+		{Status: int(codes.NotFound), Cost: 2, Reported: -1},
+		{Status: int(codes.Unauthenticated), Cost: 2, Reported: -1},
+		{Status: int(codes.Unauthenticated), Cost: 2, Reported: 0},
+		{Status: int(codes.Unknown), Cost: 2, Reported: -1, Panicked: true},
+	}, seen)
+}
+
+// Over a connection: 6 OK calls, then 12 calls failing Unauthenticated
+// (by an interceptor after the limiter's) against 5 failures an hour: the
+// OK calls are free, 5 of the others fail, and 7 are refused.
+func TestChargeByCodeEndToEnd(t *testing.T) {
+	mock := newMock()
+	failed := newBucket(t, keylimit.PerHour(5), mock)
+	srv := newServer(t, grpclimit.Config{
+		Key: grpclimit.Metadata("x-api-key"),
+		Policies: []grpclimit.Policy{{Name: "failed", Limiter: failed, Charge: func(o quota.Outcome) int {
+			if o.Status == int(codes.Unauthenticated) {
+				return o.Cost
+			}
+			return 0
+		}}},
+	})
+	deny := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if len(md.Get("x-password")) == 0 {
+			return nil, status.Error(codes.Unauthenticated, "who are you")
+		}
+		return h(ctx, req)
+	})
+	b := start(t, setup{server: append(limitedBy(srv), deny)})
+	for i := range 6 {
+		require.NoError(t, b.check(context.Background(), "x-api-key", "k", "x-password", "right").err, "call %d", i)
+	}
+	require.Equal(t, 5, failed.Peek("k").Remaining, "successes are free")
+	got := map[codes.Code]int{}
+	for range 12 {
+		got[b.check(context.Background(), "x-api-key", "k").code()]++
+	}
+	require.Equal(t, map[codes.Code]int{codes.Unauthenticated: 5, codes.ResourceExhausted: 7}, got)
+	require.Equal(t, int32(6), b.unary.Load(), "the successes reached the service")
+}

@@ -1,0 +1,813 @@
+package redislimit
+
+import (
+	"context"
+	crand "crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// Concurrency limits each key to N slots held at once across a fleet: the
+// Redis counterpart of keylimit.Concurrency, a keylimit.ConcurrencyLimiter
+// that passes the same suite (keylimit/limitertest). TryAcquire takes n
+// slots if the fleet leaves room, Acquire waits for them under a context,
+// and the Permit either returns gives them back, once.
+//
+// Each acquisition is a hold in Redis, recorded with an expiry on Redis
+// time: one script call acquires (it first drops the key's expired holds),
+// one releases; a release of a hold that expired, or of another's, frees
+// nothing. While its Permit is held, this instance renews the hold every
+// half expiry (WithHoldExpiry, DefaultHoldExpiry), in the background, so a
+// long holder keeps its slots; WithMaxHold ends the renewals of a hold
+// that old, so a holder that never releases (a lost goroutine) cannot wedge
+// its key.
+//
+// What holds across the fleet, each instance with its own N (SetLimit
+// changes this instance's):
+//   - While every instance is live and reaches Redis, no more than N slots
+//     of a key are held at once: every hold is counted in Redis before its
+//     Permit is returned.
+//   - An instance that dies (a crash, kill -9, a lost host) stops renewing:
+//     its slots come back to the fleet within the hold expiry of its death.
+//   - An instance paused (a stop-the-world, SIGSTOP, a VM migration), or cut
+//     off from Redis, for longer than half the expiry may find its holds
+//     expired when it resumes: others may have taken their slots meanwhile,
+//     and the key then runs above N until the resumed holders release. The
+//     limiter cannot stop work already running; the renewal that finds a
+//     hold gone logs it (Warn), and the hold's Release frees nothing.
+//
+// Acquire is first come, first served on each instance: waiters of a key
+// queue here, the oldest asks Redis, and none is overtaken by a later
+// Acquire or TryAcquire of this instance. Across instances there is no
+// queue: the oldest waiter of each instance asks again at once after a
+// release of the key on its own instance or a SetLimit, and otherwise polls
+// (after 2 ms, doubling up to 100 ms); a slot freed elsewhere goes to the
+// first to ask, so a large n on one instance can wait behind a stream of
+// small ones from others.
+//
+// While Redis fails, the failure policy answers (WithFailurePolicy):
+// FailOpen admits, with a Permit that holds nothing; FailClosed refuses;
+// FailLocal(k) acquires from an in-memory keylimit.Concurrency of N/k slots
+// (at least 1), whose Permits are its own. Holds taken in process are not
+// in Redis: once Redis answers again, a key may run above N until they are
+// released.
+//
+// Every method is safe for concurrent use. Call Close when done: it stops
+// the renewals (holds still out then expire within the expiry).
+type Concurrency struct {
+	name  string
+	store store
+	clock localClock
+	ops   ops
+	// guard reports errors and keeps the failure backoff; its fallback is
+	// unused (fallback below is).
+	guard guard
+	// fallback is FailLocal's in-process limiter, of N/k slots; nil under
+	// the other policies.
+	fallback *keylimit.Concurrency[string]
+	// limit is N on this instance; setMu serializes SetLimit.
+	limit atomic.Int64
+	setMu sync.Mutex
+	// expiry and maxHold are WithHoldExpiry's and WithMaxHold's, in µs for
+	// the script (boxed once); maxHoldNs is 0 without a longest hold.
+	expiry, maxHold any
+	expiryNs        int64
+	maxHoldNs       int64
+	// id is this instance's part of every hold id, 16 random hex digits;
+	// seq numbers its holds.
+	id  string
+	seq atomic.Uint64
+	// holdNs is a moving average of the hold times this instance saw
+	// released, in ns, for RetryAfter's estimate; 0 before the first.
+	holdNs    atomic.Int64
+	reclaimed atomic.Uint64
+	waiting   atomic.Int64
+
+	mu     sync.Mutex             // protects queues and holds
+	queues map[string]*concQueue  // the keys with an Acquire waiting here
+	holds  map[*concHold]struct{} // the live holds this instance renews
+
+	stop      chan struct{} // closed by Close; the renewer then returns
+	renewed   chan struct{} // closed when the renewer has returned
+	closeOnce sync.Once
+}
+
+// DefaultHoldExpiry is how long a hold lives in Redis without a renewal,
+// unless WithHoldExpiry says otherwise.
+const DefaultHoldExpiry = 30 * time.Second
+
+// The polling of the oldest waiter of a key on an instance: the first wait
+// after a refusal, doubled after each until the last.
+const (
+	concPollMin = 2 * time.Millisecond
+	concPollMax = 100 * time.Millisecond
+)
+
+var (
+	//go:embed lua/concurrency.lua
+	concurrencyLua string
+
+	concScript = redis.NewScript(concurrencyLua)
+)
+
+// The modes the concurrency script takes, boxed once.
+var (
+	modeAcquire any = "acquire"
+	modeRelease any = "release"
+	modeRenew   any = "renew"
+	modePeekC   any = "peek"
+)
+
+// WithHoldExpiry sets how long a Concurrency's hold lives in Redis without
+// a renewal (default DefaultHoldExpiry): the instance renews each hold it
+// has not released every d/2, and the slots of an instance that dies come
+// back within d. A shorter d returns a dead instance's slots sooner, and
+// costs a renewal call per hold per d/2; a pause of an instance longer than
+// d/2 may lose its holds. d is at least a millisecond. The rate limiters
+// refuse it.
+func WithHoldExpiry(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d < time.Millisecond {
+			o.fail(fmt.Errorf("redislimit: hold expiry %v is below a millisecond", d))
+			return
+		}
+		o.holdExpiry = min(d, time.Duration(maxSpan))
+	})
+}
+
+// WithMaxHold makes a Concurrency take back slots held longer than d: the
+// hold is not renewed past d after its acquisition, and expires then on
+// Redis time, whether its instance lives or not, so a holder that never
+// releases cannot wedge its key. The slots come back to every instance's
+// next call on the key, and that call counts them in its Stats.Reclaimed;
+// the Release of their Permit afterwards frees nothing. d == 0, the
+// default, renews a hold until its Release. d is at least a millisecond;
+// a hold expiry longer than d is d. The rate limiters refuse it.
+//
+// It is keylimit.WithMaxHold for the fleet (a separate option: this
+// package's options are its own type).
+func WithMaxHold(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		switch {
+		case d == 0:
+		case d < 0:
+			// keylimit's own words, as for a negative limit.
+			_, err := keylimit.NewConcurrency[string](1, keylimit.WithMaxHold(d))
+			o.fail(err)
+			return
+		case d < time.Millisecond:
+			o.fail(fmt.Errorf("redislimit: longest hold %v is below a millisecond", d))
+			return
+		}
+		o.maxHold = min(d, time.Duration(maxSpan))
+	})
+}
+
+// concQueue is the Acquires of one key waiting on this instance, oldest
+// first: only the first asks Redis.
+type concQueue struct {
+	waiters []*concWaiter
+}
+
+// concWaiter is one Acquire in a queue.
+type concWaiter struct {
+	n int
+	// head is set, under the limiter's mu, once the waiter is first in its
+	// queue.
+	head atomic.Bool
+	// wake is signalled (without blocking: it holds one signal) when the
+	// waiter becomes the head, the key is released on this instance, or the
+	// limit changes.
+	wake chan struct{}
+}
+
+// concHold is one live hold of this instance: what its Permit releases and
+// the renewer renews.
+type concHold struct {
+	key string
+	id  string
+	at  int64 // local ns of the acquisition
+	// lost is set when a renewal found the hold gone from Redis: expired
+	// (the instance paused, or Redis unreachable, past the expiry).
+	lost atomic.Bool
+}
+
+// concReply is the script's reply.
+type concReply struct {
+	ok        bool
+	held      int64
+	next      time.Duration // until the first hold of the key expires
+	reclaimed int64
+}
+
+// NewConcurrency returns a Concurrency that lets each key hold at most n
+// slots at once across every instance that shares its Redis keys, named
+// for its purpose as the rate limiters are. Its keys are prefix{key} and
+// prefix{key}:n, the prefix "keylimit:" + name + ":concurrency:" unless
+// WithPrefix says otherwise: not the limit, so instances that disagree on
+// N (a rolling deploy) share their holds.
+//
+// It returns an error if n is below 1 or above keylimit.MaxConcurrency
+// (keylimit's, as keylimit.NewConcurrency would), or if an option is
+// invalid or does not apply (WithLeases, WithKeyLimit). There is no deny
+// cache (WithDenyCacheSize is ignored): a key's holds change at every
+// release, anywhere in the fleet. WithFleetSize(k) makes the failure
+// policy FailLocal(k), as for the rate limiters.
+func NewConcurrency(client redis.UniversalClient, name string, n int, opts ...Option) (*Concurrency, error) {
+	o, err := buildOptions(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.leaseTime > 0 || o.keyLimit != nil {
+		return nil, errors.New("redislimit: WithLeases and WithKeyLimit are the rate limiters': a Concurrency takes neither")
+	}
+	if client == nil {
+		return nil, errors.New("redislimit: the Redis client is nil")
+	}
+	if err := checkClient(client); err != nil {
+		return nil, err
+	}
+	// The fallback checks n, in keylimit's words; it serves only FailLocal.
+	var kopts []keylimit.Option
+	if o.clock != nil {
+		kopts = append(kopts, keylimit.WithClock(o.clock))
+	}
+	if o.maxHold > 0 {
+		kopts = append(kopts, keylimit.WithMaxHold(o.maxHold))
+	}
+	fb, err := keylimit.NewConcurrency[string](n, kopts...)
+	if err != nil {
+		return nil, err
+	}
+	if o.policy.kind == failLocal {
+		_ = fb.SetLimit(concShare(o.policy, n))
+	} else {
+		fb.Close()
+		fb = nil
+	}
+	expiry := o.holdExpiry
+	if expiry == 0 {
+		expiry = DefaultHoldExpiry
+	}
+	if o.maxHold > 0 {
+		expiry = min(expiry, o.maxHold)
+	}
+	prefix := "keylimit:" + o.name + ":concurrency:"
+	if o.prefix != nil {
+		prefix = *o.prefix
+	}
+	var id [8]byte
+	_, _ = crand.Read(id[:]) // never fails (crypto/rand's promise since Go 1.24)
+	c := &Concurrency{
+		name:     o.name,
+		fallback: fb,
+		expiry:   int64(expiry / time.Microsecond), maxHold: int64(o.maxHold / time.Microsecond),
+		expiryNs: int64(expiry), maxHoldNs: int64(o.maxHold),
+		id:     hex.EncodeToString(id[:]),
+		queues: map[string]*concQueue{},
+		holds:  map[*concHold]struct{}{},
+		stop:   make(chan struct{}), renewed: make(chan struct{}),
+	}
+	c.limit.Store(int64(n))
+	c.clock.init(o.clock)
+	c.ops.init(o.name, client, o.timeout, o.logger, o.fleet, o.policy, nil)
+	c.ops.describe = c.admits
+	c.store = store{client: client, prefix: prefix, timeout: o.timeout, clock: o.scriptClock}
+	c.guard = guard{store: &c.store, ops: &c.ops, policy: o.policy, backoff: o.backoff, onError: o.onError}
+	c.ops.log().Debug("redislimit: concurrency limiter", "limiter", o.name, "prefix", prefix, "limit", n,
+		"hold_expiry", expiry, "max_hold", o.maxHold, "policy", o.policy.String(), "admits", c.admits())
+	go c.renew(expiry / 2)
+	return c, nil
+}
+
+// concShare is FailLocal's share of n slots: n/k, at least 1.
+func concShare(p FailurePolicy, n int) int { return max(n/max(p.instances, 1), 1) }
+
+// admits says what the failure policy admits while Redis fails.
+func (c *Concurrency) admits() string {
+	n := int(c.limit.Load())
+	switch c.guard.policy.kind {
+	case failOpen:
+		return "every acquisition: no limit while Redis fails"
+	case failClosed:
+		return "nothing: every acquisition is refused while Redis fails"
+	}
+	return fmt.Sprintf("each instance holds at most %d slots of a key alone (the limit is %d)", concShare(c.guard.policy, n), n)
+}
+
+// Name returns the name the limiter was made with.
+func (c *Concurrency) Name() string { return c.name }
+
+// StateKey returns the Redis key of key's holds (a sorted set); their slots
+// are in StateKey(key) + ":n" (a hash). See the rate limiters' StateKey for
+// keys that are empty or hold a '}'.
+func (c *Concurrency) StateKey(key string) string { return c.store.redisKey(key) }
+
+// Limit returns the slots each key may hold at once by this instance's
+// count: the limit the limiter was made with, or the last SetLimit set.
+func (c *Concurrency) Limit() int { return int(c.limit.Load()) }
+
+// SetLimit makes n the slots each key may hold at once, on this instance
+// (each instance sends its own with every acquisition: set it on each). It
+// returns an error, and changes nothing, if n is below 1 or above
+// keylimit.MaxConcurrency.
+//
+// Holds stay held, even above a lowered n: no acquisition then succeeds
+// until enough are released to leave room under n. The waiters of this
+// instance ask again at once, and those that ask for more than n fail with
+// keylimit.ErrExceedsLimit.
+func (c *Concurrency) SetLimit(n int) error {
+	if n < 1 || n > keylimit.MaxConcurrency {
+		// keylimit's words for an invalid limit.
+		_, err := keylimit.NewConcurrency[string](n)
+		return err
+	}
+	c.setMu.Lock()
+	defer c.setMu.Unlock()
+	c.limit.Store(int64(n))
+	if c.fallback != nil {
+		_ = c.fallback.SetLimit(concShare(c.guard.policy, n))
+	}
+	c.mu.Lock()
+	for _, q := range c.queues {
+		for _, w := range q.waiters {
+			signal(w.wake)
+		}
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// signal sends one wake-up on ch without blocking: one pending is enough.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// TryAcquire acquires n of key's slots if the fleet's holds leave room for
+// them under this instance's limit and no Acquire of key waits on this
+// instance, in one script call, and reports the decision and the key after
+// it; it never waits. Release the Permit when done: its Release is one
+// script call. A refused call holds nothing, and its Permit is the zero
+// Permit. It is TryAcquireContext with context.Background(), the error left
+// to WithOnError.
+//
+// The Result's Limit is N and Remaining the slots still free across the
+// fleet (0 while a waiter is queued here). A refusal's RetryAfter is an
+// estimate, not a promise: the mean hold time this instance has seen
+// released (of any key; before the first, a second or the time until the
+// key's first hold expires, whichever is less), scaled by the slots that
+// must be released first over N. n == 0 is always allowed and holds
+// nothing; n < 0, or n above N, can never pass: refused with RetryAfter
+// keylimit.InfDuration, without a round trip.
+func (c *Concurrency) TryAcquire(key string, n int) (keylimit.Permit, keylimit.Result) {
+	p, r, _ := c.TryAcquireContext(context.Background(), key, n)
+	return p, r
+}
+
+// TryAcquireContext is TryAcquire with a context, for the call's deadline
+// and values, as TakeContext is Take's. If Redis fails, the Result (and the
+// Permit) are the failure policy's, and err, a *Error, says why.
+func (c *Concurrency) TryAcquireContext(ctx context.Context, key string, n int) (keylimit.Permit, keylimit.Result, error) {
+	limit := c.limit.Load()
+	switch {
+	case n == 0:
+		r, err := c.PeekContext(ctx, key)
+		r.Allowed, r.RetryAfter = true, 0
+		return keylimit.Permit{}, r, err
+	case n < 0 || int64(n) > limit:
+		c.ops.counts.decided(false)
+		return keylimit.Permit{}, keylimit.Result{Limit: int(limit), RetryAfter: keylimit.InfDuration}, nil
+	case c.queued(key):
+		c.ops.counts.decided(false)
+		return keylimit.Permit{}, keylimit.Result{Limit: int(limit), RetryAfter: c.estimate(int64(n), limit, 0)}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		c.ops.counts.decided(false)
+		return keylimit.Permit{}, keylimit.Result{Limit: int(limit)}, c.guard.report("acquire", key, err)
+	}
+	p, r, err := c.try(ctx, key, n, limit)
+	c.ops.counts.decided(r.Allowed)
+	return p, r, err
+}
+
+// queued reports whether an Acquire of key waits on this instance.
+func (c *Concurrency) queued(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queues[key] != nil
+}
+
+// try asks Redis for n slots of key under limit, once; if the call fails,
+// the failure policy answers.
+func (c *Concurrency) try(ctx context.Context, key string, n int, limit int64) (keylimit.Permit, keylimit.Result, error) {
+	h := &concHold{key: key, id: c.id + "." + strconv.FormatUint(c.seq.Add(1), 10), at: c.clock.now()}
+	rep, err := c.call(ctx, modeAcquire, key, h.id, n, limit)
+	if err != nil {
+		if !errors.Is(err, ErrUnavailable) {
+			// The script may have run, its reply lost: a hold nobody would
+			// release. Its id is known, so it is released (or found absent)
+			// now, under a context of its own.
+			_, _ = c.call(context.Background(), modeRelease, key, h.id, 1, 1)
+		}
+		return c.failed(ctx, key, n, limit, err)
+	}
+	if !rep.ok {
+		return keylimit.Permit{}, c.refusal(rep, int64(n), limit), nil
+	}
+	c.mu.Lock()
+	c.holds[h] = struct{}{}
+	c.mu.Unlock()
+	return keylimit.NewPermit(func() { c.release(h) }),
+		keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-rep.held, 0))}, nil
+}
+
+// refusal is the Result of a refused acquisition of n under limit.
+func (c *Concurrency) refusal(rep concReply, n, limit int64) keylimit.Result {
+	return keylimit.Result{Limit: int(limit), Remaining: int(max(limit-rep.held, 0)),
+		RetryAfter: c.estimate(rep.held+n-limit, limit, rep.next)}
+}
+
+// estimate is RetryAfter's estimate for a key on which need more slots must
+// be released, under limit, whose first hold expires in next (0: unknown).
+func (c *Concurrency) estimate(need, limit int64, next time.Duration) time.Duration {
+	avg := time.Duration(c.holdNs.Load())
+	if avg == 0 {
+		avg = time.Second
+		if next > 0 {
+			avg = min(avg, next)
+		}
+	}
+	return max(time.Duration(float64(avg)*float64(max(need, 1))/float64(limit)), time.Millisecond)
+}
+
+// failed answers an acquisition of n slots of key under limit by the
+// failure policy after err, as the rate limiters' guard does; but a caller
+// whose ctx ended (cancelled, or its deadline passed: an Acquire that gives
+// up) gets a refusal and no policy. The limiter's own timeout
+// (WithTimeout) is Redis failing, and the policy answers.
+func (c *Concurrency) failed(ctx context.Context, key string, n int, limit int64, err error) (keylimit.Permit, keylimit.Result, error) {
+	if ctx.Err() != nil {
+		return keylimit.Permit{}, keylimit.Result{Limit: int(limit)}, c.guard.report("acquire", key, fmt.Errorf("%w (the call: %w)", ctx.Err(), err))
+	}
+	c.ops.counts.stripe().fallbacks.Add(1)
+	err = c.guard.report("acquire", key, err)
+	retry := max(c.guard.backoff, time.Millisecond)
+	switch c.guard.policy.kind {
+	case failOpen:
+		return keylimit.Permit{}, keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(limit) - n}, err
+	case failClosed:
+		return keylimit.Permit{}, keylimit.Result{Limit: int(limit), RetryAfter: retry}, err
+	}
+	p, r := c.fallback.TryAcquire(key, n)
+	if r.RetryAfter == keylimit.InfDuration {
+		// n is above the share, not above N: it can pass once Redis is back.
+		r.RetryAfter = retry
+	}
+	return p, r, err
+}
+
+// Acquire acquires n of key's slots, waiting under ctx until the fleet
+// leaves room for them, and returns the Permit that holds them. On this
+// instance waiters are served first come, first served: the oldest asks
+// Redis, and no later Acquire or TryAcquire here goes first; across
+// instances, see the type's doc.
+//
+// It fails at once, holding nothing, if ctx has ended or n can never pass
+// (n < 0, or above N: keylimit.ErrExceedsLimit, as for a waiter whose n a
+// lowered limit leaves above N). If ctx ends first, it returns ctx's
+// error, wrapped, holding nothing, and the waiter behind it moves up.
+// n == 0 returns the zero Permit at once. While Redis fails, each ask is
+// answered by the failure policy: FailClosed keeps the caller waiting
+// until Redis answers or ctx ends.
+func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (keylimit.Permit, error) {
+	if err := ctx.Err(); err != nil {
+		return keylimit.Permit{}, fmt.Errorf("redislimit: acquire %s: %w", concSlots(n), err)
+	}
+	if n == 0 {
+		return keylimit.Permit{}, nil
+	}
+	if n < 0 || int64(n) > c.limit.Load() {
+		c.ops.counts.decided(false)
+		return keylimit.Permit{}, c.exceeds(n)
+	}
+	w := c.enqueue(key, n)
+	defer c.dequeue(key, w)
+	poll := concPollMin
+	var timer <-chan time.Time
+	stop := func() {}
+	defer func() { stop() }()
+	for {
+		limit := c.limit.Load()
+		if int64(n) > limit {
+			c.ops.counts.decided(false)
+			return keylimit.Permit{}, c.exceeds(n)
+		}
+		if w.head.Load() {
+			select { // a wake-up from before this ask is answered by it
+			case <-w.wake:
+			default:
+			}
+			p, r, _ := c.try(ctx, key, n, limit)
+			if r.Allowed {
+				c.ops.counts.decided(true)
+				return p, nil
+			}
+			stop()
+			timer, stop = c.after(poll)
+			poll = min(2*poll, concPollMax)
+		}
+		select {
+		case <-w.wake:
+			poll = concPollMin
+		case <-timer:
+		case <-ctx.Done():
+			c.ops.counts.decided(false)
+			return keylimit.Permit{}, fmt.Errorf("redislimit: acquire %s: %w", concSlots(n), ctx.Err())
+		}
+	}
+}
+
+// after returns a channel that receives once d has passed on the local
+// clock, and a function that stops it.
+func (c *Concurrency) after(d time.Duration) (<-chan time.Time, func()) {
+	if c.clock.injected == nil {
+		t := time.NewTimer(d)
+		return t.C, func() { t.Stop() }
+	}
+	t := c.clock.injected.Timer(d)
+	return t.C, func() { t.Stop() }
+}
+
+// exceeds is the error of an acquisition of n slots that can never pass.
+func (c *Concurrency) exceeds(n int) error {
+	return fmt.Errorf("%w: %s can never be held at once under a concurrency limit of %d (redislimit)",
+		keylimit.ErrExceedsLimit, concSlots(n), c.limit.Load())
+}
+
+// concSlots formats a count of slots: "1 slot", "3 slots".
+func concSlots(n int) string {
+	if n == 1 {
+		return "1 slot"
+	}
+	return strconv.Itoa(n) + " slots"
+}
+
+// enqueue puts an Acquire of n slots of key at the end of key's queue.
+func (c *Concurrency) enqueue(key string, n int) *concWaiter {
+	w := &concWaiter{n: n, wake: make(chan struct{}, 1)}
+	c.mu.Lock()
+	q := c.queues[key]
+	if q == nil {
+		q = &concQueue{}
+		c.queues[key] = q
+	}
+	q.waiters = append(q.waiters, w)
+	if len(q.waiters) == 1 {
+		w.head.Store(true)
+	}
+	c.mu.Unlock()
+	c.waiting.Add(1)
+	return w
+}
+
+// dequeue takes w out of key's queue, and wakes the waiter behind it if w
+// was first.
+func (c *Concurrency) dequeue(key string, w *concWaiter) {
+	c.mu.Lock()
+	q := c.queues[key]
+	for i, x := range q.waiters {
+		if x == w {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			break
+		}
+	}
+	if len(q.waiters) == 0 {
+		delete(c.queues, key)
+	} else if first := q.waiters[0]; !first.head.Load() {
+		first.head.Store(true)
+		signal(first.wake)
+	}
+	c.mu.Unlock()
+	c.waiting.Add(-1)
+}
+
+// release gives back h's slots in one script call (none if a renewal found
+// the hold gone), and wakes the first waiter of its key here.
+func (c *Concurrency) release(h *concHold) {
+	c.mu.Lock()
+	delete(c.holds, h)
+	c.mu.Unlock()
+	if !h.lost.Load() {
+		// A failed call leaves the hold to expire: it is no longer renewed.
+		_, _ = c.call(context.Background(), modeRelease, h.key, h.id, 1, 1)
+	}
+	// The hold time, into the moving average (weight 1/8), for estimate.
+	d := max(c.clock.now()-h.at, 1)
+	for {
+		old := c.holdNs.Load()
+		next := d
+		if old != 0 {
+			next = old + (d-old)/8
+		}
+		if c.holdNs.CompareAndSwap(old, max(next, 1)) {
+			break
+		}
+	}
+	c.mu.Lock()
+	if q := c.queues[h.key]; q != nil {
+		signal(q.waiters[0].wake)
+	}
+	c.mu.Unlock()
+}
+
+// Peek reports key's state now, holding nothing: Allowed says whether
+// TryAcquire(key, 1) would pass, Remaining how many slots are free across
+// the fleet (0 while a waiter is queued here), a refusal's RetryAfter is
+// TryAcquire's estimate. It is PeekContext with context.Background().
+func (c *Concurrency) Peek(key string) keylimit.Result {
+	r, _ := c.PeekContext(context.Background(), key)
+	return r
+}
+
+// PeekContext is Peek with a context. It is one script call (which drops
+// the key's expired holds, as every call does), but while a waiter is
+// queued here, when it answers in process. If Redis fails, err says why,
+// and the Result is the failure policy's for one slot (FailLocal: the
+// fallback's Peek).
+func (c *Concurrency) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
+	limit := c.limit.Load()
+	if c.queued(key) {
+		return keylimit.Result{Limit: int(limit), RetryAfter: c.estimate(1, limit, 0)}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return keylimit.Result{Limit: int(limit)}, c.guard.report("peek", key, err)
+	}
+	rep, err := c.call(ctx, modePeekC, key, "", 1, limit)
+	if err != nil {
+		err = c.guard.report("peek", key, err)
+		switch c.guard.policy.kind {
+		case failOpen:
+			return keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(limit)}, err
+		case failClosed:
+			return keylimit.Result{Limit: int(limit), RetryAfter: max(c.guard.backoff, time.Millisecond)}, err
+		}
+		return c.fallback.Peek(key), err
+	}
+	if !rep.ok {
+		return c.refusal(rep, 1, limit), nil
+	}
+	return keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-rep.held, 0))}, nil
+}
+
+// call makes one script call in mode for key's hold id, of n slots under
+// limit, unless Redis failed less than the backoff ago, and tells the
+// observers how it went; the slots of the expired holds it dropped are
+// counted as reclaimed.
+func (c *Concurrency) call(ctx context.Context, mode any, key, id string, n int, limit int64) (concReply, error) {
+	now := c.clock.now()
+	if err := c.guard.down(now); err != nil {
+		return concReply{}, err
+	}
+	rk := c.store.redisKey(key)
+	args := []any{mode, id, n, limit, c.expiry, c.maxHold}
+	if c.store.clock != nil {
+		t := c.store.clock.c.Now()
+		args = append(args, t.Unix(), t.Nanosecond())
+	}
+	cl, tctx, cancel := startCall(ctx, c.store.timeout)
+	text, err := concScript.Run(tctx, c.store.client, []string{rk, rk + ":n"}, args...).Text()
+	cl.end(cancel)
+	var rep concReply
+	if err == nil {
+		var ok bool
+		if rep, ok = parseConcReply(text); !ok {
+			err = fmt.Errorf("redislimit: the concurrency script replied %q, want four integers", text)
+		}
+	}
+	c.guard.observe(ctx, err, now)
+	if err != nil {
+		return concReply{}, err
+	}
+	if rep.reclaimed > 0 {
+		c.reclaimed.Add(uint64(rep.reclaimed))
+	}
+	return rep, nil
+}
+
+// parseConcReply reads the script's reply, "ok held next_µs reclaimed",
+// and reports whether it was well formed: ok 0 or 1, the others not
+// negative.
+func parseConcReply(s string) (concReply, bool) {
+	var v [4]int64
+	for i := range v {
+		field, rest, _ := strings.Cut(s, " ")
+		x, err := strconv.ParseInt(field, 10, 64)
+		if err != nil || x < 0 {
+			return concReply{}, false
+		}
+		v[i], s = x, rest
+	}
+	if s != "" || v[0] > 1 {
+		return concReply{}, false
+	}
+	return concReply{ok: v[0] == 1, held: v[1], next: duration(v[2], time.Microsecond), reclaimed: v[3]}, true
+}
+
+// renew renews every live hold of this instance each period, until Close,
+// one script call each; a hold past the longest hold is left to expire. A
+// renewal that finds a hold gone marks it lost and logs it.
+func (c *Concurrency) renew(period time.Duration) {
+	defer close(c.renewed)
+	tick, stop := c.clock.ticker(max(period, time.Millisecond/2))
+	defer stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-tick:
+		}
+		c.mu.Lock()
+		holds := make([]*concHold, 0, len(c.holds))
+		for h := range c.holds {
+			holds = append(holds, h)
+		}
+		c.mu.Unlock()
+		now := c.clock.now()
+		lost := 0
+		for _, h := range holds {
+			if c.maxHoldNs > 0 && now-h.at >= c.maxHoldNs {
+				continue // Redis lets it expire at the longest hold
+			}
+			rep, err := c.call(context.Background(), modeRenew, h.key, h.id, 1, 1)
+			if err == nil && !rep.ok {
+				h.lost.Store(true)
+				c.mu.Lock()
+				delete(c.holds, h)
+				c.mu.Unlock()
+				lost++
+			}
+		}
+		if lost > 0 {
+			c.ops.log().Warn("redislimit: holds expired before their renewal (the instance was paused, or Redis out of reach, "+
+				"for longer than half the hold expiry): their keys may run above the limit until they are released",
+				"limiter", c.name, "holds", lost, "hold_expiry", time.Duration(c.expiryNs))
+		}
+	}
+}
+
+// Stats returns what the limiter has counted: Admitted and Refused count
+// acquisitions (TryAcquire, and each Acquire once, as it returns); Calls
+// and Errors the script calls (renewals and releases too); Fallbacks the
+// acquisitions the failure policy answered; Reclaimed the slots of expired
+// holds (of any instance) that this instance's calls dropped (a key whose
+// holds have all expired is deleted by Redis a minute later, and what it
+// held is counted by no one if no call came meanwhile); Waiting the
+// Acquires waiting on this instance now.
+func (c *Concurrency) Stats() keylimit.Stats {
+	st := c.ops.counts.stats()
+	st.Reclaimed = c.reclaimed.Load()
+	st.Waiting = int(c.waiting.Load())
+	return st
+}
+
+// Ping checks, once at start-up say, that the limiter can work, as the rate
+// limiters' Ping does, and that Redis takes the concurrency script.
+func (c *Concurrency) Ping(ctx context.Context) error {
+	if err := c.ops.ping(ctx); err != nil {
+		return err
+	}
+	if err := concScript.Load(ctx, c.store.client).Err(); err != nil {
+		return fmt.Errorf("redislimit: %s: loading the concurrency script: %w", c.name, err)
+	}
+	return nil
+}
+
+// Close stops the renewals, and releases the FailLocal fallback. Holds
+// still out are no longer renewed: they expire within the hold expiry,
+// unless released first (a Release after Close still gives back). It does
+// not close the Redis client, and returns nil.
+func (c *Concurrency) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		<-c.renewed
+		if c.fallback != nil {
+			c.fallback.Close()
+		}
+	})
+	return nil
+}
+
+var _ keylimit.ConcurrencyLimiter[string] = (*Concurrency)(nil)

@@ -1,0 +1,110 @@
+package redislimit_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	kquota "github.com/keylimit/keylimit/quota"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/stretchr/testify/require"
+)
+
+// A policy charged by outcome on the Redis limiters (issue 28.1): 32
+// goroutines make 20 requests each of one key, of random costs 1 to 3,
+// each reporting a random cost of its own or none (then charged whole):
+// what is charged stays within the quota of 50, and every event the
+// outcomes did not charge comes back by the partial refund, exactly: the
+// key's Remaining is 50 less what was charged. The periods are long (an
+// hour's log, a day's window) so that a run of seconds on Redis time is in
+// one of them.
+func TestChargeByOutcomeOnRedis(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		new  newFunc
+		l    keylimit.Limit
+	}{
+		{"SlidingWindow", types[2].new, keylimit.Per(50, time.Hour)},
+		{"FixedWindow", types[1].new, keylimit.Per(50, 24*time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// patient: a slow round trip under -race must not be a
+			// failure-policy decision, which counts nothing on Redis. No
+			// deny cache: a refusal it caches as a refund gives back
+			// answers the final Peek from the cache, until it expires.
+			lim, err := tc.new(shared.client(t), tc.l, redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+			require.NoError(t, err)
+			d, err := kquota.New(kquota.Config{Policies: []kquota.Policy{{Name: "charged", Limiter: lim, Charge: kquota.ChargeReported}}})
+			require.NoError(t, err)
+			key := testKey(t, "charged")
+			var charged, freed, admitted atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 32 {
+				r := rand.New(rand.NewPCG(28, uint64(g)))
+				wg.Go(func() {
+					for range 20 {
+						ctx, cancel := context.WithTimeout(context.Background(), patient)
+						cost := 1 + r.IntN(3)
+						v, err := d.Decide(ctx, key, "", cost)
+						if err == nil && v.Action() == kquota.Proceed {
+							admitted.Add(1)
+							reported := r.IntN(cost+2) - 1
+							if reported >= 0 {
+								kquota.ReportCost(v.Context(ctx), reported)
+							}
+							v.FinishWith(kquota.Outcome{Reported: -1})
+							c := kquota.ChargeReported(kquota.Outcome{Cost: cost, Reported: reported})
+							charged.Add(int64(c))
+							freed.Add(int64(cost - c))
+						}
+						cancel()
+					}
+				})
+			}
+			wg.Wait()
+			require.LessOrEqual(t, charged.Load(), int64(50))
+			require.Positive(t, freed.Load())
+			require.Equal(t, 50-int(charged.Load()), lim.Peek(key).Remaining, "every free event given back")
+			t.Logf("%d admitted; %d events charged, %d given back", admitted.Load(), charged.Load(), freed.Load())
+		})
+	}
+}
+
+// A quota concurrency policy on the Redis Concurrency (issue 27): 20
+// requests of one key decided at once against 3 slots, the admitted ones
+// holding theirs until all are decided: exactly 3 proceed, 17 are refused,
+// and once the 3 finish every slot is free again.
+func TestConcurrencyPolicyOnRedis(t *testing.T) {
+	lim, err := redislimit.NewConcurrency(shared.client(t), "policy", 3, redislimit.WithTimeout(patient))
+	require.NoError(t, err)
+	t.Cleanup(func() { lim.Close() })
+	d, err := kquota.New(kquota.Config{Policies: []kquota.Policy{{Name: "inflight", Concurrency: lim}}})
+	require.NoError(t, err)
+	key := testKey(t, "inflight")
+	var wg sync.WaitGroup
+	var admitted, refused atomic.Int32
+	decided := make(chan kquota.Verdict, 20)
+	for range 20 {
+		wg.Go(func() {
+			v, err := d.Decide(context.Background(), key, "", 1)
+			if err != nil || v.Action() != kquota.Proceed {
+				refused.Add(1)
+				return
+			}
+			admitted.Add(1)
+			decided <- v
+		})
+	}
+	wg.Wait()
+	require.Equal(t, [2]int32{3, 17}, [2]int32{admitted.Load(), refused.Load()})
+	require.Equal(t, 0, lim.Peek(key).Remaining)
+	close(decided)
+	for v := range decided {
+		v.Finish()
+	}
+	require.Equal(t, 3, lim.Peek(key).Remaining, "every slot released")
+}
