@@ -11,7 +11,10 @@ import (
 // limiters admits them: 10 a minute AND 500 an hour on the same API key. A
 // refused request takes nothing: All asks the limiters in order, and when one
 // refuses, gives back (Refund) exactly what the ones before it took. Put the
-// limiter most likely to refuse first. If the first limiter is a Joiner that
+// limiter most likely to refuse first, and those that decide in process
+// before those on a remote store (the redislimit ones, whose Stats say
+// Remote): a request an in-process limiter refuses then makes no round
+// trip, and none is refunded. If the first limiter is a Joiner that
 // can join the others (Redis limiters on one client), All is the limiter it
 // returns: one step, all or nothing, for all of them.
 //
@@ -21,7 +24,10 @@ import (
 //
 // The Result reports the binding limit: Allowed only if all allowed, the
 // least Remaining with its Limit, the largest RetryAfter and ResetAfter (see
-// Result.And). The limiter All returns also implements ContextLimiter,
+// Result.And). A refusal's Result covers the limiters asked and those that
+// decide in process, not a remote one that was not asked (its Peek would be
+// a round trip; TakeEach asks it, to report its Result): its RetryAfter is
+// the soonest the request can pass as far as they know. The limiter All returns also implements ContextLimiter,
 // EachTaker and PeekContext; under a context, it asks every limiter that
 // takes one (the redislimit ones) under it, its Peeks included. It has Wait
 // and WaitN too, which poll it as the package's WaitN polls a limiter
@@ -51,9 +57,12 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 			return joined
 		}
 	}
-	a := &all[K]{limiters: append([]Limiter[K](nil), limiters...), refunders: refunders, clock: systemClock}
-	a.views = make([]views[K], len(limiters))
+	a := &all[K]{limiters: append([]Limiter[K](nil), limiters...), refunders: refunders, clock: systemClock,
+		remote: make([]bool, len(limiters)), views: make([]views[K], len(limiters))}
 	for i, l := range limiters {
+		if s, ok := l.(interface{ Stats() Stats }); ok {
+			a.remote[i] = s.Stats().Remote
+		}
 		v := &a.views[i]
 		v.refunder, _ = l.(Refunder[K])
 		v.contextRefunder, _ = l.(ContextRefunder[K])
@@ -95,7 +104,10 @@ type all[K comparable] struct {
 	limiters  []Limiter[K]
 	refunders []Refunder[K] // refunders[i] is limiters[i]; the last has none
 	clock     clock.Clock   // the first Clocked limiter's, or the system clock: WaitN sleeps on it
-	views     []views[K]    // views[i] is limiters[i]'s, for take
+	// remote[i]: limiters[i] keeps its state in a remote store (its Stats
+	// say Remote), so that its Peek is a round trip.
+	remote []bool
+	views  []views[K] // views[i] is limiters[i]'s, for take
 }
 
 // views are the interfaces take asks a limiter through, asserted once by
@@ -216,11 +228,12 @@ func (a *all[K]) undo(ctx context.Context, key K, adms []Admission) {
 
 // refused reports a refusal by limiter i, which answered r: the others, none
 // of which holds anything of this request now, are asked what they would
-// say, under ctx if they take one.
+// say, under ctx if they take one; a remote one only if each wants its
+// Result (its Peek is a round trip).
 func (a *all[K]) refused(ctx context.Context, key K, i int, r Result, each []Result) Result {
 	sum := r
 	for j, l := range a.limiters {
-		if j == i {
+		if j == i || each == nil && a.remote[j] {
 			continue
 		}
 		p := peekContext(ctx, l, key)

@@ -316,3 +316,73 @@ func TestAllPeeksUnderTheContext(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled, "an ended context asks none")
 	require.Len(t, rec.saw, 2)
 }
+
+// remoteRecorder is a limiter whose Stats say Remote, as a remote store's
+// do; it counts the calls that would be round trips.
+type remoteRecorder struct {
+	*keylimit.TokenBucket[string]
+	calls int
+}
+
+func (r *remoteRecorder) Stats() keylimit.Stats { return keylimit.Stats{Remote: true} }
+
+func (r *remoteRecorder) Admit(key string, n int) (keylimit.Result, keylimit.Admission) {
+	r.calls++
+	return r.TokenBucket.Admit(key, n)
+}
+
+func (r *remoteRecorder) Take(key string, n int) keylimit.Result {
+	r.calls++
+	return r.TokenBucket.Take(key, n)
+}
+
+func (r *remoteRecorder) Refund(key string, a keylimit.Admission) {
+	r.calls++
+	r.TokenBucket.Refund(key, a)
+}
+
+func (r *remoteRecorder) Peek(key string) keylimit.Result {
+	r.calls++
+	return r.TokenBucket.Peek(key)
+}
+
+// TestAllPeeksARemoteLimiterOnlyForTakeEach (issue 26): when an in-process
+// limiter refuses, All does not ask a remote one what it would say (a
+// round trip) unless TakeEach wants its Result. With the in-process
+// limiter first, 100 requests it refuses all but one of cost the remote
+// limiter one call; with the remote one first, its take and its refund for
+// each (199), no Peek.
+func TestAllPeeksARemoteLimiterOnlyForTakeEach(t *testing.T) {
+	for _, tc := range []struct {
+		remoteFirst bool
+		calls       int
+	}{{false, 1}, {true, 199}} {
+		tight := build(t, keylimit.NewFixedWindow[string], keylimit.PerMinute(1))
+		rec := &remoteRecorder{TokenBucket: build(t, keylimit.NewTokenBucket[string], keylimit.PerMinute(1000))}
+		lim := keylimit.All[string](tight, rec)
+		if tc.remoteFirst {
+			lim = keylimit.All[string](rec, tight)
+		}
+		admitted := 0
+		for range 100 {
+			if lim.Allow("k") {
+				admitted++
+			}
+		}
+		require.Equal(t, 1, admitted, "remoteFirst=%v: admitted of 100", tc.remoteFirst)
+		require.Equal(t, tc.calls, rec.calls, "remoteFirst=%v: the remote limiter's calls for 100 requests", tc.remoteFirst)
+		require.Equal(t, 999, rec.TokenBucket.Peek("k").Remaining, "remoteFirst=%v: the remote limiter's Remaining", tc.remoteFirst)
+		each := make([]keylimit.Result, 2)
+		calls := rec.calls
+		_, err := lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), "k", 1, each)
+		require.NoError(t, err)
+		if !tc.remoteFirst {
+			require.Equal(t, calls+1, rec.calls, "the remote limiter's calls for a TakeEach refused first: its Peek")
+		}
+		remoteAt := 1
+		if tc.remoteFirst {
+			remoteAt = 0
+		}
+		require.Equal(t, 999, each[remoteAt].Remaining, "remoteFirst=%v: the remote limiter's Result in TakeEach", tc.remoteFirst)
+	}
+}

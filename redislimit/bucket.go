@@ -59,6 +59,7 @@ var bucketAlgorithm = algorithm{
 	unit:     time.Nanosecond,
 	canLease: true,
 	refills:  true,
+	take:     takeBucketScript,
 	params: func(l keylimit.Limit) (int64, int64, int, error) {
 		if err := l.Validate(); err != nil {
 			return 0, 0, 0, err

@@ -84,13 +84,17 @@ func (p FailurePolicy) share(l keylimit.Limit) keylimit.Limit {
 
 // admits says what p admits while Redis fails, for one instance and for
 // the fleet (of fleet instances, as WithFleetSize says, or of N when it
-// does not), under l, the limiter's limit.
-func (p FailurePolicy) admits(l keylimit.Limit, fleet int) string {
+// does not), under l, the limiter's limit, or with perKey under each key's
+// (WithKeyLimit, SetKeyLimit).
+func (p FailurePolicy) admits(l keylimit.Limit, fleet int, perKey bool) string {
 	switch p.kind {
 	case failOpen:
 		return "every request: no limit while Redis fails"
 	case failClosed:
 		return "nothing: every request is refused while Redis fails"
+	}
+	if perKey {
+		return p.admitsPerKey(fleet)
 	}
 	share := p.share(l)
 	if fleet == 0 {
@@ -98,6 +102,25 @@ func (p FailurePolicy) admits(l keylimit.Limit, fleet int) string {
 	}
 	return fmt.Sprintf("each instance decides alone on %v, so a fleet of %d admits up to %v (the limit is %v)",
 		share, fleet, times(share, fleet), l)
+}
+
+// admitsPerKey is admits for FailLocal when the keys are under limits of
+// their own: the same share of each.
+func (p FailurePolicy) admitsPerKey(fleet int) string {
+	share := "each key's limit"
+	if p.instances > 1 {
+		share = fmt.Sprintf("1/%d of each key's limit", p.instances)
+	}
+	switch {
+	case fleet == 0:
+		return fmt.Sprintf("each instance decides alone on %s, so a fleet of N instances admits up to N × %s", share, share)
+	case fleet == p.instances:
+		return fmt.Sprintf("each instance decides alone on %s, so a fleet of %d admits up to each key's limit", share, fleet)
+	case p.instances == 1:
+		return fmt.Sprintf("each instance decides alone on %s, so a fleet of %d admits up to %d × each key's limit", share, fleet, fleet)
+	}
+	return fmt.Sprintf("each instance decides alone on %s, so a fleet of %d admits up to %d/%d of each key's limit",
+		share, fleet, fleet, p.instances)
 }
 
 // times returns l with its events and burst multiplied by n: what n

@@ -128,6 +128,14 @@ func (g *guard) down(now int64) error {
 // ctx that returned err: a failure starts the backoff (trip), and the
 // observers count it and follow Redis's health.
 func (g *guard) observe(ctx context.Context, err error, now int64) {
+	g.observeShared(ctx, err, now)
+	g.ops.counted(err)
+}
+
+// observeShared is observe for a round trip that another limiter counts
+// (a joined call, which the first limiter's Stats count): the backoff and
+// Redis's health follow it, and the counts do not.
+func (g *guard) observeShared(ctx context.Context, err error, now int64) {
 	if err != nil {
 		g.trip(ctx, err, now)
 	}

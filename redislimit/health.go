@@ -28,12 +28,19 @@ var ErrNoPersistence = errors.New("redislimit: Redis keeps the limiter's keys in
 // the server (Ping, and once in the background: the eviction policy and
 // persistence).
 
-// called counts a round trip made at local time now that returned err, and
-// follows Redis's health: a failure, unless it was the caller's or one
-// key's, starts an outage; a success ends the outage, and the first one
-// starts the checks of the server.
-func (o *ops) called(ctx context.Context, err error, now int64) {
+// counted counts a round trip that returned err, in Stats.
+func (o *ops) counted(err error) {
 	o.counts.calls.Add(1)
+	if err != nil {
+		o.counts.errors.Add(1)
+	}
+}
+
+// called follows Redis's health after a round trip made at local time now
+// that returned err: a failure, unless it was the caller's or one key's,
+// starts an outage; a success ends the outage, and the first one starts the
+// checks of the server. (counted counts it.)
+func (o *ops) called(ctx context.Context, err error, now int64) {
 	if err == nil {
 		if o.failing.Load() {
 			o.outageEnded(now)
@@ -43,7 +50,6 @@ func (o *ops) called(ctx context.Context, err error, now int64) {
 		}
 		return
 	}
-	o.counts.errors.Add(1)
 	if !o.failing.Load() && isOutage(ctx, err) {
 		o.outageStarted(err, now)
 	}
@@ -61,13 +67,19 @@ func isOutage(ctx context.Context, err error) bool {
 	return true
 }
 
-// ping is Ping: PING, SCRIPT LOAD, and the checks of the server.
+// ping is Ping: PING, SCRIPT LOAD of the full script and of the plain
+// one (o.take), and the checks of the server.
 func (o *ops) ping(ctx context.Context) error {
 	if err := o.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redislimit: %s: PING: %w", o.name, err)
 	}
-	if err := script.Load(ctx, o.client).Err(); err != nil {
-		return fmt.Errorf("redislimit: %s: loading the script: %w", o.name, err)
+	for _, sc := range []*redis.Script{script, o.take} {
+		if sc == nil {
+			continue
+		}
+		if err := sc.Load(ctx, o.client).Err(); err != nil {
+			return fmt.Errorf("redislimit: %s: loading the script: %w", o.name, err)
+		}
 	}
 	risks, err := o.checkServers(ctx)
 	if err != nil {

@@ -45,7 +45,8 @@ func (l *redisLimiter) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[str
 	if len(parts) == 0 || parts[0] != l {
 		return nil, false
 	}
-	j := &joined{parts: parts, store: store{client: l.store.client, timeout: l.store.timeout, clock: l.store.clock}}
+	j := &joined{parts: parts, store: store{client: l.store.client, timeout: l.store.timeout, clock: l.store.clock,
+		takes: coalescer{client: l.store.client, timeout: l.store.timeout}}}
 	for _, p := range parts {
 		j.store.timeout = min(j.store.timeout, p.store.timeout)
 	}
@@ -242,10 +243,19 @@ func (j *joined) call(ctx context.Context, mode any, d *decision, now int64, res
 		}
 	}
 	err := j.store.run(ctx, mode, d, res, marks)
-	for _, p := range j.parts {
-		p.guard.observe(ctx, err, now) // a round trip of every limiter's, in its Stats
-	}
+	j.observe(ctx, err, now)
 	return err
+}
+
+// observe follows a round trip of the joined limiter made at local time
+// now that returned err, in every limiter's guard: it is counted once, in
+// the Stats of the first limiter, whose client and store made it, so that
+// a sum of the limiters' Calls counts it once.
+func (j *joined) observe(ctx context.Context, err error, now int64) {
+	j.parts[0].guard.observe(ctx, err, now)
+	for _, p := range j.parts[1:] {
+		p.guard.observeShared(ctx, err, now)
+	}
 }
 
 // failed answers a request of n events for key by each limiter's failure
@@ -383,9 +393,7 @@ func (j *joined) ResetContext(ctx context.Context, key string) error {
 	}
 	now := j.parts[0].clock.now()
 	err := j.store.del(ctx, keys...)
-	for _, p := range j.parts {
-		p.guard.observe(ctx, err, now)
-	}
+	j.observe(ctx, err, now)
 	if err != nil {
 		return j.report("reset", key, err)
 	}

@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -85,11 +86,15 @@ func TestAllOfRedisLimitersIsOneRoundTrip(t *testing.T) {
 	require.Equal(t, before["del"]+1, after["del"], "Reset: one DEL")
 	require.Equal(t, before["evalsha"], after["evalsha"], "Reset: no script call")
 	require.Equal(t, 10, minute.Peek(key).Remaining, "the minute's Remaining after the joined Reset")
-	// Each limiter counts the joined requests and round trips it took part
-	// in: 5 requests (4 TakeEach, 1 AdmitContext), 4 admitted; 8 round
-	// trips (those, RefundContext, Peek and Reset).
+	// Each limiter counts the joined requests it took part in: 5 requests
+	// (4 TakeEach, 1 AdmitContext), 4 admitted. The 8 round trips (those,
+	// RefundContext, Peek and Reset) are counted once, by the first
+	// limiter, whose client made them: the limiters' Calls add up to what
+	// the server saw (with the minute's own two, its warm-up and its Peek).
 	st := hour.(interface{ Stats() keylimit.Stats }).Stats()
-	require.Equal(t, keylimit.Stats{Decisions: true, Remote: true, Admitted: 4, Refused: 1, Calls: 8}, st, "the hour's Stats")
+	require.Equal(t, keylimit.Stats{Decisions: true, Remote: true, Admitted: 4, Refused: 1}, st, "the hour's Stats")
+	st = minute.(interface{ Stats() keylimit.Stats }).Stats()
+	require.Equal(t, keylimit.Stats{Decisions: true, Remote: true, Admitted: 5, Refused: 1, Calls: 10}, st, "the minute's Stats")
 
 	// With the deny cache: the refusal is remembered, with each Result.
 	minute, hour = newPair(redislimit.DefaultDenyCacheSize)
@@ -289,5 +294,77 @@ func TestHTTPTwoPoliciesOneRoundTrip(t *testing.T) {
 		if i == 1 {
 			require.Regexp(t, `^"minute";r=8;t=\d+, "hour";r=0;t=\d+$`, resp.Header.Get("RateLimit"), "request %d: both policies' states", i)
 		}
+	}
+}
+
+// TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits pins issue 26's
+// round trips: keylimit.All of an in-memory limiter and a Redis one does
+// not Peek the Redis one on a refusal (Take, Allow). Of 100 requests under
+// a memory limit of 1: with memory first, one EVALSHA (before: 100); with
+// Redis first, a take and a refund per refusal, 199 (before: 298, with a
+// Peek each). TakeEach, which reports the Redis limiter's Result too, asks
+// it by one Peek on a refusal in memory. A refusal by Redis, with memory
+// first, gives back the memory limiter's take in process.
+func TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	mock := newMock()
+	for _, tc := range []struct {
+		redisFirst bool
+		evalsha    int64
+	}{{false, 1}, {true, 199}} {
+		redisFirst := tc.redisFirst
+		t.Run(fmt.Sprintf("redisFirst=%v", redisFirst), func(t *testing.T) {
+			memory, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1), keylimit.WithClock(mock))
+			require.NoError(t, err)
+			rl, err := redislimit.NewTokenBucket(c, "api", keylimit.PerHour(1000), redislimit.WithPrefix(testKey(t, "r")+":"),
+				redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+			require.NoError(t, err)
+			pinged(t, rl)
+			rl.Allow(testKey(t, "warm"))
+			lim := keylimit.All[string](memory, rl)
+			if redisFirst {
+				lim = keylimit.All[string](rl, memory)
+			}
+			key := testKey(t, "k")
+			before := s.commandStats(t)
+			admitted := 0
+			for range 100 {
+				if lim.Allow(key) {
+					admitted++
+				}
+			}
+			require.Equal(t, 1, admitted, "admitted of 100")
+			require.Equal(t, map[string]int64{"evalsha": tc.evalsha}, s.sentSince(t, before), "Redis's commands for 100 requests")
+			require.Equal(t, 999, rl.Peek(key).Remaining, "the Redis limiter's Remaining: the one admission")
+
+			each := make([]keylimit.Result, 2)
+			before = s.commandStats(t)
+			r, err := lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), key, 1, each)
+			require.NoError(t, err)
+			require.False(t, r.Allowed, "TakeEach: %v", r)
+			want := map[string]int64{"evalsha": 1} // memory first: the Peek
+			if redisFirst {
+				want["evalsha"] = 3 // the take, its refund, the Peek
+			}
+			require.Equal(t, want, s.sentSince(t, before), "Redis's commands for a TakeEach refused in memory")
+			redisAt := 1
+			if redisFirst {
+				redisAt = 0
+			}
+			require.True(t, each[redisAt].Allowed, "the Redis limiter's Result in TakeEach: %v", each[redisAt])
+			require.Equal(t, [2]int{1000, 999}, [2]int{each[redisAt].Limit, each[redisAt].Remaining},
+				"the Redis limiter's Limit and Remaining in TakeEach")
+			require.False(t, each[1-redisAt].Allowed, "the memory limiter's Result in TakeEach")
+
+			// Redis refuses (its key used up): the memory limiter's take is
+			// given back, in process.
+			full := testKey(t, "full")
+			require.True(t, rl.AllowN(full, 1000), "AllowN(1000) of the Redis limiter")
+			before = s.commandStats(t)
+			require.False(t, lim.Allow(full), "a request Redis refuses")
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a request it refuses")
+			require.Equal(t, 1, memory.Peek(full).Remaining, "the memory limiter's Remaining after Redis refused: given back")
+		})
 	}
 }

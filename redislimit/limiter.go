@@ -34,6 +34,9 @@ type redisLimiter struct {
 	// WithKeyLimit's; SetLimit and SetKeyLimit begin a new generation.
 	limits perkey.Limits[string, keylimit.Limit, *keyLimit]
 	setMu  sync.Mutex // serializes SetLimit and SetKeyLimit, and what they change below
+	// chosen: WithFailurePolicy or WithFleetSize was given (see
+	// ops.announce).
+	chosen bool
 	clock  localClock
 
 	// The decision path, from the top: first is leases, or without them
@@ -107,8 +110,10 @@ func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, al
 	}
 	// What operators see, which every layer tells what happened.
 	lim.ops.init(o.name, client, o.timeout, o.logger, o.fleet, o.policy, lim.limits.Limit)
+	lim.ops.take = alg.take
 	// The script call.
-	lim.store = store{client: client, prefix: o.keyPrefix(alg.name, l, quota), timeout: o.timeout, clock: o.scriptClock}
+	lim.store = store{client: client, prefix: o.keyPrefix(alg.name, l, quota), timeout: o.timeout, clock: o.scriptClock,
+		takes: coalescer{client: client, timeout: o.timeout}}
 	// The failure policy around it.
 	fb, err := fallbackFor(o.policy, l, o.keyLimit, o.clock, newFallback)
 	if err != nil {
@@ -122,7 +127,9 @@ func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, al
 		lim.leases = newLeases(&lim.deny, &lim.guard, &lim.clock, o.leaseTime, o.scriptClock == nil)
 		lim.first = lim.leases
 	}
-	lim.ops.announce(lim.store.prefix, o.policySet || o.fleet > 0)
+	lim.ops.perKey.Store(o.keyLimit != nil)
+	lim.chosen = o.policySet || o.fleet > 0
+	lim.ops.announce(announceReady, lim.store.prefix, lim.chosen)
 	return nil
 }
 
@@ -412,8 +419,21 @@ func (lim *redisLimiter) SetLimit(l keylimit.Limit) error {
 // keylimit's SetKeyLimit for the Redis limiters, and like SetLimit it
 // changes this instance only: set it on each.
 func (l *redisLimiter) SetKeyLimit(fn func(key string) keylimit.Limit) error {
-	return l.change(func() error { return l.limits.SetKeyLimit(fn) }, func() { l.guard.keyLimitChanged(fn) })
+	return l.change(func() error { return l.limits.SetKeyLimit(fn) }, func() {
+		l.guard.keyLimitChanged(fn)
+		if l.ops.perKey.Swap(fn != nil) != (fn != nil) {
+			// The line logged at construction named the limits the keys were under.
+			l.ops.announce(announceKeyLimits, l.store.prefix, l.chosen)
+		}
+	})
 }
+
+// The messages of ops.announce: at construction, and when SetKeyLimit
+// changes whether the keys are under limits of their own.
+const (
+	announceReady     = "redislimit: limiter ready; while Redis fails, its failure policy decides"
+	announceKeyLimits = "redislimit: key limits set; while Redis fails, its failure policy decides"
+)
 
 // change begins a generation of limits with set and, if it succeeds, tells
 // the fallback with follow, and forgets what was decided under the old
@@ -436,7 +456,8 @@ func (l *redisLimiter) change(set func() error, follow func()) error {
 // Refused count requests (Allow, AllowN, Take, Admit, each try of Wait),
 // always; Calls the round trips to Redis of decisions, leases (fetched and
 // given back), Peeks, Refunds and Resets (not Ping's, nor the eviction
-// check's), and Errors those that failed; Fallbacks the requests and Peeks
+// check's; takes sent together in one pipeline count one each), and Errors
+// those that failed; Fallbacks the requests and Peeks
 // the failure policy answered (during a failure and the backoff after it);
 // CacheHits those the deny cache answered. Keys is 0: the keys live in
 // Redis, which the limiter does not count (Untracked and Evicted are 0

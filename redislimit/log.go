@@ -28,6 +28,9 @@ type ops struct {
 	// admits: limit returns the limiter's limit at the time.
 	policy FailurePolicy
 	limit  func() keylimit.Limit
+	// perKey: the keys are under limits of their own (WithKeyLimit, or
+	// SetKeyLimit with a function).
+	perKey atomic.Bool
 	// describe, if set, says what the policy admits instead (a
 	// Concurrency's limit is no keylimit.Limit); limit is then unused.
 	describe func() string
@@ -55,6 +58,9 @@ type ops struct {
 	timeout                     time.Duration
 	evict                       atomic.Int32
 	warned, warnedDisk, refused atomic.Bool
+	// take is the plain script of the limiter's algorithm, which Ping
+	// loads beside the full one; nil if it has none.
+	take *redis.Script
 }
 
 // init sets up o, in place (it holds atomics), for the limiter named name
@@ -88,7 +94,16 @@ func (o *ops) admits() string {
 	if o.describe != nil {
 		return o.describe()
 	}
-	return o.policy.admits(o.limit(), o.fleet)
+	return o.policy.admits(o.limit(), o.fleet, o.perKey.Load())
+}
+
+// limitText is the limit the keys are under, for the lines logged: the
+// limiter's, or each key's own and the limiter's for the others.
+func (o *ops) limitText() string {
+	if o.perKey.Load() {
+		return "each key's (WithKeyLimit or SetKeyLimit), else " + o.limit().String()
+	}
+	return o.limit().String()
 }
 
 // outageStarted starts an outage at local time now, after err, and logs it unless
@@ -125,12 +140,14 @@ func (o *ops) outageEnded(now int64) {
 		"outage", time.Duration(now-o.since), "fallbacks", o.counts.fallbacks()-o.before)
 }
 
-// announce logs, once at construction, what the failure policy will admit
-// for the limiter whose keys have prefix: at Info when neither the policy
+// announce logs msg and what the failure policy will admit for the limiter
+// whose keys have prefix, under the limits they are under: at construction,
+// and again when SetKeyLimit changes whether the keys have limits of their
+// own. It logs at Info when neither the policy
 // nor the fleet size was chosen (the default lets a fleet of N admit N
 // times the limit), at Warn when they disagree (FailLocal(k) in a fleet of
 // more than k), at Debug otherwise.
-func (o *ops) announce(prefix string, chosen bool) {
+func (o *ops) announce(msg, prefix string, chosen bool) {
 	level := slog.LevelDebug
 	switch {
 	case !chosen:
@@ -142,10 +159,10 @@ func (o *ops) announce(prefix string, chosen bool) {
 	if !lg.Enabled(context.Background(), level) {
 		return
 	}
-	attrs := []any{"limiter", o.name, "prefix", prefix, "limit", o.limit().String(),
+	attrs := []any{"limiter", o.name, "prefix", prefix, "limit", o.limitText(),
 		"policy", o.policy.String(), "admits", o.admits()}
 	if !chosen {
 		attrs = append(attrs, "hint", "WithFleetSize(N) gives each of N instances 1/N of the limit while Redis fails")
 	}
-	lg.Log(context.Background(), level, "redislimit: limiter ready; while Redis fails, its failure policy decides", attrs...)
+	lg.Log(context.Background(), level, msg, attrs...)
 }

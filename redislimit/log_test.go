@@ -150,6 +150,54 @@ func TestConstructionLog(t *testing.T) {
 	}
 }
 
+// TestConstructionLogUnderKeyLimits: with WithKeyLimit, the line logged at
+// construction says the keys are under limits of their own, not that each
+// instance decides alone on the limiter's; SetKeyLimit right after the
+// constructor logs the line again, saying so, and SetKeyLimit(nil) once
+// more, back under the limiter's limit (and a SetKeyLimit that changes
+// nothing of it, nothing).
+func TestConstructionLogUnderKeyLimits(t *testing.T) {
+	client := deadClient(t)
+	perKey := func(key string) keylimit.Limit { return keylimit.PerMinute(5 + len(key)) }
+	const under = "each key's (WithKeyLimit or SetKeyLimit), else 1/min"
+	for _, tc := range []struct {
+		name   string
+		opts   []redislimit.Option
+		admits string
+	}{
+		{"default", nil, "each instance decides alone on each key's limit, so a fleet of N instances admits up to N × each key's limit"},
+		{"fleet of 4", []redislimit.Option{redislimit.WithFleetSize(4)},
+			"each instance decides alone on 1/4 of each key's limit, so a fleet of 4 admits up to each key's limit"},
+		{"FailLocal(1), a fleet of 3", []redislimit.Option{redislimit.WithFleetSize(3), redislimit.WithFailurePolicy(redislimit.FailLocal(1))},
+			"each instance decides alone on each key's limit, so a fleet of 3 admits up to 3 × each key's limit"},
+		{"FailLocal(2), a fleet of 3", []redislimit.Option{redislimit.WithFleetSize(3), redislimit.WithFailurePolicy(redislimit.FailLocal(2))},
+			"each instance decides alone on 1/2 of each key's limit, so a fleet of 3 admits up to 3/2 of each key's limit"},
+	} {
+		rec, logger := newLogRecorder(slog.LevelDebug)
+		_, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(1),
+			append(tc.opts, redislimit.WithLogger(logger), redislimit.WithKeyLimit(perKey))...)
+		require.NoError(t, err, tc.name)
+		lines := rec.logged(ready)
+		require.Len(t, lines, 1, "%s: lines logged at construction", tc.name)
+		require.Equal(t, under, lines[0].Attrs["limit"], tc.name)
+		require.Equal(t, tc.admits, lines[0].Attrs["admits"], tc.name)
+
+		rec, logger = newLogRecorder(slog.LevelDebug)
+		lim, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(1), append(tc.opts, redislimit.WithLogger(logger))...)
+		require.NoError(t, err, tc.name)
+		require.NoError(t, lim.SetKeyLimit(perKey), tc.name)
+		require.NoError(t, lim.SetKeyLimit(perKey), tc.name)
+		lines = rec.logged("redislimit: key limits set; while Redis fails, its failure policy decides")
+		require.Len(t, lines, 1, "%s: lines logged by SetKeyLimit, twice", tc.name)
+		require.Equal(t, under, lines[0].Attrs["limit"], tc.name)
+		require.Equal(t, tc.admits, lines[0].Attrs["admits"], tc.name)
+		require.NoError(t, lim.SetKeyLimit(nil), tc.name)
+		lines = rec.logged("redislimit: key limits set; while Redis fails, its failure policy decides")
+		require.Len(t, lines, 2, "%s: lines logged by SetKeyLimit(nil)", tc.name)
+		require.Equal(t, "1/min", lines[1].Attrs["limit"], tc.name)
+	}
+}
+
 // TestDefaultLogger: without WithLogger, lines go to slog.Default() as it
 // is when they are logged, not when the limiter was made.
 func TestDefaultLogger(t *testing.T) {

@@ -13,12 +13,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The Lua script: lua/prelude.lua (the arguments, the time, the reply),
-// each algorithm's file, and lua/decide.lua (one decision for one key under
-// one or several limiters), all commented. Each decision is one call of it:
-// EVALSHA, and EVAL once if the server does not know the script yet (a new
-// or restarted server, a replica promoted), which is what redis.Script.Run
-// does.
+// The Lua scripts. The full script is lua/prelude.lua (the arguments, the
+// time, the reply), each algorithm's file, and lua/decide.lua (one decision
+// for one key under one or several limiters), all commented: it takes,
+// peeks, refunds and leases. The plain decision, a take under one bucket or
+// fixed window whose state counts in the key's limit, has a script of its
+// own for each (lua/take_bucket.lua, lua/take_fixed.lua) that does only
+// that, at a fraction of the full script's server time; it replies
+// "full" to hand the rest (a state written under another limit) to the
+// full script. Each decision is one call of a script: EVALSHA, and EVAL
+// once if the server does not know the script yet (a new or restarted
+// server, a replica promoted), which is what redis.Script.Run does.
 var (
 	//go:embed lua/prelude.lua
 	preludeLua string
@@ -30,9 +35,19 @@ var (
 	slidingLua string
 	//go:embed lua/decide.lua
 	decideLua string
+	//go:embed lua/take_bucket.lua
+	takeBucketLua string
+	//go:embed lua/take_fixed.lua
+	takeFixedLua string
 
-	script = redis.NewScript(preludeLua + bucketLua + fixedLua + slidingLua + decideLua)
+	script           = redis.NewScript(preludeLua + bucketLua + fixedLua + slidingLua + decideLua)
+	takeBucketScript = redis.NewScript(takeBucketLua)
+	takeFixedScript  = redis.NewScript(takeFixedLua)
 )
+
+// needsFull is a plain script's reply when the decision is the full
+// script's.
+const needsFull = "full"
 
 // The modes the script takes as ARGV[1], and the mark of a call that is no
 // refund, boxed once so that passing them to the client does not allocate.
@@ -67,6 +82,9 @@ type store struct {
 	// clock is nil outside the package's tests: the scripts decide on
 	// Redis server time.
 	clock *scriptClock
+	// takes makes the plain takes' calls, in pipelines when many are under
+	// way (see coalescer).
+	takes coalescer
 }
 
 // redisKey is the Redis key of key's state: prefix{key}, the key between
@@ -118,6 +136,9 @@ type algorithm struct {
 	// events come back one interval at a time (a bucket), not all at a
 	// window's end.
 	canLease, refills bool
+	// take is the script of its plain decision (see script), nil if it has
+	// none: every call is the full script's.
+	take *redis.Script
 	// params checks l and returns the script's two parameters for it (boxed
 	// int64s), the quota (Result.Limit: the most events admitted at once),
 	// or an error that says why the algorithm cannot take l.
@@ -209,6 +230,11 @@ type leaseArgs struct {
 // of its admissions into marks (both with one element per part). The
 // Results' Limit is each part's quota; their times are Durations.
 func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.Result, marks []int64) error {
+	if mode == modeTake && len(d.parts) == 1 && d.parts[0].alg.take != nil {
+		if done, err := s.runTake(ctx, d, res, marks); done || err != nil {
+			return err
+		}
+	}
 	c, tctx, cancel := startCall(ctx, s.timeout)
 	keys, args := c.keys[:0], c.args[:0]
 	if len(d.parts) > inlineParts {
@@ -247,6 +273,28 @@ func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.R
 		return fmt.Errorf("redislimit: the script replied %q, want five integers for each of %d limiters", reply, len(d.parts))
 	}
 	return nil
+}
+
+// runTake is run for a take under one limiter whose algorithm has a plain
+// script: it calls that, and reports whether the script decided (false: it
+// replied needsFull, and the full script must).
+func (s *store) runTake(ctx context.Context, d *decision, res []keylimit.Result, marks []int64) (bool, error) {
+	p := d.parts[0]
+	a := takeArgs{script: p.alg.take, key: p.owner.redisKey(d.key), n: d.n, p1: p.param1, p2: p.param2}
+	if s.clock != nil {
+		a.fixedClock, a.now = true, s.clock.c.Now()
+	}
+	reply, err := s.takes.run(ctx, &a)
+	if err != nil {
+		return true, err
+	}
+	if reply == needsFull {
+		return false, nil
+	}
+	if !parseReply(reply, d.parts, res, marks) {
+		return true, fmt.Errorf("redislimit: the script replied %q, want five integers", reply)
+	}
+	return true, nil
 }
 
 // parseLeaseReply reads the script's reply to a lease of up to want events

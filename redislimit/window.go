@@ -73,7 +73,8 @@ func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limi
 // The algorithms of lua/fixed.lua and lua/sliding.lua: their parameters are
 // the period in µs and the events.
 var (
-	fixedAlgorithm   = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams, canLease: true}
+	fixedAlgorithm = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams, canLease: true,
+		take: takeFixedScript}
 	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams}
 )
 

@@ -1,0 +1,141 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/keylimit/keylimit/internal/redisserver"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// TestPlainTakeDecidesAsTheFullScript: for each algorithm with a plain
+// script, on states of every shape (none, one of this limit, one of this
+// limit with a lease time, one of another limit, ahead of now and behind
+// it) and requests that fit and that do not, the plain script replies what
+// the full script's take replies and leaves the state the full script
+// leaves, with the same expiry; or it replies "full" and writes nothing. On
+// a redis-server, with the time passed as the tests pass it. (A window's
+// state is written with the expiry its writer gives it, the end of its
+// window: the plain script keeps it, where the full script sets it again.)
+func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
+	s, err := redisserver.Start(0)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(26, 1))
+	for _, alg := range []*algorithm{&bucketAlgorithm, &fixedAlgorithm} {
+		t.Run(alg.name, func(t *testing.T) {
+			const cases = 600
+			decided, full := 0, 0
+			for i := range cases {
+				now := [2]int64{1_764_650_000 + r.Int64N(1000), r.Int64N(1e9)}
+				n, p1, p2, write := plainCase(r, alg, now)
+				fullKey, plainKey := fmt.Sprintf("full:%d", i), fmt.Sprintf("plain:%d", i)
+				write(ctx, c, fullKey)
+				write(ctx, c, plainKey)
+				want, err := script.Run(ctx, c, []string{fullKey}, "take", n, alg.name, p1, p2, 0, now[0], now[1]).Text()
+				require.NoError(t, err, "case %d: the full script", i)
+				got, err := alg.take.Run(ctx, c, []string{plainKey}, n, p1, p2, now[0], now[1]).Text()
+				require.NoError(t, err, "case %d: the plain script", i)
+				before := dumpState(ctx, t, c, plainKey)
+				if got == needsFull {
+					full++
+					write(ctx, c, "again")
+					require.Equal(t, dumpState(ctx, t, c, "again"), before, "case %d: a state handed to the full script is written", i)
+					continue
+				}
+				decided++
+				require.Equal(t, want, got, "case %d: take %d under (%d, %d) at %v: the replies", i, n, p1, p2, now)
+				require.Equal(t, dumpState(ctx, t, c, fullKey), before, "case %d: the states left", i)
+				fullTTL, plainTTL := c.PTTL(ctx, fullKey).Val(), c.PTTL(ctx, plainKey).Val()
+				require.InDelta(t, fullTTL.Milliseconds(), plainTTL.Milliseconds(), 50, "case %d: the expiries (ms)", i)
+			}
+			t.Logf("%s: %d cases decided by the plain script, %d handed to the full one", alg.name, decided, full)
+			require.Greater(t, decided, cases/2, "cases the plain script decided")
+			require.Greater(t, full, cases/20, "cases handed to the full script")
+		})
+	}
+}
+
+// plainCase returns a request of TestPlainTakeDecidesAsTheFullScript under
+// alg at time now ({seconds, ns}): n, the limit's two parameters, and what
+// writes the key's state before the call.
+func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, write func(context.Context, *redis.Client, string)) {
+	events := 1 + r.Int64N(20)
+	n = 1 + r.Int64N(events)
+	if alg == &bucketAlgorithm {
+		p1 = []int64{1e6, 7_000_001, 1e9, 60e9}[r.IntN(4)] // the interval, ns
+		p2 = events * p1                                   // tau
+		unit := p1
+		switch r.IntN(4) {
+		case 0:
+			unit = []int64{1e6, 3e9, 59e9}[r.IntN(3)] // another limit's
+		case 1:
+			unit = 0 // a TAT alone
+		}
+		tat := (now[0]*1e9 + now[1]) + r.Int64N(3*p2) - p2 // behind now, or ahead by up to 2 tau
+		state := fmt.Sprintf("%d", tat)
+		if unit != 0 {
+			state += fmt.Sprintf(" %d", unit)
+			if r.IntN(3) == 0 {
+				state += fmt.Sprintf(" %d", r.Int64N(p2)) // a lease time written
+			}
+		}
+		present := r.IntN(6) > 0
+		return n, p1, p2, func(ctx context.Context, c *redis.Client, key string) {
+			c.Del(ctx, key)
+			if present {
+				c.Set(ctx, key, state, 0)
+			}
+		}
+	}
+	p1 = []int64{1e6, 1_000_007, 60e6}[r.IntN(3)] // the period, µs
+	p2 = events
+	// A state without its period (as an older version wrote it) is of the
+	// limit that reads it.
+	withPeriod, present := r.IntN(5) > 0, r.IntN(6) > 0
+	period := p1
+	if withPeriod && r.IntN(4) == 0 {
+		period = []int64{1e6, 3e6, 59e6}[r.IntN(3)] // another limit's
+	}
+	nowUS := now[0]*1e6 + now[1]/1e3
+	w := nowUS/period + r.Int64N(3) - 1 // the window before, this one, or the next (a clock stepped back)
+	count := r.Int64N(events + 3)
+	return n, p1, p2, func(ctx context.Context, c *redis.Client, key string) {
+		c.Del(ctx, key)
+		if !present {
+			return
+		}
+		fields := []any{"w", w, "c", count}
+		if withPeriod {
+			fields = append(fields, "p", period)
+		}
+		c.HSet(ctx, key, fields...)
+		// The expiry its writer gave it: the end of its window, as of now
+		// under the tests' clock (prelude.lua's ttl).
+		c.PExpire(ctx, key, time.Duration(((w+1)*period-nowUS+999)/1000+3_600_000)*time.Millisecond)
+	}
+}
+
+// dumpState returns key's state as text: a string's value, or a hash's
+// fields in order.
+func dumpState(ctx context.Context, t *testing.T, c *redis.Client, key string) string {
+	switch typ := c.Type(ctx, key).Val(); typ {
+	case "none":
+		return "none"
+	case "string":
+		return c.Get(ctx, key).Val()
+	case "hash":
+		h := c.HGetAll(ctx, key).Val()
+		return fmt.Sprintf("w=%s c=%s p=%s", h["w"], h["c"], h["p"])
+	default:
+		t.Fatalf("key %s is a %s", key, typ)
+		return ""
+	}
+}
