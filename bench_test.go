@@ -33,6 +33,15 @@ var benchLimiters = []struct {
 	{"keylimit-fixedwindow", benchNew(keylimit.NewFixedWindow[string])},
 	{"keylimit-slidingwindow", benchNew(keylimit.NewSlidingWindow[string])},
 	{"keylimit-slidingcounter", benchNew(keylimit.NewSlidingCounter[string])},
+	// A FixedWindow of calendar days in a zone with DST: the window's
+	// bounds come from the grid's cache of the current period.
+	{"keylimit-fixedwindow-daily", func(l hotpath.Limit) (hotpath.Allower, error) {
+		loc, err := time.LoadLocation("Europe/Bucharest")
+		if err != nil {
+			return nil, err
+		}
+		return keylimit.NewFixedWindow[string](keylimit.PerCalendar(l.Events, keylimit.Daily, loc))
+	}},
 	// The bucket counting its decisions for Stats: what WithStats costs.
 	{"keylimit-bucket-stats", func(l hotpath.Limit) (hotpath.Allower, error) {
 		return keylimit.NewTokenBucket[string](keylimit.Per(l.Events, l.Period), keylimit.WithStats())

@@ -2,6 +2,7 @@ package keylimit
 
 import (
 	"context"
+	"time"
 
 	"github.com/benbjohnson/clock"
 )
@@ -74,6 +75,12 @@ func (f *FixedWindow[K]) SetLimit(l Limit) error { return f.w.policy.set(l) }
 // the window. If fn returns an invalid Limit, that key's requests are
 // refused and their Result.Err says why.
 func (f *FixedWindow[K]) SetKeyLimit(fn func(key K) Limit) error { return f.w.policy.setKeyLimit(fn) }
+
+// WindowOf returns the window a decision for key would count in now, on
+// the window's clock and under the key's limit: for a Calendar limit, the
+// period of the calendar in its zone (a day of 23 or 25 hours when the zone
+// changes its clock). It creates no key.
+func (f *FixedWindow[K]) WindowOf(key K) (start, end time.Time) { return f.w.windowOf(key) }
 
 // Allow reports whether one event for key may happen now, and counts it if
 // so. Allow is shorthand for AllowN(key, 1).

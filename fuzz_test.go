@@ -789,12 +789,17 @@ func FuzzRefundsNeverOverAdmit(f *testing.F) {
 
 // FuzzParseLimit: ParseLimit reads any text, of any length, without
 // panicking, into a valid Limit or an error of bounded length; a Limit it
-// reads formats (String) to text that reads back to the same Limit, and
-// formats the same again.
+// reads formats (String) to text that reads back to the same Limit (for a
+// zone, the same *time.Location), and formats the same again. A limit per
+// period of the calendar builds a FixedWindow, and its window holds the
+// time it is asked at.
 func FuzzParseLimit(f *testing.F) {
 	for _, seed := range []string{"100/min", "10/s burst 20", "5000/1h30m", " 7 / 90s ", "1/d", "0/s", "-1/s",
 		"10/s burst", "10/s burst -1", "10/0s", "9223372036854775807/ns", "1/9223372036854775807ns", "10/min burst 20 burst 3",
-		"/", "", "1/1", "1/ms burst 1", "3/hour", "2/1h0m0s"} {
+		"/", "", "1/1", "1/ms burst 1", "3/hour", "2/1h0m0s",
+		"10000/month", "500/day in Europe/Bucharest", "7/week in Asia/Tokyo burst 3", "5/hour in UTC", "3/h in America/New_York",
+		"1/day in Nowhere/Zone", "1/1h in UTC", "1/month in ../../etc/passwd", "1/day in Local", "1/month in Etc/GMT+2",
+		"1/month in  ", "1/week in Europe//Paris", "1/month in UTC in UTC"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
@@ -804,7 +809,16 @@ func FuzzParseLimit(f *testing.F) {
 			require.Less(t, len(err.Error()), 1024, "an error quotes a bounded part of the text")
 			return
 		}
-		require.NoError(t, l.Validate(), "a parsed Limit is valid")
+		if l.Calendar != 0 {
+			// A limit per period of the calendar is a FixedWindow's.
+			w, err := keylimit.NewFixedWindow[string](l)
+			require.NoError(t, err, "a parsed Limit is valid")
+			w.Close()
+			start, end := l.WindowAt(time.Unix(1e9, 0))
+			require.True(t, start.Unix() <= 1e9 && end.Unix() > 1e9, "%q: the window at 1e9 s holds it: [%v, %v)", text, start, end)
+		} else {
+			require.NoError(t, l.Validate(), "a parsed Limit is valid")
+		}
 		again, err := keylimit.ParseLimit(l.String())
 		require.NoError(t, err, "%q, formatted as %q", text, l.String())
 		require.Equal(t, l, again, "%q, formatted as %q", text, l.String())

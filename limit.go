@@ -25,13 +25,21 @@ const InfDuration = time.Duration(math.MaxInt64)
 var ErrExceedsLimit = errors.New("keylimit: n exceeds the limit")
 
 // Limit is a rate: Events per Period, and for a TokenBucket, how many of them
-// may come at once (Burst).
+// may come at once (Burst). For a FixedWindow it may instead be Events per
+// period of the calendar (Calendar) in a time zone (Location): see
+// PerCalendar.
 //
 // The zero Limit is invalid; constructors report it as an error.
 type Limit struct {
 	Events int           // events admitted per Period; at least 1
-	Period time.Duration // at least 1 ns
+	Period time.Duration // at least 1 ns; 0 with a Calendar
 	Burst  int           // TokenBucket only: most events admitted at once; 0 means Events
+
+	// Calendar, if not 0, makes a FixedWindow's windows the periods of
+	// the calendar in Location (nil: UTC) instead of windows of Period,
+	// which must then be 0. Only a FixedWindow takes such a Limit.
+	Calendar Calendar
+	Location *time.Location
 
 	// burstSet records that WithBurst chose Burst, so that WithBurst(0) is
 	// reported as an error instead of silently meaning "Events".
@@ -75,7 +83,7 @@ func (l Limit) BurstSize() int {
 // the limit says. The rounding costs less than 1 ns per token (PerSecond(3)
 // refills one token every 333,333,334 ns). It is 0 for an invalid Limit.
 func (l Limit) Interval() time.Duration {
-	if l.Events < 1 || l.Period < 1 {
+	if l.Events < 1 || l.Period < 1 || l.Calendar != 0 {
 		return 0
 	}
 	ev := time.Duration(l.Events)
@@ -89,6 +97,9 @@ func (l Limit) Validate() error {
 	if err := l.validateWindow(); err != nil {
 		return err
 	}
+	if l.Calendar != 0 {
+		return fmt.Errorf("keylimit: %v is a FixedWindow's limit: a period of the calendar has no steady rate", l)
+	}
 	if l.Events > int(l.Period) {
 		return fmt.Errorf("keylimit: %d events per %v is more than one per nanosecond", l.Events, l.Period)
 	}
@@ -98,21 +109,54 @@ func (l Limit) Validate() error {
 	return nil
 }
 
+// ValidateFixedWindow reports what is wrong with l for a FixedWindow, or
+// nil: Validate's checks but the bucket's, and a Limit per period of the
+// calendar is valid too. (A FixedWindow also bounds Events by its
+// period: see NewFixedWindow.)
+func (l Limit) ValidateFixedWindow() error { return l.validateWindow() }
+
 // validateWindow checks what a window limiter needs: Events and Period.
 func (l Limit) validateWindow() error {
 	if l.Events < 1 {
 		return fmt.Errorf("keylimit: events %d is below 1", l.Events)
 	}
-	if l.Period <= 0 {
+	if l.Calendar != 0 {
+		switch {
+		case l.Calendar > Monthly:
+			return fmt.Errorf("keylimit: calendar %d is none of Hourly, Daily, Weekly, Monthly", uint8(l.Calendar))
+		case l.Period != 0:
+			return fmt.Errorf("keylimit: a limit per %v has no Period, not %v", l.Calendar, l.Period)
+		}
+	} else if l.Location != nil {
+		return fmt.Errorf("keylimit: a Location (%v) is for a limit per period of the calendar, which has no Calendar", l.Location)
+	}
+	if l.Calendar == 0 && l.Period <= 0 {
 		return fmt.Errorf("keylimit: period %v is not positive", l.Period)
 	}
-	if l.Period > maxSpan {
+	if l.Calendar == 0 && l.Period > maxSpan {
 		return fmt.Errorf("keylimit: period %v is longer than %v", l.Period, maxSpan)
 	}
 	if l.Burst < 0 || (l.burstSet && l.Burst < 1) {
 		return fmt.Errorf("keylimit: burst %d is below 1", l.Burst)
 	}
 	return nil
+}
+
+// span is the length of l's windows: Period, or the usual length of a
+// Calendar's periods (a month's is 28 days).
+func (l Limit) span() time.Duration {
+	if l.Calendar != 0 {
+		return time.Duration(l.Calendar.nominal()) * time.Second
+	}
+	return l.Period
+}
+
+// per names l's window for errors: "1m0s", "month in Europe/Bucharest".
+func (l Limit) per() string {
+	if l.Calendar != 0 {
+		return l.Calendar.String() + " in " + l.location().String()
+	}
+	return l.Period.String()
 }
 
 // The units a Limit's text may name its Period by, and String uses for a
@@ -141,6 +185,19 @@ const maxLimitText = 128
 //	10/s burst 20
 //	5000/1h30m
 //
+// A period of the calendar (a FixedWindow's, see PerCalendar) is "week" or
+// "month", or any of them with "in" and a zone of the tz database; "hour"
+// and "day" are periods of the calendar only with a zone (without one they
+// are Periods, whose windows are UTC's hours and days too):
+//
+//	10000/month
+//	500/day in Europe/Bucharest
+//	50/hour in America/New_York
+//
+// An unknown zone is an error. The zone is loaded once per name
+// (time.LoadLocation: the system's tz database, or time/tzdata if the
+// program imports it), so that limits parsed from the same text are equal.
+//
 // It returns an error that says what is wrong, for text that does not parse
 // or a Limit that is not valid (see Validate).
 func ParseLimit(text string) (Limit, error) {
@@ -152,7 +209,9 @@ func ParseLimit(text string) (Limit, error) {
 }
 
 // String formats l in the text form ParseLimit reads: "10/min",
-// "10/s burst 20", "7/1m30s".
+// "10/s burst 20", "7/1m30s", "10000/month", "500/day in Europe/Bucharest".
+// A Location not from the tz database (time.FixedZone) is written by its
+// name, which ParseLimit does not read.
 func (l Limit) String() string {
 	b, _ := l.MarshalText()
 	return string(b)
@@ -163,16 +222,25 @@ func (l Limit) String() string {
 func (l Limit) MarshalText() ([]byte, error) {
 	b := strconv.AppendInt(nil, int64(l.Events), 10)
 	b = append(b, '/')
-	unit := ""
-	for _, u := range periodUnits {
-		if l.Period == u.d {
-			unit = u.name
+	if l.Calendar != 0 {
+		b = append(b, l.Calendar.String()...)
+		// Without a zone, "hour" and "day" would read as Periods.
+		if l.Location != nil || l.Calendar == Hourly || l.Calendar == Daily {
+			b = append(b, " in "...)
+			b = append(b, l.location().String()...)
 		}
+	} else {
+		unit := ""
+		for _, u := range periodUnits {
+			if l.Period == u.d {
+				unit = u.name
+			}
+		}
+		if unit == "" {
+			unit = l.Period.String()
+		}
+		b = append(b, unit...)
 	}
-	if unit == "" {
-		unit = l.Period.String()
-	}
-	b = append(b, unit...)
 	if l.burstSet || l.Burst != 0 {
 		b = append(b, " burst "...)
 		b = strconv.AppendInt(b, int64(l.Burst), 10)
@@ -181,7 +249,7 @@ func (l Limit) MarshalText() ([]byte, error) {
 }
 
 // UnmarshalText parses text as ParseLimit does, and checks the Limit with
-// Validate, so that a limit loaded from JSON, YAML or a flag (flag.TextVar)
+// Validate (a Limit per period of the calendar as a FixedWindow does), so that a limit loaded from JSON, YAML or a flag (flag.TextVar)
 // is known to be valid.
 func (l *Limit) UnmarshalText(text []byte) error {
 	if len(text) > maxLimitText {
@@ -197,11 +265,28 @@ func (l *Limit) UnmarshalText(text []byte) error {
 	if err != nil {
 		return fmt.Errorf("keylimit: limit %q: events %q is not a whole number", s, strings.TrimSpace(events))
 	}
-	d, err := parsePeriod(strings.TrimSpace(period))
-	if err != nil {
-		return fmt.Errorf("keylimit: limit %q: %w", s, err)
+	period, zone, hasZone := strings.Cut(strings.TrimSpace(period), " in ")
+	var parsed Limit
+	if c, ok := parseCalendar(strings.TrimSpace(period), hasZone); ok {
+		parsed = PerCalendar(n, c, nil)
+		if hasZone {
+			loc, err := loadZone(strings.TrimSpace(zone))
+			if err != nil {
+				return fmt.Errorf("keylimit: limit %q: zone %q is not in the tz database", s, strings.TrimSpace(zone))
+			}
+			if loc != time.UTC {
+				parsed.Location = loc // nil is UTC
+			}
+		}
+	} else if hasZone {
+		return fmt.Errorf("keylimit: limit %q: a zone is for a period of the calendar: hour, day, week or month", s)
+	} else {
+		d, err := parsePeriod(strings.TrimSpace(period))
+		if err != nil {
+			return fmt.Errorf("keylimit: limit %q: %w", s, err)
+		}
+		parsed = Per(n, d)
 	}
-	parsed := Per(n, d)
 	if hasBurst {
 		b, err := strconv.Atoi(strings.TrimSpace(burst))
 		if err != nil {
@@ -209,11 +294,35 @@ func (l *Limit) UnmarshalText(text []byte) error {
 		}
 		parsed = parsed.WithBurst(b)
 	}
-	if err := parsed.Validate(); err != nil {
+	validate := parsed.Validate
+	if parsed.Calendar != 0 {
+		validate = parsed.validateWindow
+	}
+	if err := validate(); err != nil {
 		return fmt.Errorf("%w (in %q)", err, s)
 	}
 	*l = parsed
 	return nil
+}
+
+// parseCalendar reads a period of the calendar: week or month, and with a
+// zone, hour or day (or their short names) too.
+func parseCalendar(s string, zoned bool) (Calendar, bool) {
+	switch s {
+	case "week":
+		return Weekly, true
+	case "month":
+		return Monthly, true
+	}
+	if zoned {
+		switch s {
+		case "h", "hr", "hour":
+			return Hourly, true
+		case "d", "day":
+			return Daily, true
+		}
+	}
+	return 0, false
 }
 
 // parsePeriod reads a Period: a unit's name, or a Go duration.

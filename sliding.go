@@ -48,6 +48,9 @@ func newSlidingRules(l Limit) (slidingRules, error) {
 	if err := l.validateWindow(); err != nil {
 		return slidingRules{}, err
 	}
+	if l.Calendar != 0 {
+		return slidingRules{}, fmt.Errorf("keylimit: a SlidingWindow slides over a Period, not per %v of the calendar: use a FixedWindow", l.Calendar)
+	}
 	if l.Events > MaxSlidingWindowEvents {
 		return slidingRules{}, fmt.Errorf("keylimit: a SlidingWindow keeps at most %d events per key (8 bytes each), not %d: use a SlidingCounter for large quotas",
 			MaxSlidingWindowEvents, l.Events)

@@ -24,6 +24,11 @@ type windowGrid struct {
 	// base is the start of window 1: the aligned boundary at or below the
 	// earliest clamped time, -maxSpan. It lies less than a period below it.
 	base int64
+	// cal is the arithmetic of a Calendar limit's windows, nil for one of
+	// windows of a Period. Then period is -Calendar, which is no window's
+	// length: it only tells the grid apart from a Period's (an Admission's
+	// unit), and base is unused.
+	cal *calendarGrid
 }
 
 func newWindowGrid(period time.Duration, startUnix int64) windowGrid {
@@ -47,7 +52,9 @@ func floorDiv(a, b int64) int64 {
 }
 
 // index returns the window that holds now. now − base is in [0, 2^62): an
-// unsigned division suffices.
+// unsigned division suffices. The grid's methods are a Period's arithmetic;
+// a Calendar's is cal's, which windowRules' methods of the same names
+// choose between.
 func (g *windowGrid) index(now int64) uint64 {
 	return uint64(now-g.base)/uint64(g.period) + 1
 }
@@ -67,6 +74,30 @@ func (g *windowGrid) current(w uint64, now int64) uint64 {
 	return g.index(now)
 }
 
+// index, start and end are the grid's, or its Calendar's: one test of
+// cal, and a call only for a Calendar. (The decision's path, at and
+// decide, tests cal itself: see at.)
+func (r *windowRules) index(now int64) uint64 {
+	if c := r.grid.cal; c != nil {
+		return c.index(now)
+	}
+	return r.grid.index(now)
+}
+
+func (r *windowRules) start(w uint64) int64 {
+	if c := r.grid.cal; c != nil {
+		return c.start(w)
+	}
+	return r.grid.start(w)
+}
+
+func (r *windowRules) end(w uint64) int64 {
+	if c := r.grid.cal; c != nil {
+		return c.end(w)
+	}
+	return r.grid.end(w)
+}
+
 // windowRules is the arithmetic of one FixedWindow or SlidingCounter limit.
 // A key's word under it packs the window the key last admitted in (its grid
 // index; 0, a new key's value, is none), the events admitted in it
@@ -83,6 +114,9 @@ type windowRules struct {
 	shift   uint // bits of each count
 	wshift  uint // where the window index starts: shift × the number of counts
 	sliding bool // SlidingCounter: the previous window's count weighs on the current one
+	// plain is a FixedWindow of a Period (not sliding, no Calendar): its
+	// decisions in the word's window take the short path in decide.
+	plain bool
 }
 
 // newWindowRules checks l for a FixedWindow (sliding false) or a
@@ -94,23 +128,35 @@ func newWindowRules(l Limit, startUnix int64, sliding bool) (windowRules, error)
 	}
 	name, counts, hint := "FixedWindow", uint(1), ""
 	if sliding {
+		if l.Calendar != 0 {
+			return windowRules{}, fmt.Errorf("keylimit: a SlidingCounter slides over a Period, not per %v of the calendar: use a FixedWindow", l.Calendar)
+		}
 		name, counts, hint = "SlidingCounter", 2, ": use a longer Period, or a FixedWindow or TokenBucket"
 	}
 	// Each count takes an equal share of the bits the window index leaves.
 	// Clamped times span less than 3×2^60 ns, and the grid starts less than
 	// a period before them, so no index exceeds 3×2^60/p + 2; one more
 	// keeps an all-ones word, a sentinel, from ever being a live state.
-	maxIndex := uint64(3<<60)/uint64(l.Period) + 2
+	var maxIndex uint64
+	var grid windowGrid
+	if l.Calendar != 0 {
+		maxIndex = l.Calendar.maxIndex()
+		grid = windowGrid{period: -int64(l.Calendar), cal: newCalendarGrid(l.Calendar, l.location(), startUnix)}
+	} else {
+		maxIndex = uint64(3<<60)/uint64(l.Period) + 2
+		grid = newWindowGrid(l.Period, startUnix)
+	}
 	shift := uint(64-bits.Len64(maxIndex+1)) / counts
 	if most := uint64(1)<<shift - 1; uint64(l.Events) > most {
-		return windowRules{}, fmt.Errorf("keylimit: a %s counts at most %d events per %v, not %d%s", name, most, l.Period, l.Events, hint)
+		return windowRules{}, fmt.Errorf("keylimit: a %s counts at most %d events per %v, not %d%s", name, most, l.per(), l.Events, hint)
 	}
 	return windowRules{
-		grid:    newWindowGrid(l.Period, startUnix),
+		grid:    grid,
 		events:  uint64(l.Events),
 		shift:   shift,
 		wshift:  shift * counts,
 		sliding: sliding,
+		plain:   !sliding && l.Calendar == 0,
 	}, nil
 }
 
@@ -123,9 +169,10 @@ type windowView struct {
 	elapsed       int64 // since the window's start, in [0, period); SlidingCounter only
 }
 
-// at returns the view of a state holding word at now. A state whose window
-// is later than now's (the clock stepped back) decides as at its window's
-// start.
+// at returns the view of a state holding word at now, for a grid of a
+// Period (view chooses between it and atCalendar; decide, itself). A state
+// whose window is later than now's (the clock stepped back) decides as at
+// its window's start. It calls nothing, so that it needs no frame.
 func (r *windowRules) at(word uint64, now int64) windowView {
 	mask := uint64(1)<<r.shift - 1
 	last := word >> r.wshift
@@ -145,6 +192,36 @@ func (r *windowRules) at(word uint64, now int64) windowView {
 		v.elapsed = max(now-r.grid.start(v.w), 0)
 	}
 	return v
+}
+
+// atCalendar is at for a Calendar's FixedWindow.
+func (r *windowRules) atCalendar(word uint64, now int64) windowView {
+	mask := uint64(1)<<r.shift - 1
+	last := word >> r.wshift
+	v := windowView{w: r.grid.cal.current(last, now)}
+	if v.w == last {
+		v.cur = word & mask
+	}
+	return v
+}
+
+// takeCalendar is decide's step for a Calendar's FixedWindow: it returns
+// the word with d's events added to old and true if they fit, setting
+// d.view. (Apart from a Period's, whose path it would slow.)
+func (r *windowRules) takeCalendar(old uint64, d *windowDecision) (uint64, bool) {
+	if d.view = r.atCalendar(old, d.now); !r.fits(d.view, d.n) {
+		return 0, false
+	}
+	d.view.cur += d.n
+	return r.pack(d.view), true
+}
+
+// view is at or atCalendar, as r's grid is.
+func (r *windowRules) view(word uint64, now int64) windowView {
+	if r.grid.cal != nil {
+		return r.atCalendar(word, now)
+	}
+	return r.at(word, now)
 }
 
 // pack returns the word of v.
@@ -187,12 +264,15 @@ func (r *windowRules) result(ok bool, d *windowDecision) Result {
 	if w := r.weight(v) + v.cur; w < r.events {
 		res.Remaining = int(r.events - w)
 	}
-	start := r.grid.start(v.w)
 	switch {
 	case v.cur > 0 && r.sliding:
-		res.ResetAfter = time.Duration(start + 2*r.grid.period - d.now)
+		res.ResetAfter = time.Duration(r.grid.start(v.w) + 2*r.grid.period - d.now)
 	case v.cur > 0 || v.previous > 0:
-		res.ResetAfter = time.Duration(start + r.grid.period - d.now)
+		end := r.grid.end(v.w)
+		if c := r.grid.cal; c != nil {
+			end = c.end(v.w)
+		}
+		res.ResetAfter = time.Duration(end - d.now)
 	}
 	if !ok {
 		res.RetryAfter = time.Duration(r.fitsAt(v, d.n) - d.now)
@@ -212,14 +292,13 @@ func (r *windowRules) idleAt(word uint64) int64 {
 	if w == 0 {
 		return minTime
 	}
-	start := r.grid.start(w)
 	switch {
 	case word&mask > 0 && r.sliding:
-		return start + 2*r.grid.period
+		return r.start(w) + 2*r.grid.period
 	case word&mask > 0 || r.sliding && word>>r.shift&mask > 0:
-		return start + r.grid.period
+		return r.end(w)
 	default:
-		return start
+		return r.start(w)
 	}
 }
 
@@ -230,11 +309,11 @@ func (r *windowRules) idleAt(word uint64) int64 {
 // count if the window before it ended after the new previous window began.
 // Counts saturate if to's fields are narrower.
 func (r *windowRules) carry(word uint64, to *windowRules, now int64) uint64 {
-	v := r.at(word, now)
-	start := r.grid.start(v.w)
-	w := to.grid.index(max(now, start))
+	v := r.view(word, now)
+	start := r.start(v.w)
+	w := to.index(max(now, start))
 	var previous uint64
-	if to.sliding && start > to.grid.start(w)-to.grid.period {
+	if to.sliding && start > to.start(w)-to.grid.period {
 		previous = v.previous
 	}
 	return w<<to.wshift | saturate(previous, to.shift)<<to.shift | saturate(v.cur, to.shift)
@@ -360,7 +439,7 @@ func initWindowLimiter[K comparable, T any](w *windowLimiter[K], owner *T, l Lim
 	if err := pol.init(l, func(l Limit) (windowRules, error) { return newWindowRules(l, start, sliding) }); err != nil {
 		return err
 	}
-	span := l.Period
+	span := l.span()
 	if sliding {
 		span *= 2
 	}
@@ -406,10 +485,15 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 			return c, never
 		}
 		var next uint64
-		if last, cur := old>>r.wshift, old&(1<<r.shift-1); !r.sliding && last != 0 && d.now < r.grid.end(last) && cur+d.n <= r.events {
+		if last, cur := old>>r.wshift, old&(1<<r.shift-1); r.plain && last != 0 && d.now < r.grid.end(last) && cur+d.n <= r.events {
 			// A FixedWindow in its word's own window, the common case: the
 			// count is the word's low bits, and an admission adds to them.
 			next, d.view = old+d.n, windowView{w: last, cur: cur + d.n}
+		} else if r.grid.cal != nil {
+			var ok bool
+			if next, ok = r.takeCalendar(old, d); !ok {
+				return c, refused
+			}
 		} else {
 			if d.view = r.at(old, d.now); !r.fits(d.view, d.n) {
 				return c, refused
@@ -486,8 +570,18 @@ func (w *windowLimiter[K]) peek(key K) Result {
 		return Result{Limit: int(c.arith.events), RetryAfter: InfDuration, Err: c.err}
 	}
 	r := &c.arith
-	d.view = r.at(word, d.now)
+	d.view = r.view(word, d.now)
 	return r.result(r.fits(d.view, 1), &d)
+}
+
+// windowOf is FixedWindow.WindowOf.
+func (w *windowLimiter[K]) windowOf(key K) (start, end time.Time) {
+	now := w.keys.clock.now()
+	word, c := w.observe(key)
+	r := &c.arith
+	v := r.view(word, now)
+	base := w.keys.clock.startUnix
+	return time.Unix(0, base+r.start(v.w)), time.Unix(0, base+r.end(v.w))
 }
 
 // observe returns key's word and the limit it is under, or 0 (empty) and
@@ -580,11 +674,14 @@ func (r *windowRules) weight(v windowView) uint64 {
 // (events − cur − n) × period, or else the least in the next window, where
 // cur has become the previous count.
 func (r *windowRules) fitsAt(v windowView, n uint64) int64 {
+	if !r.sliding {
+		if c := r.grid.cal; c != nil {
+			return c.end(v.w)
+		}
+		return r.grid.end(v.w)
+	}
 	p := uint64(r.grid.period)
 	start := r.grid.start(v.w)
-	if !r.sliding {
-		return start + int64(p)
-	}
 	if v.cur+n <= r.events {
 		// Refused, so previous × period > (events − cur − n) × period: the
 		// quotient is below period, and Div64 cannot overflow.

@@ -72,8 +72,9 @@
 //   - w is the time in seconds the quota applies to: for a token bucket,
 //     the time an empty bucket takes to refill fully (Burst × Period /
 //     Events, which is the Period when Burst is Events), so that q/w is the
-//     sustained rate and q the burst; for a window limiter, its Period (see
-//     Policy.Window).
+//     sustained rate and q the burst; for a window limiter, its Period, or
+//     for a limit per period of the calendar the length of the key's current
+//     period, a month's or a 25-hour day's (see Policy.Window).
 //   - r is what remains of the quota after this request (Result.Remaining).
 //   - t is the number of seconds until the quota is whole again
 //     (Result.ResetAfter).

@@ -40,8 +40,10 @@ type Policy struct {
 	// function), else the limiter's, Limit() keylimit.Limit, as
 	// keylimit's limiters have (a keylimit.Penalty's are those of the
 	// limiter it wraps). For a *keylimit.TokenBucket w is the time an
-	// empty bucket takes to refill fully, Burst × Period / Events; for any
-	// other limiter, the Period. New reports an error if Window is 0 and the
+	// empty bucket takes to refill fully, Burst × Period / Events; for a
+	// limit per period of the calendar (keylimit.PerCalendar), the length of
+	// the key's current period (its limiter's WindowOf, if it has one); for
+	// any other limiter, the Period. New reports an error if Window is 0 and the
 	// limiter reports neither.
 	Window time.Duration
 	// Concurrency, set instead of Limiter, makes the policy a concurrency
@@ -107,6 +109,13 @@ type limitReporter interface {
 // its own from a SetKeyLimit function or the limiter's.
 type keyLimitReporter interface {
 	LimitOf(key string) keylimit.Limit
+}
+
+// windowReporter is a limiter that tells the window a key counts in now,
+// as keylimit.FixedWindow does: for a limit per period of the calendar,
+// the w of its current period.
+type windowReporter interface {
+	WindowOf(key string) (start, end time.Time)
 }
 
 // policy is a Policy checked by New.
@@ -205,6 +214,16 @@ func (p *policy) windowSeconds(key string) int64 {
 		l = p.limitOf.LimitOf(key)
 	} else {
 		l = p.limits.Limit()
+	}
+	if l.Calendar != 0 {
+		// The length of the period the key is in: a month's, a day's of
+		// 23 or 25 hours. Computed on every request (the limiter keeps
+		// the period's bounds; no division here).
+		start, end := l.WindowAt(time.Now())
+		if wr, ok := p.limiter.(windowReporter); ok {
+			start, end = wr.WindowOf(key)
+		}
+		return seconds(end.Sub(start))
 	}
 	if d := p.derived.Load(); d != nil && d.limit == l {
 		return d.seconds

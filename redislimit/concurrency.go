@@ -414,18 +414,28 @@ func (c *Concurrency) queued(key string) bool {
 // the failure policy answers.
 func (c *Concurrency) try(ctx context.Context, key string, n int, limit int64) (keylimit.Permit, keylimit.Result, error) {
 	h := &concHold{key: key, id: c.id + "." + strconv.FormatUint(c.seq.Add(1), 10), at: c.clock.now()}
-	rep, err := c.call(ctx, modeAcquire, key, h.id, n, limit)
+	// The call does not end with ctx, only with the limiter's timeout: a
+	// call abandoned in flight may still run on Redis after a release sent
+	// on another connection of the pool, and so hold slots nobody holds.
+	// A caller whose ctx ends meanwhile waits for the reply, then gives
+	// back what it took, in order.
+	rep, err := c.call(context.WithoutCancel(ctx), modeAcquire, key, h.id, n, limit)
 	if err != nil {
 		if !errors.Is(err, ErrUnavailable) {
-			// The script may have run, its reply lost: a hold nobody would
-			// release. Its id is known, so it is released (or found absent)
-			// now, under a context of its own.
+			// The limiter's timeout, or the connection, lost the reply: the
+			// script may have run. The hold is released (or found absent)
+			// now; were it to run after this release, it would be renewed
+			// by nobody, and expire within WithHoldExpiry.
 			_, _ = c.call(context.Background(), modeRelease, key, h.id, 1, 1)
 		}
 		return c.failed(ctx, key, n, limit, err)
 	}
 	if !rep.ok {
 		return keylimit.Permit{}, c.refusal(rep, int64(n), limit), nil
+	}
+	if err := ctx.Err(); err != nil {
+		_, _ = c.call(context.Background(), modeRelease, key, h.id, 1, 1)
+		return c.failed(ctx, key, n, limit, err)
 	}
 	c.mu.Lock()
 	c.holds[h] = struct{}{}

@@ -10,6 +10,12 @@ import (
 // exists only in the package's tests.
 func WithScriptClock(c clock.Clock) Option { return withScriptClock(c) }
 
+// WithScriptClocks is WithScriptClock(script), with the calendar windows'
+// parameters made on calendar's time: a caller whose clock is not Redis's.
+func WithScriptClocks(script, calendar clock.Clock) Option {
+	return optionFunc(func(o *options) { o.scriptClock = &scriptClock{c: script, calendar: calendar} })
+}
+
 // SweepLeases runs lim's lease sweeper once, now, as its ticker would: the
 // tests on a mock clock call it rather than wait for the ticker's goroutine.
 func SweepLeases(lim keylimit.Limiter[string]) { limiterOf(lim).leases.sweepOnce() }

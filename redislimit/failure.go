@@ -76,6 +76,7 @@ func (p FailurePolicy) share(l keylimit.Limit) keylimit.Limit {
 		return l
 	}
 	s := keylimit.Per(max(l.Events/p.instances, 1), l.Period)
+	s.Calendar, s.Location = l.Calendar, l.Location
 	if b := l.BurstSize(); b != l.Events {
 		s = s.WithBurst(max(b/p.instances, 1))
 	}
@@ -127,6 +128,7 @@ func (p FailurePolicy) admitsPerKey(fleet int) string {
 // instances deciding alone on l admit between them.
 func times(l keylimit.Limit, n int) keylimit.Limit {
 	m := keylimit.Per(l.Events*n, l.Period)
+	m.Calendar, m.Location = l.Calendar, l.Location
 	if b := l.BurstSize(); b != l.Events {
 		m = m.WithBurst(b * n)
 	}

@@ -67,7 +67,9 @@ type stage interface {
 // atomics.
 func (lim *redisLimiter) init(client redis.UniversalClient, name string, l keylimit.Limit, alg *algorithm, opts []Option,
 	newFallback newFallbackFunc) error {
-	if err := l.Validate(); err != nil {
+	if l.Calendar != 0 && alg == &fixedAlgorithm {
+		alg = &calendarAlgorithm // see calendar.go
+	} else if err := l.Validate(); err != nil {
 		return err
 	}
 	_, _, quota, err := alg.params(l)
@@ -86,6 +88,9 @@ func (lim *redisLimiter) init(client redis.UniversalClient, name string, l keyli
 	}
 	if o.holdExpiry > 0 || o.maxHold > 0 {
 		return errors.New("redislimit: WithHoldExpiry and WithMaxHold are a Concurrency's: a rate limiter holds nothing")
+	}
+	if o.leaseTime > 0 && alg == &calendarAlgorithm {
+		return errors.New("redislimit: WithLeases does not apply to a calendar window")
 	}
 	if o.leaseTime > 0 && !alg.canLease {
 		return fmt.Errorf("redislimit: WithLeases does not apply to a %s window: its log holds each admission's "+

@@ -112,6 +112,11 @@ func (o *options) keyPrefix(alg string, l keylimit.Limit, q int) string {
 	if o.prefix != nil {
 		return *o.prefix
 	}
+	if l.Calendar != 0 {
+		// The period, not the zone: a key whose zone changes keeps its
+		// state (see lua/calendar.lua).
+		return fmt.Sprintf("keylimit:%s:%s:%d/%v/%d:", o.name, alg, l.Events, l.Calendar, q)
+	}
 	return fmt.Sprintf("keylimit:%s:%s:%d/%v/%d:", o.name, alg, l.Events, l.Period, q)
 }
 
@@ -327,5 +332,5 @@ func WithLeases(d time.Duration) Option {
 // server time. Only the package's tests set it: Redis's own clock cannot be
 // moved, and the behaviour suite steps a clock back and forth.
 func withScriptClock(c clock.Clock) Option {
-	return optionFunc(func(o *options) { o.scriptClock = &scriptClock{c} })
+	return optionFunc(func(o *options) { o.scriptClock = &scriptClock{c: c} })
 }

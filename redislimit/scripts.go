@@ -33,6 +33,8 @@ var (
 	fixedLua string
 	//go:embed lua/sliding.lua
 	slidingLua string
+	//go:embed lua/calendar.lua
+	calendarLua string
 	//go:embed lua/decide.lua
 	decideLua string
 	//go:embed lua/take_bucket.lua
@@ -40,7 +42,7 @@ var (
 	//go:embed lua/take_fixed.lua
 	takeFixedLua string
 
-	script           = redis.NewScript(preludeLua + bucketLua + fixedLua + slidingLua + decideLua)
+	script           = redis.NewScript(preludeLua + bucketLua + fixedLua + slidingLua + calendarLua + decideLua)
 	takeBucketScript = redis.NewScript(takeBucketLua)
 	takeFixedScript  = redis.NewScript(takeFixedLua)
 )
@@ -62,7 +64,13 @@ var (
 // scriptClock is where the script takes the time from: nil, Redis's TIME
 // (always, outside this package's tests); otherwise c's time, sent with
 // each call, so that the tests can step it (see export_test.go).
-type scriptClock struct{ c clock.Clock }
+type scriptClock struct {
+	c clock.Clock
+	// calendar, if not nil, is the time a calendar window's parameters are
+	// made at instead of c's: the tests of a caller whose clock is not
+	// Redis's.
+	calendar clock.Clock
+}
 
 // sameScriptClock reports whether a and b take the time from the same
 // place, as the limiters of one call must.
@@ -166,12 +174,21 @@ type keyLimit struct {
 	// TAT moves by it per event), and span its quota's worth (a bucket's
 	// Burst × Interval); 0 for a window.
 	step, span int64
+	// cal makes the parameters of a calendar window for each call (see
+	// calendar.go); nil for every other limit.
+	cal *calendarArgs
 }
 
 // newKeyLimit returns the keyLimit of l for the limiter of s and alg, with
 // err set if the algorithm cannot take l.
 func newKeyLimit(s *store, alg *algorithm, l keylimit.Limit) *keyLimit {
+	if alg == &fixedAlgorithm && l.Calendar != 0 {
+		alg = &calendarAlgorithm // a key's own limit per period of the calendar
+	}
 	k := &keyLimit{owner: s, alg: alg, limit: l, retryClosed: l.Interval()}
+	if alg == &calendarAlgorithm {
+		k.cal, k.retryClosed = newCalendarArgs(l)
+	}
 	p1, p2, quota, err := alg.params(l)
 	k.param1, k.param2, k.quota, k.err = p1, p2, quota, err
 	if alg.refills {
@@ -236,6 +253,11 @@ func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.R
 		}
 	}
 	c, tctx, cancel := startCall(ctx, s.timeout)
+	// A calendar window's parameters are at calendarAt (Unix ns; 0: now),
+	// and a call is made again at most twice at Redis's time (calendar.go).
+	var calendarAt int64
+	tries := 0
+again:
 	keys, args := c.keys[:0], c.args[:0]
 	if len(d.parts) > inlineParts {
 		keys = make([]string, 0, len(d.parts))
@@ -248,7 +270,11 @@ func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.R
 		if mode == modeRefund || mode == modeLease {
 			mark = d.marks[i]
 		}
-		args = append(args, p.alg.arg, p.param1, p.param2, mark)
+		p1, p2 := p.param1, p.param2
+		if p.cal != nil {
+			p1, p2, calendarAt = p.cal.params(calendarAt, s.clock)
+		}
+		args = append(args, p.alg.arg, p1, p2, mark)
 	}
 	if mode == modeLease {
 		args = append(args, d.leasing.want, d.leasing.hold, d.leasing.give)
@@ -258,6 +284,10 @@ func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.R
 		args = append(args, now.Unix(), now.Nanosecond())
 	}
 	reply, err := script.Run(tctx, s.client, keys, args...).Text()
+	if t, ok := calendarStale(err); ok && tries < 2 {
+		calendarAt, tries = t, tries+1
+		goto again
+	}
 	c.end(cancel)
 	if err != nil {
 		return err

@@ -43,6 +43,17 @@ type SlidingWindow struct {
 // client's Redis and the prefix. l.Burst is not used. name says what the
 // limit is for, as for NewTokenBucket.
 //
+// A limit per period of the calendar (keylimit.PerCalendar: a month, a day
+// in a zone) counts in the calendar's windows, on Redis time: Redis has no
+// tz database, so each call passes the window the zone's rules give at the
+// caller's time, and one that does not hold Redis's time (a call at a
+// boundary, a clock far off) is computed again at the time the script
+// names, in a second call. Instances so agree as long as their tz
+// databases do. Such a window admits fewer than 2^31 events per period,
+// and does not lease (WithLeases). Keys given a limit per period of the
+// calendar by SetKeyLimit count so too; the zone is not in the key's name,
+// so a key whose zone changes keeps its count, as in memory.
+//
 // It returns an error if name is not a valid name (see NewTokenBucket), if
 // l is invalid (the error keylimit.Limit.Validate gives), if l.Period is not
 // a whole number of microseconds (the resolution of Redis time), if client

@@ -15,7 +15,7 @@
 --          more for the instance to spend within the lease time (WithLeases).
 -- ARGV[2]  n, 1 <= n <= every limiter's quota (checked by the caller).
 -- Then four arguments per limiter, ARGV[4i-1 .. 4i+2] for the i-th:
---   the algorithm ("bucket", "fixed", "sliding"), its two parameters for the
+--   the algorithm ("bucket", "fixed", "sliding", "calendar"), its two parameters for the
 --   key's limit (each file says which), and for "refund" the mark of the
 --   admission to give back, which "take" returned when it admitted (the
 --   algorithm's file says what it is); for "lease" the mark of the ended
@@ -62,7 +62,7 @@ end
 local uses = {}
 for i = 1, limiters do
   local alg = ARGV[4 * i - 1]
-  if alg ~= 'bucket' and alg ~= 'fixed' and alg ~= 'sliding' then
+  if alg ~= 'bucket' and alg ~= 'fixed' and alg ~= 'sliding' and alg ~= 'calendar' then
     return redis.error_reply('redislimit: unknown algorithm ' .. tostring(alg))
   end
   uses[alg] = true

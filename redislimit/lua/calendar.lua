@@ -1,0 +1,101 @@
+-- calendar.lua: a fixed window on the periods of a calendar in a time zone
+-- (keylimit.PerCalendar), after prelude.lua.
+--
+-- Redis has no tz database, so the caller computes the window from the
+-- zone's rules, at its own time, and passes it; the script decides on the
+-- server's clock, and refuses to decide in a window that does not hold the
+-- server's time: it fails the call with "redislimit: calendar stale T",
+-- T the server's time in µs, and the caller computes the window at T and
+-- calls again (once: see calendar.go). Every instance computes the same
+-- window for the same time from the same zone.
+--
+-- KEYS[i]  a hash {w = the start of the window counted in, e = its end,
+--          both in seconds since the Unix epoch, c = admissions in it},
+--          expiring at the window's end on the server's clock. The window
+--          is stored, not trusted to expiry, as in fixed.lua.
+-- Parameters: the window's start in seconds since the Unix epoch, and its
+-- length in seconds × 2^31 + the events per window (a calendar window on
+-- Redis admits fewer than 2^31 events; the sum is exact in a double).
+-- Times in the reply are in µs; the mark of an admission is its window's
+-- start.
+--
+-- A count of another window that has not ended (the key's zone changed)
+-- becomes the count of this one, written so by the first take or peek:
+-- a change of zone never gives a fresh quota, as in memory.
+
+if uses.calendar then
+  local calendar = {}
+  algs.calendar = calendar
+
+  local function store(s, k)
+    if k <= 0 then
+      redis.call('DEL', s.key)
+      return
+    end
+    redis.call('HSET', s.key, 'w', s.windowText, 'e', s.stopText, 'c', k)
+    redis.call('PEXPIRE', s.key, ttl(s.left / 1000))
+  end
+
+  local function reset(s, k)
+    if k > 0 then return s.left end
+    return 0
+  end
+
+  function calendar.read(key, start, packed)
+    local events = packed % 2147483648
+    local stop = start + (packed - events) / 2147483648
+    local now = now_s * 1e6 + now_us
+    local at = now
+    local state = redis.call('HMGET', key, 'w', 'e', 'c')
+    local w, e, c
+    if state[1] then
+      w, e, c = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+      -- Time only moves forward inside the state.
+      at = math.max(now, w * 1e6)
+    end
+    if at < start * 1e6 or at >= stop * 1e6 then
+      error({err = string.format('redislimit: calendar stale %d', at)})
+    end
+    local s = {key = key, events = events, count = 0, windowText = string.format('%d', start),
+      stopText = string.format('%d', stop), left = stop * 1e6 - now}
+    if state[1] then
+      s.stored = true
+      if w == start then
+        s.count, s.kept = c, true
+      elseif mode ~= 'refund' and at < e * 1e6 then
+        s.count = c
+        store(s, c)
+      end
+    end
+    return s
+  end
+
+  function calendar.fits(s, k)
+    return s.count + k <= s.events
+  end
+
+  function calendar.refused(s, k)
+    return reply(0, s.events - s.count, s.left, reset(s, s.count))
+  end
+
+  function calendar.peek(s)
+    if calendar.fits(s, 1) then
+      return reply(1, s.events - s.count, 0, reset(s, s.count))
+    end
+    return calendar.refused(s, 1)
+  end
+
+  function calendar.admit(s, k)
+    store(s, s.count + k)
+    return reply(1, s.events - s.count - k, 0, s.left, s.windowText)
+  end
+
+  function calendar.refund(s, k, mark)
+    if s.stored and s.kept and mark == s.windowText then
+      local count = math.max(s.count - k, 0)
+      if count ~= s.count then store(s, count) end
+      s.count = count
+    end
+    return reply(1, s.events - s.count, 0, reset(s, s.count))
+  end
+end
