@@ -69,14 +69,16 @@ func (s *Server) decide(ctx context.Context, method string, v *quota.Verdict) (m
 		// Not the client's doing: the policy cannot be applied to its key.
 		return nil, s.fail(ctx, method, fmt.Errorf("grpclimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err))
 	}
-	md = fields(v)
+	var pushback string
+	var refused error
+	if v.Action() == quota.Refuse {
+		pushback, refused = refusal(*d)
+	}
+	md = fields(v, pushback)
 	if s.onDecision != nil {
 		s.onDecision(ctx, method, *d)
 	}
-	if v.Action() == quota.Refuse {
-		return md, refusal(*d)
-	}
-	return md, nil
+	return md, refused
 }
 
 // fields returns the rate-limit fields of a counted call as metadata,
@@ -88,14 +90,15 @@ func (s *Server) decide(ctx context.Context, method string, v *quota.Verdict) (m
 // A refused call's metadata is its trailer, and it sends no header: gRPC
 // then answers Trailers-Only, the only refusal grpc-go's retry policy
 // retries (gRFC A6: a response with headers has been committed to).
-func fields(v *quota.Verdict) metadata.MD {
+// pushback is a refused call's grpc-retry-pushback-ms value (see refusal).
+func fields(v *quota.Verdict, pushback string) metadata.MD {
 	if v.Action() != quota.Refuse {
 		vals := new([2]string)
 		vals[0], vals[1] = v.RateLimit(), v.RateLimitPolicy()
 		return metadata.MD{"ratelimit": vals[0:1:1], "ratelimit-policy": vals[1:2:2]}
 	}
 	vals := new([4]string)
-	vals[0], vals[1], vals[2] = v.RateLimit(), v.RateLimitPolicy(), pushbackValue(v.Decision.Result.RetryAfter)
+	vals[0], vals[1], vals[2] = v.RateLimit(), v.RateLimitPolicy(), pushback
 	md := metadata.MD{"ratelimit": vals[0:1:1], "ratelimit-policy": vals[1:2:2], pushbackKey: vals[2:3:3]}
 	if ra := v.RetryAfter(); ra != "" { // a part of RateLimit's string, not one of its own
 		vals[3] = ra

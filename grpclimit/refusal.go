@@ -18,45 +18,53 @@ import (
 // value.
 const pushbackKey = "grpc-retry-pushback-ms"
 
-// refusal is the error a call refused by d ends with: ResourceExhausted, or
-// Unavailable when the limiter could not track the key (the server is full,
-// not the client over its limit), whose message says so, and so for a
-// keylimit.Penalty's ban, with a google.rpc.RetryInfo detail of
-// d.Result.RetryAfter unless the call can never pass.
-func refusal(d Decision) error {
+// refusal returns the error a call refused by d ends with:
+// ResourceExhausted, or Unavailable when the limiter could not track the key
+// (the server is full, not the client over its limit), whose message says
+// so, and so for a keylimit.Penalty's ban, with a google.rpc.RetryInfo
+// detail of d.Result.RetryAfter unless the call can never pass; and the
+// call's grpc-retry-pushback-ms value (appendPushback). The message and the
+// pushback are one string, one allocation.
+func refusal(d Decision) (pushback string, err error) {
 	r := d.Result
 	code := codes.ResourceExhausted
-	var msg string
+	var buf [128]byte
+	b := buf[:0]
 	switch {
 	case r.Untracked:
 		code = codes.Unavailable
-		msg = "grpclimit: the server tracks as many clients as it can: try again later"
+		b = append(b, "grpclimit: the server tracks as many clients as it can: try again later"...)
 	case r.RetryAfter == keylimit.InfDuration:
-		msg = fmt.Sprintf("grpclimit: a call costing %d can never pass policy %q, whose quota is %d", d.Cost, d.Policy, r.Limit)
+		b = fmt.Appendf(b, "grpclimit: a call costing %d can never pass policy %q, whose quota is %d", d.Cost, d.Policy, r.Limit)
 	case r.Banned:
-		msg = fmt.Sprintf("grpclimit: abnormal usage detected: policy %q refused too many calls and bans the client, retry in %v", d.Policy, r.RetryAfter)
-	default:
-		msg = fmt.Sprintf("grpclimit: rate limit exceeded: policy %q, retry in %v", d.Policy, r.RetryAfter)
+		b = fmt.Appendf(b, "grpclimit: abnormal usage detected: policy %q refused too many calls and bans the client, retry in %v", d.Policy, r.RetryAfter)
+	default: // as fmt's %q and %v write them, without boxing the two
+		b = append(b, "grpclimit: rate limit exceeded: policy "...)
+		b = strconv.AppendQuote(b, d.Policy)
+		b = append(append(b, ", retry in "...), r.RetryAfter.String()...)
 	}
-	st := status.New(code, msg)
+	n := len(b)
+	texts := string(appendPushback(b, r.RetryAfter))
+	st := status.New(code, texts[:n])
 	if r.RetryAfter > 0 && r.RetryAfter != keylimit.InfDuration {
 		// WithDetails fails only for a status with code OK.
 		if detailed, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(r.RetryAfter)}); err == nil {
 			st = detailed
 		}
 	}
-	return st.Err()
+	return texts[n:], st.Err()
 }
 
-// pushbackValue is d in whole milliseconds, rounded up, or -1 (do not
-// retry) for a call that can never pass.
-func pushbackValue(d time.Duration) string {
+// appendPushback appends to b the grpc-retry-pushback-ms value of a call
+// refused for d: d in whole milliseconds, rounded up, or -1 (do not retry)
+// for a call that can never pass.
+func appendPushback(b []byte, d time.Duration) []byte {
 	if d == keylimit.InfDuration {
-		return "-1"
+		return append(b, "-1"...)
 	}
 	ms := d / time.Millisecond
 	if d%time.Millisecond != 0 {
 		ms++
 	}
-	return strconv.FormatInt(int64(max(ms, 0)), 10)
+	return strconv.AppendInt(b, int64(max(ms, 0)), 10)
 }

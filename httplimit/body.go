@@ -12,7 +12,13 @@ import (
 // to each other on every field of body.
 func (b *body) appendJSON(out []byte) []byte {
 	open := len(out)
-	out = append(out, '{')
+	return b.appendMembers(append(out, '{'), open)
+}
+
+// appendMembers appends the members of b to the object opened at out[open],
+// and closes it: after the members of another body, which come before b's
+// in body's order, whose object was opened there (see heads).
+func (b *body) appendMembers(out []byte, open int) []byte {
 	if b.Type != "" {
 		out = appendJSONString(appendMember(out, open, "type"), b.Type)
 	}

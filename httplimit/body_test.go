@@ -73,3 +73,33 @@ func FuzzBodyJSON(f *testing.F) {
 		}
 	})
 }
+
+// A refusal's body is its head, written once, then the members of the
+// request: byte for byte the body appendJSON and json.Marshal write whole,
+// with no policy violated or several, names that need escaping, and every
+// number.
+func TestHeads(t *testing.T) {
+	for i, want := range []body{
+		headQuotaExceeded:       {Type: problemQuotaExceeded, Title: "Quota Exceeded", Status: 429, Detail: "rate limit exceeded"},
+		headQuotaExceededJSON:   {Error: "rate limit exceeded"},
+		headReducedCapacity:     {Type: problemReducedCapacity, Title: "Temporary Reduced Capacity", Status: 503, Detail: "the rate limiter is tracking as many clients as it can: try again later"},
+		headReducedCapacityJSON: {Error: "the rate limiter is tracking as many clients as it can: try again later"},
+	} {
+		for _, tail := range []body{
+			{},
+			{Policy: "minute", Limit: new(10), Remaining: new(0), RetryAfterSeconds: 20},
+			{ViolatedPolicies: []string{"a\"<b>", "c"}, Policy: "a\"<b>", Limit: new(0), Remaining: new(-1)},
+		} {
+			if want.Error != "" {
+				tail.ViolatedPolicies = nil // a member before "error": never in a JSON body (see deny)
+			}
+			whole := want
+			whole.ViolatedPolicies, whole.RetryAfterSeconds, whole.Policy, whole.Limit, whole.Remaining =
+				tail.ViolatedPolicies, tail.RetryAfterSeconds, tail.Policy, tail.Limit, tail.Remaining
+			marshalled, err := json.Marshal(whole)
+			require.NoError(t, err)
+			got := tail.appendMembers(append([]byte(nil), heads[i].json...), 0)
+			require.Equal(t, string(marshalled), string(got), "head %d", i)
+		}
+	}
+}

@@ -61,6 +61,10 @@ func (c ClientIP) Key(r *http.Request) (string, error) {
 	if !forwarded.ValidPrefix(c.IPv6Prefix) {
 		return "", fmt.Errorf("httplimit: ClientIP.IPv6Prefix %d is not between 1 and 128", c.IPv6Prefix)
 	}
+	// Most peers: IPv4, and no proxy in front to believe, read once.
+	if a, host, ok := forwarded.PeerIPv4(r.RemoteAddr); ok && (len(c.TrustedProxies) == 0 || !forwarded.Trusted(a, c.TrustedProxies)) {
+		return host, nil
+	}
 	a, err := c.Addr(r)
 	if err != nil {
 		return "", err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/quota"
@@ -41,34 +42,94 @@ type body struct {
 // decision in a problem+json body (quota-exceeded; abnormal-usage-detected
 // for a keylimit.Penalty's ban) for a client that accepts one, a JSON
 // body for one that does not (see acceptsProblem).
-func deny(w http.ResponseWriter, r *http.Request, v *quota.Verdict) {
+//
+// contentType, if not nil, is the slice of one the Content-Type value is
+// put in (see setFields).
+func deny(w http.ResponseWriter, r *http.Request, v *quota.Verdict, contentType []string) {
 	d := &v.Decision
 	res := d.Result
-	status, msg := http.StatusTooManyRequests, "rate limit exceeded"
 	b := body{Policy: d.Policy, Limit: &res.Limit, Remaining: new(max(res.Remaining, 0))}
-	problem, title := problemQuotaExceeded, "Quota Exceeded"
+	if secs, ok := d.RetryAfterSeconds(); ok {
+		b.RetryAfterSeconds = secs
+	}
+	asProblem := acceptsProblem(r)
+	var names [4]string // the violated policies, without an allocation for as many
+	if asProblem {
+		b.ViolatedPolicies = v.AppendViolatedPolicies(names[:0])
+	}
+	// A message that names the policy is written whole; the others' heads
+	// are written once.
+	var msg, problem, title string
 	switch {
 	case res.RetryAfter == keylimit.InfDuration:
 		msg = fmt.Sprintf("the request costs %d, more than policy %q admits at once (%d): it can never pass", d.Cost, d.Policy, res.Limit)
+		problem, title = problemQuotaExceeded, "Quota Exceeded"
 	case res.Untracked:
-		status, msg = http.StatusServiceUnavailable, "the rate limiter is tracking as many clients as it can: try again later"
-		problem, title = problemReducedCapacity, "Temporary Reduced Capacity"
 	case res.Banned:
 		msg = fmt.Sprintf("too many requests refused by policy %q: refused outright until the ban ends", d.Policy)
 		problem, title = problemAbnormalUsage, "Abnormal Usage Detected"
 	}
-	if secs, ok := d.RetryAfterSeconds(); ok {
-		b.RetryAfterSeconds = secs
+	switch {
+	case msg != "":
+		if !asProblem {
+			b.Error = msg
+			send(w, http.StatusTooManyRequests, "application/json", contentType, nil, b)
+			return
+		}
+		b.Type, b.Title, b.Status, b.Detail = problem, title, http.StatusTooManyRequests, msg
+		send(w, http.StatusTooManyRequests, "application/problem+json", contentType, nil, b)
+	case res.Untracked:
+		h := &heads[headReducedCapacity]
+		if !asProblem {
+			h = &heads[headReducedCapacityJSON]
+		}
+		send(w, http.StatusServiceUnavailable, h.contentType, contentType, h.json, b)
+	default:
+		h := &heads[headQuotaExceeded]
+		if !asProblem {
+			h = &heads[headQuotaExceededJSON]
+		}
+		send(w, http.StatusTooManyRequests, h.contentType, contentType, h.json, b)
 	}
-	if !acceptsProblem(r) {
-		b.Error = msg
-		send(w, status, "application/json", b)
-		return
-	}
-	b.Type, b.Title, b.Status, b.Detail = problem, title, status, msg
-	b.ViolatedPolicies = v.ViolatedPolicies()
-	send(w, status, "application/problem+json", b)
 }
+
+// head is the members a refusal's body opens with that are the same in
+// every refusal of a kind (its type, title, status and message), as
+// appendJSON writes them, the object left open: written once, not escaped
+// again for every request. The members that follow come after them in
+// body's order: a JSON body (with "error") has no violated-policies.
+type head struct {
+	contentType string
+	json        []byte
+}
+
+// The kinds of refusal that have a head, as heads' indexes.
+const (
+	headQuotaExceeded = iota
+	headQuotaExceededJSON
+	headReducedCapacity
+	headReducedCapacityJSON
+)
+
+var heads = func() (hs [4]head) {
+	const (
+		exceeded = "rate limit exceeded"
+		full     = "the rate limiter is tracking as many clients as it can: try again later"
+	)
+	for i, c := range []struct {
+		contentType string
+		b           body
+	}{
+		headQuotaExceeded:       {"application/problem+json", body{Type: problemQuotaExceeded, Title: "Quota Exceeded", Status: http.StatusTooManyRequests, Detail: exceeded}},
+		headQuotaExceededJSON:   {"application/json", body{Error: exceeded}},
+		headReducedCapacity:     {"application/problem+json", body{Type: problemReducedCapacity, Title: "Temporary Reduced Capacity", Status: http.StatusServiceUnavailable, Detail: full}},
+		headReducedCapacityJSON: {"application/json", body{Error: full}},
+	} {
+		j := c.b.appendJSON(nil)
+		hs[i] = head{c.contentType, j[:len(j)-1]} // without its '}'
+	}
+	return hs
+}()
 
 // fail is the default Config.Error.
 func fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -89,20 +150,45 @@ func fail(w http.ResponseWriter, r *http.Request, err error) {
 func write(w http.ResponseWriter, r *http.Request, status int, msg string, b body) {
 	if wantsProblem(r) {
 		b.Title, b.Status, b.Detail = http.StatusText(status), status, msg
-		send(w, status, "application/problem+json", b)
+		send(w, status, "application/problem+json", nil, nil, b)
 		return
 	}
 	b.Error = msg
-	send(w, status, "application/json", b)
+	send(w, status, "application/json", nil, nil, b)
 }
 
-// send answers with status and b, of contentType.
-func send(w http.ResponseWriter, status int, contentType string, b body) {
-	out := b.appendJSON(make([]byte, 0, 256)) // a problem of one policy is about 230 bytes
-	w.Header()[fieldContentType] = []string{contentType}
+// send answers with status and a body of contentType: head, the members
+// that open it (if not nil), then b's. The Content-Type value is put in
+// value, a slice of one, or a new one if value is nil.
+func send(w http.ResponseWriter, status int, contentType string, value []string, head []byte, b body) {
+	buf := bodies.Get().(*[]byte)
+	defer bodies.Put(buf)
+	out := append((*buf)[:0], head...)
+	if head != nil {
+		out = b.appendMembers(out, 0)
+	} else {
+		out = b.appendJSON(out)
+	}
+	out = append(out, '\n')
+	if cap(out) <= maxPooledBody {
+		*buf = out
+	}
+	if value == nil {
+		value = make([]string, 1)
+	}
+	value[0] = contentType
+	w.Header()[fieldContentType] = value
 	w.WriteHeader(status)
-	w.Write(append(out, '\n'))
+	w.Write(out) // which must not keep out (io.Writer): it goes back to bodies
 }
+
+// bodies holds the buffers send writes bodies into: a problem of one
+// policy is about 230 bytes.
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// maxPooledBody is the largest buffer put back in bodies: a body of many
+// long policy names (or a long error) is not kept for every request after.
+const maxPooledBody = 4 << 10
 
 // accepted is the weight an Accept field gives a media type (RFC 9110,
 // Section 12.5.1), in thousandths, and how specific the media range that

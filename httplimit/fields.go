@@ -36,8 +36,10 @@ type legacy struct {
 // Cache-Control: no-store. The field values share one allocated array,
 // each slice capped at its one value, so that a handler's Header().Add
 // copies instead of writing into its neighbour, and no two requests share
-// a value a handler could change.
-func setFields(h http.Header, v *quota.Verdict, legacy *legacy) {
+// a value a handler could change. For a refusal that the default Deny
+// answers, the array has room for the Content-Type value too: setFields
+// returns that slot, a slice of one (nil otherwise).
+func setFields(h http.Header, v *quota.Verdict, legacy *legacy, defaultDeny bool) (contentType []string) {
 	retryAfter := v.RetryAfter()
 	refused := v.Action() == quota.Refuse
 	n := 2
@@ -46,6 +48,9 @@ func setFields(h http.Header, v *quota.Verdict, legacy *legacy) {
 	}
 	if refused {
 		n += 2
+		if defaultDeny {
+			n++
+		}
 	}
 	vals := make([]string, n)
 	vals[0], vals[1] = v.RateLimit(), v.RateLimitPolicy()
@@ -75,7 +80,11 @@ func setFields(h http.Header, v *quota.Verdict, legacy *legacy) {
 		}
 		vals[i+1] = "no-store"
 		h[fieldCacheControl] = vals[i+1 : i+2 : i+2]
+		if defaultDeny {
+			return vals[i+2 : i+3 : i+3]
+		}
 	}
+	return nil
 }
 
 // unixSeconds is t as a Unix time in whole seconds, rounded up: a client

@@ -262,7 +262,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err))
 		return
 	}
-	setFields(w.Header(), &v, m.legacy)
+	contentType := setFields(w.Header(), &v, m.legacy, m.deny == nil)
 	if m.onDecision != nil {
 		m.onDecision(r, *d)
 	}
@@ -275,7 +275,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if m.deny == nil {
-		deny(w, r, &v)
+		deny(w, r, &v, contentType)
 		return
 	}
 	m.deny(w, r, *d)

@@ -56,6 +56,15 @@ var errNegativeCost = errors.New("quota: a cost is at least 0")
 // anything; a cost above a policy's quota can never pass, and is refused
 // with Result.RetryAfter InfDuration.
 func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Verdict, err error) {
+	// Inlined, so that decide writes the caller's Verdict in place: it is
+	// 25 words, which a return by value zeroes and copies twice.
+	err = d.decide(ctx, key, tier, cost, &v)
+	return v, err
+}
+
+// decide is Decide, into *v, a zero Verdict, which holds the Verdict only if
+// decide returns nil (a zero one otherwise).
+func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Verdict) (err error) {
 	t := d.base
 	if d.tiers != nil {
 		if other, ok := d.tiers[tier]; ok {
@@ -63,10 +72,10 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		}
 	}
 	if cost < 0 {
-		return Verdict{}, errNegativeCost
+		return errNegativeCost
 	}
 	if err := ctx.Err(); err != nil {
-		return Verdict{}, err
+		return err
 	}
 	var res keylimit.Result
 	var one [1]keylimit.Result
@@ -93,7 +102,8 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		if v.charges != nil {
 			t.undoCharged(key, v.charges.adms)
 		}
-		return Verdict{}, ctx.Err()
+		*v = Verdict{}
+		return ctx.Err()
 	}
 	// Any other error is a failure policy's (see keylimit.ContextLimiter):
 	// its Result is the decision.
@@ -126,9 +136,8 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 			field = append(field, ", "...)
 		}
 		q := sfInt(int64(r.Limit))
-		field = append(field, p.quoted...)
+		field = strconv.AppendInt(append(field, p.remaining...), min(sfInt(int64(r.Remaining)), q), 10)
 		w := p.windowSeconds(key)
-		field = appendParam(field, "r", min(sfInt(int64(r.Remaining)), q))
 		// t: until more quota is available (the draft's reset parameter),
 		// never beyond the window (a ban's Retry-After runs to its end).
 		if i != t.held { // a concurrency policy's t is unknown (see Concurrent)
@@ -174,9 +183,11 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 		// passes no earlier than each has more (Retry-After >= t).
 		res.RetryAfter = max(res.RetryAfter, refill)
 	}
-	// The Verdict is built where it is returned: it is 25 words.
-	v.Decision = Decision{Key: key, Tier: t.name, Policy: t.policies[bind].name, Cost: cost, Result: each[bind]}
-	b := &v.Decision.Result
+	// The Verdict is built in place, field by field: it is 25 words.
+	dec := &v.Decision
+	dec.Key, dec.Tier, dec.Policy, dec.Cost, dec.Elapsed = key, t.name, t.policies[bind].name, cost, 0
+	b := &dec.Result
+	*b = each[bind]
 	b.Allowed, b.RetryAfter, b.Untracked, b.Banned, b.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Banned, res.Err
 	v.rateLimitPolicy = t.policyField(qw)
 	v.action = act(b, d.dryRun)
@@ -191,5 +202,5 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 	}
 	values := string(field)
 	v.rateLimit, v.retryAfter = values[:n], values[n:]
-	return v, nil
+	return nil
 }

@@ -72,6 +72,10 @@ func TestViolatedPolicies(t *testing.T) {
 			v, err := d.Decide(context.Background(), "k", "", step.cost)
 			require.NoError(t, err)
 			got = append(got, v.ViolatedPolicies())
+			var room [4]string
+			dst := append(room[:0], "before")
+			require.Equal(t, append([]string{"before"}, v.ViolatedPolicies()...), v.AppendViolatedPolicies(dst), "dry run %v", dryRun)
+			require.Zero(t, testing.AllocsPerRun(10, func() { v.AppendViolatedPolicies(room[:0]) }), "into room enough")
 		}
 		require.Equal(t, [][]string{nil, {"second"}, {"minute"}, {"second", "minute", "hour"}}, got, "dry run %v", dryRun)
 		mock.Add(time.Hour)

@@ -136,6 +136,9 @@ type policy struct {
 	// derived is the last window derived from limits' Limit, kept so that
 	// a request under that Limit does not divide 128-bit numbers.
 	derived atomic.Pointer[derivedWindow]
+	// remaining is quoted and ";r=", how its member of RateLimit begins:
+	// one copy a request, not three.
+	remaining string
 }
 
 // derivedWindow is a w and the Limit it was derived from.
@@ -152,6 +155,7 @@ func compilePolicy(p Policy) (*policy, error) {
 		return nil, err
 	}
 	c := &policy{name: p.Name, quoted: string(appendSFString(nil, p.Name)), limiter: p.Limiter, window: seconds(p.Window)}
+	c.remaining = c.quoted + ";r="
 	switch {
 	case p.Concurrency != nil && p.Limiter != nil:
 		return nil, fmt.Errorf("policy %q has both a Limiter and a Concurrency: it is one or the other", p.Name)

@@ -88,17 +88,21 @@ func (v *Verdict) RetryAfter() string { return v.retryAfter }
 // It is nil for a request every policy admitted; in a dry run it names the
 // policies that would have refused. It is the draft's violated-policies
 // of the quota-exceeded problem type, and allocates the slice it returns.
-func (v *Verdict) ViolatedPolicies() []string {
+func (v *Verdict) ViolatedPolicies() []string { return v.AppendViolatedPolicies(nil) }
+
+// AppendViolatedPolicies appends the names ViolatedPolicies returns to dst
+// and returns the extended slice: with room in dst (an array on the
+// caller's stack) it allocates nothing.
+func (v *Verdict) AppendViolatedPolicies(dst []string) []string {
 	if v.tier == nil || v.Decision.Result.Allowed {
-		return nil
+		return dst
 	}
-	var names []string
 	for i, p := range v.tier.policies {
 		if i < 64 && v.violated&(1<<i) != 0 || p.name == v.Decision.Policy {
-			names = append(names, p.name)
+			dst = append(dst, p.name)
 		}
 	}
-	return names
+	return dst
 }
 
 // Finish ends the request: an adapter calls it once, when the handler of a

@@ -166,6 +166,52 @@ func EmbeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// PeerIPv4 reads s as Peer does when s is an IPv4 peer's "a.b.c.d:port"
+// as net/http writes RemoteAddr, and returns the address and its text, the
+// host part of s, which is its key (see KeyIn): in one pass, where Peer and
+// KeyIn parse it and format it again. For any other s (IPv6, a zone, a
+// leading zero, no port, a port above 65535) it reports false, and Peer
+// reads it.
+func PeerIPv4(s string) (a netip.Addr, host string, ok bool) {
+	var b [4]byte
+	i := 0
+	for field := range b {
+		// 1 to 3 digits, at most 255, without a leading zero (netip refuses
+		// one), then '.', or ':' after the last.
+		if i >= len(s) || s[i]-'0' > 9 {
+			return netip.Addr{}, "", false
+		}
+		v := uint(s[i] - '0')
+		i++
+		for n := 0; v != 0 && n < 2 && i < len(s) && s[i]-'0' <= 9; n++ {
+			v = v*10 + uint(s[i]-'0')
+			i++
+		}
+		sep := byte('.')
+		if field == 3 {
+			sep = ':'
+		}
+		if v > 255 || i >= len(s) || s[i] != sep {
+			return netip.Addr{}, "", false
+		}
+		b[field] = byte(v)
+		i++
+	}
+	// The port, as netip.ParseAddrPort reads it (strconv.ParseUint, base
+	// 10, 16 bits): digits, leading zeros allowed.
+	port := s[i:]
+	if port == "" {
+		return netip.Addr{}, "", false
+	}
+	for n, j := uint(0), 0; j < len(port); j++ {
+		d := uint(port[j] - '0')
+		if n = n*10 + d; d > 9 || n > 1<<16-1 {
+			return netip.Addr{}, "", false
+		}
+	}
+	return netip.AddrFrom4(b), s[:i-1], true
+}
+
 // KeyIn is Key(a, bits), as a part of s when s holds it: s is the peer's
 // "IP:port" (or IP) that a may have been read from, and the key of an IPv4
 // peer is then its host part, which needs no allocation.

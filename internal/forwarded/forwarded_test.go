@@ -64,3 +64,27 @@ func FuzzKeyIn(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPeerIPv4: whatever the peer's text, PeerIPv4 reads what Peer does and
+// keys it as KeyIn does, or leaves it to them; it takes every IPv4 peer as
+// netip.AddrPort writes it.
+func FuzzPeerIPv4(f *testing.F) {
+	for _, s := range []string{"192.0.2.1:40000", "1.2.3.4:", "01.2.3.4:80", "1.2.3.4:65536", "1.2.3.4:0065535",
+		"256.1.1.1:1", "1.2.3:4", "1.2.3.4.5:6", "1.2.3.4", "[::1]:80", "1.2.3.4%eth0:80", "1..3.4:5", ":80", "1.2.3.4:+80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, host, ok := PeerIPv4(s)
+		want, wantOK := Peer(s)
+		if !ok {
+			if ap, err := netip.ParseAddrPort(s); err == nil && ap.Addr().Is4() {
+				t.Fatalf("PeerIPv4(%q) refuses an IPv4 peer %v", s, ap)
+			}
+			return
+		}
+		require.True(t, wantOK, "PeerIPv4(%q) reads an address Peer refuses", s)
+		require.Equal(t, want, a, s)
+		require.Equal(t, KeyIn(want, 0, s), host, s)
+		require.True(t, unsafe.StringData(host) == unsafe.StringData(s), "%s: the host is a part of the text", s)
+	})
+}
