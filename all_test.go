@@ -54,7 +54,8 @@ func TestAllFirstRefusesSecondUntouched(t *testing.T) {
 	require.Equal(t, bs[1].Peek("k").ResetAfter, r.ResetAfter, "the largest ResetAfter")
 
 	p := lim.Peek("k")
-	require.Equal(t, keylimit.Result{Limit: 3, Remaining: 0, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}, p)
+	require.Equal(t, bs[0].Peek("k").RefillAfter, r.RefillAfter, "the RefillAfter of the lesser Remaining")
+	require.Equal(t, keylimit.Result{Limit: 3, Remaining: 0, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, RefillAfter: r.RefillAfter}, p)
 
 	clk.Add(s)
 	p = lim.Peek("k")

@@ -461,10 +461,11 @@ func (g *gcra) result(ok bool, d *bucketDecision) Result {
 // TAT is tat.
 func (g *gcra) allowed(now, tat int64) Result {
 	return Result{
-		Allowed:    true,
-		Limit:      g.burst,
-		Remaining:  g.remaining(now, tat),
-		ResetAfter: time.Duration(tat - now),
+		Allowed:     true,
+		Limit:       g.burst,
+		Remaining:   g.remaining(now, tat),
+		ResetAfter:  time.Duration(tat - now),
+		RefillAfter: g.refill(now, tat),
 	}
 }
 
@@ -472,11 +473,23 @@ func (g *gcra) allowed(now, tat int64) Result {
 // have become had the request been admitted.
 func (g *gcra) refused(now, base, next int64) Result {
 	return Result{
-		Limit:      g.burst,
-		Remaining:  g.remaining(now, base),
-		RetryAfter: time.Duration(next - now - g.tau),
-		ResetAfter: time.Duration(base - now),
+		Limit:       g.burst,
+		Remaining:   g.remaining(now, base),
+		RetryAfter:  time.Duration(next - now - g.tau),
+		ResetAfter:  time.Duration(base - now),
+		RefillAfter: g.refill(now, base),
 	}
+}
+
+// refill is the time until a bucket whose TAT is tat holds one whole token
+// more than at now: when the TAT is (k+1) intervals less than tau ahead,
+// k the tokens now; 0 if the bucket is full.
+func (g *gcra) refill(now, tat int64) time.Duration {
+	if tat <= now {
+		return 0
+	}
+	k := int64(g.remaining(now, tat))
+	return time.Duration(tat - now - g.tau + (k+1)*g.interval)
 }
 
 // peek reports what a request of one token would meet at now.

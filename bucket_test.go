@@ -84,7 +84,7 @@ func TestTokenBucketSetLimitKeepsDebtInTokens(t *testing.T) {
 	require.NoError(t, lim.SetLimit(keylimit.PerSecond(10).WithBurst(20)))
 	require.Equal(t, keylimit.PerSecond(10).WithBurst(20), lim.Limit())
 	r := lim.Peek("k")
-	require.Equal(t, keylimit.Result{Allowed: true, Limit: 20, Remaining: 10, ResetAfter: time.Second}, r)
+	require.Equal(t, keylimit.Result{Allowed: true, Limit: 20, Remaining: 10, ResetAfter: time.Second, RefillAfter: 100 * time.Millisecond}, r)
 	require.True(t, lim.AllowN("k", 10))
 	require.False(t, lim.Allow("k"))
 	require.Equal(t, 20, lim.Peek("new").Remaining, "a new key gets the new burst")
@@ -93,7 +93,7 @@ func TestTokenBucketSetLimitKeepsDebtInTokens(t *testing.T) {
 	// key waits for 18 of them before its next event.
 	require.NoError(t, lim.SetLimit(keylimit.PerSecond(1).WithBurst(3)))
 	r = lim.Take("k", 1)
-	require.Equal(t, keylimit.Result{Limit: 3, RetryAfter: 18 * time.Second, ResetAfter: 20 * time.Second}, r)
+	require.Equal(t, keylimit.Result{Limit: 3, RetryAfter: 18 * time.Second, ResetAfter: 20 * time.Second, RefillAfter: 18 * time.Second}, r)
 	clk.Add(18*time.Second - time.Nanosecond)
 	require.False(t, lim.Allow("k"))
 	clk.Add(time.Nanosecond)

@@ -81,25 +81,29 @@ func TestSlidingCounterSetLimitKeepsTheCounts(t *testing.T) {
 	}
 	// One Period: the same counts, against 20: 5 × 45/60 + 3 = 6.75.
 	require.NoError(t, lim.SetLimit(keylimit.PerMinute(20)))
-	require.Equal(t, allowed(20, 13, 105*s), lim.Peek("a"))
+	// 14 left once 5 × (60 − elapsed)/60 is 3, 9 s on.
+	require.Equal(t, refilled(allowed(20, 13, 105*s), 9*s), lim.Peek("a"))
 
 	// To 2 minutes at 30:15: the window [30:00, 32:00) holds the minute of
 	// the 3; the minute of the 5 ended at 30:00, inside the 2 minutes
 	// before: 5 × 105/120 + 3 = 7.375.
 	require.NoError(t, lim.SetLimit(keylimit.Per(20, 2*m)))
-	require.Equal(t, allowed(20, 12, 225*s), lim.Peek("b"))
+	require.Equal(t, refilled(allowed(20, 12, 225*s), 9*s), lim.Peek("b"))
 	// To an hour: the 3 of the minute that has not ended are the hour's
 	// current count; the 5 of the minute before, which ended inside the
 	// hour, weigh as its previous count: 5 × 29:45/60:00 = 2.48, rounded
 	// up to 3.
 	require.NoError(t, lim.SetLimit(keylimit.PerHour(100)))
-	require.Equal(t, allowed(100, 94, 89*m+45*s), lim.Peek("a"))
+	// 95 left once 5 × (60:00 − elapsed)/60:00 is 2, at 36:00.
+	require.Equal(t, refilled(allowed(100, 94, 89*m+45*s), 5*m+45*s), lim.Peek("a"))
 	// To 10 s: the window [30:10, 30:20) lies in a's hour and in c's
 	// minute, whose 3 come along; the windows before them ended before the
 	// window before [30:10, 30:20) began.
 	require.NoError(t, lim.SetLimit(keylimit.Per(10, 10*s)))
-	require.Equal(t, allowed(10, 7, 15*s), lim.Peek("a"))
-	require.Equal(t, allowed(10, 7, 15*s), lim.Peek("c"))
+	// 8 left once the 3, the previous count from 30:20, weigh 2: at
+	// 30:23.33….
+	require.Equal(t, refilled(allowed(10, 7, 15*s), 8333333334), lim.Peek("a"))
+	require.Equal(t, refilled(allowed(10, 7, 15*s), 8333333334), lim.Peek("c"))
 }
 
 // TestSlidingCounterAgainstSlidingWindow measures the estimate on a

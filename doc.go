@@ -43,8 +43,9 @@
 //
 // Allow and AllowN answer yes or no. Take answers with a Result: whether the
 // events were admitted, the quota, what remains, how long until the same
-// request could pass (RetryAfter) and until the quota is whole (ResetAfter),
-// which is what HTTP rate-limit fields need. Peek reports the same without
+// request could pass (RetryAfter), until more quota is available
+// (RefillAfter) and until the quota is whole (ResetAfter), which is what
+// HTTP rate-limit fields need. Peek reports the same without
 // consuming. A request that can never pass (n above the quota) is refused
 // with RetryAfter InfDuration, and WaitN reports it as ErrExceedsLimit.
 //

@@ -58,11 +58,11 @@ func TestFixedWindowSetLimitRefusesUntilTheWindowEnds(t *testing.T) {
 	require.True(t, lim.AllowN("k", 8))
 	require.NoError(t, lim.SetLimit(keylimit.PerMinute(5)))
 	mock.Set(t0.Add(20 * s))
-	require.Equal(t, refused(5, 0, 40*s, 40*s), lim.Take("k", 1), "8 counted, above the 5 of the new limit")
+	require.Equal(t, refilled(refused(5, 0, 40*s, 40*s), 40*s), lim.Take("k", 1), "8 counted, above the 5 of the new limit")
 	mock.Set(t0.Add(60*s - 1))
 	require.False(t, lim.Allow("k"))
 	mock.Set(t0.Add(60 * s))
-	require.Equal(t, allowed(5, 0, 60*s), lim.Take("k", 5))
+	require.Equal(t, refilled(allowed(5, 0, 60*s), 60*s), lim.Take("k", 5))
 }
 
 // TestFixedWindowSetLimitMovesTheWindows pins the rule for a new Period: a
@@ -80,15 +80,15 @@ func TestFixedWindowSetLimitMovesTheWindows(t *testing.T) {
 
 	// To an hour: the minute's 7 lie in the hour [0:00, 60:00).
 	require.NoError(t, lim.SetLimit(keylimit.PerHour(100)))
-	require.Equal(t, allowed(100, 93, 29*m+45*s), lim.Peek("a"))
+	require.Equal(t, refilled(allowed(100, 93, 29*m+45*s), 29*m+45*s), lim.Peek("a"))
 
 	// To 10 s at 30:40: a's hour and b's minute have not ended: their 7
 	// come along into [30:40, 30:50). c, first asked at 31:30, counted its 7
 	// in a minute that has ended.
 	at(30*m + 40*s)
 	require.NoError(t, lim.SetLimit(keylimit.Per(10, 10*s)))
-	require.Equal(t, allowed(10, 3, 10*s), lim.Peek("a"))
-	require.Equal(t, allowed(10, 3, 10*s), lim.Peek("b"))
+	require.Equal(t, refilled(allowed(10, 3, 10*s), 10*s), lim.Peek("a"))
+	require.Equal(t, refilled(allowed(10, 3, 10*s), 10*s), lim.Peek("b"))
 	at(31*m + 30*s)
 	require.Equal(t, allowed(10, 10, 0), lim.Peek("c"))
 
@@ -98,7 +98,7 @@ func TestFixedWindowSetLimitMovesTheWindows(t *testing.T) {
 	require.True(t, lim.AllowN("d", 100), "d's minute ended at 31:00")
 	require.False(t, lim.Allow("d"))
 	require.NoError(t, lim.SetLimit(keylimit.PerMinute(10)))
-	require.Equal(t, refused(10, 0, 30*s, 30*s), lim.Take("d", 1), "100 counted in the minute [31:00, 32:00)")
+	require.Equal(t, refilled(refused(10, 0, 30*s, 30*s), 30*s), lim.Take("d", 1), "100 counted in the minute [31:00, 32:00)")
 	at(32*m - 1)
 	require.False(t, lim.Allow("d"))
 	at(32 * m)

@@ -46,6 +46,9 @@ func (r *refBucket) report(allowed bool, level, need int64) keylimit.Result {
 		Remaining:  int(max(level, 0) / r.interval),
 		ResetAfter: time.Duration(max(r.capacity-level, 0)),
 	}
+	if res.Remaining < r.burst {
+		res.RefillAfter = time.Duration(int64(res.Remaining+1)*r.interval - level)
+	}
 	if !allowed {
 		res.RetryAfter = time.Duration(need - level)
 	}
@@ -372,6 +375,9 @@ func (r *refFixed) report(allowed bool, k refFixedKey, now int64) keylimit.Resul
 	if k.count > 0 {
 		res.ResetAfter = left
 	}
+	if res.Remaining < events {
+		res.RefillAfter = left
+	}
 	if !allowed {
 		res.RetryAfter = left
 	}
@@ -496,14 +502,20 @@ func (r *refSliding) report(allowed bool, key string, n int, now int64) keylimit
 		log := r.keys[key].log
 		res.ResetAfter = time.Duration(log[len(log)-1] + p - now)
 	}
-	if !allowed && n > 0 && n <= events {
-		// The first moment n fit: now, or when an entry leaves the window.
+	// The first moment m fit: when an entry leaves the window.
+	fitsAfter := func(m int) time.Duration {
 		for _, e := range r.keys[key].log {
-			if leave := e + p; leave > now && r.fits(key, n, leave) {
-				res.RetryAfter = time.Duration(leave - now)
-				break
+			if leave := e + p; leave > now && r.fits(key, m, leave) {
+				return time.Duration(leave - now)
 			}
 		}
+		return 0
+	}
+	if res.Remaining < events {
+		res.RefillAfter = fitsAfter(res.Remaining + 1)
+	}
+	if !allowed && n > 0 && n <= events {
+		res.RetryAfter = fitsAfter(n)
 	}
 	return res
 }
@@ -660,6 +672,9 @@ func (r *refCounter) report(allowed bool, key string, n int, now int64) keylimit
 		}
 	}
 	res.ResetAfter = time.Duration(r.first(key, now, func(t int64) bool { return r.estimate(key, t).Sign() == 0 }) - now)
+	if more := res.Remaining + 1; more <= events {
+		res.RefillAfter = time.Duration(r.first(key, now, func(t int64) bool { return r.fits(key, more, t) }) - now)
+	}
 	if !allowed && n > 0 && n <= events {
 		res.RetryAfter = time.Duration(r.first(key, now, func(t int64) bool { return r.fits(key, n, t) }) - now)
 	}

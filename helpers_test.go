@@ -207,8 +207,32 @@ func runSteps(t *testing.T, lim limiter, mock *clock.Mock, steps []step) {
 		default:
 			require.Fail(t, "unknown op", "step %d: op %q", i, st.op)
 		}
+		if st.want.RefillAfter == 0 {
+			got = refillChecked(t, got, "step %d: at %v %s(%q, %d)", i, st.at, st.op, st.key, st.n)
+		}
 		require.Equal(t, st.want, got, "step %d: at %v %s(%q, %d)", i, st.at, st.op, st.key, st.n)
 	}
+}
+
+// refillChecked checks what r's RefillAfter must be against its other
+// fields, and returns r without it, for the tables that do not give it
+// (the models of fuzz_test.go and TestRefillAfter check its value): 0
+// exactly when the quota is whole, never beyond ResetAfter, and when
+// refused, never beyond RetryAfter.
+func refillChecked(t *testing.T, r keylimit.Result, format string, args ...any) keylimit.Result {
+	t.Helper()
+	if r.Untracked || r.Err != nil {
+		r.RefillAfter = 0
+		return r
+	}
+	at := fmt.Sprintf(format, args...)
+	require.Equal(t, r.Remaining >= r.Limit, r.RefillAfter == 0, "%s: RefillAfter %v with %d of %d left", at, r.RefillAfter, r.Remaining, r.Limit)
+	require.LessOrEqual(t, r.RefillAfter, r.ResetAfter, at)
+	if !r.Allowed {
+		require.LessOrEqual(t, r.RefillAfter, r.RetryAfter, at)
+	}
+	r.RefillAfter = 0
+	return r
 }
 
 func allowed(limit, remaining int, reset time.Duration) keylimit.Result {
@@ -217,6 +241,12 @@ func allowed(limit, remaining int, reset time.Duration) keylimit.Result {
 
 func refused(limit, remaining int, retry, reset time.Duration) keylimit.Result {
 	return keylimit.Result{Limit: limit, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+}
+
+// refilled is r with RefillAfter d.
+func refilled(r keylimit.Result, d time.Duration) keylimit.Result {
+	r.RefillAfter = d
+	return r
 }
 
 // verdict is the want of an "allow" step.

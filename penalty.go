@@ -49,7 +49,7 @@ func (b Ban) Validate() error {
 // refusals: a key its limiter refused Ban.Refusals times within Ban.Within
 // is refused outright for Ban.For, answered in process without asking the
 // limiter (a Redis limiter makes no call), with Result.Banned set and
-// RetryAfter and ResetAfter at the ban's end.
+// RetryAfter, RefillAfter and ResetAfter at the ban's end.
 //
 // A ban never makes a decision looser than the limiter's: a banned key is
 // refused, and any other gets exactly the limiter's answer. Only refusals
@@ -352,7 +352,7 @@ func (p *Penalty[K]) isBanned(key K) (Result, bool) {
 		return Result{}, false
 	}
 	left := time.Duration(until - now)
-	return Result{Limit: int(st.limit.Load()), RetryAfter: left, ResetAfter: left, Banned: true}, true
+	return Result{Limit: int(st.limit.Load()), RetryAfter: left, ResetAfter: left, RefillAfter: left, Banned: true}, true
 }
 
 // refuseBanned is isBanned, counting the refusal.
@@ -380,6 +380,7 @@ func (p *Penalty[K]) judge(key K, r Result) Result {
 	left := time.Duration(until - now)
 	r.RetryAfter = max(r.RetryAfter, left)
 	r.ResetAfter = max(r.ResetAfter, left)
+	r.RefillAfter = max(r.RefillAfter, left) // no quota until the ban ends
 	r.Banned = true
 	return r
 }

@@ -24,6 +24,18 @@ type Result struct {
 	RetryAfter time.Duration
 	// ResetAfter is the time until the key is back to its full quota.
 	ResetAfter time.Duration
+	// RefillAfter is the time until more quota is available: until
+	// Remaining is at least one more than now, nothing else taken. For a
+	// TokenBucket, until its next token; a SlidingWindow, until its oldest
+	// admission in the window leaves it; a SlidingCounter, until its
+	// estimate of the count drops by one (at most Period/Events beyond
+	// Period); a FixedWindow, until the window ends. It is 0 when the quota
+	// is whole (Remaining == Limit), and never more than ResetAfter, nor,
+	// when refused, than RetryAfter. A Concurrency limiter has no time: its
+	// quota comes back when a slot is released, and RefillAfter is 0, as it
+	// is for an Untracked key. It is the "t" of the RateLimit field the
+	// quota package writes.
+	RefillAfter time.Duration
 	// Untracked reports a key the limiter did not track because it holds
 	// its maximum number of keys (WithMaxKeys) and none could be evicted.
 	// The decision was made by the overflow policy: refused by default,
@@ -76,12 +88,17 @@ func (r Result) String() string {
 
 // And returns the Result of two decisions that must both allow, as All
 // answers for its limiters: allowed if both are; the lesser Remaining, with
-// its Limit; the longer RetryAfter and ResetAfter; Untracked if either is;
-// Banned if either is and the two refuse; r's Err, else o's. It lets a
+// its Limit; the longer RetryAfter and ResetAfter; the RefillAfter of the
+// one with the lesser Remaining (the longer if they tie: the lesser rises
+// only when it does); Untracked if either is; Banned if either is and the
+// two refuse; r's Err, else o's. It lets a
 // caller that decides with two limiters of its own answer as one.
 func (r Result) And(o Result) Result {
-	if o.Remaining < r.Remaining {
-		r.Remaining, r.Limit = o.Remaining, o.Limit
+	switch {
+	case o.Remaining < r.Remaining:
+		r.Remaining, r.Limit, r.RefillAfter = o.Remaining, o.Limit, o.RefillAfter
+	case o.Remaining == r.Remaining:
+		r.RefillAfter = max(r.RefillAfter, o.RefillAfter)
 	}
 	r.Allowed = r.Allowed && o.Allowed
 	r.RetryAfter = max(r.RetryAfter, o.RetryAfter)

@@ -284,9 +284,9 @@ type slidingDecision struct {
 	report bool
 	ok     bool
 	// now is the clock reading it was made at; t, the time it was made
-	// for, max(now, the newest entry); newest, the newest entry after it,
-	// if count > 0.
-	now, t, newest int64
+	// for, max(now, the newest entry); newest and oldest, the newest entry
+	// after it and the oldest in the window, if count > 0.
+	now, t, newest, oldest int64
 	// leave is when enough entries leave the window for the request to fit
 	// (when refused).
 	leave int64
@@ -363,6 +363,9 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 		st.mu.Unlock()
 		if !d.ok {
 			return c, refused
+		}
+		if d.count == 0 {
+			d.oldest = d.t
 		}
 		d.count += n
 		d.newest = d.t
@@ -450,6 +453,9 @@ func (r *slidingRules) judge(st *slidingState, pos uint64, now int64, n int, d *
 			}
 		}
 		d.count = size - lo
+		if lo < size {
+			d.oldest = entry(lo)
+		}
 	}
 }
 
@@ -458,6 +464,7 @@ func (r *slidingRules) result(d slidingDecision) Result {
 	res := Result{Allowed: d.ok, Limit: r.events, Remaining: r.events - d.count}
 	if d.count > 0 {
 		res.ResetAfter = time.Duration(d.newest + r.period - d.now)
+		res.RefillAfter = time.Duration(d.oldest + r.period - d.now)
 	}
 	if !d.ok {
 		res.RetryAfter = time.Duration(d.leave - d.now)

@@ -178,21 +178,21 @@ func TestSlidingWindowSetLimitKeepsTheTimes(t *testing.T) {
 
 	// Raised: the 4 entries stay, 2 more fit at once.
 	require.NoError(t, lim.SetLimit(keylimit.Per(6, 10*s)))
-	require.Equal(t, allowed(6, 2, 10*s), lim.Peek("k"))
+	require.Equal(t, refilled(allowed(6, 2, 10*s), 8*s), lim.Peek("k"), "the entry of 1 s leaves at 11 s")
 
 	// Lowered to 2: the newest 2 entries, at 3 s, decide: 1 fits at 13 s.
 	require.NoError(t, lim.SetLimit(keylimit.Per(2, 10*s)))
 	at(4 * s)
-	require.Equal(t, refused(2, 0, 9*s, 9*s), lim.Take("k", 1))
+	require.Equal(t, refilled(refused(2, 0, 9*s, 9*s), 9*s), lim.Take("k", 1))
 
 	// Raised back to 4: the 2 entries the small log had no room for come
 	// back at 3 s, later than they came (1 and 2 s): nothing fits before
 	// 13 s, where without them 1 would at 11 s, 2 at 12 s.
 	require.NoError(t, lim.SetLimit(keylimit.Per(4, 10*s)))
 	at(11 * s)
-	require.Equal(t, refused(4, 0, 2*s, 2*s), lim.Take("k", 1))
+	require.Equal(t, refilled(refused(4, 0, 2*s, 2*s), 2*s), lim.Take("k", 1))
 	at(13 * s)
-	require.Equal(t, allowed(4, 0, 10*s), lim.Take("k", 4))
+	require.Equal(t, refilled(allowed(4, 0, 10*s), 10*s), lim.Take("k", 4))
 
 }
 
@@ -206,12 +206,12 @@ func TestSlidingWindowSetLimitNewPeriod(t *testing.T) {
 	mock.Set(t0.Add(7 * s))
 	require.True(t, lim.AllowN("q", 4))
 	mock.Set(t0.Add(9 * s))
-	require.Equal(t, refused(4, 0, 4*s, 4*s), lim.Peek("k"), "4 in the window (−1 s, 9 s]")
+	require.Equal(t, refilled(refused(4, 0, 4*s, 4*s), 4*s), lim.Peek("k"), "4 in the window (−1 s, 9 s]")
 	require.NoError(t, lim.SetLimit(keylimit.Per(4, 5*s)))
 	require.Equal(t, allowed(4, 4, 0), lim.Peek("k"), "none in the window (4 s, 9 s]")
-	require.Equal(t, refused(4, 0, 3*s, 3*s), lim.Peek("q"), "q's 4 at 7 s are in it")
+	require.Equal(t, refilled(refused(4, 0, 3*s, 3*s), 3*s), lim.Peek("q"), "q's 4 at 7 s are in it")
 	require.NoError(t, lim.SetLimit(keylimit.Per(4, 10*s)))
-	require.Equal(t, refused(4, 0, 8*s, 8*s), lim.Peek("q"), "q kept its times")
+	require.Equal(t, refilled(refused(4, 0, 8*s, 8*s), 8*s), lim.Peek("q"), "q kept its times")
 	require.Equal(t, allowed(4, 4, 0), lim.Peek("k"),
 		"k was idle under its last limit, which the evictor could have forgotten: it starts afresh")
 }

@@ -297,7 +297,7 @@ func TestReserveN(t *testing.T) {
 	r2 := b.ReserveN("k", 2, time.Second)
 	require.True(t, r2.OK())
 	require.Equal(t, 200*ms, r2.Delay())
-	require.Equal(t, keylimit.Result{Allowed: true, Limit: 10, ResetAfter: 1200 * ms}, r2.Result())
+	require.Equal(t, keylimit.Result{Allowed: true, Limit: 10, ResetAfter: 1200 * ms, RefillAfter: 300 * ms}, r2.Result())
 	r3 := b.ReserveN("k", 1, 250*ms)
 	require.False(t, r3.OK(), "300 ms is beyond the 250 ms allowed")
 	require.Equal(t, keylimit.InfDuration, r3.Delay())

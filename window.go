@@ -277,6 +277,10 @@ func (r *windowRules) result(ok bool, d *windowDecision) Result {
 	if !ok {
 		res.RetryAfter = time.Duration(r.fitsAt(v, d.n) - d.now)
 	}
+	if res.Remaining < int(r.events) {
+		// One more than Remaining fits from when the count drops by one.
+		res.RefillAfter = time.Duration(r.fitsAt(v, uint64(res.Remaining)+1) - d.now)
+	}
 	return res
 }
 

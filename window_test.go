@@ -35,9 +35,9 @@ func TestBoundaryFixedVersusSliding(t *testing.T) {
 	}
 	mock.Set(boundary.Add(100 * ms))
 	for i := range 10 {
-		require.Equal(t, allowed(10, 9-i, time.Minute-100*ms), fixed.Take("k", 1), "fixed, request %d after the boundary", i+1)
-		require.Equal(t, refused(10, 0, 59800*ms, 59800*ms), sliding.Take("k", 1), "sliding, request %d after the boundary", i+1)
-		require.Equal(t, refused(10, 0, 5900*ms, 59900*ms), counter.Take("k", 1), "counter, request %d after the boundary", i+1)
+		require.Equal(t, refilled(allowed(10, 9-i, time.Minute-100*ms), time.Minute-100*ms), fixed.Take("k", 1), "fixed, request %d after the boundary", i+1)
+		require.Equal(t, refilled(refused(10, 0, 59800*ms, 59800*ms), 59800*ms), sliding.Take("k", 1), "sliding, request %d after the boundary", i+1)
+		require.Equal(t, refilled(refused(10, 0, 5900*ms, 59900*ms), 5900*ms), counter.Take("k", 1), "counter, request %d after the boundary", i+1)
 	}
 }
 
@@ -56,7 +56,7 @@ func TestFixedWindowAlignsToTheEpoch(t *testing.T) {
 		// before the epoch.
 		boundary := created.Truncate(time.Minute).Add(time.Minute)
 		left := boundary.Sub(created)
-		require.Equal(t, allowed(1, 0, left), lim.Take("k", 1), "created at %v", created)
+		require.Equal(t, refilled(allowed(1, 0, left), left), lim.Take("k", 1), "created at %v", created)
 		mock.Set(boundary.Add(-1))
 		require.False(t, lim.Allow("k"), "1 ns before the boundary, created at %v", created)
 		mock.Set(boundary)

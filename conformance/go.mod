@@ -10,6 +10,7 @@ replace (
 require (
 	github.com/benbjohnson/clock v1.3.5
 	github.com/dunglas/httpsfv v1.1.2
+	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/keylimit/keylimit v0.1.0
 	github.com/keylimit/keylimit/grpclimit v0.1.0
 	github.com/stretchr/testify v1.12.1
@@ -17,6 +18,7 @@ require (
 )
 
 require (
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/puzpuzpuz/xsync/v3 v3.5.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.60.0 // indirect

@@ -28,7 +28,9 @@ import (
 // the context ends. A call that ends with
 // ResourceExhausted or Unavailable and a retry delay, a google.rpc.RetryInfo
 // detail or grpc-retry-pushback-ms trailer metadata, pauses its key for
-// every call through the Client until then, for at most MaxPause.
+// every call through the Client until then, for at most MaxPause. With
+// FollowRateLimit, so does a unary call admitted with a ratelimit header in
+// which a policy has r=0, for its t seconds.
 //
 // It is safe for concurrent use and must not be copied after first use. The
 // zero Client keys calls by target, has no limit of its own, and obeys the
@@ -68,6 +70,16 @@ type Client struct {
 	// Limiter (keylimit.WithClock). nil means the system clock.
 	Clock clock.Clock
 
+	// FollowRateLimit makes a unary call admitted with ratelimit header
+	// metadata in which a policy has nothing left (r=0) pause its key for
+	// the largest such t: the seconds until that policy has more quota,
+	// which is when the server admits the next call (the draft's reset
+	// parameter; grpclimit's Server sends Result.RefillAfter), at most
+	// MaxPause. A malformed value is ignored whole. It is for a Client
+	// without a Limiter of its own: t is in whole seconds, rounded up, and
+	// would slow a Limiter pacing several calls a second.
+	FollowRateLimit bool
+
 	mu sync.RWMutex
 	// paused maps a key to the end of the server's pause on it. Protected
 	// by mu. A pause only ever grows later; an entry that has ended is
@@ -105,11 +117,12 @@ func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
 			return err
 		}
 		defer slot.Release()
-		var trailer metadata.MD
+		var header, trailer metadata.MD
 		// A new slice: appending to opts could write into the caller's.
-		all := append(append(make([]grpc.CallOption, 0, len(opts)+1), opts...), grpc.Trailer(&trailer))
+		all := append(append(make([]grpc.CallOption, 0, len(opts)+2), opts...), grpc.Header(&header), grpc.Trailer(&trailer))
 		err = invoker(ctx, method, req, reply, cc, all...)
 		c.observe(key, err, trailer)
+		c.observeAdmitted(key, err, header)
 		return err
 	}
 }

@@ -68,8 +68,8 @@ func Example() {
 	}
 	// Output:
 	// 1 OK header ["minute";r=1;t=30], trailer [], retry in 0s
-	// 2 OK header ["minute";r=0;t=60], trailer [], retry in 0s
-	// 3 ResourceExhausted header [], trailer ["minute";r=0;t=60], retry in 30s
+	// 2 OK header ["minute";r=0;t=30], trailer [], retry in 0s
+	// 3 ResourceExhausted header [], trailer ["minute";r=0;t=30], retry in 30s
 }
 
 // A client that stays under a server's limit of 2 calls a second. Each call

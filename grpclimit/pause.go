@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -184,3 +185,45 @@ func pushbackDelay(vals []string) (time.Duration, bool) {
 	}
 	return time.Duration(ms) * time.Millisecond, true
 }
+
+// observeAdmitted reads, with FollowRateLimit, the ratelimit header
+// metadata of a unary call that succeeded, and pauses key until the
+// largest t of its policies with r=0, at most MaxPause. A malformed value
+// is ignored whole, as quota.ReadRateLimit reads it; so are values longer
+// than maxRateLimitMD, whose work is not spent.
+func (c *Client) observeAdmitted(key string, err error, header metadata.MD) {
+	vals := header[rateLimitKey]
+	if err != nil || !c.FollowRateLimit || len(vals) == 0 {
+		return
+	}
+	size := 0
+	for _, v := range vals {
+		size += len(v) + 1
+	}
+	if size > maxRateLimitMD+1 {
+		return
+	}
+	// Several values are one List, as several HTTP field lines are.
+	secs, _ := quota.ReadRateLimit(strings.Join(vals, ","))
+	if secs <= 0 {
+		return
+	}
+	maxPause := c.MaxPause
+	if maxPause <= 0 {
+		maxPause = DefaultMaxPause
+	}
+	d := maxPause
+	if secs < int64(maxPause/time.Second) {
+		d = time.Duration(secs) * time.Second
+	}
+	now := c.clock().Now()
+	c.pause(key, now.Add(d), now)
+}
+
+// rateLimitKey is the metadata key of the RateLimit field; maxRateLimitMD
+// the most bytes of its values the Client reads (a real one is a few dozen
+// bytes a policy), so that the work an answer makes is bounded.
+const (
+	rateLimitKey   = "ratelimit"
+	maxRateLimitMD = 8 << 10
+)

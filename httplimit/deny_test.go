@@ -201,7 +201,7 @@ func TestCustomDeny(t *testing.T) {
 	defer mu.Unlock()
 	require.Len(t, denied, 1)
 	require.Equal(t, httplimit.Decision{Key: "carol", Policy: "second", Cost: 1, Result: keylimit.Result{
-		Limit: 2, RetryAfter: 500 * time.Millisecond, ResetAfter: time.Second,
+		Limit: 2, RetryAfter: 500 * time.Millisecond, ResetAfter: time.Second, RefillAfter: 500 * time.Millisecond,
 	}}, denied[0])
 	require.Equal(t, "1", header[0].Get("Retry-After"), "set before Deny runs")
 	require.Equal(t, "no-store", header[0].Get("Cache-Control"), "set before Deny runs")

@@ -76,8 +76,15 @@
 //     for a limit per period of the calendar the length of the key's current
 //     period, a month's or a 25-hour day's (see Policy.Window).
 //   - r is what remains of the quota after this request (Result.Remaining).
-//   - t is the number of seconds until the quota is whole again
-//     (Result.ResetAfter).
+//   - t is the number of seconds until more quota is available
+//     (Result.RefillAfter), the draft's reset parameter as -10 words it
+//     ("until additional quota is made available"; -11 calls it the
+//     effective window): for a token bucket, until its next token; a
+//     sliding window, until its oldest admission leaves; a sliding
+//     counter, until its count drops by one; a fixed window, until it
+//     ends; 0 when the quota is whole. It is never more than w, and a
+//     refusal's Retry-After is never earlier than the t of a policy the
+//     request exceeds.
 //
 // Every number is an Integer: w and t are rounded up to whole seconds, and
 // none is ever negative. A name is quoted, with '"' and '\' escaped. The

@@ -57,13 +57,13 @@ func ExampleNew() {
 	//   RateLimit: "minute";r=2;t=20
 	// 200 OK
 	//   RateLimit-Policy: "minute";q=3;w=60
-	//   RateLimit: "minute";r=1;t=40
+	//   RateLimit: "minute";r=1;t=20
 	// 200 OK
 	//   RateLimit-Policy: "minute";q=3;w=60
-	//   RateLimit: "minute";r=0;t=60
+	//   RateLimit: "minute";r=0;t=20
 	// 429 Too Many Requests
 	//   RateLimit-Policy: "minute";q=3;w=60
-	//   RateLimit: "minute";r=0;t=60
+	//   RateLimit: "minute";r=0;t=20
 	//   Retry-After: 20
 	//   Content-Type: application/problem+json
 	//   {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["minute"],"retry_after_seconds":20,"policy":"minute","limit":3,"remaining":0}
@@ -131,13 +131,13 @@ func ExampleConfig() {
 		fmt.Println(strings.TrimSpace(fmt.Sprint(path, " ", resp.StatusCode, " ", resp.Header.Get("RateLimit"))))
 	}
 	// Output:
-	// /search 200 "minute";r=5;t=30
+	// /search 200 "minute";r=5;t=6
 	// /healthz 200
-	// /search 200 "minute";r=0;t=60
+	// /search 200 "minute";r=0;t=6
 	//   would refuse ann /item (cost 1, 0 left)
-	// /item 200 "minute";r=0;t=60
+	// /item 200 "minute";r=0;t=6
 	//   would refuse ann /search (cost 5, 0 left)
-	// /search 200 "minute";r=0;t=60
+	// /search 200 "minute";r=0;t=6
 }
 
 // Two named policies on one key, 4 a second and 6 a minute: a request
@@ -165,20 +165,21 @@ func ExamplePolicy() {
 	fmt.Println(call(h, "/", "X-User", "u").Header.Get("RateLimit-Policy"))
 	// Output:
 	// 200 "second";r=3;t=1, "minute";r=5;t=10
-	// 200 "second";r=2;t=1, "minute";r=4;t=20
-	// 200 "second";r=1;t=1, "minute";r=3;t=30
-	// 200 "second";r=0;t=1, "minute";r=2;t=40
-	// 429 "second";r=0;t=1, "minute";r=2;t=40
+	// 200 "second";r=2;t=1, "minute";r=4;t=10
+	// 200 "second";r=1;t=1, "minute";r=3;t=10
+	// 200 "second";r=0;t=1, "minute";r=2;t=10
+	// 429 "second";r=0;t=1, "minute";r=2;t=10
 	// a second later:
-	// 200 "second";r=3;t=1, "minute";r=1;t=49
-	// 200 "second";r=2;t=1, "minute";r=0;t=59
-	// 429 "second";r=2;t=1, "minute";r=0;t=59
+	// 200 "second";r=3;t=1, "minute";r=1;t=9
+	// 200 "second";r=2;t=1, "minute";r=0;t=9
+	// 429 "second";r=2;t=1, "minute";r=0;t=9
 	// "second";q=4;w=1, "minute";q=6;w=60
 }
 
 // Window limiters count for policies too: 2 a second in a FixedWindow
 // and 4 a minute in a SlidingWindow. w is each one's Period, and t the time
-// until its quota is whole again.
+// until it has more quota: the fixed window's end, the sliding window's
+// oldest admission leaving it.
 func ExamplePolicy_windows() {
 	mock := clock.NewMock() // at the Unix epoch, where windows start
 	second, _ := keylimit.NewFixedWindow[string](keylimit.PerSecond(2), keylimit.WithClock(mock))
@@ -209,9 +210,9 @@ func ExamplePolicy_windows() {
 	// 200 "second";r=0;t=1, "minute";r=2;t=60
 	// 429 "second";r=0;t=1, "minute";r=2;t=60; Retry-After: 1
 	// a second later:
-	// 200 "second";r=1;t=1, "minute";r=1;t=60
-	// 200 "second";r=0;t=1, "minute";r=0;t=60
-	// 429 "second";r=0;t=1, "minute";r=0;t=60; Retry-After: 59
+	// 200 "second";r=1;t=1, "minute";r=1;t=59
+	// 200 "second";r=0;t=1, "minute";r=0;t=59
+	// 429 "second";r=0;t=1, "minute";r=0;t=59; Retry-After: 59
 	// "second";q=2;w=1, "minute";q=4;w=60
 }
 

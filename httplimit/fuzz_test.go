@@ -517,6 +517,7 @@ func FuzzFields(f *testing.F) {
 		lim.set(keylimit.Result{
 			Allowed: allowed, Limit: int(limit), Remaining: int(remaining),
 			RetryAfter: time.Duration(retry), ResetAfter: time.Duration(reset),
+			RefillAfter: time.Duration(reset / 3), // at most ResetAfter, as a limiter's is
 		}, keylimit.Limit{Events: events, Period: time.Duration(period), Burst: burst})
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
@@ -543,8 +544,9 @@ func FuzzFields(f *testing.F) {
 		r := max(reset, 0)
 		wantReset := now.Now().Unix() + r/1e9 + (int64(now.Now().Nanosecond())+r%1e9+1e9-1)/1e9
 		require.Equal(t, []int64{got[0].q, got[0].r, wantReset}, legacy, "the legacy fields say what RateLimit says")
-		require.GreaterOrEqual(t, legacy[2]-now.Now().Unix(), got[0].t)
-		require.LessOrEqual(t, legacy[2]-now.Now().Unix(), got[0].t+1)
+		// t, RefillAfter at most w, is not after the quota is whole.
+		require.LessOrEqual(t, got[0].t, legacy[2]-now.Now().Unix())
+		require.LessOrEqual(t, got[0].t, got[0].w)
 		// A refusal that can never pass (a quota below the cost of 1, or
 		// RetryAfter InfDuration) has no Retry-After.
 		if allowed || time.Duration(retry) == keylimit.InfDuration || limit < 1 {
@@ -552,6 +554,9 @@ func FuzzFields(f *testing.F) {
 		} else {
 			n := retryAfter(t, w.Header()) // a whole positive number
 			require.LessOrEqual(t, n, 999_999_999_999_999)
+			if remaining < 1 { // a policy the request exceeds: not before its t
+				require.GreaterOrEqual(t, int64(n), got[0].t)
+			}
 		}
 	})
 }

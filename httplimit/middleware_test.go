@@ -35,21 +35,21 @@ func TestThreeUsers(t *testing.T) {
 	users := []string{"alice", "bob", "charlie"}
 
 	// fire sends 8 requests as user and checks each answer: the first
-	// `pass` are admitted, their RateLimit r counting down from r0 and t
-	// counting up from t0; the rest are refused.
-	fire := func(user string, pass, r0, t0 int64) {
+	// `pass` are admitted, their RateLimit r counting down from r0, and t
+	// always 1, the next token's; the rest are refused.
+	fire := func(user string, pass, r0 int64) {
 		t.Helper()
 		for i := range int64(8) {
 			got := get(t, srv.URL+"/", "X-User", user)
 			f := policyFields(t, got.header)
 			require.Len(t, f, 1)
-			require.Equal(t, fields{"burst", 5, 5, max(r0-i, 0), min(t0+i, 5)}, f[0], "%s request %d", user, i+1)
+			require.Equal(t, fields{"burst", 5, 5, max(r0-i, 0), 1}, f[0], "%s request %d", user, i+1)
 			// The fields say what the limiter's Result said.
 			d := seen.last()
 			require.Equal(t, user, d.Key)
 			require.Equal(t, int64(d.Result.Limit), f[0].q)
 			require.Equal(t, int64(d.Result.Remaining), f[0].r)
-			require.Equal(t, int64(math.Ceil(d.Result.ResetAfter.Seconds())), f[0].t)
+			require.Equal(t, int64(math.Ceil(d.Result.RefillAfter.Seconds())), f[0].t)
 			if !d.Result.Allowed {
 				require.Equal(t, int(math.Ceil(d.Result.RetryAfter.Seconds())), retryAfter(t, got.header))
 			}
@@ -67,11 +67,11 @@ func TestThreeUsers(t *testing.T) {
 		}
 	}
 	for _, u := range users {
-		fire(u, 5, 4, 1)
+		fire(u, 5, 4)
 	}
 	mock.Add(3 * time.Second)
 	for _, u := range users {
-		fire(u, 3, 2, 3)
+		fire(u, 3, 2)
 	}
 	require.Equal(t, 3*(5+3), h.count(), "handler calls")
 
@@ -107,18 +107,19 @@ func TestMinuteAndHour(t *testing.T) {
 		OnDecision: seen.record,
 	})(&ok{}))
 	runSteps(t, mock, srv.URL, []string{"X-Api-Key", "k1"}, []step{
+		// t is until each one's next token (issue 23).
 		{status: 200, fields: []fields{{"minute", 3, 60, 2, 20}, {"hour", 5, 3600, 4, 720}}},
-		{status: 200, fields: []fields{{"minute", 3, 60, 1, 40}, {"hour", 5, 3600, 3, 1440}}},
-		{status: 200, fields: []fields{{"minute", 3, 60, 0, 60}, {"hour", 5, 3600, 2, 2160}}},
+		{status: 200, fields: []fields{{"minute", 3, 60, 1, 20}, {"hour", 5, 3600, 3, 720}}},
+		{status: 200, fields: []fields{{"minute", 3, 60, 0, 20}, {"hour", 5, 3600, 2, 720}}},
 		// The minute's next token is 20 s away; the refusal took nothing
 		// from the hour.
-		{status: 429, retryAfter: 20, fields: []fields{{"minute", 3, 60, 0, 60}, {"hour", 5, 3600, 2, 2160}},
+		{status: 429, retryAfter: 20, fields: []fields{{"minute", 3, 60, 0, 20}, {"hour", 5, 3600, 2, 720}},
 			body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["minute"],"retry_after_seconds":20,"policy":"minute","limit":3,"remaining":0}`},
-		{advance: time.Minute, status: 200, fields: []fields{{"minute", 3, 60, 2, 20}, {"hour", 5, 3600, 1, 2820}}},
-		{status: 200, fields: []fields{{"minute", 3, 60, 1, 40}, {"hour", 5, 3600, 0, 3540}}},
+		{advance: time.Minute, status: 200, fields: []fields{{"minute", 3, 60, 2, 20}, {"hour", 5, 3600, 1, 660}}},
+		{status: 200, fields: []fields{{"minute", 3, 60, 1, 20}, {"hour", 5, 3600, 0, 660}}},
 		// The hour's 5 tokens are gone at 0:01; the first comes back at
 		// 0:12. The refusal took nothing from the minute.
-		{status: 429, retryAfter: 11 * 60, fields: []fields{{"minute", 3, 60, 1, 40}, {"hour", 5, 3600, 0, 59 * 60}},
+		{status: 429, retryAfter: 11 * 60, fields: []fields{{"minute", 3, 60, 1, 20}, {"hour", 5, 3600, 0, 11 * 60}},
 			body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["hour"],"retry_after_seconds":660,"policy":"hour","limit":5,"remaining":0}`},
 	})
 	var refusedBy []string
@@ -131,8 +132,8 @@ func TestMinuteAndHour(t *testing.T) {
 }
 
 // The minute and the hour as windows: a FixedWindow of 3 a minute and a
-// SlidingWindow of 5 an hour. w is each one's Period, t the time until its
-// quota is whole (the fixed window's end; the sliding window's newest
+// SlidingWindow of 5 an hour. w is each one's Period, t the time until it
+// has more quota (the fixed window's end; the sliding window's oldest
 // admission leaving it), and a request refused by one takes nothing from
 // the other (both give back through Refund).
 func TestMinuteAndHourWindows(t *testing.T) {
@@ -153,10 +154,10 @@ func TestMinuteAndHourWindows(t *testing.T) {
 		// the window ends at 1:00
 		{status: 429, retryAfter: 50, fields: []fields{{"minute", 3, 60, 0, 50}, {"hour", 5, 3600, 2, 3600}}},
 		// 1:00, a new minute window:
-		{advance: 50 * time.Second, status: 200, fields: []fields{{"minute", 3, 60, 2, 60}, {"hour", 5, 3600, 1, 3600}}},
-		{status: 200, fields: []fields{{"minute", 3, 60, 1, 60}, {"hour", 5, 3600, 0, 3600}}},
+		{advance: 50 * time.Second, status: 200, fields: []fields{{"minute", 3, 60, 2, 60}, {"hour", 5, 3600, 1, 3550}}},
+		{status: 200, fields: []fields{{"minute", 3, 60, 1, 60}, {"hour", 5, 3600, 0, 3550}}},
 		// the first of the hour's 5 leaves its window at 1:00:10
-		{status: 429, retryAfter: 3550, fields: []fields{{"minute", 3, 60, 1, 60}, {"hour", 5, 3600, 0, 3600}}},
+		{status: 429, retryAfter: 3550, fields: []fields{{"minute", 3, 60, 1, 60}, {"hour", 5, 3600, 0, 3550}}},
 	})
 }
 
@@ -193,14 +194,14 @@ func TestLegacyFields(t *testing.T) {
 			runSteps(t, mock, srv.URL, []string{"X-User", "u"}, []step{
 				// A tie at 4: the first policy binds, whole in 200 ms, at 12:00:00.7.
 				{status: 200, fields: []fields{{"second", 5, 1, 4, 1}, {"minute", 5, 60, 4, 12}}, legacy: []string{"5", "4", reset(1, 1)}},
-				{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 3, 24}}, legacy: []string{"5", "3", reset(1, 1)}},
+				{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 3, 12}}, legacy: []string{"5", "3", reset(1, 1)}},
 				// A second later: the second has 4, the minute 2, whole in
 				// 35 s, at 12:00:36.5.
-				{advance: time.Second, status: 200, fields: []fields{{"second", 5, 1, 4, 1}, {"minute", 5, 60, 2, 35}}, legacy: []string{"5", "2", reset(35, 37)}},
-				{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 1, 47}}, legacy: []string{"5", "1", reset(47, 49)}},
-				{status: 200, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 59}}, legacy: []string{"5", "0", reset(59, 61)}},
+				{advance: time.Second, status: 200, fields: []fields{{"second", 5, 1, 4, 1}, {"minute", 5, 60, 2, 11}}, legacy: []string{"5", "2", reset(35, 37)}},
+				{status: 200, fields: []fields{{"second", 5, 1, 3, 1}, {"minute", 5, 60, 1, 11}}, legacy: []string{"5", "1", reset(47, 49)}},
+				{status: 200, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 11}}, legacy: []string{"5", "0", reset(59, 61)}},
 				// The minute's next token comes at 0:12.
-				{status: 429, retryAfter: 11, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 59}}, legacy: []string{"5", "0", reset(59, 61)},
+				{status: 429, retryAfter: 11, fields: []fields{{"second", 5, 1, 2, 1}, {"minute", 5, 60, 0, 11}}, legacy: []string{"5", "0", reset(59, 61)},
 					body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["minute"],"retry_after_seconds":11,"policy":"minute","limit":5,"remaining":0}`},
 			})
 		})
@@ -260,9 +261,9 @@ func TestFieldValuesAreTheResponses(t *testing.T) {
 	require.Equal(t, []http.Header{
 		{"Ratelimit": {`"minute";r=1;t=30`}, "Ratelimit-Policy": policy,
 			"X-Ratelimit-Limit": {"2"}, "X-Ratelimit-Remaining": {"1"}, "X-Ratelimit-Reset": {"30"}},
-		{"Ratelimit": {`"minute";r=0;t=60`}, "Ratelimit-Policy": policy,
+		{"Ratelimit": {`"minute";r=0;t=30`}, "Ratelimit-Policy": policy,
 			"X-Ratelimit-Limit": {"2"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"60"}},
-		{"Ratelimit": {`"minute";r=0;t=60`}, "Ratelimit-Policy": policy,
+		{"Ratelimit": {`"minute";r=0;t=30`}, "Ratelimit-Policy": policy,
 			"X-Ratelimit-Limit": {"2"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"60"},
 			"Retry-After": {"30"}, "Cache-Control": {"no-store"}},
 	}, seen)
@@ -344,15 +345,16 @@ func TestCost(t *testing.T) {
 	})
 	srv := serve(t, limit(&ok{}))
 	runSteps(t, mock, srv.URL, []string{"X-User", "alice"}, []step{
-		{path: "/expensive", status: 200, fields: []fields{{"minute", 12, 60, 7, 25}}},
-		{path: "/expensive", status: 200, fields: []fields{{"minute", 12, 60, 2, 50}}},
+		// t: the next token, one every 5 s.
+		{path: "/expensive", status: 200, fields: []fields{{"minute", 12, 60, 7, 5}}},
+		{path: "/expensive", status: 200, fields: []fields{{"minute", 12, 60, 2, 5}}},
 		// 2 left: not enough for 5, and none taken; 3 more come in 15 s.
-		{path: "/expensive", status: 429, retryAfter: 15, fields: []fields{{"minute", 12, 60, 2, 50}}},
-		{path: "/cheap", status: 200, fields: []fields{{"minute", 12, 60, 1, 55}}},
-		{path: "/cheap", status: 200, fields: []fields{{"minute", 12, 60, 0, 60}}},
-		{path: "/cheap", status: 429, retryAfter: 5, fields: []fields{{"minute", 12, 60, 0, 60}}},
+		{path: "/expensive", status: 429, retryAfter: 15, fields: []fields{{"minute", 12, 60, 2, 5}}},
+		{path: "/cheap", status: 200, fields: []fields{{"minute", 12, 60, 1, 5}}},
+		{path: "/cheap", status: 200, fields: []fields{{"minute", 12, 60, 0, 5}}},
+		{path: "/cheap", status: 429, retryAfter: 5, fields: []fields{{"minute", 12, 60, 0, 5}}},
 		// costs nothing, so passes even now
-		{path: "/free", status: 200, fields: []fields{{"minute", 12, 60, 0, 60}}},
+		{path: "/free", status: 200, fields: []fields{{"minute", 12, 60, 0, 5}}},
 		// A request that can never pass has no time to retry at, and
 		// takes nothing.
 		{advance: time.Minute, path: "/huge", status: 429, fields: []fields{{"minute", 12, 60, 12, 0}},
@@ -361,11 +363,11 @@ func TestCost(t *testing.T) {
 	// The cost is charged in the refused case's Retry-After too: 5 tokens
 	// of a 12/min bucket come back 5 × 5 s after the bucket is empty.
 	runSteps(t, mock, srv.URL, []string{"X-User", "bob"}, []step{
-		{path: "/expensive", status: 200, fields: []fields{{"minute", 12, 60, 7, 25}}},
-		{path: "/expensive", status: 200, fields: []fields{{"minute", 12, 60, 2, 50}}},
-		{path: "/cheap", status: 200, fields: []fields{{"minute", 12, 60, 1, 55}}},
-		{path: "/cheap", status: 200, fields: []fields{{"minute", 12, 60, 0, 60}}},
-		{path: "/expensive", status: 429, retryAfter: 25, fields: []fields{{"minute", 12, 60, 0, 60}}},
+		{path: "/expensive", status: 200, fields: []fields{{"minute", 12, 60, 7, 5}}},
+		{path: "/expensive", status: 200, fields: []fields{{"minute", 12, 60, 2, 5}}},
+		{path: "/cheap", status: 200, fields: []fields{{"minute", 12, 60, 1, 5}}},
+		{path: "/cheap", status: 200, fields: []fields{{"minute", 12, 60, 0, 5}}},
+		{path: "/expensive", status: 429, retryAfter: 25, fields: []fields{{"minute", 12, 60, 0, 5}}},
 	})
 }
 
@@ -390,15 +392,15 @@ func TestCostAcrossPolicies(t *testing.T) {
 		},
 	})(&ok{}))
 	runSteps(t, mock, srv.URL, []string{"X-User", "u"}, []step{
-		{header: []string{"X-Cost", "6"}, status: 200, fields: []fields{{"ten", 10, 60, 4, 36}, {"seven", 7, 60, 1, 52}}},
-		// ten lacks one token, 6 s away
-		{header: []string{"X-Cost", "5"}, status: 429, retryAfter: 6, fields: []fields{{"ten", 10, 60, 4, 36}, {"seven", 7, 60, 1, 52}},
-			body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["ten","seven"],"retry_after_seconds":6,"policy":"ten","limit":10,"remaining":4}`},
-		// seven's t: 7 intervals of 60/7 s, each rounded up to the ns, are
-		// a little over 60 s.
-		{advance: time.Hour, header: []string{"X-Cost", "7"}, status: 200, fields: []fields{{"ten", 10, 60, 3, 42}, {"seven", 7, 60, 0, 61}}},
+		// t: each one's next token, 6 s and 60/7 s away.
+		{header: []string{"X-Cost", "6"}, status: 200, fields: []fields{{"ten", 10, 60, 4, 6}, {"seven", 7, 60, 1, 9}}},
+		// ten lacks one token, 6 s away, and seven 4: Retry-After is not
+		// before seven's next token either (its t).
+		{header: []string{"X-Cost", "5"}, status: 429, retryAfter: 9, fields: []fields{{"ten", 10, 60, 4, 6}, {"seven", 7, 60, 1, 9}},
+			body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limit exceeded","violated-policies":["ten","seven"],"retry_after_seconds":9,"policy":"ten","limit":10,"remaining":4}`},
+		{advance: time.Hour, header: []string{"X-Cost", "7"}, status: 200, fields: []fields{{"ten", 10, 60, 3, 6}, {"seven", 7, 60, 0, 9}}},
 		// ten refuses for now; seven never can
-		{header: []string{"X-Cost", "8"}, status: 429, fields: []fields{{"ten", 10, 60, 3, 42}, {"seven", 7, 60, 0, 61}},
+		{header: []string{"X-Cost", "8"}, status: 429, fields: []fields{{"ten", 10, 60, 3, 6}, {"seven", 7, 60, 0, 9}},
 			body: `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"the request costs 8, more than policy \"seven\" admits at once (7): it can never pass","violated-policies":["ten","seven"],"policy":"seven","limit":7,"remaining":0}`},
 	})
 }

@@ -24,17 +24,21 @@ func TestFieldsFromAnyLimiter(t *testing.T) {
 		q, w, r, t int64
 		retryAfter string // "" when admitted
 	}{
-		{"a window: w is its Period", keylimit.Result{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 1500 * time.Millisecond},
+		{"a window: w is its Period", keylimit.Result{Allowed: true, Limit: 100, Remaining: 99, RefillAfter: 1500 * time.Millisecond, ResetAfter: 1500 * time.Millisecond},
 			keylimit.Per(100, time.Hour), 100, 3600, 99, 2, ""},
-		{"a changed limit changes RateLimit-Policy", keylimit.Result{Allowed: true, Limit: 7, Remaining: 6, ResetAfter: time.Second},
+		{"a changed limit changes RateLimit-Policy", keylimit.Result{Allowed: true, Limit: 7, Remaining: 6, RefillAfter: time.Second, ResetAfter: time.Second},
 			keylimit.Per(7, 90*time.Second), 7, 90, 6, 1, ""},
-		{"negatives are 0", keylimit.Result{Allowed: true, Limit: 7, Remaining: -3, ResetAfter: -time.Second},
+		{"negatives are 0", keylimit.Result{Allowed: true, Limit: 7, Remaining: -3, RefillAfter: -time.Second, ResetAfter: -time.Second},
 			keylimit.Per(7, 1500*time.Millisecond), 7, 2, 0, 0, ""},
-		{"refused with RetryAfter 0: Retry-After 1, never 0", keylimit.Result{Limit: 7, ResetAfter: time.Millisecond},
+		{"refused with RetryAfter 0: Retry-After 1, never 0", keylimit.Result{Limit: 7, RefillAfter: time.Millisecond, ResetAfter: time.Millisecond},
 			keylimit.Per(7, time.Minute), 7, 60, 0, 1, "1"},
-		{"Retry-After rounds up", keylimit.Result{Limit: 7, RetryAfter: 1200 * time.Millisecond, ResetAfter: 3 * time.Second},
-			keylimit.Per(7, time.Minute), 7, 60, 0, 3, "2"},
-		{"an Integer has at most 15 digits", keylimit.Result{Allowed: true, Limit: 1 << 62, Remaining: 1 << 61, ResetAfter: 1 << 62},
+		{"Retry-After rounds up", keylimit.Result{Limit: 7, RetryAfter: 1200 * time.Millisecond, RefillAfter: 1200 * time.Millisecond, ResetAfter: 3 * time.Second},
+			keylimit.Per(7, time.Minute), 7, 60, 0, 2, "2"},
+		{"t is at most w", keylimit.Result{Allowed: true, Limit: 7, RefillAfter: 2 * time.Minute, ResetAfter: 3 * time.Minute},
+			keylimit.Per(7, time.Minute), 7, 60, 0, 60, ""},
+		{"Retry-After is not before t", keylimit.Result{Limit: 7, RetryAfter: time.Second, RefillAfter: 5 * time.Second, ResetAfter: 9 * time.Second},
+			keylimit.Per(7, time.Minute), 7, 60, 0, 5, "5"},
+		{"an Integer has at most 15 digits", keylimit.Result{Allowed: true, Limit: 1 << 62, Remaining: 1 << 61, RefillAfter: 1 << 62, ResetAfter: 1 << 62},
 			keylimit.Per(1, 1<<62), 999_999_999_999_999, 4611686019, 999_999_999_999_999, 4611686019, ""},
 	} {
 		lim.set(c.result, c.limit)

@@ -129,6 +129,7 @@ var cases = []suiteCase[Harness]{
 	{"PartialRefund", false, partialRefund},
 	{"RefillAfterPeriod", false, refillAfterPeriod},
 	{"RetryAfterIsExact", true, retryAfterIsExact},
+	{"RefillAfterIsWhenMoreFits", true, refillAfterIsWhenMoreFits},
 	{"ClockSteppingBackCreatesNothing", true, clockStepsBack},
 	{"SetLimitKeepsWhatWasUsed", false, setLimitKeepsWhatWasUsed},
 }
@@ -515,6 +516,52 @@ func (s *slowRefuser) Reset(string) {}
 // refillAfterPeriod: once a whole Period has passed since the last
 // admission, the full quota is back, for a bucket and a window alike (two
 // Periods for an approximate limiter).
+// refillAfterIsWhenMoreFits checks Result.RefillAfter, the draft's t: 0 for
+// a whole quota; else 1 ns before it the key has no more quota than the
+// Result said, and at it, more. On a key drained in two steps (a refusal:
+// RefillAfter at most RetryAfter), and one with quota left.
+func refillAfterIsWhenMoreFits(t *testing.T, h Harness) {
+	l := keylimit.PerMinute(10)
+	lim := newLimiter(t, h, l)
+	expect(t, "RefillAfter of a new key", lim.Peek(key(t, "new")).RefillAfter, time.Duration(0))
+
+	drained := key(t, "drained")
+	lim.Take(drained, 3)
+	h.Advance(20 * time.Second)
+	// 7 fit a window now, and a bucket's 3 are back: take all there is.
+	for i := 0; lim.Allow(drained); i++ {
+		if i == 10 {
+			t.Fatalf("10 events admitted 20 s after 3, of %v", l)
+		}
+	}
+	r := lim.Take(drained, 1)
+	expect(t, "Take(1) when drained", r.Allowed, false)
+	if r.RefillAfter <= 0 || r.RefillAfter > r.RetryAfter {
+		t.Fatalf("refused with %v: RefillAfter is not in (0, RetryAfter]", r)
+	}
+	moreAfter(t, h, lim, drained, r)
+	expect(t, "Allow at RefillAfter", lim.Allow(drained), true)
+
+	left := key(t, "left")
+	r = lim.Take(left, 3)
+	if r.RefillAfter <= 0 || r.RefillAfter > h.resetPeriods()*l.Period {
+		t.Fatalf("admitted with %v: RefillAfter is not in (0, %v]", r, h.resetPeriods()*l.Period)
+	}
+	moreAfter(t, h, lim, left, r)
+}
+
+// moreAfter checks that key, whose Result was r just now, has r.Remaining
+// 1 ns before r.RefillAfter, and more at it; the clock is left there.
+func moreAfter(t *testing.T, h Harness, lim keylimit.Limiter[string], key string, r keylimit.Result) {
+	t.Helper()
+	h.Advance(r.RefillAfter - time.Nanosecond)
+	expect(t, fmt.Sprintf("Remaining 1 ns before RefillAfter %v", r.RefillAfter), lim.Peek(key).Remaining, r.Remaining)
+	h.Advance(time.Nanosecond)
+	if p := lim.Peek(key); p.Remaining <= r.Remaining {
+		t.Fatalf("at RefillAfter %v of %v: %v, no more", r.RefillAfter, r, p)
+	}
+}
+
 func refillAfterPeriod(t *testing.T, h Harness) {
 	l := keylimit.Per(5, time.Hour)
 	if h.Advance == nil {

@@ -19,10 +19,13 @@ type Decision struct {
 	// when admitted, the one with the least Remaining (the first of them).
 	Policy string
 	// Result is the binding policy's state after the decision: its Limit,
-	// Remaining and ResetAfter. Allowed, RetryAfter, Untracked and Banned
-	// (a keylimit.Penalty's ban refused it) are the decision's, over all
-	// the policies: RetryAfter is InfDuration if the request can never
-	// pass (its cost is above a policy's quota, or Err is set). Err is the limiter's Result.Err: the key's limit could not be
+	// Remaining, RefillAfter and ResetAfter. Allowed, RetryAfter,
+	// Untracked and Banned (a keylimit.Penalty's ban refused it) are the
+	// decision's, over all the policies: RetryAfter is InfDuration if the
+	// request can never pass (its cost is above a policy's quota, or Err is
+	// set), and otherwise never less than the RefillAfter of a policy that
+	// cannot afford the cost now, so that Retry-After never points earlier
+	// than that policy's t. Err is the limiter's Result.Err: the key's limit could not be
 	// applied; the request is answered as an error (Fail), or passes in a
 	// dry run. In a dry run, Allowed false marks a request that would have
 	// been refused.
@@ -125,7 +128,8 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 	// cost now, the first that never can (cost above its quota), and the
 	// first that cannot apply its limit to the key (Result.Err).
 	least, short, never, failed := -1, -1, -1, -1
-	var violated uint64 // bit i: policy i (of the first 64) cannot afford cost now
+	var violated uint64      // bit i: policy i (of the first 64) cannot afford cost now
+	var refill time.Duration // the longest RefillAfter of those that cannot
 	for i, p := range t.policies {
 		r := &each[i]
 		if i > 0 {
@@ -133,18 +137,18 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 		}
 		q := sfInt(int64(r.Limit))
 		field = strconv.AppendInt(append(field, p.remaining...), min(sfInt(int64(r.Remaining)), q), 10)
-		w, reset := p.windowSeconds(key), seconds(r.ResetAfter)
-		if r.Banned {
-			reset = min(reset, w) // t is never more than w; Retry-After runs to the ban's end
-		}
+		w := p.windowSeconds(key)
+		// t: until more quota is available (the draft's reset parameter),
+		// never beyond the window (a ban's Retry-After runs to its end).
 		if i != t.held { // a concurrency policy's t is unknown (see Concurrent)
-			field = appendParam(field, "t", reset)
+			field = appendParam(field, "t", min(seconds(r.RefillAfter), w))
 		}
 		qw = append(qw, q, w)
 		if least < 0 || r.Remaining < each[least].Remaining {
 			least = i
 		}
 		if r.Remaining < cost {
+			refill = max(refill, r.RefillAfter)
 			if i < 64 {
 				violated |= 1 << i
 			}
@@ -175,6 +179,9 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 		res.RetryAfter = keylimit.InfDuration
 	case short >= 0:
 		bind = short
+		// The request needs more of each policy it cannot afford: it
+		// passes no earlier than each has more (Retry-After >= t).
+		res.RetryAfter = max(res.RetryAfter, refill)
 	}
 	// The Verdict is built in place, field by field: it is 25 words.
 	dec := &v.Decision

@@ -29,10 +29,12 @@ func TestDecideAllOrNothing(t *testing.T) {
 		want    decided
 	}{
 		{0, decided{quota.Proceed, "second", `"second";r=1;t=1, "minute";r=2;t=20`, policy, ""}},
-		{0, decided{quota.Proceed, "second", `"second";r=0;t=1, "minute";r=1;t=40`, policy, ""}},
-		{0, decided{quota.Refuse, "second", `"second";r=0;t=1, "minute";r=1;t=40`, policy, "1"}},
-		{1, decided{quota.Proceed, "minute", `"second";r=1;t=1, "minute";r=0;t=59`, policy, ""}},
-		{0, decided{quota.Refuse, "minute", `"second";r=1;t=1, "minute";r=0;t=59`, policy, "19"}},
+		// t is until the next token (issue 23): minute's is 20 s away
+		// whatever it holds, until the clock moves.
+		{0, decided{quota.Proceed, "second", `"second";r=0;t=1, "minute";r=1;t=20`, policy, ""}},
+		{0, decided{quota.Refuse, "second", `"second";r=0;t=1, "minute";r=1;t=20`, policy, "1"}},
+		{1, decided{quota.Proceed, "minute", `"second";r=1;t=1, "minute";r=0;t=19`, policy, ""}},
+		{0, decided{quota.Refuse, "minute", `"second";r=1;t=1, "minute";r=0;t=19`, policy, "19"}},
 	} {
 		mock.Add(time.Duration(step.advance) * s)
 		got, _ := decide(t, d, "k", "", 1)

@@ -45,8 +45,11 @@
 //
 // q is the policy's quota (Result.Limit), w the seconds it applies to (see
 // Policy.Window), r what remains after this request, t the seconds until
-// the quota is whole again; every number is a non-negative Integer, times
-// rounded up. Decision.RetryAfterSeconds and Decision.Legacy give the
+// more quota is available (Result.RefillAfter, -10's reset parameter: a
+// bucket's next token, a sliding window's oldest admission leaving, a fixed
+// window's end; 0 when the quota is whole), never more than w; every number
+// is a non-negative Integer, times rounded up. A refusal's Retry-After is
+// never earlier than the t of a policy the request exceeds. Decision.RetryAfterSeconds and Decision.Legacy give the
 // values of Retry-After and of the X-RateLimit fields. ReadRateLimit is the
 // other side: what a client reads of a RateLimit field, strictly, as the
 // draft asks: a field that is not a valid List is ignored whole.

@@ -47,9 +47,9 @@ func Example() {
 	// RateLimit-Policy: "minute";q=2;w=60, "hour";q=100;w=3600
 	// RateLimit: "minute";r=1;t=30, "hour";r=99;t=36
 	//   handler runs
-	// RateLimit: "minute";r=0;t=60, "hour";r=98;t=72
+	// RateLimit: "minute";r=0;t=30, "hour";r=98;t=36
 	//   handler runs
-	// RateLimit: "minute";r=0;t=60, "hour";r=98;t=72
+	// RateLimit: "minute";r=0;t=30, "hour";r=98;t=36
 	//   refused by "minute", Retry-After: 30
 }
 

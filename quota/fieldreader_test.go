@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -104,8 +105,9 @@ func FuzzReadRateLimit(f *testing.F) {
 	f.Add(uint32(1), uint32(2), uint32(0), uint32(4), `("a" ("b"));r=0;t=14, x;r=0;t=999999999999999`)
 	f.Fuzz(func(t *testing.T, r1, t1, r2, t2 uint32, rest string) {
 		field := func(name string, r, secs uint32) string {
-			lim := &scripted{result: keylimit.Result{Allowed: true, Limit: int(r), Remaining: int(r), ResetAfter: time.Duration(secs) * time.Second}}
-			d, err := quota.New(quota.Config{Policies: []quota.Policy{{Name: name, Limiter: lim}}})
+			lim := &scripted{result: keylimit.Result{Allowed: true, Limit: int(r), Remaining: int(r), RefillAfter: time.Duration(secs) * time.Second}}
+			// A window as long as any t, which is at most w.
+			d, err := quota.New(quota.Config{Policies: []quota.Policy{{Name: name, Limiter: lim, Window: math.MaxUint32 * time.Second}}})
 			require.NoError(t, err)
 			v, err := d.Decide(context.Background(), "k", "", 0)
 			require.NoError(t, err)

@@ -94,10 +94,10 @@ func TestCalendarWindow(t *testing.T) {
 		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
 	require.NoError(t, err)
 	key := testKey(t, "values")
-	require.Equal(t, keylimit.Result{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: time.Minute}, rlim.Take(key, 2))
-	require.Equal(t, keylimit.Result{Limit: 3, Remaining: 1, RetryAfter: time.Minute, ResetAfter: time.Minute}, rlim.Take(key, 2))
+	require.Equal(t, keylimit.Result{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: time.Minute, RefillAfter: time.Minute}, rlim.Take(key, 2))
+	require.Equal(t, keylimit.Result{Limit: 3, Remaining: 1, RetryAfter: time.Minute, ResetAfter: time.Minute, RefillAfter: time.Minute}, rlim.Take(key, 2))
 	mock.Set(at(2025, 2, 1, 0, 0))
-	require.Equal(t, keylimit.Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 28 * 24 * time.Hour}, rlim.Take(key, 3))
+	require.Equal(t, keylimit.Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 28 * 24 * time.Hour, RefillAfter: 28 * 24 * time.Hour}, rlim.Take(key, 3))
 }
 
 // TestCalendarZoneChangeOnRedis: a key whose zone its SetKeyLimit function
@@ -197,7 +197,7 @@ func TestCalendarStaleWindow(t *testing.T) {
 	rlim.Peek("warm") // loads the script: the call below is one EVALSHA and its repeat
 	before := s.commandStats(t)
 	r := rlim.Take("k", 2)
-	require.Equal(t, keylimit.Result{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 90 * time.Minute}, r,
+	require.Equal(t, keylimit.Result{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 90 * time.Minute, RefillAfter: 90 * time.Minute}, r,
 		"the window of Redis's time, 03:00 EEST to 04:00 EET")
 	sent := s.sentSince(t, before)
 	require.Equal(t, int64(2), sent["evalsha"]+sent["eval"], "the call and its repeat: %v", sent)

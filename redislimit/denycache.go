@@ -150,7 +150,8 @@ func (d *denyCache) cached(key string, n int, k *keyLimit, now int64) (keylimit.
 
 // check answers a request of n events for key at local time now from a
 // remembered refusal, if one covers it. The Result is the refusal's, moved on
-// by the time that has passed: RetryAfter and ResetAfter shrink, Remaining is
+// by the time that has passed: RetryAfter, RefillAfter and ResetAfter shrink
+// (RefillAfter to no less than 1 ns while Remaining stays), Remaining is
 // as Redis reported it (a lower bound: capacity may have come back since).
 // For a request larger than the one refused, RetryAfter is a lower bound
 // too: more events may take longer to fit.
@@ -175,6 +176,9 @@ func (d *denyCache) checkEach(key string, n int, now int64, each []keylimit.Resu
 	r := e.res
 	r.RetryAfter = time.Duration(e.until - now)
 	r.ResetAfter = max(r.ResetAfter-passed, r.RetryAfter)
+	if r.RefillAfter > 0 { // at most RetryAfter, as it was when recorded
+		r.RefillAfter = min(max(r.RefillAfter-passed, time.Nanosecond), r.RetryAfter)
+	}
 	d.hits.stripe().hits.Add(1)
 	return r, true
 }
@@ -185,6 +189,9 @@ func movedOn(r keylimit.Result, passed time.Duration) keylimit.Result {
 		r.RetryAfter = max(r.RetryAfter-passed, time.Nanosecond)
 	}
 	r.ResetAfter = max(r.ResetAfter-passed, r.RetryAfter)
+	if r.RefillAfter > 0 {
+		r.RefillAfter = max(r.RefillAfter-passed, time.Nanosecond)
+	}
 	return r
 }
 

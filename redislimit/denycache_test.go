@@ -30,12 +30,13 @@ func TestDenyCacheSendsNothingWhileDenied(t *testing.T) {
 			refusal := lim.Take(key, 1) // Redis refuses: now remembered
 			require.False(t, refusal.Allowed, "Take after the quota: %+v", refusal)
 			require.Positive(t, refusal.RetryAfter, "Take after the quota: %+v", refusal)
+			require.Positive(t, refusal.RefillAfter, "Take after the quota: %+v", refusal)
 
 			before := s.commands(t)
 			const flood = 10_000
 			for i := range flood {
 				r := lim.Take(key, 1+i%5)
-				require.Equal(t, keylimit.Result{Limit: 5, RetryAfter: refusal.RetryAfter, ResetAfter: refusal.ResetAfter}, r,
+				require.Equal(t, keylimit.Result{Limit: 5, RetryAfter: refusal.RetryAfter, ResetAfter: refusal.ResetAfter, RefillAfter: refusal.RefillAfter}, r,
 					"flood call %d: the remembered refusal", i)
 			}
 			require.False(t, lim.Allow(key), "Allow on a denied key")

@@ -36,8 +36,8 @@ func FailOpen() FailurePolicy { return FailurePolicy{kind: failOpen} }
 
 // FailClosed refuses every request while Redis fails: protection first, and
 // nothing admitted across the fleet. The
-// Result is refused with Remaining 0, and RetryAfter and ResetAfter the
-// limit's interval (Period / Events). Redis is asked again once the failure
+// Result is refused with Remaining 0, and RetryAfter, RefillAfter and
+// ResetAfter the limit's interval (Period / Events). Redis is asked again once the failure
 // backoff has passed (WithFailureBackoff), which may be later.
 func FailClosed() FailurePolicy { return FailurePolicy{kind: failClosed} }
 

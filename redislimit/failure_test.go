@@ -31,12 +31,12 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	}{
 		{"TokenBucket", redislimit.FailOpen(), 20, keylimit.Result{Allowed: true, Limit: 10, Remaining: 9}},
 		// RetryAfter: the interval of 10 an hour.
-		{"TokenBucket", redislimit.FailClosed(), 0, keylimit.Result{Limit: 10, RetryAfter: 6 * time.Minute, ResetAfter: 6 * time.Minute}},
+		{"TokenBucket", redislimit.FailClosed(), 0, keylimit.Result{Limit: 10, RetryAfter: 6 * time.Minute, ResetAfter: 6 * time.Minute, RefillAfter: 6 * time.Minute}},
 		// Exactly half the quota of 10, in a limiter of the same type, on
 		// the mock clock at the Unix epoch.
-		{"TokenBucket", redislimit.FailLocal(2), 5, keylimit.Result{Limit: 5, RetryAfter: 12 * time.Minute, ResetAfter: time.Hour}},
-		{"FixedWindow", redislimit.FailLocal(2), 5, keylimit.Result{Limit: 5, RetryAfter: time.Hour, ResetAfter: time.Hour}},
-		{"SlidingWindow", redislimit.FailLocal(2), 5, keylimit.Result{Limit: 5, RetryAfter: time.Hour, ResetAfter: time.Hour}},
+		{"TokenBucket", redislimit.FailLocal(2), 5, keylimit.Result{Limit: 5, RetryAfter: 12 * time.Minute, ResetAfter: time.Hour, RefillAfter: 12 * time.Minute}},
+		{"FixedWindow", redislimit.FailLocal(2), 5, keylimit.Result{Limit: 5, RetryAfter: time.Hour, ResetAfter: time.Hour, RefillAfter: time.Hour}},
+		{"SlidingWindow", redislimit.FailLocal(2), 5, keylimit.Result{Limit: 5, RetryAfter: time.Hour, ResetAfter: time.Hour, RefillAfter: time.Hour}},
 	} {
 		t.Run(c.typ+"/"+c.policy.String(), func(t *testing.T) {
 			t.Parallel() // each on a server of its own

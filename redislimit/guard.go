@@ -175,7 +175,7 @@ func (g *guard) failed(ctx context.Context, op, key string, k *keyLimit, n int, 
 		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, keylimit.Admission{}, err
 	case failClosed:
 		rc := k.retryClosed
-		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc}, keylimit.Admission{}, err
+		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc, RefillAfter: rc}, keylimit.Admission{}, err
 	}
 	if n == 0 {
 		return g.fallback.Peek(key), keylimit.Admission{}, err

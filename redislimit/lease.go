@@ -94,6 +94,7 @@ type grant struct {
 	// clock says (see leases.monoEnds).
 	monoUntil int64
 	reset     time.Duration // the ResetAfter Redis reported
+	refill    time.Duration // and its RefillAfter
 	// granted is the events the fetch took: the lease's, and its own
 	// request's. A lease never holds more, nor gives more back to Redis.
 	granted int64
@@ -217,14 +218,15 @@ func (p *grant) take(n int, now int64, c *localClock) (int64, bool) {
 // left: Remaining counts only the lease's events, which this instance
 // surely has; others' and Redis's may be gone.
 func (p *grant) result(left, now int64) keylimit.Result {
+	passed := time.Duration(now - p.at)
 	return keylimit.Result{Allowed: true, Limit: p.k.quota, Remaining: int(left),
-		ResetAfter: max(p.reset-time.Duration(now-p.at), 0)}
+		ResetAfter: max(p.reset-passed, 0), RefillAfter: max(p.refill-passed, 0)}
 }
 
 // refusal is the Result of a call refused at local time now while w holds.
 func (w *leaseWait) refusal(now int64) keylimit.Result {
 	retry := time.Duration(w.until - now)
-	return keylimit.Result{Limit: w.k.quota, RetryAfter: retry,
+	return keylimit.Result{Limit: w.k.quota, RetryAfter: retry, RefillAfter: retry,
 		ResetAfter: max(w.res.ResetAfter-time.Duration(now-w.at), retry)}
 }
 
@@ -294,7 +296,7 @@ func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (key
 				// Other calls keep taking what each fetch brings: refused,
 				// as the lease is empty, for one event's refill.
 				e.mu.Unlock()
-				return keylimit.Result{Limit: k.quota, RetryAfter: k.retryClosed, ResetAfter: k.retryClosed}, keylimit.Admission{}, nil
+				return keylimit.Result{Limit: k.quota, RetryAfter: k.retryClosed, ResetAfter: k.retryClosed, RefillAfter: k.retryClosed}, keylimit.Admission{}, nil
 			}
 			e.waiting += n
 			e.mu.Unlock()
@@ -411,7 +413,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		// ResetAfter after now (now was read before Redis's clock was).
 		life = min(ls.d, clampSpan(r.ResetAfter))
 	}
-	p := &grant{owner: ls, k: k, mark: marks[0], at: now, until: now + life, reset: r.ResetAfter, granted: int64(n) + got}
+	p := &grant{owner: ls, k: k, mark: marks[0], at: now, until: now + life, reset: r.ResetAfter, refill: r.RefillAfter, granted: int64(n) + got}
 	if ls.monoEnds {
 		p.monoUntil = max(mono+life, 1)
 	}

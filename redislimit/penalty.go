@@ -182,7 +182,7 @@ func parseRefusal(reply string) (left time.Duration, started, ok bool) {
 // remember records that key is banned for left from local time now; r is
 // the limiter's refusal that told, for its Limit.
 func (p *Penalty) remember(key string, r keylimit.Result, left time.Duration, now int64) {
-	p.known.record(key, 1, keylimit.Result{Limit: r.Limit, RetryAfter: left, ResetAfter: left, Banned: true}, now)
+	p.known.record(key, 1, keylimit.Result{Limit: r.Limit, RetryAfter: left, ResetAfter: left, RefillAfter: left, Banned: true}, now)
 }
 
 // knownBan is the refusal by key's ban, if this instance knows one now.
@@ -397,6 +397,7 @@ func (p *Penalty) judge(ctx context.Context, key string, r keylimit.Result, err 
 	p.remember(key, r, left, now)
 	r.RetryAfter = max(r.RetryAfter, left)
 	r.ResetAfter = max(r.ResetAfter, left)
+	r.RefillAfter = max(r.RefillAfter, left) // no quota until the ban ends
 	r.Banned = true
 	return r
 }

@@ -144,6 +144,11 @@ type algorithm struct {
 	// events come back one interval at a time (a bucket), not all at a
 	// window's end.
 	canLease, refills bool
+	// tellsRefill: its reply has a sixth integer, the time until more
+	// quota is available (Result.RefillAfter), which the five do not tell
+	// (a sliding log's oldest entry in the window). For the others,
+	// keyLimit.refillAfter derives it from the five.
+	tellsRefill bool
 	// take is the script of its plain decision (see script), nil if it has
 	// none: every call is the full script's.
 	take *redis.Script
@@ -344,13 +349,18 @@ func parseLeaseReply(s string, parts []*keyLimit, res []keylimit.Result, marks [
 }
 
 // parseReply reads the script's reply, five integers per limiter, "allowed
-// remaining retry-after reset-after mark", into res and marks, and reports
-// whether it was well formed. The times are converted from each part's
-// unit, saturating; mark is an admission's (0 otherwise).
+// remaining retry-after reset-after mark", and a sixth, refill-after, for
+// an algorithm that tellsRefill, into res and marks, and reports whether it
+// was well formed. The times are converted from each part's unit,
+// saturating; mark is an admission's (0 otherwise).
 func parseReply(s string, parts []*keyLimit, res []keylimit.Result, marks []int64) bool {
 	for i, p := range parts {
-		var v [5]int64
-		for j := range v {
+		var v [6]int64
+		fields := 5
+		if p.alg.tellsRefill {
+			fields = 6
+		}
+		for j := range fields {
 			field, rest, _ := strings.Cut(s, " ")
 			n, err := strconv.ParseInt(field, 10, 64)
 			if err != nil {
@@ -367,9 +377,30 @@ func parseReply(s string, parts []*keyLimit, res []keylimit.Result, marks []int6
 			RetryAfter: duration(v[2], p.alg.unit),
 			ResetAfter: duration(v[3], p.alg.unit),
 		}
+		res[i].RefillAfter = p.refillAfter(res[i], duration(v[5], p.alg.unit))
 		marks[i] = v[4]
 	}
 	return s == ""
+}
+
+// refillAfter is the RefillAfter of r, a Result the script gave under k,
+// told is the script's own, if its algorithm tellsRefill: 0 for a whole
+// quota; a bucket's next token, from its TAT (ResetAfter ahead), as
+// keylimit.TokenBucket computes it; a fixed window's end, which
+// ResetAfter is when it holds a count.
+func (k *keyLimit) refillAfter(r keylimit.Result, told time.Duration) time.Duration {
+	switch {
+	case r.Remaining >= k.quota || r.ResetAfter <= 0:
+		return 0
+	case k.alg.tellsRefill:
+		return told
+	case k.step > 0:
+		ahead := int64(r.ResetAfter)
+		tokens := max(k.span-ahead, 0) / k.step
+		return time.Duration(ahead - k.span + (tokens+1)*k.step)
+	default:
+		return r.ResetAfter
+	}
 }
 
 // duration converts v of unit to a Duration, saturating below InfDuration

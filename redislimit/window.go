@@ -86,7 +86,7 @@ func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limi
 var (
 	fixedAlgorithm = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams, canLease: true,
 		take: takeFixedScript}
-	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams}
+	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams, tellsRefill: true}
 )
 
 // windowParams checks l for a window.

@@ -111,7 +111,7 @@ func httpScene(w io.Writer) error {
 			fmt.Fprintf(w, "  %-8s %s\n", u.name, strings.Join(codes, " "))
 			fmt.Fprintf(w, "           first: %s\n           last:  %s\n", fields[0], fields[1])
 			if !explained {
-				fmt.Fprintln(w, "           (r: requests left; t: seconds until all 5 are back;")
+				fmt.Fprintln(w, "           (r: requests left; t: seconds until one more is back;")
 				fmt.Fprintln(w, "            Retry-After, on a 429: seconds until the next request can pass)")
 				explained = true
 			}

@@ -33,10 +33,10 @@ IPv6 address within 2001:db8:c::/64 on every request.
 8 rapid requests each (200 passed, 429 refused):
   alice    200 200 200 200 200 429 429 429
            first: RateLimit: "burst";r=4;t=1
-           last:  RateLimit: "burst";r=0;t=5  Retry-After: 1
-           (r: requests left; t: seconds until all 5 are back;
+           last:  RateLimit: "burst";r=0;t=1  Retry-After: 1
+           (r: requests left; t: seconds until one more is back;
             Retry-After, on a 429: seconds until the next request can pass)
-`+users("200 200 200 200 200 429 429 429", `"burst";r=4;t=1`, `"burst";r=0;t=5  Retry-After: 1`)+
+`+users("200 200 200 200 200 429 429 429", `"burst";r=4;t=1`, `"burst";r=0;t=1  Retry-After: 1`)+
 		`  charlie got 5 through, as alice and bob did: forging the field and rotating his
   address gained him nothing.
   The server reads the address its trusted proxy added, the rightmost one, and counts
@@ -63,9 +63,9 @@ waiting 3s: one token a second comes back...
 
 8 rapid requests each again:
   alice    200 200 200 429 429 429 429 429
-           first: RateLimit: "burst";r=2;t=3
-           last:  RateLimit: "burst";r=0;t=5  Retry-After: 1
-`+users("200 200 200 429 429 429 429 429", `"burst";r=2;t=3`, `"burst";r=0;t=5  Retry-After: 1`)+
+           first: RateLimit: "burst";r=2;t=1
+           last:  RateLimit: "burst";r=0;t=1  Retry-After: 1
+`+users("200 200 200 429 429 429 429 429", `"burst";r=2;t=1`, `"burst";r=0;t=1  Retry-After: 1`)+
 		`  charlie got 3 through, as alice and bob did: forging the field and rotating his
   address gained him nothing.
 `)

@@ -12,7 +12,10 @@
 -- and the events per period.
 -- Remaining is in events; times in the reply are in µs, the resolution of
 -- TIME: Unix time in µs (about 2^51) is exact in a Lua double, and so is
--- every sum below. The mark of an admission is the time it recorded.
+-- every sum below. The mark of an admission is the time it recorded. The
+-- reply has a sixth integer after prelude's five: the µs until the oldest
+-- entry in the window leaves it, when more quota is available
+-- (Result.RefillAfter; 0 for an empty window).
 --
 -- A change of limit needs nothing: the times mean the same under any
 -- limit. The list holds at most events entries of the window, more only
@@ -39,6 +42,14 @@ if uses.sliding then
     return 0
   end
 
+  -- answer is reply with the sixth integer, refill: the µs until the entry
+  -- of time oldest, the oldest in the window, leaves it; nil for none.
+  local function answer(allowed, remaining, retry, reset, mark, s, oldest)
+    local refill = 0
+    if oldest then refill = math.min(oldest + s.period - s.clock, 9e18) end
+    return reply(allowed, remaining, retry, reset, mark) .. string.format(' %d', refill)
+  end
+
   -- read: s.first is the index of the oldest entry still in the window
   -- (t > now - period); entries before it have left, admit trims them, peek
   -- only skips them. The list is in order, so a binary search finds it in
@@ -54,13 +65,16 @@ if uses.sliding then
       -- stepped back, decide as of the newest admission, so the list stays
       -- in order and no entry leaves the window early.
       if s.newest > s.now then s.now = s.newest end
-      if at(s, 0) <= s.now - period then
+      s.oldest = at(s, 0)
+      if s.oldest <= s.now - period then
         local lo, hi = 1, s.len -- at(lo - 1) has left; at(hi) is in, or hi == len
         while lo < hi do
           local mid = math.floor((lo + hi) / 2)
           if at(s, mid) <= s.now - period then lo = mid + 1 else hi = mid end
         end
         s.first = lo
+        s.oldest = nil
+        if lo < s.len then s.oldest = at(s, lo) end
       end
     end
     s.count = s.len - s.first
@@ -75,12 +89,12 @@ if uses.sliding then
   -- the last of those to leave is the (count + k - events)-th oldest in the
   -- window.
   function sliding.refused(s, k)
-    return reply(0, s.events - s.count, leaves(s, s.first + s.count + k - s.events - 1), reset(s, s.count))
+    return answer(0, s.events - s.count, leaves(s, s.first + s.count + k - s.events - 1), reset(s, s.count), nil, s, s.oldest)
   end
 
   function sliding.peek(s)
     if sliding.fits(s, 1) then
-      return reply(1, s.events - s.count, 0, reset(s, s.count))
+      return answer(1, s.events - s.count, 0, reset(s, s.count), nil, s, s.oldest)
     end
     return sliding.refused(s, 1)
   end
@@ -103,7 +117,7 @@ if uses.sliding then
     -- server's clock.
     local life = s.now + s.period - s.clock
     redis.call('PEXPIRE', s.key, ttl(life / 1000))
-    return reply(1, s.events - s.count - k, 0, life, entry)
+    return answer(1, s.events - s.count - k, 0, life, entry, s, s.oldest or s.now)
   end
 
   -- refund forgets up to k entries of the admission's time, from the
@@ -114,16 +128,16 @@ if uses.sliding then
       error({err = 'redislimit: refund of a malformed mark ' .. mark})
     end
     local removed = redis.call('LREM', s.key, -k, mark)
-    local count = s.count
+    local count, first = s.count, s.first - removed
     if tonumber(mark) > s.now - s.period then
-      count = count - removed
+      count, first = count - removed, s.first
     end
     if count <= 0 then
       redis.call('DEL', s.key)
-      return reply(1, s.events, 0, 0)
+      return answer(1, s.events, 0, 0, nil, s, nil)
     end
     local life = at(s, -1) + s.period - s.clock
     redis.call('PEXPIRE', s.key, ttl(life / 1000))
-    return reply(1, s.events - count, 0, life)
+    return answer(1, s.events - count, 0, life, nil, s, at(s, first))
   end
 end

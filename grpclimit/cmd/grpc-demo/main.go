@@ -180,7 +180,7 @@ func plainBurst(w io.Writer, clk clock.Clock, addr string) error {
 		fmt.Fprintf(w, "      header metadata   %v\n", refusedHeader)
 	}
 	fmt.Fprintln(w, "  (q: the quota; w: seconds an empty bucket takes to fill; r: calls left; t: seconds")
-	fmt.Fprintf(w, "   until all %d are back; retry-after: RetryInfo's delay in whole seconds, rounded up)\n", serverRate)
+	fmt.Fprintln(w, "   until one more is back; retry-after: RetryInfo's delay in whole seconds, rounded up)")
 	return nil
 }
 

@@ -35,7 +35,7 @@ A plain client calls 8 times in a row as "alice":
       trailer metadata  ratelimit: "second";r=0;t=1  retry-after: 1  grpc-retry-pushback-ms: 200
       and no header: a Trailers-Only answer, the refusal gRPC's own retry policy retries
   (q: the quota; w: seconds an empty bucket takes to fill; r: calls left; t: seconds
-   until all 5 are back; retry-after: RetryInfo's delay in whole seconds, rounded up)
+   until one more is back; retry-after: RetryInfo's delay in whole seconds, rounded up)
 
 Each client below has 8 calls to make, and sends a refused one again until it passes:
   a plain client, trying again every 50ms ("bob"):
