@@ -131,6 +131,10 @@ func (b *TokenBucket[K]) Limit() Limit { return b.policy.limit() }
 // or the bucket's. It creates no key.
 func (b *TokenBucket[K]) LimitOf(key K) Limit { return b.policy.resolve(key).limit }
 
+// FillTime returns the time key's bucket takes to refill from empty:
+// LimitOf(key).FillTime(). It creates no key.
+func (b *TokenBucket[K]) FillTime(key K) time.Duration { return b.LimitOf(key).FillTime() }
+
 // SetLimit makes l the bucket's limit, and has every key resolve its limit
 // again (SetKeyLimit's function is asked anew), each from its next call.
 // It returns an error, and changes nothing, if l is invalid.

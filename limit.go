@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +77,27 @@ func (l Limit) BurstSize() int {
 		return l.Events
 	}
 	return l.Burst
+}
+
+// FillTime is the time an empty TokenBucket of l takes to refill fully,
+// BurstSize × Period / Events, rounded up to a whole nanosecond and computed
+// exactly (BurstSize × Interval would round each token up: PerSecond(3)
+// would take 1.000000002 s). It is the w of the RateLimit-Policy field of a
+// bucket. It is Period for a Limit with no Events, and the largest Duration
+// when the product does not fit in one.
+func (l Limit) FillTime() time.Duration {
+	if l.Events < 1 || l.Period < 1 || l.BurstSize() < 1 {
+		return l.Period
+	}
+	hi, lo := bits.Mul64(uint64(l.Period), uint64(l.BurstSize()))
+	if hi >= uint64(l.Events) {
+		return time.Duration(1<<63 - 1)
+	}
+	q, rem := bits.Div64(hi, lo, uint64(l.Events))
+	if rem != 0 {
+		q++
+	}
+	return time.Duration(min(q, 1<<63-1))
 }
 
 // Interval is the time one event's token takes to refill: Period / Events,

@@ -68,6 +68,36 @@ func TestLimitInterval(t *testing.T) {
 	}
 }
 
+func TestLimitFillTime(t *testing.T) {
+	tests := []struct {
+		limit keylimit.Limit
+		want  time.Duration
+	}{
+		{keylimit.PerSecond(1).WithBurst(5), 5 * time.Second},
+		{keylimit.PerMinute(10), time.Minute},
+		// Exact: 3 × 333,333,334 ns would be 1.000000002 s.
+		{keylimit.PerSecond(3), time.Second},
+		{keylimit.Per(3, 10*time.Nanosecond).WithBurst(2), 7 * time.Nanosecond}, // 6.67 ns, rounded up
+		{keylimit.Per(1, time.Duration(1<<62)).WithBurst(4), time.Duration(1<<63 - 1)},
+		{keylimit.Limit{}, 0},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, tt.limit.FillTime(), "%v", tt.limit)
+	}
+	b, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(2).WithBurst(6))
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, b.SetKeyLimit(func(k string) keylimit.Limit {
+		if k == "gold" {
+			return keylimit.PerSecond(10).WithBurst(20)
+		}
+		return keylimit.Limit{}
+	}))
+	require.Equal(t, 3*time.Second, b.FillTime("free"))
+	require.Equal(t, 2*time.Second, b.FillTime("gold"))
+	require.Zero(t, b.Len(), "FillTime creates no key")
+}
+
 func TestLimitBurstAndString(t *testing.T) {
 	require.Equal(t, 10, keylimit.PerSecond(10).BurstSize(), "Burst 0 means Events")
 	require.Equal(t, 3, keylimit.PerSecond(10).WithBurst(3).BurstSize())

@@ -2,7 +2,6 @@ package quota
 
 import (
 	"fmt"
-	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -111,6 +110,12 @@ type keyLimitReporter interface {
 	LimitOf(key string) keylimit.Limit
 }
 
+// fillTimer is a token bucket, in memory or on Redis: its w is the time it
+// takes to refill from empty (keylimit.Limit.FillTime), not its Period.
+type fillTimer interface {
+	FillTime(key string) time.Duration
+}
+
 // windowReporter is a limiter that tells the window a key counts in now,
 // as keylimit.FixedWindow does: for a limit per period of the calendar,
 // the w of its current period.
@@ -187,7 +192,7 @@ func compilePolicy(p Policy) (*policy, error) {
 		if c.limits == nil && c.limitOf == nil {
 			return nil, fmt.Errorf("policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
 		}
-		_, c.bucket = l.(*keylimit.TokenBucket[string])
+		_, c.bucket = l.(fillTimer)
 	}
 	if p.Charge != nil {
 		var ok bool
@@ -242,26 +247,7 @@ func (p *policy) windowSeconds(key string) int64 {
 // derive returns the w of limit l, in seconds.
 func (p *policy) derive(l keylimit.Limit) int64 {
 	if p.bucket {
-		return seconds(refillTime(l))
+		return seconds(l.FillTime())
 	}
 	return seconds(l.Period)
-}
-
-// refillTime is the time an empty token bucket of l takes to refill fully,
-// Burst × Period / Events, rounded up to a nanosecond. It is computed in 128
-// bits so that it is exact: Burst × Interval would round each token up
-// (PerSecond(3) would refill in 1.000000002 s and announce w=2).
-func refillTime(l keylimit.Limit) time.Duration {
-	if l.Events < 1 || l.Period < 1 || l.BurstSize() < 1 {
-		return l.Period
-	}
-	hi, lo := bits.Mul64(uint64(l.Period), uint64(l.BurstSize()))
-	if hi >= uint64(l.Events) {
-		return time.Duration(1<<63 - 1) // beyond any w a field can carry
-	}
-	q, rem := bits.Div64(hi, lo, uint64(l.Events))
-	if rem != 0 {
-		q++
-	}
-	return time.Duration(min(q, 1<<63-1))
 }

@@ -51,6 +51,10 @@ func NewTokenBucket(client redis.UniversalClient, name string, l keylimit.Limit,
 	return b, nil
 }
 
+// FillTime returns the time key's bucket takes to refill from empty:
+// LimitOf(key).FillTime(). It makes no Redis call.
+func (l *TokenBucket) FillTime(key string) time.Duration { return l.LimitOf(key).FillTime() }
+
 // bucketAlgorithm is lua/bucket.lua's: its parameters are the interval and
 // tau (Burst × Interval), in ns.
 var bucketAlgorithm = algorithm{

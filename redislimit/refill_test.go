@@ -63,8 +63,14 @@ func TestRefillAfterTable(t *testing.T) {
 			require.Equal(t, row.rateLimit, v.RateLimit())
 			require.Equal(t, row.retry, v.RetryAfter())
 			secs := v.Decision.Result.RefillAfter.Round(time.Second)
-			require.Contains(t, v.RateLimitPolicy(), fmt.Sprintf(";w=%d", int64(row.limit.Period/time.Second)))
-			require.LessOrEqual(t, secs, row.limit.Period, "t is at most w")
+			// w as in memory: a bucket's is the time it takes to fill from
+			// empty (5 s for PerSecond(1).WithBurst(5)), a window's its Period.
+			w := row.limit.Period
+			if row.typ == "TokenBucket" {
+				w = row.limit.FillTime()
+			}
+			require.Contains(t, v.RateLimitPolicy(), fmt.Sprintf(";w=%d", int64(w/time.Second)))
+			require.LessOrEqual(t, secs, w, "t is at most w")
 			r := v.Decision.Result
 			// One second before t, no more quota; at t, more.
 			mock.Set(t0.Add(last.at + secs - time.Second))
