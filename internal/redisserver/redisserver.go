@@ -112,6 +112,7 @@ func (s *Server) Restart() error {
 		"--save", "", "--appendonly", appendOnly, "--dir", s.dir}
 	s.cmd = exec.Command("redis-server", append(args, s.flags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
+	s.cmd.SysProcAttr = dieWithParent()
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("redisserver: starting redis-server: %w", err)
 	}
