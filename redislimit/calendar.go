@@ -21,7 +21,8 @@ import (
 // decision is Redis's, on its clock, and every instance that has the same
 // zone's rules computes the same window for it.
 
-var calendarAlgorithm = algorithm{name: "calendar", arg: "calendar", unit: time.Microsecond, params: calendarParams}
+var calendarAlgorithm = algorithm{name: "calendar", arg: "calendar", unit: time.Microsecond, params: calendarParams,
+	timed: newCalendarArgs}
 
 // maxCalendarEvents bounds a calendar window's events on Redis: they share
 // a double with the window's length (see lua/calendar.lua).
@@ -59,7 +60,7 @@ type calendarWindow struct {
 
 // newCalendarArgs returns the calendarArgs of l, and the RetryAfter of a
 // refusal under FailClosed: the current window's length per event.
-func newCalendarArgs(l keylimit.Limit) (*calendarArgs, time.Duration) {
+func newCalendarArgs(l keylimit.Limit) (timedArgs, time.Duration) {
 	var retry time.Duration
 	if start, end := l.WindowAt(time.Now()); l.Events > 0 {
 		retry = end.Sub(start) / time.Duration(l.Events)
@@ -97,6 +98,10 @@ func (c *calendarArgs) at(t int64) (p1, p2 any) {
 	return w.p1, w.p2
 }
 
+// again is calendarStale's: a call is made again at the time the script
+// names when its window did not hold Redis's time.
+func (c *calendarArgs) again(err error) (int64, bool) { return calendarStale(err) }
+
 // calendarStale reads the script's "redislimit: calendar stale T" (T in µs
 // on Redis's clock) and returns T in ns.
 func calendarStale(err error) (int64, bool) {
@@ -118,17 +123,4 @@ func calendarStale(err error) (int64, bool) {
 		return 0, false
 	}
 	return us * 1000, true
-}
-
-// WindowOf returns the window key counts in at the limiter's local time
-// (WithClock's, or the system's), under the key's limit: for a limit per
-// period of the calendar, its period in its zone. Redis decides on its own
-// clock, which at a boundary may be in the next window already. A quota
-// policy's w is the window's length (quota.Policy.Window).
-func (w *FixedWindow) WindowOf(key string) (start, end time.Time) {
-	now := time.Now()
-	if c := w.clock.injected; c != nil {
-		now = c.Now()
-	}
-	return w.LimitOf(key).WindowAt(now)
 }

@@ -102,10 +102,6 @@ type Concurrency struct {
 	closeOnce sync.Once
 }
 
-// DefaultHoldExpiry is how long a hold lives in Redis without a renewal,
-// unless WithHoldExpiry says otherwise.
-const DefaultHoldExpiry = 30 * time.Second
-
 // The polling of the oldest waiter of a key on an instance: the first wait
 // after a refusal, doubled after each until the last.
 const (
@@ -127,51 +123,6 @@ var (
 	modeRenew   any = "renew"
 	modePeekC   any = "peek"
 )
-
-// WithHoldExpiry sets how long a Concurrency's hold lives in Redis without
-// a renewal (default DefaultHoldExpiry): the instance renews each hold it
-// has not released every d/2, and the slots of an instance that dies come
-// back within d. A shorter d returns a dead instance's slots sooner, and
-// costs a renewal call per hold per d/2; a pause of an instance longer than
-// d/2 may lose its holds. d is at least a millisecond. The rate limiters
-// refuse it.
-func WithHoldExpiry(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d < time.Millisecond {
-			o.fail(fmt.Errorf("redislimit: hold expiry %v is below a millisecond", d))
-			return
-		}
-		o.holdExpiry = min(d, time.Duration(maxSpan))
-	})
-}
-
-// WithMaxHold makes a Concurrency take back slots held longer than d: the
-// hold is not renewed past d after its acquisition, and expires then on
-// Redis time, whether its instance lives or not, so a holder that never
-// releases cannot wedge its key. The slots come back to every instance's
-// next call on the key, and that call counts them in its Stats.Reclaimed;
-// the Release of their Permit afterwards frees nothing. d == 0, the
-// default, renews a hold until its Release. d is at least a millisecond;
-// a hold expiry longer than d is d. The rate limiters refuse it.
-//
-// It is keylimit.WithMaxHold for the fleet (a separate option: this
-// package's options are its own type).
-func WithMaxHold(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		switch {
-		case d == 0:
-		case d < 0:
-			// keylimit's own words, as for a negative limit.
-			_, err := keylimit.NewConcurrency[string](1, keylimit.WithMaxHold(d))
-			o.fail(err)
-			return
-		case d < time.Millisecond:
-			o.fail(fmt.Errorf("redislimit: longest hold %v is below a millisecond", d))
-			return
-		}
-		o.maxHold = min(d, time.Duration(maxSpan))
-	})
-}
 
 // concQueue is the Acquires of one key waiting on this instance, oldest
 // first: only the first asks Redis.

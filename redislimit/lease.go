@@ -136,7 +136,7 @@ func newLeases(deny *denyCache, g *guard, clk *localClock, d time.Duration, onRe
 // take decides n events (n >= 1) for key under k at local time now: from
 // the key's lease if it holds them, without a lock; else in the slow path.
 func (ls *leases) take(ctx context.Context, key string, n int, k *keyLimit, now int64) (keylimit.Result, keylimit.Admission, error) {
-	if k.cal != nil {
+	if k.timed != nil {
 		// A key's own limit per period of the calendar: not leased (see
 		// calendar.go), decided by Redis on each call.
 		return ls.deny.take(ctx, key, n, k, now)

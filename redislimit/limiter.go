@@ -67,10 +67,11 @@ type stage interface {
 // atomics.
 func (lim *redisLimiter) init(client redis.UniversalClient, name string, l keylimit.Limit, alg *algorithm, opts []Option,
 	newFallback newFallbackFunc) error {
-	if l.Calendar != 0 && alg == &fixedAlgorithm {
-		alg = &calendarAlgorithm // see calendar.go
-	} else if err := l.Validate(); err != nil {
-		return err
+	alg = alg.under(l)
+	if alg.timed == nil { // a limit per period of the calendar: alg.params checks it
+		if err := l.Validate(); err != nil {
+			return err
+		}
 	}
 	_, _, quota, err := alg.params(l)
 	if err != nil {
@@ -87,9 +88,9 @@ func (lim *redisLimiter) init(client redis.UniversalClient, name string, l keyli
 		return err
 	}
 	if o.holdExpiry > 0 || o.maxHold > 0 {
-		return errors.New("redislimit: WithHoldExpiry and WithMaxHold are a Concurrency's: a rate limiter holds nothing")
+		return errors.New("redislimit: WithHoldExpiry and WithMaxHold are for a concurrency limit: a rate limiter holds nothing")
 	}
-	if o.leaseTime > 0 && alg == &calendarAlgorithm {
+	if o.leaseTime > 0 && alg.timed != nil {
 		return errors.New("redislimit: WithLeases does not apply to a calendar window")
 	}
 	if o.leaseTime > 0 && !alg.canLease {

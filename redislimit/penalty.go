@@ -92,7 +92,7 @@ func NewPenalty(client redis.UniversalClient, name string, inner keylimit.Limite
 		return nil, errors.New("redislimit: a Penalty takes no leases, key limits or failure policy: its limiter decides")
 	}
 	if o.holdExpiry > 0 || o.maxHold > 0 {
-		return nil, errors.New("redislimit: WithHoldExpiry and WithMaxHold are a Concurrency's: a Penalty holds nothing")
+		return nil, errors.New("redislimit: WithHoldExpiry and WithMaxHold are for a concurrency limit: a Penalty holds nothing")
 	}
 	prefix := "keylimit:" + name + ":penalty:"
 	if o.prefix != nil {

@@ -156,6 +156,32 @@ type algorithm struct {
 	// int64s), the quota (Result.Limit: the most events admitted at once),
 	// or an error that says why the algorithm cannot take l.
 	params func(l keylimit.Limit) (p1, p2 int64, quota int, err error)
+	// forCalendar, if not nil, is the algorithm a limit per period of the
+	// calendar counts with instead (a FixedWindow's: calendar.go).
+	forCalendar *algorithm
+	// timed, if not nil, makes the timedArgs of l, whose parameters depend
+	// on the time of each call, and the RetryAfter of a refusal under
+	// FailClosed.
+	timed func(l keylimit.Limit) (timedArgs, time.Duration)
+}
+
+// timedArgs makes the parameters of a limit that depend on the time of the
+// call (a calendar window's).
+type timedArgs interface {
+	// params returns the parameters at t (Unix ns; 0: now on sc, the
+	// tests' script clock, or the system's if nil), and t.
+	params(t int64, sc *scriptClock) (p1, p2 any, at int64)
+	// again reads from the script's error the time (Unix ns, on Redis's
+	// clock) the call must be made again at, with that time's parameters.
+	again(err error) (int64, bool)
+}
+
+// under returns the algorithm l counts with under alg.
+func (alg *algorithm) under(l keylimit.Limit) *algorithm {
+	if l.Calendar != 0 && alg.forCalendar != nil {
+		return alg.forCalendar
+	}
+	return alg
 }
 
 // keyLimit is one limit of one limiter as a decision needs it: the
@@ -179,20 +205,18 @@ type keyLimit struct {
 	// TAT moves by it per event), and span its quota's worth (a bucket's
 	// Burst × Interval); 0 for a window.
 	step, span int64
-	// cal makes the parameters of a calendar window for each call (see
-	// calendar.go); nil for every other limit.
-	cal *calendarArgs
+	// timed makes the parameters of a limit that depend on the time for
+	// each call (a calendar window's, see calendar.go); nil for the others.
+	timed timedArgs
 }
 
 // newKeyLimit returns the keyLimit of l for the limiter of s and alg, with
 // err set if the algorithm cannot take l.
 func newKeyLimit(s *store, alg *algorithm, l keylimit.Limit) *keyLimit {
-	if alg == &fixedAlgorithm && l.Calendar != 0 {
-		alg = &calendarAlgorithm // a key's own limit per period of the calendar
-	}
+	alg = alg.under(l) // a key's own limit per period of the calendar
 	k := &keyLimit{owner: s, alg: alg, limit: l, retryClosed: l.Interval()}
-	if alg == &calendarAlgorithm {
-		k.cal, k.retryClosed = newCalendarArgs(l)
+	if alg.timed != nil {
+		k.timed, k.retryClosed = alg.timed(l)
 	}
 	p1, p2, quota, err := alg.params(l)
 	k.param1, k.param2, k.quota, k.err = p1, p2, quota, err
@@ -258,9 +282,11 @@ func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.R
 		}
 	}
 	c, tctx, cancel := startCall(ctx, s.timeout)
-	// A calendar window's parameters are at calendarAt (Unix ns; 0: now),
-	// and a call is made again at most twice at Redis's time (calendar.go).
-	var calendarAt int64
+	// The parameters of a limit that depend on the time are made at at
+	// (Unix ns; 0: now), and a call is made again at most twice at the
+	// time the script names (a calendar window's, calendar.go).
+	var at int64
+	var timed timedArgs
 	tries := 0
 again:
 	keys, args := c.keys[:0], c.args[:0]
@@ -276,8 +302,9 @@ again:
 			mark = d.marks[i]
 		}
 		p1, p2 := p.param1, p.param2
-		if p.cal != nil {
-			p1, p2, calendarAt = p.cal.params(calendarAt, s.clock)
+		if p.timed != nil {
+			timed = p.timed
+			p1, p2, at = timed.params(at, s.clock)
 		}
 		args = append(args, p.alg.arg, p1, p2, mark)
 	}
@@ -289,9 +316,11 @@ again:
 		args = append(args, now.Unix(), now.Nanosecond())
 	}
 	reply, err := script.Run(tctx, s.client, keys, args...).Text()
-	if t, ok := calendarStale(err); ok && tries < 2 {
-		calendarAt, tries = t, tries+1
-		goto again
+	if timed != nil && tries < 2 {
+		if t, ok := timed.again(err); ok {
+			at, tries = t, tries+1
+			goto again
+		}
 	}
 	c.end(cancel)
 	if err != nil {

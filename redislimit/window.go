@@ -85,7 +85,7 @@ func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limi
 // the period in µs and the events.
 var (
 	fixedAlgorithm = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams, canLease: true,
-		take: takeFixedScript}
+		take: takeFixedScript, forCalendar: &calendarAlgorithm}
 	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams, tellsRefill: true}
 )
 
@@ -110,3 +110,16 @@ var (
 	_ keylimit.ContextRefunder[string] = (*SlidingWindow)(nil)
 	_ keylimit.Joiner[string]          = (*SlidingWindow)(nil)
 )
+
+// WindowOf returns the window key counts in at the limiter's local time
+// (WithClock's, or the system's), under the key's limit: for a limit per
+// period of the calendar, its period in its zone. Redis decides on its own
+// clock, which at a boundary may be in the next window already. A quota
+// policy's w is the window's length (quota.Policy.Window).
+func (w *FixedWindow) WindowOf(key string) (start, end time.Time) {
+	now := time.Now()
+	if c := w.clock.injected; c != nil {
+		now = c.Now()
+	}
+	return w.LimitOf(key).WindowAt(now)
+}
