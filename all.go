@@ -38,7 +38,6 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 	if len(limiters) == 0 {
 		panic("keylimit: All needs at least one limiter")
 	}
-	refunders := make([]Refunder[K], len(limiters)-1)
 	for i, l := range limiters {
 		if l == nil {
 			panic(fmt.Sprintf("keylimit: All: limiter %d is nil", i))
@@ -46,18 +45,16 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 		if i == len(limiters)-1 {
 			break
 		}
-		r, ok := l.(Refunder[K])
-		if !ok {
+		if _, ok := l.(Refunder[K]); !ok {
 			panic(fmt.Sprintf("keylimit: All: limiter %d (%T) cannot Refund; only the last limiter may lack a Refund method", i, l))
 		}
-		refunders[i] = r
 	}
 	if j, ok := limiters[0].(Joiner[K]); ok && len(limiters) > 1 {
 		if joined, ok := j.Join(limiters); ok {
 			return joined
 		}
 	}
-	a := &all[K]{limiters: append([]Limiter[K](nil), limiters...), refunders: refunders, clock: systemClock,
+	a := &all[K]{limiters: append([]Limiter[K](nil), limiters...), clock: systemClock,
 		remote: make([]bool, len(limiters)), views: make([]views[K], len(limiters))}
 	for i, l := range limiters {
 		if s, ok := l.(interface{ Stats() Stats }); ok {
@@ -101,9 +98,8 @@ type Joiner[K comparable] interface {
 
 // all is the Limiter that All returns.
 type all[K comparable] struct {
-	limiters  []Limiter[K]
-	refunders []Refunder[K] // refunders[i] is limiters[i]; the last has none
-	clock     clock.Clock   // the first Clocked limiter's, or the system clock: WaitN sleeps on it
+	limiters []Limiter[K]
+	clock    clock.Clock // the first Clocked limiter's, or the system clock: WaitN sleeps on it
 	// remote[i]: limiters[i] keeps its state in a remote store (its Stats
 	// say Remote), so that its Peek is a round trip.
 	remote []bool
@@ -175,7 +171,7 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 		var err error
 		// As admitContext and takeContext ask, through the views.
 		switch v := &a.views[i]; {
-		case v.refunder != nil && (i < len(a.refunders) || record != nil):
+		case v.refunder != nil && (i < len(a.limiters)-1 || record != nil):
 			var adm Admission
 			if v.contextRefunder != nil {
 				r, adm, err = v.contextRefunder.AdmitContext(ctx, key, n)

@@ -464,36 +464,37 @@ func (g *gcra) result(ok bool, d *bucketDecision) Result {
 // allowed reports an admission, or a Peek that would pass, after which the
 // TAT is tat.
 func (g *gcra) allowed(now, tat int64) Result {
+	k := g.remaining(now, tat)
 	return Result{
 		Allowed:     true,
 		Limit:       g.burst,
-		Remaining:   g.remaining(now, tat),
+		Remaining:   k,
 		ResetAfter:  time.Duration(tat - now),
-		RefillAfter: g.refill(now, tat),
+		RefillAfter: g.refill(now, tat, k),
 	}
 }
 
 // refused reports a refusal: base is max(TAT, now), next what the TAT would
 // have become had the request been admitted.
 func (g *gcra) refused(now, base, next int64) Result {
+	k := g.remaining(now, base)
 	return Result{
 		Limit:       g.burst,
-		Remaining:   g.remaining(now, base),
+		Remaining:   k,
 		RetryAfter:  time.Duration(next - now - g.tau),
 		ResetAfter:  time.Duration(base - now),
-		RefillAfter: g.refill(now, base),
+		RefillAfter: g.refill(now, base, k),
 	}
 }
 
-// refill is the time until a bucket whose TAT is tat holds one whole token
-// more than at now: when the TAT is (k+1) intervals less than tau ahead,
-// k the tokens now; 0 if the bucket is full.
-func (g *gcra) refill(now, tat int64) time.Duration {
+// refill is the time until a bucket whose TAT is tat, holding k whole
+// tokens at now (g.remaining), holds one more: when the TAT is (k+1)
+// intervals less than tau ahead; 0 if the bucket is full.
+func (g *gcra) refill(now, tat int64, k int) time.Duration {
 	if tat <= now {
 		return 0
 	}
-	k := int64(g.remaining(now, tat))
-	return time.Duration(tat - now - g.tau + (k+1)*g.interval)
+	return time.Duration(tat - now - g.tau + int64(k+1)*g.interval)
 }
 
 // peek reports what a request of one token would meet at now.

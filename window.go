@@ -268,11 +268,7 @@ func (r *windowRules) result(ok bool, d *windowDecision) Result {
 	case v.cur > 0 && r.sliding:
 		res.ResetAfter = time.Duration(r.grid.start(v.w) + 2*r.grid.period - d.now)
 	case v.cur > 0 || v.previous > 0:
-		end := r.grid.end(v.w)
-		if c := r.grid.cal; c != nil {
-			end = c.end(v.w)
-		}
-		res.ResetAfter = time.Duration(end - d.now)
+		res.ResetAfter = time.Duration(r.end(v.w) - d.now)
 	}
 	if !ok {
 		res.RetryAfter = time.Duration(r.fitsAt(v, d.n) - d.now)
