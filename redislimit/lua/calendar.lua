@@ -36,11 +36,6 @@ if uses.calendar then
     redis.call('PEXPIRE', s.key, ttl(s.left / 1000))
   end
 
-  local function reset(s, k)
-    if k > 0 then return s.left end
-    return 0
-  end
-
   function calendar.read(key, start, packed)
     local events = packed % 2147483648
     local stop = start + (packed - events) / 2147483648
@@ -70,32 +65,5 @@ if uses.calendar then
     return s
   end
 
-  function calendar.fits(s, k)
-    return s.count + k <= s.events
-  end
-
-  function calendar.refused(s, k)
-    return reply(0, s.events - s.count, s.left, reset(s, s.count))
-  end
-
-  function calendar.peek(s)
-    if calendar.fits(s, 1) then
-      return reply(1, s.events - s.count, 0, reset(s, s.count))
-    end
-    return calendar.refused(s, 1)
-  end
-
-  function calendar.admit(s, k)
-    store(s, s.count + k)
-    return reply(1, s.events - s.count - k, 0, s.left, s.windowText)
-  end
-
-  function calendar.refund(s, k, mark)
-    if s.stored and s.kept and mark == s.windowText then
-      local count = math.max(s.count - k, 0)
-      if count ~= s.count then store(s, count) end
-      s.count = count
-    end
-    return reply(1, s.events - s.count, 0, reset(s, s.count))
-  end
+  counted(calendar, store)
 end

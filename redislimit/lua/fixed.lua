@@ -44,12 +44,6 @@ if uses.fixed then
     redis.call('PEXPIRE', s.key, ttl(s.left / 1000))
   end
 
-  -- reset: until the quota is whole again; 0 when nothing was admitted.
-  local function reset(s, k)
-    if k > 0 then return s.left end
-    return 0
-  end
-
   -- read: s.count is the admissions in the window that holds s.at, the
   -- time the decision is made at; s.left the µs until it ends on the
   -- server's clock (which may be behind s.at).
@@ -88,43 +82,7 @@ if uses.fixed then
     return s
   end
 
-  function fixed.fits(s, k)
-    return s.count + k <= s.events
-  end
-
-  -- Refused: nothing is written; the next window starts afresh.
-  function fixed.refused(s, k)
-    return reply(0, s.events - s.count, s.left, reset(s, s.count))
-  end
-
-  function fixed.peek(s)
-    if fixed.fits(s, 1) then
-      return reply(1, s.events - s.count, 0, reset(s, s.count))
-    end
-    return fixed.refused(s, 1)
-  end
-
-  function fixed.admit(s, k)
-    store(s, s.count + k)
-    return reply(1, s.events - s.count - k, 0, s.left, s.windowText)
-  end
-
-  -- giveback gives back only while the admission's window is the current
-  -- one, counted in the admission's period (the caller passes the
-  -- parameters of the admission's limit): the events of a window that has
-  -- ended are gone already, and must not come off the next window's count.
-  function fixed.giveback(s, k, mark)
-    if s.stored and s.kept and mark == s.windowText then
-      local count = math.max(s.count - k, 0)
-      if count ~= s.count then store(s, count) end
-      s.count = count
-    end
-  end
-
-  function fixed.refund(s, k, mark)
-    fixed.giveback(s, k, mark)
-    return reply(1, s.events - s.count, 0, reset(s, s.count))
-  end
+  counted(fixed, store)
 
   -- lease admits k (which fits) and takes up to want more in this window;
   -- hold does not matter here. If not one more fits, it is admit.

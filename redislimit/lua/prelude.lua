@@ -103,8 +103,61 @@ end
 -- limit's terms and written so, for a take or a peek, if another limit
 -- wrote it); fits(s, n) tells whether n fit, writing nothing; refused(s, n)
 -- replies for n that does not fit; peek(s) replies for 1, writing nothing;
--- admit(s, n) and refund(s, n, mark) write and reply; a bucket and a fixed
--- window also have giveback(s, n, mark), refund without the reply, and
+-- admit(s, n) and refund(s, n, mark) write and reply; a bucket and the
+-- counted windows (counted, below) also have giveback(s, n, mark), refund
+-- without the reply; a bucket and a fixed window also have
 -- lease(s, n, want, hold), admit and lease more, whose reply has the sixth
 -- integer.
 local algs = {}
+
+-- counted gives alg, a window that keeps one count per key (fixed.lua,
+-- calendar.lua), the steps such windows take alike, each writing through
+-- its own store(s, k), which writes count k of s's window or deletes the
+-- state when k is 0. s has count, events, left (µs until the window ends
+-- on the server's clock), windowText (an admission's mark), and stored and
+-- kept (there was a state, counted in this window before this call).
+local function counted(alg, store)
+  -- reset: until the quota is whole again; 0 when nothing was admitted.
+  local function reset(s, k)
+    if k > 0 then return s.left end
+    return 0
+  end
+
+  function alg.fits(s, k)
+    return s.count + k <= s.events
+  end
+
+  -- Refused: nothing is written; the next window starts afresh.
+  function alg.refused(s, k)
+    return reply(0, s.events - s.count, s.left, reset(s, s.count))
+  end
+
+  function alg.peek(s)
+    if alg.fits(s, 1) then
+      return reply(1, s.events - s.count, 0, reset(s, s.count))
+    end
+    return alg.refused(s, 1)
+  end
+
+  function alg.admit(s, k)
+    store(s, s.count + k)
+    return reply(1, s.events - s.count - k, 0, s.left, s.windowText)
+  end
+
+  -- giveback gives back only while the admission's window is the current
+  -- one, counted in the admission's terms (the caller passes the
+  -- parameters of the admission's limit): the events of a window that has
+  -- ended are gone already, and must not come off the next window's count.
+  function alg.giveback(s, k, mark)
+    if s.stored and s.kept and mark == s.windowText then
+      local count = math.max(s.count - k, 0)
+      if count ~= s.count then store(s, count) end
+      s.count = count
+    end
+  end
+
+  function alg.refund(s, k, mark)
+    alg.giveback(s, k, mark)
+    return reply(1, s.events - s.count, 0, reset(s, s.count))
+  end
+end
