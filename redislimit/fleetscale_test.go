@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,11 +27,17 @@ var fleetSize = flag.Int("fleet", 100, "instances of TestLeasedFleetAtScale")
 // than a key's bound (burst + rate × elapsed on Redis's clock); the test
 // logs the fraction of the bound admitted, the script calls per admission,
 // the instances admitted nothing and the longest an instance asked without
-// an admission. (At 1,000 instances on the hot key some are starved: see
-// DESIGN.md, "Leases", for the figures; no share is promised, so the test
-// does not require one.)
+// an admission. Every instance is admitted at least once; and where the key
+// refills an event per instance within a lease time (100 instances on the
+// hot key), none goes half the run without one (a loose bound: the
+// machine's scheduling is in it; DESIGN.md, "Leases", has the figures). A
+// refused instance sleeps until its RetryAfter: a call before it would be
+// refused in process and change nothing, and a goroutine that spins holds
+// its CPU until Go preempts it (10 ms), so that 1,000 of them on 2 CPUs
+// would wait seconds for a turn, and measure the scheduler, not the leases.
 func TestLeasedFleetAtScale(t *testing.T) {
 	n := *fleetSize
+	const run, lease = time.Second, 20 * time.Millisecond
 	s := newServer(t)
 	timeClient := s.client(t)
 	quiet := redislimit.WithLogger(slog.New(slog.DiscardHandler))
@@ -48,7 +55,8 @@ func TestLeasedFleetAtScale(t *testing.T) {
 			for i := range fleet {
 				c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, PoolSize: 1})
 				t.Cleanup(func() { c.Close() })
-				fleet[i] = leased(t, c, tc.limit, 20*time.Millisecond, redislimit.WithPrefix(prefix),
+				require.NoError(t, c.Ping(t.Context()).Err()) // connected before the run
+				fleet[i] = leased(t, c, tc.limit, lease, redislimit.WithPrefix(prefix),
 					redislimit.WithFailurePolicy(redislimit.FailClosed()), quiet)
 			}
 			keys := make([]string, tc.keys)
@@ -60,26 +68,34 @@ func TestLeasedFleetAtScale(t *testing.T) {
 			longest := make([]time.Duration, n) // the longest an instance asked without an admission
 			var stop atomic.Bool
 			var wg sync.WaitGroup
+			begin := make(chan struct{})
 			before := s.commandStats(t)
 			start := redisTime(t, timeClient)
 			for i, lim := range fleet {
 				wg.Go(func() {
+					<-begin
 					last := time.Now()
 					for j := i; !stop.Load(); j += n {
 						k := j % len(keys)
 						asked[i]++
-						if lim.Allow(keys[k]) {
+						r := lim.Take(keys[k], 1)
+						if r.Allowed {
 							perKey[k].Add(1)
 							admitted[i]++
 							now := time.Now()
 							longest[i] = max(longest[i], now.Sub(last))
 							last = now
+						} else if r.RetryAfter > 0 {
+							time.Sleep(r.RetryAfter)
+						} else {
+							runtime.Gosched()
 						}
 					}
 					longest[i] = max(longest[i], time.Since(last))
 				})
 			}
-			time.Sleep(time.Second)
+			close(begin)
+			time.Sleep(run)
 			stop.Store(true)
 			wg.Wait()
 			end := redisTime(t, timeClient)
@@ -100,6 +116,10 @@ func TestLeasedFleetAtScale(t *testing.T) {
 			}
 			for k := range perKey {
 				require.LessOrEqual(t, perKey[k].Load(), bound, "key %d: events admitted by the fleet", k)
+			}
+			require.Zero(t, starved, "instances admitted nothing")
+			if int64(n)*int64(tc.limit.Interval()) <= int64(lease) {
+				require.Less(t, worst, run/2, "the longest an instance asked without an admission")
 			}
 			t.Logf("%d instances, %s: admitted %d of %d asked, %.1f%% of %d keys × %d; %d script calls, %.2f per admission; "+
 				"%d instances admitted nothing; the longest an instance asked without an admission: %v",

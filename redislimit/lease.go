@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,11 @@ const maxLeaseShare = 10
 
 // maxLease is the most events a lease under k takes beyond a request's.
 func maxLease(k *keyLimit) int { return k.quota / maxLeaseShare }
+
+// leaseShare: a bucket's lease takes at most 1/leaseShare of what the
+// bucket holds beyond the request (lua/bucket.lua's share), so that the
+// fetches of a fleet on a key nearly empty each get some.
+const leaseShare = 8
 
 // maxWaits is how many fetches of other calls a call waits for before it is
 // refused without a round trip of its own.
@@ -68,6 +74,7 @@ type leaseKey struct {
 	fetch   chan struct{}
 	waiting int   // events asked by the calls waiting for that fetch
 	last    int64 // local ns of the last fetch
+	back    int64 // local ns when it returned: its lease could be spent from then
 	// k is the limit of the last fetch; nil before the first (or after a
 	// Reset), when the key is asked as a rare one.
 	k       *keyLimit
@@ -332,7 +339,9 @@ func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (key
 
 // want returns how many events beyond n a fetch for the key under k at
 // local time now asks for: what the key spent here in about one lease time
-// d (from what its last lease lasted), at most twice the last fetch's take,
+// d (from what its last lease lasted since the fetch returned: a round
+// trip longer than d does not make a hot key look rare), at most twice the
+// last fetch's take,
 // at least what the calls waiting ask, at most maxLease(k). After a fetch
 // that got less than it asked, it asks the same again. The caller holds
 // e.mu.
@@ -343,7 +352,7 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 	}
 	var est int64
 	if e.k == k {
-		switch elapsed := now - e.last; {
+		switch elapsed := now - e.back; {
 		case e.short:
 			est = e.asked
 		case elapsed <= 0:
@@ -377,7 +386,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 	}
 	if want == 0 && give == 0 {
 		r, a, err := ls.deny.take(ctx, key, n, k, now)
-		e.fetched(now, k, n, 0, r, 0, nil, ls.d, err != nil)
+		e.fetched(now, k, n, 0, r, 0, nil, ls, err != nil)
 		return r, a, err
 	}
 	var res [1]keylimit.Result
@@ -394,17 +403,17 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		mono = ls.clock.monoNow() // before the call, as now was
 	}
 	if err := ls.guard.call(ctx, modeLease, &d, now, res[:], marks[:]); err != nil {
-		e.fetched(now, k, n, want, keylimit.Result{Limit: k.quota}, 0, nil, ls.d, true)
+		e.fetched(now, k, n, want, keylimit.Result{Limit: k.quota}, 0, nil, ls, true)
 		return ls.guard.failed(ctx, "take", key, k, n, err)
 	}
 	r, got := res[0], d.leasing.granted
 	if !r.Allowed {
 		ls.deny.record(key, n, r, now)
-		e.fetched(now, k, n, want, r, 0, nil, ls.d, false)
+		e.fetched(now, k, n, want, r, 0, nil, ls, false)
 		return r, keylimit.Admission{}, nil
 	}
 	if got == 0 {
-		e.fetched(now, k, n, want, r, 0, nil, ls.d, false)
+		e.fetched(now, k, n, want, r, 0, nil, ls, false)
 		return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
 	}
 	life := ls.time(k)
@@ -418,7 +427,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		p.monoUntil = max(mono+life, 1)
 	}
 	p.left.Store(got)
-	e.fetched(now, k, n, want, r, got, p, ls.d, false)
+	e.fetched(now, k, n, want, r, got, p, ls, false)
 	if ls.closed.Load() {
 		// Close may have passed this key already: give the lease back now.
 		e.mu.Lock()
@@ -431,22 +440,24 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 }
 
 // fetched records in e a fetch made at local time now for n events under k,
-// wanting want more: Redis's Result r, the events got beyond n and their
-// lease p (nil if none). If it got less than it asked because Redis had
-// no more (not because a lease did not fit beside a bucket nearly full),
-// no fetch is made before what was missing could have come back: a
-// bucket's refill of it (at most the lease time d), a window's end. A
-// fetch that failed (failed) sets no wait: the failure policy and its
-// backoff answer.
-func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Result, got int64, p *grant, d int64, failed bool) {
+// wanting want more, on ls: Redis's Result r, the events got beyond n and
+// their lease p (nil if none). If it got less than it asked because Redis
+// had too little (less than leaseShare times what was missing; not
+// because a lease did not fit beside a bucket nearly full), no fetch is
+// made before more could have come back: for a bucket, the refill of
+// leaseShare times what was missing, at most the lease time d, of which
+// half and a random part of the rest; a window's end. A fetch that failed
+// (failed) sets no wait: the failure policy and its backoff answer.
+func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Result, got int64, p *grant, ls *leases, failed bool) {
+	d, back := ls.d, ls.clock.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.last, e.k, e.leased = now, k, p
+	e.last, e.back, e.k, e.leased = now, back, k, p
 	e.asked, e.size = int64(n+want), 0
 	if r.Allowed {
 		e.size = int64(n) + got
 	}
-	e.short = want > 0 && e.size < e.asked && (!r.Allowed || int64(r.Remaining) < e.asked-e.size)
+	e.short = want > 0 && e.size < e.asked && (!r.Allowed || int64(r.Remaining) < leaseShare*(e.asked-e.size))
 	if p != nil {
 		e.cur.Store(p)
 	}
@@ -456,7 +467,10 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 	}
 	wait := clampSpan(r.RetryAfter)
 	if k.step > 0 {
-		wait = max(wait, min(d, (e.asked-e.size)*k.step))
+		// A random part, so that the instances a fetch left short do not
+		// come back together, to an empty bucket.
+		w := min(d, leaseShare*(e.asked-e.size)*k.step)
+		wait = max(wait, w/2+rand.Int64N(w/2+1))
 	} else if r.Allowed {
 		wait = max(wait, clampSpan(r.ResetAfter))
 	}
