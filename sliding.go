@@ -25,8 +25,9 @@ const MaxSlidingWindowEvents = 10_000
 // It keeps a log of each key's last Events admission times, a ring of
 // 8 × Events bytes allocated on the key's first admission (so Events is
 // capped at MaxSlidingWindowEvents). Admissions take a per-key lock, since
-// the log and its head are two words; refusals and Peek read a consistent
-// snapshot without it and write nothing. RetryAfter is when enough of the
+// the log and its head are two words: one compare-and-swap of the log's
+// sequence number, from the snapshot they judged. Refusals and Peek read a
+// consistent snapshot without it and write nothing. RetryAfter is when enough of the
 // oldest entries leave for the request to fit; ResetAfter when the newest
 // leaves. If an injected clock steps back, the key decides at the time of
 // its newest entry: a step back never reopens capacity.
