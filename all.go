@@ -239,8 +239,8 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 	// the admission's Result folded in the order given, as Result.And's
 	// ties (Limit, Err) want it.
 	rs := each
-	var rbuf [inlineLimiters]Result
 	if rs == nil && a.order != nil {
+		var rbuf [inlineLimiters]Result // here, so the order given does not zero it
 		rs = rbuf[:]
 		if len(a.limiters) > inlineLimiters {
 			rs = make([]Result, len(a.limiters))
