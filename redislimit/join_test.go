@@ -3,6 +3,7 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -260,6 +261,28 @@ func TestJoinedWhenRedisFails(t *testing.T) {
 	require.Equal(t, 1, errsB.len(), "the second limiter's OnError")
 }
 
+// serve returns a call of an httplimit middleware of policies, keyed by
+// the X-API-Key field, on a test server: the answer to a GET with key,
+// and its body.
+func serve(t *testing.T, policies ...httplimit.Policy) func(key string) (*http.Response, string) {
+	t.Helper()
+	limit, err := httplimit.New(httplimit.Config{Key: httplimit.Header("X-API-Key"), Policies: policies})
+	require.NoError(t, err)
+	srv := httptest.NewServer(limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	t.Cleanup(srv.Close)
+	return func(key string) (*http.Response, string) {
+		req, err := http.NewRequest("GET", srv.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set("X-API-Key", key)
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp, string(body)
+	}
+}
+
 // TestHTTPTwoPoliciesOneRoundTrip: through the httplimit middleware, a
 // request under two Redis policies costs Redis one script call, admitted
 // or refused, and the answer's RateLimit field carries both policies'
@@ -276,32 +299,26 @@ func TestHTTPTwoPoliciesOneRoundTrip(t *testing.T) {
 	pinged(t, minute)
 	pinged(t, hour)
 	minute.Allow("warm")
-	limit, err := httplimit.New(httplimit.Config{
-		Key:      httplimit.Header("X-API-Key"),
-		Policies: []httplimit.Policy{{Name: "minute", Limiter: minute}, {Name: "hour", Limiter: hour}},
-	})
-	require.NoError(t, err)
-	srv := httptest.NewServer(limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
-	defer srv.Close()
-	key := testKey(t, "client")
-	call := func() *http.Response {
-		req, err := http.NewRequest("GET", srv.URL, nil)
-		require.NoError(t, err)
-		req.Header.Set("X-API-Key", key)
-		resp, err := srv.Client().Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		return resp
-	}
+	call := serve(t, httplimit.Policy{Name: "minute", Limiter: minute}, httplimit.Policy{Name: "hour", Limiter: hour})
+	answers, _ := twoAdmittedOneRefused(t, s, call, testKey(t, "client"))
+	require.Regexp(t, `^"minute";r=8;t=\d+, "hour";r=0;t=\d+$`, answers[1].Header.Get("RateLimit"), "request 1: both policies' states")
+}
+
+// twoAdmittedOneRefused asks call three times for key, and requires 200,
+// 200, 429, each for one EVALSHA on s; it returns the answers and the
+// refusal's body.
+func twoAdmittedOneRefused(t *testing.T, s *server, call func(string) (*http.Response, string), key string) ([]*http.Response, string) {
+	t.Helper()
+	var answers []*http.Response
+	var body string
 	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
 		before := s.commandStats(t)
-		resp := call()
+		resp, b := call(key)
 		require.Equal(t, want, resp.StatusCode, "request %d", i)
 		require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "request %d: Redis's commands", i)
-		if i == 1 {
-			require.Regexp(t, `^"minute";r=8;t=\d+, "hour";r=0;t=\d+$`, resp.Header.Get("RateLimit"), "request %d: both policies' states", i)
-		}
+		answers, body = append(answers, resp), b
 	}
+	return answers, body
 }
 
 // warmBucket returns a Redis TokenBucket of l on c, without a deny cache,
@@ -477,4 +494,27 @@ func TestPenaltiesInAllOfMemoryAndRedis(t *testing.T) {
 		require.Equal(t, uint64(1), p.Stats().Bans)
 		require.Equal(t, 1, memory.Peek(other).Remaining, "the memory limiter's takes given back")
 	})
+}
+
+// TestHTTPRedisPolicyFirstRefusedInMemory (issue 26): through the httplimit
+// middleware, a Redis policy given before an in-memory one: a request the
+// memory policy refuses costs Redis one call (the Peek that reports its
+// state: was a take, its refund and the Peek), and the answer is what it
+// was: 429, RateLimit with both policies (the Redis one's r as before the
+// refusal), Retry-After at the minute's end, the minute named violated.
+func TestHTTPRedisPolicyFirstRefusedInMemory(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	mock := newMock()
+	hour := warmBucket(t, c, keylimit.PerHour(100))
+	minute, err := keylimit.NewFixedWindow[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
+	require.NoError(t, err)
+	defer minute.Close()
+	call := serve(t, httplimit.Policy{Name: "hour", Limiter: hour}, httplimit.Policy{Name: "minute", Limiter: minute})
+	key := testKey(t, "client")
+	answers, body := twoAdmittedOneRefused(t, s, call, key)
+	require.Regexp(t, `^"hour";r=98;t=\d+, "minute";r=0;t=60$`, answers[2].Header.Get("RateLimit"), "both policies' states")
+	require.Equal(t, "60", answers[2].Header.Get("Retry-After"))
+	require.Contains(t, body, `"violated-policies":["minute"]`)
+	require.Equal(t, 98, hour.Peek(key).Remaining, "the Redis policy's Remaining: the refusal took nothing")
 }
