@@ -3,20 +3,23 @@ package keylimit
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/benbjohnson/clock"
 )
 
 // All returns a Limiter that admits n events for a key only if every one of
 // limiters admits them: 10 a minute AND 500 an hour on the same API key. A
-// refused request takes nothing: All asks the limiters in order, and when one
-// refuses, gives back (Refund) exactly what the ones before it took. Put the
-// limiter most likely to refuse first, and those that decide in process
-// before those on a remote store (the redislimit ones, whose Stats say
-// Remote): a request an in-process limiter refuses then makes no round
-// trip, and none is refunded. If the first limiter is a Joiner that
-// can join the others (Redis limiters on one client), All is the limiter it
-// returns: one step, all or nothing, for all of them.
+// refused request takes nothing: All asks the limiters one by one, and when
+// one refuses, gives back (Refund) exactly what the ones before it took.
+// It asks those that decide in process and can Refund (their Stats do not
+// say Remote) before the others (the redislimit ones, whose Stats say
+// Remote, and any without Stats), each group in the order given: a request
+// an in-process limiter refuses makes no round trip, and a remote refusal
+// is given back in process. Put the limiter most likely to refuse first in
+// its group. If the first limiter is a Joiner that can join the others
+// (Redis limiters on one client), All is the limiter it returns: one step,
+// all or nothing, for all of them.
 //
 // Every limiter except the last must implement Refunder (all of this module's
 // limiters do). All panics if one does not, or if limiters is empty or holds
@@ -24,10 +27,12 @@ import (
 //
 // The Result reports the binding limit: Allowed only if all allowed, the
 // least Remaining with its Limit, the largest RetryAfter and ResetAfter (see
-// Result.And). A refusal's Result covers the limiters asked and those that
-// decide in process, not a remote one that was not asked (its Peek would be
-// a round trip; TakeEach asks it, to report its Result): its RetryAfter is
-// the soonest the request can pass as far as they know. The limiter All returns also implements ContextLimiter,
+// Result.And, applied in the order given). A refusal's Result has the Limit
+// of the limiter that refused, and covers the limiters asked and those
+// that decide in process, not a remote one that was not asked (its Peek
+// would be a round trip; TakeEach asks it, to report its Result): its
+// RetryAfter is the soonest the request can pass as far as they know. The
+// limiter All returns also implements ContextLimiter,
 // EachTaker and PeekContext; under a context, it asks every limiter that
 // takes one (the redislimit ones) under it, its Peeks included. It has Wait
 // and WaitN too, which poll it as the package's WaitN polls a limiter
@@ -55,16 +60,18 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 		}
 	}
 	a := &all[K]{limiters: append([]Limiter[K](nil), limiters...), clock: systemClock,
-		remote: make([]bool, len(limiters)), views: make([]views[K], len(limiters))}
+		remote: make([]bool, len(limiters)), views: make([]views[K], len(limiters)), place: inProcess}
+	places := make([]place, len(limiters))
 	for i, l := range limiters {
-		if s, ok := l.(interface{ Stats() Stats }); ok {
-			a.remote[i] = s.Stats().Remote
-		}
+		places[i] = placeOf(l)
+		a.remote[i] = places[i] == remote
+		a.place = max(a.place, places[i])
 		v := &a.views[i]
 		v.refunder, _ = l.(Refunder[K])
 		v.contextRefunder, _ = l.(ContextRefunder[K])
 		v.contextTaker, _ = l.(contextTaker[K])
 	}
+	a.order = a.askOrder(places)
 	for _, l := range limiters {
 		if _, ok := l.(Clocked); ok {
 			a.clock = clockOf(l)
@@ -99,11 +106,79 @@ type Joiner[K comparable] interface {
 // all is the Limiter that All returns.
 type all[K comparable] struct {
 	limiters []Limiter[K]
-	clock    clock.Clock // the first Clocked limiter's, or the system clock: WaitN sleeps on it
+	// order is the indexes of limiters in the order take asks them (see
+	// askOrder); nil for the order given.
+	order []int
+	clock clock.Clock // the first Clocked limiter's, or the system clock: WaitN sleeps on it
 	// remote[i]: limiters[i] keeps its state in a remote store (its Stats
 	// say Remote), so that its Peek is a round trip.
 	remote []bool
 	views  []views[K] // views[i] is limiters[i]'s, for take
+	place  place      // the farthest of the limiters' places, for an All of Alls
+}
+
+// place is where a limiter keeps its state, as far as All can tell: the
+// greater, the farther.
+type place uint8
+
+const (
+	inProcess place = iota // its Stats do not say Remote
+	unknown                // it has no Stats
+	remote                 // its Stats say Remote: each call is a round trip
+)
+
+// placeOf returns l's place: an All's is the farthest of its limiters'.
+func placeOf[K comparable](l Limiter[K]) place {
+	switch l := l.(type) {
+	case *all[K]:
+		return l.place
+	case interface{ Stats() Stats }:
+		if l.Stats().Remote {
+			return remote
+		}
+		return inProcess
+	}
+	return unknown
+}
+
+// askOrder returns the order take asks the limiters in, their places
+// given: first those in process that can Refund, then the others, each
+// group in the order given; nil if that is the order given. A limiter
+// without Refund can only be the last given, and stays last.
+func (a *all[K]) askOrder(places []place) []int {
+	order := make([]int, 0, len(places))
+	for i, p := range places {
+		if p == inProcess && a.views[i].refunder != nil {
+			order = append(order, i)
+		}
+	}
+	for i, p := range places {
+		if p != inProcess || a.views[i].refunder == nil {
+			order = append(order, i)
+		}
+	}
+	for at, i := range order {
+		if at != i {
+			return order
+		}
+	}
+	return nil
+}
+
+// asked returns the index in limiters of the limiter take asks at-th.
+func (a *all[K]) asked(at int) int {
+	if a.order == nil {
+		return at
+	}
+	return a.order[at]
+}
+
+// askedAt returns when take asks limiters[i]: the inverse of asked.
+func (a *all[K]) askedAt(i int) int {
+	if a.order == nil {
+		return i
+	}
+	return slices.Index(a.order, i)
 }
 
 // views are the interfaces take asks a limiter through, asserted once by
@@ -153,16 +228,28 @@ func (a *all[K]) TakeEach(ctx context.Context, key K, n int, each []Result) (Res
 // take takes n from every limiter or from none, reporting each one's
 // Result in each if it is not nil, and, if record is not nil and the
 // events are admitted, the admission of each limiter that can refund in
-// *record.
+// *record, in the order asked.
 func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *[]Admission) (Result, Admission, error) {
 	var buf [inlineLimiters]Admission
 	adms := buf[:0]
 	if len(a.limiters) > inlineLimiters {
 		adms = make([]Admission, 0, len(a.limiters))
 	}
+	// In an order not the one given, each limiter's Result is kept, and
+	// the admission's Result folded in the order given, as Result.And's
+	// ties (Limit, Err) want it.
+	rs := each
+	if rs == nil && a.order != nil {
+		var rbuf [inlineLimiters]Result // here, so the order given does not zero it
+		rs = rbuf[:]
+		if len(a.limiters) > inlineLimiters {
+			rs = make([]Result, len(a.limiters))
+		}
+	}
 	var sum Result
 	var firstErr error
-	for i, l := range a.limiters {
+	for at := range a.limiters {
+		i := a.asked(at)
 		if err := ctx.Err(); err != nil {
 			a.undo(ctx, key, adms)
 			return Result{Limit: sum.Limit, RetryAfter: sum.RetryAfter}, Admission{}, err
@@ -171,7 +258,7 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 		var err error
 		// As admitContext and takeContext ask, through the views.
 		switch v := &a.views[i]; {
-		case v.refunder != nil && (i < len(a.limiters)-1 || record != nil):
+		case v.refunder != nil && (at < len(a.limiters)-1 || record != nil):
 			var adm Admission
 			if v.contextRefunder != nil {
 				r, adm, err = v.contextRefunder.AdmitContext(ctx, key, n)
@@ -182,21 +269,27 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 		case v.contextTaker != nil:
 			r, err = v.contextTaker.TakeContext(ctx, key, n)
 		default:
-			r = l.Take(key, n)
+			r = a.limiters[i].Take(key, n)
 		}
 		if firstErr == nil {
 			firstErr = err
 		}
-		if each != nil {
-			each[i] = r
+		if rs != nil {
+			rs[i] = r
 		}
 		if !r.Allowed {
-			a.undo(ctx, key, adms[:min(i, len(adms))])
+			a.undo(ctx, key, adms[:min(at, len(adms))])
 			return a.refused(ctx, key, i, r, each), Admission{}, firstErr
 		}
-		if i == 0 {
+		if at == 0 {
 			sum = r
 		} else {
+			sum = sum.And(r)
+		}
+	}
+	if a.order != nil {
+		sum = rs[0]
+		for _, r := range rs[1:len(a.limiters)] {
 			sum = sum.And(r)
 		}
 	}
@@ -207,9 +300,9 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 	return sum, Admission{N: n, By: a, state: record}, firstErr
 }
 
-// undo refunds the admissions adms of the first limiters, in reverse order.
-// A refund must happen even if ctx has ended, or the events would stay
-// taken: it keeps ctx's values (for tracing) but not its end.
+// undo refunds adms, the admissions of the first limiters asked, in
+// reverse order. A refund must happen even if ctx has ended, or the events
+// would stay taken: it keeps ctx's values (for tracing) but not its end.
 func (a *all[K]) undo(ctx context.Context, key K, adms []Admission) {
 	if len(adms) == 0 {
 		return
@@ -217,8 +310,8 @@ func (a *all[K]) undo(ctx context.Context, key K, adms []Admission) {
 	if ctx.Done() != nil {
 		ctx = context.WithoutCancel(ctx)
 	}
-	for j := len(adms) - 1; j >= 0; j-- {
-		refundContext(ctx, a.limiters[j].(Refunder[K]), key, adms[j])
+	for at := len(adms) - 1; at >= 0; at-- {
+		refundContext(ctx, a.views[a.asked(at)].refunder, key, adms[at])
 	}
 }
 
@@ -255,7 +348,7 @@ func (a *all[K]) PeekContext(ctx context.Context, key K) (Result, error) {
 		return Result{}, err
 	}
 	var sum Result
-	decider := 0 // the Limit of the first limiter that would refuse
+	decider, deciderAt := 0, len(a.limiters) // the Limit of the first limiter take would find refusing
 	for i, l := range a.limiters {
 		r := peekContext(ctx, l, key)
 		if i == 0 {
@@ -263,8 +356,8 @@ func (a *all[K]) PeekContext(ctx context.Context, key K) (Result, error) {
 		} else {
 			sum = sum.And(r)
 		}
-		if !r.Allowed && decider == 0 {
-			decider = r.Limit
+		if at := a.askedAt(i); !r.Allowed && at < deciderAt {
+			decider, deciderAt = r.Limit, at
 		}
 	}
 	if decider != 0 {
@@ -308,8 +401,8 @@ func (a *all[K]) Refund(key K, adm Admission) {
 	if !ok || adm.By != a {
 		return
 	}
-	for i, p := range *parts {
-		if r, ok := a.limiters[i].(Refunder[K]); ok {
+	for at, p := range *parts {
+		if r := a.views[a.asked(at)].refunder; r != nil {
 			p.N = min(p.N, adm.N) // a partial refund of adm is one of each part
 			r.Refund(key, p)
 		}

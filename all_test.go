@@ -349,20 +349,18 @@ func (r *remoteRecorder) Peek(key string) keylimit.Result {
 
 // TestAllPeeksARemoteLimiterOnlyForTakeEach (issue 26): when an in-process
 // limiter refuses, All does not ask a remote one what it would say (a
-// round trip) unless TakeEach wants its Result. With the in-process
-// limiter first, 100 requests it refuses all but one of cost the remote
-// limiter one call; with the remote one first, its take and its refund for
-// each (199), no Peek.
+// round trip) unless TakeEach wants its Result; and it asks the in-process
+// limiter first whatever the order given. Of 100 requests it refuses all
+// but one of, the remote limiter has one call in either order (with the
+// remote one given first, it was once a take and a refund per refusal,
+// 199); a TakeEach refused in process, one more: its Peek.
 func TestAllPeeksARemoteLimiterOnlyForTakeEach(t *testing.T) {
-	for _, tc := range []struct {
-		remoteFirst bool
-		calls       int
-	}{{false, 1}, {true, 199}} {
+	for _, remoteFirst := range []bool{false, true} {
 		tight := build(t, keylimit.NewFixedWindow[string], keylimit.PerMinute(1))
 		rec := &remoteRecorder{TokenBucket: build(t, keylimit.NewTokenBucket[string], keylimit.PerMinute(1000))}
-		lim := keylimit.All[string](tight, rec)
-		if tc.remoteFirst {
-			lim = keylimit.All[string](rec, tight)
+		lim, remoteAt := keylimit.All[string](tight, rec), 1
+		if remoteFirst {
+			lim, remoteAt = keylimit.All[string](rec, tight), 0
 		}
 		admitted := 0
 		for range 100 {
@@ -370,20 +368,142 @@ func TestAllPeeksARemoteLimiterOnlyForTakeEach(t *testing.T) {
 				admitted++
 			}
 		}
-		require.Equal(t, 1, admitted, "remoteFirst=%v: admitted of 100", tc.remoteFirst)
-		require.Equal(t, tc.calls, rec.calls, "remoteFirst=%v: the remote limiter's calls for 100 requests", tc.remoteFirst)
-		require.Equal(t, 999, rec.TokenBucket.Peek("k").Remaining, "remoteFirst=%v: the remote limiter's Remaining", tc.remoteFirst)
+		require.Equal(t, 1, admitted, "remoteFirst=%v: admitted of 100", remoteFirst)
+		require.Equal(t, 1, rec.calls, "remoteFirst=%v: the remote limiter's calls for 100 requests", remoteFirst)
+		require.Equal(t, 999, rec.TokenBucket.Peek("k").Remaining, "remoteFirst=%v: the remote limiter's Remaining", remoteFirst)
 		each := make([]keylimit.Result, 2)
-		calls := rec.calls
 		_, err := lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), "k", 1, each)
 		require.NoError(t, err)
-		if !tc.remoteFirst {
-			require.Equal(t, calls+1, rec.calls, "the remote limiter's calls for a TakeEach refused first: its Peek")
-		}
-		remoteAt := 1
-		if tc.remoteFirst {
-			remoteAt = 0
-		}
-		require.Equal(t, 999, each[remoteAt].Remaining, "remoteFirst=%v: the remote limiter's Result in TakeEach", tc.remoteFirst)
+		require.Equal(t, 2, rec.calls, "remoteFirst=%v: the remote limiter's calls after a TakeEach refused in process: its Peek", remoteFirst)
+		require.Equal(t, 999, each[remoteAt].Remaining, "remoteFirst=%v: the remote limiter's Result in TakeEach", remoteFirst)
+		require.False(t, each[1-remoteAt].Allowed, "remoteFirst=%v: the in-process limiter's Result in TakeEach", remoteFirst)
 	}
+}
+
+// logged is a TokenBucket that notes in log each call All makes of it
+// (take, peek; a refund as "-name"); it has no Stats, so All cannot tell
+// where it keeps its state. Its wrappers below say where.
+type logged struct {
+	keylimit.Limiter[string] // b's methods of a Limiter, not its Stats
+	b                        *keylimit.TokenBucket[string]
+	name                     string
+	log                      *[]string
+}
+
+func (l *logged) Take(key string, n int) keylimit.Result {
+	*l.log = append(*l.log, l.name)
+	return l.b.Take(key, n)
+}
+
+func (l *logged) Peek(key string) keylimit.Result {
+	*l.log = append(*l.log, "peek "+l.name)
+	return l.b.Peek(key)
+}
+
+// loggedRefunder is logged with Admit and Refund.
+type loggedRefunder struct{ *logged }
+
+func (l loggedRefunder) Admit(key string, n int) (keylimit.Result, keylimit.Admission) {
+	*l.log = append(*l.log, l.name)
+	return l.b.Admit(key, n)
+}
+
+func (l loggedRefunder) Refund(key string, a keylimit.Admission) {
+	*l.log = append(*l.log, "-"+l.name)
+	l.b.Refund(key, a)
+}
+
+// loggedLocal and loggedRemote are loggedRefunders whose Stats say where.
+type (
+	loggedLocal  struct{ loggedRefunder }
+	loggedRemote struct{ loggedRefunder }
+	// loggedLast is in process without Refund: only the last may be so.
+	loggedLast struct{ *logged }
+)
+
+func (loggedLocal) Stats() keylimit.Stats  { return keylimit.Stats{} }
+func (loggedRemote) Stats() keylimit.Stats { return keylimit.Stats{Remote: true} }
+func (loggedLast) Stats() keylimit.Stats   { return keylimit.Stats{} }
+
+// TestAllAsksInProcessRefundersFirst (issue 26): All asks the limiters in
+// process that can Refund first, then the remote ones and those without
+// Stats, each group in the order given; a refusal gives back in the
+// reverse order asked. A limiter in process without Refund, the last,
+// stays last. An All of in-process limiters is in process.
+func TestAllAsksInProcessRefundersFirst(t *testing.T) {
+	clk := keylimit.WithClock(newFastClock())
+	var log []string
+	on := func(name string, l keylimit.Limit) *logged {
+		b := bucketsOn(t, clk, l)[0]
+		return &logged{Limiter: b, b: b, name: name, log: &log}
+	}
+	r := loggedRemote{loggedRefunder{on("R", keylimit.PerHour(10))}}
+	l1 := loggedLocal{loggedRefunder{on("L1", keylimit.PerHour(10))}}
+	u := loggedRefunder{on("U", keylimit.PerHour(1))}
+	l2 := loggedLocal{loggedRefunder{on("L2", keylimit.PerHour(10))}}
+	lim := keylimit.All[string](r, l1, u, l2)
+	require.True(t, lim.Allow("k"))
+	require.Equal(t, []string{"L1", "L2", "R", "U"}, log, "the order asked")
+	log = nil
+	require.False(t, lim.Allow("k"), "U refuses")
+	require.Equal(t, []string{"L1", "L2", "R", "U", "-R", "-L2", "-L1", "peek L1", "peek L2"}, log,
+		"asked, given back in reverse, and the in-process ones peeked (not R: remote)")
+	for _, l := range []*logged{r.logged, l1.logged, l2.logged} {
+		require.Equal(t, 9, l.b.Peek("k").Remaining, "%s: the refusal took nothing", l.name)
+	}
+
+	log = nil
+	last := loggedLast{on("N", keylimit.PerHour(1))}
+	lim = keylimit.All[string](loggedRemote{loggedRefunder{on("R2", keylimit.PerHour(10))}}, last)
+	require.True(t, lim.Allow("k"))
+	require.Equal(t, []string{"R2", "N"}, log, "the last, without Refund, stays last")
+
+	log = nil
+	inner := keylimit.All[string](l1, l2)
+	lim = keylimit.All[string](r, inner)
+	require.True(t, lim.Allow("other"))
+	require.Equal(t, []string{"L1", "L2", "R"}, log, "an All of in-process limiters is asked before a remote one")
+}
+
+// TestAllInProcessFirstKeepsResults: with a remote limiter given first,
+// the Result of an admission is Result.And in the order given (a tie in
+// Remaining reports the first given's Limit); a refusal reports the Limit
+// of the limiter that refused, the in-process one, asking the remote one
+// nothing; Peek reports the same Limit. An Admission of the All gives back
+// each limiter's part, a partial refund a part of each.
+func TestAllInProcessFirstKeepsResults(t *testing.T) {
+	clk := newFastClock()
+	bs := bucketsOn(t, keylimit.WithClock(clk), keylimit.PerHour(5), keylimit.PerHour(10))
+	rec := &remoteRecorder{TokenBucket: bs[0]}
+	local := bs[1]
+	require.True(t, local.AllowN("k", 5))
+	lim := keylimit.All[string](rec, local)
+
+	r := lim.Take("k", 1)
+	require.True(t, r.Allowed)
+	require.Equal(t, [2]int{5, 4}, [2]int{r.Limit, r.Remaining}, "a tie at 4: the first given's Limit")
+
+	r, adm := lim.(keylimit.Refunder[string]).Admit("k", 3)
+	require.True(t, r.Allowed)
+	require.Equal(t, [2]int{1, 1}, [2]int{rec.TokenBucket.Peek("k").Remaining, local.Peek("k").Remaining})
+	one := adm
+	one.N = 1
+	lim.(keylimit.Refunder[string]).Refund("k", one)
+	require.Equal(t, [2]int{2, 2}, [2]int{rec.TokenBucket.Peek("k").Remaining, local.Peek("k").Remaining}, "a refund of 1 of 3")
+	rest := adm
+	rest.N = 2
+	lim.(keylimit.Refunder[string]).Refund("k", rest)
+	require.Equal(t, [2]int{4, 4}, [2]int{rec.TokenBucket.Peek("k").Remaining, local.Peek("k").Remaining}, "the other 2")
+
+	require.True(t, rec.TokenBucket.AllowN("k", 4))
+	require.True(t, local.AllowN("k", 4))
+	calls := rec.calls
+	r = lim.Take("k", 1)
+	require.False(t, r.Allowed)
+	require.Equal(t, 10, r.Limit, "the in-process limiter refused")
+	require.Equal(t, local.Peek("k").RetryAfter, r.RetryAfter, "its RetryAfter: the remote one was not asked")
+	require.Equal(t, calls, rec.calls, "the remote limiter's calls for a refusal in process")
+	p := lim.Peek("k")
+	require.False(t, p.Allowed)
+	require.Equal(t, 10, p.Limit, "Peek names the limiter Take finds refusing")
 }

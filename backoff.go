@@ -49,3 +49,42 @@ func (b *backoff) wait() {
 	for start := time.Since(spinEpoch); time.Since(spinEpoch)-start < d; {
 	}
 }
+
+// holderWait paces a caller of a key whose state is a lock (a
+// SlidingWindow's log): it waits as backoff does, and when the lock stays
+// held by one writer far longer than a writer holds it, it sleeps. A writer
+// holds the lock for a few stores, so one seen holding it that long has
+// lost its thread's CPU to the operating system (more goroutines than
+// cores), and until it runs again nobody can write the key: spinning would
+// keep the CPU from it, where a sleep gives it back.
+type holderWait struct {
+	bo    backoff
+	held  uint64        // the odd seq last seen, or 0
+	since time.Duration // since spinEpoch, when held was first seen
+}
+
+const (
+	// holderOff is how long, in ns, one writer holds the lock before its
+	// waiters sleep: about a thousand times what it takes when it runs.
+	holderOff = 20 * time.Microsecond
+	// holderNap is how long they sleep, at least (a sleep of a goroutine
+	// whose processor then has nothing to run lasts about a millisecond on
+	// Linux, the poller's resolution).
+	holderNap = 20 * time.Microsecond
+)
+
+// wait waits before another try; seq is the lock's value last seen.
+func (w *holderWait) wait(seq uint64) {
+	if seq&1 != 0 {
+		now := time.Since(spinEpoch)
+		switch {
+		case seq != w.held:
+			w.held, w.since = seq, now
+		case now-w.since > holderOff:
+			time.Sleep(holderNap)
+			w.since = time.Since(spinEpoch)
+			return
+		}
+	}
+	w.bo.wait()
+}

@@ -3,6 +3,7 @@ package keylimit_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,4 +165,51 @@ type takeCounter struct {
 func (c *takeCounter) Take(key string, n int) keylimit.Result {
 	c.n.Add(1)
 	return c.lim.Take(key, n)
+}
+
+// remoteView is a bucket whose Stats say Remote, as a redislimit one's do,
+// so that All asks it after the in-process limiters.
+type remoteView struct{ *keylimit.TokenBucket[string] }
+
+func (remoteView) Stats() keylimit.Stats { return keylimit.Stats{Remote: true} }
+
+// BenchmarkAllOrder is All of two buckets over 1024 keys, serial: both in
+// process (the order given), a "remote" one given first and both admitting
+// (asked second, the Result folded in the order given), and the in-process
+// one refusing (the remote one not asked, where it was once taken from and
+// refunded).
+func BenchmarkAllOrder(b *testing.B) {
+	bucket := func(l keylimit.Limit) *keylimit.TokenBucket[string] {
+		t, err := keylimit.NewTokenBucket[string](l)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { t.Close() })
+		return t
+	}
+	loose, tight := keylimit.PerSecond(1_000_000_000), keylimit.PerHour(1)
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "key-" + strconv.Itoa(i)
+	}
+	for _, row := range []struct {
+		name string
+		lim  keylimit.Limiter[string]
+	}{
+		{"local,local/admitted", keylimit.All[string](bucket(loose), bucket(loose))},
+		{"remote,local/admitted", keylimit.All[string](remoteView{bucket(loose)}, bucket(loose))},
+		{"remote,local/refused", keylimit.All[string](remoteView{bucket(loose)}, bucket(tight))},
+	} {
+		b.Run(row.name, func(b *testing.B) {
+			for _, k := range keys {
+				row.lim.Allow(k)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				row.lim.Allow(keys[i%len(keys)])
+				i++
+			}
+		})
+	}
 }

@@ -249,6 +249,26 @@ func TestPenaltyInAll(t *testing.T) {
 	require.Equal(t, calls, inner.calls.Load())
 }
 
+// TestPenaltyInAllAfterARemoteLimiter (issue 26): given after a remote
+// limiter, an in-process Penalty is asked first, so a request both would
+// refuse is the penalty's refusal, counted toward its ban, and asks the
+// remote limiter nothing (asked first, it refused them all unseen).
+func TestPenaltyInAllAfterARemoteLimiter(t *testing.T) {
+	ban := keylimit.Ban{Refusals: 2, Within: time.Minute, For: time.Hour}
+	p, _, c := penaltyOn(t, keylimit.PerHour(1), ban)
+	rec := &remoteRecorder{TokenBucket: bucketsOn(t, keylimit.WithClock(c), keylimit.PerHour(1))[0]}
+	lim := keylimit.All[string](rec, p)
+	require.True(t, lim.Allow("k"))
+	r := lim.Take("k", 1)
+	require.False(t, r.Allowed)
+	require.False(t, r.Banned, "one refusal")
+	r = lim.Take("k", 1)
+	require.True(t, r.Banned, "the penalty saw both refusals: %v", r)
+	require.Equal(t, time.Hour, r.RetryAfter)
+	require.Equal(t, uint64(1), p.Stats().Bans)
+	require.Equal(t, 1, rec.calls, "the remote limiter's calls: the one admission")
+}
+
 func TestPenaltyWaitsOutItsBan(t *testing.T) {
 	ban := keylimit.Ban{Refusals: 1, Within: s, For: time.Minute}
 	p, _, c := penaltyOn(t, keylimit.PerSecond(1), ban)

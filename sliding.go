@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,8 +25,9 @@ const MaxSlidingWindowEvents = 10_000
 // It keeps a log of each key's last Events admission times, a ring of
 // 8 × Events bytes allocated on the key's first admission (so Events is
 // capped at MaxSlidingWindowEvents). Admissions take a per-key lock, since
-// the log and its head are two words; refusals and Peek read a consistent
-// snapshot without it and write nothing. RetryAfter is when enough of the
+// the log and its head are two words: one compare-and-swap of the log's
+// sequence number, from the snapshot they judged. Refusals and Peek read a
+// consistent snapshot without it and write nothing. RetryAfter is when enough of the
 // oldest entries leave for the request to fit; ResetAfter when the newest
 // leaves. If an injected clock steps back, the key decides at the time of
 // its newest entry: a step back never reopens capacity.
@@ -60,12 +60,12 @@ func newSlidingRules(l Limit) (slidingRules, error) {
 
 // slidingState is one key's log.
 type slidingState struct {
-	// mu is held by every writer of seq, pos and log: admissions, Refund and
-	// retirement.
-	mu sync.Mutex
-	// seq is odd while a writer changes pos or log. A reader without mu reads
-	// seq, then what it needs, then seq again: if seq was even and has not
-	// changed, what it read is one consistent state.
+	// seq is the state's lock and its version: odd while a writer
+	// changes pos or log. A writer (an admission, Refund, retirement, a
+	// move) takes it by a CAS from even to odd and releases it with the
+	// next even value (see lock), so every writer changes it. A reader
+	// reads seq, then what it needs, then seq again: if seq was even and
+	// has not changed, what it read is one consistent state.
 	seq atomic.Uint64
 	// pos is head<<32 | phantoms<<16 | size: the last size admissions are
 	// in the size slots before head (mod Events), oldest first. phantoms
@@ -264,8 +264,7 @@ func (s *SlidingWindow[K]) Peek(key K) Result {
 // reads keep meeting writers. A retired st is judged as a new key's. It
 // reports false if st was moved.
 func (r *slidingRules) judgeLocked(st *slidingState, now int64, d *slidingDecision) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	defer st.unlock(st.lock())
 	switch pos := st.pos.Load(); pos {
 	case movedPos:
 		return false
@@ -318,6 +317,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 	// perhaps a fresh one made after the old was found idle at a later
 	// time: the clock is read again for it.
 	now := s.keys.clock.now()
+	var w holderWait
 	for {
 		if st == nil {
 			return s.policy.resolve(key), untracked
@@ -335,42 +335,38 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 			return c, never
 		}
 		// A refusal needs no lock: a consistent snapshot that refuses is
-		// the state at one instant of this call. Only an admission locks,
-		// and decides again only if a writer ran since its snapshot: with
-		// seq and pos as they were (every writer changes one), the state is
-		// the one the snapshot judged.
+		// the state at one instant of this call. An admission takes the
+		// lock by a CAS of seq from the value its snapshot began at, so it
+		// holds the lock only if no writer ran since: the state is the one
+		// the snapshot judged, and the judgement stands.
 		seq, snap, ok := st.snapshot()
 		if ok {
 			r.judge(st, snap, now, n, d)
-			if ok = st.unchanged(seq); ok && !d.ok {
-				return c, refused
+			if !d.ok {
+				if st.unchanged(seq) {
+					return c, refused
+				}
+			} else if st.seq.CompareAndSwap(seq, seq+1) {
+				st.append(snap, d.t, n)
+				st.seq.Store(seq + 2)
+				if d.count == 0 {
+					d.oldest = d.t
+				}
+				d.count += n
+				d.newest = d.t
+				d.st, d.key = st, h
+				return c, admitted
 			}
-		}
-		st.mu.Lock()
-		pos := st.pos.Load()
-		if pos >= movedPos {
-			st.mu.Unlock()
+		} else if seq&1 == 0 {
+			// Retired or moved: it stays so.
 			st = s.keys.replace(key, st)
 			now = s.keys.clock.now()
 			continue
 		}
-		if !ok || pos != snap || !st.unchanged(seq) {
-			r.judge(st, pos, now, n, d)
-		}
-		if d.ok {
-			st.append(pos, d.t, n)
-		}
-		st.mu.Unlock()
-		if !d.ok {
-			return c, refused
-		}
-		if d.count == 0 {
-			d.oldest = d.t
-		}
-		d.count += n
-		d.newest = d.t
-		d.st, d.key = st, h
-		return c, admitted
+		// A writer ran or runs: let it run on, then try afresh (see
+		// holderWait).
+		w.wait(seq)
+		now = s.keys.clock.now()
 	}
 }
 
@@ -378,8 +374,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 // returns a state under c holding st's log, resized (see SetLimit).
 func (st *slidingState) moveTo(c *keyConfig[slidingRules], now int64) (*slidingState, bool) {
 	nu := newSlidingState(c)
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	defer st.unlock(st.lock())
 	pos := st.pos.Load()
 	if pos >= movedPos {
 		return nil, false
@@ -497,11 +492,27 @@ func (st *slidingState) snapshot() (seq, pos uint64, ok bool) {
 // then what was read in between is one state.
 func (st *slidingState) unchanged(seq uint64) bool { return st.seq.Load() == seq }
 
-// append records n admissions at t in the log at pos. The caller holds mu.
+// lock takes st's lock, waiting while another writer holds it, and returns
+// the value to give unlock.
+func (st *slidingState) lock() uint64 {
+	var w holderWait
+	for {
+		seq := st.seq.Load()
+		if seq&1 == 0 && st.seq.CompareAndSwap(seq, seq+1) {
+			return seq + 2
+		}
+		w.wait(seq)
+	}
+}
+
+// unlock releases st's lock: next is what lock returned.
+func (st *slidingState) unlock(next uint64) { st.seq.Store(next) }
+
+// append records n admissions at t in the log at pos. The caller holds the
+// lock (see seq).
 func (st *slidingState) append(pos uint64, t int64, n int) {
 	head, _, size := unpackPos(pos)
 	events := len(st.log)
-	st.seq.Add(1)
 	for range n {
 		st.log[head].Store(t)
 		if head++; head == events {
@@ -509,14 +520,12 @@ func (st *slidingState) append(pos uint64, t int64, n int) {
 		}
 	}
 	st.pos.Store(packPos(head, 0, min(size+n, events))) // forgets the phantoms (see pos)
-	st.seq.Add(1)
 }
 
 // retire retires st whatever its log (Reset), unless a change of limit
 // moved it first (see resetKey).
 func (st *slidingState) retire() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	defer st.unlock(st.lock())
 	if st.pos.Load() == movedPos {
 		return false
 	}
@@ -531,8 +540,7 @@ func (st *slidingState) retire() bool {
 // Otherwise it returns when st could be idle. A state under a stale limit
 // is judged under its own: it never changes limit in place.
 func (st *slidingState) retireIfIdle(now int64) (bool, int64) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	defer st.unlock(st.lock())
 	pos := st.pos.Load()
 	if pos >= movedPos {
 		return false, now // being removed by Reset, or moved
@@ -598,8 +606,7 @@ func (s *SlidingWindow[K]) Refund(key K, a Admission) {
 // refund removes up to n entries of time t from st's log. It reports false
 // if st was moved, and its entries with it.
 func (st *slidingState) refund(t int64, n int) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	defer st.unlock(st.lock())
 	pos := st.pos.Load()
 	switch pos {
 	case movedPos:
@@ -620,7 +627,6 @@ func (st *slidingState) refund(t int64, n int) bool {
 	if k == 0 {
 		return true
 	}
-	st.seq.Add(1)
 	for i := last + 1; i < size; i++ { // the newer entries close the gap
 		at(i - k).Store(at(i).Load())
 	}
@@ -638,7 +644,6 @@ func (st *slidingState) refund(t int64, n int) bool {
 		size += fill
 	}
 	st.pos.Store(packPos(head, phantoms, size))
-	st.seq.Add(1)
 	return true
 }
 

@@ -28,9 +28,9 @@ func TestSlidingStateReadDetectsWriters(t *testing.T) {
 	require.Equal(t, 2, d.count, "a quiet read %+v: events in the window", d)
 	seq, _, ok := st.snapshot()
 	require.True(t, ok, "a quiet state's snapshot: allowed")
-	st.mu.Lock()
+	next := st.lock()
 	st.append(st.pos.Load(), now, 1) // an admission lands mid-read
-	st.mu.Unlock()
+	st.unlock(next)
 	require.False(t, st.unchanged(seq), "a read during which an admission landed: reported itself consistent")
 	seq, _, _ = st.snapshot()
 	one := adm
@@ -118,4 +118,28 @@ func TestSlidingWindowLogFollowsTheLimit(t *testing.T) {
 	e, p = log()
 	expect("an admission later, grown to 5", e, p, []time.Duration{time.Hour + 9*time.Second}, 0)
 	require.Equal(t, 4, s.Peek("k").Remaining, "Remaining after one admission in the window of 5")
+}
+
+// TestSlidingLockWaitsForItsHolder: an admission waits for the writer that
+// holds the key's lock, however long it holds it (past holderOff, when the
+// waiter sleeps), and admits once it is released.
+func TestSlidingLockWaitsForItsHolder(t *testing.T) {
+	s, err := NewSlidingWindow[string](PerHour(3), WithClock(clock.NewMock()))
+	require.NoError(t, err, "NewSlidingWindow")
+	defer s.Close()
+	require.True(t, s.Allow("k"), "the first Allow")
+	st := s.keys.load("k")
+	next := st.lock()
+	done := make(chan bool)
+	go func() { done <- s.Allow("k") }()
+	select {
+	case <-done:
+		t.Fatal("an Allow returned while another writer held the lock")
+	case <-time.After(10 * holderOff):
+	}
+	st.unlock(next)
+	require.True(t, <-done, "the Allow once the lock is released")
+	_, _, size := unpackPos(st.pos.Load())
+	require.Equal(t, 2, size, "entries in the log")
+	require.Zero(t, st.seq.Load()&1, "seq after the writers: odd")
 }

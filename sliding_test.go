@@ -3,6 +3,7 @@ package keylimit_test
 import (
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,6 +89,53 @@ func TestSlidingWindowNeverExceedsUnderContention(t *testing.T) {
 	}
 	elapsed := clk.Now().Sub(t0)
 	require.Greater(t, events, int(elapsed/l.Period)*l.Events*3/4, "the window admits as the clock moves")
+}
+
+// TestSlidingWindowExactUnderWriters: 32 goroutines on one key of a frozen
+// clock, every kind of writer at once (admissions of 1 and 2 events,
+// refunds of some of them, Peeks that may take the lock): the events
+// admitted less those refunded are exactly Events once the key is full.
+// The admissions' lock is a CAS of the log's seq; a writer that bypassed
+// it, or a judgement kept after another writer ran, would admit more.
+func TestSlidingWindowExactUnderWriters(t *testing.T) {
+	const events = 400
+	lim := slidingWindow.on(t, newFastClock(), keylimit.PerHour(events)).(*keylimit.SlidingWindow[string])
+	var admitted, refunded atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 300 {
+				switch (g + i) % 4 {
+				case 0:
+					if lim.Allow("hot") {
+						admitted.Add(1)
+					}
+				case 1:
+					if lim.AllowN("hot", 2) {
+						admitted.Add(2)
+					}
+				case 2:
+					r, a := lim.Admit("hot", 1)
+					if r.Allowed {
+						admitted.Add(1)
+						if i%3 == 0 {
+							lim.Refund("hot", a)
+							refunded.Add(1)
+						}
+					}
+				default:
+					lim.Peek("hot")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for lim.Allow("hot") {
+		admitted.Add(1)
+	}
+	require.Positive(t, refunded.Load(), "refunds made")
+	require.Equal(t, int64(events), admitted.Load()-refunded.Load(), "events admitted (%d) less those refunded (%d)", admitted.Load(), refunded.Load())
+	require.Equal(t, 0, lim.Peek("hot").Remaining, "Remaining once full")
 }
 
 // TestSlidingWindowRandomizedExact plays long random sequences of requests

@@ -80,6 +80,11 @@ func interceptorCalls(tb testing.TB) []struct {
 		Key:      grpclimit.Metadata("x-api-key"),
 		Policies: []grpclimit.Policy{{Name: "open", Limiter: newBucket(tb, never, mock)}},
 	})
+	quiet := newServer(tb, grpclimit.Config{
+		Key:             grpclimit.Metadata("x-api-key"),
+		Policies:        []grpclimit.Policy{{Name: "open", Limiter: newBucket(tb, never, mock)}},
+		FieldsOnRefusal: true,
+	})
 	handler := func(context.Context, any) (any, error) { return nil, nil }
 	info := &grpc.UnaryServerInfo{FullMethod: checkMethod}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k1"))
@@ -92,6 +97,7 @@ func interceptorCalls(tb testing.TB) []struct {
 		{"bare", func() (any, error) { return handler(ctx, nil) }},
 		{"admitted", func() (any, error) { return open.UnaryInterceptor()(ctx, nil, info, handler) }},
 		{"refused", func() (any, error) { return srv.UnaryInterceptor()(ctx, nil, info, handler) }},
+		{"fields-on-refusal", func() (any, error) { return quiet.UnaryInterceptor()(ctx, nil, info, handler) }},
 	}
 }
 
@@ -105,9 +111,10 @@ func interceptorCalls(tb testing.TB) []struct {
 //     grpc-retry-pushback-ms; the status message and the pushback value,
 //     one string; and 11 of grpc and protobuf's to make the status and its
 //     RetryInfo detail (status.New, WithDetails' copy of the status and the
-//     Any it marshals the detail into, durationpb.New, Status.Err).
+//     Any it marshals the detail into, durationpb.New, Status.Err);
+//   - admitted with FieldsOnRefusal, 1: the copy of the key's values.
 func TestInterceptorAllocs(t *testing.T) {
-	want := map[string]float64{"bare": 0, "admitted": 5, "refused": 17}
+	want := map[string]float64{"bare": 0, "admitted": 5, "refused": 17, "fields-on-refusal": 1}
 	for _, c := range interceptorCalls(t) {
 		require.Equal(t, want[c.name], testing.AllocsPerRun(1000, func() { c.call() }), c.name)
 	}

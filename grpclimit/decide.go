@@ -74,7 +74,9 @@ func (s *Server) decide(ctx context.Context, method string, v *quota.Verdict) (m
 	if v.Action() == quota.Refuse {
 		pushback, refused = refusal(*d)
 	}
-	md = fields(v, pushback)
+	if !s.fieldsOnRefusal || !d.Result.Allowed {
+		md = fields(v, pushback)
+	}
 	if s.onDecision != nil {
 		s.onDecision(ctx, method, *d)
 	}

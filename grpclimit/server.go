@@ -46,6 +46,13 @@ type Config struct {
 	// OnDecision with the true decision, but lets refused calls through.
 	DryRun bool
 
+	// FieldsOnRefusal sends the rate-limit metadata (ratelimit,
+	// ratelimit-policy) with refused calls only: an admitted call's
+	// response carries none, and deciding it allocates nothing for them.
+	// Clients then learn of the quota only when refused. A dry run sends
+	// them with the calls it would have refused.
+	FieldsOnRefusal bool
+
 	// OnDecision, if set, is called with every decision, before the
 	// handler runs or the call is refused. It runs on the call's goroutine
 	// and must be safe for concurrent use.
@@ -90,6 +97,9 @@ type Server struct {
 	skip       func(ctx context.Context, method string) bool
 	onDecision func(ctx context.Context, method string, d Decision)
 	fail       func(ctx context.Context, method string, err error) error
+	// fieldsOnRefusal is Config.FieldsOnRefusal: an admitted call's
+	// Verdict has no field values, and it sends no metadata.
+	fieldsOnRefusal bool
 }
 
 // NewServer returns the interceptors that limit calls as c says. It returns
@@ -101,13 +111,13 @@ func NewServer(c Config) (*Server, error) {
 	if (c.Tier == nil) != (len(c.Tiers) == 0) {
 		return nil, errors.New("grpclimit: Config.Tier and Config.Tiers go together: set both or neither")
 	}
-	q, err := quota.New(quota.Config{Policies: c.Policies, Tiers: c.Tiers, DryRun: c.DryRun})
+	q, err := quota.New(quota.Config{Policies: c.Policies, Tiers: c.Tiers, DryRun: c.DryRun, FieldsOnRefusal: c.FieldsOnRefusal})
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", errors.Unwrap(err))
 	}
 	s := &Server{
 		quota: q, key: c.Key, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
-		onDecision: c.OnDecision, fail: c.Error,
+		onDecision: c.OnDecision, fail: c.Error, fieldsOnRefusal: c.FieldsOnRefusal,
 	}
 	if s.fail == nil {
 		s.fail = defaultError

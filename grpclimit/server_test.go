@@ -224,6 +224,29 @@ func TestDryRunRefusesNothing(t *testing.T) {
 	require.Equal(t, int32(3), b.unary.Load())
 }
 
+// FieldsOnRefusal: an admitted call carries no rate-limit metadata, a
+// refused one all of it, as without the option.
+func TestFieldsOnRefusal(t *testing.T) {
+	mock := newMock()
+	srv := newServer(t, grpclimit.Config{
+		Key:             grpclimit.Method,
+		Policies:        []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(1), mock)}},
+		FieldsOnRefusal: true,
+	})
+	b := start(t, setup{server: limitedBy(srv)})
+
+	a := b.check(context.Background())
+	require.NoError(t, a.err)
+	for _, f := range []string{"ratelimit", "ratelimit-policy", "retry-after"} {
+		require.Empty(t, a.get(f)+a.trailed(f), "admitted: %s", f)
+	}
+	a = b.check(context.Background())
+	require.Equal(t, codes.ResourceExhausted, status.Code(a.err))
+	require.Equal(t, `"minute";r=0;t=60`, a.trailed("ratelimit"))
+	require.Equal(t, `"minute";q=1;w=60`, a.trailed("ratelimit-policy"))
+	require.Equal(t, "60", a.trailed("retry-after"))
+}
+
 // Skipped calls pass uncounted and without fields; tiers give some
 // clients other policies; OnDecision sees the key, tier, policy and cost
 // of each call.

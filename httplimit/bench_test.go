@@ -51,6 +51,7 @@ func benchConfigs(tb testing.TB) []struct {
 		{"client-ip/one-policy", httplimit.Config{Key: httplimit.ClientIP{}.Key, Policies: []httplimit.Policy{plenty("second")}}},
 		{"header-key/two-policies", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []httplimit.Policy{plenty("second"), plenty("hour")}}},
 		{"header-key/legacy-fields", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []httplimit.Policy{plenty("second")}, LegacyFields: true}},
+		{"header-key/fields-on-refusal", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []httplimit.Policy{plenty("second")}, FieldsOnRefusal: true}},
 		{"header-key/on-decision", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []httplimit.Policy{plenty("second")},
 			OnDecision: func(*http.Request, httplimit.Decision) {}}},
 		{"header-key/refused", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []httplimit.Policy{{Name: "hour", Limiter: scarce}}}},
@@ -97,6 +98,9 @@ func TestAllocs(t *testing.T) {
 		"header-key/two-policies":  2,
 		"header-key/legacy-fields": 3,
 		"header-key/refused":       2,
+		// No field, so nothing: the key is the header's string, the
+		// decision is on the stack.
+		"header-key/fields-on-refusal": 0,
 	}
 	reqs := benchRequests(16)
 	for _, c := range benchConfigs(t) {

@@ -57,7 +57,8 @@
 //
 // # The fields
 //
-// On every response it counts, the middleware sets the fields of the IETF
+// On every response it counts (on refused ones only, with
+// Config.FieldsOnRefusal), the middleware sets the fields of the IETF
 // draft draft-ietf-httpapi-ratelimit-headers (the text of its -11, May
 // 2026, whose syntax is -10's), as RFC 9651 Structured Field Lists with one
 // member per policy, named by a String:

@@ -66,6 +66,18 @@ type Config struct {
 	// before it sent a Unix time).
 	LegacyResetDelta bool
 
+	// FieldsOnRefusal sends the rate-limit fields (RateLimit,
+	// RateLimit-Policy and, with LegacyFields, the X-RateLimit ones) on
+	// the responses to refused requests only, and leaves an admitted
+	// request's response as the handler makes it. For a server that does
+	// not tell clients their quota before they exceed it, or that cannot
+	// spare what two fields on every response cost (BENCHMARKS.md): an
+	// admitted request then allocates nothing in the middleware, and
+	// net/http need not copy its header. Clients learn of the quota only
+	// when refused, so they cannot pace themselves before. A dry run sends
+	// them on the requests it would have refused.
+	FieldsOnRefusal bool
+
 	// Clock is where the middleware reads the time of day X-RateLimit-Reset
 	// counts from: pass the limiters' clock (keylimit.WithClock) in tests.
 	// nil means the system clock.
@@ -137,7 +149,8 @@ type Decision = quota.Decision
 // invalid.
 //
 // The middleware sets the RateLimit and RateLimit-Policy fields on every
-// response it counts (see the package documentation), calls the handler if
+// response it counts (see the package documentation; with
+// Config.FieldsOnRefusal, on refused ones only), calls the handler if
 // every policy admits the request, and answers the request with Deny if
 // not. It never wraps the ResponseWriter, so the handler keeps whatever
 // interfaces the server's writer has (http.Flusher, http.Hijacker, ...),
@@ -175,6 +188,9 @@ type middleware struct {
 	deny       func(http.ResponseWriter, *http.Request, Decision) // nil: the default, deny
 	fail       func(http.ResponseWriter, *http.Request, error)
 	costHeader string // canonical, or ""
+	// fieldsOnRefusal is Config.FieldsOnRefusal: an admitted request's
+	// Verdict has no field values, and none are set.
+	fieldsOnRefusal bool
 }
 
 func newMiddleware(c Config) (*middleware, error) {
@@ -184,13 +200,13 @@ func newMiddleware(c Config) (*middleware, error) {
 	if (c.Tier == nil) != (len(c.Tiers) == 0) {
 		return nil, errors.New("httplimit: Config.Tier and Config.Tiers go together: set both or neither")
 	}
-	q, err := quota.New(quota.Config{Policies: c.Policies, Tiers: c.Tiers, DryRun: c.DryRun})
+	q, err := quota.New(quota.Config{Policies: c.Policies, Tiers: c.Tiers, DryRun: c.DryRun, FieldsOnRefusal: c.FieldsOnRefusal})
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: %w", errors.Unwrap(err)) // New's *quota.ConfigError, said as ours
 	}
 	m := &middleware{
 		key: c.Key, quota: q, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
-		onDecision: c.OnDecision, deny: c.Deny, fail: c.Error,
+		onDecision: c.OnDecision, deny: c.Deny, fail: c.Error, fieldsOnRefusal: c.FieldsOnRefusal,
 	}
 	if c.CostHeader != "" {
 		m.costHeader = http.CanonicalHeaderKey(c.CostHeader)
@@ -262,7 +278,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err))
 		return
 	}
-	contentType := setFields(w.Header(), &v, m.legacy, m.deny == nil)
+	var contentType []string
+	if !m.fieldsOnRefusal || !d.Result.Allowed {
+		contentType = setFields(w.Header(), &v, m.legacy, m.deny == nil)
+	}
 	if m.onDecision != nil {
 		m.onDecision(r, *d)
 	}

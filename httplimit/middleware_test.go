@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"net/http"
@@ -707,4 +708,43 @@ func TestDecisionElapsed(t *testing.T) {
 	call(limited(t, config)(&ok{}), "/")
 	require.Len(t, denied, 1)
 	require.Zero(t, denied[0].Elapsed, "not measured without OnDecision")
+}
+
+// FieldsOnRefusal: an admitted response carries none of the rate-limit
+// fields, legacy ones included; a refused one carries every field as
+// without it, with the same values (the same limiter state underneath),
+// and a dry run sends them on the requests it would have refused.
+func TestFieldsOnRefusal(t *testing.T) {
+	for _, dryRun := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dryRun=%v", dryRun), func(t *testing.T) {
+			mock := clock.NewMock()
+			config := func(fieldsOnRefusal bool) httplimit.Config {
+				return httplimit.Config{
+					Key: httplimit.Header("X-User"),
+					Policies: []httplimit.Policy{
+						bucket(t, "second", keylimit.PerSecond(10), mock),
+						bucket(t, "minute", keylimit.PerMinute(2), mock),
+					},
+					LegacyFields: true, Clock: mock, DryRun: dryRun, FieldsOnRefusal: fieldsOnRefusal,
+				}
+			}
+			quiet, full := serve(t, limited(t, config(true))(&ok{})), serve(t, limited(t, config(false))(&ok{}))
+			for i := range 4 {
+				got, want := get(t, quiet.URL, "X-User", "u"), get(t, full.URL, "X-User", "u")
+				require.Equal(t, want.status, got.status, "request %d", i)
+				if i < 2 { // admitted
+					for _, f := range rateLimitFields {
+						require.Empty(t, got.header.Values(f), "request %d, admitted: %s", i, f)
+					}
+					require.NotEmpty(t, want.header.Values("Ratelimit"), "request %d without FieldsOnRefusal", i)
+					continue
+				}
+				for _, f := range rateLimitFields {
+					require.Equal(t, want.header.Values(f), got.header.Values(f), "request %d, refused: %s", i, f)
+				}
+				require.NotEmpty(t, got.header.Values("Ratelimit"), "request %d, refused", i)
+				require.Equal(t, want.body, got.body, "request %d", i)
+			}
+		})
+	}
 }

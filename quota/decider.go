@@ -26,14 +26,22 @@ type Config struct {
 	// before enforcing it. Requests a policy cannot decide (Result.Err)
 	// proceed too.
 	DryRun bool
+
+	// FieldsOnRefusal leaves an admitted request's Verdict without field
+	// values: its RateLimit and RateLimitPolicy are "", and Decide neither
+	// formats them nor asks a limiter for a key's window. A request that is
+	// not admitted (refused, failed, or let through by a dry run) has them
+	// as usual. For adapters that send the fields on refusals only.
+	FieldsOnRefusal bool
 }
 
 // Decider decides requests against the policies of a Config. It is safe
 // for concurrent use; its limiters are shared by every request it decides.
 type Decider struct {
-	base   *tier
-	tiers  map[string]*tier // nil without Config.Tiers
-	dryRun bool
+	base            *tier
+	tiers           map[string]*tier // nil without Config.Tiers
+	dryRun          bool
+	fieldsOnRefusal bool
 }
 
 // New returns a Decider of c. It returns a *ConfigError if c has no
@@ -44,7 +52,7 @@ func New(c Config) (*Decider, error) {
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
-	d := &Decider{base: base, dryRun: c.DryRun}
+	d := &Decider{base: base, dryRun: c.DryRun, fieldsOnRefusal: c.FieldsOnRefusal}
 	if len(c.Tiers) > 0 {
 		d.tiers = make(map[string]*tier, len(c.Tiers))
 		for name, ps := range c.Tiers {

@@ -120,6 +120,8 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 		}
 	}
 
+	// The fields' values, unless an admitted request sends none.
+	format := !d.fieldsOnRefusal || !res.Allowed
 	var buf [32 * inlinePolicies]byte
 	field := buf[:0]
 	var qwBuf [2 * inlinePolicies]int64
@@ -132,18 +134,20 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 	var refill time.Duration // the longest RefillAfter of those that cannot
 	for i, p := range t.policies {
 		r := &each[i]
-		if i > 0 {
-			field = append(field, ", "...)
+		if format {
+			if i > 0 {
+				field = append(field, ", "...)
+			}
+			q := sfInt(int64(r.Limit))
+			field = strconv.AppendInt(append(field, p.remaining...), min(sfInt(int64(r.Remaining)), q), 10)
+			w := p.windowSeconds(key)
+			// t: until more quota is available (the draft's reset parameter),
+			// never beyond the window (a ban's Retry-After runs to its end).
+			if i != t.held { // a concurrency policy's t is unknown (see Concurrent)
+				field = appendParam(field, "t", min(seconds(r.RefillAfter), w))
+			}
+			qw = append(qw, q, w)
 		}
-		q := sfInt(int64(r.Limit))
-		field = strconv.AppendInt(append(field, p.remaining...), min(sfInt(int64(r.Remaining)), q), 10)
-		w := p.windowSeconds(key)
-		// t: until more quota is available (the draft's reset parameter),
-		// never beyond the window (a ban's Retry-After runs to its end).
-		if i != t.held { // a concurrency policy's t is unknown (see Concurrent)
-			field = appendParam(field, "t", min(seconds(r.RefillAfter), w))
-		}
-		qw = append(qw, q, w)
 		if least < 0 || r.Remaining < each[least].Remaining {
 			least = i
 		}
@@ -189,9 +193,12 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 	b := &dec.Result
 	*b = each[bind]
 	b.Allowed, b.RetryAfter, b.Untracked, b.Banned, b.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Banned, res.Err
-	v.rateLimitPolicy = t.policyField(qw)
 	v.action = act(b, d.dryRun)
 	v.tier, v.violated = t, violated
+	if !format {
+		return nil
+	}
+	v.rateLimitPolicy = t.policyField(qw)
 	// The values of a request's fields are one string, so one allocation:
 	// RateLimit's, then Retry-After's.
 	n := len(field)

@@ -308,3 +308,35 @@ func TestNewErrors(t *testing.T) {
 	_, err = quota.New(quota.Config{Policies: []quota.Policy{{Name: "a", Limiter: &noLimit{}, Window: s}}})
 	require.NoError(t, err, "a limiter that reports no Limit, with its Window set")
 }
+
+// FieldsOnRefusal: an admitted Verdict has no field values, a refused one
+// the values a Decider without it gives, on limiters in the same state.
+func TestFieldsOnRefusal(t *testing.T) {
+	mock := clock.NewMock()
+	deciders := make([]*quota.Decider, 2)
+	for i, fieldsOnRefusal := range []bool{false, true} {
+		b, err := keylimit.NewTokenBucket[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
+		require.NoError(t, err)
+		t.Cleanup(func() { b.Close() })
+		deciders[i], err = quota.New(quota.Config{Policies: []quota.Policy{{Name: "minute", Limiter: b}}, FieldsOnRefusal: fieldsOnRefusal})
+		require.NoError(t, err)
+	}
+	for i := range 3 {
+		full, err := deciders[0].Decide(context.Background(), "k", "", 1)
+		require.NoError(t, err)
+		got, err := deciders[1].Decide(context.Background(), "k", "", 1)
+		require.NoError(t, err)
+		require.Equal(t, full.Action(), got.Action(), "request %d", i)
+		require.Equal(t, full.Decision, got.Decision, "request %d", i)
+		if i < 2 {
+			require.Equal(t, quota.Proceed, got.Action(), "request %d", i)
+			require.NotEmpty(t, full.RateLimit(), "request %d without FieldsOnRefusal", i)
+			require.Equal(t, [2]string{}, [2]string{got.RateLimit(), got.RateLimitPolicy()}, "request %d, admitted", i)
+			continue
+		}
+		require.Equal(t, quota.Refuse, got.Action())
+		require.Equal(t, [3]string{full.RateLimit(), full.RateLimitPolicy(), full.RetryAfter()},
+			[3]string{got.RateLimit(), got.RateLimitPolicy(), got.RetryAfter()}, "refused")
+		require.NotEmpty(t, got.RetryAfter())
+	}
+}

@@ -67,6 +67,9 @@ func (v *Verdict) Action() Action { return v.action }
 // request) and t (the seconds until the quota is whole again, rounded up):
 //
 //	"minute";r=3;t=42, "hour";r=493;t=3541
+//
+// It is "" for an admitted request of a Decider made with
+// Config.FieldsOnRefusal, and for the zero Verdict.
 func (v *Verdict) RateLimit() string { return v.rateLimit }
 
 // RateLimitPolicy returns the value of the RateLimit-Policy field: one
@@ -74,6 +77,8 @@ func (v *Verdict) RateLimit() string { return v.rateLimit }
 // and w (the seconds the quota applies to):
 //
 //	"minute";q=10;w=60, "hour";q=500;w=3600
+//
+// It is "" when RateLimit is.
 func (v *Verdict) RateLimitPolicy() string { return v.rateLimitPolicy }
 
 // RetryAfter returns the value of the Retry-After field of a refused

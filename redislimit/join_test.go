@@ -3,9 +3,12 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,6 +261,28 @@ func TestJoinedWhenRedisFails(t *testing.T) {
 	require.Equal(t, 1, errsB.len(), "the second limiter's OnError")
 }
 
+// serve returns a call of an httplimit middleware of policies, keyed by
+// the X-API-Key field, on a test server: the answer to a GET with key,
+// and its body.
+func serve(t *testing.T, policies ...httplimit.Policy) func(key string) (*http.Response, string) {
+	t.Helper()
+	limit, err := httplimit.New(httplimit.Config{Key: httplimit.Header("X-API-Key"), Policies: policies})
+	require.NoError(t, err)
+	srv := httptest.NewServer(limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	t.Cleanup(srv.Close)
+	return func(key string) (*http.Response, string) {
+		req, err := http.NewRequest("GET", srv.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set("X-API-Key", key)
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp, string(body)
+	}
+}
+
 // TestHTTPTwoPoliciesOneRoundTrip: through the httplimit middleware, a
 // request under two Redis policies costs Redis one script call, admitted
 // or refused, and the answer's RateLimit field carries both policies'
@@ -274,59 +299,61 @@ func TestHTTPTwoPoliciesOneRoundTrip(t *testing.T) {
 	pinged(t, minute)
 	pinged(t, hour)
 	minute.Allow("warm")
-	limit, err := httplimit.New(httplimit.Config{
-		Key:      httplimit.Header("X-API-Key"),
-		Policies: []httplimit.Policy{{Name: "minute", Limiter: minute}, {Name: "hour", Limiter: hour}},
-	})
-	require.NoError(t, err)
-	srv := httptest.NewServer(limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
-	defer srv.Close()
-	key := testKey(t, "client")
-	call := func() *http.Response {
-		req, err := http.NewRequest("GET", srv.URL, nil)
-		require.NoError(t, err)
-		req.Header.Set("X-API-Key", key)
-		resp, err := srv.Client().Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		return resp
-	}
+	call := serve(t, httplimit.Policy{Name: "minute", Limiter: minute}, httplimit.Policy{Name: "hour", Limiter: hour})
+	answers, _ := twoAdmittedOneRefused(t, s, call, testKey(t, "client"))
+	require.Regexp(t, `^"minute";r=8;t=\d+, "hour";r=0;t=\d+$`, answers[1].Header.Get("RateLimit"), "request 1: both policies' states")
+}
+
+// twoAdmittedOneRefused asks call three times for key, and requires 200,
+// 200, 429, each for one EVALSHA on s; it returns the answers and the
+// refusal's body.
+func twoAdmittedOneRefused(t *testing.T, s *server, call func(string) (*http.Response, string), key string) ([]*http.Response, string) {
+	t.Helper()
+	var answers []*http.Response
+	var body string
 	for i, want := range []int{http.StatusOK, http.StatusOK, http.StatusTooManyRequests} {
 		before := s.commandStats(t)
-		resp := call()
+		resp, b := call(key)
 		require.Equal(t, want, resp.StatusCode, "request %d", i)
 		require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "request %d: Redis's commands", i)
-		if i == 1 {
-			require.Regexp(t, `^"minute";r=8;t=\d+, "hour";r=0;t=\d+$`, resp.Header.Get("RateLimit"), "request %d: both policies' states", i)
-		}
+		answers, body = append(answers, resp), b
 	}
+	return answers, body
+}
+
+// warmBucket returns a Redis TokenBucket of l on c, without a deny cache,
+// closed when the test ends, its script loaded: each of its decisions is
+// then one EVALSHA.
+func warmBucket(t *testing.T, c redis.UniversalClient, l keylimit.Limit) *redislimit.TokenBucket {
+	t.Helper()
+	rl, err := redislimit.NewTokenBucket(c, "api", l, redislimit.WithPrefix(testKey(t, "r")+":"),
+		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { rl.Close() })
+	pinged(t, rl)
+	rl.Allow(testKey(t, "warm"))
+	return rl
 }
 
 // TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits pins issue 26's
-// round trips: keylimit.All of an in-memory limiter and a Redis one does
-// not Peek the Redis one on a refusal (Take, Allow). Of 100 requests under
-// a memory limit of 1: with memory first, one EVALSHA (before: 100); with
-// Redis first, a take and a refund per refusal, 199 (before: 298, with a
-// Peek each). TakeEach, which reports the Redis limiter's Result too, asks
-// it by one Peek on a refusal in memory. A refusal by Redis, with memory
-// first, gives back the memory limiter's take in process.
+// round trips: keylimit.All of an in-memory limiter and a Redis one asks
+// the in-memory one first, in either order given, and does not Peek the
+// Redis one on a refusal (Take, Allow). Of 100 requests under a memory
+// limit of 1: one EVALSHA in either order (before: 100 with memory first;
+// with Redis first 298, a take, a refund and a Peek per refusal, then 199
+// without the Peek). TakeEach, which reports the Redis limiter's Result
+// too, asks it by one Peek on a refusal in memory (with Redis first it was
+// 3: the take, its refund, the Peek). A refusal by Redis gives back the
+// memory limiter's take in process.
 func TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits(t *testing.T) {
 	s := newServer(t)
 	c := s.client(t)
 	mock := newMock()
-	for _, tc := range []struct {
-		redisFirst bool
-		evalsha    int64
-	}{{false, 1}, {true, 199}} {
-		redisFirst := tc.redisFirst
+	for _, redisFirst := range []bool{false, true} {
 		t.Run(fmt.Sprintf("redisFirst=%v", redisFirst), func(t *testing.T) {
 			memory, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1), keylimit.WithClock(mock))
 			require.NoError(t, err)
-			rl, err := redislimit.NewTokenBucket(c, "api", keylimit.PerHour(1000), redislimit.WithPrefix(testKey(t, "r")+":"),
-				redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
-			require.NoError(t, err)
-			pinged(t, rl)
-			rl.Allow(testKey(t, "warm"))
+			rl := warmBucket(t, c, keylimit.PerHour(1000))
 			lim := keylimit.All[string](memory, rl)
 			if redisFirst {
 				lim = keylimit.All[string](rl, memory)
@@ -340,7 +367,7 @@ func TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits(t *testing.T) {
 				}
 			}
 			require.Equal(t, 1, admitted, "admitted of 100")
-			require.Equal(t, map[string]int64{"evalsha": tc.evalsha}, s.sentSince(t, before), "Redis's commands for 100 requests")
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for 100 requests")
 			require.Equal(t, 999, rl.Peek(key).Remaining, "the Redis limiter's Remaining: the one admission")
 
 			each := make([]keylimit.Result, 2)
@@ -348,11 +375,7 @@ func TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits(t *testing.T) {
 			r, err := lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), key, 1, each)
 			require.NoError(t, err)
 			require.False(t, r.Allowed, "TakeEach: %v", r)
-			want := map[string]int64{"evalsha": 1} // memory first: the Peek
-			if redisFirst {
-				want["evalsha"] = 3 // the take, its refund, the Peek
-			}
-			require.Equal(t, want, s.sentSince(t, before), "Redis's commands for a TakeEach refused in memory")
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a TakeEach refused in memory: the Peek")
 			redisAt := 1
 			if redisFirst {
 				redisAt = 0
@@ -372,4 +395,126 @@ func TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits(t *testing.T) {
 			require.Equal(t, 1, memory.Peek(full).Remaining, "the memory limiter's Remaining after Redis refused: given back")
 		})
 	}
+}
+
+// TestAllRedisFirstRefusedInMemoryUnderContention (issue 26): 32
+// goroutines of 100 requests through keylimit.All of a Redis limiter (1000
+// an hour) given first and an in-memory one (50 an hour), on a frozen
+// clock: exactly 50 admitted, and exactly 50 EVALSHA, one per admission,
+// none for the 3150 refusals; the Redis limiter's Stats count those 50
+// round trips, and its key has 950 left. No refund was lost or made twice.
+func TestAllRedisFirstRefusedInMemoryUnderContention(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	memory, err := keylimit.NewTokenBucket[string](keylimit.PerHour(50), keylimit.WithClock(newMock()))
+	require.NoError(t, err)
+	defer memory.Close()
+	rl := warmBucket(t, c, keylimit.PerHour(1000))
+	lim := keylimit.All[string](rl, memory)
+	key := testKey(t, "hot")
+	before, calls := s.commandStats(t), rl.Stats().Calls
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for range 100 {
+				if lim.Allow(key) {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 50, admitted.Load(), "admitted of 3200")
+	require.Equal(t, map[string]int64{"evalsha": 50}, s.sentSince(t, before), "Redis's commands for 3200 requests")
+	require.Equal(t, uint64(50), rl.Stats().Calls-calls, "the Redis limiter's Calls")
+	require.Equal(t, 950, rl.Peek(key).Remaining, "the Redis limiter's Remaining")
+	require.Equal(t, 0, memory.Peek(key).Remaining, "the memory limiter's Remaining")
+}
+
+// TestPenaltiesInAllOfMemoryAndRedis (issue 26): keylimit.All asks an
+// in-memory limiter before a Redis one whatever the order given, so which
+// penalty sees a refusal follows that order. An in-process
+// keylimit.Penalty given after a Redis limiter sees, and counts, a refusal
+// both would make, and Redis is not asked; a redislimit.Penalty given
+// before a memory limiter is not asked when memory refuses (no round
+// trip, nothing counted), and counts the refusals of its own limiter,
+// the memory limiter's take given back.
+func TestPenaltiesInAllOfMemoryAndRedis(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	mock := newMock()
+	ban := keylimit.Ban{Refusals: 2, Within: time.Minute, For: time.Hour}
+
+	t.Run("keylimit.Penalty after Redis", func(t *testing.T) {
+		memory, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1), keylimit.WithClock(mock))
+		require.NoError(t, err)
+		defer memory.Close()
+		p, err := keylimit.NewPenalty[string](memory, ban, keylimit.WithClock(mock))
+		require.NoError(t, err)
+		defer p.Close()
+		rl := warmBucket(t, c, keylimit.PerHour(1))
+		lim := keylimit.All[string](rl, p)
+		key := testKey(t, "k")
+		before := s.commandStats(t)
+		require.True(t, lim.Allow(key))
+		require.False(t, lim.Take(key, 1).Banned, "one refusal")
+		r := lim.Take(key, 1)
+		require.True(t, r.Banned, "the second refusal, both limiters used up, is the penalty's: %v", r)
+		require.Equal(t, time.Hour, r.RetryAfter)
+		require.Equal(t, uint64(1), p.Stats().Bans)
+		require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands: the admission")
+	})
+
+	t.Run("redislimit.Penalty before memory", func(t *testing.T) {
+		p, w := instance(t, c, mock, ban)
+		memory, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1), keylimit.WithClock(mock))
+		require.NoError(t, err)
+		defer memory.Close()
+		w.Allow(testKey(t, "warm")) // the script loaded
+		lim := keylimit.All[string](p, memory)
+		key := testKey(t, "k")
+		before, calls := s.commandStats(t), p.Stats().Calls
+		require.True(t, lim.Allow(key))
+		for range 10 {
+			r := lim.Take(key, 1)
+			require.False(t, r.Allowed)
+			require.False(t, r.Banned, "memory refused: %v", r)
+		}
+		require.Equal(t, map[string]int64{"evalsha": 1}, decisions(s.sentSince(t, before)), "Redis's commands: the admission")
+		require.Equal(t, calls+1, p.Stats().Calls, "the penalty's Calls")
+		require.Zero(t, p.Stats().Bans)
+
+		// Its window refuses, memory admitting: the penalty counts it.
+		other := testKey(t, "other")
+		require.True(t, w.Allow(other))
+		require.False(t, lim.Take(other, 1).Banned, "one refusal of the window")
+		r := lim.Take(other, 1)
+		require.True(t, r.Banned, "the window's second refusal bans: %v", r)
+		require.Equal(t, uint64(1), p.Stats().Bans)
+		require.Equal(t, 1, memory.Peek(other).Remaining, "the memory limiter's takes given back")
+	})
+}
+
+// TestHTTPRedisPolicyFirstRefusedInMemory (issue 26): through the httplimit
+// middleware, a Redis policy given before an in-memory one: a request the
+// memory policy refuses costs Redis one call (the Peek that reports its
+// state: was a take, its refund and the Peek), and the answer is what it
+// was: 429, RateLimit with both policies (the Redis one's r as before the
+// refusal), Retry-After at the minute's end, the minute named violated.
+func TestHTTPRedisPolicyFirstRefusedInMemory(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	mock := newMock()
+	hour := warmBucket(t, c, keylimit.PerHour(100))
+	minute, err := keylimit.NewFixedWindow[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
+	require.NoError(t, err)
+	defer minute.Close()
+	call := serve(t, httplimit.Policy{Name: "hour", Limiter: hour}, httplimit.Policy{Name: "minute", Limiter: minute})
+	key := testKey(t, "client")
+	answers, body := twoAdmittedOneRefused(t, s, call, key)
+	require.Regexp(t, `^"hour";r=98;t=\d+, "minute";r=0;t=60$`, answers[2].Header.Get("RateLimit"), "both policies' states")
+	require.Equal(t, "60", answers[2].Header.Get("Retry-After"))
+	require.Contains(t, body, `"violated-policies":["minute"]`)
+	require.Equal(t, 98, hour.Peek(key).Remaining, "the Redis policy's Remaining: the refusal took nothing")
 }

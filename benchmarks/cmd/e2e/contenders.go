@@ -50,6 +50,19 @@ var contenders = []contender{
 		}
 		return limit(h), nil
 	}},
+	// The same, with the fields sent on refusals only, so none here: the
+	// decision alone.
+	{"keylimit-fields-on-refusal", func(h http.Handler) (http.Handler, error) {
+		limit, err := httplimit.New(httplimit.Config{
+			Key:             httplimit.ClientIP{}.Key,
+			Policies:        []httplimit.Policy{httplimit.Bucket("second", keylimit.PerSecond(never))},
+			FieldsOnRefusal: true,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return limit(h), nil
+	}},
 	{"floor-two-fields", func(h http.Handler) (http.Handler, error) { return httpfloor.TwoFields(h), nil }},
 	{"go-chi-httprate", func(h http.Handler) (http.Handler, error) {
 		return httprate.LimitBy(never, time.Second, remoteIP)(h), nil

@@ -17,8 +17,10 @@ func TestContenders(t *testing.T) {
 		"bare":               "",
 		"keylimit-httplimit": "RateLimit",
 		"floor-two-fields":   "RateLimit",
-		"go-chi-httprate":    "X-RateLimit-Remaining",
-		"ulule-limiter":      "X-RateLimit-Remaining",
+		// Admitted, so no field: see TestFieldsOnRefusal in httplimit.
+		"keylimit-fields-on-refusal": "",
+		"go-chi-httprate":            "X-RateLimit-Remaining",
+		"ulule-limiter":              "X-RateLimit-Remaining",
 	}
 	require.Len(t, contenders, len(field))
 	for _, c := range contenders {

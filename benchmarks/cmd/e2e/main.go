@@ -1,9 +1,10 @@
 // Command e2e measures, end to end over loopback, how many requests a
 // second a hello-world handler serves on one server core: bare, and behind
-// keylimit's httplimit, go-chi/httprate and ulule/limiter, each keyed by the
-// client's address under one policy that never refuses, and behind
-// floor-two-fields, no limiter but the least a middleware that sends a
-// RateLimit field for each request costs. It prints a Markdown table of
+// keylimit's httplimit (with its fields on every response, and with
+// Config.FieldsOnRefusal: none on these), go-chi/httprate and ulule/limiter,
+// each keyed by the client's address under one policy that never refuses,
+// and behind floor-two-fields, no limiter but the least a middleware that
+// sends a RateLimit field for each request costs. It prints a Markdown table of
 // each contender's requests a second and its ratio to bare within each
 // round.
 //
