@@ -135,7 +135,8 @@ func TestNameErrors(t *testing.T) {
 // WithFailureBackoff's wrapped negative; see TestBackoffSaturates for it
 // failing). A bucket whose lease time is that long leases at most half its
 // span (a lease counts from its end), so at one instant it admits between
-// half its burst and its burst.
+// half its burst, less the tenth that a lease's share leaves to others
+// (DESIGN.md, "Leases"), and its burst.
 func TestLongestDurations(t *testing.T) {
 	c := shared.client(t)
 	for _, opt := range []struct {
@@ -159,7 +160,7 @@ func TestLongestDurations(t *testing.T) {
 					}
 				}
 				if opt.name == "WithLeases" && typ.name == "TokenBucket" {
-					require.True(t, admitted >= 50 && admitted <= 100, "admitted %d of 150 on 100 an hour", admitted)
+					require.True(t, admitted >= 40 && admitted <= 100, "admitted %d of 150 on 100 an hour", admitted)
 					return
 				}
 				require.Equal(t, 100, admitted, "admitted of 150 on 100 an hour")
