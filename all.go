@@ -356,8 +356,10 @@ func (a *all[K]) PeekContext(ctx context.Context, key K) (Result, error) {
 		} else {
 			sum = sum.And(r)
 		}
-		if at := a.askedAt(i); !r.Allowed && at < deciderAt {
-			decider, deciderAt = r.Limit, at
+		if !r.Allowed {
+			if at := a.askedAt(i); at < deciderAt {
+				decider, deciderAt = r.Limit, at
+			}
 		}
 	}
 	if decider != 0 {

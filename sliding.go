@@ -348,7 +348,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 				}
 			} else if st.seq.CompareAndSwap(seq, seq+1) {
 				st.append(snap, d.t, n)
-				st.seq.Store(seq + 2)
+				st.unlock(seq + 2)
 				if d.count == 0 {
 					d.oldest = d.t
 				}

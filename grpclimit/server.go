@@ -97,9 +97,6 @@ type Server struct {
 	skip       func(ctx context.Context, method string) bool
 	onDecision func(ctx context.Context, method string, d Decision)
 	fail       func(ctx context.Context, method string, err error) error
-	// fieldsOnRefusal is Config.FieldsOnRefusal: an admitted call's
-	// Verdict has no field values, and it sends no metadata.
-	fieldsOnRefusal bool
 }
 
 // NewServer returns the interceptors that limit calls as c says. It returns
@@ -117,7 +114,7 @@ func NewServer(c Config) (*Server, error) {
 	}
 	s := &Server{
 		quota: q, key: c.Key, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
-		onDecision: c.OnDecision, fail: c.Error, fieldsOnRefusal: c.FieldsOnRefusal,
+		onDecision: c.OnDecision, fail: c.Error,
 	}
 	if s.fail == nil {
 		s.fail = defaultError

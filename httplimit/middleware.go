@@ -188,9 +188,6 @@ type middleware struct {
 	deny       func(http.ResponseWriter, *http.Request, Decision) // nil: the default, deny
 	fail       func(http.ResponseWriter, *http.Request, error)
 	costHeader string // canonical, or ""
-	// fieldsOnRefusal is Config.FieldsOnRefusal: an admitted request's
-	// Verdict has no field values, and none are set.
-	fieldsOnRefusal bool
 }
 
 func newMiddleware(c Config) (*middleware, error) {
@@ -206,7 +203,7 @@ func newMiddleware(c Config) (*middleware, error) {
 	}
 	m := &middleware{
 		key: c.Key, quota: q, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
-		onDecision: c.OnDecision, deny: c.Deny, fail: c.Error, fieldsOnRefusal: c.FieldsOnRefusal,
+		onDecision: c.OnDecision, deny: c.Deny, fail: c.Error,
 	}
 	if c.CostHeader != "" {
 		m.costHeader = http.CanonicalHeaderKey(c.CostHeader)
@@ -279,7 +276,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var contentType []string
-	if !m.fieldsOnRefusal || !d.Result.Allowed {
+	if v.HasFields() { // all but an admission under Config.FieldsOnRefusal
 		contentType = setFields(w.Header(), &v, m.legacy, m.deny == nil)
 	}
 	if m.onDecision != nil {

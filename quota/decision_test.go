@@ -332,11 +332,14 @@ func TestFieldsOnRefusal(t *testing.T) {
 			require.Equal(t, quota.Proceed, got.Action(), "request %d", i)
 			require.NotEmpty(t, full.RateLimit(), "request %d without FieldsOnRefusal", i)
 			require.Equal(t, [2]string{}, [2]string{got.RateLimit(), got.RateLimitPolicy()}, "request %d, admitted", i)
+			require.False(t, got.HasFields(), "request %d, admitted", i)
+			require.True(t, full.HasFields(), "request %d without FieldsOnRefusal", i)
 			continue
 		}
 		require.Equal(t, quota.Refuse, got.Action())
 		require.Equal(t, [3]string{full.RateLimit(), full.RateLimitPolicy(), full.RetryAfter()},
 			[3]string{got.RateLimit(), got.RateLimitPolicy(), got.RetryAfter()}, "refused")
 		require.NotEmpty(t, got.RetryAfter())
+		require.True(t, got.HasFields(), "refused")
 	}
 }

@@ -81,6 +81,11 @@ func (v *Verdict) RateLimit() string { return v.rateLimit }
 // It is "" when RateLimit is.
 func (v *Verdict) RateLimitPolicy() string { return v.rateLimitPolicy }
 
+// HasFields reports whether the Verdict has field values to send: false
+// for an admitted request of a Decider made with Config.FieldsOnRefusal,
+// and for the zero Verdict. An adapter sets no rate-limit field then.
+func (v *Verdict) HasFields() bool { return v.rateLimitPolicy != "" }
+
 // RetryAfter returns the value of the Retry-After field of a refused
 // request: Decision.RetryAfterSeconds, in decimal. It returns "" if the
 // request is not refused (Action is not Refuse) or can never pass, when no
