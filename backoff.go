@@ -31,6 +31,12 @@ const (
 	// backoffMost is the greatest bound, in ns: a call waits at most
 	// about this long for each CAS it loses.
 	backoffMost = 4096
+	// holdFirst and holdMost are the bounds of holderWait's waits, four
+	// times backoff's: a SlidingWindow's writer moves three lines (its
+	// lock and position, the entry it writes, the entry it judged by), not
+	// one, so its run of calls must be longer to pay for them.
+	holdFirst = 4 * backoffFirst
+	holdMost  = 4 * backoffMost
 )
 
 // spinEpoch is where wait measures from: time.Since on it reads only the
@@ -38,13 +44,16 @@ const (
 var spinEpoch = time.Now()
 
 // wait waits before another try.
-func (b *backoff) wait() {
-	if b.bound == backoffMost {
+func (b *backoff) wait() { b.waitWithin(backoffFirst, backoffMost) }
+
+// waitWithin is wait with bounds first and most.
+func (b *backoff) waitWithin(first, most int64) {
+	if b.bound == most {
 		// Lost five times over: many callers want the key. Let any other
 		// goroutine that can run have this processor first.
 		runtime.Gosched()
 	}
-	b.bound = min(max(2*b.bound, backoffFirst), backoffMost)
+	b.bound = min(max(2*b.bound, first), most)
 	d := time.Duration(b.bound/2 + rand.Int64N(b.bound/2))
 	for start := time.Since(spinEpoch); time.Since(spinEpoch)-start < d; {
 	}
@@ -86,5 +95,5 @@ func (w *holderWait) wait(seq uint64) {
 			return
 		}
 	}
-	w.bo.wait()
+	w.bo.waitWithin(holdFirst, holdMost)
 }

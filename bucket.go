@@ -239,11 +239,15 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 	}
 	// The loop works on locals, and writes d once, when it returns.
 	ahead := d.ahead
-	// The clock is read after the TAT, so that no admission the TAT holds
-	// decided at a later time than now: no try decides on a stale reading
-	// (see DESIGN.md, "Stale clock readings").
-	tat := st.tat.Load()
+	// The clock is read before the TAT, after the state was found: the
+	// TAT's load and its CAS are then a few instructions apart, so another
+	// caller of a hot key rarely takes the line between them. A reading
+	// older than some admission the TAT holds only makes a decision
+	// stricter; a refusal that a later reading might turn into an admission
+	// is decided again on one (see DESIGN.md, "Stale clock readings").
 	now := b.keys.clock.now()
+	tat := st.tat.Load()
+	fresh := false // now was read after tat was loaded
 	var bo backoff
 	for {
 		if tat < freshTAT {
@@ -251,13 +255,13 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 				return b.policy.resolve(key), untracked
 			}
 			// Another state: only a reading taken after it decides on it.
-			tat, now = st.tat.Load(), b.keys.clock.now()
+			now, tat, fresh = b.keys.clock.now(), st.tat.Load(), false
 			continue
 		}
 		c := st.cfg.Load()
 		if b.policy.stale(c) {
 			b.convert(key, st, tat, c)
-			tat, now = st.tat.Load(), b.keys.clock.now()
+			now, tat, fresh = b.keys.clock.now(), st.tat.Load(), false
 			continue
 		}
 		g := &c.arith
@@ -266,7 +270,11 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 		}
 		base := max(tat, now)
 		next := base + int64(n)*g.interval
-		if next-now-g.tau-ahead > 0 {
+		if over := next - now - g.tau - ahead; over > 0 {
+			if over < staleMargin && !fresh {
+				now, fresh = b.keys.clock.now(), true
+				continue
+			}
 			d.now, d.base, d.next = now, base, next
 			return c, refused
 		}
@@ -277,7 +285,7 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 		// Lost to another caller of the key: let it run on, then try
 		// afresh (see backoff).
 		bo.wait()
-		tat, now = st.tat.Load(), b.keys.clock.now()
+		now, tat, fresh = b.keys.clock.now(), st.tat.Load(), false
 	}
 }
 

@@ -80,6 +80,15 @@ func (t *timeSource) now() int64 {
 	}
 }
 
+// staleMargin is how far, in ns, a refusal decided on a reading taken
+// before the key's state was loaded must be from passing to stand without
+// a second reading: such a reading may be older than admissions the state
+// holds, and a refusal it makes is wrong only if the call spent longer
+// than the refusal's margin between the reading and the load. A refusal
+// nearer than this reads the clock again and is decided on that reading,
+// taken after the load (see DESIGN.md, "Stale clock readings").
+const staleMargin = int64(time.Second)
+
 func clampTime(ns int64) int64 {
 	return min(max(ns, -int64(maxSpan)), horizon)
 }

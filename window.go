@@ -247,6 +247,15 @@ func (r *windowRules) fits(v windowView, n uint64) bool {
 	return h1 < h2 || h1 == h2 && l1 <= l2
 }
 
+// stands reports whether d, a refusal of d.n events at d.now on old, still
+// refuses at d.now+staleMargin (see DESIGN.md, "Stale clock readings"):
+// whether a later reading within that margin would refuse too, as fits only
+// grows with time. (decide first tests the cheaper sufficient case: a
+// count that alone leaves no room refuses until its window ends.)
+func (r *windowRules) stands(old uint64, d *windowDecision) bool {
+	return !r.fits(r.view(old, d.now+staleMargin), d.n)
+}
+
 // windowDecision is a decision on n events made at now, on view (which
 // holds the n events when admitted).
 type windowDecision struct {
@@ -464,11 +473,16 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 	if st == nil {
 		return w.policy.resolve(key), untracked
 	}
-	// The clock is read after the word, so that no admission the word
-	// holds decided at a later time than d.now: no try decides on a stale
-	// reading (see DESIGN.md, "Stale clock readings").
-	old := st.word.Load()
+	// The clock is read before the word, after the state was found: the
+	// word's load and its CAS are then a few instructions apart, so another
+	// caller of a hot key rarely takes the line between them. A reading
+	// older than some admission the word holds decides in the word's own
+	// window, as at that admission's time or later; a refusal that a later
+	// reading might turn into an admission is decided again on one (see
+	// DESIGN.md, "Stale clock readings").
 	d.now = w.keys.clock.now()
+	old := st.word.Load()
+	fresh := false // d.now was read after old was loaded
 	var bo backoff
 	for {
 		c := st.cfg
@@ -477,7 +491,7 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 				return w.policy.resolve(key), untracked
 			}
 			// Another state: only a reading taken after it decides on it.
-			old, d.now = st.word.Load(), w.keys.clock.now()
+			d.now, old, fresh = w.keys.clock.now(), st.word.Load(), false
 			continue
 		}
 		r := &c.arith
@@ -485,18 +499,38 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 			return c, never
 		}
 		var next uint64
-		if last, cur := old>>r.wshift, old&(1<<r.shift-1); r.plain && last != 0 && d.now < r.grid.end(last) && cur+d.n <= r.events {
+		if last, cur := old>>r.wshift, old&(1<<r.shift-1); r.plain && last != 0 && d.now < r.grid.end(last) {
 			// A FixedWindow in its word's own window, the common case: the
 			// count is the word's low bits, and an admission adds to them.
+			if cur+d.n > r.events {
+				// Full until the window ends: the refusal stands on this
+				// reading if that is more than staleMargin away.
+				d.view = windowView{w: last, cur: cur}
+				if fresh || d.now+staleMargin < r.grid.end(last) {
+					return c, refused
+				}
+				d.now, fresh = w.keys.clock.now(), true
+				continue
+			}
 			next, d.view = old+d.n, windowView{w: last, cur: cur + d.n}
 		} else if r.grid.cal != nil {
 			var ok bool
 			if next, ok = r.takeCalendar(old, d); !ok {
+				if !fresh && !r.stands(old, d) {
+					d.now, fresh = w.keys.clock.now(), true
+					continue
+				}
 				return c, refused
 			}
 		} else {
 			if d.view = r.at(old, d.now); !r.fits(d.view, d.n) {
-				return c, refused
+				// Refused at this reading: decided again on one taken
+				// after the load, unless it stands staleMargin later too.
+				if fresh || d.view.cur+d.n > r.events && d.now+staleMargin < r.grid.end(d.view.w) || r.stands(old, d) {
+					return c, refused
+				}
+				d.now, fresh = w.keys.clock.now(), true
+				continue
 			}
 			d.view.cur += d.n
 			next = r.pack(d.view)
@@ -508,7 +542,7 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		// Lost to another caller of the key: let it run on, then try
 		// afresh (see backoff).
 		bo.wait()
-		old, d.now = st.word.Load(), w.keys.clock.now()
+		d.now, old, fresh = w.keys.clock.now(), st.word.Load(), false
 	}
 }
 

@@ -1,0 +1,103 @@
+package keylimit_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/stretchr/testify/require"
+)
+
+// scriptedClock is a clock whose readings a test gives in advance: Now
+// returns the next of them, and once they are used up the last again. It
+// counts its readings.
+type scriptedClock struct {
+	clock.Clock // timers: a Mock that never moves
+	mu          sync.Mutex
+	next        []time.Time
+	last        time.Time
+	readings    int
+}
+
+func newScriptedClock(at time.Time) *scriptedClock {
+	return &scriptedClock{Clock: clock.NewMock(), last: at}
+}
+
+func (c *scriptedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.readings++
+	if len(c.next) > 0 {
+		c.last, c.next = c.next[0], c.next[1:]
+	}
+	return c.last
+}
+
+// then sets the readings to come and zeroes the count.
+func (c *scriptedClock) then(ts ...time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.next, c.readings = ts, 0
+}
+
+func (c *scriptedClock) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.readings
+}
+
+// TestRefusalNearPassingReadsTheClockAgain pins what DESIGN.md ("Stale
+// clock readings") relies on: a call reads the clock before it loads the
+// key's state, so its reading may be older than admissions the state holds,
+// and a refusal that a later reading could turn into an admission is
+// decided again on a reading taken after the load. The second reading here
+// is 600 ms after the first: the key, emptied at the first, has room again
+// by then, and the call is admitted. A refusal that stands for longer
+// than a second after its reading reads the clock once.
+func TestRefusalNearPassingReadsTheClockAgain(t *testing.T) {
+	start := time.Unix(1e9, 0)
+	for _, c := range []struct {
+		name string
+		new  func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error)
+	}{
+		{"TokenBucket", func(l keylimit.Limit, o ...keylimit.Option) (keylimit.Limiter[string], error) {
+			return keylimit.NewTokenBucket[string](l, o...)
+		}},
+		{"FixedWindow", func(l keylimit.Limit, o ...keylimit.Option) (keylimit.Limiter[string], error) {
+			return keylimit.NewFixedWindow[string](l, o...)
+		}},
+		{"SlidingCounter", func(l keylimit.Limit, o ...keylimit.Option) (keylimit.Limiter[string], error) {
+			return keylimit.NewSlidingCounter[string](l, o...)
+		}},
+	} {
+		t.Run(c.name+"/near", func(t *testing.T) {
+			clk := newScriptedClock(start)
+			lim, err := c.new(keylimit.PerSecond(10), keylimit.WithClock(clk))
+			require.NoError(t, err)
+			// Empty the key 900 ms into a second of the windows' grid
+			// (which starts at the limiter's creation).
+			at := start.Add(900 * time.Millisecond)
+			clk.then(at)
+			require.True(t, lim.Take("k", 10).Allowed)
+			// At `at` the key is empty; 600 ms later a bucket has 6 tokens
+			// again, a fixed window is in its next second, and a sliding
+			// counter's previous second weighs 5 of its 10.
+			clk.then(at, at.Add(600*time.Millisecond))
+			require.True(t, lim.Allow("k"), "refused on the first reading, admitted on the second")
+			require.Equal(t, 2, clk.count())
+		})
+		t.Run(c.name+"/far", func(t *testing.T) {
+			clk := newScriptedClock(start)
+			lim, err := c.new(keylimit.PerHour(1), keylimit.WithClock(clk))
+			require.NoError(t, err)
+			clk.then(start)
+			require.True(t, lim.Allow("k"))
+			// Refused for an hour: no second reading could admit it.
+			clk.then(start.Add(time.Second), start.Add(time.Hour))
+			require.False(t, lim.Allow("k"))
+			require.Equal(t, 1, clk.count())
+		})
+	}
+}
