@@ -499,20 +499,27 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 			return c, never
 		}
 		var next uint64
-		if last, cur := old>>r.wshift, old&(1<<r.shift-1); r.plain && last != 0 && d.now < r.grid.end(last) {
-			// A FixedWindow in its word's own window, the common case: the
-			// count is the word's low bits, and an admission adds to them.
-			if cur+d.n > r.events {
-				// Full until the window ends: the refusal stands on this
-				// reading if that is more than staleMargin away.
-				d.view = windowView{w: last, cur: cur}
-				if fresh || d.now+staleMargin < r.grid.end(last) {
+		if last, cur := old>>r.wshift, old&(1<<r.shift-1); r.grid.cal == nil && last != 0 && d.now < r.grid.end(last) {
+			// In its word's own window, the common case (at's, in a few
+			// instructions between the load and the CAS): the count is the
+			// word's low bits, and an admission adds to them.
+			d.view = windowView{w: last, cur: cur}
+			if !r.plain {
+				d.view.previous = old >> r.shift & (1<<r.shift - 1)
+				d.view.elapsed = max(d.now-r.grid.start(last), 0)
+			}
+			if !r.fits(d.view, d.n) {
+				// A count that alone leaves no room refuses until the
+				// window ends: the refusal stands on this reading if that
+				// is more than staleMargin away.
+				if fresh || cur+d.n > r.events && d.now+staleMargin < r.grid.end(last) || r.stands(old, d) {
 					return c, refused
 				}
 				d.now, fresh = w.keys.clock.now(), true
 				continue
 			}
-			next, d.view = old+d.n, windowView{w: last, cur: cur + d.n}
+			next = old + d.n
+			d.view.cur += d.n
 		} else if r.grid.cal != nil {
 			var ok bool
 			if next, ok = r.takeCalendar(old, d); !ok {
