@@ -97,7 +97,9 @@ empties (\`refused\`: one that refuses every request measured). The bare handler
 with it, 64 requests each, so *overhead* is measured under the load the middleware's requests
 met. *allocs* and *B* are the middleware's requests, the recorder included; *bare allocs* is
 the recorder's. \`floor/two-fields\` is no limiter: a handler wrapper that sets a RateLimit value
-formatted for the request and RateLimit-Policy, the least a middleware sending them can do.
+formatted for the request and RateLimit-Policy, the least a middleware sending them can do;
+\`floor/refusal\` is the least a refusal can do: those two, Retry-After, Cache-Control and
+Content-Type, the status 429 and a problem body of the default's size (a constant).
 
 $(table Middleware "overhead-sec/op:overhead&nbsp;ns sec/op:ns/op bare-sec/op:bare&nbsp;ns allocs/op:allocs bare-allocs/op:bare&nbsp;allocs B/op:B" <"$tmp/middleware.csv")
 

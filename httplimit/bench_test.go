@@ -133,14 +133,15 @@ func TestAllocs(t *testing.T) {
 // the middleware's requests, recorder included (bare-allocs/op and
 // bare-B/op: a recorder, its header map and its body's buffer). The row
 // floor/two-fields is httpfloor.TwoFields, the least a middleware that
-// sends the fields can cost.
+// sends the fields can cost; floor/refusal, httpfloor.Refusal, the least a
+// refusal that sends them, Retry-After and a problem body can.
 func BenchmarkMiddleware(b *testing.B) {
 	reqs := benchRequests(1024)
 	type row struct {
 		name    string
 		handler http.Handler
 	}
-	rows := []row{{"floor/two-fields", httpfloor.TwoFields(nop)}}
+	rows := []row{{"floor/two-fields", httpfloor.TwoFields(nop)}, {"floor/refusal", httpfloor.Refusal()}}
 	for _, c := range benchConfigs(b) {
 		rows = append(rows, row{c.name, limited(b, c.config)(nop)})
 	}

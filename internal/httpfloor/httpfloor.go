@@ -5,6 +5,7 @@
 package httpfloor
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 )
@@ -24,5 +25,33 @@ func TwoFields(next http.Handler) http.Handler {
 		h := w.Header()
 		h["Ratelimit"], h["Ratelimit-Policy"] = vals[0:1:1], vals[1:2:2]
 		next.ServeHTTP(w, r)
+	})
+}
+
+// refusalBody is a refusal's problem body of the size httplimit's default
+// Deny writes for one policy (about 230 bytes), fixed.
+const refusalBody = `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",` +
+	`"title":"Quota Exceeded","status":429,"detail":"rate limit exceeded",` +
+	`"violated-policies":["hour"],"retry_after_seconds":3600,"policy":"hour","limit":1,"remaining":0}` + "\n"
+
+// Refusal is the least a refusal that tells its client what the draft asks
+// costs: the RateLimit value and Retry-After formatted for the request,
+// RateLimit-Policy, Cache-Control: no-store and Content-Type, their values in
+// one array no other response shares, the status 429, and a problem body
+// (here a constant one). It decides nothing.
+func Refusal() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var buf [48]byte
+		vals := new([5]string)
+		field := strconv.AppendInt(append(buf[:0], `"hour";r=0;t=`...), int64(len(r.RemoteAddr)), 10)
+		n := len(field)
+		all := string(strconv.AppendInt(field, int64(len(r.RemoteAddr)), 10))
+		vals[0], vals[1], vals[2] = all[:n], `"hour";q=1;w=3600`, all[n:]
+		vals[3], vals[4] = "no-store", "application/problem+json"
+		h := w.Header()
+		h["Ratelimit"], h["Ratelimit-Policy"], h["Retry-After"] = vals[0:1:1], vals[1:2:2], vals[2:3:3]
+		h["Cache-Control"], h["Content-Type"] = vals[3:4:4], vals[4:5:5]
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, refusalBody)
 	})
 }
