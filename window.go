@@ -239,8 +239,8 @@ func (r *windowRules) fits(v windowView, n uint64) bool {
 	if v.cur+n > r.events {
 		return false
 	}
-	if v.previous == 0 {
-		return true
+	if v.previous+v.cur+n <= r.events {
+		return true // the previous count weighs at most itself
 	}
 	h1, l1 := bits.Mul64(v.previous, uint64(r.grid.period-v.elapsed))
 	h2, l2 := bits.Mul64(r.events-v.cur-n, uint64(r.grid.period))
