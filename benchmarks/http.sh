@@ -93,7 +93,8 @@ $stat <output of each benchmark command>
 
 **BenchmarkMiddleware** (httplimit): a request through the middleware to a handler that does
 nothing, on an \`httptest.ResponseRecorder\`, over 1024 clients, each policy a bucket no request
-empties (\`refused\`: one that refuses every request measured). The bare handler runs in turn
+empties, of 100 tokens refilled one a nanosecond, so that its fields carry a real quota's few
+digits, as the floor's do (\`refused\`: one that refuses every request measured). The bare handler runs in turn
 with it, 64 requests each, so *overhead* is measured under the load the middleware's requests
 met. *allocs* and *B* are the middleware's requests, the recorder included; *bare allocs* is
 the recorder's. \`floor/two-fields\` is no limiter: a handler wrapper that sets a RateLimit value

@@ -37,9 +37,11 @@ func benchConfigs(tb testing.TB) []struct {
 	name   string
 	config httplimit.Config
 } {
+	// A bucket that never empties: a token a nanosecond, 100 at most, so
+	// that its fields carry numbers of a real quota's few digits
+	// ("second";r=99;t=1), as the floor's do.
 	plenty := func(name string) httplimit.Policy {
-		p := httplimit.Bucket(name, keylimit.PerSecond(1_000_000_000))
-		return p
+		return httplimit.Bucket(name, keylimit.Limit{Events: 1_000_000_000, Period: time.Second, Burst: 100})
 	}
 	scarce, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1))
 	require.NoError(tb, err)

@@ -20,8 +20,8 @@ func TwoFields(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var buf [32]byte
 		vals := new([2]string)
-		vals[0] = string(strconv.AppendInt(append(buf[:0], `"second";r=`...), int64(len(r.RemoteAddr)), 10))
-		vals[1] = `"second";q=1000000000;w=1`
+		vals[0] = string(append(strconv.AppendInt(append(buf[:0], `"second";r=`...), int64(len(r.RemoteAddr)), 10), ";t=1"...))
+		vals[1] = `"second";q=100;w=1`
 		h := w.Header()
 		h["Ratelimit"], h["Ratelimit-Policy"] = vals[0:1:1], vals[1:2:2]
 		next.ServeHTTP(w, r)

@@ -21,8 +21,8 @@ func TestFloorsDoWhatTheyMeasure(t *testing.T) {
 	TwoFields(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Add("Ratelimit", "x")
 	})).ServeHTTP(w, req)
-	require.Equal(t, []string{`"second";r=14`, "x"}, w.Header()["Ratelimit"])
-	require.Equal(t, []string{`"second";q=1000000000;w=1`}, w.Header()["Ratelimit-Policy"])
+	require.Equal(t, []string{`"second";r=14;t=1`, "x"}, w.Header()["Ratelimit"])
+	require.Equal(t, []string{`"second";q=100;w=1`}, w.Header()["Ratelimit-Policy"])
 
 	w = httptest.NewRecorder()
 	Refusal().ServeHTTP(w, req)
