@@ -32,9 +32,10 @@ const (
 	// about this long for each CAS it loses.
 	backoffMost = 4096
 	// holdFirst and holdMost are the bounds of holderWait's waits, four
-	// times backoff's: a SlidingWindow's writer moves three lines (its
-	// lock and position, the entry it writes, the entry it judged by), not
-	// one, so its run of calls must be longer to pay for them.
+	// times backoff's: a SlidingWindow's writer moves two lines, not one
+	// (its lock and position, and the entry it writes, which in a full log
+	// is the one it judged by), so its run of calls must be longer to pay
+	// for them.
 	holdFirst = 4 * backoffFirst
 	holdMost  = 4 * backoffMost
 )
