@@ -145,11 +145,14 @@ func TestHotKeyOnTheSystemClockStaysWithinTheBound(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for time.Since(start) < run {
+					for { // at least once, however late the goroutine starts
 						for range 64 {
 							if lim.Allow("hot") {
 								admitted[g]++
 							}
+						}
+						if time.Since(start) >= run {
+							return
 						}
 					}
 				}()
@@ -161,9 +164,10 @@ func TestHotKeyOnTheSystemClockStaysWithinTheBound(t *testing.T) {
 				total += n
 			}
 			require.LessOrEqual(t, total, c.bound(d), "admitted in %v", d)
-			// The limit was asked far more often than it admits: a
-			// limiter that refused everything would pass the bound.
-			require.Greater(t, total, events, "admitted in %v", d)
+			// The limit was asked far more often than it admits, 512
+			// times at least: a limiter that refused everything would
+			// pass the bound, not this.
+			require.GreaterOrEqual(t, total, events, "admitted in %v", d)
 			t.Logf("%d admitted in %v, at most %d", total, d, c.bound(d))
 		})
 	}
