@@ -174,22 +174,30 @@ type windowView struct {
 // whose window is later than now's (the clock stepped back) decides as at
 // its window's start. It calls nothing, so that it needs no frame.
 func (r *windowRules) at(word uint64, now int64) windowView {
-	mask := uint64(1)<<r.shift - 1
 	last := word >> r.wshift
-	v := windowView{w: r.grid.current(last, now)}
-	switch v.w {
-	case last:
-		v.cur = word & mask
-		if r.sliding {
-			v.previous = word >> r.shift & mask
-		}
-	case last + 1:
-		if r.sliding {
-			v.previous = word & mask
-		}
+	w := r.grid.current(last, now)
+	if w == last {
+		return r.inOwnWindow(word, last, now)
 	}
+	v := windowView{w: w}
 	if r.sliding {
-		v.elapsed = max(now-r.grid.start(v.w), 0)
+		if w == last+1 {
+			v.previous = word & (1<<r.shift - 1)
+		}
+		v.elapsed = max(now-r.grid.start(w), 0)
+	}
+	return v
+}
+
+// inOwnWindow is at's view of word at now when now is in word's own window
+// last (or before it, the clock having stepped back): the counts are the
+// word's.
+func (r *windowRules) inOwnWindow(word, last uint64, now int64) windowView {
+	mask := uint64(1)<<r.shift - 1
+	v := windowView{w: last, cur: word & mask}
+	if r.sliding {
+		v.previous = word >> r.shift & mask
+		v.elapsed = max(now-r.grid.start(last), 0)
 	}
 	return v
 }
@@ -203,17 +211,6 @@ func (r *windowRules) atCalendar(word uint64, now int64) windowView {
 		v.cur = word & mask
 	}
 	return v
-}
-
-// takeCalendar is decide's step for a Calendar's FixedWindow: it returns
-// the word with d's events added to old and true if they fit, setting
-// d.view. (Apart from a Period's, whose path it would slow.)
-func (r *windowRules) takeCalendar(old uint64, d *windowDecision) (uint64, bool) {
-	if d.view = r.atCalendar(old, d.now); !r.fits(d.view, d.n) {
-		return 0, false
-	}
-	d.view.cur += d.n
-	return r.pack(d.view), true
 }
 
 // view is at or atCalendar, as r's grid is.
@@ -250,8 +247,7 @@ func (r *windowRules) fits(v windowView, n uint64) bool {
 // stands reports whether d, a refusal of d.n events at d.now on old, still
 // refuses at d.now+staleMargin (see DESIGN.md, "Stale clock readings"):
 // whether a later reading within that margin would refuse too, as fits only
-// grows with time. (decide first tests the cheaper sufficient case: a
-// count that alone leaves no room refuses until its window ends.)
+// grows with time.
 func (r *windowRules) stands(old uint64, d *windowDecision) bool {
 	return !r.fits(r.view(old, d.now+staleMargin), d.n)
 }
@@ -498,48 +494,32 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		if c.err != nil || d.n > r.events {
 			return c, never
 		}
-		var next uint64
-		if last, cur := old>>r.wshift, old&(1<<r.shift-1); r.grid.cal == nil && last != 0 && d.now < r.grid.end(last) {
-			// In its word's own window, the common case (at's, in a few
-			// instructions between the load and the CAS): the count is the
-			// word's low bits, and an admission adds to them.
-			d.view = windowView{w: last, cur: cur}
-			if !r.plain {
-				d.view.previous = old >> r.shift & (1<<r.shift - 1)
-				d.view.elapsed = max(d.now-r.grid.start(last), 0)
-			}
-			if !r.fits(d.view, d.n) {
-				// A count that alone leaves no room refuses until the
-				// window ends: the refusal stands on this reading if that
-				// is more than staleMargin away.
-				if fresh || cur+d.n > r.events && d.now+staleMargin < r.grid.end(last) || r.stands(old, d) {
-					return c, refused
-				}
-				d.now, fresh = w.keys.clock.now(), true
-				continue
-			}
-			next = old + d.n
-			d.view.cur += d.n
-		} else if r.grid.cal != nil {
-			var ok bool
-			if next, ok = r.takeCalendar(old, d); !ok {
-				if !fresh && !r.stands(old, d) {
-					d.now, fresh = w.keys.clock.now(), true
-					continue
-				}
+		last := old >> r.wshift
+		own := r.grid.cal == nil && last != 0 && d.now < r.grid.end(last)
+		switch {
+		case own:
+			// In its word's own window, the common case, in a few
+			// instructions between the load and the CAS.
+			d.view = r.inOwnWindow(old, last, d.now)
+		case r.grid.cal != nil:
+			d.view = r.atCalendar(old, d.now)
+		default:
+			d.view = r.at(old, d.now)
+		}
+		if !r.fits(d.view, d.n) {
+			// Refused at this reading: decided again on one taken after
+			// the load, unless it stands staleMargin later too. A count
+			// that alone leaves no room refuses until its window ends
+			// (a quota spent for the hour needs no second view).
+			if fresh || d.view.cur+d.n > r.events && d.now+staleMargin < r.end(d.view.w) || r.stands(old, d) {
 				return c, refused
 			}
-		} else {
-			if d.view = r.at(old, d.now); !r.fits(d.view, d.n) {
-				// Refused at this reading: decided again on one taken
-				// after the load, unless it stands staleMargin later too.
-				if fresh || d.view.cur+d.n > r.events && d.now+staleMargin < r.grid.end(d.view.w) || r.stands(old, d) {
-					return c, refused
-				}
-				d.now, fresh = w.keys.clock.now(), true
-				continue
-			}
-			d.view.cur += d.n
+			d.now, fresh = w.keys.clock.now(), true
+			continue
+		}
+		d.view.cur += d.n
+		next := old + d.n // the count is the word's low bits
+		if !own {
 			next = r.pack(d.view)
 		}
 		if st.word.CompareAndSwap(old, next) {
