@@ -58,24 +58,10 @@ func (c *scriptedClock) count() int {
 // than a second after its reading reads the clock once.
 func TestRefusalNearPassingReadsTheClockAgain(t *testing.T) {
 	start := time.Unix(1e9, 0)
-	for _, c := range []struct {
-		name string
-		new  func(keylimit.Limit, ...keylimit.Option) (keylimit.Limiter[string], error)
-	}{
-		{"TokenBucket", func(l keylimit.Limit, o ...keylimit.Option) (keylimit.Limiter[string], error) {
-			return keylimit.NewTokenBucket[string](l, o...)
-		}},
-		{"FixedWindow", func(l keylimit.Limit, o ...keylimit.Option) (keylimit.Limiter[string], error) {
-			return keylimit.NewFixedWindow[string](l, o...)
-		}},
-		{"SlidingCounter", func(l keylimit.Limit, o ...keylimit.Option) (keylimit.Limiter[string], error) {
-			return keylimit.NewSlidingCounter[string](l, o...)
-		}},
-	} {
-		t.Run(c.name+"/near", func(t *testing.T) {
+	for _, k := range []*kind{tokenBucket, fixedWindow, slidingCounter} {
+		t.Run(k.name+"/near", func(t *testing.T) {
 			clk := newScriptedClock(start)
-			lim, err := c.new(keylimit.PerSecond(10), keylimit.WithClock(clk))
-			require.NoError(t, err)
+			lim := k.make(t, keylimit.PerSecond(10), keylimit.WithClock(clk))
 			// Empty the key 900 ms into a second of the windows' grid
 			// (which starts at the limiter's creation).
 			at := start.Add(900 * time.Millisecond)
@@ -88,10 +74,9 @@ func TestRefusalNearPassingReadsTheClockAgain(t *testing.T) {
 			require.True(t, lim.Allow("k"), "refused on the first reading, admitted on the second")
 			require.Equal(t, 2, clk.count())
 		})
-		t.Run(c.name+"/far", func(t *testing.T) {
+		t.Run(k.name+"/far", func(t *testing.T) {
 			clk := newScriptedClock(start)
-			lim, err := c.new(keylimit.PerHour(1), keylimit.WithClock(clk))
-			require.NoError(t, err)
+			lim := k.make(t, keylimit.PerHour(1), keylimit.WithClock(clk))
 			clk.then(start)
 			require.True(t, lim.Allow("k"))
 			// Refused for an hour: no second reading could admit it.
@@ -120,25 +105,19 @@ func TestHotKeyOnTheSystemClockStaysWithinTheBound(t *testing.T) {
 		run        = 150 * time.Millisecond
 	)
 	l := keylimit.Limit{Events: events, Period: period}
-	for _, c := range []struct {
-		name string
-		new  func() (keylimit.Limiter[string], error)
-		// bound is the most the limit admits in d after the creation.
-		bound func(d time.Duration) int
-	}{
-		{"TokenBucket", func() (keylimit.Limiter[string], error) { return keylimit.NewTokenBucket[string](l) },
-			func(d time.Duration) int { return events + int(d/l.Interval()) + 1 }},
-		{"FixedWindow", func() (keylimit.Limiter[string], error) { return keylimit.NewFixedWindow[string](l) },
-			func(d time.Duration) int { return events * (int(d/period) + 1) }},
-		{"SlidingCounter", func() (keylimit.Limiter[string], error) { return keylimit.NewSlidingCounter[string](l) },
-			func(d time.Duration) int { return events * (int(d/period) + 1) }},
-		{"SlidingWindow", func() (keylimit.Limiter[string], error) { return keylimit.NewSlidingWindow[string](l) },
-			func(d time.Duration) int { return events * (int(d/period) + 1) }},
-	} {
-		t.Run(c.name, func(t *testing.T) {
+	// bound is the most l admits in d after the limiter's creation: a
+	// bucket's burst and a token an Interval, a window's Events in each
+	// window d overlaps (a SlidingWindow's in each Period).
+	bound := func(k *kind, d time.Duration) int {
+		if k == tokenBucket {
+			return events + int(d/l.Interval()) + 1
+		}
+		return events * (int(d/period) + 1)
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
 			start := time.Now() // no later than the limiter's creation
-			lim, err := c.new()
-			require.NoError(t, err)
+			lim := k.make(t, l)
 			var wg sync.WaitGroup
 			admitted := make([]int, goroutines)
 			for g := range goroutines {
@@ -163,12 +142,12 @@ func TestHotKeyOnTheSystemClockStaysWithinTheBound(t *testing.T) {
 			for _, n := range admitted {
 				total += n
 			}
-			require.LessOrEqual(t, total, c.bound(d), "admitted in %v", d)
+			require.LessOrEqual(t, total, bound(k, d), "admitted in %v", d)
 			// The limit was asked far more often than it admits, 512
 			// times at least: a limiter that refused everything would
 			// pass the bound, not this.
 			require.GreaterOrEqual(t, total, events, "admitted in %v", d)
-			t.Logf("%d admitted in %v, at most %d", total, d, c.bound(d))
+			t.Logf("%d admitted in %v, at most %d", total, d, bound(k, d))
 		})
 	}
 }
