@@ -341,20 +341,30 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 		// the snapshot judged, and the judgement stands.
 		seq, snap, ok := st.snapshot()
 		if ok {
-			r.judge(st, snap, now, n, d)
+			if d.report || n > 1 {
+				r.judge(st, snap, now, n, d)
+			} else {
+				d.t, d.ok = r.fitsOne(st, snap, now) // Allow: no report
+			}
 			if !d.ok {
 				if st.unchanged(seq) {
 					return c, refused
 				}
 			} else if st.seq.CompareAndSwap(seq, seq+1) {
-				st.append(snap, d.t, n)
-				st.unlock(seq + 2)
-				if d.count == 0 {
-					d.oldest = d.t
+				if n == 1 {
+					st.appendOne(snap, d.t)
+				} else {
+					st.append(snap, d.t, n)
 				}
-				d.count += n
-				d.newest = d.t
-				d.st, d.key = st, h
+				st.unlock(seq + 2)
+				if d.report {
+					if d.count == 0 {
+						d.oldest = d.t
+					}
+					d.count += n
+					d.newest = d.t
+					d.st, d.key = st, h
+				}
 				return c, admitted
 			}
 		} else if seq&1 == 0 {
@@ -454,6 +464,23 @@ func (r *slidingRules) judge(st *slidingState, pos uint64, now int64, n int, d *
 	}
 }
 
+// fitsOne is judge for one event and no report, the decision of Allow:
+// whether it fits at now on the log of st at pos, and the time it is
+// recorded at, max(now, the newest entry). With n == 1 the entry judged is
+// the oldest of a full log, which is the one at head.
+func (r *slidingRules) fitsOne(st *slidingState, pos uint64, now int64) (t int64, ok bool) {
+	head, size := int(pos>>32), int(pos&(1<<16-1)) // unpackPos, without the phantoms
+	if size == 0 {
+		return now, true
+	}
+	newest := head - 1
+	if newest < 0 {
+		newest = len(st.log) - 1
+	}
+	t = max(now, st.log[newest].Load())
+	return t, size < len(st.log) || st.log[head].Load() <= t-r.period
+}
+
 // result reports decision d as a Result.
 func (r *slidingRules) result(d slidingDecision) Result {
 	res := Result{Allowed: d.ok, Limit: r.events, Remaining: r.events - d.count}
@@ -520,6 +547,16 @@ func (st *slidingState) append(pos uint64, t int64, n int) {
 		}
 	}
 	st.pos.Store(packPos(head, 0, min(size+n, events))) // forgets the phantoms (see pos)
+}
+
+// appendOne is append for n == 1.
+func (st *slidingState) appendOne(pos uint64, t int64) {
+	head, size := int(pos>>32), int(pos&(1<<16-1))
+	st.log[head].Store(t)
+	if head++; head == len(st.log) {
+		head = 0
+	}
+	st.pos.Store(packPos(head, 0, min(size+1, len(st.log))))
 }
 
 // retire retires st whatever its log (Reset), unless a change of limit
