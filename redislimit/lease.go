@@ -24,7 +24,7 @@ const maxLeaseShare = 10
 func maxLease(k *keyLimit) int { return k.quota / maxLeaseShare }
 
 // leaseShare: a bucket's lease takes at most 1/leaseShare of what the
-// bucket holds beyond the request (lua/bucket.lua's share), so that the
+// bucket holds beyond the request (lua/bucket.lua has it from scripts.go), so that the
 // fetches of a fleet on a key nearly empty each get some.
 const leaseShare = 8
 

@@ -42,10 +42,14 @@ var (
 	//go:embed lua/take_fixed.lua
 	takeFixedLua string
 
-	script           = redis.NewScript(preludeLua + bucketLua + fixedLua + slidingLua + calendarLua + decideLua)
+	script           = redis.NewScript(constantsLua + preludeLua + bucketLua + fixedLua + slidingLua + calendarLua + decideLua)
 	takeBucketScript = redis.NewScript(takeBucketLua)
 	takeFixedScript  = redis.NewScript(takeFixedLua)
 )
+
+// constantsLua begins the full script with the Go constants its lease
+// arithmetic shares with lease.go, so that the two cannot drift apart.
+var constantsLua = fmt.Sprintf("local leaseShare, maxLeaseShare = %d, %d\n", leaseShare, maxLeaseShare)
 
 // needsFull is a plain script's reply when the decision is the full
 // script's.

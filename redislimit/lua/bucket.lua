@@ -191,18 +191,19 @@ if uses.bucket then
   -- lease admits k (which fits) and takes up to want more, all to be spent
   -- within hold ns, counted from max(TAT, now + hold) (see above). Once
   -- the bucket would hold, after k, less than refills in hold and than a
-  -- tenth of its burst (the most a lease takes: maxLeaseShare in
-  -- lease.go), a lease takes at most 1/share of what it holds and leaves
+  -- 1/maxLeaseShare of its burst (the most a lease takes), a lease takes
+  -- at most 1/leaseShare of what it holds and leaves
   -- the rest to the next fetch, so that on a key a fleet drains, each
   -- fetch gets some, whatever their order (DESIGN.md, "Leases"). If not
   -- one more fits so, it is admit.
   -- The mark is the TAT written.
-  local share = 8 -- leaseShare in lease.go
+  -- leaseShare and maxLeaseShare are lease.go's constants, which
+  -- scripts.go puts at the start of the script.
   function bucket.lease(s, k, want, hold)
     local from = math.max(s.base, hold)
     local x = math.min(want, math.floor((s.tau - from) / s.interval) - k)
     local left = math.floor((s.tau - s.base) / s.interval) - k
-    if left < math.min(s.burst / 10, hold / s.interval) then x = math.min(x, math.floor(left / share)) end
+    if left < math.min(s.burst / maxLeaseShare, hold / s.interval) then x = math.min(x, math.floor(left / leaseShare)) end
     if x < 1 then
       return bucket.admit(s, k) .. ' 0'
     end
