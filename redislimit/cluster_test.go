@@ -42,7 +42,38 @@ func TestCluster(t *testing.T) {
 	t.Run("AnyKey", func(t *testing.T) { anyKeyOnCluster(t, c) })
 	t.Run("Concurrency", func(t *testing.T) { concurrencyOnCluster(t, cl, c) })
 	t.Run("Penalty", func(t *testing.T) { penaltyOnCluster(t, cl) })
+	t.Run("Leases", func(t *testing.T) { leasesOnCluster(t, c) })
 	t.Run("Failover", func(t *testing.T) { failover(t, cl) })
+}
+
+// leasesOnCluster: a fleet of three leased fixed windows on a cluster
+// client, one of them holding a lease, admits exactly each window's events for keys in different slots
+// (a key beginning with '}' among them), every lease spent, as on one
+// server (TestLeasesAFixedWindowExactly), and no call fails.
+func leasesOnCluster(t *testing.T, c *redis.ClusterClient) {
+	mock := newMock() // at the start of a minute
+	var errs errorLog
+	prefix := testKey(t, "p") + ":"
+	var fleet []keylimit.Limiter[string]
+	for range 3 {
+		w, err := redislimit.NewFixedWindow(c, "leased", keylimit.PerMinute(500),
+			append(onMock(mock), redislimit.WithLeases(time.Minute), redislimit.WithTimeout(patient),
+				redislimit.WithPrefix(prefix), redislimit.WithOnError(errs.add))...)
+		require.NoError(t, err)
+		t.Cleanup(func() { w.Close() })
+		fleet = append(fleet, w)
+	}
+	for _, key := range []string{"a", "b", "c", "}d", "{e}"} {
+		for window := range 2 {
+			// One instance first, until it holds a lease of 8 or more
+			// (warm fails if none comes): the count below is then the
+			// leases' too.
+			warmed := warm(t, fleet[0], key, 8)
+			require.Equal(t, 500, warmed+roundRobin(fleet, key), "key %q, window %d: events admitted", key, window)
+			mock.Add(time.Minute)
+		}
+	}
+	require.Zero(t, errs.len(), "errors, the first: %v", firstError(&errs))
 }
 
 // joinedOnCluster: keylimit.All of two Redis limiters on a cluster client
