@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/benbjohnson/clock"
 )
@@ -19,7 +20,11 @@ import (
 // is given back in process. Put the limiter most likely to refuse first in
 // its group. If the first limiter is a Joiner that can join the others
 // (Redis limiters on one client), All is the limiter it returns: one step,
-// all or nothing, for all of them.
+// all or nothing, for all of them. Otherwise the remote limiters asked
+// last are joined so if the first of them can join the rest: All(memory,
+// redisA, redisB), in any order given, asks memory and then both Redis
+// limiters in one round trip (its Admit, for an All of Alls, still asks them
+// one by one).
 //
 // Every limiter except the last must implement Refunder (all of this module's
 // limiters do). All panics if one does not, or if limiters is empty or holds
@@ -72,6 +77,7 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 		v.contextTaker, _ = l.(contextTaker[K])
 	}
 	a.order = a.askOrder(places)
+	a.tail = a.joinTail(places)
 	for _, l := range limiters {
 		if _, ok := l.(Clocked); ok {
 			a.clock = clockOf(l)
@@ -115,6 +121,19 @@ type all[K comparable] struct {
 	remote []bool
 	views  []views[K] // views[i] is limiters[i]'s, for take
 	place  place      // the farthest of the limiters' places, for an All of Alls
+	// tail, if not nil, decides the remote limiters take asks last in one
+	// step (see joinTail).
+	tail *joinedTail[K]
+}
+
+// joinedTail is the last limiters take asks, all remote, joined into one
+// limiter by the first of them (a Joiner): Redis limiters on one client,
+// decided in one round trip, after the limiters in process.
+type joinedTail[K comparable] struct {
+	at      int   // the position in the order asked of the first of them
+	members []int // their indexes in limiters, in the order asked
+	each    EachTaker[K]
+	parts   sync.Pool // of *[]Result, one per member, for takeTail
 }
 
 // place is where a limiter keeps its state, as far as All can tell: the
@@ -163,6 +182,39 @@ func (a *all[K]) askOrder(places []place) []int {
 		}
 	}
 	return nil
+}
+
+// joinTail returns the remote limiters that take asks last, joined, if
+// there are two or more and the first of them can join the rest (see
+// Joiner); otherwise nil. A request then makes one round trip to them, not
+// one each: All(memory, redisA, redisB) asks memory, then both Redis
+// limiters in one script call.
+func (a *all[K]) joinTail(places []place) *joinedTail[K] {
+	at := len(places)
+	for at > 0 && places[a.asked(at-1)] == remote {
+		at--
+	}
+	if len(places)-at < 2 {
+		return nil
+	}
+	t := &joinedTail[K]{at: at}
+	ls := make([]Limiter[K], 0, len(places)-at)
+	for pos := at; pos < len(places); pos++ {
+		t.members = append(t.members, a.asked(pos))
+		ls = append(ls, a.limiters[a.asked(pos)])
+	}
+	j, ok := ls[0].(Joiner[K])
+	if !ok {
+		return nil
+	}
+	joined, ok := j.Join(ls)
+	if !ok {
+		return nil
+	}
+	if t.each, ok = joined.(EachTaker[K]); !ok {
+		return nil
+	}
+	return t
 }
 
 // asked returns the index in limiters of the limiter take asks at-th.
@@ -254,6 +306,24 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 			a.undo(ctx, key, adms)
 			return Result{Limit: sum.Limit, RetryAfter: sum.RetryAfter}, Admission{}, err
 		}
+		if t := a.tail; t != nil && at == t.at && record == nil {
+			// The remote limiters left, in one step, last: nothing after
+			// them to refund them for.
+			r, err := a.takeTail(ctx, key, n, rs, each)
+			if firstErr == nil {
+				firstErr = err
+			}
+			if !r.Allowed {
+				a.undo(ctx, key, adms)
+				return a.refusedByTail(ctx, key, r, each), Admission{}, firstErr
+			}
+			if at == 0 {
+				sum = r
+			} else {
+				sum = sum.And(r)
+			}
+			break
+		}
 		var r Result
 		var err error
 		// As admitContext and takeContext ask, through the views.
@@ -326,6 +396,47 @@ func (a *all[K]) refused(ctx context.Context, key K, i int, r Result, each []Res
 			continue
 		}
 		p := peekContext(ctx, l, key)
+		if each != nil {
+			each[j] = p
+		}
+		sum = sum.And(p)
+	}
+	sum.Allowed, sum.Limit = false, r.Limit
+	return sum
+}
+
+// takeTail takes n from the joined tail's limiters in one step, and writes
+// each one's Result into rs, if not nil, at its index in limiters.
+func (a *all[K]) takeTail(ctx context.Context, key K, n int, rs, each []Result) (Result, error) {
+	t := a.tail
+	if rs == nil {
+		return t.each.TakeEach(ctx, key, n, nil)
+	}
+	// The tail's Results, from a pool: a buffer on this stack would escape
+	// through the interface call, an allocation a request.
+	part, _ := t.parts.Get().(*[]Result)
+	if part == nil {
+		part = new(make([]Result, len(t.members)))
+	}
+	defer t.parts.Put(part)
+	r, err := t.each.TakeEach(ctx, key, n, *part)
+	for k, i := range t.members {
+		rs[i] = (*part)[k]
+	}
+	return r, err
+}
+
+// refusedByTail is refused for a refusal by the joined tail, which answered
+// r and, if each is not nil, wrote its limiters' Results there: the others
+// are asked what they would say, as refused asks them.
+func (a *all[K]) refusedByTail(ctx context.Context, key K, r Result, each []Result) Result {
+	sum := r
+	for at := range a.tail.at {
+		j := a.asked(at)
+		if each == nil && a.remote[j] {
+			continue
+		}
+		p := peekContext(ctx, a.limiters[j], key)
 		if each != nil {
 			each[j] = p
 		}

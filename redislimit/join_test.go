@@ -518,3 +518,70 @@ func TestHTTPRedisPolicyFirstRefusedInMemory(t *testing.T) {
 	require.Contains(t, body, `"violated-policies":["minute"]`)
 	require.Equal(t, 98, hour.Peek(key).Remaining, "the Redis policy's Remaining: the refusal took nothing")
 }
+
+// TestAllOfMemoryAndTwoRedisIsOneRoundTrip: keylimit.All of an in-memory
+// limiter and two Redis limiters on one client, in any order given, asks
+// the in-memory one first and then both Redis ones in one script call, so
+// an admission is one EVALSHA (it was two, one per Redis limiter), with each
+// limiter's Result as TakeEach reports it. A refusal by either Redis limiter
+// is that same one call, takes nothing from the other, and gives the
+// in-memory take back.
+func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	mock := newMock()
+	for _, memAt := range []int{0, 1, 2} {
+		t.Run(fmt.Sprintf("memoryAt=%d", memAt), func(t *testing.T) {
+			memory, err := keylimit.NewTokenBucket[string](keylimit.PerHour(10), keylimit.WithClock(mock))
+			require.NoError(t, err)
+			minute := warmBucket(t, c, keylimit.PerMinute(1000))
+			hour, err := redislimit.NewFixedWindow(c, "api", keylimit.PerHour(20), redislimit.WithPrefix(testKey(t, "h")+":"),
+				redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
+			require.NoError(t, err)
+			t.Cleanup(func() { hour.Close() })
+			pinged(t, hour)
+			hour.Allow(testKey(t, "warm"))
+			lims := []keylimit.Limiter[string]{minute, hour}
+			lims = append(lims[:memAt], append([]keylimit.Limiter[string]{memory}, lims[memAt:]...)...)
+			lim := keylimit.All(lims...)
+			at := func(l keylimit.Limiter[string]) int { return slices.Index(lims, l) }
+
+			key := testKey(t, "k")
+			before := s.commandStats(t)
+			for i := range 5 {
+				require.True(t, lim.Allow(key), "request %d", i)
+			}
+			require.Equal(t, map[string]int64{"evalsha": 5}, s.sentSince(t, before), "Redis's commands for 5 admissions")
+
+			each := make([]keylimit.Result, 3)
+			before = s.commandStats(t)
+			r, err := lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), key, 1, each)
+			require.NoError(t, err)
+			require.True(t, r.Allowed, "TakeEach: %v", r)
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a TakeEach admitted")
+			for _, want := range []struct {
+				l                keylimit.Limiter[string]
+				limit, remaining int
+			}{{memory, 10, 4}, {minute, 1000, 994}, {hour, 20, 14}} {
+				got := each[at(want.l)]
+				require.True(t, got.Allowed, "%T's Result: %v", want.l, got)
+				require.Equal(t, [2]int{want.limit, want.remaining}, [2]int{got.Limit, got.Remaining}, "%T's Limit and Remaining", want.l)
+			}
+			require.Equal(t, [2]int{10, 4}, [2]int{r.Limit, r.Remaining}, "the combined Result: the least Remaining")
+
+			// The hour's window refuses: one call, nothing taken anywhere.
+			require.True(t, hour.AllowN(key, 14), "the rest of the hour")
+			before = s.commandStats(t)
+			r, err = lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), key, 1, each)
+			require.NoError(t, err)
+			require.False(t, r.Allowed, "TakeEach once the hour is spent: %v", r)
+			require.Equal(t, 20, r.Limit, "the refusing limiter's Limit")
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a refusal by Redis")
+			require.False(t, each[at(hour)].Allowed, "the hour's Result")
+			require.Equal(t, 994, each[at(minute)].Remaining, "the minute's Result: nothing taken")
+			require.Equal(t, 4, each[at(memory)].Remaining, "the memory limiter's Result: given back")
+			require.Equal(t, 4, memory.Peek(key).Remaining, "the memory limiter: given back")
+			require.Equal(t, 994, minute.Peek(key).Remaining, "the minute: nothing taken")
+		})
+	}
+}
