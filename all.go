@@ -146,8 +146,15 @@ const (
 	remote                 // its Stats say Remote: each call is a round trip
 )
 
-// placeOf returns l's place: an All's is the farthest of its limiters'.
+// placeOf returns l's place: an All's is the farthest of its limiters'; a
+// Penalty's, as its Stats say, that of the limiter it wraps, an All's
+// included (an All has no Stats).
 func placeOf[K comparable](l Limiter[K]) place {
+	if p, ok := l.(*Penalty[K]); ok {
+		if in, ok := p.inner.(*all[K]); ok {
+			return in.place
+		}
+	}
 	switch l := l.(type) {
 	case *all[K]:
 		return l.place

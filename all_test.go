@@ -463,6 +463,17 @@ func TestAllAsksInProcessRefundersFirst(t *testing.T) {
 	lim = keylimit.All[string](r, inner)
 	require.True(t, lim.Allow("other"))
 	require.Equal(t, []string{"L1", "L2", "R"}, log, "an All of in-process limiters is asked before a remote one")
+
+	// A Penalty is where its Stats say the limiter it wraps is, and over an
+	// All (which has no Stats), where the All is: over All(R), remote,
+	// asked after the in-process one.
+	pen, err := keylimit.NewPenalty(keylimit.All[string](r), keylimit.Ban{Refusals: 3, Within: time.Minute, For: time.Minute}, clk)
+	require.NoError(t, err)
+	t.Cleanup(func() { pen.Close() })
+	log = nil
+	lim = keylimit.All[string](pen, l1)
+	require.True(t, lim.Allow("penalty"))
+	require.Equal(t, []string{"L1", "R"}, log, "a Penalty over All(R): the in-process limiter first")
 }
 
 // TestAllInProcessFirstKeepsResults: with a remote limiter given first,

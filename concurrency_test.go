@@ -204,9 +204,7 @@ func TestConcurrencyMemory(t *testing.T) {
 		p.Release()
 	}
 	waitFor(t, "the evictor to forget every key", func() bool { return c.Len() == 0 })
-	after := heapInUse()
-	require.LessOrEqual(t, float64(after), float64(empty)*1.10+64<<10,
-		"heap after eviction within 10%% of an empty limiter's (plus 64 KiB of slack for the runtime)")
+	requireHeapBack(t, empty)
 }
 
 // TestConcurrencyKeyCap: at the key cap, a new key is tracked once a held
