@@ -23,8 +23,8 @@ import (
 // all or nothing, for all of them. Otherwise the remote limiters asked
 // last are joined so if the first of them can join the rest: All(memory,
 // redisA, redisB), in any order given, asks memory and then both Redis
-// limiters in one round trip (its Admit, for an All of Alls, still asks them
-// one by one).
+// limiters in one round trip, and Peeks them in one (its Admit, for an All
+// of Alls, still asks them one by one).
 //
 // Every limiter except the last must implement Refunder (all of this module's
 // limiters do). All panics if one does not, or if limiters is empty or holds
@@ -98,6 +98,17 @@ type EachTaker[K comparable] interface {
 	TakeEach(ctx context.Context, key K, n int, each []Result) (Result, error)
 }
 
+// EachPeeker is a combination of limiters that Peeks them all in one step
+// and reports each one's Peek: what a Joiner's Join returns for the
+// redislimit limiters (one script call). All uses it to report the Results
+// of Redis limiters it did not ask, for a TakeEach refused in process.
+type EachPeeker[K comparable] interface {
+	// PeekEach is PeekContext, and writes each limiter's Peek into each,
+	// in order, if each is not nil (it must then have one element per
+	// limiter).
+	PeekEach(ctx context.Context, key K, each []Result) (Result, error)
+}
+
 // Joiner is implemented by limiters that can decide together with others in
 // one step, all or nothing, such as the Redis limiters of the redislimit
 // module (one script call for several limits on one key). All asks its
@@ -133,7 +144,26 @@ type joinedTail[K comparable] struct {
 	at      int   // the position in the order asked of the first of them
 	members []int // their indexes in limiters, in the order asked
 	each    EachTaker[K]
-	parts   sync.Pool // of *[]Result, one per member, for takeTail
+	peek    EachPeeker[K] // the joined limiter's, or nil
+	parts   sync.Pool     // of *[]Result, one per member, for takeTail and refused
+}
+
+// memberAt returns where limiters[i] is among the members, or -1 (and -1
+// for a nil tail).
+func (t *joinedTail[K]) memberAt(i int) int {
+	if t == nil {
+		return -1
+	}
+	return slices.Index(t.members, i)
+}
+
+// results returns a buffer of one Result per member, for put once done.
+func (t *joinedTail[K]) results() *[]Result {
+	part, _ := t.parts.Get().(*[]Result)
+	if part == nil {
+		part = new(make([]Result, len(t.members)))
+	}
+	return part
 }
 
 // place is where a limiter keeps its state, as far as All can tell: the
@@ -221,6 +251,7 @@ func (a *all[K]) joinTail(places []place) *joinedTail[K] {
 	if t.each, ok = joined.(EachTaker[K]); !ok {
 		return nil
 	}
+	t.peek, _ = joined.(EachPeeker[K])
 	return t
 }
 
@@ -397,12 +428,19 @@ func (a *all[K]) undo(ctx context.Context, key K, adms []Admission) {
 // say, under ctx if they take one; a remote one only if each wants its
 // Result (its Peek is a round trip).
 func (a *all[K]) refused(ctx context.Context, key K, i int, r Result, each []Result) Result {
+	var tail []Result // the joined tail, not asked, Peeked in one step for each's sake
+	if each != nil {
+		if part := a.peekTail(ctx, key); part != nil {
+			defer a.tail.parts.Put(part)
+			tail = *part
+		}
+	}
 	sum := r
-	for j, l := range a.limiters {
+	for j := range a.limiters {
 		if j == i || each == nil && a.remote[j] {
 			continue
 		}
-		p := peekContext(ctx, l, key)
+		p := a.peekOf(ctx, key, j, tail)
 		if each != nil {
 			each[j] = p
 		}
@@ -410,6 +448,27 @@ func (a *all[K]) refused(ctx context.Context, key K, i int, r Result, each []Res
 	}
 	sum.Allowed, sum.Limit = false, r.Limit
 	return sum
+}
+
+// peekTail Peeks the joined tail's limiters in one step, into a buffer of
+// the tail's to put back once done; nil if there is no tail that can.
+func (a *all[K]) peekTail(ctx context.Context, key K) *[]Result {
+	t := a.tail
+	if t == nil || t.peek == nil {
+		return nil
+	}
+	part := t.results()
+	_, _ = t.peek.PeekEach(ctx, key, *part) // as peekContext: on an error, a failure policy's Peeks
+	return part
+}
+
+// peekOf returns limiters[i]'s Peek: from tail (peekTail's) if it is one of
+// the tail's, else its own.
+func (a *all[K]) peekOf(ctx context.Context, key K, i int, tail []Result) Result {
+	if k := a.tail.memberAt(i); tail != nil && k >= 0 {
+		return tail[k]
+	}
+	return peekContext(ctx, a.limiters[i], key)
 }
 
 // takeTail takes n from the joined tail's limiters in one step, and writes
@@ -421,10 +480,7 @@ func (a *all[K]) takeTail(ctx context.Context, key K, n int, rs, each []Result) 
 	}
 	// The tail's Results, from a pool: a buffer on this stack would escape
 	// through the interface call, an allocation a request.
-	part, _ := t.parts.Get().(*[]Result)
-	if part == nil {
-		part = new(make([]Result, len(t.members)))
-	}
+	part := t.results()
 	defer t.parts.Put(part)
 	r, err := t.each.TakeEach(ctx, key, n, *part)
 	for k, i := range t.members {
@@ -465,10 +521,15 @@ func (a *all[K]) PeekContext(ctx context.Context, key K) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
+	var tail []Result // the joined tail's Peeks, in one step
+	if part := a.peekTail(ctx, key); part != nil {
+		defer a.tail.parts.Put(part)
+		tail = *part
+	}
 	var sum Result
 	decider, deciderAt := 0, len(a.limiters) // the Limit of the first limiter take would find refusing
-	for i, l := range a.limiters {
-		r := peekContext(ctx, l, key)
+	for i := range a.limiters {
+		r := a.peekOf(ctx, key, i, tail)
 		if i == 0 {
 			sum = r
 		} else {

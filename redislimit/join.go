@@ -308,18 +308,29 @@ func (j *joined) Peek(key string) keylimit.Result {
 
 // PeekContext is Peek under ctx: a ctx that has ended makes no call.
 func (j *joined) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
+	return j.PeekEach(ctx, key, nil)
+}
+
+// PeekEach is PeekContext, and writes each limiter's Peek into each if it
+// is not nil (see keylimit.EachPeeker).
+func (j *joined) PeekEach(ctx context.Context, key string, each []keylimit.Result) (keylimit.Result, error) {
 	var kbuf [inlineParts]*keyLimit
 	var rbuf [inlineParts]keylimit.Result
 	var mbuf [inlineParts]int64
 	ks := j.resolve(key, &kbuf)
 	res, _ := j.buffers(&rbuf, &mbuf)
 	if err := ctx.Err(); err != nil {
+		for i := range each {
+			each[i] = keylimit.Result{Limit: ks[i].quota}
+		}
 		return keylimit.Result{Limit: ks[0].quota}, j.report("peek", key, err)
 	}
 	if r, ok := j.cached(key, 1, ks, j.parts[0].clock.now(), res); ok {
+		copy(each, res)
 		return r, nil
 	}
 	err := j.peek(ctx, key, ks, res)
+	copy(each, res)
 	sum := res[0]
 	decider := -1
 	for i, r := range res {
@@ -494,5 +505,6 @@ func refusedBy(res []keylimit.Result, i int) keylimit.Result {
 var (
 	_ keylimit.ContextLimiter[string]  = (*joined)(nil)
 	_ keylimit.EachTaker[string]       = (*joined)(nil)
+	_ keylimit.EachPeeker[string]      = (*joined)(nil)
 	_ keylimit.ContextRefunder[string] = (*joined)(nil)
 )

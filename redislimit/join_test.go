@@ -525,7 +525,8 @@ func TestHTTPRedisPolicyFirstRefusedInMemory(t *testing.T) {
 // an admission is one EVALSHA (it was two, one per Redis limiter), with each
 // limiter's Result as TakeEach reports it. A refusal by either Redis limiter
 // is that same one call, takes nothing from the other, and gives the
-// in-memory take back.
+// in-memory take back; a TakeEach refused in memory, and Peek, Peek both
+// Redis limiters in one call too.
 func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
 	s := newServer(t)
 	c := s.client(t)
@@ -582,6 +583,29 @@ func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
 			require.Equal(t, 4, each[at(memory)].Remaining, "the memory limiter's Result: given back")
 			require.Equal(t, 4, memory.Peek(key).Remaining, "the memory limiter: given back")
 			require.Equal(t, 994, minute.Peek(key).Remaining, "the minute: nothing taken")
+
+			// Refused in memory: TakeEach Peeks the two Redis limiters for
+			// their Results in one call.
+			other := testKey(t, "other")
+			require.True(t, memory.AllowN(other, 10), "the memory limiter's quota")
+			before = s.commandStats(t)
+			require.False(t, lim.Allow(other), "Allow refused in memory")
+			require.Empty(t, s.sentSince(t, before), "Redis's commands for an Allow refused in memory")
+			r, err = lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), other, 1, each)
+			require.NoError(t, err)
+			require.False(t, r.Allowed, "TakeEach refused in memory: %v", r)
+			require.Equal(t, 10, r.Limit, "the memory limiter's Limit")
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a TakeEach refused in memory: one Peek of both")
+			require.Equal(t, [2]int{1000, 1000}, [2]int{each[at(minute)].Limit, each[at(minute)].Remaining}, "the minute's Peek")
+			require.Equal(t, [2]int{20, 20}, [2]int{each[at(hour)].Limit, each[at(hour)].Remaining}, "the hour's Peek")
+			require.True(t, each[at(minute)].Allowed && each[at(hour)].Allowed, "the Redis limiters' Peeks allow")
+			require.False(t, each[at(memory)].Allowed, "the memory limiter's Result")
+
+			before = s.commandStats(t)
+			p := lim.Peek(other)
+			require.False(t, p.Allowed, "Peek: %v", p)
+			require.Equal(t, 10, p.Limit, "Peek: the memory limiter's Limit")
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a Peek: one of both")
 		})
 	}
 }
