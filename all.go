@@ -176,15 +176,8 @@ const (
 	remote                 // its Stats say Remote: each call is a round trip
 )
 
-// placeOf returns l's place: an All's is the farthest of its limiters'; a
-// Penalty's, as its Stats say, that of the limiter it wraps, an All's
-// included (an All has no Stats).
+// placeOf returns l's place: an All's is the farthest of its limiters'.
 func placeOf[K comparable](l Limiter[K]) place {
-	if p, ok := l.(*Penalty[K]); ok {
-		if in, ok := p.inner.(*all[K]); ok {
-			return in.place
-		}
-	}
 	switch l := l.(type) {
 	case *all[K]:
 		return l.place
@@ -347,13 +340,13 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 		if t := a.tail; t != nil && at == t.at && record == nil {
 			// The remote limiters left, in one step, last: nothing after
 			// them to refund them for.
-			r, err := a.takeTail(ctx, key, n, rs, each)
+			r, err := a.takeTail(ctx, key, n, rs)
 			if firstErr == nil {
 				firstErr = err
 			}
 			if !r.Allowed {
 				a.undo(ctx, key, adms)
-				return a.refusedByTail(ctx, key, r, each), Admission{}, firstErr
+				return a.refused(ctx, key, byTail, r, each), Admission{}, firstErr
 			}
 			if at == 0 {
 				sum = r
@@ -423,13 +416,18 @@ func (a *all[K]) undo(ctx context.Context, key K, adms []Admission) {
 	}
 }
 
-// refused reports a refusal by limiter i, which answered r: the others, none
-// of which holds anything of this request now, are asked what they would
-// say, under ctx if they take one; a remote one only if each wants its
-// Result (its Peek is a round trip).
+// byTail is refused's i for a refusal by the joined tail.
+const byTail = -1
+
+// refused reports a refusal by limiter i, which answered r, or by the
+// joined tail (i is byTail; r is then the combination of its limiters'
+// Results, which takeTail wrote into each): the others, none of which
+// holds anything of this request now, are asked what they would say, under
+// ctx if they take one; a remote one only if each wants its Result (its
+// Peek is a round trip), and the tail's, if not asked, in one step.
 func (a *all[K]) refused(ctx context.Context, key K, i int, r Result, each []Result) Result {
-	var tail []Result // the joined tail, not asked, Peeked in one step for each's sake
-	if each != nil {
+	var tail []Result // the joined tail's Peeks, when it was not asked
+	if each != nil && i != byTail {
 		if part := a.peekTail(ctx, key); part != nil {
 			defer a.tail.parts.Put(part)
 			tail = *part
@@ -437,7 +435,7 @@ func (a *all[K]) refused(ctx context.Context, key K, i int, r Result, each []Res
 	}
 	sum := r
 	for j := range a.limiters {
-		if j == i || each == nil && a.remote[j] {
+		if j == i || each == nil && a.remote[j] || i == byTail && a.tail.memberAt(j) >= 0 {
 			continue
 		}
 		p := a.peekOf(ctx, key, j, tail)
@@ -473,7 +471,7 @@ func (a *all[K]) peekOf(ctx context.Context, key K, i int, tail []Result) Result
 
 // takeTail takes n from the joined tail's limiters in one step, and writes
 // each one's Result into rs, if not nil, at its index in limiters.
-func (a *all[K]) takeTail(ctx context.Context, key K, n int, rs, each []Result) (Result, error) {
+func (a *all[K]) takeTail(ctx context.Context, key K, n int, rs []Result) (Result, error) {
 	t := a.tail
 	if rs == nil {
 		return t.each.TakeEach(ctx, key, n, nil)
@@ -487,26 +485,6 @@ func (a *all[K]) takeTail(ctx context.Context, key K, n int, rs, each []Result) 
 		rs[i] = (*part)[k]
 	}
 	return r, err
-}
-
-// refusedByTail is refused for a refusal by the joined tail, which answered
-// r and, if each is not nil, wrote its limiters' Results there: the others
-// are asked what they would say, as refused asks them.
-func (a *all[K]) refusedByTail(ctx context.Context, key K, r Result, each []Result) Result {
-	sum := r
-	for at := range a.tail.at {
-		j := a.asked(at)
-		if each == nil && a.remote[j] {
-			continue
-		}
-		p := peekContext(ctx, a.limiters[j], key)
-		if each != nil {
-			each[j] = p
-		}
-		sum = sum.And(p)
-	}
-	sum.Allowed, sum.Limit = false, r.Limit
-	return sum
 }
 
 // Peek reports what Take(key, 1) would answer now, taking nothing.

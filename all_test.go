@@ -470,6 +470,7 @@ func TestAllAsksInProcessRefundersFirst(t *testing.T) {
 	pen, err := keylimit.NewPenalty(keylimit.All[string](r), keylimit.Ban{Refusals: 3, Within: time.Minute, For: time.Minute}, clk)
 	require.NoError(t, err)
 	t.Cleanup(func() { pen.Close() })
+	require.True(t, pen.Stats().Remote, "a Penalty over All(R): its Stats say Remote")
 	log = nil
 	lim = keylimit.All[string](pen, l1)
 	require.True(t, lim.Allow("penalty"))

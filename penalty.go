@@ -312,11 +312,14 @@ func (p *Penalty[K]) Watched() int { return p.keys.len() }
 
 // Stats returns the limiter's Stats, if it has a Stats method, with the
 // penalty's Bans and BanRefused (added to Refused, if the limiter counts
-// its decisions).
+// its decisions). Over an All, which has no Stats, Remote says whether one
+// of its limiters' Stats say Remote.
 func (p *Penalty[K]) Stats() Stats {
 	var st Stats
 	if s, ok := p.inner.(interface{ Stats() Stats }); ok {
 		st = s.Stats()
+	} else {
+		st.Remote = placeOf(p.inner) == remote
 	}
 	_, st.BanRefused = p.banned.sum()
 	st.Bans, st.Penalty = p.bans.Load(), true

@@ -232,6 +232,15 @@ func (s *server) sentSince(t testing.TB, before map[string]int64) map[string]int
 	return sent
 }
 
+// sentBy returns the commands s received while f ran, as sentSince counts
+// them.
+func (s *server) sentBy(t testing.TB, f func()) map[string]int64 {
+	t.Helper()
+	before := s.commandStats(t)
+	f()
+	return s.sentSince(t, before)
+}
+
 // ---- Keys, limiters, clients ----
 
 // keySeq makes keys unique within the test binary.

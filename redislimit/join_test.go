@@ -547,19 +547,29 @@ func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
 			lim := keylimit.All(lims...)
 			at := func(l keylimit.Limiter[string]) int { return slices.Index(lims, l) }
 
-			key := testKey(t, "k")
-			before := s.commandStats(t)
-			for i := range 5 {
-				require.True(t, lim.Allow(key), "request %d", i)
-			}
-			require.Equal(t, map[string]int64{"evalsha": 5}, s.sentSince(t, before), "Redis's commands for 5 admissions")
-
 			each := make([]keylimit.Result, 3)
-			before = s.commandStats(t)
-			r, err := lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), key, 1, each)
-			require.NoError(t, err)
+			// takeEach is lim's TakeEach of one event for key, and the
+			// commands it sent.
+			takeEach := func(key string) (r keylimit.Result, sent map[string]int64) {
+				sent = s.sentBy(t, func() {
+					var err error
+					r, err = lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), key, 1, each)
+					require.NoError(t, err)
+				})
+				return r, sent
+			}
+			one := map[string]int64{"evalsha": 1}
+
+			key := testKey(t, "k")
+			require.Equal(t, map[string]int64{"evalsha": 5}, s.sentBy(t, func() {
+				for i := range 5 {
+					require.True(t, lim.Allow(key), "request %d", i)
+				}
+			}), "Redis's commands for 5 admissions")
+
+			r, sent := takeEach(key)
 			require.True(t, r.Allowed, "TakeEach: %v", r)
-			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a TakeEach admitted")
+			require.Equal(t, one, sent, "Redis's commands for a TakeEach admitted")
 			for _, want := range []struct {
 				l                keylimit.Limiter[string]
 				limit, remaining int
@@ -572,12 +582,10 @@ func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
 
 			// The hour's window refuses: one call, nothing taken anywhere.
 			require.True(t, hour.AllowN(key, 14), "the rest of the hour")
-			before = s.commandStats(t)
-			r, err = lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), key, 1, each)
-			require.NoError(t, err)
+			r, sent = takeEach(key)
 			require.False(t, r.Allowed, "TakeEach once the hour is spent: %v", r)
 			require.Equal(t, 20, r.Limit, "the refusing limiter's Limit")
-			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a refusal by Redis")
+			require.Equal(t, one, sent, "Redis's commands for a refusal by Redis")
 			require.False(t, each[at(hour)].Allowed, "the hour's Result")
 			require.Equal(t, 994, each[at(minute)].Remaining, "the minute's Result: nothing taken")
 			require.Equal(t, 4, each[at(memory)].Remaining, "the memory limiter's Result: given back")
@@ -588,24 +596,21 @@ func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
 			// their Results in one call.
 			other := testKey(t, "other")
 			require.True(t, memory.AllowN(other, 10), "the memory limiter's quota")
-			before = s.commandStats(t)
-			require.False(t, lim.Allow(other), "Allow refused in memory")
-			require.Empty(t, s.sentSince(t, before), "Redis's commands for an Allow refused in memory")
-			r, err = lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), other, 1, each)
-			require.NoError(t, err)
+			require.Empty(t, s.sentBy(t, func() { require.False(t, lim.Allow(other), "Allow refused in memory") }),
+				"Redis's commands for an Allow refused in memory")
+			r, sent = takeEach(other)
 			require.False(t, r.Allowed, "TakeEach refused in memory: %v", r)
 			require.Equal(t, 10, r.Limit, "the memory limiter's Limit")
-			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a TakeEach refused in memory: one Peek of both")
+			require.Equal(t, one, sent, "Redis's commands for a TakeEach refused in memory: one Peek of both")
 			require.Equal(t, [2]int{1000, 1000}, [2]int{each[at(minute)].Limit, each[at(minute)].Remaining}, "the minute's Peek")
 			require.Equal(t, [2]int{20, 20}, [2]int{each[at(hour)].Limit, each[at(hour)].Remaining}, "the hour's Peek")
 			require.True(t, each[at(minute)].Allowed && each[at(hour)].Allowed, "the Redis limiters' Peeks allow")
 			require.False(t, each[at(memory)].Allowed, "the memory limiter's Result")
 
-			before = s.commandStats(t)
-			p := lim.Peek(other)
+			var p keylimit.Result
+			require.Equal(t, one, s.sentBy(t, func() { p = lim.Peek(other) }), "Redis's commands for a Peek: one of both")
 			require.False(t, p.Allowed, "Peek: %v", p)
 			require.Equal(t, 10, p.Limit, "Peek: the memory limiter's Limit")
-			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a Peek: one of both")
 		})
 	}
 }

@@ -24,8 +24,8 @@ const maxLeaseShare = 10
 func maxLease(k *keyLimit) int { return k.quota / maxLeaseShare }
 
 // leaseShare: a bucket's lease takes at most 1/leaseShare of what the
-// bucket holds beyond the request (lua/bucket.lua has it from scripts.go), so that the
-// fetches of a fleet on a key nearly empty each get some.
+// bucket holds beyond the request (lua/bucket.lua has it from scripts.go),
+// so that the fetches of a fleet on a key nearly empty each get some.
 const leaseShare = 8
 
 // maxWaits is how many fetches of other calls a call waits for before it is
