@@ -3,7 +3,10 @@ package keylimit
 import (
 	"math/rand/v2"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // backoff paces a caller that lost a compare-and-swap on a key's state to
@@ -62,39 +65,105 @@ func (b *backoff) waitWithin(first, most int64) {
 
 // holderWait paces a caller of a key whose state is a lock (a
 // SlidingWindow's log): it waits as backoff does, and when the lock stays
-// held by one writer far longer than a writer holds it, it sleeps. A writer
-// holds the lock for a few stores, so one seen holding it that long has
-// lost its thread's CPU to the operating system (more goroutines than
-// cores), and until it runs again nobody can write the key: spinning would
-// keep the CPU from it, where a sleep gives it back.
+// held by one writer far longer than a writer holds it, it parks until that
+// writer releases it. A writer holds the lock for a few stores, so one seen
+// holding it that long has lost its thread's CPU to the operating system
+// (more threads than cores), and until it runs again nobody can write the
+// key: spinning, or napping and waking to look again, would keep the CPU
+// from it, where a parked waiter leaves it the CPU until the lock is free.
 type holderWait struct {
 	bo    backoff
 	held  uint64        // the odd seq last seen, or 0
 	since time.Duration // since spinEpoch, when held was first seen
 }
 
-const (
-	// holderOff is how long, in ns, one writer holds the lock before its
-	// waiters sleep: about a thousand times what it takes when it runs.
-	holderOff = 20 * time.Microsecond
-	// holderNap is how long they sleep, at least (a sleep of a goroutine
-	// whose processor then has nothing to run lasts about a millisecond on
-	// Linux, the poller's resolution).
-	holderNap = 20 * time.Microsecond
-)
+// holderOff is how long one writer holds the lock before its waiters
+// park: about a hundred times what it takes when it runs.
+const holderOff = 2 * time.Microsecond
 
-// wait waits before another try; seq is the lock's value last seen.
-func (w *holderWait) wait(seq uint64) {
+// wait waits before another try; seq is the value of the lock word last
+// seen.
+func (w *holderWait) wait(word *atomic.Uint64, seq uint64) {
 	if seq&1 != 0 {
 		now := time.Since(spinEpoch)
 		switch {
 		case seq != w.held:
 			w.held, w.since = seq, now
 		case now-w.since > holderOff:
-			time.Sleep(holderNap)
-			w.since = time.Since(spinEpoch)
+			parkWhileHeld(word, seq)
+			w.held = 0
 			return
 		}
 	}
 	w.bo.waitWithin(holdFirst, holdMost)
+}
+
+// parking is where waiters park while a lock's holder is off its CPU: a
+// fixed set of queues, the lock word's address picking one, so that a lock
+// costs no memory for them. The waiters of two words that share a queue are
+// woken when either is released, and look again.
+var parking [parkQueues]parkQueue
+
+// parkQueues is how many queues parking has.
+const parkQueues = 64
+
+// parkQueue is one queue of parking, a cache line of its own.
+type parkQueue struct {
+	waiters atomic.Int32  // parked, or about to be: an unlock reads it
+	mu      sync.Mutex    // guards wake
+	wake    chan struct{} // closed to wake the parked waiters; nil until one parks
+	_       [40]byte
+}
+
+// queueOf returns the queue of the lock word at word.
+func queueOf(word *atomic.Uint64) *parkQueue {
+	return &parking[uintptr(unsafe.Pointer(word))>>6%parkQueues]
+}
+
+// parkMost bounds a park: a wake is never lost (see parkWhileHeld), so only
+// a holder that stays off its CPU this long makes its waiters look again.
+// A variable for the tests, which make a lost wake hang.
+var parkMost = time.Millisecond
+
+// parkWhileHeld parks the calling goroutine until the lock word at word no
+// longer holds seq, or parkMost passes.
+func parkWhileHeld(word *atomic.Uint64, seq uint64) {
+	q := queueOf(word)
+	q.waiters.Add(1)
+	defer q.waiters.Add(-1)
+	q.mu.Lock()
+	// Both sequentially consistent: either this load sees the unlock's
+	// store, or the unlock's load of waiters, after its store, sees this
+	// waiter and closes the channel taken here.
+	if word.Load() != seq {
+		q.mu.Unlock()
+		return
+	}
+	if q.wake == nil {
+		q.wake = make(chan struct{})
+	}
+	wake := q.wake
+	q.mu.Unlock()
+	t := time.NewTimer(parkMost)
+	select {
+	case <-wake:
+	case <-t.C:
+	}
+	t.Stop()
+}
+
+// parked reports whether a waiter may be parked on the queue of the lock
+// word at word: an unlock, after it stored the released value, then
+// unparks them. Inlined: one load.
+func parked(word *atomic.Uint64) bool { return queueOf(word).waiters.Load() != 0 }
+
+// unpark wakes the waiters parked on the queue of the lock word at word.
+func unpark(word *atomic.Uint64) {
+	q := queueOf(word)
+	q.mu.Lock()
+	if q.wake != nil {
+		close(q.wake)
+		q.wake = nil
+	}
+	q.mu.Unlock()
 }

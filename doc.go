@@ -62,8 +62,8 @@
 //     key won waits a moment (a few microseconds at most) before it tries
 //     again, so that on a hot key the winner runs on. Two exceptions: a
 //     SlidingWindow admits under a per-key lock (one compare-and-swap; a
-//     waiter waits up to about 16 microseconds a try, and sleeps if the
-//     holder is off its CPU), and a call that meets a key
+//     waiter waits up to about 16 microseconds a try, and parks until the
+//     lock is released if its holder is off its CPU), and a call that meets a key
 //     while SetLimit moves it to a new limit yields until the move, a few
 //     instructions, is done.
 //   - Time only moves forward: a limiter decides as at the latest time it

@@ -356,7 +356,9 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 				} else {
 					st.append(snap, d.t, n)
 				}
-				st.unlock(seq + 2)
+				if st.release(seq + 2) { // st.unlock, without a call
+					unpark(&st.seq)
+				}
 				if d.report {
 					if d.count == 0 {
 						d.oldest = d.t
@@ -375,7 +377,7 @@ func (s *SlidingWindow[K]) decide(key K, n int, d *slidingDecision) (*keyConfig[
 		}
 		// A writer ran or runs: let it run on, then try afresh (see
 		// holderWait).
-		w.wait(seq)
+		w.wait(&st.seq, seq)
 		now = s.keys.clock.now()
 	}
 }
@@ -530,12 +532,26 @@ func (st *slidingState) lock() uint64 {
 		if seq&1 == 0 && st.seq.CompareAndSwap(seq, seq+1) {
 			return seq + 2
 		}
-		w.wait(seq)
+		w.wait(&st.seq, seq)
 	}
 }
 
-// unlock releases st's lock: next is what lock returned.
-func (st *slidingState) unlock(next uint64) { st.seq.Store(next) }
+// unlock releases st's lock, and wakes the callers parked waiting for it
+// (see holderWait): next is what lock returned.
+func (st *slidingState) unlock(next uint64) {
+	if st.release(next) {
+		unpark(&st.seq)
+	}
+}
+
+// release is unlock but the wake: it releases st's lock with next and
+// reports whether a caller may be parked waiting for it, to unpark. Apart,
+// so that an admission, whose unlock would be a call (too large to
+// inline), releases without one.
+func (st *slidingState) release(next uint64) bool {
+	st.seq.Store(next)
+	return parked(&st.seq)
+}
 
 // append records n admissions at t in the log at pos. The caller holds the
 // lock (see seq).

@@ -120,26 +120,43 @@ func TestSlidingWindowLogFollowsTheLimit(t *testing.T) {
 	require.Equal(t, 4, s.Peek("k").Remaining, "Remaining after one admission in the window of 5")
 }
 
-// TestSlidingLockWaitsForItsHolder: an admission waits for the writer that
+// TestSlidingLockWaitsForItsHolder: admissions wait for the writer that
 // holds the key's lock, however long it holds it (past holderOff, when the
-// waiter sleeps), and admits once it is released.
+// waiters park), and the release wakes every one: parkMost is an hour
+// here, so a lost wake would hang them. Two of the 16 are admitted.
 func TestSlidingLockWaitsForItsHolder(t *testing.T) {
+	defer func(d time.Duration) { parkMost = d }(parkMost)
+	parkMost = time.Hour
 	s, err := NewSlidingWindow[string](PerHour(3), WithClock(clock.NewMock()))
 	require.NoError(t, err, "NewSlidingWindow")
 	defer s.Close()
 	require.True(t, s.Allow("k"), "the first Allow")
 	st := s.keys.load("k")
 	next := st.lock()
-	done := make(chan bool)
-	go func() { done <- s.Allow("k") }()
-	select {
-	case <-done:
-		t.Fatal("an Allow returned while another writer held the lock")
-	case <-time.After(10 * holderOff):
+	const waiters = 16
+	done := make(chan bool, waiters)
+	for range waiters {
+		go func() { done <- s.Allow("k") }()
 	}
+	q := queueOf(&st.seq)
+	require.Eventually(t, func() bool { return q.waiters.Load() == waiters }, 10*time.Second, time.Millisecond,
+		"the waiters park while the lock is held")
+	require.Empty(t, done, "an Allow returned while another writer held the lock")
 	st.unlock(next)
-	require.True(t, <-done, "the Allow once the lock is released")
+	admitted := 0
+	for range waiters {
+		select {
+		case ok := <-done:
+			if ok {
+				admitted++
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a parked waiter was not woken by the release")
+		}
+	}
+	require.Equal(t, 2, admitted, "admitted once the lock is released")
 	_, _, size := unpackPos(st.pos.Load())
-	require.Equal(t, 2, size, "entries in the log")
+	require.Equal(t, 3, size, "entries in the log")
 	require.Zero(t, st.seq.Load()&1, "seq after the writers: odd")
+	require.Zero(t, q.waiters.Load(), "waiters left parked")
 }
