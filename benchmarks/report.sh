@@ -10,6 +10,7 @@
 # COUNT      runs of each speed row (benchstat gives a 95% interval from 6)
 # BENCHTIME  -benchtime of each speed row
 # CPU        the -cpu list of the hot-path rows (default: every core)
+# HOTCPU     the -cpu list of the one-hot-key rows (default: 2,4,8)
 # KEYS       keys of the memory measurement; MEMCOUNT its runs
 # SHORT=1    leaves out the million-key rows and counts contention at the
 #            test's own size: to check the script, not to publish
@@ -22,6 +23,7 @@ cd "$(dirname "$0")"
 COUNT="${COUNT:-6}"
 BENCHTIME="${BENCHTIME:-200ms}"
 CPU="${CPU:-$(nproc)}"
+HOTCPU="${HOTCPU:-2,4,8}"
 KEYS="${KEYS:-1000000}"
 MEMCOUNT="${MEMCOUNT:-3}"
 SHORT="${SHORT:-}"
@@ -37,6 +39,7 @@ trap 'rm -rf "$tmp"' EXIT
 # The commands, run from benchmarks/ with their output in $tmp, and
 # published as they are.
 allow="go test -run '^\$' -bench '^BenchmarkAllow(Refused)?\$' -benchtime=$BENCHTIME -cpu=$CPU -count=$COUNT -timeout=0$short ."
+hot="go test -run '^\$' -bench '^BenchmarkAllow\$/.*/keys=1\$/parallel' -benchtime=$BENCHTIME -cpu=$HOTCPU -count=$COUNT -timeout=0 -short ."
 memory="go test -run '^\$' -bench '^BenchmarkMemory\$' -benchtime=${KEYS}x -count=$MEMCOUNT -timeout=0 ."
 redis="go test -run '^\$' -bench '^BenchmarkRedis\$' -benchtime=$BENCHTIME -count=$COUNT -timeout=0 ."
 semaphore="go test -run '^\$' -bench '^BenchmarkAcquireRelease\$' -benchtime=$BENCHTIME -count=$COUNT -timeout=0 ."
@@ -49,12 +52,13 @@ run() { # run NAME COMMAND: runs COMMAND, its output to $tmp/NAME.txt
 	eval "$2" >"$tmp/$1.txt"
 }
 run allow "$allow"
+run hot "$hot"
 run memory "$memory"
 run redis "$redis"
 run semaphore "$semaphore"
 run contention "$contention"
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-for f in allow memory redis semaphore; do
+for f in allow hot memory redis semaphore; do
 	$stat "$tmp/$f.txt" >"$tmp/$f.csv" 2>/dev/null
 done
 
@@ -185,6 +189,7 @@ Run from \`benchmarks/\`; benchstat reads each output file:
 
 \`\`\`
 $allow
+$hot
 $memory
 $redis
 $semaphore
@@ -204,6 +209,15 @@ $(pivot Allow sec/op "$strip" <"$tmp/allow.csv")
 **BenchmarkAllowRefused**: a limit that refuses every call measured (\`hotpath.Tight\`, 1 an hour).
 
 $(pivot AllowRefused sec/op "$strip" <"$tmp/allow.csv")
+
+### One hot key as goroutines outnumber cores
+
+BenchmarkAllow's one-key parallel row again, at GOMAXPROCS (\`-cpu\`) $HOTCPU on these $(nproc) cores: the
+median of $COUNT runs of each. Beyond the cores, the operating system takes threads off their CPUs,
+so a mutex's holder can stall its key's waiters; a lost compare-and-swap holds nothing
+(DESIGN.md, "One hot key").
+
+$(pivot Allow sec/op <"$tmp/hot.csv")
 
 ### Allocations per call
 
