@@ -34,11 +34,12 @@ const (
 	// backoffMost is the greatest bound, in ns: a call waits at most
 	// about this long for each CAS it loses.
 	backoffMost = 4096
-	// holdFirst and holdMost are the bounds of holderWait's waits, four
-	// times backoff's: a SlidingWindow's writer moves two lines, not one
-	// (its lock and position, and the entry it writes, which in a full log
-	// is the one it judged by), so its run of calls must be longer to pay
-	// for them.
+	// holdFirst and holdMost are the bounds of holderWait's waits, and
+	// of a Concurrency's acquisition after a lost CAS, four times
+	// backoff's: a SlidingWindow's writer moves two lines, not one (its
+	// lock and position, and the entry it writes, which in a full log is
+	// the one it judged by), and a hold writes its key's word twice, so
+	// the winner's run of calls must be longer to pay for them.
 	holdFirst = 4 * backoffFirst
 	holdMost  = 4 * backoffMost
 )

@@ -449,21 +449,32 @@ func (c *concCore) take(st *concState, n int64) (p Permit, ok, gone bool, w uint
 	w = st.word.Load()
 	if c.maxHold == 0 && w&(concWaiters|concRetired) == 0 && c.held(w)+n <= limit {
 		next := (w + uint64(n)) &^ concSpare
-		if st.word.CompareAndSwap(w, next) {
-			p = c.permit(st, n, 0, w)
-			if lower := c.limit.Load(); lower >= limit || c.held(next) <= lower {
-				return p, true, false, next, limit
-			}
-			p.Release() // see takeLoop
+		if !st.word.CompareAndSwap(w, next) {
+			return c.takeLoop(st, n, true)
 		}
+		p = c.permit(st, n, 0, w)
+		if lower := c.limit.Load(); lower >= limit || c.held(next) <= lower {
+			return p, true, false, next, limit
+		}
+		p.Release() // see takeLoop
 	}
-	return c.takeLoop(st, n)
+	return c.takeLoop(st, n, false)
 }
 
 // takeLoop is take after its first try: with a longest hold, with
-// waiters, or after a lost CAS.
-func (c *concCore) takeLoop(st *concState, n int64) (p Permit, ok, gone bool, w uint64, limit int64) {
-	for {
+// waiters, or after a lost CAS (lost: the first try's). After a lost CAS it
+// waits before it tries again, as long as a SlidingWindow's writer does
+// (holdFirst, holdMost): a hold writes the word twice, at its acquisition
+// and its release, so the winner's run of holds must be longer than a
+// rate limiter's run of calls to pay for the word's moves (DESIGN.md, "One
+// hot key"). A release that lost waits backoff's shorter time: its slots
+// are not free until it is done.
+func (c *concCore) takeLoop(st *concState, n int64, lost bool) (p Permit, ok, gone bool, w uint64, limit int64) {
+	var bo backoff
+	for ; ; lost = true {
+		if lost {
+			bo.waitWithin(holdFirst, holdMost)
+		}
 		limit = c.limit.Load()
 		w = st.word.Load()
 		// The clock is read after the word, and again after a lost CAS:
@@ -482,7 +493,7 @@ func (c *concCore) takeLoop(st *concState, n int64) (p Permit, ok, gone bool, w 
 		}
 		next := (adv + uint64(n)) &^ concSpare
 		if !st.word.CompareAndSwap(w, next) {
-			continue
+			continue // lost: wait, and try again
 		}
 		if freed > 0 {
 			c.reclaim(freed, now)
@@ -532,6 +543,7 @@ func (c *concCore) permit(st *concState, n, now int64, w uint64) Permit {
 // stale copy of an older Permit).
 func (c *concCore) releaseOwn(st *concState, gen uint64) {
 	var at int64
+	var bo backoff
 	for {
 		w := st.word.Load()
 		if w&(concSpare|concRetired) != 0 || w>>concGenShift&concGenMask != gen {
@@ -560,6 +572,7 @@ func (c *concCore) releaseOwn(st *concState, gen uint64) {
 			}
 			break
 		}
+		bo.wait() // lost to another caller of the key: let it run on
 	}
 	if gen%64 == 0 {
 		st.sample(c.clock.now() - at)
@@ -571,6 +584,7 @@ func (c *concCore) releaseOwn(st *concState, gen uint64) {
 // more behind are no longer counted (they were taken back), and nothing is
 // given back for them.
 func (c *concCore) release(st *concState, n, at int64, timed bool) {
+	var bo backoff
 	for {
 		w := st.word.Load()
 		if w&(concWaiters|concRetired) != 0 {
@@ -588,6 +602,7 @@ func (c *concCore) release(st *concState, n, at int64, timed bool) {
 		if c.releaseWord(st, w, n, at, timed) {
 			return
 		}
+		bo.wait() // lost to another caller of the key: let it run on
 	}
 }
 
