@@ -121,10 +121,11 @@ func queueOf(word *atomic.Uint64) *parkQueue {
 	return &parking[uintptr(unsafe.Pointer(word))>>6%parkQueues]
 }
 
-// parkMost bounds a park: a wake is never lost (see parkWhileHeld), so only
-// a holder that stays off its CPU this long makes its waiters look again.
-// A variable for the tests, which make a lost wake hang.
-var parkMost = time.Millisecond
+// parkMost bounds a park, in ns, 0 meaning a millisecond: a wake is never
+// lost (see parkWhileHeld), so only a holder that stays off its CPU this
+// long makes its waiters look again. A variable for the tests, which make
+// a lost wake hang.
+var parkMost atomic.Int64
 
 // parkWhileHeld parks the calling goroutine until the lock word at word no
 // longer holds seq, or parkMost passes.
@@ -145,7 +146,11 @@ func parkWhileHeld(word *atomic.Uint64, seq uint64) {
 	}
 	wake := q.wake
 	q.mu.Unlock()
-	t := time.NewTimer(parkMost)
+	most := time.Duration(parkMost.Load())
+	if most == 0 {
+		most = time.Millisecond
+	}
+	t := time.NewTimer(most)
 	select {
 	case <-wake:
 	case <-t.C:

@@ -125,8 +125,7 @@ func TestSlidingWindowLogFollowsTheLimit(t *testing.T) {
 // waiters park), and the release wakes every one: parkMost is an hour
 // here, so a lost wake would hang them. Two of the 16 are admitted.
 func TestSlidingLockWaitsForItsHolder(t *testing.T) {
-	defer func(d time.Duration) { parkMost = d }(parkMost)
-	parkMost = time.Hour
+	defer parkMost.Store(parkMost.Swap(int64(time.Hour)))
 	s, err := NewSlidingWindow[string](PerHour(3), WithClock(clock.NewMock()))
 	require.NoError(t, err, "NewSlidingWindow")
 	defer s.Close()
