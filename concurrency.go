@@ -465,19 +465,16 @@ func (c *concCore) take(st *concState, n int64) (p Permit, ok, gone bool, w uint
 }
 
 // takeLoop is take after its first try: with a longest hold, with
-// waiters, or after a lost CAS (lost: the first try's). After a lost CAS it
-// waits before it tries again, as long as a SlidingWindow's writer does
-// (holdFirst, holdMost): a hold writes the word twice, at its acquisition
-// and its release, so the winner's run of holds must be longer than a
-// rate limiter's run of calls to pay for the word's moves (DESIGN.md, "One
-// hot key"). A release that lost waits backoff's shorter time: its slots
-// are not free until it is done.
+// waiters, or after a lost CAS (lost: the first try's). A lost CAS waits
+// before the next try, within holdFirst and holdMost (see there; a
+// release that lost waits backoff's shorter time, its slots not free until
+// it is done).
 func (c *concCore) takeLoop(st *concState, n int64, lost bool) (p Permit, ok, gone bool, w uint64, limit int64) {
 	var bo backoff
-	for ; ; lost = true {
-		if lost {
-			bo.waitWithin(holdFirst, holdMost)
-		}
+	if lost {
+		bo.waitWithin(holdFirst, holdMost)
+	}
+	for {
 		limit = c.limit.Load()
 		w = st.word.Load()
 		// The clock is read after the word, and again after a lost CAS:
@@ -496,7 +493,8 @@ func (c *concCore) takeLoop(st *concState, n int64, lost bool) (p Permit, ok, go
 		}
 		next := (adv + uint64(n)) &^ concSpare
 		if !st.word.CompareAndSwap(w, next) {
-			continue // lost: wait, and try again
+			bo.waitWithin(holdFirst, holdMost) // let the winner run on
+			continue
 		}
 		if freed > 0 {
 			c.reclaim(freed, now)
