@@ -192,22 +192,13 @@ func heldOnly(r *keylimit.Result, cost int, held int64) bool {
 	return true
 }
 
-// holds counts, by key, the cost that the requests of this process hold of
-// a policy charged by outcome, from before the limiter is asked until they
-// end, and the cost their ends gave back: what a refusal needs to tell
-// whether it was caused only by requests in flight (heldOnly). A refusal
-// counts as held what the others entered, which covers every admission
-// the limiter had counted when it refused, and what was given back since
-// it entered, which covers those that ended meanwhile: so it never takes
-// a refusal caused only by holds for a spent quota. It may take a spent
-// quota for one caused by holds while other requests of the key are being
-// decided (they count until the limiter has refused them), or hold an
-// admission of a window that has ended: then the refusal's Retry-After is
-// short, and the retry is refused again, with the window's.
-//
-// Only this process's requests are counted: a request of a fleet refused
-// for what requests in flight on other instances hold (a Redis limiter)
-// is answered with the window's RetryAfter, as before.
+// holds counts, by key, the cost this process's requests hold of a policy
+// charged by outcome, from before the limiter is asked until they end, and
+// what their ends gave back: so a refusal sees every admission the limiter
+// had counted, and those that ended since, and never takes holds for a
+// spent quota (heldOnly). It errs the other way, towards a short
+// Retry-After, while other requests of the key are being decided. Other
+// instances' requests (a Redis limiter's fleet) are not seen.
 type holds struct {
 	// m maps a key to its hold; an entry lives while held > 0, so m has at
 	// most one for each request in flight. Made by New (compilePolicy).

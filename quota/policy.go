@@ -77,9 +77,9 @@ type Policy struct {
 	// That refusal says so (Decision.InFlight), and when to retry: in a
 	// second, not at the window's end. Only the requests in flight in this
 	// process are seen: a fleet's refusal for holds on another instance
-	// says the window's end. A Redis limiter's deny cache may also refuse, for up to a refusal's
-	// Retry-After, a key that refunds freed meanwhile (on another instance,
-	// or racing the refusal): give such a limiter
+	// says the window's end, and a Redis limiter's deny cache on the
+	// instance that refused may refuse the key for as long, though
+	// refunds there freed it: give such a limiter
 	// redislimit.WithDenyCacheSize(0) where that matters.
 	Charge func(o Outcome) int
 
