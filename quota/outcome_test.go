@@ -281,9 +281,9 @@ func TestChargeByOutcomeInFlightOnlyIfAll(t *testing.T) {
 
 // Failures stay exactly bounded with many requests at once: 64
 // goroutines make 20 logins each of one key, under 5 failures per 15
-// minutes on a frozen clock, most of them failing. Exactly 5 are charged,
-// the successes come back, and every refusal made while none was in
-// flight of a spent quota says the window's end.
+// minutes on a frozen clock, 3 in 4 of them failing, in three windows:
+// exactly 5 are charged in each, and once none is in flight a refusal
+// says the window's end, not InFlight.
 func TestChargeByOutcomeInFlightExact(t *testing.T) {
 	mock := clock.NewMock()
 	failures, err := keylimit.NewFixedWindow[string](keylimit.Per(5, 15*time.Minute), keylimit.WithClock(mock))
