@@ -3,11 +3,13 @@ package grpclimit_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
 	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -115,4 +117,53 @@ func TestChargeByCodeEndToEnd(t *testing.T) {
 	}
 	require.Equal(t, map[codes.Code]int{codes.Unauthenticated: 5, codes.ResourceExhausted: 7}, got)
 	require.Equal(t, int32(6), b.unary.Load(), "the successes reached the service")
+}
+
+// Issue 37.6: a call refused only because calls in flight hold the quota
+// of a policy charged by outcome says so, and retries in a second, not at
+// the window's end; once that call has failed and is charged, a refusal
+// says the window's end (15 minutes).
+func TestChargeByCodeInFlight(t *testing.T) {
+	mock := newMock()
+	failed, err := keylimit.NewFixedWindow[string](keylimit.Per(1, 15*time.Minute), keylimit.WithClock(mock))
+	require.NoError(t, err)
+	t.Cleanup(func() { failed.Close() })
+	srv := newServer(t, grpclimit.Config{
+		Key: grpclimit.Metadata("x-api-key"),
+		Policies: []grpclimit.Policy{{Name: "failed", Limiter: failed, Charge: func(o quota.Outcome) int {
+			if o.Status == int(codes.Unauthenticated) {
+				return o.Cost
+			}
+			return 0
+		}}},
+	})
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k"))
+	unary := func(handler grpc.UnaryHandler) error {
+		_, err := srv.UnaryInterceptor()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: checkMethod}, handler)
+		return err
+	}
+	refused := func(err error) (string, time.Duration) {
+		t.Helper()
+		st := status.Convert(err)
+		require.Equal(t, codes.ResourceExhausted, st.Code(), "%v", err)
+		require.Len(t, st.Details(), 1)
+		return st.Message(), st.Details()[0].(*errdetails.RetryInfo).RetryDelay.AsDuration()
+	}
+	entered, release, done := make(chan struct{}), make(chan struct{}), make(chan error)
+	go func() {
+		done <- unary(func(context.Context, any) (any, error) {
+			close(entered)
+			<-release
+			return nil, status.Error(codes.Unauthenticated, "no")
+		})
+	}()
+	<-entered
+	msg, delay := refused(unary(func(context.Context, any) (any, error) { return nil, nil }))
+	require.Equal(t, `grpclimit: policy "failed" is held by calls still in flight, not spent: retry in 1s, when one of them may have ended`, msg)
+	require.Equal(t, time.Second, delay)
+	close(release)
+	require.Equal(t, codes.Unauthenticated, status.Code(<-done))
+	msg, delay = refused(unary(func(context.Context, any) (any, error) { return nil, nil }))
+	require.Equal(t, `grpclimit: rate limit exceeded: policy "failed", retry in 15m0s`, msg)
+	require.Equal(t, 15*time.Minute, delay)
 }

@@ -21,7 +21,8 @@ const pushbackKey = "grpc-retry-pushback-ms"
 // refusal returns the error a call refused by d ends with:
 // ResourceExhausted, or Unavailable when the limiter could not track the key
 // (the server is full, not the client over its limit), whose message says
-// so, and so for a keylimit.Penalty's ban, with a google.rpc.RetryInfo
+// so, and so for a keylimit.Penalty's ban and for a refusal caused only by
+// calls in flight (Decision.InFlight), with a google.rpc.RetryInfo
 // detail of d.Result.RetryAfter unless the call can never pass; and the
 // call's grpc-retry-pushback-ms value (appendPushback). The message and the
 // pushback are one string, one allocation.
@@ -38,6 +39,8 @@ func refusal(d Decision) (pushback string, err error) {
 		b = fmt.Appendf(b, "grpclimit: a call costing %d can never pass policy %q, whose quota is %d", d.Cost, d.Policy, r.Limit)
 	case r.Banned:
 		b = fmt.Appendf(b, "grpclimit: abnormal usage detected: policy %q refused too many calls and bans the client, retry in %v", d.Policy, r.RetryAfter)
+	case d.InFlight:
+		b = fmt.Appendf(b, "grpclimit: policy %q is held by calls still in flight, not spent: retry in %v, when one of them may have ended", d.Policy, r.RetryAfter)
 	default: // as fmt's %q and %v write them, without boxing the two
 		b = append(b, "grpclimit: rate limit exceeded: policy "...)
 		b = strconv.AppendQuote(b, d.Policy)

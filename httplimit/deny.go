@@ -41,7 +41,8 @@ type body struct {
 // deny is the default Config.Deny: 429 (503 for an untracked key), with the
 // decision in a problem+json body (quota-exceeded; abnormal-usage-detected
 // for a keylimit.Penalty's ban) for a client that accepts one, a JSON
-// body for one that does not (see acceptsProblem).
+// body for one that does not (see acceptsProblem). Its message says when
+// the refusal is caused only by requests in flight (Decision.InFlight).
 //
 // contentType, if not nil, is the slice of one the Content-Type value is
 // put in (see setFields).
@@ -68,6 +69,9 @@ func deny(w http.ResponseWriter, r *http.Request, v *quota.Verdict, contentType 
 	case res.Banned:
 		msg = fmt.Sprintf("too many requests refused by policy %q: refused outright until the ban ends", d.Policy)
 		problem, title = problemAbnormalUsage, "Abnormal Usage Detected"
+	case d.InFlight:
+		msg = fmt.Sprintf("policy %q is held by requests still in flight, not spent: retry in %d s, when one of them may have ended", d.Policy, b.RetryAfterSeconds)
+		problem, title = problemQuotaExceeded, "Quota Exceeded"
 	}
 	switch {
 	case msg != "":

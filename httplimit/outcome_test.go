@@ -2,11 +2,13 @@ package httplimit_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,4 +223,152 @@ func TestChargeOutcomes(t *testing.T) {
 		{Status: 500, Cost: 1, Reported: -1, Panicked: true},
 	}, seen)
 	require.Equal(t, 10, charged.Peek("k").Remaining, "all free, and the refusal took nothing")
+}
+
+// Issue 37.6: a refusal caused only by the cost of requests still in
+// flight says so, with a short Retry-After, not the window's end. 5
+// failed logins per 15 minutes per account, successes free, on a fixed
+// window: 50 concurrent right logins for one account, the 5 admitted held
+// in the handler until the 45 others are answered, get 45 refusals that
+// each say in flight, with Retry-After 1 and t=1 (it was 900 and t=900,
+// and a client that obeys waited 15 minutes); and so do 50 more whose
+// handlers end as they will. Failures stay exactly bounded: 64 concurrent
+// wrong passwords in each of three windows reach the handler exactly 5
+// times (their refusals, while the 5 are in flight, say so too), and once
+// the 5 are charged a refusal says the window's end, 900 seconds.
+func TestChargeByOutcomeInFlightRefusal(t *testing.T) {
+	mock := clock.NewMock()
+	accounts, err := keylimit.NewFixedWindow[string](keylimit.Per(5, 15*time.Minute), keylimit.WithClock(mock))
+	require.NoError(t, err)
+	t.Cleanup(func() { accounts.Close() })
+	var gate atomic.Pointer[chan struct{}] // nil: handlers do not wait
+	var reached atomic.Int64
+	h := limited(t, httplimit.Config{
+		Key:      httplimit.Header("X-User"),
+		Policies: []httplimit.Policy{{Name: "failures", Limiter: accounts, Charge: failures}},
+	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		if g := gate.Load(); g != nil {
+			<-*g
+		} else {
+			time.Sleep(5 * time.Millisecond) // checking the password, a while
+		}
+		if r.Header.Get("X-Password") != "right" {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	// logins sends n logins for alice at once and returns their
+	// responses; held, the admitted ones wait in the handler until the n-5
+	// others are answered.
+	logins := func(n int, password string, held bool) []*http.Response {
+		t.Helper()
+		g := make(chan struct{})
+		if held {
+			gate.Store(&g)
+		} else {
+			gate.Store(nil)
+		}
+		got := make(chan *http.Response, n)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() { got <- call(h, "/login", "X-User", "alice", "X-Password", password) })
+		}
+		var resps []*http.Response
+		if held {
+			deadlock := time.After(time.Minute) // more than 5 admitted would block them
+			for len(resps) < n-5 {
+				select {
+				case r := <-got:
+					resps = append(resps, r)
+				case <-deadlock:
+					t.Fatalf("%d of %d answered while 5 are held", len(resps), n)
+				}
+			}
+		}
+		close(g)
+		wg.Wait()
+		close(got)
+		for r := range got {
+			resps = append(resps, r)
+		}
+		return resps
+	}
+	statuses := func(resps []*http.Response) map[int]int {
+		count := map[int]int{}
+		for _, r := range resps {
+			count[r.StatusCode]++
+		}
+		return count
+	}
+	// inFlight checks that every refusal says it is held by requests in
+	// flight, for 1 second.
+	inFlight := func(what string, resps []*http.Response) {
+		t.Helper()
+		for _, r := range resps {
+			if r.StatusCode != http.StatusTooManyRequests {
+				continue
+			}
+			require.Equal(t, "1", r.Header.Get("Retry-After"), "%s: Retry-After", what)
+			require.Equal(t, `"failures";r=0;t=1`, r.Header.Get("RateLimit"), what)
+			body, err := io.ReadAll(r.Body)
+			require.NoError(t, err)
+			require.Contains(t, string(body), "in flight", what)
+		}
+	}
+
+	resps := logins(50, "right", true)
+	require.Equal(t, map[int]int{200: 5, 429: 45}, statuses(resps), "held right logins")
+	inFlight("held right logins", resps)
+	require.Equal(t, 5, accounts.Peek("alice").Remaining, "successes are free")
+
+	// Over real connections, as a client sees it, the handlers ending as
+	// they will: every refusal is one of a quota held, none of one spent.
+	srv := serve(t, h)
+	gate.Store(nil)
+	var wg sync.WaitGroup
+	got := make(chan *http.Response, 50)
+	for range 50 {
+		wg.Go(func() {
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/login", nil)
+			if err != nil {
+				panic(err)
+			}
+			req.Header.Set("X-User", "alice")
+			req.Header.Set("X-Password", "right")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				panic(err)
+			}
+			got <- resp
+		})
+	}
+	wg.Wait()
+	close(got)
+	resps = resps[:0]
+	for r := range got {
+		defer r.Body.Close()
+		resps = append(resps, r)
+	}
+	require.Equal(t, 50, statuses(resps)[200]+statuses(resps)[429])
+	inFlight("right logins over connections", resps)
+	require.Equal(t, 5, accounts.Peek("alice").Remaining, "successes are free")
+	t.Logf("50 right logins over connections, ending as they will: %v", statuses(resps))
+
+	for window := range 3 {
+		reached.Store(0)
+		resps = logins(64, "wrong", true)
+		require.Equal(t, map[int]int{401: 5, 429: 59}, statuses(resps), "window %d", window)
+		require.Equal(t, int64(5), reached.Load(), "window %d: failures that reached the handler", window)
+		inFlight("wrong passwords held", resps)
+		require.Equal(t, 0, accounts.Peek("alice").Remaining, "window %d: 5 failures charged", window)
+
+		spent := call(h, "/login", "X-User", "alice", "X-Password", "right")
+		require.Equal(t, http.StatusTooManyRequests, spent.StatusCode)
+		require.Equal(t, "900", spent.Header.Get("Retry-After"), "spent by failures: the window's end")
+		require.Equal(t, `"failures";r=0;t=900`, spent.Header.Get("RateLimit"))
+		body, err := io.ReadAll(spent.Body)
+		require.NoError(t, err)
+		require.NotContains(t, string(body), "in flight")
+		mock.Add(15 * time.Minute)
+	}
 }

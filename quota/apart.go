@@ -18,8 +18,9 @@ import (
 // request asks the policies after the one that refused only their Peek.
 // Each policy's Result is written into each, in the tier's order; a
 // request that proceeds returns its Permit and, with charged policies, its
-// charges.
-func (t *tier) takeApart(ctx context.Context, key string, cost int, each []keylimit.Result) (keylimit.Result, keylimit.Permit, *charges, error) {
+// charges; a refused one, held: bit i says policy i (of the first 64), a
+// charged one, lacks only what requests in flight hold (heldOnly).
+func (t *tier) takeApart(ctx context.Context, key string, cost int, each []keylimit.Result) (_ keylimit.Result, _ keylimit.Permit, _ *charges, held uint64, _ error) {
 	var permit keylimit.Permit
 	var sum keylimit.Result
 	asked := false // sum holds a step's Result
@@ -35,22 +36,24 @@ func (t *tier) takeApart(ctx context.Context, key string, cost int, each []keyli
 		permit, r = t.policies[t.held].held.TryAcquire(key, cost)
 		each[t.held] = r
 		if !r.Allowed {
-			t.peekOthers(key, each, t.held, false)
-			return r, keylimit.Permit{}, nil, nil
+			return r, keylimit.Permit{}, nil, t.peekOthers(key, cost, each, t.held, false), nil
 		}
 		and(r)
 	}
 	var c *charges
 	var firstErr error
 	if len(t.charged) > 0 {
-		c = &charges{tier: t, key: key, adms: make([]keylimit.Admission, len(t.charged))}
+		c = &charges{tier: t, key: key, cost: cost, adms: make([]keylimit.Admission, len(t.charged))}
 		c.reported.Store(-1)
-		r, refuser, err := t.admitCharged(ctx, key, cost, each, c.adms)
+		r, refuser, only, err := t.admitCharged(ctx, key, cost, each, c.adms)
 		firstErr = err
 		if refuser >= 0 {
 			permit.Release()
-			t.peekOthers(key, each, refuser, false)
-			return r, keylimit.Permit{}, nil, err
+			held = t.peekOthers(key, cost, each, refuser, false)
+			if only && refuser < 64 {
+				held |= 1 << refuser
+			}
+			return r, keylimit.Permit{}, nil, held, err
 		}
 		and(r)
 	}
@@ -77,21 +80,21 @@ func (t *tier) takeApart(ctx context.Context, key string, cost int, each []keyli
 		if !r.Allowed || err != nil && ctx.Err() != nil {
 			permit.Release()
 			if c != nil {
-				t.undoCharged(key, c.adms)
+				t.undoCharged(key, cost, c.adms)
 			}
-			t.peekOthers(key, each, -1, true)
-			return r, keylimit.Permit{}, nil, firstErr
+			return r, keylimit.Permit{}, nil, t.peekOthers(key, cost, each, -1, true), firstErr
 		}
 		and(r)
 	}
-	return sum, permit, c, firstErr
+	return sum, permit, c, 0, firstErr
 }
 
 // peekOthers writes into each the Peek of every policy of t after a
 // refusal, once what the request took is given back: all but refuser (the
 // policy whose refusal each holds) and, if plain, but the plain policies,
-// whose take reported them so.
-func (t *tier) peekOthers(key string, each []keylimit.Result, refuser int, plain bool) {
+// whose take reported them so. It returns held, the policies charged by
+// outcome that lack cost only for what requests in flight hold (heldOnly).
+func (t *tier) peekOthers(key string, cost int, each []keylimit.Result, refuser int, plain bool) (held uint64) {
 	for i, p := range t.policies {
 		switch {
 		case i == refuser:
@@ -100,6 +103,10 @@ func (t *tier) peekOthers(key string, each []keylimit.Result, refuser int, plain
 		case plain && p.charge == nil:
 		default:
 			each[i] = p.limiter.Peek(key)
+			if p.charge != nil && heldOnly(&each[i], cost, p.holds.count(key)) && i < 64 {
+				held |= 1 << i
+			}
 		}
 	}
+	return held
 }

@@ -35,6 +35,12 @@ type Decision struct {
 	// system's monotonic clock. httplimit and grpclimit measure it only
 	// when their Config.OnDecision is set, and leave it 0 otherwise.
 	Elapsed time.Duration
+	// InFlight reports a refusal caused only by what requests still in
+	// flight hold of policies charged by outcome (Policy.Charge): had they
+	// all ended free, this one would have passed. Its RetryAfter, and
+	// those policies' t, are then a second at most, not the window's end:
+	// a retry passes once one of them has ended free.
+	InFlight bool
 }
 
 // inlinePolicies is how many policies a tier may have before deciding a
@@ -78,13 +84,14 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 		return err
 	}
 	var res keylimit.Result
+	var held uint64 // policies that lack only what requests in flight hold (takeApart)
 	var one [1]keylimit.Result
 	each := one[:] // each policy's Result, looked at by index: a Result is 8 words
 	switch {
 	case t.apart:
 		buf := t.results()
 		defer t.resultsPool.Put(buf)
-		res, v.permit, v.charges, err = t.takeApart(ctx, key, cost, *buf) // not each: one would escape
+		res, v.permit, v.charges, held, err = t.takeApart(ctx, key, cost, *buf) // not each: one would escape
 		each = *buf
 	case t.each != nil:
 		// One call: every policy's own Result, no Peek after an admission.
@@ -100,7 +107,7 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 	if err != nil && ctx.Err() != nil {
 		v.permit.Release() // what takeApart took, if the context ended after
 		if v.charges != nil {
-			t.undoCharged(key, v.charges.adms)
+			t.undoCharged(key, cost, v.charges.adms)
 		}
 		*v = Verdict{}
 		return ctx.Err()
@@ -173,6 +180,7 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 	// stopped at an earlier policy that only lacked tokens now), or else
 	// the first that lacked tokens, where All stopped.
 	bind := least
+	inFlight := false
 	switch {
 	case res.Allowed:
 	case failed >= 0:
@@ -186,10 +194,12 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 		// The request needs more of each policy it cannot afford: it
 		// passes no earlier than each has more (Retry-After >= t).
 		res.RetryAfter = max(res.RetryAfter, refill)
+		// Short of nothing but what requests in flight hold: says so.
+		inFlight = violated&^held == 0 && len(t.policies) <= 64
 	}
 	// The Verdict is built in place, field by field: it is 25 words.
 	dec := &v.Decision
-	dec.Key, dec.Tier, dec.Policy, dec.Cost, dec.Elapsed = key, t.name, t.policies[bind].name, cost, 0
+	dec.Key, dec.Tier, dec.Policy, dec.Cost, dec.Elapsed, dec.InFlight = key, t.name, t.policies[bind].name, cost, 0, inFlight
 	b := &dec.Result
 	*b = each[bind]
 	b.Allowed, b.RetryAfter, b.Untracked, b.Banned, b.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Banned, res.Err

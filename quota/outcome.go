@@ -3,8 +3,10 @@ package quota
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/puzpuzpuz/xsync/v3"
 )
 
 // Outcome is how a request or call ended, for the policies charged by
@@ -61,6 +63,7 @@ type reportKey struct{}
 type charges struct {
 	tier     *tier
 	key      string
+	cost     int                  // what the request holds of each policy (see holds)
 	adms     []keylimit.Admission // adms[i]: of tier.policies[tier.charged[i]]
 	reported atomic.Int64         // ReportCost's n, or -1
 	done     atomic.Bool          // set by the first Finish or FinishWith
@@ -99,11 +102,20 @@ func (v *Verdict) FinishWith(o Outcome) {
 	for i, at := range c.tier.charged {
 		p := c.tier.policies[at]
 		charge := min(max(p.charge(o), 0), o.Cost)
-		if free := o.Cost - charge; free > 0 {
+		free := o.Cost - charge
+		if free > 0 {
 			a := c.adms[i]
 			a.N = free // a partial refund: see keylimit.Refunder
 			p.refunder.Refund(c.key, a)
 		}
+		p.holds.leave(c.key, c.cost, free) // after the refund: see holds
+	}
+}
+
+// end ends the holds of a request whose whole cost is kept (Finish).
+func (c *charges) end() {
+	for _, at := range c.tier.charged {
+		c.tier.policies[at].holds.leave(c.key, c.cost, 0)
 	}
 }
 
@@ -111,12 +123,16 @@ func (v *Verdict) FinishWith(o Outcome) {
 // under ctx when the limiter takes one, writing each Result into each at
 // the policy's index and each Admission into adms. If one refuses (or ctx
 // ends), it gives back what the ones before it took and returns the
-// index in t.policies of the one that refused; else -1.
-func (t *tier) admitCharged(ctx context.Context, key string, cost int, each []keylimit.Result, adms []keylimit.Admission) (keylimit.Result, int, error) {
+// index in t.policies of the one that refused, and whether it refused only
+// for what requests in flight hold (heldOnly); else -1.
+func (t *tier) admitCharged(ctx context.Context, key string, cost int, each []keylimit.Result, adms []keylimit.Admission) (keylimit.Result, int, bool, error) {
 	var sum keylimit.Result
 	var firstErr error
 	for i, at := range t.charged {
 		p := t.policies[at]
+		// Entered before the limiter is asked, so that a refusal sees every
+		// request whose admission it met (see holds).
+		mark := p.holds.enter(key, cost)
 		var r keylimit.Result
 		var err error
 		if p.ctxRefunder != nil {
@@ -124,27 +140,114 @@ func (t *tier) admitCharged(ctx context.Context, key string, cost int, each []ke
 		} else {
 			r, adms[i] = p.refunder.Admit(key, cost)
 		}
-		each[at] = r
 		if firstErr == nil {
 			firstErr = err
 		}
 		if !r.Allowed || err != nil && ctx.Err() != nil {
-			t.undoCharged(key, adms[:i])
-			return r, at, firstErr
+			only := !r.Allowed && heldOnly(&r, cost, p.holds.others(key, cost, mark))
+			each[at] = r
+			p.holds.leave(key, cost, 0)
+			t.undoCharged(key, cost, adms[:i])
+			return r, at, only, firstErr
 		}
+		each[at] = r
 		if i == 0 {
 			sum = r
 		} else {
 			sum = sum.And(r)
 		}
 	}
-	return sum, -1, firstErr
+	return sum, -1, false, firstErr
 }
 
-// undoCharged gives back adms, the admissions of t's first charged
+// undoCharged gives back adms, the admissions of cost of t's first charged
 // policies, whole: the request did not proceed.
-func (t *tier) undoCharged(key string, adms []keylimit.Admission) {
+func (t *tier) undoCharged(key string, cost int, adms []keylimit.Admission) {
 	for i := len(adms) - 1; i >= 0; i-- {
-		t.policies[t.charged[i]].refunder.Refund(key, adms[i])
+		p := t.policies[t.charged[i]]
+		p.refunder.Refund(key, adms[i])
+		p.holds.leave(key, cost, cost)
 	}
+}
+
+// heldRetry is the RetryAfter, and the t, of a refusal caused only by what
+// requests in flight hold (Decision.InFlight): when one of them may have
+// ended, which a login or an API call does within a second. A client that
+// retries then finds the quota given back by those that ended free, or
+// refused again, with the window's RetryAfter once they are charged.
+const heldRetry = time.Second
+
+// heldOnly reports whether r, a policy charged by outcome's Result for a
+// request of cost (its refusal, or its Peek after another policy refused),
+// lacks only what requests in flight hold, held: had they all ended free,
+// the cost would have fit. It then shortens r's RetryAfter and RefillAfter
+// to heldRetry at most.
+func heldOnly(r *keylimit.Result, cost int, held int64) bool {
+	if r.Remaining >= cost || r.Limit < cost || r.Banned || r.Untracked || r.Err != nil ||
+		int64(r.Remaining)+held < int64(cost) {
+		return false
+	}
+	r.RetryAfter = min(r.RetryAfter, heldRetry)
+	r.RefillAfter = min(r.RefillAfter, heldRetry)
+	return true
+}
+
+// holds counts, by key, the cost this process's requests hold of a policy
+// charged by outcome, from before the limiter is asked until they end, and
+// what their ends gave back: so a refusal sees every admission the limiter
+// had counted, and those that ended since, and never takes holds for a
+// spent quota (heldOnly). It errs the other way, towards a short
+// Retry-After, while other requests of the key are being decided. Other
+// instances' requests (a Redis limiter's fleet) are not seen.
+type holds struct {
+	// m maps a key to its hold; an entry lives while held > 0, so m has at
+	// most one for each request in flight. Made by New (compilePolicy).
+	m *xsync.MapOf[string, hold]
+}
+
+// hold is what one key's requests hold: the cost entered and not left,
+// and the cost given back by those that left since the entry was made.
+type hold struct {
+	held, freed int64
+}
+
+// enter adds n to what key's requests hold, and returns the mark others
+// counts freed from.
+func (h *holds) enter(key string, n int) (mark int64) {
+	if n <= 0 {
+		return 0 // nothing held: a request of cost 0 is never refused
+	}
+	e, _ := h.m.Compute(key, func(e hold, _ bool) (hold, bool) {
+		e.held += int64(n)
+		return e, false
+	})
+	return e.freed
+}
+
+// leave takes n, entered by a request, from what key's requests hold, of
+// which the request gave free back. A request leaves after its refund, so
+// that a refusal made before the refund counts it (held) and one made
+// after sees the quota back.
+func (h *holds) leave(key string, n, free int) {
+	if n <= 0 {
+		return
+	}
+	h.m.Compute(key, func(e hold, _ bool) (hold, bool) {
+		e.held -= int64(n)
+		e.freed += int64(free)
+		return e, e.held <= 0
+	})
+}
+
+// others returns what the other requests of key hold, with what they gave
+// back since mark, for a request that entered n and has not left.
+func (h *holds) others(key string, n int, mark int64) int64 {
+	e, _ := h.m.Load(key)
+	return e.held - int64(n) + e.freed - mark
+}
+
+// count returns what the requests of key hold.
+func (h *holds) count(key string) int64 {
+	e, _ := h.m.Load(key)
+	return e.held
 }

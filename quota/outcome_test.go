@@ -187,3 +187,142 @@ func checkChargedConcurrently(t *testing.T, d *quota.Decider, mock *clock.Mock, 
 	require.Positive(t, refused.Load(), "the quota was reached")
 	t.Logf("%d admitted, %d refused; %d events charged, %d given back", admitted.Load(), refused.Load(), total, freed.Load())
 }
+
+// Issue 37.6, step by step on a frozen clock, 2 failures per 15 minutes on
+// a fixed window: with 2 logins in flight a third is refused InFlight,
+// with Retry-After 1 and t=1, not the window's 900; so it stays while one
+// of them is in flight, even once the other has failed; once both have
+// failed it is refused for the window's 900 seconds, not InFlight. With
+// costs of 2 of a quota of 5, what is in flight counts whole: a request
+// is InFlight if what remains and what is held would fit it.
+func TestChargeByOutcomeInFlight(t *testing.T) {
+	mock := clock.NewMock()
+	window := func(events int) *keylimit.FixedWindow[string] {
+		w, err := keylimit.NewFixedWindow[string](keylimit.Per(events, 15*time.Minute), keylimit.WithClock(mock))
+		require.NoError(t, err)
+		t.Cleanup(func() { w.Close() })
+		return w
+	}
+	d := newDecider(t, quota.Config{Policies: []quota.Policy{{Name: "failures", Limiter: window(2), Charge: chargeStatus(401)}}})
+	// refused checks the next decision of cost for key: refused, InFlight
+	// or not, with its Retry-After and RateLimit.
+	refused := func(d *quota.Decider, key string, cost int, inFlight bool, retryAfter, rateLimit string) {
+		t.Helper()
+		got, dec := decide(t, d, key, "", cost)
+		require.Equal(t, quota.Refuse, got.action)
+		require.Equal(t, inFlight, dec.InFlight, "InFlight")
+		require.Equal(t, retryAfter, got.retryAfter, "Retry-After")
+		require.Equal(t, rateLimit, got.rateLimit)
+	}
+	a, b := mustDecide(t, d, "alice"), mustDecide(t, d, "alice")
+	refused(d, "alice", 1, true, "1", `"failures";r=0;t=1`)
+	a.FinishWith(quota.Outcome{Status: 401, Reported: -1})
+	refused(d, "alice", 1, true, "1", `"failures";r=0;t=1`)
+	b.FinishWith(quota.Outcome{Status: 401, Reported: -1})
+	b.Finish() // a second end leaves nothing more
+	refused(d, "alice", 1, false, "900", `"failures";r=0;t=900`)
+
+	d = newDecider(t, quota.Config{Policies: []quota.Policy{{Name: "failures", Limiter: window(5), Charge: chargeStatus(401)}}})
+	two := func() quota.Verdict {
+		t.Helper()
+		v, err := d.Decide(context.Background(), "bob", "", 2)
+		require.NoError(t, err)
+		require.Equal(t, quota.Proceed, v.Action())
+		return v
+	}
+	a, b = two(), two()
+	refused(d, "bob", 2, true, "1", `"failures";r=1;t=1`)
+	a.FinishWith(quota.Outcome{Status: 401, Reported: -1})
+	refused(d, "bob", 2, true, "1", `"failures";r=1;t=1`)
+	b.Finish() // unknown: kept whole
+	refused(d, "bob", 2, false, "900", `"failures";r=1;t=900`)
+	refused(d, "bob", 6, false, "", `"failures";r=1;t=900`) // never: above the quota
+}
+
+// A refusal is InFlight only if every policy short of the cost is short
+// only for what requests in flight hold: a tier that also lacks its hourly
+// quota answers with the hour's Retry-After, and one whose concurrency
+// policy refuses with that policy's, but the charged policy's t is the
+// second its holds may take.
+func TestChargeByOutcomeInFlightOnlyIfAll(t *testing.T) {
+	mock := clock.NewMock()
+	failures, err := keylimit.NewFixedWindow[string](keylimit.Per(1, 15*time.Minute), keylimit.WithClock(mock))
+	require.NoError(t, err)
+	t.Cleanup(func() { failures.Close() })
+	hour, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1), keylimit.WithClock(mock))
+	require.NoError(t, err)
+	t.Cleanup(func() { hour.Close() })
+	d := newDecider(t, quota.Config{Policies: []quota.Policy{
+		{Name: "failures", Limiter: failures, Charge: chargeStatus(401)},
+		{Name: "hour", Limiter: hour},
+	}})
+	v := mustDecide(t, d, "alice")
+	got, dec := decide(t, d, "alice", "", 1)
+	require.Equal(t, quota.Refuse, got.action)
+	require.False(t, dec.InFlight, "the hour is spent too")
+	require.Equal(t, "3600", got.retryAfter)
+	require.Equal(t, `"failures";r=0;t=1, "hour";r=0;t=3600`, got.rateLimit)
+	v.FinishWith(quota.Outcome{Status: 200, Reported: -1})
+
+	inflight := newConcurrency(t, 1)
+	d = newDecider(t, quota.Config{Policies: []quota.Policy{
+		{Name: "inflight", Concurrency: inflight},
+		{Name: "failures", Limiter: failures, Charge: chargeStatus(401)},
+	}})
+	v = mustDecide(t, d, "bob")
+	got, dec = decide(t, d, "bob", "", 1)
+	require.Equal(t, quota.Refuse, got.action)
+	require.Equal(t, "inflight", dec.Policy)
+	require.False(t, dec.InFlight, "a concurrency policy refused")
+	require.Equal(t, "1", got.retryAfter, "the concurrency policy's estimate, not the window's 900")
+	require.Equal(t, `"inflight";r=0, "failures";r=0;t=1`, got.rateLimit)
+	v.FinishWith(quota.Outcome{Status: 200, Reported: -1})
+}
+
+// Failures stay exactly bounded with many requests at once: 64
+// goroutines make 20 logins each of one key, under 5 failures per 15
+// minutes on a frozen clock, 3 in 4 of them failing, in three windows:
+// exactly 5 are charged in each, and once none is in flight a refusal
+// says the window's end, not InFlight.
+func TestChargeByOutcomeInFlightExact(t *testing.T) {
+	mock := clock.NewMock()
+	failures, err := keylimit.NewFixedWindow[string](keylimit.Per(5, 15*time.Minute), keylimit.WithClock(mock))
+	require.NoError(t, err)
+	t.Cleanup(func() { failures.Close() })
+	d := newDecider(t, quota.Config{Policies: []quota.Policy{{Name: "failures", Limiter: failures, Charge: chargeStatus(401)}}})
+	for window := range 3 {
+		var failed, inFlight atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 64 {
+			r := rand.New(rand.NewPCG(37, uint64(g)))
+			wg.Go(func() {
+				for range 20 {
+					v, err := d.Decide(context.Background(), "alice", "", 1)
+					if err != nil {
+						panic(err)
+					}
+					if v.Action() != quota.Proceed {
+						if v.Decision.InFlight {
+							inFlight.Add(1)
+						}
+						continue
+					}
+					status := 200
+					if r.IntN(4) > 0 {
+						status = 401
+						failed.Add(1)
+					}
+					v.FinishWith(quota.Outcome{Status: status, Reported: -1})
+				}
+			})
+		}
+		wg.Wait()
+		require.Equal(t, int64(5), failed.Load(), "window %d: failures admitted", window)
+		require.Equal(t, 0, failures.Peek("alice").Remaining)
+		got, dec := decide(t, d, "alice", "", 1)
+		require.False(t, dec.InFlight, "window %d: none in flight", window)
+		require.Equal(t, "900", got.retryAfter)
+		t.Logf("window %d: 5 failures, %d refusals in flight", window, inFlight.Load())
+		mock.Add(15 * time.Minute)
+	}
+}

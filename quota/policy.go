@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/puzpuzpuz/xsync/v3"
 )
 
 // Policy is one named quota a request counts against: "minute", 10 a minute
@@ -72,10 +73,13 @@ type Policy struct {
 	// as the limit requires. A request refused by this or another policy
 	// of its tier is charged nothing. The price of admitting first: a
 	// request in flight holds its cost until it ends, so 5 logins at once
-	// under a quota of 5 failures refuse a sixth, even if all succeed. A
-	// Redis limiter's deny cache may also refuse, for up to a refusal's
-	// Retry-After, a key that refunds freed meanwhile (on another instance,
-	// or racing the refusal): give such a limiter
+	// under a quota of 5 failures refuse a sixth, even if all succeed.
+	// That refusal says so (Decision.InFlight), and when to retry: in a
+	// second, not at the window's end. Only the requests in flight in this
+	// process are seen: a fleet's refusal for holds on another instance
+	// says the window's end, and a Redis limiter's deny cache on the
+	// instance that refused may refuse the key for as long, though
+	// refunds there freed it: give such a limiter
 	// redislimit.WithDenyCacheSize(0) where that matters.
 	Charge func(o Outcome) int
 
@@ -138,6 +142,7 @@ type policy struct {
 	charge      func(Outcome) int
 	refunder    keylimit.Refunder[string]
 	ctxRefunder keylimit.ContextRefunder[string]
+	holds       holds // with charge: what this process's requests hold
 	// derived is the last window derived from limits' Limit, kept so that
 	// a request under that Limit does not divide 128-bit numbers.
 	derived atomic.Pointer[derivedWindow]
@@ -201,6 +206,7 @@ func compilePolicy(p Policy) (*policy, error) {
 		}
 		c.ctxRefunder, _ = p.Limiter.(keylimit.ContextRefunder[string])
 		c.charge = p.Charge
+		c.holds.m = xsync.NewMapOf[string, hold]()
 	}
 	return c, nil
 }

@@ -126,7 +126,7 @@ func (v *Verdict) AppendViolatedPolicies(dst []string) []string {
 // of the Verdict or of a copy, gives back nothing.
 func (v *Verdict) Finish() {
 	v.permit.Release()
-	if v.charges != nil {
-		v.charges.done.Store(true)
+	if c := v.charges; c != nil && c.done.CompareAndSwap(false, true) {
+		c.end()
 	}
 }

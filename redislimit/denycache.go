@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -22,7 +23,8 @@ import (
 // needs at least as long. Other instances can only take more capacity, never
 // give it back, except through Reset and Refund: those, made on another
 // instance, are seen here only once d has passed (made on this instance,
-// they clear its entry at once).
+// they clear its entry at once, and again once made, and a refusal whose
+// round trip met one is not recorded: see gens).
 //
 // It holds no key: an entry is keyed by a seeded 64-bit hash of the key and
 // checked by a second one, so it costs the same whatever the key's length,
@@ -49,6 +51,16 @@ type denyCache struct {
 	max int
 	// hits counts the refusals check answered, for Stats.
 	hits *counts
+	// gens counts the forgets, by stripe of keys (m's key modulo
+	// denyStripes), each bumped under mu: a refusal is recorded only if
+	// its stripe's count is what it was before the round trip that made it
+	// (gen). Else a Refund (or Reset) made meanwhile may have given back
+	// what the refusal lacked, on Redis before or after the refusal: a
+	// refusal recorded after the Refund's forget would refuse the key
+	// here, though free, until its RetryAfter has passed (issue 37.6).
+	// Refund and Reset forget before their call and again after it. Nil
+	// with the cache disabled.
+	gens *[denyStripes]atomic.Uint64
 
 	mu sync.Mutex // protects order, oldest and seq; held by record only
 	// order is m's keys in the order they were recorded, as a ring of at
@@ -94,7 +106,23 @@ func (d *denyCache) init(max int, hits *counts, next *guard) {
 	if max > 0 {
 		d.m = xsync.NewMapOf[uint64, denial]()
 		d.seed, d.seed2 = maphash.MakeSeed(), maphash.MakeSeed()
+		d.gens = new([denyStripes]atomic.Uint64)
 	}
+}
+
+// denyStripes is how many stripes of keys gens counts forgets in: a
+// forget keeps from being recorded only the refusals of its stripe that
+// met it, 1 in 64 of those in flight on other keys.
+const denyStripes = 64
+
+// gen returns the count of forgets of key's stripe, read before a round
+// trip whose refusal recordEach may record; never 0, which recordEach
+// takes for "record whatever".
+func (d *denyCache) gen(key string) uint64 {
+	if d.gens == nil {
+		return 1
+	}
+	return d.gens[d.hash(key)%denyStripes].Load() + 1
 }
 
 // take decides n events (n >= 1) for key under k at local time now: from a
@@ -104,11 +132,12 @@ func (d *denyCache) take(ctx context.Context, key string, n int, k *keyLimit, no
 	if r, ok := d.cached(key, n, k, now); ok {
 		return r, keylimit.Admission{}, nil
 	}
+	gen := d.gen(key)
 	r, a, err := d.next.take(ctx, key, n, k, now)
 	if err == nil {
 		// now was read before the round trip, so the remembered refusal
 		// ends a little before Redis's: the cache errs towards asking again.
-		d.record(key, n, r, now)
+		d.recordEach(key, n, r, now, nil, gen)
 	}
 	return r, a, err
 }
@@ -122,16 +151,20 @@ func (d *denyCache) peek(ctx context.Context, key string, k *keyLimit, now int64
 	return d.next.peek(ctx, key, k, now)
 }
 
-// reset forgets key's refusal, and resets it below.
+// reset forgets key's refusal, and resets it below, and forgets again
+// what a round trip that met it may have recorded (see gens).
 func (d *denyCache) reset(ctx context.Context, key string, now int64) error {
 	d.forget(key)
+	defer d.forget(key)
 	return d.next.reset(ctx, key, now)
 }
 
 // refund forgets key's refusal, and gives back n events (at most k's
-// quota) of an admission under k, marked mark, below.
+// quota) of an admission under k, marked mark, below, and forgets again
+// what a round trip that met it may have recorded (see gens).
 func (d *denyCache) refund(ctx context.Context, key string, n int, k *keyLimit, mark, now int64) error {
 	d.forget(key)
+	defer d.forget(key)
 	return d.next.refund(ctx, key, min(n, k.quota), k, mark, now)
 }
 
@@ -200,17 +233,25 @@ func movedOn(r keylimit.Result, passed time.Duration) keylimit.Result {
 // can never pass (InfDuration) is answered without a round trip anyway, and
 // is not recorded.
 func (d *denyCache) record(key string, n int, r keylimit.Result, now int64) {
-	d.recordEach(key, n, r, now, nil)
+	d.recordEach(key, n, r, now, nil, 0)
 }
 
-// recordEach is record, for a joined limiter, with each limiter's Result.
-func (d *denyCache) recordEach(key string, n int, r keylimit.Result, now int64, each []keylimit.Result) {
+// recordEach is record, for a joined limiter with each limiter's Result,
+// of a refusal made by a round trip begun when key's stripe had counted
+// gen (see gen): if a forget has been counted since, it records nothing.
+// A gen of 0 records whatever.
+func (d *denyCache) recordEach(key string, n int, r keylimit.Result, now int64, each []keylimit.Result, gen uint64) {
 	if d.m == nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter == keylimit.InfDuration {
 		return
 	}
 	h, c := d.hash(key), maphash.String(d.seed2, key)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// Under mu, as forget's count and delete: a record is either before
+	// them, and deleted, or after, and sees the count moved.
+	if gen != 0 && d.gens[h%denyStripes].Load()+1 != gen {
+		return
+	}
 	d.seq++
 	s := slot{h: h, seq: d.seq}
 	if len(d.order) < d.max {
@@ -232,11 +273,16 @@ func (d *denyCache) recordEach(key string, n int, r keylimit.Result, now int64, 
 
 // forget drops key's refusal: Reset and Refund on this instance give
 // capacity back. Its slot in order stays, and drops nothing when its turn
-// comes.
+// comes. It counts the forget in key's stripe (see gens).
 func (d *denyCache) forget(key string) {
-	if d.m != nil {
-		d.m.Delete(d.hash(key))
+	if d.m == nil {
+		return
 	}
+	h := d.hash(key)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.gens[h%denyStripes].Add(1)
+	d.m.Delete(h)
 }
 
 // clear forgets every refusal: the limits they were made under have

@@ -110,3 +110,34 @@ func TestDenyCacheSecondHash(t *testing.T) {
 	_, ok = d.check("a", 1, 0)
 	require.True(t, ok, "a")
 }
+
+// Issue 37.6: a refusal whose round trip met a Refund or Reset of its key
+// on this instance (a forget, before the call or after it) is not
+// recorded, else it would refuse the key, freed, until its RetryAfter had
+// passed; one that met none is, and a forget after it drops it. A forget
+// of a key of another stripe keeps nothing from being recorded.
+func TestDenyCacheSkipsRefusalThatMetForget(t *testing.T) {
+	d := newDenyCache(10)
+	gen := d.gen("k")
+	d.forget("k")
+	d.recordEach("k", 1, refusal, 0, nil, gen)
+	_, ok := d.check("k", 1, 0)
+	require.False(t, ok, "a refusal that met a forget")
+
+	d.recordEach("k", 1, refusal, 0, nil, d.gen("k"))
+	_, ok = d.check("k", 1, 0)
+	require.True(t, ok, "a refusal that met none")
+	d.forget("k")
+	_, ok = d.check("k", 1, 0)
+	require.False(t, ok, "dropped by the forget after")
+
+	other := "k0"
+	for i := 0; d.hash(other)%denyStripes == d.hash("k")%denyStripes; i++ {
+		other = "k" + strconv.Itoa(i)
+	}
+	gen = d.gen("k")
+	d.forget(other)
+	d.recordEach("k", 1, refusal, 0, nil, gen)
+	_, ok = d.check("k", 1, 0)
+	require.True(t, ok, "a forget of another stripe")
+}

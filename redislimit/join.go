@@ -195,6 +195,7 @@ func (j *joined) decide(ctx context.Context, key string, n int, each []keylimit.
 		return r, keylimit.Admission{}, nil
 	}
 	d := decision{key: key, n: n, parts: ks}
+	gen := j.deny.gen(key)
 	if err := j.call(ctx, modeTake, &d, now, res, marks); err != nil {
 		return j.failed(ctx, key, ks, n, err, each, record)
 	}
@@ -202,7 +203,7 @@ func (j *joined) decide(ctx context.Context, key string, n int, each []keylimit.
 	for i, r := range res {
 		if !r.Allowed {
 			sum := refusedBy(res, i)
-			j.deny.recordEach(key, n, sum, now, res)
+			j.deny.recordEach(key, n, sum, now, res, gen)
 			return sum, keylimit.Admission{}, nil
 		}
 	}
@@ -393,6 +394,7 @@ func (j *joined) Reset(key string) { _ = j.ResetContext(context.Background(), ke
 // makes no call.
 func (j *joined) ResetContext(ctx context.Context, key string) error {
 	j.deny.forget(key)
+	defer j.forgetDenials(key) // what a round trip that met it recorded
 	keys := make([]string, len(j.parts))
 	for i, p := range j.parts {
 		p.deny.forget(key)
@@ -435,6 +437,7 @@ func (j *joined) RefundContext(ctx context.Context, key string, a keylimit.Admis
 		return nil
 	}
 	j.deny.forget(key)
+	defer j.forgetDenials(key) // what a round trip that met it recorded
 	var ks []*keyLimit
 	var marks []int64
 	for i, p := range j.parts {
@@ -463,6 +466,15 @@ func (j *joined) RefundContext(ctx context.Context, key string, a keylimit.Admis
 		return j.report("refund", key, err)
 	}
 	return nil
+}
+
+// forgetDenials forgets key's refusals in the joined deny cache and in
+// every limiter's (see denyCache.gens).
+func (j *joined) forgetDenials(key string) {
+	j.deny.forget(key)
+	for _, p := range j.parts {
+		p.deny.forget(key)
+	}
 }
 
 // report passes err to every limiter's WithOnError (see guard.report),

@@ -402,13 +402,14 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 	if ls.monoEnds {
 		mono = ls.clock.monoNow() // before the call, as now was
 	}
+	gen := ls.deny.gen(key)
 	if err := ls.guard.call(ctx, modeLease, &d, now, res[:], marks[:]); err != nil {
 		e.fetched(now, k, n, want, keylimit.Result{Limit: k.quota}, 0, nil, ls, true)
 		return ls.guard.failed(ctx, "take", key, k, n, err)
 	}
 	r, got := res[0], d.leasing.granted
 	if !r.Allowed {
-		ls.deny.record(key, n, r, now)
+		ls.deny.recordEach(key, n, r, now, nil, gen)
 		e.fetched(now, k, n, want, r, 0, nil, ls, false)
 		return r, keylimit.Admission{}, nil
 	}

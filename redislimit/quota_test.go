@@ -108,3 +108,100 @@ func TestConcurrencyPolicyOnRedis(t *testing.T) {
 	}
 	require.Equal(t, 3, lim.Peek(key).Remaining, "every slot released")
 }
+
+// Issue 37.6 on the Redis limiters, with their deny cache as it comes: 5
+// failures per window, successes free. 50 logins of one key at once, the
+// 5 admitted held until the 45 others are refused: each refusal is
+// InFlight, with a RetryAfter of a second at most, not the window's end.
+// Then rounds of 50 at once, each ending as it will: every refusal is
+// InFlight, and once they have ended the quota is whole, and a login
+// passes (a refusal the deny cache kept from a race with a refund would
+// refuse it till the window's end). Then 64 wrong passwords at once:
+// exactly 5 are charged, and a refusal says the window's end.
+func TestChargeByOutcomeInFlightOnRedis(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		new  newFunc
+		l    keylimit.Limit
+	}{
+		{"SlidingWindow", types[2].new, keylimit.Per(5, time.Hour)},
+		{"FixedWindow", types[1].new, keylimit.Per(5, 24*time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim, err := tc.new(shared.client(t), tc.l, redislimit.WithTimeout(patient))
+			require.NoError(t, err)
+			d, err := kquota.New(kquota.Config{Policies: []kquota.Policy{{Name: "failures", Limiter: lim, Charge: func(o kquota.Outcome) int {
+				if o.Status == 401 {
+					return o.Cost
+				}
+				return 0
+			}}}})
+			require.NoError(t, err)
+			key := testKey(t, "alice")
+			// logins decides n logins of key at once, each ending with
+			// status, once the n-5 refused are decided if held; it returns
+			// the refusals' Decisions.
+			logins := func(n, status int, held bool) []kquota.Decision {
+				t.Helper()
+				var mu sync.Mutex
+				var refusals []kquota.Decision
+				var wg, decided sync.WaitGroup
+				release := make(chan struct{})
+				decided.Add(n)
+				for range n {
+					wg.Go(func() {
+						v, err := d.Decide(context.Background(), key, "", 1)
+						decided.Done()
+						if err != nil {
+							panic(err)
+						}
+						if v.Action() != kquota.Proceed {
+							mu.Lock()
+							refusals = append(refusals, v.Decision)
+							mu.Unlock()
+							return
+						}
+						if held {
+							<-release
+						}
+						v.FinishWith(kquota.Outcome{Status: status, Reported: -1})
+					})
+				}
+				if held {
+					decided.Wait()
+				}
+				close(release)
+				wg.Wait()
+				return refusals
+			}
+			inFlight := func(what string, refusals []kquota.Decision) {
+				t.Helper()
+				for _, dec := range refusals {
+					require.True(t, dec.InFlight, "%s: %v", what, dec.Result)
+					require.LessOrEqual(t, dec.Result.RetryAfter, time.Second, what)
+				}
+			}
+			refusals := logins(50, 200, true)
+			require.Len(t, refusals, 45, "held right logins")
+			inFlight("held right logins", refusals)
+			require.Equal(t, 5, lim.Peek(key).Remaining, "successes are free")
+			for round := range 5 {
+				refusals = logins(50, 200, false)
+				inFlight("right logins", refusals)
+				v, err := d.Decide(context.Background(), key, "", 1)
+				require.NoError(t, err)
+				require.Equal(t, kquota.Proceed, v.Action(), "round %d, once all ended: %v", round, v.Decision.Result)
+				v.FinishWith(kquota.Outcome{Status: 200, Reported: -1})
+				t.Logf("round %d: %d of 50 right logins refused in flight", round, len(refusals))
+			}
+			refusals = logins(64, 401, true)
+			require.Len(t, refusals, 59, "wrong passwords")
+			inFlight("held wrong passwords", refusals)
+			v, err := d.Decide(context.Background(), key, "", 1)
+			require.NoError(t, err)
+			require.Equal(t, kquota.Refuse, v.Action())
+			require.False(t, v.Decision.InFlight, "5 failures charged, none in flight")
+			require.Greater(t, v.Decision.Result.RetryAfter, time.Minute, "the window's end")
+		})
+	}
+}
