@@ -183,7 +183,7 @@ type concPending struct {
 	at      int64 // local ns when it was queued
 	// unsure marks the clean-up of an acquisition whose reply was lost: the
 	// script, sent, may still run after a release, so a retry that finds no
-	// hold keeps it queued until a hold expiry has passed since at.
+	// hold keeps it queued, until retryReleases drops it for its age.
 	unsure bool
 }
 
@@ -430,8 +430,9 @@ func (c *Concurrency) try(ctx context.Context, key string, n int, limit int64) (
 }
 
 // cleanUp releases key's hold id, whose acquisition's reply was lost. Unless
-// this call finds and releases it, the renewer tries again, for a hold
-// expiry: a script still on its way may record the hold after this release.
+// this call finds and releases it, the renewer tries again, for one and a
+// half hold expiries: a script still on its way may record the hold after
+// this release.
 func (c *Concurrency) cleanUp(key, id string) {
 	if rep, err := c.call(context.Background(), modeRelease, key, id, 1, 1); err != nil || !rep.ok {
 		c.queueRelease(key, id, true)
@@ -461,7 +462,9 @@ func (c *Concurrency) queueRelease(key, id string, unsure bool) {
 // rest wait for the next try), ctx ends, or stop is closed. It asks Redis
 // even within the failure backoff, as a Reset does: a release never
 // retried would hold its slots, unnoticed, until the hold expiry. A release
-// older than the hold expiry is dropped untried: its hold has expired.
+// queued more than one and a half hold expiries ago is dropped untried: its
+// hold has expired (the half is for a script that landed late, and drift
+// between the clocks).
 func (c *Concurrency) retryReleases(ctx context.Context, stop <-chan struct{}) {
 	c.mu.Lock()
 	batch := c.pending
@@ -470,7 +473,7 @@ func (c *Concurrency) retryReleases(ctx context.Context, stop <-chan struct{}) {
 	keep := batch[:0] // the batch is this call's: keep writes behind the loop
 	for i, p := range batch {
 		now := c.clock.now()
-		if now-p.at >= c.expiryNs {
+		if now-p.at > c.expiryNs+c.expiryNs/2 {
 			continue
 		}
 		if stopped(stop) || ctx.Err() != nil {

@@ -479,17 +479,18 @@ func BenchmarkConcurrency(b *testing.B) {
 // acquisition that timed out meanwhile, were left to the hold expiry. The
 // acquisition's reply is lost, but Redis runs it when it wakes: it holds
 // the fifth slot for no one. The renewer retries them all at its next
-// tick: the 5 slots are free again one renewal period after Redis answers,
-// not after the hold expiry (a minute, on Redis time, which the test's mock
+// tick: the 5 slots are free again one renewal period after Redis answers
+// (a second try at the next, if a slow machine timed out the first), not
+// after the hold expiry (an hour, on Redis time, which the test's mock
 // clock does not move).
 func TestConcurrencyLostReleaseRetried(t *testing.T) {
-	const expiry = time.Minute
+	const expiry = time.Hour
 	ctx := context.Background()
 	s := serverWith(t, "--enable-debug-command", "local")
 	ctl := s.client(t)
 	mock := newMock()
 	lim, err := redislimit.NewConcurrency(s.client(t), "test", 5, redislimit.WithHoldExpiry(expiry), redislimit.WithClock(mock),
-		redislimit.WithTimeout(50*time.Millisecond), redislimit.WithFailurePolicy(redislimit.FailClosed()))
+		redislimit.WithFailurePolicy(redislimit.FailClosed()))
 	require.NoError(t, err)
 	defer lim.Close()
 	const key = "k"
@@ -521,8 +522,8 @@ func TestConcurrencyLostReleaseRetried(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "+PONG\r\n", reply)
 	send("DEBUG SLEEP 0.3")
-	// The acquisition of the fifth slot times out (50 ms), which starts the
-	// failure backoff; Redis runs it when it wakes.
+	// The acquisition of the fifth slot times out (DefaultTimeout, 100 ms),
+	// which starts the failure backoff; Redis runs it when it wakes.
 	_, r, err := lim.TryAcquireContext(ctx, key, 1)
 	require.False(t, r.Allowed)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -533,30 +534,48 @@ func TestConcurrencyLostReleaseRetried(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "+OK\r\n", reply, "DEBUG SLEEP")
 	require.Equal(t, int64(5), held(), "slots held once Redis woke: 4 released, 1 whose acquisition timed out")
-	require.Eventually(t, func() bool {
+	for tick := 1; ; tick++ {
 		mock.Add(expiry / 2) // a renewal period: the renewer ticks
-		return held() == 0
-	}, patient, 10*time.Millisecond, "slots still held after renewal periods, with Redis answering")
+		if waitFor(func() bool { return held() == 0 }, 5*time.Second) {
+			break
+		}
+		require.Less(t, tick, 2, "slots still held after %d renewal periods, with Redis answering", tick)
+	}
 	p, r := lim.TryAcquire(key, 5)
 	require.True(t, r.Allowed, "the 5 slots, once the releases were retried")
 	p.Release()
 	require.Zero(t, held())
 }
 
+// waitFor reports whether cond holds within d, polling it.
+func waitFor(cond func() bool, d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
 // TestConcurrencyPendingReleasesBounded: PendingReleasesMax+1 releases that
 // fail at once, from as many goroutines, wait for Redis; the oldest is
-// pushed out (left to its hold expiry), the others are made by Close's last
-// try, and the one given up is logged: exactly 1 slot stays held.
+// pushed out (left to its hold expiry), the others are made at the
+// renewer's next tick, which logs the one given up: exactly 1 slot stays
+// held.
 func TestConcurrencyPendingReleasesBounded(t *testing.T) {
 	const n = redislimit.PendingReleasesMax + 1
+	const expiry = time.Hour
 	ctx := context.Background()
 	rec, logger := newLogRecorder(slog.LevelWarn)
 	c := shared.client(t)
 	f := addFaults(c)
-	// The mock clock stands still: the renewer never ticks, only Close retries.
-	lim, err := redislimit.NewConcurrency(c, "test", n, redislimit.WithPrefix(testKey(t, "p")+":"), redislimit.WithClock(newMock()),
-		redislimit.WithLogger(logger), redislimit.WithTimeout(patient))
+	mock := newMock()
+	lim, err := redislimit.NewConcurrency(c, "test", n, redislimit.WithPrefix(testKey(t, "p")+":"), redislimit.WithClock(mock),
+		redislimit.WithHoldExpiry(expiry), redislimit.WithLogger(logger), redislimit.WithTimeout(patient))
 	require.NoError(t, err)
+	defer lim.Close()
 	key := testKey(t, "k")
 	permits := make([]keylimit.Permit, n)
 	for i := range permits {
@@ -577,37 +596,53 @@ func TestConcurrencyPendingReleasesBounded(t *testing.T) {
 		return h
 	}
 	require.Equal(t, int64(n), held(), "slots held after the failed releases")
-	require.NoError(t, lim.Close())
-	require.Equal(t, int64(1), held(), "slots held after Close")
-	lines := rec.logged("redislimit: failed releases given up: their slots come back when their holds expire")
+	mock.Add(expiry / 2) // a renewal period: the renewer ticks
+	lines := rec.waitLogged(t, "redislimit: failed releases given up: their slots come back when their holds expire")
 	require.Len(t, lines, 1)
 	require.Equal(t, "1", lines[0].Attrs["releases"])
+	require.Equal(t, int64(1), held(), "slots held after the retries")
 }
 
-// TestConcurrencyCloseGivesUpReleases: releases that fail while Redis is
-// out of reach still at Close are tried once by it, then given up (logged):
-// Close returns, and nothing retries them after it.
-func TestConcurrencyCloseGivesUpReleases(t *testing.T) {
-	ctx := context.Background()
-	rec, logger := newLogRecorder(slog.LevelWarn)
-	c := shared.client(t)
-	f := addFaults(c)
-	mock := newMock()
-	lim, err := redislimit.NewConcurrency(c, "test", 3, redislimit.WithPrefix(testKey(t, "p")+":"), redislimit.WithClock(mock),
-		redislimit.WithLogger(logger))
-	require.NoError(t, err)
-	key := testKey(t, "k")
-	p, r := lim.TryAcquire(key, 3)
-	require.True(t, r.Allowed)
-	f.on.Store(true)
-	p.Release()
-	require.NoError(t, lim.Close())
-	f.on.Store(false)
-	lines := rec.logged("redislimit: failed releases given up: their slots come back when their holds expire")
-	require.Len(t, lines, 1)
-	require.Equal(t, "1", lines[0].Attrs["releases"])
-	mock.Add(time.Hour) // no renewer left to tick
-	h, err := shared.client(t).ZCard(ctx, lim.StateKey(key)).Result()
-	require.NoError(t, err)
-	require.Equal(t, int64(1), h, "holds left after Close: the failed release, given up")
+// TestConcurrencyCloseRetriesReleases: Close tries once more the releases
+// that failed; those that fail again, Redis still out of reach, are given
+// up (logged): Close returns, and nothing retries them after it.
+func TestConcurrencyCloseRetriesReleases(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		down bool // Redis still out of reach at Close
+		held int64
+	}{{"RedisBack", false, 0}, {"RedisDown", true, 2}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			rec, logger := newLogRecorder(slog.LevelWarn)
+			c := shared.client(t)
+			f := addFaults(c)
+			mock := newMock() // it stands still: the renewer never ticks
+			lim, err := redislimit.NewConcurrency(c, "test", 3, redislimit.WithPrefix(testKey(t, "p")+":"), redislimit.WithClock(mock),
+				redislimit.WithLogger(logger))
+			require.NoError(t, err)
+			key := testKey(t, "k")
+			p, r := lim.TryAcquire(key, 1)
+			require.True(t, r.Allowed)
+			q, r := lim.TryAcquire(key, 2)
+			require.True(t, r.Allowed)
+			f.on.Store(true)
+			p.Release()
+			q.Release()
+			f.on.Store(tt.down)
+			require.NoError(t, lim.Close())
+			f.on.Store(false)
+			lines := rec.logged("redislimit: failed releases given up: their slots come back when their holds expire")
+			if tt.down {
+				require.Len(t, lines, 1)
+				require.Equal(t, "2", lines[0].Attrs["releases"])
+			} else {
+				require.Empty(t, lines)
+			}
+			mock.Add(time.Hour) // no renewer left to tick
+			h, err := shared.client(t).ZCard(ctx, lim.StateKey(key)).Result()
+			require.NoError(t, err)
+			require.Equal(t, tt.held, h, "holds left after Close")
+		})
+	}
 }
