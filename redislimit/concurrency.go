@@ -55,6 +55,13 @@ import (
 // first to ask, so a large n on one instance can wait behind a stream of
 // small ones from others.
 //
+// A release whose call fails (Redis out of reach, or within the failure
+// backoff) is tried again at each renewal until Redis answers, so its
+// slots come back about one renewal period after Redis does, not at the
+// hold expiry; so is the clean-up of an acquisition whose reply was lost.
+// At most 1024 such releases wait per limiter: past that, the oldest is
+// left to its hold expiry, and the next renewal logs it (Warn).
+//
 // While Redis fails, the failure policy answers (WithFailurePolicy):
 // FailOpen admits, with a Permit that holds nothing; FailClosed refuses;
 // FailLocal(k) acquires from an in-memory keylimit.Concurrency of N/k slots
@@ -63,7 +70,8 @@ import (
 // released.
 //
 // Every method is safe for concurrent use. Call Close when done: it stops
-// the renewals (holds still out then expire within the expiry).
+// the renewals (holds still out then expire within the expiry), and tries
+// the waiting releases once more.
 type Concurrency struct {
 	name  string
 	store store
@@ -93,9 +101,16 @@ type Concurrency struct {
 	reclaimed atomic.Uint64
 	waiting   atomic.Int64
 
-	mu     sync.Mutex             // protects queues and holds
+	mu     sync.Mutex             // protects queues, holds, pending, dropped and closed
 	queues map[string]*concQueue  // the keys with an Acquire waiting here
 	holds  map[*concHold]struct{} // the live holds this instance renews
+	// pending is the releases whose call failed, oldest first, at most
+	// concPendingMax: the renewer retries them (retryReleases). dropped
+	// counts those the cap pushed out since it was last logged. closed is
+	// set by Close: a release that fails after it is left to the expiry.
+	pending []concPending
+	dropped int
+	closed  bool
 
 	stop      chan struct{} // closed by Close; the renewer then returns
 	renewed   chan struct{} // closed when the renewer has returned
@@ -114,6 +129,14 @@ var (
 	concurrencyLua string
 
 	concScript = redis.NewScript(concurrencyLua)
+)
+
+// concPendingMax is the most failed releases a limiter keeps for retry:
+// about 100 KB with short keys. concDrainTimeout bounds Close's last try
+// of them.
+const (
+	concPendingMax   = 1024
+	concDrainTimeout = time.Second
 )
 
 // The modes the concurrency script takes, boxed once.
@@ -151,6 +174,17 @@ type concHold struct {
 	// lost is set when a renewal found the hold gone from Redis: expired
 	// (the instance paused, or Redis unreachable, past the expiry).
 	lost atomic.Bool
+}
+
+// concPending is a release whose call failed, for the renewer to retry.
+// Releasing a hold that is not there frees nothing, so a retry is safe.
+type concPending struct {
+	key, id string
+	at      int64 // local ns when it was queued
+	// unsure marks the clean-up of an acquisition whose reply was lost: the
+	// script, sent, may still run after a release, so a retry that finds no
+	// hold keeps it queued, until retryReleases drops it for its age.
+	unsure bool
 }
 
 // concReply is the script's reply.
@@ -374,10 +408,8 @@ func (c *Concurrency) try(ctx context.Context, key string, n int, limit int64) (
 	if err != nil {
 		if !errors.Is(err, ErrUnavailable) {
 			// The limiter's timeout, or the connection, lost the reply: the
-			// script may have run. The hold is released (or found absent)
-			// now; were it to run after this release, it would be renewed
-			// by nobody, and expire within WithHoldExpiry.
-			_, _ = c.call(context.Background(), modeRelease, key, h.id, 1, 1)
+			// script may have run, or may run still.
+			c.cleanUp(key, h.id)
 		}
 		return c.failed(ctx, key, n, limit, err)
 	}
@@ -385,7 +417,9 @@ func (c *Concurrency) try(ctx context.Context, key string, n int, limit int64) (
 		return keylimit.Permit{}, c.refusal(rep, int64(n), limit), nil
 	}
 	if err := ctx.Err(); err != nil {
-		_, _ = c.call(context.Background(), modeRelease, key, h.id, 1, 1)
+		if _, rerr := c.call(context.Background(), modeRelease, key, h.id, 1, 1); rerr != nil {
+			c.queueRelease(key, h.id, false)
+		}
 		return c.failed(ctx, key, n, limit, err)
 	}
 	c.mu.Lock()
@@ -393,6 +427,112 @@ func (c *Concurrency) try(ctx context.Context, key string, n int, limit int64) (
 	c.mu.Unlock()
 	return keylimit.NewPermit(func() { c.release(h) }),
 		keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-rep.held, 0))}, nil
+}
+
+// cleanUp releases key's hold id, whose acquisition's reply was lost. Unless
+// this call finds and releases it, the renewer tries again, for one and a
+// half hold expiries: a script still on its way may record the hold after
+// this release.
+func (c *Concurrency) cleanUp(key, id string) {
+	if rep, err := c.call(context.Background(), modeRelease, key, id, 1, 1); err != nil || !rep.ok {
+		c.queueRelease(key, id, true)
+	}
+}
+
+// queueRelease keeps the release of key's hold id for the renewer to
+// retry, unless Close has begun; unsure is concPending's. At the cap the
+// oldest is dropped: its hold, if any, expires on its own.
+func (c *Concurrency) queueRelease(key, id string, unsure bool) {
+	now := c.clock.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if len(c.pending) >= concPendingMax {
+		c.pending[0] = concPending{} // for the garbage collector
+		c.pending = c.pending[1:]
+		c.dropped++
+	}
+	c.pending = append(c.pending, concPending{key: key, id: id, at: now, unsure: unsure})
+}
+
+// retryReleases retries the pending releases, oldest first, each one script
+// call, until one fails short of Redis (Redis is still out of reach: the
+// rest wait for the next try), ctx ends, or stop is closed. It asks Redis
+// even within the failure backoff, as a Reset does: a release never
+// retried would hold its slots, unnoticed, until the hold expiry. A release
+// queued more than one and a half hold expiries ago is dropped untried: its
+// hold has expired (the half is for a script that landed late, and drift
+// between the clocks).
+func (c *Concurrency) retryReleases(ctx context.Context, stop <-chan struct{}) {
+	c.mu.Lock()
+	batch := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	keep := batch[:0] // the batch is this call's: keep writes behind the loop
+	for i, p := range batch {
+		now := c.clock.now()
+		if now-p.at > c.expiryNs+c.expiryNs/2 {
+			continue
+		}
+		if stopped(stop) || ctx.Err() != nil {
+			keep = append(keep, batch[i:]...)
+			break
+		}
+		rep, err := c.run(ctx, now, modeRelease, p.key, p.id, 1, 1)
+		if err != nil && !isReply(err) {
+			keep = append(keep, batch[i:]...)
+			break
+		}
+		if err != nil || (p.unsure && !rep.ok) {
+			keep = append(keep, p)
+			continue
+		}
+		if rep.ok {
+			c.wake(p.key)
+		}
+	}
+	clear(batch[len(keep):])
+	c.mu.Lock()
+	// The releases queued meanwhile are newer: they go behind.
+	c.pending = append(keep, c.pending...)
+	if over := len(c.pending) - concPendingMax; over > 0 {
+		clear(c.pending[:over])
+		c.pending = c.pending[over:]
+		c.dropped += over
+	}
+	c.mu.Unlock()
+}
+
+// stopped reports whether stop is closed; a nil stop never is.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// isReply reports whether err is an error reply of Redis's (Redis was
+// reached), as opposed to a timeout or a connection's failure.
+func isReply(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// logDropped logs the failed releases given up since the last call: those
+// the cap pushed out, and those Close could not make.
+func (c *Concurrency) logDropped() {
+	c.mu.Lock()
+	n := c.dropped
+	c.dropped = 0
+	c.mu.Unlock()
+	if n > 0 {
+		c.ops.log().Warn("redislimit: failed releases given up: their slots come back when their holds expire",
+			"limiter", c.name, "releases", n, "hold_expiry", time.Duration(c.expiryNs))
+	}
 }
 
 // refusal is the Result of a refused acquisition of n under limit.
@@ -572,8 +712,9 @@ func (c *Concurrency) release(h *concHold) {
 	delete(c.holds, h)
 	c.mu.Unlock()
 	if !h.lost.Load() {
-		// A failed call leaves the hold to expire: it is no longer renewed.
-		_, _ = c.call(context.Background(), modeRelease, h.key, h.id, 1, 1)
+		if _, err := c.call(context.Background(), modeRelease, h.key, h.id, 1, 1); err != nil {
+			c.queueRelease(h.key, h.id, false)
+		}
 	}
 	// The hold time, into the moving average (weight 1/8), for estimate.
 	d := max(c.clock.now()-h.at, 1)
@@ -587,8 +728,13 @@ func (c *Concurrency) release(h *concHold) {
 			break
 		}
 	}
+	c.wake(h.key)
+}
+
+// wake wakes the first waiter of key on this instance, if any.
+func (c *Concurrency) wake(key string) {
 	c.mu.Lock()
-	if q := c.queues[h.key]; q != nil {
+	if q := c.queues[key]; q != nil {
 		signal(q.waiters[0].wake)
 	}
 	c.mu.Unlock()
@@ -642,6 +788,11 @@ func (c *Concurrency) call(ctx context.Context, mode any, key, id string, n int,
 	if err := c.guard.down(now); err != nil {
 		return concReply{}, err
 	}
+	return c.run(ctx, now, mode, key, id, n, limit)
+}
+
+// run is call at local time now, even within the failure backoff.
+func (c *Concurrency) run(ctx context.Context, now int64, mode any, key, id string, n int, limit int64) (concReply, error) {
 	rk := c.store.redisKey(key)
 	args := []any{mode, id, n, limit, c.expiry, c.maxHold}
 	if c.store.clock != nil {
@@ -687,9 +838,10 @@ func parseConcReply(s string) (concReply, bool) {
 	return concReply{ok: v[0] == 1, held: v[1], next: duration(v[2], time.Microsecond), reclaimed: v[3]}, true
 }
 
-// renew renews every live hold of this instance each period, until Close,
-// one script call each; a hold past the longest hold is left to expire. A
-// renewal that finds a hold gone marks it lost and logs it.
+// renew retries the failed releases and renews every live hold of this
+// instance each period, until Close, one script call each; a hold past the
+// longest hold is left to expire. A renewal that finds a hold gone marks it
+// lost and logs it.
 func (c *Concurrency) renew(period time.Duration) {
 	defer close(c.renewed)
 	tick, stop := c.clock.ticker(max(period, time.Millisecond/2))
@@ -700,6 +852,8 @@ func (c *Concurrency) renew(period time.Duration) {
 			return
 		case <-tick:
 		}
+		c.retryReleases(context.Background(), c.stop)
+		c.logDropped()
 		c.mu.Lock()
 		holds := make([]*concHold, 0, len(c.holds))
 		for h := range c.holds {
@@ -756,14 +910,27 @@ func (c *Concurrency) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the renewals, and releases the FailLocal fallback. Holds
-// still out are no longer renewed: they expire within the hold expiry,
-// unless released first (a Release after Close still gives back). It does
-// not close the Redis client, and returns nil.
+// Close stops the renewals, tries once more the releases that failed (for
+// at most a second), and releases the FailLocal fallback. Holds still out
+// are no longer renewed: they expire within the hold expiry, unless
+// released first (a Release after Close still gives back, but is not
+// retried if it fails). It does not close the Redis client, and returns
+// nil.
 func (c *Concurrency) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.stop)
 		<-c.renewed
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), concDrainTimeout)
+		c.retryReleases(ctx, nil)
+		cancel()
+		c.mu.Lock()
+		c.dropped += len(c.pending)
+		c.pending = nil
+		c.mu.Unlock()
+		c.logDropped()
 		if c.fallback != nil {
 			c.fallback.Close()
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -471,4 +472,177 @@ func BenchmarkConcurrency(b *testing.B) {
 			}
 		})
 	})
+}
+
+// TestConcurrencyLostReleaseRetried pins issue 37, item 3: releases that
+// fail while Redis sleeps (DEBUG SLEEP 0.3), and the clean-up of an
+// acquisition that timed out meanwhile, were left to the hold expiry. The
+// acquisition's reply is lost, but Redis runs it when it wakes: it holds
+// the fifth slot for no one. The renewer retries them all at its next
+// tick: the 5 slots are free again one renewal period after Redis answers
+// (a second try at the next, if a slow machine timed out the first), not
+// after the hold expiry (an hour, on Redis time, which the test's mock
+// clock does not move).
+func TestConcurrencyLostReleaseRetried(t *testing.T) {
+	const expiry = time.Hour
+	ctx := context.Background()
+	s := serverWith(t, "--enable-debug-command", "local")
+	ctl := s.client(t)
+	mock := newMock()
+	lim, err := redislimit.NewConcurrency(s.client(t), "test", 5, redislimit.WithHoldExpiry(expiry), redislimit.WithClock(mock),
+		redislimit.WithFailurePolicy(redislimit.FailClosed()))
+	require.NoError(t, err)
+	defer lim.Close()
+	const key = "k"
+	held := func() int64 {
+		n, err := ctl.ZCard(ctx, lim.StateKey(key)).Result()
+		require.NoError(t, err)
+		return n
+	}
+	var permits []keylimit.Permit
+	for range 4 {
+		p, r := lim.TryAcquire(key, 1)
+		require.True(t, r.Allowed)
+		permits = append(permits, p)
+	}
+	// The sleep reaches Redis, on a connection it already serves, before
+	// any call below is sent, so Redis runs it first: they wait until it
+	// wakes, or time out.
+	sleeper, err := net.Dial("tcp", s.Addr)
+	require.NoError(t, err)
+	defer sleeper.Close()
+	replies := bufio.NewReader(sleeper)
+	send := func(cmd string) {
+		t.Helper()
+		_, err := sleeper.Write([]byte(cmd + "\r\n"))
+		require.NoError(t, err)
+	}
+	send("PING")
+	reply, err := replies.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "+PONG\r\n", reply)
+	send("DEBUG SLEEP 0.3")
+	// The acquisition of the fifth slot times out (DefaultTimeout, 100 ms),
+	// which starts the failure backoff; Redis runs it when it wakes.
+	_, r, err := lim.TryAcquireContext(ctx, key, 1)
+	require.False(t, r.Allowed)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	for _, p := range permits {
+		p.Release() // within the backoff: Redis is not asked
+	}
+	reply, err = replies.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "+OK\r\n", reply, "DEBUG SLEEP")
+	require.Equal(t, int64(5), held(), "slots held once Redis woke: 4 released, 1 whose acquisition timed out")
+	for tick := 1; ; tick++ {
+		mock.Add(expiry / 2) // a renewal period: the renewer ticks
+		if waitFor(func() bool { return held() == 0 }, 5*time.Second) {
+			break
+		}
+		require.Less(t, tick, 2, "slots still held after %d renewal periods, with Redis answering", tick)
+	}
+	p, r := lim.TryAcquire(key, 5)
+	require.True(t, r.Allowed, "the 5 slots, once the releases were retried")
+	p.Release()
+	require.Zero(t, held())
+}
+
+// waitFor reports whether cond holds within d, polling it.
+func waitFor(cond func() bool, d time.Duration) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// TestConcurrencyPendingReleasesBounded: PendingReleasesMax+1 releases that
+// fail at once, from as many goroutines, wait for Redis; the oldest is
+// pushed out (left to its hold expiry), the others are made at the
+// renewer's next tick, which logs the one given up: exactly 1 slot stays
+// held.
+func TestConcurrencyPendingReleasesBounded(t *testing.T) {
+	const n = redislimit.PendingReleasesMax + 1
+	const expiry = time.Hour
+	ctx := context.Background()
+	rec, logger := newLogRecorder(slog.LevelWarn)
+	c := shared.client(t)
+	f := addFaults(c)
+	mock := newMock()
+	lim, err := redislimit.NewConcurrency(c, "test", n, redislimit.WithPrefix(testKey(t, "p")+":"), redislimit.WithClock(mock),
+		redislimit.WithHoldExpiry(expiry), redislimit.WithLogger(logger), redislimit.WithTimeout(patient))
+	require.NoError(t, err)
+	defer lim.Close()
+	key := testKey(t, "k")
+	permits := make([]keylimit.Permit, n)
+	for i := range permits {
+		p, r := lim.TryAcquire(key, 1)
+		require.True(t, r.Allowed)
+		permits[i] = p
+	}
+	f.on.Store(true)
+	var wg sync.WaitGroup
+	for _, p := range permits {
+		wg.Go(p.Release)
+	}
+	wg.Wait()
+	f.on.Store(false)
+	held := func() int64 {
+		h, err := shared.client(t).ZCard(ctx, lim.StateKey(key)).Result()
+		require.NoError(t, err)
+		return h
+	}
+	require.Equal(t, int64(n), held(), "slots held after the failed releases")
+	mock.Add(expiry / 2) // a renewal period: the renewer ticks
+	lines := rec.waitLogged(t, "redislimit: failed releases given up: their slots come back when their holds expire")
+	require.Len(t, lines, 1)
+	require.Equal(t, "1", lines[0].Attrs["releases"])
+	require.Equal(t, int64(1), held(), "slots held after the retries")
+}
+
+// TestConcurrencyCloseRetriesReleases: Close tries once more the releases
+// that failed; those that fail again, Redis still out of reach, are given
+// up (logged): Close returns, and nothing retries them after it.
+func TestConcurrencyCloseRetriesReleases(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		down bool // Redis still out of reach at Close
+		held int64
+	}{{"RedisBack", false, 0}, {"RedisDown", true, 2}} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			rec, logger := newLogRecorder(slog.LevelWarn)
+			c := shared.client(t)
+			f := addFaults(c)
+			mock := newMock() // it stands still: the renewer never ticks
+			lim, err := redislimit.NewConcurrency(c, "test", 3, redislimit.WithPrefix(testKey(t, "p")+":"), redislimit.WithClock(mock),
+				redislimit.WithLogger(logger))
+			require.NoError(t, err)
+			key := testKey(t, "k")
+			p, r := lim.TryAcquire(key, 1)
+			require.True(t, r.Allowed)
+			q, r := lim.TryAcquire(key, 2)
+			require.True(t, r.Allowed)
+			f.on.Store(true)
+			p.Release()
+			q.Release()
+			f.on.Store(tt.down)
+			require.NoError(t, lim.Close())
+			f.on.Store(false)
+			lines := rec.logged("redislimit: failed releases given up: their slots come back when their holds expire")
+			if tt.down {
+				require.Len(t, lines, 1)
+				require.Equal(t, "2", lines[0].Attrs["releases"])
+			} else {
+				require.Empty(t, lines)
+			}
+			mock.Add(time.Hour) // no renewer left to tick
+			h, err := shared.client(t).ZCard(ctx, lim.StateKey(key)).Result()
+			require.NoError(t, err)
+			require.Equal(t, tt.held, h, "holds left after Close")
+		})
+	}
 }

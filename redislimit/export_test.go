@@ -38,3 +38,7 @@ func LeaseHeld(lim keylimit.Limiter[string], key string) int {
 // PersistenceRisk is persistenceRisk, for the tests of what counts as a
 // server that keeps nothing on disk.
 func PersistenceRisk(save, aof map[string]string) error { return persistenceRisk(save, aof) }
+
+// PendingReleasesMax is how many failed releases a Concurrency keeps for
+// retry.
+const PendingReleasesMax = concPendingMax
