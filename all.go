@@ -18,7 +18,7 @@ import (
 // Remote, and any without Stats), each group in the order given: a request
 // an in-process limiter refuses makes no round trip, and a remote refusal
 // is given back in process. Put the limiter most likely to refuse first in
-// its group. If the first limiter is a Joiner that can join the others
+// its group. If the first limiter is a joiner that can join the others
 // (Redis limiters on one client), All is the limiter it returns: one step,
 // all or nothing, for all of them. Otherwise the remote limiters asked
 // last are joined so if the first of them can join the rest: All(memory,
@@ -38,12 +38,12 @@ import (
 // would be a round trip; TakeEach asks it, to report its Result): its
 // RetryAfter is the soonest the request can pass as far as they know. The
 // limiter All returns also implements ContextLimiter,
-// EachTaker and PeekContext; under a context, it asks every limiter that
+// TakeEach (each limiter's Result) and PeekContext; under a context, it asks every limiter that
 // takes one (the redislimit ones) under it, its Peeks included. It has Wait
 // and WaitN too, which poll it as the package's WaitN polls a limiter
 // without a WaitN of its own, on the clock of the first of limiters that
-// is Clocked (every limiter of this module is), and is Clocked by that
-// clock.
+// has a clock of its own (every limiter of this module has), and reads
+// that clock.
 func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 	if len(limiters) == 0 {
 		panic("keylimit: All needs at least one limiter")
@@ -59,7 +59,7 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 			panic(fmt.Sprintf("keylimit: All: limiter %d (%T) cannot Refund; only the last limiter may lack a Refund method", i, l))
 		}
 	}
-	if j, ok := limiters[0].(Joiner[K]); ok && len(limiters) > 1 {
+	if j, ok := limiters[0].(joiner[K]); ok && len(limiters) > 1 {
 		if joined, ok := j.Join(limiters); ok {
 			return joined
 		}
@@ -73,24 +73,24 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 		a.place = max(a.place, places[i])
 		v := &a.views[i]
 		v.refunder, _ = l.(Refunder[K])
-		v.contextRefunder, _ = l.(ContextRefunder[K])
+		v.contextRefunder, _ = l.(contextRefunder[K])
 		v.contextTaker, _ = l.(contextTaker[K])
 	}
 	a.order = a.askOrder(places)
 	a.tail = a.joinTail(places)
 	for _, l := range limiters {
-		if _, ok := l.(Clocked); ok {
-			a.clock = clockOf(l)
+		if clk := clockOf(l); clk != systemClock {
+			a.clock = clk
 			break
 		}
 	}
 	return a
 }
 
-// EachTaker is a combination of limiters that reports the Result of each
+// eachTaker is a combination of limiters that reports the Result of each
 // one: what All returns. The httplimit middleware uses it to send every
 // policy's state without asking for it again.
-type EachTaker[K comparable] interface {
+type eachTaker[K comparable] interface {
 	// TakeEach is TakeContext, and writes the Result of each limiter
 	// combined into each, in order, if each is not nil (it must then have
 	// one element per limiter). For a refused request, the Result of every
@@ -98,25 +98,25 @@ type EachTaker[K comparable] interface {
 	TakeEach(ctx context.Context, key K, n int, each []Result) (Result, error)
 }
 
-// EachPeeker is a combination of limiters that Peeks them all in one step
-// and reports each one's Peek: what a Joiner's Join returns for the
+// eachPeeker is a combination of limiters that Peeks them all in one step
+// and reports each one's Peek: what a joiner's Join returns for the
 // redislimit limiters (one script call). All uses it to report the Results
 // of Redis limiters it did not ask, for a TakeEach refused in process.
-type EachPeeker[K comparable] interface {
+type eachPeeker[K comparable] interface {
 	// PeekEach is PeekContext, and writes each limiter's Peek into each,
 	// in order, if each is not nil (it must then have one element per
 	// limiter).
 	PeekEach(ctx context.Context, key K, each []Result) (Result, error)
 }
 
-// Joiner is implemented by limiters that can decide together with others in
+// joiner is implemented by limiters that can decide together with others in
 // one step, all or nothing, such as the Redis limiters of the redislimit
 // module (one script call for several limits on one key). All asks its
 // first limiter to join the rest.
-type Joiner[K comparable] interface {
+type joiner[K comparable] interface {
 	// Join returns a limiter that decides for all of limiters (the receiver
 	// first) at once, with All's semantics and Result, implementing
-	// ContextLimiter and EachTaker; or false if it cannot join them all.
+	// ContextLimiter and eachTaker; or false if it cannot join them all.
 	Join(limiters []Limiter[K]) (Limiter[K], bool)
 }
 
@@ -126,7 +126,7 @@ type all[K comparable] struct {
 	// order is the indexes of limiters in the order take asks them (see
 	// askOrder); nil for the order given.
 	order []int
-	clock clock.Clock // the first Clocked limiter's, or the system clock: WaitN sleeps on it
+	clock clock.Clock // the first limiter's own, or the system clock: WaitN sleeps on it
 	// remote[i]: limiters[i] keeps its state in a remote store (its Stats
 	// say Remote), so that its Peek is a round trip.
 	remote []bool
@@ -138,13 +138,13 @@ type all[K comparable] struct {
 }
 
 // joinedTail is the last limiters take asks, all remote, joined into one
-// limiter by the first of them (a Joiner): Redis limiters on one client,
+// limiter by the first of them (a joiner): Redis limiters on one client,
 // decided in one round trip, after the limiters in process.
 type joinedTail[K comparable] struct {
 	at      int   // the position in the order asked of the first of them
 	members []int // their indexes in limiters, in the order asked
-	each    EachTaker[K]
-	peek    EachPeeker[K] // the joined limiter's, or nil
+	each    eachTaker[K]
+	peek    eachPeeker[K] // the joined limiter's, or nil
 	parts   sync.Pool     // of *[]Result, one per member, for takeTail and refused
 }
 
@@ -216,7 +216,7 @@ func (a *all[K]) askOrder(places []place) []int {
 
 // joinTail returns the remote limiters that take asks last, joined, if
 // there are two or more and the first of them can join the rest (see
-// Joiner); otherwise nil. A request then makes one round trip to them, not
+// joiner); otherwise nil. A request then makes one round trip to them, not
 // one each: All(memory, redisA, redisB) asks memory, then both Redis
 // limiters in one script call.
 func (a *all[K]) joinTail(places []place) *joinedTail[K] {
@@ -233,7 +233,7 @@ func (a *all[K]) joinTail(places []place) *joinedTail[K] {
 		t.members = append(t.members, a.asked(pos))
 		ls = append(ls, a.limiters[a.asked(pos)])
 	}
-	j, ok := ls[0].(Joiner[K])
+	j, ok := ls[0].(joiner[K])
 	if !ok {
 		return nil
 	}
@@ -241,10 +241,10 @@ func (a *all[K]) joinTail(places []place) *joinedTail[K] {
 	if !ok {
 		return nil
 	}
-	if t.each, ok = joined.(EachTaker[K]); !ok {
+	if t.each, ok = joined.(eachTaker[K]); !ok {
 		return nil
 	}
-	t.peek, _ = joined.(EachPeeker[K])
+	t.peek, _ = joined.(eachPeeker[K])
 	return t
 }
 
@@ -270,7 +270,7 @@ func (a *all[K]) askedAt(i int) int {
 // the limiter does not implement it.
 type views[K comparable] struct {
 	refunder        Refunder[K]
-	contextRefunder ContextRefunder[K]
+	contextRefunder contextRefunder[K]
 	contextTaker    contextTaker[K]
 }
 
@@ -300,7 +300,7 @@ func (a *all[K]) TakeContext(ctx context.Context, key K, n int) (Result, error) 
 // inlineLimiters is how many limiters All decides for without allocating.
 const inlineLimiters = 4
 
-// TakeEach is TakeContext, reporting each limiter's Result (see EachTaker).
+// TakeEach is TakeContext, reporting each limiter's Result (see eachTaker).
 // The error is the first a limiter returned, or ctx's if it ended before
 // every limiter was asked, in which case nothing is taken.
 func (a *all[K]) TakeEach(ctx context.Context, key K, n int, each []Result) (Result, error) {
@@ -535,8 +535,8 @@ func (a *all[K]) WaitN(ctx context.Context, key K, n int) error {
 	return waitN[K](ctx, a, a.clock, key, n)
 }
 
-// Clock returns the clock WaitN sleeps on.
-func (a *all[K]) Clock() clock.Clock { return a.clock }
+// timers is the clock WaitN sleeps on.
+func (a *all[K]) timers() clock.Clock { return a.clock }
 
 // Reset resets key in every limiter.
 func (a *all[K]) Reset(key K) {
@@ -553,25 +553,34 @@ func (a *all[K]) Admit(key K, n int) (Result, Admission) {
 	return r, adm
 }
 
+// AdmitContext is Admit under ctx, for the limiters that take one.
+func (a *all[K]) AdmitContext(ctx context.Context, key K, n int) (Result, Admission, error) {
+	return a.take(ctx, key, n, nil, new([]Admission))
+}
+
 // Refund gives back each limiter's part of adm, an Admission of this
 // combination.
-func (a *all[K]) Refund(key K, adm Admission) {
+func (a *all[K]) Refund(key K, adm Admission) { _ = a.RefundContext(context.Background(), key, adm) }
+
+// RefundContext is Refund under ctx, for the limiters that take one. It
+// returns ctx's error if ctx ended before every part was given back.
+func (a *all[K]) RefundContext(ctx context.Context, key K, adm Admission) error {
 	parts, ok := adm.state.(*[]Admission)
 	if !ok || adm.By != a {
-		return
+		return nil
 	}
 	for at, p := range *parts {
 		if r := a.views[a.asked(at)].refunder; r != nil {
 			p.N = min(p.N, adm.N) // a partial refund of adm is one of each part
-			r.Refund(key, p)
+			refundContext(ctx, r, key, p)
 		}
 	}
+	return ctx.Err()
 }
 
 var (
 	_ Limiter[string]        = (*all[string])(nil)
 	_ Refunder[string]       = (*all[string])(nil)
 	_ ContextLimiter[string] = (*all[string])(nil)
-	_ EachTaker[string]      = (*all[string])(nil)
-	_ Clocked                = (*all[string])(nil)
+	_ eachTaker[string]      = (*all[string])(nil)
 )

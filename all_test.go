@@ -372,7 +372,9 @@ func TestAllPeeksARemoteLimiterOnlyForTakeEach(t *testing.T) {
 		require.Equal(t, 1, rec.calls, "remoteFirst=%v: the remote limiter's calls for 100 requests", remoteFirst)
 		require.Equal(t, 999, rec.TokenBucket.Peek("k").Remaining, "remoteFirst=%v: the remote limiter's Remaining", remoteFirst)
 		each := make([]keylimit.Result, 2)
-		_, err := lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), "k", 1, each)
+		_, err := lim.(interface {
+			TakeEach(context.Context, string, int, []keylimit.Result) (keylimit.Result, error)
+		}).TakeEach(context.Background(), "k", 1, each)
 		require.NoError(t, err)
 		require.Equal(t, 2, rec.calls, "remoteFirst=%v: the remote limiter's calls after a TakeEach refused in process: its Peek", remoteFirst)
 		require.Equal(t, 999, each[remoteAt].Remaining, "remoteFirst=%v: the remote limiter's Result in TakeEach", remoteFirst)

@@ -12,7 +12,8 @@ import (
 
 // TokenBucket limits each key to a rate with bursts: a bucket of
 // Limit.BurstSize() tokens per key that refills continuously, one token every
-// Limit.Interval(). An event takes one token; a key never seen has a full
+// Period/Events (rounded up to a nanosecond, so that it never refills faster
+// than the limit). An event takes one token; a key never seen has a full
 // bucket.
 //
 // It runs the generic cell rate algorithm (GCRA): a key's whole state is one
@@ -20,8 +21,14 @@ import (
 // time, TAT), updated by one compare-and-swap. Refill is never stored, so no
 // fraction of a token is lost to rounding however often a key is asked.
 // Over any interval of length d, a key admits at most BurstSize() +
-// d/Interval() events, under any number of goroutines.
+// d×Events/Period events, under any number of goroutines.
+//
+// SetLimit keeps a key's debt in tokens, even beyond the new burst, so over
+// any interval a key admits at most the larger burst plus the faster rate,
+// however often the limit changes.
 type TokenBucket[K comparable] struct {
+	Keyed[K]
+
 	keys    *shard[K, bucketState]
 	policy  *policy[K, gcra] // not inline: the evictor holds it, and must not hold the bucket
 	evictor *evictor
@@ -77,7 +84,7 @@ func (st *bucketState) retire() {
 
 // gcra is the arithmetic of one bucket limit. Every value is in ns.
 type gcra struct {
-	interval int64 // ns per token, Limit.Interval()
+	interval int64 // ns per token, Limit.interval()
 	tau      int64 // burst × interval: how far the TAT may run ahead of now
 	burst    int
 }
@@ -86,7 +93,7 @@ func newGCRA(l Limit) (gcra, error) {
 	if err := l.Validate(); err != nil {
 		return gcra{}, err
 	}
-	iv := int64(l.Interval())
+	iv := int64(l.interval())
 	return gcra{interval: iv, tau: int64(l.BurstSize()) * iv, burst: l.BurstSize()}, nil
 }
 
@@ -108,6 +115,7 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 		return nil, err
 	}
 	b := &TokenBucket[K]{policy: pol}
+	b.Keyed.of = b
 	b.keys = newShard(o, stateHooks[K, bucketState]{
 		newState: func(key K) *bucketState {
 			st := new(bucketState)
@@ -122,41 +130,6 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 	b.evictor = startEvictor(b, b.keys, o, time.Duration(pol.own().arith.tau))
 	return b, nil
 }
-
-// Limit returns the bucket's limit: the one it was made with, or the last
-// one SetLimit set. Keys given their own by SetKeyLimit are not under it.
-func (b *TokenBucket[K]) Limit() Limit { return b.policy.limit() }
-
-// LimitOf returns the limit key is under now: its own, from SetKeyLimit,
-// or the bucket's. It creates no key.
-func (b *TokenBucket[K]) LimitOf(key K) Limit { return b.policy.resolve(key).limit }
-
-// FillTime returns the time key's bucket takes to refill from empty:
-// LimitOf(key).FillTime(). It creates no key.
-func (b *TokenBucket[K]) FillTime(key K) time.Duration { return b.LimitOf(key).FillTime() }
-
-// SetLimit makes l the bucket's limit, and has every key resolve its limit
-// again (SetKeyLimit's function is asked anew), each from its next call.
-// It returns an error, and changes nothing, if l is invalid.
-//
-// A key keeps its debt in tokens, even beyond the new burst: one that owed 3
-// tokens owes 3 under the new limit. So a change of limit never creates
-// capacity: over any interval, a key admits at most the larger burst plus
-// the faster rate, however often the limit changes. Admissions racing with
-// SetLimit are decided under one limit or the other, never a mix.
-func (b *TokenBucket[K]) SetLimit(l Limit) error { return b.policy.set(l) }
-
-// SetKeyLimit gives each key its own limit: f(key), asked when a key is
-// next seen (and again after SetLimit). A zero Limit{} from f means the
-// bucket's own limit; a nil f puts every key under it again. One limiter
-// can so serve several tiers: a paying client twice the quota of a free
-// one. Call it right after the constructor, before the bucket serves, for
-// the tiers to hold from the first request; called later, every key moves
-// to its new limit on its next call and keeps what it used, as with
-// SetLimit. f is called from many goroutines at once and must not call
-// the bucket. If f returns an invalid Limit, that key's requests are
-// refused and their Result.Err says why.
-func (b *TokenBucket[K]) SetKeyLimit(f func(key K) Limit) error { return b.policy.setKeyLimit(f) }
 
 // Allow reports whether one event for key may happen now, and takes its token
 // if so. Allow is shorthand for AllowN(key, 1).
@@ -181,8 +154,8 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 // can never pass: the Result is refused with RetryAfter InfDuration.
 func (b *TokenBucket[K]) Take(key K, n int) Result { return b.admit(key, n, nil) }
 
-// Admit is Take, and also returns what an admission took, for Refund.
-func (b *TokenBucket[K]) Admit(key K, n int) (Result, Admission) {
+// admitKey is Admit.
+func (b *TokenBucket[K]) admitKey(key K, n int) (Result, Admission) {
 	var a Admission
 	r := b.admit(key, n, &a)
 	return r, a
@@ -335,10 +308,8 @@ func scaleUp(x, mul, div int64) int64 {
 	return int64(min(q, uint64(maxSpan)))
 }
 
-// Peek reports the state of key's bucket now without taking anything: Allowed
-// tells whether Allow(key) would pass, RetryAfter how long until it would.
-// Peek does not create the key.
-func (b *TokenBucket[K]) Peek(key K) Result {
+// peekKey is Peek.
+func (b *TokenBucket[K]) peekKey(key K) Result {
 	now := b.keys.clock.now()
 	tat, c := b.observe(key)
 	if c.err != nil {
@@ -373,39 +344,23 @@ func (b *TokenBucket[K]) observe(key K) (int64, *keyConfig[gcra]) {
 	}
 }
 
-// Reset forgets key: its bucket is full again. Admissions that race with
-// Reset happen either wholly before it (and are forgotten) or after it.
-func (b *TokenBucket[K]) Reset(key K) { b.keys.reset(key) }
+// resetKey is Reset.
+func (b *TokenBucket[K]) resetKey(key K) { b.keys.reset(key) }
 
-// Stats returns what the bucket has counted (see Stats and WithStats).
-func (b *TokenBucket[K]) Stats() Stats { return b.keys.stats() }
+// stats is Stats.
+func (b *TokenBucket[K]) stats() Stats { return b.keys.stats() }
 
-// Len returns the number of keys the bucket tracks.
-func (b *TokenBucket[K]) Len() int { return b.keys.len() }
+// timers is the clock the bucket reads: WithClock's, or the system clock.
+func (b *TokenBucket[K]) timers() clock.Clock { return b.keys.clock.timers }
 
-// Clock returns the clock the bucket reads: WithClock's, or the system
-// clock.
-func (b *TokenBucket[K]) Clock() clock.Clock { return b.keys.clock.timers }
+// stop stops the evictor.
+func (b *TokenBucket[K]) stop() { b.evictor.close() }
 
-// Close stops the bucket's evictor. The bucket still answers after Close,
-// exactly, but no longer forgets idle keys in the background. It returns nil.
-//
-// The error is there so that a limiter is an io.Closer, closed as
-// anything else a program opens is (a defer, a list of io.Closers); a
-// Redis limiter's Close has the same signature.
-func (b *TokenBucket[K]) Close() error {
-	b.evictor.close()
-	return nil
-}
+// limits is the limiter's policy, for its Keyed.
+func (b *TokenBucket[K]) limits() keyLimits[K] { return b.policy }
 
-// Refund gives back the tokens of a, an Admission the bucket made for key,
-// that have not refilled since: the admission moved the bucket's TAT n
-// intervals later, and what of that still lies ahead of now, and of the
-// TAT, is given back. Later admissions keep their place, and no interval
-// ever admits more than the limit, however late the refund. After a Reset
-// of the key, or a change to a limit of another Interval, it gives back
-// nothing, and so it does for an Admission of another key.
-func (b *TokenBucket[K]) Refund(key K, a Admission) {
+// refundKey is Refund.
+func (b *TokenBucket[K]) refundKey(key K, a Admission) {
 	if b.keys.ofKey(key, a) {
 		b.refund(a)
 	}

@@ -37,7 +37,7 @@ func TestTokenBucketSteps(t *testing.T) {
 		{20 * s, "take", "a", 5, allowed(5, 0, 5*s)},
 		{20 * s, "peek", "never-seen", 0, allowed(5, 5, 0)},
 	})
-	require.Equal(t, 2, lim.Len(), "peek and refused calls create no key")
+	require.Equal(t, 2, lim.Stats().Keys, "peek and refused calls create no key")
 }
 
 func TestTokenBucketFractionalRefillIsNeverLost(t *testing.T) {
@@ -54,7 +54,7 @@ func TestTokenBucketFractionalRefillIsNeverLost(t *testing.T) {
 		}
 		mock.Add(100 * ms)
 	}
-	require.Equal(t, l.BurstSize()+int(10*s/l.Interval()), admitted)
+	require.Equal(t, l.BurstSize()+int(10*s/l.WithBurst(1).FillTime()), admitted)
 }
 
 func TestTokenBucketExactUnderContentionMovingClock(t *testing.T) {
@@ -69,10 +69,10 @@ func TestTokenBucketExactUnderContentionMovingClock(t *testing.T) {
 	lim := tokenBucket.on(t, clk, l)
 	t0 := clk.Now()
 	adms, _ := hammer(t, lim, clk, 16, 40, 7*ms, 20*s, nil)
-	bound := l.BurstSize() + int(clk.Now().Sub(t0)/l.Interval())
+	bound := l.BurstSize() + int(clk.Now().Sub(t0)/l.WithBurst(1).FillTime())
 	require.LessOrEqual(t, len(adms), bound)
 	require.Greater(t, len(adms), bound/2, "the limiter admits as the clock moves")
-	checkBucketBound(t, adms, l.BurstSize(), l.Interval())
+	checkBucketBound(t, adms, l.BurstSize(), l.WithBurst(1).FillTime())
 }
 
 func TestTokenBucketSetLimitKeepsDebtInTokens(t *testing.T) {

@@ -30,9 +30,9 @@ const (
 	Monthly                     // a month, from the 1st at midnight
 )
 
-// String names c as the text form of a Limit does: "hour", "day", "week",
-// "month"; "" for none.
-func (c Calendar) String() string {
+// name is the period's word in a limit's text form: "hour", "day",
+// "week", "month"; "" for none.
+func (c Calendar) name() string {
 	switch c {
 	case Hourly:
 		return "hour"

@@ -433,7 +433,7 @@ func TestCalendarEviction(t *testing.T) {
 	mock.Set(time.Date(2026, 10, 26, 0, 0, 0, 0, loc))
 	r := w.Take("b", 1)
 	require.True(t, r.Allowed && !r.Untracked, "a's day ended at midnight: %v", r)
-	require.Equal(t, 1, w.Len())
+	require.Equal(t, 1, w.Stats().Keys)
 }
 
 // TestCalendarSetLimit: a key moved from a Period's window to a calendar

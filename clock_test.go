@@ -114,7 +114,7 @@ func TestHotKeyOnTheSystemClockStaysWithinTheBound(t *testing.T) {
 	bound := func(k *kind, start time.Time, d time.Duration) int {
 		switch k {
 		case tokenBucket:
-			return events + int(d/l.Interval()) + 1
+			return events + int(d/l.WithBurst(1).FillTime()) + 1
 		case slidingWindow:
 			return events * (int(d/period) + 1)
 		}

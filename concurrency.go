@@ -371,9 +371,6 @@ func (c *Concurrency[K]) Stats() Stats {
 	return st
 }
 
-// Len returns the number of keys the limiter tracks.
-func (c *Concurrency[K]) Len() int { return c.keys.len() }
-
 // Close stops the limiter's evictor. The limiter still answers after
 // Close, exactly, but no longer forgets idle keys nor takes back slots in
 // the background. It returns nil.

@@ -112,8 +112,8 @@ func TestConcurrencyOptionErrors(t *testing.T) {
 		{1, keylimit.WithMaxHold(-time.Second), "keylimit: longest hold -1s is negative"},
 		{1, keylimit.WithMaxHold(1 << 61), "keylimit: longest hold 640511h56m49.213693952s is longer than 320255h58m24.606846976s"},
 		{1, keylimit.WithMaxKeys(0), "keylimit: max keys 0 is below 1"},
-		{0, nil, "keylimit: concurrency limit 0 is below 1"},
-		{keylimit.MaxConcurrency + 1, nil, "keylimit: concurrency limit 1048576 is above MaxConcurrency (1048575)"},
+		{0, keylimit.Option{}, "keylimit: concurrency limit 0 is below 1"},
+		{keylimit.MaxConcurrency + 1, keylimit.Option{}, "keylimit: concurrency limit 1048576 is above MaxConcurrency (1048575)"},
 	} {
 		c, err := keylimit.NewConcurrency[string](tt.n, tt.opt)
 		require.EqualError(t, err, tt.want)
@@ -148,21 +148,21 @@ func TestConcurrencyEviction(t *testing.T) {
 	}()
 	waitFor(t, "the waiter to queue", func() bool { return c.Stats().Waiting == 1 })
 	queue.Release() // the waiter gets a slot: "queue" is held again
-	waitFor(t, "the released key to go", func() bool { return c.Len() == 3 })
+	waitFor(t, "the released key to go", func() bool { return c.Stats().Keys == 3 })
 	require.NoError(t, <-waiter)
 	cancel()
 	time.Sleep(20 * time.Millisecond) // sweeps
-	require.Equal(t, 3, c.Len(), "held, lost and queue are held")
+	require.Equal(t, 3, c.Stats().Keys, "held, lost and queue are held")
 
 	mock.Add(119 * time.Second) // lost is in epoch 0: at 120 s it is taken back
 	time.Sleep(20 * time.Millisecond)
-	require.Equal(t, 3, c.Len(), "a hold is not taken back before its time")
+	require.Equal(t, 3, c.Stats().Keys, "a hold is not taken back before its time")
 	mock.Add(time.Second)
-	waitFor(t, "the sweeps to take back lost, queue and held, and forget them", func() bool { return c.Len() == 0 })
+	waitFor(t, "the sweeps to take back lost, queue and held, and forget them", func() bool { return c.Stats().Keys == 0 })
 	require.Equal(t, uint64(4), c.Stats().Reclaimed, "lost's 2, queue's waiter's 1 and held's 1")
 	held.Release() // gives back nothing
 	require.Equal(t, 2, c.Peek("held").Remaining)
-	require.Zero(t, c.Len())
+	require.Zero(t, c.Stats().Keys)
 }
 
 // TestConcurrencyMemory: a key costs at most 128 heap bytes (114 measured),
@@ -184,7 +184,7 @@ func TestConcurrencyMemory(t *testing.T) {
 			permits[i], r = c.TryAcquire(string(key[:]), 1)
 			require.True(t, r.Allowed)
 		}
-		require.Equal(t, n, c.Len())
+		require.Equal(t, n, c.Stats().Keys)
 		return permits
 	}
 	c, err := keylimit.NewConcurrency[string](10, keylimit.WithEvictionInterval(0))
@@ -203,7 +203,7 @@ func TestConcurrencyMemory(t *testing.T) {
 	for _, p := range fill(c) {
 		p.Release()
 	}
-	waitFor(t, "the evictor to forget every key", func() bool { return c.Len() == 0 })
+	waitFor(t, "the evictor to forget every key", func() bool { return c.Stats().Keys == 0 })
 	requireHeapBack(t, empty)
 }
 
@@ -223,7 +223,7 @@ func TestConcurrencyKeyCap(t *testing.T) {
 	a.Release()
 	p, r := c.TryAcquire("c", 1)
 	require.Equal(t, keylimit.Result{Allowed: true, Limit: 1}, r, "a was released: the sweep at the cap forgets it")
-	require.Equal(t, 2, c.Len())
+	require.Equal(t, 2, c.Stats().Keys)
 	require.False(t, c.Peek("b").Allowed, "b keeps its slot")
 	p.Release()
 	st := c.Stats()
@@ -487,7 +487,7 @@ func TestConcurrencyHammer(t *testing.T) {
 	for _, k := range keys {
 		require.Equal(t, c.Limit(), c.Peek(k).Remaining, "key %s once every holder released", k)
 	}
-	waitFor(t, "every key to be evicted", func() bool { return c.Len() == 0 })
+	waitFor(t, "every key to be evicted", func() bool { return c.Stats().Keys == 0 })
 	t.Logf("%d acquired, %d refused, %d gave up, %d SetLimits, %d evictions", acquired.Load(), refused.Load(), canceled.Load(), phase.Load(), st.Evicted)
 }
 

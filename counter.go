@@ -2,7 +2,6 @@ package keylimit
 
 import (
 	"context"
-
 	"github.com/benbjohnson/clock"
 )
 
@@ -22,7 +21,13 @@ import (
 //
 // Counts and window share one word, updated by one compare-and-swap, which
 // bounds Events by Period: 65,535 a second, 16,777,215 a day.
+//
+// SetLimit keeps a key's current count as a FixedWindow's does, and its
+// previous count only if its window overlaps the new previous one, so the
+// FixedWindow's bound holds however often the limit changes.
 type SlidingCounter[K comparable] struct {
+	Keyed[K]
+
 	w windowLimiter[K]
 }
 
@@ -38,43 +43,12 @@ type SlidingCounter[K comparable] struct {
 // unreachable.
 func NewSlidingCounter[K comparable](l Limit, opts ...Option) (*SlidingCounter[K], error) {
 	c := new(SlidingCounter[K])
+	c.Keyed.of = c
 	if err := initWindowLimiter(&c.w, c, l, opts, true); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
-
-// Limit returns the counter's limit: the one it was made with, or the last
-// one SetLimit set. Keys given their own by SetKeyLimit are not under it.
-func (c *SlidingCounter[K]) Limit() Limit { return c.w.policy.limit() }
-
-// LimitOf returns the limit key is under now: its own, from SetKeyLimit,
-// or the counter's. It creates no key.
-func (c *SlidingCounter[K]) LimitOf(key K) Limit { return c.w.policy.resolve(key).limit }
-
-// SetLimit makes l the counter's limit, and has every key resolve its limit
-// again (SetKeyLimit's function is asked anew), each from its next call.
-// It returns an error, and changes nothing, if l is invalid.
-//
-// A key keeps its counts: with the same Period its estimate is the same
-// number, weighed against the new Events; a new Period moves the key to the
-// new window that holds now, with its current count, and its previous count
-// if that window overlaps the new previous one. A key whose estimate has
-// faded to nothing starts afresh. So a change never creates capacity; the
-// bound it keeps is FixedWindow.SetLimit's (see DESIGN.md).
-func (c *SlidingCounter[K]) SetLimit(l Limit) error { return c.w.policy.set(l) }
-
-// SetKeyLimit gives each key its own limit: f(key), asked when a key is
-// next seen (and again after SetLimit). A zero Limit{} from f means the
-// counter's own limit; a nil f puts every key under it again. One limiter
-// can so serve several tiers: a paying client twice the quota of a free
-// one. Call it right after the constructor, before the counter serves, for
-// the tiers to hold from the first request; called later, every key moves
-// to its new limit on its next call and keeps what it used, as with
-// SetLimit. f is called from many goroutines at once and must not call
-// the counter. If f returns an invalid Limit, that key's requests are
-// refused and their Result.Err says why.
-func (c *SlidingCounter[K]) SetKeyLimit(f func(key K) Limit) error { return c.w.policy.setKeyLimit(f) }
 
 // Allow reports whether one event for key may happen now, and counts it if
 // so. Allow is shorthand for AllowN(key, 1).
@@ -93,62 +67,35 @@ func (c *SlidingCounter[K]) AllowN(key K, n int) bool { return c.w.allowN(key, n
 // never pass: the Result is refused with RetryAfter InfDuration.
 func (c *SlidingCounter[K]) Take(key K, n int) Result { return c.w.admit(key, n, nil, nil) }
 
-// Admit is Take, and also returns what an admission took, for Refund.
-func (c *SlidingCounter[K]) Admit(key K, n int) (Result, Admission) {
+// admitKey is Admit.
+func (c *SlidingCounter[K]) admitKey(key K, n int) (Result, Admission) {
 	var a Admission
 	r := c.w.admit(key, n, &a, c)
 	return r, a
 }
 
-// Peek reports the key's estimate now without counting anything: Allowed
-// tells whether Allow(key) would pass, RetryAfter how long until it would.
-// Peek does not create the key.
-func (c *SlidingCounter[K]) Peek(key K) Result { return c.w.peek(key) }
+// peekKey is Peek.
+func (c *SlidingCounter[K]) peekKey(key K) Result { return c.w.peek(key) }
 
-// Reset forgets key: its counts are zero again. Admissions that race with
-// Reset happen either wholly before it (and are forgotten) or after it.
-func (c *SlidingCounter[K]) Reset(key K) { c.w.reset(key) }
+// resetKey is Reset.
+func (c *SlidingCounter[K]) resetKey(key K) { c.w.reset(key) }
 
-// Refund gives back the events of a, an Admission the counter made for key,
-// from the count of the window they were admitted in, while that count
-// still weighs: as the current count, or as the previous count in the
-// window after (see Refunder). An Admission of another key gives back
-// nothing.
-func (c *SlidingCounter[K]) Refund(key K, a Admission) { c.w.refund(key, a, c) }
+// refundKey is Refund.
+func (c *SlidingCounter[K]) refundKey(key K, a Admission) { c.w.refund(key, a, c) }
 
-// Stats returns what the counter has counted (see Stats and WithStats).
-func (c *SlidingCounter[K]) Stats() Stats { return c.w.keys.stats() }
+// stats is Stats.
+func (c *SlidingCounter[K]) stats() Stats { return c.w.keys.stats() }
 
-// Len returns the number of keys the counter tracks.
-func (c *SlidingCounter[K]) Len() int { return c.w.keys.len() }
+// timers is the clock the limiter reads: WithClock's, or the system clock.
+func (c *SlidingCounter[K]) timers() clock.Clock { return c.w.keys.clock.timers }
 
-// Clock returns the clock the counter reads: WithClock's, or the system
-// clock.
-func (c *SlidingCounter[K]) Clock() clock.Clock { return c.w.keys.clock.timers }
+// stop stops the evictor.
+func (c *SlidingCounter[K]) stop() { c.w.evictor.close() }
 
-// Close stops the counter's evictor. The counter still answers after Close,
-// exactly, but no longer forgets idle keys in the background. It returns nil.
-//
-// The error is there so that a limiter is an io.Closer, closed as
-// anything else a program opens is (a defer, a list of io.Closers); a
-// Redis limiter's Close has the same signature.
-func (c *SlidingCounter[K]) Close() error {
-	c.w.evictor.close()
-	return nil
+// waitKey is WaitN: it polls (see Keyed.WaitN).
+func (c *SlidingCounter[K]) waitKey(ctx context.Context, key K, n int) error {
+	return waitN[K](ctx, c, c.timers(), key, n)
 }
 
-// Wait blocks until one event for key may happen, counts it and returns nil.
-// Wait is shorthand for WaitN(ctx, key, 1).
-func (c *SlidingCounter[K]) Wait(ctx context.Context, key K) error { return c.WaitN(ctx, key, 1) }
-
-// WaitN blocks until n events for key may happen and counts them. It fails
-// at once, counting nothing, if n can never pass (ErrExceedsLimit) or if the
-// wait would outlast ctx's deadline; it returns ctx's error, wrapped, if ctx
-// ends first. A failed wait counts nothing. Waiters are not queued: each
-// sleeps until its RetryAfter and asks again, so the first to ask once
-// there is room wins. A window cannot set aside a place in a window that
-// has not begun without counting it now; TokenBucket's WaitN can, and
-// serves waiters first come, first served.
-func (c *SlidingCounter[K]) WaitN(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, c, c.w.keys.clock.timers, key, n)
-}
+// limits is the limiter's policy, for its Keyed.
+func (c *SlidingCounter[K]) limits() keyLimits[K] { return c.w.policy }

@@ -51,7 +51,7 @@
 //
 // # Guarantees
 //
-//   - Exact: a TokenBucket never admits more than Burst + elapsed/Interval
+//   - Exact: a TokenBucket never admits more than Burst + elapsed×Events/Period
 //     events for a key over any interval, a FixedWindow never more than
 //     Events in one aligned window, a SlidingWindow never more than Events in
 //     any interval of Period, under any number of goroutines. A
@@ -92,6 +92,6 @@
 // stop their evictor. Limiters read the system's monotonic clock; WithClock
 // injects a github.com/benbjohnson/clock Clock for tests. State is kept in
 // int64 nanoseconds since the limiter's creation: a limiter works for 73
-// years (2^61 ns) after it is created, and one span (Burst × Interval, a
+// years (2^61 ns) after it is created, and one span (Burst × Period/Events, a
 // Period) is at most 2^60 ns, about 36 years.
 package keylimit

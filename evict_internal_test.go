@@ -26,7 +26,7 @@ func TestEvictionNeverChangesADecision(t *testing.T) {
 			key := rng.IntN(5)
 			switch op := rng.IntN(10); {
 			case op < 3:
-				clk.Add(time.Duration(rng.Int64N(int64(l.Interval()))))
+				clk.Add(time.Duration(rng.Int64N(int64(l.interval()))))
 			case op < 8:
 				n := rng.IntN(l.BurstSize()) + 1
 				a, b := swept.Take(key, n), kept.Take(key, n)
@@ -38,8 +38,8 @@ func TestEvictionNeverChangesADecision(t *testing.T) {
 			evicted += sweepNow(swept.keys)
 		}
 		require.GreaterOrEqual(t, evicted, 100, "%v: evictions; fewer, and the test did not exercise eviction", l)
-		require.Equal(t, 5, kept.Len(), "%v: Len without eviction", l)
-		require.LessOrEqual(t, swept.Len(), 5, "%v: Len with eviction", l)
+		require.Equal(t, 5, kept.Stats().Keys, "%v: Len without eviction", l)
+		require.LessOrEqual(t, swept.Stats().Keys, 5, "%v: Len with eviction", l)
 	}
 }
 
@@ -52,11 +52,11 @@ func TestExhaustedKeyIsNotEvictedBeforeRefill(t *testing.T) {
 	require.True(t, b.AllowN("k", 20), "a new key's burst")
 	for elapsed := time.Duration(0); elapsed < 2*time.Second; elapsed += time.Millisecond {
 		require.Zero(t, sweepNow(b.keys), "at %v after exhaustion: keys a sweep evicted", elapsed)
-		require.Equal(t, 1, b.Len(), "at %v after exhaustion: Len after a sweep", elapsed)
+		require.Equal(t, 1, b.Stats().Keys, "at %v after exhaustion: Len after a sweep", elapsed)
 		clk.Add(time.Millisecond)
 	}
 	require.Equal(t, 1, sweepNow(b.keys), "once full: keys a sweep evicted")
-	require.Zero(t, b.Len(), "once full: Len after a sweep")
+	require.Zero(t, b.Stats().Keys, "once full: Len after a sweep")
 }
 
 // TestEvictionRaceAdmitsExactly: goroutines hammer a few keys while sweeps
@@ -83,12 +83,12 @@ func TestKeyCapSweepsOnlyIdleKeys(t *testing.T) {
 	r := b.Take("c", 1)
 	require.False(t, r.Allowed, "a 4th key at a cap of 3 with no idle key: allowed, in %+v", r)
 	require.True(t, r.Untracked, "a 4th key at a cap of 3 with no idle key: untracked, in %+v", r)
-	require.Equal(t, 3, b.Len(), "Len after a 4th key at a cap of 3 with no idle key")
+	require.Equal(t, 3, b.Stats().Keys, "Len after a 4th key at a cap of 3 with no idle key")
 	clk.Add(time.Second) // a and b are idle now, the victim is not
 	r = b.Take("c", 1)
 	require.True(t, r.Allowed, "a new key when idle keys can make room: allowed, in %+v", r)
 	require.False(t, r.Untracked, "a new key when idle keys can make room: untracked, in %+v", r)
-	require.Equal(t, 2, b.Len(), "Len after the sweep at the cap (victim and c)")
+	require.Equal(t, 2, b.Stats().Keys, "Len after the sweep at the cap (victim and c)")
 	r = b.Peek("victim")
 	require.Equal(t, 1, r.Remaining, "the victim's Remaining after the sweep, 1 token back after 1 s, in %+v", r)
 }

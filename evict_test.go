@@ -83,7 +83,7 @@ func TestMemoryPerKeyAndRelease(t *testing.T) {
 			}
 		}
 		require.Zero(t, refused, "new keys refused")
-		require.Equal(t, n, lim.Len())
+		require.Equal(t, n, lim.Stats().Keys)
 	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -105,7 +105,7 @@ func TestMemoryPerKeyAndRelease(t *testing.T) {
 			empty = heapInUse()
 			fill(t, lim)
 			clk.Add(time.Minute) // every key is idle now
-			waitFor(t, "the evictor to forget every key", func() bool { return lim.Len() == 0 })
+			waitFor(t, "the evictor to forget every key", func() bool { return lim.Stats().Keys == 0 })
 			after := requireHeapBack(t, empty)
 			t.Logf("%s: heap after eviction %d B, empty limiter %d B", k.name, after, empty)
 		})
@@ -193,11 +193,11 @@ func TestKeyCapEvictsOnlyIdleKeys(t *testing.T) {
 			require.True(t, r.Allowed)
 			require.False(t, r.Untracked, "a went idle at %v and made room", idleA)
 			if idleB > idleA {
-				require.Equal(t, 2, lim.Len(), "b is not idle")
+				require.Equal(t, 2, lim.Stats().Keys, "b is not idle")
 				require.True(t, lim.Allow("b"), "b keeps its state: one of its 2 left")
 				require.False(t, lim.Allow("b"))
 			} else {
-				require.Equal(t, 1, lim.Len(), "b went idle with a")
+				require.Equal(t, 1, lim.Stats().Keys, "b went idle with a")
 			}
 		})
 	}
@@ -219,19 +219,19 @@ func TestEvictorForgetsIdleKeysOnly(t *testing.T) {
 
 			mock.Set(t0.Add(idleA - 1))
 			time.Sleep(30 * time.Millisecond) // some 30 sweeps
-			require.Equal(t, 2, lim.Len(), "no key is idle yet")
+			require.Equal(t, 2, lim.Stats().Keys, "no key is idle yet")
 			require.Equal(t, time.Duration(1), lim.Peek("a").ResetAfter, "a is whole again in 1 ns")
 
 			mock.Set(t0.Add(idleA))
 			if idleB > idleA {
-				waitFor(t, "a to be forgotten", func() bool { return lim.Len() == 1 })
+				waitFor(t, "a to be forgotten", func() bool { return lim.Stats().Keys == 1 })
 				require.Equal(t, 1, lim.Peek("b").Remaining, "b is not idle")
 				mock.Set(t0.Add(idleB - 1))
 				time.Sleep(30 * time.Millisecond)
-				require.Equal(t, 1, lim.Len(), "b is not idle yet")
+				require.Equal(t, 1, lim.Stats().Keys, "b is not idle yet")
 				mock.Set(t0.Add(idleB))
 			}
-			waitFor(t, "every key to be forgotten", func() bool { return lim.Len() == 0 })
+			waitFor(t, "every key to be forgotten", func() bool { return lim.Stats().Keys == 0 })
 			require.True(t, lim.AllowN("a", 2), "a forgotten key starts afresh")
 		})
 	}
@@ -264,7 +264,7 @@ func TestKeyCapUnderAFlood(t *testing.T) {
 							unexpected = append(unexpected, r)
 							mu.Unlock()
 						}
-						if lim.Len() > capacity {
+						if lim.Stats().Keys > capacity {
 							overCap.Add(1)
 						}
 					}
@@ -275,7 +275,7 @@ func TestKeyCapUnderAFlood(t *testing.T) {
 			require.Zero(t, overCap.Load(), "Len exceeded the cap")
 			require.EqualValues(t, capacity-1, tracked.Load(), "exactly the free places were taken")
 			require.EqualValues(t, 16*500-(capacity-1), untracked.Load())
-			require.Equal(t, capacity, lim.Len())
+			require.Equal(t, capacity, lim.Stats().Keys)
 			r := lim.Take("victim", 1)
 			require.False(t, r.Allowed, "the flood did not reset the victim's limit")
 			require.False(t, r.Untracked)
@@ -294,7 +294,7 @@ func TestAdmitUntracked(t *testing.T) {
 				require.True(t, lim.Allow("b"), "an untracked key is admitted and not counted")
 			}
 			require.False(t, lim.Allow("a"), "the tracked key keeps its limit")
-			require.Equal(t, 1, lim.Len())
+			require.Equal(t, 1, lim.Stats().Keys)
 		})
 	}
 }

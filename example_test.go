@@ -109,7 +109,7 @@ func ExampleTokenBucket_Reset() {
 func ExamplePer() {
 	fmt.Println(keylimit.Per(100, 10*time.Second))
 	fmt.Println(keylimit.PerMinute(10).WithBurst(3))
-	fmt.Println(keylimit.PerSecond(3).Interval())
+	fmt.Println(keylimit.PerSecond(3).WithBurst(1).FillTime())
 	// Output:
 	// 100/10s
 	// 10/min burst 3
@@ -161,7 +161,7 @@ func ExampleFixedWindow() {
 	fmt.Println("0:50 bob:", lim.AllowN("bob", 3))
 	mock.Add(10 * time.Second)
 	fmt.Println("1:00 alice:", lim.Allow("alice"))
-	fmt.Println("keys tracked:", lim.Len())
+	fmt.Println("keys tracked:", lim.Stats().Keys)
 	// Output:
 	// 0:50 alice request 1: true
 	// 0:50 alice request 2: true
@@ -563,7 +563,7 @@ func ExampleWithMaxKeys() {
 	fmt.Printf("mallory: allowed=%v untracked=%v retry-after=%v\n", r.Allowed, r.Untracked, r.RetryAfter)
 	mock.Add(time.Minute) // alice and bob are idle again
 	r = lim.Take("mallory", 1)
-	fmt.Printf("a minute later: allowed=%v untracked=%v keys=%d\n", r.Allowed, r.Untracked, lim.Len())
+	fmt.Printf("a minute later: allowed=%v untracked=%v keys=%d\n", r.Allowed, r.Untracked, lim.Stats().Keys)
 	// Output:
 	// true true
 	// mallory: allowed=false untracked=true retry-after=1m0s
@@ -594,9 +594,9 @@ func ExampleWithEvictionInterval() {
 	lim.Allow(1)
 	lim.Allow(2)
 	mock.Add(time.Hour)
-	fmt.Println("keys after an idle hour:", lim.Len())
+	fmt.Println("keys after an idle hour:", lim.Stats().Keys)
 	lim.Reset(1)
-	fmt.Println("after Reset(1):", lim.Len())
+	fmt.Println("after Reset(1):", lim.Stats().Keys)
 	// Output:
 	// keys after an idle hour: 2
 	// after Reset(1): 1
@@ -629,7 +629,7 @@ func ExampleTokenBucket_Refund() {
 // A limit from configuration: JSON, YAML or a flag carry it as text.
 func ExampleParseLimit() {
 	l, err := keylimit.ParseLimit("10/s burst 20")
-	fmt.Println(l, l.Interval(), l.BurstSize(), err)
+	fmt.Println(l, l.WithBurst(1).FillTime(), l.BurstSize(), err)
 	_, err = keylimit.ParseLimit("10/fortnight")
 	fmt.Println(err)
 	// Output:
@@ -669,26 +669,6 @@ func ExampleResult_And() {
 	// allowed: 1 of 5 left, full in 1m0s
 	// allowed: 0 of 5 left, full in 1m0s
 	// refused: 0 of 5 left, retry in 200ms, full in 1m0s
-}
-
-// A reservation sets tokens aside for later: a batch job that must send 5
-// requests learns when it may start, and cancels if it gives up.
-func ExampleTokenBucket_ReserveN() {
-	mock := clock.NewMock()
-	lim, _ := keylimit.NewTokenBucket[string](keylimit.PerSecond(2), keylimit.WithClock(mock))
-	defer lim.Close()
-
-	lim.AllowN("partner", 2) // the bucket is empty
-	r := lim.ReserveN("partner", 2, 5*time.Second)
-	fmt.Println("reserved:", r.OK(), "start in:", r.Delay())
-	tooFar := lim.ReserveN("partner", 2, 500*time.Millisecond)
-	fmt.Println("within 500ms:", tooFar.OK())
-	r.Cancel() // the job was called off: its tokens go to whoever asks next
-	fmt.Println("after the cancel, the next 2 in:", lim.ReserveN("partner", 2, time.Minute).Delay())
-	// Output:
-	// reserved: true start in: 1s
-	// within 500ms: false
-	// after the cancel, the next 2 in: 1s
 }
 
 // WithStats counts decisions for metrics; keys, evictions and untracked

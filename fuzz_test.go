@@ -27,7 +27,7 @@ type refBucket struct {
 type refKey struct{ level, at int64 }
 
 func newRefBucket(l keylimit.Limit) *refBucket {
-	iv := int64(l.Interval())
+	iv := int64(l.WithBurst(1).FillTime())
 	return &refBucket{interval: iv, capacity: int64(l.BurstSize()) * iv, burst: l.BurstSize(), keys: map[string]refKey{}}
 }
 
@@ -102,7 +102,7 @@ func FuzzTokenBucket(f *testing.F) {
 		ref := newRefBucket(l)
 		t0 := mock.Now()
 		// A step of a seventh of the interval lands between token arrivals.
-		unit := max(l.Interval()/7, 1)
+		unit := max(l.WithBurst(1).FillTime()/7, 1)
 		keys := []string{"a", "b", "c"}
 		var latest int64 // the limiter's time never goes back: the latest it read
 		for i := 0; i+2 < len(ops); i += 3 {
@@ -786,7 +786,7 @@ func FuzzRefundsNeverOverAdmit(f *testing.F) {
 				d := stand[j].at - stand[i].at
 				switch k {
 				case tokenBucket: // at most Burst + d/Interval
-					require.LessOrEqual(t, int64(sum)*int64(l.Interval()), int64(l.BurstSize())*int64(l.Interval())+d,
+					require.LessOrEqual(t, int64(sum)*int64(l.WithBurst(1).FillTime()), int64(l.BurstSize())*int64(l.WithBurst(1).FillTime())+d,
 						"%v: admissions %d..%d over %v", l, i, j, time.Duration(d))
 				case slidingWindow: // at most Events in any interval of Period
 					if d < p {

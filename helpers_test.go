@@ -54,7 +54,6 @@ type limiter interface {
 	keylimit.Refunder[string]
 	SetLimit(keylimit.Limit) error
 	Limit() keylimit.Limit
-	Len() int
 	Stats() keylimit.Stats
 	Wait(ctx context.Context, key string) error
 	WaitN(ctx context.Context, key string, n int) error

@@ -100,11 +100,11 @@ func (l Limit) FillTime() time.Duration {
 	return time.Duration(min(q, 1<<63-1))
 }
 
-// Interval is the time one event's token takes to refill: Period / Events,
+// interval is the time one event's token takes to refill: Period / Events,
 // rounded up to a whole nanosecond, so that a bucket never refills faster than
 // the limit says. The rounding costs less than 1 ns per token (PerSecond(3)
 // refills one token every 333,333,334 ns). It is 0 for an invalid Limit.
-func (l Limit) Interval() time.Duration {
+func (l Limit) interval() time.Duration {
 	if l.Events < 1 || l.Period < 1 || l.Calendar != 0 {
 		return 0
 	}
@@ -125,17 +125,11 @@ func (l Limit) Validate() error {
 	if l.Events > int(l.Period) {
 		return fmt.Errorf("keylimit: %d events per %v is more than one per nanosecond", l.Events, l.Period)
 	}
-	if time.Duration(l.BurstSize()) > maxSpan/l.Interval() {
-		return fmt.Errorf("keylimit: burst %d at one event per %v spans more than %v", l.BurstSize(), l.Interval(), maxSpan)
+	if time.Duration(l.BurstSize()) > maxSpan/l.interval() {
+		return fmt.Errorf("keylimit: burst %d at one event per %v spans more than %v", l.BurstSize(), l.interval(), maxSpan)
 	}
 	return nil
 }
-
-// ValidateFixedWindow reports what is wrong with l for a FixedWindow, or
-// nil: Validate's checks but the bucket's, and a Limit per period of the
-// calendar is valid too. (A FixedWindow also bounds Events by its
-// period: see NewFixedWindow.)
-func (l Limit) ValidateFixedWindow() error { return l.validateWindow() }
 
 // validateWindow checks what a window limiter needs: Events and Period.
 func (l Limit) validateWindow() error {
@@ -147,7 +141,7 @@ func (l Limit) validateWindow() error {
 		case l.Calendar > Monthly:
 			return fmt.Errorf("keylimit: calendar %d is none of Hourly, Daily, Weekly, Monthly", uint8(l.Calendar))
 		case l.Period != 0:
-			return fmt.Errorf("keylimit: a limit per %v has no Period, not %v", l.Calendar, l.Period)
+			return fmt.Errorf("keylimit: a limit per %v has no Period, not %v", l.Calendar.name(), l.Period)
 		}
 	} else if l.Location != nil {
 		return fmt.Errorf("keylimit: a Location (%v) is for a limit per period of the calendar, which has no Calendar", l.Location)
@@ -176,7 +170,7 @@ func (l Limit) span() time.Duration {
 // per names l's window for errors: "1m0s", "month in Europe/Bucharest".
 func (l Limit) per() string {
 	if l.Calendar != 0 {
-		return l.Calendar.String() + " in " + l.location().String()
+		return l.Calendar.name() + " in " + l.location().String()
 	}
 	return l.Period.String()
 }
@@ -245,7 +239,7 @@ func (l Limit) MarshalText() ([]byte, error) {
 	b := strconv.AppendInt(nil, int64(l.Events), 10)
 	b = append(b, '/')
 	if l.Calendar != 0 {
-		b = append(b, l.Calendar.String()...)
+		b = append(b, l.Calendar.name()...)
 		// Without a zone, "hour" and "day" would read as Periods.
 		if l.Location != nil || l.Calendar == Hourly || l.Calendar == Daily {
 			b = append(b, " in "...)

@@ -64,7 +64,7 @@ func TestLimitInterval(t *testing.T) {
 		{keylimit.Limit{}, 0},
 	}
 	for _, tt := range tests {
-		require.Equal(t, tt.want, tt.limit.Interval(), "%v", tt.limit)
+		require.Equal(t, tt.want, tt.limit.WithBurst(1).FillTime(), "%v", tt.limit)
 	}
 }
 
@@ -93,9 +93,9 @@ func TestLimitFillTime(t *testing.T) {
 		}
 		return keylimit.Limit{}
 	}))
-	require.Equal(t, 3*time.Second, b.FillTime("free"))
-	require.Equal(t, 2*time.Second, b.FillTime("gold"))
-	require.Zero(t, b.Len(), "FillTime creates no key")
+	require.Equal(t, 3*time.Second, b.LimitOf("free").FillTime())
+	require.Equal(t, 2*time.Second, b.LimitOf("gold").FillTime())
+	require.Zero(t, b.Stats().Keys, "LimitOf creates no key")
 }
 
 func TestLimitBurstAndString(t *testing.T) {

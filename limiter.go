@@ -26,15 +26,24 @@ type Limiter[K comparable] interface {
 
 // ContextLimiter is a Limiter whose decisions can wait on something outside
 // the process, such as the Redis limiters of the redislimit module, and so
-// take a context. All, WaitN, and the httplimit middleware and Transport use
-// TakeContext when a limiter has it.
+// take a context: it admits, peeks and refunds under one. All, WaitN, quota
+// and the httplimit middleware and Transport use these methods when a
+// limiter has them (each is asked for on its own, so a limiter may have
+// only some).
 type ContextLimiter[K comparable] interface {
 	Limiter[K]
+	Refunder[K]
 	// TakeContext is Take under ctx. A ctx that has ended when it is called
 	// makes no decision: the Result is refused and the error is ctx's. A
 	// non-nil error otherwise says why the decision is not the limit's own
 	// (a failure policy answered while the store failed).
 	TakeContext(ctx context.Context, key K, n int) (Result, error)
+	// PeekContext is Peek under ctx.
+	PeekContext(ctx context.Context, key K) (Result, error)
+	// AdmitContext is Admit under ctx, as TakeContext is Take.
+	AdmitContext(ctx context.Context, key K, n int) (Result, Admission, error)
+	// RefundContext is Refund under ctx.
+	RefundContext(ctx context.Context, key K, a Admission) error
 }
 
 // Admission is what one admitted request took from a limiter: how many
@@ -90,25 +99,9 @@ type Refunder[K comparable] interface {
 	Refund(key K, a Admission)
 }
 
-// ContextRefunder is a Refunder whose admissions and refunds take a
-// context, as the Redis limiters' do. All uses these methods when a limiter
-// has them.
-type ContextRefunder[K comparable] interface {
-	Refunder[K]
-	// AdmitContext is Admit under ctx, as TakeContext is Take.
-	AdmitContext(ctx context.Context, key K, n int) (Result, Admission, error)
-	// RefundContext is Refund under ctx.
-	RefundContext(ctx context.Context, key K, a Admission) error
-}
-
 var (
 	_ Refunder[string] = (*TokenBucket[string])(nil)
 	_ Refunder[string] = (*FixedWindow[string])(nil)
 	_ Refunder[string] = (*SlidingWindow[string])(nil)
 	_ Refunder[string] = (*SlidingCounter[string])(nil)
-
-	_ Clocked = (*TokenBucket[string])(nil)
-	_ Clocked = (*FixedWindow[string])(nil)
-	_ Clocked = (*SlidingWindow[string])(nil)
-	_ Clocked = (*SlidingCounter[string])(nil)
 )

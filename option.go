@@ -10,14 +10,13 @@ import (
 
 // Option configures a limiter. Options are passed to the constructors
 // (NewTokenBucket, NewFixedWindow, ...); an invalid one makes the constructor
-// return an error.
-type Option interface {
-	apply(*options)
+// return an error. The zero Option changes nothing.
+type Option struct {
+	apply func(*options)
 }
 
-type optionFunc func(*options)
-
-func (f optionFunc) apply(o *options) { f(o) }
+// optionFunc is the Option that applies f.
+func optionFunc(f func(*options)) Option { return Option{apply: f} }
 
 // options is what Option values set, before a constructor reads them.
 type options struct {
@@ -52,10 +51,9 @@ func buildOptions(opts []Option) (options, error) {
 func applyOptions(opts []Option) options {
 	var o options
 	for _, opt := range opts {
-		if opt == nil {
-			continue
+		if opt.apply != nil {
+			opt.apply(&o)
 		}
-		opt.apply(&o)
 	}
 	return o
 }

@@ -29,9 +29,9 @@ type Ban struct {
 // refusals to count keeps the times of its last Ban.Refusals, 8 bytes each.
 const MaxBanRefusals = 1 << 16
 
-// Validate reports what is wrong with b, or nil. NewPenalty calls it, and
-// so do the Redis penalties of the redislimit module.
-func (b Ban) Validate() error {
+// validate reports what is wrong with b, or nil. NewPenalty calls it; the
+// Redis penalties of the redislimit module learn it from NewPenalty.
+func (b Ban) validate() error {
 	switch {
 	case b.Refusals < 1:
 		return fmt.Errorf("keylimit: a ban's refusals %d is below 1", b.Refusals)
@@ -104,7 +104,8 @@ type penaltyState struct {
 
 // NewPenalty returns a Penalty that bans, by b, the keys inner refuses too
 // often. It reads time from WithClock's clock, or else from inner's if
-// inner is Clocked, or else the system's. It takes WithClock, WithMaxKeys,
+// inner has a clock of its own (every limiter of this module and of
+// redislimit has), or else the system's. It takes WithClock, WithMaxKeys,
 // WithEvictionInterval and WithLogger, and returns an error if b or an
 // option is invalid. Close stops its evictor; inner is the caller's to
 // close.
@@ -112,7 +113,7 @@ func NewPenalty[K comparable](inner Limiter[K], b Ban, opts ...Option) (*Penalty
 	if inner == nil {
 		return nil, errors.New("keylimit: NewPenalty needs a limiter to wrap")
 	}
-	if err := b.Validate(); err != nil {
+	if err := b.validate(); err != nil {
 		return nil, err
 	}
 	o, err := buildOptions(opts)
@@ -123,11 +124,8 @@ func NewPenalty[K comparable](inner Limiter[K], b Ban, opts ...Option) (*Penalty
 		return nil, errors.New("keylimit: WithAdmitUntracked and WithStats are not options of a Penalty: its limiter decides and counts")
 	}
 	if o.clock == nil {
-		if c, ok := inner.(Clocked); ok {
-			o.clock = c.Clock()
-			if o.clock == systemClock {
-				o.clock = nil // the monotonic fast path
-			}
+		if clk := clockOf(inner); clk != systemClock {
+			o.clock = clk // else nil: the monotonic fast path
 		}
 	}
 	p := &Penalty[K]{
@@ -154,9 +152,6 @@ func NewPenalty[K comparable](inner Limiter[K], b Ban, opts ...Option) (*Penalty
 	p.evictor = startEvictor(p, p.keys, o, time.Duration(max(p.within, p.length)))
 	return p, nil
 }
-
-// Ban returns the ban the penalty was made with.
-func (p *Penalty[K]) Ban() Ban { return p.ban }
 
 // Inner returns the limiter the penalty wraps.
 func (p *Penalty[K]) Inner() Limiter[K] { return p.inner }
@@ -294,21 +289,8 @@ func (p *Penalty[K]) WaitN(ctx context.Context, key K, n int) error {
 	}
 }
 
-// Clock returns the clock the penalty reads.
-func (p *Penalty[K]) Clock() clock.Clock { return p.keys.clock.timers }
-
-// Len returns the number of keys the limiter tracks, if it has a Len
-// method, as the limiter's own Len does; else 0.
-func (p *Penalty[K]) Len() int {
-	if l, ok := p.inner.(interface{ Len() int }); ok {
-		return l.Len()
-	}
-	return 0
-}
-
-// Watched returns the number of keys the penalty keeps a state for: those
-// refused within Ban.Within, and those banned. WithMaxKeys caps it.
-func (p *Penalty[K]) Watched() int { return p.keys.len() }
+// timers is the clock the penalty reads.
+func (p *Penalty[K]) timers() clock.Clock { return p.keys.clock.timers }
 
 // Stats returns the limiter's Stats, if it has a Stats method, with the
 // penalty's Bans and BanRefused (added to Refused, if the limiter counts
@@ -323,6 +305,7 @@ func (p *Penalty[K]) Stats() Stats {
 	}
 	_, st.BanRefused = p.banned.sum()
 	st.Bans, st.Penalty = p.bans.Load(), true
+	st.Watched = p.keys.len()
 	if st.Decisions {
 		st.Refused += st.BanRefused
 	}
@@ -453,7 +436,5 @@ func (st *penaltyState) retireIfIdle(now, within int64) (bool, int64) {
 }
 
 var (
-	_ ContextLimiter[string]  = (*Penalty[string])(nil)
-	_ ContextRefunder[string] = (*Penalty[string])(nil)
-	_ Clocked                 = (*Penalty[string])(nil)
+	_ ContextLimiter[string] = (*Penalty[string])(nil)
 )

@@ -197,12 +197,12 @@ func TestPenaltyMemoryIsBounded(t *testing.T) {
 		p.Allow(k)
 		p.Allow(k) // refused: a state
 	}
-	require.Equal(t, 100, p.Watched())
+	require.Equal(t, 100, p.Stats().Watched)
 	// Admitted keys cost nothing.
 	for i := range 1000 {
 		require.True(t, p.Allow(fmt.Sprint("fresh-", i)))
 	}
-	require.Equal(t, 100, p.Watched())
+	require.Equal(t, 100, p.Stats().Watched)
 	// Once the refusals have aged out, the cap makes room for new keys,
 	// which can be banned.
 	c.Add(10 * s)
@@ -210,7 +210,7 @@ func TestPenaltyMemoryIsBounded(t *testing.T) {
 	p.Allow("new")
 	r := p.Take("new", 1)
 	require.True(t, r.Banned, "%v", r)
-	require.LessOrEqual(t, p.Watched(), 100)
+	require.LessOrEqual(t, p.Stats().Watched, 100)
 }
 
 func TestPenaltyReset(t *testing.T) {
@@ -220,7 +220,7 @@ func TestPenaltyReset(t *testing.T) {
 	require.True(t, p.Take("k", 1).Banned)
 	p.Reset("k")
 	require.True(t, p.Allow("k"), "Reset forgets the ban and the limiter's state")
-	require.Zero(t, p.Watched())
+	require.Zero(t, p.Stats().Watched)
 }
 
 // In All, a ban refuses the combination, and a refusal by another limiter

@@ -52,6 +52,10 @@ func (c *keyConfig[C]) Supersede()       { c.superseded.Store(true) }
 // one limiter type's arithmetic.
 type policy[K comparable, C any] struct {
 	limits perkey.Limits[K, Limit, *keyConfig[C]]
+	// burstless is set by the window types, which ignore Limit.Burst: the
+	// limits they report (Limit, LimitOf) have none, so that a Limit's
+	// FillTime is the time its quota takes to come back whole.
+	burstless bool
 }
 
 // init sets up p, the zero policy a limiter holds, for the limit l; build
@@ -71,8 +75,16 @@ func (p *policy[K, C]) set(l Limit) error { return p.limits.Set(l) }
 // new generation.
 func (p *policy[K, C]) setKeyLimit(f func(K) Limit) error { return p.limits.SetKeyLimit(f) }
 
-// limit is the limiter's own limit.
-func (p *policy[K, C]) limit() Limit { return p.limits.Limit() }
+// limit is the limiter's own limit, as it reports it.
+func (p *policy[K, C]) limit() Limit { return p.report(p.limits.Limit()) }
+
+// report is l as the limiter reports it.
+func (p *policy[K, C]) report(l Limit) Limit {
+	if p.burstless {
+		l.Burst = 0
+	}
+	return l
+}
 
 // own is the config of the limiter's own limit.
 func (p *policy[K, C]) own() *keyConfig[C] { return p.limits.Default() }
@@ -133,3 +145,6 @@ func resetKey[K comparable, S any](k *shard[K, S], key K, retire func(*S) (retir
 		runtime.Gosched()
 	}
 }
+
+// limitOf is the limit key is under now.
+func (p *policy[K, C]) limitOf(key K) Limit { return p.report(p.resolve(key).limit) }

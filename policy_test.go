@@ -115,14 +115,14 @@ func TestKeyLimitInvalidIsAnErrorNotAPanic(t *testing.T) {
 			require.False(t, lim.Allow("bad"))
 			require.ErrorIs(t, lim.Wait(context.Background(), "bad"), r.Err)
 			require.Equal(t, r.Err, lim.Peek("bad").Err)
-			require.Equal(t, 0, lim.Len(), "a key with an invalid limit is not tracked")
+			require.Equal(t, 0, lim.Stats().Keys, "a key with an invalid limit is not tracked")
 
 			// The SlidingWindow's cap on Events holds for per-key limits.
 			r = lim.Take("huge", 1)
 			if k == slidingWindow {
 				require.False(t, r.Allowed)
 				require.EqualError(t, r.Err, "keylimit: the per-key limit function gave this key an invalid limit: keylimit: a SlidingWindow keeps at most 10000 events per key (8 bytes each), not 10001: use a SlidingCounter for large quotas")
-				require.Equal(t, 0, lim.Len())
+				require.Equal(t, 0, lim.Stats().Keys)
 			} else {
 				require.True(t, r.Allowed)
 				require.Nil(t, r.Err)
@@ -233,7 +233,7 @@ func TestSetLimitUnderConcurrentAllow(t *testing.T) {
 	span := time.Duration(sized(1500, 3000)) * time.Millisecond
 	bucket := func(t *testing.T, adms []timedAdmission, a, b keylimit.Limit) {
 		// At most the larger burst plus the faster rate over any interval.
-		checkBucketBound(t, adms, max(a.BurstSize(), b.BurstSize()), min(a.Interval(), b.Interval()))
+		checkBucketBound(t, adms, max(a.BurstSize(), b.BurstSize()), min(a.WithBurst(1).FillTime(), b.WithBurst(1).FillTime()))
 	}
 	boundaries := func(t *testing.T, adms []timedAdmission, a, b keylimit.Limit) {
 		// At most the larger Events per window boundary of either grid,
@@ -363,7 +363,7 @@ func TestResetForgetsAcrossMoves(t *testing.T) {
 			wg.Wait()
 			require.Zero(t, setErrs.Load(), "SetLimit errors")
 			require.Equal(t, rounds, whole, "rounds in which the quota was whole after Reset")
-			require.Equal(t, 0, lim.Len())
+			require.Equal(t, 0, lim.Stats().Keys)
 		})
 	}
 }
@@ -379,9 +379,9 @@ func TestStaleKeysAreEvicted(t *testing.T) {
 			require.NoError(t, lim.SetLimit(keylimit.Per(2, time.Hour)))
 			mock.Add(k.refill*10*s - 1)
 			time.Sleep(30 * time.Millisecond) // some 30 sweeps
-			require.Equal(t, 1, lim.Len(), "not idle yet under its own limit")
+			require.Equal(t, 1, lim.Stats().Keys, "not idle yet under its own limit")
 			mock.Add(1)
-			waitFor(t, "the key to be forgotten: idle under the limit it is under, not the new one", func() bool { return lim.Len() == 0 })
+			waitFor(t, "the key to be forgotten: idle under the limit it is under, not the new one", func() bool { return lim.Stats().Keys == 0 })
 		})
 	}
 }
@@ -422,7 +422,7 @@ func TestLimitOf(t *testing.T) {
 			require.Equal(t, keylimit.PerMinute(10), lo.LimitOf("client-1"))
 			require.Equal(t, keylimit.PerMinute(20), lo.LimitOf("client-2"))
 			require.Equal(t, keylimit.PerHour(4), lo.LimitOf("someone"), "the limiter's own")
-			require.Zero(t, lim.Len(), "LimitOf creates no key")
+			require.Zero(t, lim.Stats().Keys, "LimitOf creates no key")
 		})
 	}
 }

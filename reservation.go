@@ -15,10 +15,10 @@ import (
 	"time"
 )
 
-// Reservation is n events of a key that a TokenBucket has set aside: they may
-// happen once Delay has passed, and must not happen before. Cancel gives
-// them back. Its methods are safe for concurrent use, once it is returned.
-type Reservation[K comparable] struct {
+// reservation is n events of a key that a TokenBucket has set aside for a
+// waiter: they may happen once delay has passed, and must not happen
+// before. cancel gives them back.
+type reservation[K comparable] struct {
 	b   *TokenBucket[K]
 	key K
 	ok  bool
@@ -29,18 +29,15 @@ type Reservation[K comparable] struct {
 	canceled atomic.Bool
 }
 
-// ReserveN sets aside n events for key in the bucket and returns the
-// Reservation: the events may happen after its Delay, which is 0 if the
-// tokens are there now. It reserves nothing, and the Reservation is not
-// OK, if the tokens would come later than maxDelay from now, or never (n
-// above the burst: Result().RetryAfter is then InfDuration). So a flood of
-// reservations cannot push a key further ahead than its callers allow.
-// Reserving takes one compare-and-swap, as Take does.
-//
-// The bucket's Wait and WaitN reserve, so waiters are served first come,
-// first served. Reserve is for a caller that schedules the events itself.
-func (b *TokenBucket[K]) ReserveN(key K, n int, maxDelay time.Duration) *Reservation[K] {
-	r := &Reservation[K]{b: b, key: key}
+// reserveN sets aside n events for key in the bucket and returns the
+// reservation: the events may happen after its delay, which is 0 if the
+// tokens are there now. It reserves nothing, and the reservation is not ok,
+// if the tokens would come later than maxDelay from now, or never (n above
+// the burst: its RetryAfter is then InfDuration). So a flood of waiters
+// cannot push a key further ahead than they can wait. Reserving takes one
+// compare-and-swap, as Take does.
+func (b *TokenBucket[K]) reserveN(key K, n int, maxDelay time.Duration) *reservation[K] {
+	r := &reservation[K]{b: b, key: key}
 	if n <= 0 || maxDelay < 0 {
 		r.res = impossible(b.Peek(key), n)
 		if n == 0 && maxDelay >= 0 {
@@ -68,47 +65,36 @@ func (b *TokenBucket[K]) ReserveN(key K, n int, maxDelay time.Duration) *Reserva
 	return r
 }
 
-// OK reports whether the events were reserved.
-func (r *Reservation[K]) OK() bool { return r.ok }
-
-// Delay returns how long from now the caller must wait before the events
-// happen: 0 if they may happen now, InfDuration if the Reservation is not
-// OK.
-func (r *Reservation[K]) Delay() time.Duration {
+// delay returns how long from now the caller must wait before the events
+// happen: 0 if they may happen now, InfDuration if the reservation is not
+// ok.
+func (r *reservation[K]) delay() time.Duration {
 	if !r.ok {
 		return InfDuration
 	}
 	return time.Duration(max(r.at-r.b.keys.clock.now(), 0))
 }
 
-// Result reports the reservation as a decision: for an OK one, the bucket
-// after it (Allowed, though the events may have to wait Delay); for one
-// that is not, why, with the RetryAfter a Take would have met.
-func (r *Reservation[K]) Result() Result { return r.res }
-
-// Cancel gives back what the reservation took, as far as later admissions
+// cancel gives back what the reservation took, as far as later admissions
 // and reservations allow (they keep their times, so past a bucket's worth
 // of them it gives back nothing), and never more: see Refund. Cancel after the events happened gives back what the bucket has
 // not refilled since. Only the first Cancel does anything.
-func (r *Reservation[K]) Cancel() {
+func (r *reservation[K]) cancel() {
 	if r.ok && r.canceled.CompareAndSwap(false, true) {
 		r.b.refund(r.adm)
 	}
 }
 
-// Wait blocks until one event for key may happen, takes its token and
-// returns nil. Wait is shorthand for WaitN(ctx, key, 1).
-func (b *TokenBucket[K]) Wait(ctx context.Context, key K) error { return b.WaitN(ctx, key, 1) }
-
-// WaitN blocks until n events for key may happen and takes their tokens.
-// Waiters are served first come, first served: each reserves its turn once
-// (ReserveN, with ctx's deadline as the greatest delay) and sleeps until
-// it; a waiter that gives up cancels its reservation, and the waiters
-// behind it move up into its turn, however long the queue (by only what
-// Cancel would give back if a ReserveN came between them). It fails at once, taking nothing, if n can never pass
-// (ErrExceedsLimit) or if the wait would outlast ctx's deadline; it returns
-// ctx's error, wrapped, if ctx ends first, having given back its turn.
-func (b *TokenBucket[K]) WaitN(ctx context.Context, key K, n int) error {
+// waitKey is the bucket's WaitN (see Keyed.WaitN). Waiters are served first
+// come, first served: each reserves its turn once (reserveN, with ctx's
+// deadline as the greatest delay) and sleeps until it; a waiter that gives
+// up cancels its reservation, and the waiters behind it move up into its
+// turn, however long the queue (by only what cancel would give back if
+// another reservation came between them). It fails at once, taking
+// nothing, if n can never pass or if the wait would outlast ctx's
+// deadline; it returns ctx's error, wrapped, if ctx ends first, having
+// given back its turn.
+func (b *TokenBucket[K]) waitKey(ctx context.Context, key K, n int) error {
 	return b.waitQueued(ctx, key, n)
 }
 
@@ -138,7 +124,7 @@ func (b *TokenBucket[K]) waitQueued(ctx context.Context, key K, n int) error {
 		return fmt.Errorf("keylimit: wait for %s: %w", events(n), err)
 	}
 	// The fast path: tokens there now need no queue, no lock and no
-	// Reservation. No newcomer gets ahead of a waiter this way: while one
+	// reservation. No newcomer gets ahead of a waiter this way: while one
 	// waits, the TAT is more than tau ahead of now, and no Take fits.
 	if n > 0 {
 		var d bucketDecision
@@ -154,7 +140,7 @@ func (b *TokenBucket[K]) waitQueued(ctx context.Context, key K, n int) error {
 	}
 	q := &b.queues
 	q.mu.Lock()
-	r := b.ReserveN(key, n, max(maxDelay, 0))
+	r := b.reserveN(key, n, max(maxDelay, 0))
 	if !r.ok {
 		q.mu.Unlock()
 		res := r.res
@@ -169,7 +155,7 @@ func (b *TokenBucket[K]) waitQueued(ctx context.Context, key K, n int) error {
 		}
 		return &deadlineError{n: n, wait: res.RetryAfter, left: max(maxDelay, 0)}
 	}
-	delay := r.Delay()
+	delay := r.delay()
 	if delay == 0 {
 		q.mu.Unlock()
 		return nil
@@ -265,7 +251,7 @@ func (b *TokenBucket[K]) cancel(key K, w *waiter) {
 // less (DESIGN.md, "Exact refunds", with every later reservation decided at
 // or before now), and the TAT with them: cancel moves them up by that
 // much, however long the queue. The caller holds the queues' lock, so no
-// waiter joins or leaves meanwhile; a Take, Refund or ReserveN of the key
+// waiter joins or leaves meanwhile; a Take, Refund or another reservation of the key
 // changes the TAT, which breaks the chain: the refund then keeps their times.
 func (b *TokenBucket[K]) giveBack(w *waiter, behind []*waiter) int64 {
 	if len(behind) == 0 {

@@ -31,7 +31,15 @@ const MaxSlidingWindowEvents = 10_000
 // oldest entries leave for the request to fit; ResetAfter when the newest
 // leaves. If an injected clock steps back, the key decides at the time of
 // its newest entry: a step back never reopens capacity.
+//
+// SetLimit keeps the admission times still in a key's window, in a log
+// resized to the new Events (entries a smaller log has no room for are kept
+// as a count, and come back if it grows again), so however often the limit
+// changes a key admits at most the largest Events of the limits in any
+// interval of the shortest Period.
 type SlidingWindow[K comparable] struct {
+	Keyed[K]
+
 	keys    *shard[K, slidingState]
 	policy  *policy[K, slidingRules] // not inline: the evictor holds it, and must not hold the window
 	evictor *evictor
@@ -49,7 +57,7 @@ func newSlidingRules(l Limit) (slidingRules, error) {
 		return slidingRules{}, err
 	}
 	if l.Calendar != 0 {
-		return slidingRules{}, fmt.Errorf("keylimit: a SlidingWindow slides over a Period, not per %v of the calendar: use a FixedWindow", l.Calendar)
+		return slidingRules{}, fmt.Errorf("keylimit: a SlidingWindow slides over a Period, not per %v of the calendar: use a FixedWindow", l.Calendar.name())
 	}
 	if l.Events > MaxSlidingWindowEvents {
 		return slidingRules{}, fmt.Errorf("keylimit: a SlidingWindow keeps at most %d events per key (8 bytes each), not %d: use a SlidingCounter for large quotas",
@@ -116,7 +124,7 @@ func NewSlidingWindow[K comparable](l Limit, opts ...Option) (*SlidingWindow[K],
 	if err != nil {
 		return nil, err
 	}
-	pol := new(policy[K, slidingRules])
+	pol := &policy[K, slidingRules]{burstless: true}
 	if err := pol.init(l, newSlidingRules); err != nil {
 		return nil, err
 	}
@@ -128,43 +136,10 @@ func NewSlidingWindow[K comparable](l Limit, opts ...Option) (*SlidingWindow[K],
 		}),
 		policy: pol,
 	}
+	s.Keyed.of = s
 	s.evictor = startEvictor(s, s.keys, o, l.Period)
 	return s, nil
 }
-
-// Limit returns the window's limit: the one it was made with, or the last
-// one SetLimit set. Keys given their own by SetKeyLimit are not under it.
-func (s *SlidingWindow[K]) Limit() Limit { return s.policy.limit() }
-
-// LimitOf returns the limit key is under now: its own, from SetKeyLimit,
-// or the window's. It creates no key.
-func (s *SlidingWindow[K]) LimitOf(key K) Limit { return s.policy.resolve(key).limit }
-
-// SetLimit makes l the window's limit, and has every key resolve its limit
-// again (SetKeyLimit's function is asked anew), each from its next call.
-// It returns an error, and changes nothing, if l is invalid (Events above
-// MaxSlidingWindowEvents included).
-//
-// A key keeps the admission times still in its window, in a log resized to
-// the new Events (entries a smaller log has no room for are kept as a count,
-// and come back if the log grows again); a key with none left starts afresh.
-// So a change never creates capacity: however often the limit changes, a key
-// admits at most the largest Events of the limits in any interval of the
-// shortest Period (see DESIGN.md). Admissions racing with SetLimit are
-// decided under one limit or the other, never a mix.
-func (s *SlidingWindow[K]) SetLimit(l Limit) error { return s.policy.set(l) }
-
-// SetKeyLimit gives each key its own limit: f(key), asked when a key is
-// next seen (and again after SetLimit). A zero Limit{} from f means the
-// window's own limit; a nil f puts every key under it again. One limiter
-// can so serve several tiers: a paying client twice the quota of a free
-// one. Call it right after the constructor, before the window serves, for
-// the tiers to hold from the first request; called later, every key moves
-// to its new limit on its next call and keeps what it used, as with
-// SetLimit. f is called from many goroutines at once and must not call
-// the window. If f returns an invalid Limit, that key's requests are
-// refused and their Result.Err says why.
-func (s *SlidingWindow[K]) SetKeyLimit(f func(key K) Limit) error { return s.policy.setKeyLimit(f) }
 
 // Allow reports whether one event for key may happen now, and records it if
 // so. Allow is shorthand for AllowN(key, 1).
@@ -189,8 +164,8 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 // can never pass: the Result is refused with RetryAfter InfDuration.
 func (s *SlidingWindow[K]) Take(key K, n int) Result { return s.admit(key, n, nil) }
 
-// Admit is Take, and also returns what an admission took, for Refund.
-func (s *SlidingWindow[K]) Admit(key K, n int) (Result, Admission) {
+// admitKey is Admit.
+func (s *SlidingWindow[K]) admitKey(key K, n int) (Result, Admission) {
 	var a Admission
 	r := s.admit(key, n, &a)
 	return r, a
@@ -222,11 +197,8 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission) Result {
 	return c.arith.result(d)
 }
 
-// Peek reports the state of key's window now without recording anything:
-// Allowed tells whether Allow(key) would pass, RetryAfter how long until it
-// would. Peek does not create the key, and takes no lock unless a writer
-// changes the key while it reads.
-func (s *SlidingWindow[K]) Peek(key K) Result {
+// peekKey is Peek.
+func (s *SlidingWindow[K]) peekKey(key K) Result {
 	now := s.keys.clock.now()
 	d := slidingDecision{report: true}
 	for {
@@ -627,18 +599,11 @@ func packPos(head, phantoms, size int) uint64 {
 	return uint64(head)<<32 | uint64(phantoms)<<16 | uint64(size)
 }
 
-// Reset forgets key: its log is empty again. Admissions that race with Reset
-// happen either wholly before it (and are forgotten) or after it.
-func (s *SlidingWindow[K]) Reset(key K) { resetKey(s.keys, key, (*slidingState).retire) }
+// resetKey is Reset.
+func (s *SlidingWindow[K]) resetKey(key K) { resetKey(s.keys, key, (*slidingState).retire) }
 
-// Refund gives back the events of a, an Admission the window made for key:
-// it removes their entries from the key's log, if they are still there
-// (entries pushed out of the log had left the window, and count for
-// nothing). Other admissions keep theirs, and no interval ever admits more
-// than the limit, however late the refund. After a Reset of the key it
-// gives back nothing (see Refunder), and so it does for an Admission of
-// another key.
-func (s *SlidingWindow[K]) Refund(key K, a Admission) {
+// refundKey is Refund.
+func (s *SlidingWindow[K]) refundKey(key K, a Admission) {
 	st, ok := a.state.(*slidingState)
 	if !ok || a.N <= 0 || a.By != s || !s.keys.ofKey(key, a) {
 		return
@@ -704,39 +669,19 @@ func (st *slidingState) refund(t int64, n int) bool {
 	return true
 }
 
-// Stats returns what the window has counted (see Stats and WithStats).
-func (s *SlidingWindow[K]) Stats() Stats { return s.keys.stats() }
+// stats is Stats.
+func (s *SlidingWindow[K]) stats() Stats { return s.keys.stats() }
 
-// Len returns the number of keys the window tracks.
-func (s *SlidingWindow[K]) Len() int { return s.keys.len() }
+// timers is the clock the limiter reads: WithClock's, or the system clock.
+func (s *SlidingWindow[K]) timers() clock.Clock { return s.keys.clock.timers }
 
-// Clock returns the clock the window reads: WithClock's, or the system
-// clock.
-func (s *SlidingWindow[K]) Clock() clock.Clock { return s.keys.clock.timers }
+// stop stops the evictor.
+func (s *SlidingWindow[K]) stop() { s.evictor.close() }
 
-// Close stops the window's evictor. The window still answers after Close,
-// exactly, but no longer forgets idle keys in the background. It returns nil.
-//
-// The error is there so that a limiter is an io.Closer, closed as
-// anything else a program opens is (a defer, a list of io.Closers); a
-// Redis limiter's Close has the same signature.
-func (s *SlidingWindow[K]) Close() error {
-	s.evictor.close()
-	return nil
+// waitKey is WaitN: it polls (see Keyed.WaitN).
+func (s *SlidingWindow[K]) waitKey(ctx context.Context, key K, n int) error {
+	return waitN[K](ctx, s, s.timers(), key, n)
 }
 
-// Wait blocks until one event for key may happen, records it and returns
-// nil. Wait is shorthand for WaitN(ctx, key, 1).
-func (s *SlidingWindow[K]) Wait(ctx context.Context, key K) error { return s.WaitN(ctx, key, 1) }
-
-// WaitN blocks until n events for key may happen and records them. It fails
-// at once, recording nothing, if n can never pass (ErrExceedsLimit) or if the
-// wait would outlast ctx's deadline; it returns ctx's error, wrapped, if ctx
-// ends first. A failed wait records nothing. Waiters are not queued: each
-// sleeps until its RetryAfter and asks again, so the first to ask once
-// there is room wins. A window cannot set aside a place in its future
-// without recording it now; TokenBucket's WaitN can, and serves waiters
-// first come, first served.
-func (s *SlidingWindow[K]) WaitN(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, s, s.keys.clock.timers, key, n)
-}
+// limits is the limiter's policy, for its Keyed.
+func (s *SlidingWindow[K]) limits() keyLimits[K] { return s.policy }

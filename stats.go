@@ -40,6 +40,9 @@ type Stats struct {
 	// it refused by a ban without asking its limiter (each in Refused too,
 	// when Decisions is set); other limiters leave them 0.
 	Bans, BanRefused uint64
+	// Watched is the number of keys a Penalty keeps a state for: those
+	// refused within Ban.Within, and those banned (WithMaxKeys caps it).
+	Watched int
 
 	// Calls, Errors, Fallbacks and CacheHits count a remote store's work
 	// (the redislimit module); an in-memory limiter leaves them 0. Calls

@@ -44,8 +44,8 @@ func events(n int) string {
 // served), and so has a combination made by All. Any other lim, such as a
 // view of your own with only a Take method, is polled: asked (under ctx if
 // it has a TakeContext method, as a ContextLimiter has), and when refused,
-// asked again after the Result's RetryAfter, slept on lim's clock if it is
-// Clocked and on the system clock otherwise. Under contention such a waiter
+// asked again after the Result's RetryAfter, slept on lim's clock if it has
+// one of its own and on the system clock otherwise. Under contention such a waiter
 // may sleep more than once.
 //
 // Like the methods, it fails at once, taking nothing, if n can never pass
@@ -61,28 +61,25 @@ func WaitN[K comparable](ctx context.Context, lim interface{ Take(key K, n int) 
 	return waitN[K](ctx, lim, clockOf(lim), key, n)
 }
 
-// Clocked is a limiter that reads time from a clock of its own, such as
-// one made WithClock. WaitN, when it polls such a limiter, sleeps on the
-// timers of that clock and measures the context's deadline by it. Every
-// limiter of this module is Clocked, and so is a combination made by All.
-type Clocked interface {
-	// Clock returns the clock the limiter reads; nil means the system
-	// clock.
-	Clock() clock.Clock
-}
-
-// systemClock is the system's clock, for limiters that are not Clocked.
+// systemClock is the system's clock, for limiters without one of their own.
 var systemClock = clock.New()
 
-// clockOf returns the clock l reads: its own if it is Clocked, else the
-// system clock.
+// clockOf returns the clock l reads: its own, WithClock's (every limiter of
+// this module, and a combination made by All, has a timers method; a
+// redislimit limiter has a Clock method), else the system clock. WaitN
+// sleeps on it when it polls l, and measures the context's deadline by it.
 func clockOf(l any) clock.Clock {
-	if c, ok := l.(Clocked); ok {
-		if clk := c.Clock(); clk != nil {
-			return clk
-		}
+	var clk clock.Clock
+	switch c := l.(type) {
+	case interface{ timers() clock.Clock }:
+		clk = c.timers()
+	case interface{ Clock() clock.Clock }:
+		clk = c.Clock()
 	}
-	return systemClock
+	if clk == nil {
+		return systemClock
+	}
+	return clk
 }
 
 // waitN is WaitN for the window types, and for any limiter. It does not

@@ -142,7 +142,7 @@ func TestWaitNOnAll(t *testing.T) {
 }
 
 // TestWaitNPolls: a limiter without a WaitN of its own, a view with only
-// Take, is polled on the system clock; one that is Clocked, on its clock.
+// Take, is polled on the system clock; one with a Clock method, on its clock.
 func TestWaitNPolls(t *testing.T) {
 	lim := build(t, keylimit.NewTokenBucket[string], keylimit.Per(1, 20*time.Millisecond))
 	require.True(t, lim.Allow("k"))
@@ -158,7 +158,7 @@ func TestWaitNPolls(t *testing.T) {
 	var err error
 	go func() {
 		defer close(done)
-		err = keylimit.WaitN[string](context.Background(), clockedTakeOnly{takeOnly{lim}}, "k", 1)
+		err = keylimit.WaitN[string](context.Background(), clockedTakeOnly{takeOnly{lim}, mock}, "k", 1)
 	}()
 	advanceUntil(t, mock, 100*ms, done)
 	require.NoError(t, err)
@@ -170,10 +170,14 @@ type takeOnly struct{ lim keylimit.Limiter[string] }
 
 func (v takeOnly) Take(key string, n int) keylimit.Result { return v.lim.Take(key, n) }
 
-// clockedTakeOnly is takeOnly, Clocked by the limiter's clock.
-type clockedTakeOnly struct{ takeOnly }
+// clockedTakeOnly is takeOnly with a Clock method, as a limiter of
+// another module (redislimit's) tells its clock.
+type clockedTakeOnly struct {
+	takeOnly
+	clk clock.Clock
+}
 
-func (v clockedTakeOnly) Clock() clock.Clock { return v.lim.(keylimit.Clocked).Clock() }
+func (v clockedTakeOnly) Clock() clock.Clock { return v.clk }
 
 // countingClock is a mock clock that counts the timers made on it: each
 // sleep of a wait is one timer.
@@ -283,35 +287,6 @@ func TestWaitCancelMovesTheQueueUp(t *testing.T) {
 			require.False(t, lim.Allow("k"))
 		})
 	}
-}
-
-// TestReserveN: a reservation takes its tokens at once and says when they
-// may be used; it never reaches further than the caller allows; Cancel
-// gives back what later reservations leave, once.
-func TestReserveN(t *testing.T) {
-	lim, mock := tokenBucket.mock(t, keylimit.PerSecond(10))
-	b := lim.(*keylimit.TokenBucket[string])
-	r := b.ReserveN("k", 10, 0)
-	require.True(t, r.OK())
-	require.Zero(t, r.Delay())
-	r2 := b.ReserveN("k", 2, time.Second)
-	require.True(t, r2.OK())
-	require.Equal(t, 200*ms, r2.Delay())
-	require.Equal(t, keylimit.Result{Allowed: true, Limit: 10, ResetAfter: 1200 * ms, RefillAfter: 300 * ms}, r2.Result())
-	r3 := b.ReserveN("k", 1, 250*ms)
-	require.False(t, r3.OK(), "300 ms is beyond the 250 ms allowed")
-	require.Equal(t, keylimit.InfDuration, r3.Delay())
-	require.Equal(t, 300*ms, r3.Result().RetryAfter)
-	require.Equal(t, keylimit.InfDuration, b.ReserveN("k", 11, time.Hour).Result().RetryAfter, "more than the burst: never")
-
-	r4 := b.ReserveN("k", 1, time.Second) // behind r2: at 300 ms
-	require.Equal(t, 300*ms, r4.Delay())
-	r2.Cancel()
-	r2.Cancel() // once
-	require.Equal(t, 200*ms, b.ReserveN("k", 1, time.Second).Delay(), "r2's 2 tokens came back: the next comes at 200 ms, in r2's place (r4 keeps its 300 ms)")
-	mock.Add(time.Hour)
-	r4.Cancel() // long after its time: its token refilled anyway, nothing to give
-	require.Equal(t, 10, b.Peek("k").Remaining)
 }
 
 // TestWaitWithCancelsNeverOverAdmits: 32 goroutines wait on one key of a

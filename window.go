@@ -129,7 +129,7 @@ func newWindowRules(l Limit, startUnix int64, sliding bool) (windowRules, error)
 	name, counts, hint := "FixedWindow", uint(1), ""
 	if sliding {
 		if l.Calendar != 0 {
-			return windowRules{}, fmt.Errorf("keylimit: a SlidingCounter slides over a Period, not per %v of the calendar: use a FixedWindow", l.Calendar)
+			return windowRules{}, fmt.Errorf("keylimit: a SlidingCounter slides over a Period, not per %v of the calendar: use a FixedWindow", l.Calendar.name())
 		}
 		name, counts, hint = "SlidingCounter", 2, ": use a longer Period, or a FixedWindow or TokenBucket"
 	}
@@ -432,7 +432,7 @@ func initWindowLimiter[K comparable, T any](w *windowLimiter[K], owner *T, l Lim
 	if err != nil {
 		return err
 	}
-	pol := new(policy[K, windowRules])
+	pol := &policy[K, windowRules]{burstless: true}
 	w.policy = pol
 	w.keys = newShard(o, stateHooks[K, windowState]{
 		newState:     func(key K) *windowState { return &windowState{cfg: pol.resolve(key)} },

@@ -130,7 +130,7 @@ func TestResetAndRefundFollowAMove(t *testing.T) {
 	require.Equal(t, 5, lim.Peek("k").Remaining, "Remaining after a refund of 4 across a move")
 	during(func() { lim.Reset("k") })
 	require.Equal(t, 5, lim.Peek("k").Remaining, "Remaining after a Reset across a move")
-	require.Zero(t, lim.Len(), "keys after a Reset across a move")
+	require.Zero(t, lim.Stats().Keys, "keys after a Reset across a move")
 
 	// A SlidingWindow, whose states move under their lock.
 	s, _ := NewSlidingWindow[string](PerHour(5), WithClock(newTestClock()), WithEvictionInterval(0))
@@ -149,5 +149,5 @@ func TestResetAndRefundFollowAMove(t *testing.T) {
 	s.keys.m.Store(s.keys.hash("k"), nu)
 	<-done
 	require.Equal(t, 5, s.Peek("k").Remaining, "SlidingWindow: Remaining after a Refund and a Reset across a move")
-	require.Zero(t, s.Len(), "SlidingWindow: keys after a Reset across a move")
+	require.Zero(t, s.Stats().Keys, "SlidingWindow: keys after a Reset across a move")
 }

@@ -20,7 +20,7 @@
 // # A decision
 //
 // Decider.Decide(ctx, key, tier, cost) takes cost from every policy of the
-// tier, in one call when the limiters can (keylimit.EachTaker: one Redis
+// tier, in one call when the limiters can (keylimit.All's TakeEach: one Redis
 // script for Redis limiters on one client), under ctx when they take one
 // (keylimit.ContextLimiter). It returns a Verdict: the Decision (the key,
 // tier and cost, and the binding policy's state), the Action the adapter

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -114,12 +115,6 @@ type keyLimitReporter interface {
 	LimitOf(key string) keylimit.Limit
 }
 
-// fillTimer is a token bucket, in memory or on Redis: its w is the time it
-// takes to refill from empty (keylimit.Limit.FillTime), not its Period.
-type fillTimer interface {
-	FillTime(key string) time.Duration
-}
-
 // windowReporter is a limiter that tells the window a key counts in now,
 // as keylimit.FixedWindow does: for a limit per period of the calendar,
 // the w of its current period.
@@ -135,13 +130,12 @@ type policy struct {
 	window  int64                               // Policy.Window in seconds, rounded up; 0: ask the limiter
 	limits  limitReporter                       // with window 0: the limiter, if it reports its Limit
 	limitOf keyLimitReporter                    // with window 0: the limiter, if it reports each key's
-	bucket  bool                                // the limiter is a token bucket: w is its full-refill time
 	held    keylimit.ConcurrencyLimiter[string] // a concurrency policy's limiter (limiter is nil)
 	// charge is Policy.Charge; refunder and ctxRefunder are the limiter as
-	// a Refunder (and a ContextRefunder, if it is one), set with charge.
+	// a Refunder (and a ContextLimiter, if it is one), set with charge.
 	charge      func(Outcome) int
 	refunder    keylimit.Refunder[string]
-	ctxRefunder keylimit.ContextRefunder[string]
+	ctxRefunder contextRefunder
 	holds       holds // with charge: what this process's requests hold
 	// derived is the last window derived from limits' Limit, kept so that
 	// a request under that Limit does not divide 128-bit numbers.
@@ -197,14 +191,13 @@ func compilePolicy(p Policy) (*policy, error) {
 		if c.limits == nil && c.limitOf == nil {
 			return nil, fmt.Errorf("policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
 		}
-		_, c.bucket = l.(fillTimer)
 	}
 	if p.Charge != nil {
 		var ok bool
 		if c.refunder, ok = p.Limiter.(keylimit.Refunder[string]); !ok {
 			return nil, fmt.Errorf("policy %q: charged by outcome, its limiter (%T) must be able to Refund", p.Name, p.Limiter)
 		}
-		c.ctxRefunder, _ = p.Limiter.(keylimit.ContextRefunder[string])
+		c.ctxRefunder, _ = p.Limiter.(contextRefunder)
 		c.charge = p.Charge
 		c.holds.m = xsync.NewMapOf[string, hold]()
 	}
@@ -250,10 +243,14 @@ func (p *policy) windowSeconds(key string) int64 {
 	return w
 }
 
-// derive returns the w of limit l, in seconds.
-func (p *policy) derive(l keylimit.Limit) int64 {
-	if p.bucket {
-		return seconds(l.FillTime())
-	}
-	return seconds(l.Period)
+// derive returns the w of limit l, in seconds: the time it takes to fill
+// from empty, which is a bucket's BurstSize × Period / Events and a
+// window's Period (a window's Limit has no Burst).
+func (p *policy) derive(l keylimit.Limit) int64 { return seconds(l.FillTime()) }
+
+// contextRefunder is a limiter whose admissions and refunds take a context
+// (keylimit.ContextLimiter's AdmitContext and RefundContext).
+type contextRefunder interface {
+	AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error)
+	RefundContext(ctx context.Context, key string, a keylimit.Admission) error
 }

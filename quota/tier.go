@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -29,8 +30,8 @@ type tier struct {
 	// each is decider if it reports each policy's Result (keylimit.All
 	// does), with two policies or more; withCtx is decider if it takes a
 	// context, with one.
-	each    keylimit.EachTaker[string]
-	withCtx keylimit.ContextLimiter[string]
+	each    eachTaker
+	withCtx contextTaker
 	// field is the last RateLimit-Policy value sent, kept so that a request
 	// whose quotas and windows have not changed reuses it, unallocated.
 	field atomic.Pointer[policyField]
@@ -97,10 +98,10 @@ func compileTier(name string, ps []Policy) (*tier, error) {
 		t.decider = limiters[0]
 	default:
 		t.decider = keylimit.All(limiters...)
-		t.each, _ = t.decider.(keylimit.EachTaker[string])
+		t.each, _ = t.decider.(eachTaker)
 		return t, nil
 	}
-	t.withCtx, _ = t.decider.(keylimit.ContextLimiter[string])
+	t.withCtx, _ = t.decider.(contextTaker)
 	return t, nil
 }
 
@@ -140,4 +141,17 @@ func (t *tier) policyField(qw []int64) string {
 	f := &policyField{qw: slices.Clone(qw), value: string(b)}
 	t.field.Store(f)
 	return f.value
+}
+
+// eachTaker is what keylimit.All returns: a combination that reports the
+// Result of each of its limiters (one Redis round trip for a joined set).
+type eachTaker interface {
+	TakeEach(ctx context.Context, key string, n int, each []keylimit.Result) (keylimit.Result, error)
+}
+
+// contextTaker is a limiter whose takes wait on something outside the
+// process (keylimit.ContextLimiter's TakeContext), asked under the
+// request's context.
+type contextTaker interface {
+	TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error)
 }

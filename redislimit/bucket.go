@@ -11,7 +11,7 @@ import (
 // TokenBucket is keylimit.TokenBucket kept in Redis, so that every instance
 // of a fleet shares one bucket per key: each key has a bucket of
 // Limit.BurstSize() tokens that refills continuously, one token every
-// Limit.Interval(), on Redis server time. It gives the Results the
+// Limit.WithBurst(1).FillTime(), on Redis server time. It gives the Results the
 // in-memory bucket gives for the same history.
 //
 // Each decision is one Lua script call (lua/bucket.lua). The key's state is
@@ -68,7 +68,7 @@ var bucketAlgorithm = algorithm{
 		if err := l.Validate(); err != nil {
 			return 0, 0, 0, err
 		}
-		iv, burst := l.Interval(), l.BurstSize()
+		iv, burst := l.WithBurst(1).FillTime(), l.BurstSize()
 		if time.Duration(burst+1) > maxBucketSpan/iv {
 			return 0, 0, 0, fmt.Errorf("redislimit: burst %d at one event per %v spans more than %v, the most a script computes exactly",
 				burst, iv, maxBucketSpan)
@@ -81,7 +81,5 @@ var bucketAlgorithm = algorithm{
 // keylimit.All combines it (with other limiters of either kind), and joins
 // it with the Redis limiters on its client in one call.
 var (
-	_ keylimit.ContextLimiter[string]  = (*TokenBucket)(nil)
-	_ keylimit.ContextRefunder[string] = (*TokenBucket)(nil)
-	_ keylimit.Joiner[string]          = (*TokenBucket)(nil)
+	_ keylimit.ContextLimiter[string] = (*TokenBucket)(nil)
 )

@@ -21,7 +21,7 @@ func TestBucketIsExactToTheNanosecond(t *testing.T) {
 	c := shared.client(t)
 	lim, err := redislimit.NewTokenBucket(c, "test", keylimit.PerSecond(3), redislimit.WithTimeout(patient))
 	require.NoError(t, err)
-	iv := keylimit.PerSecond(3).Interval()
+	iv := keylimit.PerSecond(3).WithBurst(1).FillTime()
 	require.Equal(t, 333_333_334*time.Nanosecond, iv, "Interval")
 	key := testKey(t, "k")
 	before := redisTime(t, c)

@@ -32,14 +32,18 @@ const maxCalendarEvents = 1<<31 - 1
 // the time, and are made for each call (calendarArgs); the ones returned
 // here are never sent.
 func calendarParams(l keylimit.Limit) (int64, int64, int, error) {
-	if err := l.ValidateFixedWindow(); err != nil {
+	// keylimit's FixedWindow says what is wrong with a limit no window
+	// can take (the in-memory fallback is one).
+	w, err := keylimit.NewFixedWindow[string](l)
+	if err != nil {
 		return 0, 0, 0, err
 	}
+	w.Close()
 	if l.Calendar == 0 {
 		return 0, 0, 0, errors.New("redislimit: a calendar window's limit has no Calendar")
 	}
 	if l.Events > maxCalendarEvents {
-		return 0, 0, 0, fmt.Errorf("redislimit: a calendar window admits at most %d events per %v, not %d", maxCalendarEvents, l.Calendar, l.Events)
+		return 0, 0, 0, fmt.Errorf("redislimit: a calendar window admits at most %d events, not %d (%v)", maxCalendarEvents, l.Events, l)
 	}
 	return 0, 0, l.Events, nil
 }

@@ -51,7 +51,7 @@
 // keylimit.All of Redis limiters on one client is one script call per
 // decision (see Join): 10 a minute AND 500 an hour on one API key is one
 // round trip, admitted or refused, all or nothing inside Redis, and reports
-// each limit's Result (keylimit.EachTaker). With in-process limiters among
+// each limit's Result (keylimit.All's TakeEach). With in-process limiters among
 // them (keylimit.All(memory, minute, hour)), the in-process ones decide
 // first and the Redis ones after, in one round trip.
 //

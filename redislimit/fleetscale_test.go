@@ -104,7 +104,7 @@ func TestLeasedFleetAtScale(t *testing.T) {
 			}
 			sent := s.sentSince(t, before)
 			calls := sent["evalsha"] + sent["eval"]
-			bound := int64(tc.limit.BurstSize()) + (end-start)/int64(tc.limit.Interval())
+			bound := int64(tc.limit.BurstSize()) + (end-start)/int64(tc.limit.WithBurst(1).FillTime())
 			var total, asks int64
 			starved, worst := 0, time.Duration(0)
 			for i := range fleet {
@@ -118,7 +118,7 @@ func TestLeasedFleetAtScale(t *testing.T) {
 				require.LessOrEqual(t, perKey[k].Load(), bound, "key %d: events admitted by the fleet", k)
 			}
 			require.Zero(t, starved, "instances admitted nothing")
-			if int64(n)*int64(tc.limit.Interval()) <= int64(lease) {
+			if int64(n)*int64(tc.limit.WithBurst(1).FillTime()) <= int64(lease) {
 				require.Less(t, worst, run/2, "the longest an instance asked without an admission")
 			}
 			t.Logf("%d instances, %s: admitted %d of %d asked, %.1f%% of %d keys × %d; %d script calls, %.2f per admission; "+

@@ -297,14 +297,16 @@ func nilIfErr[L keylimit.Limiter[string]](lim L, err error) (keylimit.Limiter[st
 // joinedLimiter is what All returns for Redis limiters it joined.
 type joinedLimiter interface {
 	keylimit.ContextLimiter[string]
-	keylimit.EachTaker[string]
-	keylimit.ContextRefunder[string]
+	interface {
+		TakeEach(context.Context, string, int, []keylimit.Result) (keylimit.Result, error)
+	}
+	keylimit.ContextLimiter[string]
 }
 
 // redisLimiter is what a Redis limiter is to keylimit.All.
 type redisLimiter interface {
 	keylimit.ContextLimiter[string]
-	keylimit.ContextRefunder[string]
+	keylimit.ContextLimiter[string]
 }
 
 // errorLog collects what WithOnError reports.

@@ -24,7 +24,7 @@ import (
 // for limiters whose prefixes contain one.
 //
 // The joined limiter has All's semantics and Results, and implements
-// keylimit.ContextLimiter, keylimit.EachTaker and keylimit.ContextRefunder.
+// keylimit.ContextLimiter, keylimit.All's TakeEach and keylimit.ContextLimiter.
 // Its Reset is one DEL of every state. See joined for the rest.
 func (l *redisLimiter) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string], bool) {
 	parts := make([]*redisLimiter, 0, len(ls))
@@ -102,7 +102,7 @@ func (j *joined) TakeContext(ctx context.Context, key string, n int) (keylimit.R
 }
 
 // TakeEach is TakeContext, and writes each limiter's Result into each (see
-// keylimit.EachTaker): one script call answers for all of them.
+// keylimit.All's TakeEach): one script call answers for all of them.
 func (j *joined) TakeEach(ctx context.Context, key string, n int, each []keylimit.Result) (keylimit.Result, error) {
 	r, _, err := j.admit(ctx, key, n, each, false)
 	return r, err
@@ -313,7 +313,7 @@ func (j *joined) PeekContext(ctx context.Context, key string) (keylimit.Result, 
 }
 
 // PeekEach is PeekContext, and writes each limiter's Peek into each if it
-// is not nil (see keylimit.EachPeeker).
+// is not nil (see All's PeekEach).
 func (j *joined) PeekEach(ctx context.Context, key string, each []keylimit.Result) (keylimit.Result, error) {
 	var kbuf [inlineParts]*keyLimit
 	var rbuf [inlineParts]keylimit.Result
@@ -515,8 +515,5 @@ func refusedBy(res []keylimit.Result, i int) keylimit.Result {
 }
 
 var (
-	_ keylimit.ContextLimiter[string]  = (*joined)(nil)
-	_ keylimit.EachTaker[string]       = (*joined)(nil)
-	_ keylimit.EachPeeker[string]      = (*joined)(nil)
-	_ keylimit.ContextRefunder[string] = (*joined)(nil)
+	_ keylimit.ContextLimiter[string] = (*joined)(nil)
 )

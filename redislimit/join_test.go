@@ -116,7 +116,9 @@ func TestAllOfRedisLimitersIsOneRoundTrip(t *testing.T) {
 
 	// All deciding limiter by limiter, for comparison.
 	minute, hour = newPair(0)
-	seq := keylimit.All[string](unjoinable{minute}, unjoinable{hour}).(keylimit.EachTaker[string])
+	seq := keylimit.All[string](unjoinable{minute}, unjoinable{hour}).(interface {
+		TakeEach(context.Context, string, int, []keylimit.Result) (keylimit.Result, error)
+	})
 	key = testKey(t, "api-key")
 	for i := range 3 {
 		require.Equal(t, map[string]int64{"evalsha": 2}, sent(func() { seq.TakeEach(context.Background(), key, 1, each) }),
@@ -155,7 +157,9 @@ func TestJoinedMatchesAllInMemory(t *testing.T) {
 	joined, ok := keylimit.All(redisLims...).(joinedLimiter)
 	require.True(t, ok, "All of three Redis limiters on one client is not joined")
 	memory := keylimit.All(memLims...)
-	memEach := memory.(keylimit.EachTaker[string])
+	memEach := memory.(interface {
+		TakeEach(context.Context, string, int, []keylimit.Result) (keylimit.Result, error)
+	})
 	memRefund := memory.(keylimit.Refunder[string])
 
 	key := testKey(t, "k")
@@ -372,7 +376,9 @@ func TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits(t *testing.T) {
 
 			each := make([]keylimit.Result, 2)
 			before = s.commandStats(t)
-			r, err := lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), key, 1, each)
+			r, err := lim.(interface {
+				TakeEach(context.Context, string, int, []keylimit.Result) (keylimit.Result, error)
+			}).TakeEach(context.Background(), key, 1, each)
 			require.NoError(t, err)
 			require.False(t, r.Allowed, "TakeEach: %v", r)
 			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a TakeEach refused in memory: the Peek")
@@ -553,7 +559,9 @@ func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
 			takeEach := func(key string) (r keylimit.Result, sent map[string]int64) {
 				sent = s.sentBy(t, func() {
 					var err error
-					r, err = lim.(keylimit.EachTaker[string]).TakeEach(context.Background(), key, 1, each)
+					r, err = lim.(interface {
+						TakeEach(context.Context, string, int, []keylimit.Result) (keylimit.Result, error)
+					}).TakeEach(context.Background(), key, 1, each)
 					require.NoError(t, err)
 				})
 				return r, sent

@@ -92,7 +92,7 @@ func TestLeaseCountsFromItsEnd(t *testing.T) {
 	na := drain(t, a, key)
 	require.Equal(t, held, na, "A spends what its lease held, and no more")
 	require.LessOrEqual(t, nb+na, l.BurstSize(), "events admitted at one instant (B %d, A %d)", nb, na)
-	require.LessOrEqual(t, before+nb+na, l.BurstSize()+int((d-time.Millisecond)/l.Interval()), "events admitted in [t0, t0 + d - 1ms]")
+	require.LessOrEqual(t, before+nb+na, l.BurstSize()+int((d-time.Millisecond)/l.WithBurst(1).FillTime()), "events admitted in [t0, t0 + d - 1ms]")
 	// Exactly: A took 1 event, then leases of 2 + 4 + ... + 64 + 101 = 227
 	// counted from t0 + d, so B found the bucket 500 + 227 - 499 ms from full.
 	require.Equal(t, 1000-228, nb, "what B got")
@@ -248,7 +248,7 @@ func TestLeaseTimeIsUp(t *testing.T) {
 
 	mock.Add(d) // its ticker may start a sweep too
 	redislimit.SweepLeases(lim)
-	refill := int(d / l.Interval())
+	refill := int(d / l.WithBurst(1).FillTime())
 	require.Equal(t, inRedis+refill+held, plain.Peek(key).Remaining, "tokens in Redis after the sweeper gave back %d", held)
 	lim.Refund(key, a)
 	require.Equal(t, inRedis+refill+held+1, plain.Peek(key).Remaining, "tokens in Redis after a Refund from the ended lease")
@@ -414,7 +414,7 @@ func TestLeasedFleetHammer(t *testing.T) {
 	sent := s.sentSince(t, before)
 	calls := sent["evalsha"] + sent["eval"]
 	total := admitted[0] + admitted[1] + admitted[2]
-	bound := int64(l.BurstSize()) + (end-start)/int64(l.Interval())
+	bound := int64(l.BurstSize()) + (end-start)/int64(l.WithBurst(1).FillTime())
 	t.Logf("admitted %d (%v by instance) of at most %d in %v: %.1f%%; %d script calls, one per %.0f admitted",
 		total, admitted, bound, time.Duration(end-start), 100*float64(total)/float64(bound), calls, float64(total)/float64(calls))
 	require.LessOrEqual(t, total, bound, "events admitted by the fleet")
@@ -442,7 +442,7 @@ func TestLeasedFleetClocksApart(t *testing.T) {
 	admitted := hammer(fleet, key, time.Second)
 	end := redisTime(t, timeClient)
 	total := admitted[0] + admitted[1] + admitted[2]
-	bound := int64(l.BurstSize()) + (end-start)/int64(l.Interval())
+	bound := int64(l.BurstSize()) + (end-start)/int64(l.WithBurst(1).FillTime())
 	t.Logf("clocks %v apart: admitted %d (%v by instance) of at most %d: %.1f%%", offsets, total, admitted, bound, 100*float64(total)/float64(bound))
 	require.LessOrEqual(t, total, bound, "events admitted by the fleet")
 	require.GreaterOrEqual(t, 10*total, 9*bound, "events admitted by the fleet: at least 90%% of %d", bound)
@@ -528,7 +528,7 @@ func TestLeasedInstanceKilled(t *testing.T) {
 	// What B and C leave: the refill of their wait after a short fetch (at
 	// most d), and what a lease leaves on a bucket that holds less than
 	// d's refill (it takes an eighth of that).
-	require.LessOrEqual(t, end, 2*int(d/l.Interval()), "left in Redis: at most two lease times' refill")
+	require.LessOrEqual(t, end, 2*int(d/l.WithBurst(1).FillTime()), "left in Redis: at most two lease times' refill")
 }
 
 // TestLeaseEndsOnTimeWhateverTheClock pins issue 24.2: a lease's end was
@@ -587,7 +587,7 @@ func TestLeaseEndsOnTimeWhateverTheClock(t *testing.T) {
 			start := time.Now()
 			require.True(t, b.AllowN(key, 1000), "B takes the whole burst of a full bucket")
 			na := drain(t, a, key)
-			bound := 1000 + int(time.Since(start)/l.Interval()) + 1
+			bound := 1000 + int(time.Since(start)/l.WithBurst(1).FillTime()) + 1
 			t.Logf("%s clock: A held %d; B admitted 1000 of a full bucket, then A %d: %d against a bound of %d",
 				clk, held, na, 1000+na, bound)
 			require.LessOrEqual(t, 1000+na, bound, "admitted since B's call")

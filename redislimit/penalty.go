@@ -72,12 +72,16 @@ type Penalty struct {
 // option or the client is invalid. Close stops its subscription; inner is
 // the caller's to close.
 func NewPenalty(client redis.UniversalClient, name string, inner keylimit.Limiter[string], b keylimit.Ban, opts ...Option) (*Penalty, error) {
-	if err := b.Validate(); err != nil {
-		return nil, err
-	}
 	if inner == nil {
 		return nil, errors.New("redislimit: NewPenalty needs a limiter to wrap")
 	}
+	// keylimit's Penalty says what is wrong with a ban, as for one in
+	// process; it is closed at once.
+	check, err := keylimit.NewPenalty(inner, b)
+	if err != nil {
+		return nil, err
+	}
+	check.Close()
 	if client == nil {
 		return nil, errors.New("redislimit: the Redis client is nil")
 	}
@@ -239,7 +243,9 @@ func (p *Penalty) TakeContext(ctx context.Context, key string, n int) (keylimit.
 	}
 	var r keylimit.Result
 	var err error
-	if c, ok := p.inner.(keylimit.ContextLimiter[string]); ok {
+	if c, ok := p.inner.(interface {
+		TakeContext(context.Context, string, int) (keylimit.Result, error)
+	}); ok {
 		r, err = c.TakeContext(ctx, key, n)
 	} else {
 		r = p.inner.Take(key, n)
@@ -266,7 +272,9 @@ func (p *Penalty) AdmitContext(ctx context.Context, key string, n int) (keylimit
 	var a keylimit.Admission
 	var err error
 	switch rf := p.inner.(type) {
-	case keylimit.ContextRefunder[string]:
+	case interface {
+		AdmitContext(context.Context, string, int) (keylimit.Result, keylimit.Admission, error)
+	}:
 		r, a, err = rf.AdmitContext(ctx, key, n)
 	case keylimit.Refunder[string]:
 		r, a = rf.Admit(key, n)
@@ -286,7 +294,9 @@ func (p *Penalty) Refund(key string, a keylimit.Admission) {
 // RefundContext is Refund under ctx, for a limiter that takes one.
 func (p *Penalty) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
 	switch rf := p.inner.(type) {
-	case keylimit.ContextRefunder[string]:
+	case interface {
+		RefundContext(context.Context, string, keylimit.Admission) error
+	}:
 		return rf.RefundContext(ctx, key, a)
 	case keylimit.Refunder[string]:
 		rf.Refund(key, a)
@@ -301,6 +311,19 @@ func (p *Penalty) Peek(key string) keylimit.Result {
 		return r
 	}
 	return p.inner.Peek(key)
+}
+
+// PeekContext is Peek under ctx, for a limiter that takes one.
+func (p *Penalty) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
+	if r, ok := p.knownBan(key); ok {
+		return r, nil
+	}
+	if c, ok := p.inner.(interface {
+		PeekContext(context.Context, string) (keylimit.Result, error)
+	}); ok {
+		return c.PeekContext(ctx, key)
+	}
+	return p.inner.Peek(key), ctx.Err()
 }
 
 // Reset forgets key in the limiter, its ban and its refusals, on Redis and
@@ -428,7 +451,5 @@ func (p *Penalty) refused(ctx context.Context, key string, limit int) (left time
 }
 
 var (
-	_ keylimit.ContextLimiter[string]  = (*Penalty)(nil)
-	_ keylimit.ContextRefunder[string] = (*Penalty)(nil)
-	_ keylimit.Clocked                 = (*Penalty)(nil)
+	_ keylimit.ContextLimiter[string] = (*Penalty)(nil)
 )

@@ -218,14 +218,14 @@ type keyLimit struct {
 // err set if the algorithm cannot take l.
 func newKeyLimit(s *store, alg *algorithm, l keylimit.Limit) *keyLimit {
 	alg = alg.under(l) // a key's own limit per period of the calendar
-	k := &keyLimit{owner: s, alg: alg, limit: l, retryClosed: l.Interval()}
+	k := &keyLimit{owner: s, alg: alg, limit: l, retryClosed: l.WithBurst(1).FillTime()}
 	if alg.timed != nil {
 		k.timed, k.retryClosed = alg.timed(l)
 	}
 	p1, p2, quota, err := alg.params(l)
 	k.param1, k.param2, k.quota, k.err = p1, p2, quota, err
 	if alg.refills {
-		k.step = int64(l.Interval())
+		k.step = int64(l.WithBurst(1).FillTime())
 		k.span = k.step * int64(quota)
 	}
 	return k

@@ -103,12 +103,8 @@ func windowParams(l keylimit.Limit) (int64, int64, int, error) {
 // The windows are keylimit limiters that can give events back, as
 // TokenBucket is.
 var (
-	_ keylimit.ContextLimiter[string]  = (*FixedWindow)(nil)
-	_ keylimit.ContextRefunder[string] = (*FixedWindow)(nil)
-	_ keylimit.Joiner[string]          = (*FixedWindow)(nil)
-	_ keylimit.ContextLimiter[string]  = (*SlidingWindow)(nil)
-	_ keylimit.ContextRefunder[string] = (*SlidingWindow)(nil)
-	_ keylimit.Joiner[string]          = (*SlidingWindow)(nil)
+	_ keylimit.ContextLimiter[string] = (*FixedWindow)(nil)
+	_ keylimit.ContextLimiter[string] = (*SlidingWindow)(nil)
 )
 
 // WindowOf returns the window key counts in at the limiter's local time

@@ -282,7 +282,7 @@ func showLeases(w io.Writer, addr string) error {
 		lim.Close()
 	}
 	calls := max(scripts.Load()-before, 1)
-	bound := int64(hotLimit.BurstSize()) + int64(end.Sub(start)/hotLimit.Interval())
+	bound := int64(hotLimit.BurstSize()) + int64(end.Sub(start)/hotLimit.WithBurst(1).FillTime())
 	fmt.Fprintf(w, "  admitted %d of at most %d (burst + rate × %v on Redis's clock), %.0f%%,\n",
 		admitted, bound, end.Sub(start).Round(time.Millisecond), 100*float64(admitted)/float64(bound))
 	fmt.Fprintf(w, "  with %d Redis script calls: one per %d admitted.\n", calls, admitted/calls)
