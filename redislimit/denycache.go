@@ -285,6 +285,18 @@ func (d *denyCache) forget(key string) {
 	d.m.Delete(h)
 }
 
+// forgetBefore drops key's refusal if it was recorded at local time t or
+// before: one recorded later is newer than what made t's caller forget.
+func (d *denyCache) forgetBefore(key string, t int64) {
+	if d.m == nil {
+		return
+	}
+	c := maphash.String(d.seed2, key)
+	d.m.Compute(d.hash(key), func(cur denial, loaded bool) (denial, bool) {
+		return cur, !loaded || cur.check == c && cur.at <= t
+	})
+}
+
 // clear forgets every refusal: the limits they were made under have
 // changed.
 func (d *denyCache) clear() {
