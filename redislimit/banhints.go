@@ -146,7 +146,7 @@ func (p *Penalty) checkHints(ctx context.Context) {
 func (p *Penalty) check(ctx context.Context, key string, limit int) {
 	// now is read before the call, as judge reads it: the ban remembered
 	// ends no later than Redis's.
-	now := p.clock.now()
+	now, mono := p.clock.now(), p.known.monoNow()
 	c, tctx, cancel := startCall(ctx, p.store.timeout)
 	k := p.store.redisKey(key) + ":ban"
 	args := []any{p.length}
@@ -167,5 +167,5 @@ func (p *Penalty) check(ctx context.Context, key string, limit int) {
 		p.known.forgetBefore(key, now)
 		return
 	}
-	p.remember(key, keylimit.Result{Limit: limit}, fromMicros(us), now)
+	p.remember(key, keylimit.Result{Limit: limit}, fromMicros(us), now, mono)
 }

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -117,6 +116,9 @@ func NewPenalty(client redis.UniversalClient, name string, inner keylimit.Limite
 	p.clock.init(o.clock)
 	p.counts.init()
 	p.known.init(o.denySize, &p.counts, nil)
+	if o.clock != nil && o.scriptClock == nil {
+		p.known.mono = &p.clock // a ban ends on Redis's time, which the system's clock keeps pace with
+	}
 	if o.denySize > 0 {
 		p.listen = client.Subscribe(context.Background(), p.channel)
 		// Wait for the subscription, so that the bans announced after
@@ -168,23 +170,20 @@ func fromMicros(us int64) time.Duration {
 }
 
 // remember records that key is banned for left, at most Ban.For, from
-// local time now; r is the limiter's refusal that told, for its Limit.
-func (p *Penalty) remember(key string, r keylimit.Result, left time.Duration, now int64) {
+// local time now and mono (p.known.monoNow's, read with now); r is the
+// limiter's refusal that told, for its Limit.
+func (p *Penalty) remember(key string, r keylimit.Result, left time.Duration, now, mono int64) {
 	left = min(left, p.ban.For)
-	p.known.record(key, 1, keylimit.Result{Limit: r.Limit, RetryAfter: left, ResetAfter: left, RefillAfter: left, Banned: true}, now)
+	p.known.record(key, 1, keylimit.Result{Limit: r.Limit, RetryAfter: left, ResetAfter: left, RefillAfter: left, Banned: true}, now, mono)
 }
 
 // knownBan is the refusal by key's ban, if this instance knows one now.
 // Unlike the cache's check, it counts no hit: Peek and WaitN refuse
 // nothing.
 func (p *Penalty) knownBan(key string) (keylimit.Result, bool) {
-	d := &p.known
-	if d.m == nil {
-		return keylimit.Result{}, false
-	}
-	e, ok := d.m.Load(d.hash(key))
 	now := p.clock.now()
-	if !ok || now >= e.until || e.check != maphash.String(d.seed2, key) {
+	e, ok := p.known.load(key, 1, now)
+	if !ok {
 		return keylimit.Result{}, false
 	}
 	r := e.res
@@ -385,7 +384,7 @@ func (p *Penalty) judge(ctx context.Context, key string, r keylimit.Result, err 
 	}
 	// now is read before the call: the ban remembered ends a little
 	// before Redis's, and the next call after it asks again.
-	now := p.clock.now()
+	now, mono := p.clock.now(), p.known.monoNow()
 	left, started, ok := p.refused(ctx, key, r.Limit)
 	if !ok || left <= 0 {
 		return r
@@ -394,7 +393,7 @@ func (p *Penalty) judge(ctx context.Context, key string, r keylimit.Result, err 
 		p.bans.Add(1)
 	}
 	left = min(left, p.ban.For)
-	p.remember(key, r, left, now)
+	p.remember(key, r, left, now, mono)
 	r.RetryAfter = max(r.RetryAfter, left)
 	r.ResetAfter = max(r.ResetAfter, left)
 	r.RefillAfter = max(r.RefillAfter, left) // no quota until the ban ends

@@ -368,3 +368,32 @@ func heapAlloc() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// TestPenaltyBanEndsOnRedisTime pins issue 37.7 for the bans an instance
+// knows: with a local clock (WithClock) that stands still while Redis's
+// runs, a ban Redis ended was still known, forever.
+func TestPenaltyBanEndsOnRedisTime(t *testing.T) {
+	s := newServer(t)
+	mock := newMock() // stands still
+	b := keylimit.Ban{Refusals: 2, Within: time.Minute, For: 500 * time.Millisecond}
+	opts := []redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock)}
+	prefix := testKey(t, "p") + ":"
+	w, err := redislimit.NewFixedWindow(s.client(t), "login", keylimit.PerHour(1), append(opts, redislimit.WithPrefix(prefix+"w:"))...)
+	require.NoError(t, err)
+	defer w.Close()
+	p, err := redislimit.NewPenalty(s.client(t), "login", w, b, append(opts, redislimit.WithPrefix(prefix+"p:"))...)
+	require.NoError(t, err)
+	defer p.Close()
+	key := testKey(t, "k")
+	require.True(t, p.Allow(key))
+	require.False(t, p.Take(key, 1).Banned, "one refusal")
+	r := p.Take(key, 1)
+	require.True(t, r.Banned, "two: %v", r)
+	require.Equal(t, b.For, p.Peek(key).RetryAfter, "the ban known, on a local clock that stands still")
+	time.Sleep(b.For + 10*time.Millisecond) // Redis's time passes, the mock's does not
+	r = p.Peek(key)
+	require.False(t, r.Banned, "Peek once Redis's ban is over: %v", r)
+	r = p.Take(key, 1)
+	require.False(t, r.Banned, "Take once Redis's ban is over: %v", r)
+	require.False(t, r.Allowed, "the window's refusal, the first since the ban: %v", r)
+}
