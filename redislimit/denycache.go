@@ -61,6 +61,13 @@ type denyCache struct {
 	// Refund and Reset forget before their call and again after it. Nil
 	// with the cache disabled.
 	gens *[denyStripes]atomic.Uint64
+	// mono, if not nil, is the local clock whose monotonic reading ends a
+	// refusal too (localClock.monoNow): set when local time is injected
+	// (WithClock) and the scripts decide on Redis's time, which keeps pace
+	// with the system's clock whatever the injected one does. A refusal
+	// then ends on the first of the two, so one clock that stands still
+	// (a test's mock) cannot keep it after Redis's has passed (issue 37.7).
+	mono *localClock
 
 	mu sync.Mutex // protects order, oldest and seq; held by record only
 	// order is m's keys in the order they were recorded, as a ring of at
@@ -85,8 +92,10 @@ type denial struct {
 	seq   uint64 // the record that wrote it (see slot)
 	at    int64  // local ns at which Redis refused
 	until int64  // at + RetryAfter: no request of n or more passes before
-	n     int    // the number of events refused
-	res   keylimit.Result
+	// monoUntil is the same end on mono's monotonic clock, if not 0.
+	monoUntil int64
+	n         int // the number of events refused
+	res       keylimit.Result
 	// each is a joined limiter's: each limiter's Result (so its entries
 	// cost that many Results more than denialBytes).
 	each []keylimit.Result
@@ -132,12 +141,13 @@ func (d *denyCache) take(ctx context.Context, key string, n int, k *keyLimit, no
 	if r, ok := d.cached(key, n, k, now); ok {
 		return r, keylimit.Admission{}, nil
 	}
-	gen := d.gen(key)
+	gen, mono := d.gen(key), d.monoNow()
 	r, a, err := d.next.take(ctx, key, n, k, now)
 	if err == nil {
-		// now was read before the round trip, so the remembered refusal
-		// ends a little before Redis's: the cache errs towards asking again.
-		d.recordEach(key, n, r, now, nil, gen)
+		// now and mono were read before the round trip, so the remembered
+		// refusal ends a little before Redis's: the cache errs towards
+		// asking again.
+		d.recordEach(key, n, r, now, mono, nil, gen)
 	}
 	return r, a, err
 }
@@ -195,11 +205,8 @@ func (d *denyCache) check(key string, n int, now int64) (keylimit.Result, bool) 
 // checkEach is check, and writes a joined limiter's entry's Results, each
 // limiter's, moved on alike, into each, if it is not nil.
 func (d *denyCache) checkEach(key string, n int, now int64, each []keylimit.Result) (keylimit.Result, bool) {
-	if d.m == nil {
-		return keylimit.Result{}, false
-	}
-	e, ok := d.m.Load(d.hash(key))
-	if !ok || now >= e.until || n < e.n || e.check != maphash.String(d.seed2, key) {
+	e, ok := d.load(key, n, now)
+	if !ok {
 		return keylimit.Result{}, false
 	}
 	passed := time.Duration(now - e.at)
@@ -216,6 +223,28 @@ func (d *denyCache) checkEach(key string, n int, now int64, each []keylimit.Resu
 	return r, true
 }
 
+// load returns key's refusal, if one covers n events at local time now.
+func (d *denyCache) load(key string, n int, now int64) (denial, bool) {
+	if d.m == nil {
+		return denial{}, false
+	}
+	e, ok := d.m.Load(d.hash(key))
+	if !ok || now >= e.until || n < e.n || e.check != maphash.String(d.seed2, key) ||
+		e.monoUntil != 0 && d.mono.monoNow() >= e.monoUntil {
+		return denial{}, false
+	}
+	return e, true
+}
+
+// monoNow is the reading of the monotonic clock a refusal also ends on, to
+// be taken before the round trip and given to record; 0 if there is none.
+func (d *denyCache) monoNow() int64 {
+	if d.mono == nil {
+		return 0
+	}
+	return d.mono.monoNow()
+}
+
 // movedOn is r, reported passed ago, now.
 func movedOn(r keylimit.Result, passed time.Duration) keylimit.Result {
 	if r.RetryAfter > 0 {
@@ -228,19 +257,21 @@ func movedOn(r keylimit.Result, passed time.Duration) keylimit.Result {
 	return r
 }
 
-// record remembers that Redis refused n events for key at local time now
-// with r, dropping the oldest record if the cache is full. A refusal that
-// can never pass (InfDuration) is answered without a round trip anyway, and
-// is not recorded.
-func (d *denyCache) record(key string, n int, r keylimit.Result, now int64) {
-	d.recordEach(key, n, r, now, nil, 0)
+// record remembers that Redis refused n events for key at local time now,
+// and mono on the monotonic clock (monoNow's, read with now), with r,
+// dropping the oldest record if the cache is full. The refusal lasts the
+// RetryAfter Redis said, from then, on each clock. A refusal that can never
+// pass (InfDuration) is answered without a round trip anyway, and is not
+// recorded.
+func (d *denyCache) record(key string, n int, r keylimit.Result, now, mono int64) {
+	d.recordEach(key, n, r, now, mono, nil, 0)
 }
 
 // recordEach is record, for a joined limiter with each limiter's Result,
 // of a refusal made by a round trip begun when key's stripe had counted
 // gen (see gen): if a forget has been counted since, it records nothing.
 // A gen of 0 records whatever.
-func (d *denyCache) recordEach(key string, n int, r keylimit.Result, now int64, each []keylimit.Result, gen uint64) {
+func (d *denyCache) recordEach(key string, n int, r keylimit.Result, now, mono int64, each []keylimit.Result, gen uint64) {
 	if d.m == nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter == keylimit.InfDuration {
 		return
 	}
@@ -265,6 +296,9 @@ func (d *denyCache) recordEach(key string, n int, r keylimit.Result, now int64, 
 		d.oldest = (d.oldest + 1) % d.max
 	}
 	e := denial{check: c, seq: s.seq, at: now, until: now + clampSpan(r.RetryAfter), n: n, res: r}
+	if d.mono != nil {
+		e.monoUntil = max(mono+clampSpan(r.RetryAfter), 1)
+	}
 	if each != nil {
 		e.each = append([]keylimit.Result(nil), each...)
 	}
@@ -283,6 +317,18 @@ func (d *denyCache) forget(key string) {
 	defer d.mu.Unlock()
 	d.gens[h%denyStripes].Add(1)
 	d.m.Delete(h)
+}
+
+// forgetBefore drops key's refusal if it was recorded at local time t or
+// before: one recorded later is newer than what made t's caller forget.
+func (d *denyCache) forgetBefore(key string, t int64) {
+	if d.m == nil {
+		return
+	}
+	c := maphash.String(d.seed2, key)
+	d.m.Compute(d.hash(key), func(cur denial, loaded bool) (denial, bool) {
+		return cur, !loaded || cur.check == c && cur.at <= t
+	})
 }
 
 // clear forgets every refusal: the limits they were made under have

@@ -42,7 +42,7 @@ func TestDenyCacheHoldsNoKeys(t *testing.T) {
 	key := func(i int) string { return big + strconv.Itoa(i) }
 	before := heapInUse()
 	for i := range keys {
-		d.record(key(i), 1, refusal, 0)
+		d.record(key(i), 1, refusal, 0, 0)
 	}
 	// Measured again for up to 5 s: what other goroutines hold at one
 	// instant is not the cache's, and is gone at the next; 192 MB of keys
@@ -76,7 +76,7 @@ func TestDenyCacheKeepsTheNewest(t *testing.T) {
 		return ok
 	}
 	for i := range 3 * max {
-		d.record("k"+strconv.Itoa(i), 1, refusal, 0)
+		d.record("k"+strconv.Itoa(i), 1, refusal, 0, 0)
 		require.LessOrEqual(t, d.len(), max, "keys after %d records", i+1)
 	}
 	for i := range 3 * max {
@@ -84,9 +84,9 @@ func TestDenyCacheKeepsTheNewest(t *testing.T) {
 	}
 	// k200 (the oldest) is recorded again; then 99 more keys, whose records
 	// push out k201..k299 and k200's first record, but not its second.
-	d.record("k200", 1, refusal, 0)
+	d.record("k200", 1, refusal, 0, 0)
 	for i := 1000; i < 1000+max-1; i++ {
-		d.record("k"+strconv.Itoa(i), 1, refusal, 0)
+		d.record("k"+strconv.Itoa(i), 1, refusal, 0, 0)
 	}
 	require.True(t, remembered(200), "k200, recorded again")
 	require.False(t, remembered(201), "k201")
@@ -101,7 +101,7 @@ func TestDenyCacheKeepsTheNewest(t *testing.T) {
 // second does not is another key's, and answers nothing.
 func TestDenyCacheSecondHash(t *testing.T) {
 	d := newDenyCache(10)
-	d.record("a", 1, refusal, 0)
+	d.record("a", 1, refusal, 0, 0)
 	e, ok := d.m.Load(d.hash("a"))
 	require.True(t, ok)
 	d.m.Store(d.hash("b"), e) // as if b's first hash were a's
@@ -120,11 +120,11 @@ func TestDenyCacheSkipsRefusalThatMetForget(t *testing.T) {
 	d := newDenyCache(10)
 	gen := d.gen("k")
 	d.forget("k")
-	d.recordEach("k", 1, refusal, 0, nil, gen)
+	d.recordEach("k", 1, refusal, 0, 0, nil, gen)
 	_, ok := d.check("k", 1, 0)
 	require.False(t, ok, "a refusal that met a forget")
 
-	d.recordEach("k", 1, refusal, 0, nil, d.gen("k"))
+	d.recordEach("k", 1, refusal, 0, 0, nil, d.gen("k"))
 	_, ok = d.check("k", 1, 0)
 	require.True(t, ok, "a refusal that met none")
 	d.forget("k")
@@ -137,7 +137,7 @@ func TestDenyCacheSkipsRefusalThatMetForget(t *testing.T) {
 	}
 	gen = d.gen("k")
 	d.forget(other)
-	d.recordEach("k", 1, refusal, 0, nil, gen)
+	d.recordEach("k", 1, refusal, 0, 0, nil, gen)
 	_, ok = d.check("k", 1, 0)
 	require.True(t, ok, "a forget of another stripe")
 }

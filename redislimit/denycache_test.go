@@ -151,3 +151,51 @@ func TestDenyCacheRemembersOnlyRedis(t *testing.T) {
 	require.Equal(t, uint64(3), st.Calls, "round trips: the failed one, and two to Redis once back")
 	require.Equal(t, uint64(1), st.CacheHits, "refusals the deny cache answered: only Redis's")
 }
+
+// TestDenyCacheEndsOnRedisTime pins issue 37.7: a refusal was remembered
+// on the local clock alone, so with a local clock (WithClock) that stands
+// still while Redis's runs, the same refusal, with the same RetryAfter,
+// was answered forever. It is remembered for the RetryAfter Redis said,
+// counted on the local clock (which here stands still, so RetryAfter does
+// too), and, when the scripts run on Redis's time, on the system's
+// monotonic clock as well: once that much real time has passed, Redis is
+// asked again, and admits.
+func TestDenyCacheEndsOnRedisTime(t *testing.T) {
+	s := newServer(t)
+	for _, typ := range types {
+		t.Run(typ.name, func(t *testing.T) {
+			mock := newMock() // stands still
+			lim, err := typ.new(s.client(t), keylimit.Per(1, time.Second),
+				redislimit.WithTimeout(patient), redislimit.WithClock(mock))
+			require.NoError(t, err)
+			pinged(t, lim)
+			var key string
+			var refusal keylimit.Result
+			for {
+				key = testKey(t, "k")
+				require.True(t, lim.Allow(key), "the first Allow")
+				refusal = lim.Take(key, 1)
+				require.False(t, refusal.Allowed, "%+v", refusal)
+				require.Positive(t, refusal.RetryAfter, "%+v", refusal)
+				require.LessOrEqual(t, refusal.RetryAfter, time.Second, "%+v", refusal)
+				if refusal.RetryAfter >= 300*time.Millisecond {
+					break
+				}
+				// A fixed window about to end: time enough for the check
+				// below on the next.
+				time.Sleep(refusal.RetryAfter)
+			}
+
+			sent := s.sentBy(t, func() {
+				require.Equal(t, refusal.RetryAfter, lim.Take(key, 1).RetryAfter, "RetryAfter, on a local clock that stands still")
+			})
+			require.Empty(t, sent, "the refusal remembered")
+
+			time.Sleep(refusal.RetryAfter + 10*time.Millisecond) // Redis's time passes, the mock's does not
+			sent = s.sentBy(t, func() {
+				require.True(t, lim.Allow(key), "Allow once Redis's refusal is over")
+			})
+			require.Equal(t, map[string]int64{"evalsha": 1}, sent, "what the Allow sent")
+		})
+	}
+}

@@ -143,10 +143,12 @@
 // refusals counted and the ban kept on Redis (one small script per counted
 // refusal, on Redis time, the key's hash tag for both of its keys), so that
 // a key banned on one instance is banned on all. A ban is announced on
-// Pub/Sub, and each instance answers the bans it knows in process until
-// they end: a banned key costs no call to Redis or to the limiter. An
-// instance that missed an announcement learns the ban at its limiter's
-// first refusal of the key.
+// Pub/Sub; an instance that hears it asks Redis how long the ban has left,
+// and answers the bans it knows in process until they end: a banned key
+// costs no call to Redis or to the limiter. Since anyone may publish on
+// the channel, a message bans, unbans or lengthens nothing Redis does not
+// hold. An instance that missed an announcement learns the ban at its
+// limiter's first refusal of the key.
 //
 // # Leases: the fleet's limit at in-process speed
 //
@@ -240,10 +242,11 @@
 // number of nanoseconds, and its span (Burst × Interval) at most about 52
 // days, the most the script computes exactly with Lua's doubles. Local time
 // (WithClock) serves the deny cache, the failure backoff, the FailLocal
-// fallback, the sleeps of Wait and WaitN, and leases: a lease ends when its
-// time is up on the local clock or, if WithClock gave one, on the system's
-// monotonic clock, whichever is first, so a clock that stops or steps back
-// cannot make a lease outlive the time Redis counted it for.
+// fallback, the sleeps of Wait and WaitN, and leases: a lease, a refusal
+// remembered and a ban known end when their time is up on the local clock
+// or, if WithClock gave one, on the system's monotonic clock, whichever is
+// first, so a clock that stops or steps back cannot make them outlive the
+// time Redis counted.
 //
 // # Concurrency and cost
 //

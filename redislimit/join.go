@@ -51,6 +51,7 @@ func (l *redisLimiter) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[str
 		j.store.timeout = min(j.store.timeout, p.store.timeout)
 	}
 	j.deny.init(l.deny.max, &l.ops.counts, nil)
+	j.deny.mono = l.deny.mono // it decides on parts[0]'s clock
 	return j, true
 }
 
@@ -195,7 +196,7 @@ func (j *joined) decide(ctx context.Context, key string, n int, each []keylimit.
 		return r, keylimit.Admission{}, nil
 	}
 	d := decision{key: key, n: n, parts: ks}
-	gen := j.deny.gen(key)
+	gen, mono := j.deny.gen(key), j.deny.monoNow()
 	if err := j.call(ctx, modeTake, &d, now, res, marks); err != nil {
 		return j.failed(ctx, key, ks, n, err, each, record)
 	}
@@ -203,7 +204,7 @@ func (j *joined) decide(ctx context.Context, key string, n int, each []keylimit.
 	for i, r := range res {
 		if !r.Allowed {
 			sum := refusedBy(res, i)
-			j.deny.recordEach(key, n, sum, now, res, gen)
+			j.deny.recordEach(key, n, sum, now, mono, res, gen)
 			return sum, keylimit.Admission{}, nil
 		}
 	}

@@ -409,7 +409,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 	}
 	r, got := res[0], d.leasing.granted
 	if !r.Allowed {
-		ls.deny.recordEach(key, n, r, now, nil, gen)
+		ls.deny.recordEach(key, n, r, now, mono, nil, gen) // mono is read if the cache ends on it
 		e.fetched(now, k, n, want, r, 0, nil, ls, false)
 		return r, keylimit.Admission{}, nil
 	}

@@ -128,6 +128,9 @@ func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, al
 	lim.guard = guard{store: &lim.store, ops: &lim.ops, policy: o.policy, backoff: o.backoff, onError: o.onError, fallback: fb}
 	// The deny cache in front of that, and leases in front of the deny cache.
 	lim.deny.init(o.denySize, &lim.ops.counts, &lim.guard)
+	if o.clock != nil && o.scriptClock == nil {
+		lim.deny.mono = &lim.clock
+	}
 	lim.first = &lim.deny
 	if o.leaseTime > 0 {
 		lim.leases = newLeases(&lim.deny, &lim.guard, &lim.clock, o.leaseTime, o.scriptClock == nil)

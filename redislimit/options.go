@@ -226,9 +226,10 @@ func WithOnError(f func(err error)) Option {
 // time serves the deny cache (how long a refusal lasts), the failure
 // backoff, the FailLocal fallback limiter, the sleeps of Wait and WaitN,
 // and leases (WithLeases: their end, the wait after a short fetch, the
-// sweeper's ticks). A lease also ends on the system's monotonic clock, so
-// that a c that stops or steps back cannot stretch it past the time Redis
-// counted it for. Tests pass clock.NewMock() to step it by hand.
+// sweeper's ticks). A lease, a refusal remembered and a Penalty's ban also
+// end on the system's monotonic clock, so that a c that stops or steps back
+// cannot stretch them past the time Redis counted. Tests pass
+// clock.NewMock() to step it by hand.
 func WithClock(c clock.Clock) Option {
 	return optionFunc(func(o *options) {
 		if c == nil {

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -31,14 +30,18 @@ var penaltyScript = redis.NewScript(penaltyLua)
 // without a Redis call or a call of its limiter, with Result.Banned set and
 // RetryAfter at the ban's end.
 //
-// An instance knows a ban from three places: it started it; Redis
-// announced it (a Pub/Sub message on the prefix's channel, which every
-// instance subscribes to); or its limiter refused the key, and Redis, asked
-// to count the refusal, answered that the key is banned. A ban never makes
-// a decision looser than the limiter's: a banned key is refused, any other
-// gets exactly the limiter's answer. An instance that missed the
-// announcement (it was reconnecting) admits what its limiter admits until
-// the limiter's first refusal.
+// An instance knows a ban from three places: it started it; it was
+// announced (a Pub/Sub message on the prefix's channel, which every
+// instance subscribes to), and Redis, asked, holds it; or its limiter
+// refused the key, and Redis, asked to count the refusal, answered that the
+// key is banned. It knows a ban for as long as Redis says it has left, at
+// most Ban.For: an announcement only names a key, since anyone may publish
+// on the channel. A Reset is announced alike, and lifts the ban it checks
+// on every instance. A ban never makes a decision looser than the
+// limiter's: a banned key is refused, any other gets exactly the limiter's
+// answer. An instance that missed the announcement (it was reconnecting,
+// or a flood of announcements left it no room to check) admits what its
+// limiter admits until the limiter's first refusal.
 //
 // Only refusals a later call could pass count (not a request that can
 // never pass, an untracked key, one whose limit could not be applied, or a
@@ -60,6 +63,8 @@ type Penalty struct {
 	counts                   counts // hits: refusals by a known ban; calls, errors: the script's
 	bans                     atomic.Uint64
 	listen                   *redis.PubSub // nil without announcements
+	hints                    banHints      // the keys announced, to check with Redis
+	stop                     context.CancelFunc
 	done                     sync.WaitGroup
 }
 
@@ -115,6 +120,9 @@ func NewPenalty(client redis.UniversalClient, name string, inner keylimit.Limite
 	p.clock.init(o.clock)
 	p.counts.init()
 	p.known.init(o.denySize, &p.counts, nil)
+	if o.clock != nil && o.scriptClock == nil {
+		p.known.mono = &p.clock // a ban ends on Redis's time, which the system's clock keeps pace with
+	}
 	if o.denySize > 0 {
 		p.listen = client.Subscribe(context.Background(), p.channel)
 		// Wait for the subscription, so that the bans announced after
@@ -124,8 +132,12 @@ func NewPenalty(client redis.UniversalClient, name string, inner keylimit.Limite
 		_, _ = p.listen.Receive(ctx)
 		cancel()
 		ch := p.listen.Channel()
-		p.done.Add(1)
+		p.hints.init()
+		var checking context.Context
+		checking, p.stop = context.WithCancel(context.Background())
+		p.done.Add(2)
 		go p.hear(ch)
+		go p.checkHints(checking)
 	} else {
 		p.channel = ""
 	}
@@ -137,33 +149,6 @@ func NewPenalty(client redis.UniversalClient, name string, inner keylimit.Limite
 func micros(d time.Duration) int64 {
 	d = time.Duration(clampSpan(d))
 	return int64((d + time.Microsecond - 1) / time.Microsecond)
-}
-
-// hear remembers the bans Redis announces, until ch is closed.
-func (p *Penalty) hear(ch <-chan *redis.Message) {
-	defer p.done.Done()
-	for msg := range ch {
-		left, limit, origin, key, ok := parseBan(msg.Payload)
-		if !ok || origin == p.id {
-			continue // not a ban (a channel is anyone's to publish on), or this instance's own
-		}
-		p.remember(key, keylimit.Result{Limit: limit}, left, p.clock.now())
-	}
-}
-
-// parseBan reads an announcement, "length limit instance key" (the
-// length in µs, at least 1; the key may hold spaces), or reports false.
-func parseBan(payload string) (left time.Duration, limit int, origin, key string, ok bool) {
-	f := strings.SplitN(payload, " ", 4)
-	if len(f) != 4 {
-		return 0, 0, "", "", false
-	}
-	us, err1 := strconv.ParseInt(f[0], 10, 64)
-	limit, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil || us <= 0 || limit < 0 {
-		return 0, 0, "", "", false
-	}
-	return time.Duration(min(us, maxSpan/1000)) * time.Microsecond, limit, f[2], f[3], true
 }
 
 // parseRefusal reads the script's reply, "banned left started" (left in
@@ -180,26 +165,29 @@ func parseRefusal(reply string) (left time.Duration, started, ok bool) {
 	if f[0] == "0" {
 		return 0, false, true
 	}
-	return time.Duration(min(us, maxSpan/1000)) * time.Microsecond, f[2] == "1", true
+	return fromMicros(us), f[2] == "1", true
 }
 
-// remember records that key is banned for left from local time now; r is
-// the limiter's refusal that told, for its Limit.
-func (p *Penalty) remember(key string, r keylimit.Result, left time.Duration, now int64) {
-	p.known.record(key, 1, keylimit.Result{Limit: r.Limit, RetryAfter: left, ResetAfter: left, RefillAfter: left, Banned: true}, now)
+// fromMicros is us µs (us >= 0), at most 2^60 ns.
+func fromMicros(us int64) time.Duration {
+	return time.Duration(min(us, maxSpan/1000)) * time.Microsecond
+}
+
+// remember records that key is banned for left, at most Ban.For, from
+// local time now and mono (p.known.monoNow's, read with now); r is the
+// limiter's refusal that told, for its Limit.
+func (p *Penalty) remember(key string, r keylimit.Result, left time.Duration, now, mono int64) {
+	left = min(left, p.ban.For)
+	p.known.record(key, 1, keylimit.Result{Limit: r.Limit, RetryAfter: left, ResetAfter: left, RefillAfter: left, Banned: true}, now, mono)
 }
 
 // knownBan is the refusal by key's ban, if this instance knows one now.
 // Unlike the cache's check, it counts no hit: Peek and WaitN refuse
 // nothing.
 func (p *Penalty) knownBan(key string) (keylimit.Result, bool) {
-	d := &p.known
-	if d.m == nil {
-		return keylimit.Result{}, false
-	}
-	e, ok := d.m.Load(d.hash(key))
 	now := p.clock.now()
-	if !ok || now >= e.until || e.check != maphash.String(d.seed2, key) {
+	e, ok := p.known.load(key, 1, now)
+	if !ok {
 		return keylimit.Result{}, false
 	}
 	r := e.res
@@ -327,7 +315,8 @@ func (p *Penalty) PeekContext(ctx context.Context, key string) (keylimit.Result,
 }
 
 // Reset forgets key in the limiter, its ban and its refusals, on Redis and
-// here; other instances forget a ban they know when it ends.
+// here, and announces it: the other instances that hear it forget the ban
+// once Redis tells them it is gone (the others, when it ends).
 func (p *Penalty) Reset(key string) { _ = p.ResetContext(context.Background(), key) }
 
 // ResetContext is Reset under ctx, and returns Redis's error.
@@ -335,7 +324,15 @@ func (p *Penalty) ResetContext(ctx context.Context, key string) error {
 	p.known.forget(key)
 	p.inner.Reset(key)
 	k := p.store.redisKey(key)
-	return p.store.del(ctx, k, k+":ban")
+	if err := p.store.del(ctx, k, k+":ban"); err != nil || p.channel == "" {
+		return err
+	}
+	// Length 0: an instance of an earlier version, which believed the
+	// length, ignores it.
+	c, tctx, cancel := startCall(ctx, p.store.timeout)
+	err := p.store.client.Publish(tctx, p.channel, "0 0 "+p.id+" "+key).Err()
+	c.end(cancel)
+	return err
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -396,6 +393,7 @@ func (p *Penalty) Close() error {
 	if p.listen == nil {
 		return nil
 	}
+	p.stop()
 	err := p.listen.Close()
 	p.done.Wait()
 	return err
@@ -409,7 +407,7 @@ func (p *Penalty) judge(ctx context.Context, key string, r keylimit.Result, err 
 	}
 	// now is read before the call: the ban remembered ends a little
 	// before Redis's, and the next call after it asks again.
-	now := p.clock.now()
+	now, mono := p.clock.now(), p.known.monoNow()
 	left, started, ok := p.refused(ctx, key, r.Limit)
 	if !ok || left <= 0 {
 		return r
@@ -417,7 +415,8 @@ func (p *Penalty) judge(ctx context.Context, key string, r keylimit.Result, err 
 	if started {
 		p.bans.Add(1)
 	}
-	p.remember(key, r, left, now)
+	left = min(left, p.ban.For)
+	p.remember(key, r, left, now, mono)
 	r.RetryAfter = max(r.RetryAfter, left)
 	r.ResetAfter = max(r.ResetAfter, left)
 	r.RefillAfter = max(r.RefillAfter, left) // no quota until the ban ends

@@ -2,6 +2,8 @@ package redislimit
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,26 +13,34 @@ import (
 // FuzzPenaltyMessages: what a penalty reads from Redis, an announcement on
 // a channel anyone may publish on and the script's reply, is taken only in
 // its own form and otherwise ignored, never a panic, never a ban longer
-// than 2^60 ns or a negative one.
+// than 2^60 ns or a negative one. An announcement gives a key and a limit
+// only, never a length, and queuing what it names holds at most maxHints
+// keys of maxHintBytes.
 func FuzzPenaltyMessages(f *testing.F) {
 	f.Add("3600000000 5 abc k")
 	f.Add("1 0 x a key with spaces")
+	f.Add("0 0 x k")
 	f.Add("-5 1 x k")
 	f.Add("99999999999999999999 1 x k")
 	f.Add("1 0 1")
 	f.Add("0 0 0")
 	f.Add("1 3600000000 1")
+	var h banHints
+	h.init()
 	f.Fuzz(func(t *testing.T, s string) {
-		if left, limit, origin, key, ok := parseBan(s); ok {
-			require.Positive(t, left)
-			require.LessOrEqual(t, left, time.Duration(maxSpan))
+		if limit, origin, key, ok := parseHint(s); ok {
 			require.GreaterOrEqual(t, limit, 0)
 			require.NotContains(t, origin, " ")
-			if left < time.Duration(maxSpan) {
-				again, l2, o2, k2, ok := parseBan(fmt.Sprintf("%d %d %s %s", left/time.Microsecond, limit, origin, key))
-				require.True(t, ok)
-				require.Equal(t, []any{left, limit, origin, key}, []any{again, l2, o2, k2})
-			}
+			length, _, _ := strings.Cut(s, " ")
+			l2, o2, k2, ok := parseHint(fmt.Sprintf("%s %d %s %s", length, limit, origin, key))
+			require.True(t, ok)
+			require.Equal(t, []any{limit, origin, key}, []any{l2, o2, k2})
+			h.add(key, limit)
+			h.mu.Lock()
+			require.LessOrEqual(t, len(h.keys), maxHints)
+			require.LessOrEqual(t, h.bytes, maxHintBytes)
+			require.Len(t, h.queued, len(h.keys))
+			h.mu.Unlock()
 		}
 		if left, started, ok := parseRefusal(s); ok {
 			require.GreaterOrEqual(t, left, time.Duration(0))
@@ -38,4 +48,27 @@ func FuzzPenaltyMessages(f *testing.F) {
 			require.False(t, started && s[0] == '0', "a ban started by a refusal that is no ban")
 		}
 	})
+}
+
+// TestBanHintsAreBounded: a flood of hints, each of another key, queues
+// maxHints of them and drops the rest, counted; a key named again while
+// it waits is queued once; a long key that does not fit is dropped.
+func TestBanHintsAreBounded(t *testing.T) {
+	var h banHints
+	h.init()
+	for i := range 3 * maxHints {
+		h.add("k"+strconv.Itoa(i), 1)
+		h.add("k0", 2)
+	}
+	require.Equal(t, uint64(2*maxHints), h.dropped.Load(), "hints dropped")
+	keys := h.take()
+	require.Len(t, keys, maxHints)
+	require.Equal(t, banHint{key: "k0", limit: 1}, keys[0], "the first hint of k0, queued once")
+	require.Equal(t, "k1023", keys[maxHints-1].key)
+	require.Empty(t, h.take(), "taken")
+
+	h.add(strings.Repeat("k", maxHintBytes), 1)
+	h.add("k", 1) // no room left
+	require.Equal(t, uint64(2*maxHints+1), h.dropped.Load(), "hints dropped")
+	require.Len(t, h.take(), 1)
 }

@@ -2,6 +2,8 @@ package redislimit_test
 
 import (
 	"context"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,4 +240,160 @@ func TestPenaltyBehaviour(t *testing.T) {
 			})
 		})
 	}
+}
+
+// publishUntilKnown publishes on p's channel an announcement of key's ban,
+// which Redis holds, until p knows it: every announcement published on the
+// channel before the first of them has been read by then (a subscriber
+// reads its channel in order). It is published again because an instance
+// may drop an announcement it has no room to check.
+func publishUntilKnown(t *testing.T, c redis.UniversalClient, p *redislimit.Penalty, key string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		require.NoError(t, c.Publish(t.Context(), p.Prefix()+"bans", "1 1 sync "+key).Err())
+		return p.Peek(key).Banned
+	}, patient, 10*time.Millisecond, "p hears of the ban of %s", key)
+}
+
+// TestPenaltyIgnoresForgedBans pins issue 37.1: a penalty banned any key a
+// message on its channel named, for as long as the message said (about
+// 320,000 hours against a Ban.For of 10 s), with no ban on Redis. A plain
+// client's PUBLISH, from database 0 or from another (Pub/Sub ignores
+// SELECT), bans nothing now, lifts no ban, and a ban Redis holds is never
+// known for longer than Ban.For, whatever the message says.
+func TestPenaltyIgnoresForgedBans(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	b := keylimit.Ban{Refusals: 1, Within: time.Minute, For: 10 * time.Second}
+	a, _ := instance(t, s.client(t), mock, b)
+	other, _ := instance(t, s.client(t), mock, b)
+	plain := s.client(t)
+	otherDB := redis.NewClient(&redis.Options{Addr: s.Addr, DB: 3})
+	t.Cleanup(func() { otherDB.Close() })
+	channel := other.Prefix() + "bans"
+	const huge = "1152921504606846" // µs: 2^60 ns, 36 years
+
+	banned := testKey(t, "banned")
+	require.True(t, a.Allow(banned))
+	require.True(t, a.Take(banned, 1).Banned, "the limiter's refusal bans")
+	publishUntilKnown(t, plain, other, banned)
+
+	forged, fromDB3 := testKey(t, "forged"), testKey(t, "db3")
+	for _, m := range []struct {
+		c   redis.UniversalClient
+		msg string
+	}{
+		{plain, huge + " 1 x " + forged},
+		{otherDB, huge + " 1 x " + fromDB3},
+		{plain, huge + " 1 x " + banned}, // a longer ban than Redis holds
+		{otherDB, "0 1 x " + banned},     // a ban lifted that is not
+	} {
+		require.NoError(t, m.c.Publish(t.Context(), channel, m.msg).Err())
+	}
+	last := testKey(t, "last")
+	require.True(t, a.Allow(last))
+	require.True(t, a.Take(last, 1).Banned)
+	publishUntilKnown(t, plain, other, last) // the forged messages are read
+
+	for _, key := range []string{forged, fromDB3} {
+		r := other.Peek(key)
+		require.False(t, r.Banned, "%s, named by a forged message: %v", key, r)
+		require.True(t, other.Allow(key), "%s, named by a forged message", key)
+	}
+	r := other.Peek(banned)
+	require.True(t, r.Banned, "a ban Redis holds, after a forged lifting: %v", r)
+	require.LessOrEqual(t, r.RetryAfter, b.For, "a ban Redis holds, after a forged one of 36 years")
+	require.Zero(t, other.Stats().Bans, "bans other started")
+	n, err := plain.Exists(t.Context(), other.Prefix()+"{"+forged+"}:ban").Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "a ban key of a forged ban")
+}
+
+// TestPenaltyResetReachesTheFleet: a Reset on one instance lifts the ban
+// on the others too, which hear of it and check with Redis.
+func TestPenaltyResetReachesTheFleet(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	b := keylimit.Ban{Refusals: 1, Within: time.Minute, For: time.Hour}
+	a, _ := instance(t, s.client(t), mock, b)
+	other, _ := instance(t, s.client(t), mock, b)
+	key := testKey(t, "k")
+	require.True(t, a.Allow(key))
+	require.True(t, a.Take(key, 1).Banned)
+	require.Eventually(t, func() bool { return other.Peek(key).Banned }, patient, time.Millisecond, "other hears of the ban")
+	a.Reset(key)
+	require.Eventually(t, func() bool { return !other.Peek(key).Banned }, patient, time.Millisecond, "other hears of the Reset")
+}
+
+// TestPenaltyForgedFloodIsBounded pins issue 37.1's 37 MB: 200,000 forged
+// announcements, each of another key, grew an instance's heap by what its
+// deny cache holds for 100,000 keys. They now cost a bounded queue of keys
+// to check, whatever is published: the heap grows by less than 4 MB.
+func TestPenaltyForgedFloodIsBounded(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	b := keylimit.Ban{Refusals: 1, Within: time.Minute, For: time.Hour}
+	a, _ := instance(t, s.client(t), mock, b)
+	other, _ := instance(t, s.client(t), mock, b)
+	plain := s.client(t)
+	channel := other.Prefix() + "bans"
+	last := testKey(t, "last")
+	require.True(t, a.Allow(last))
+	require.True(t, a.Take(last, 1).Banned)
+
+	before := heapAlloc()
+	const forged, batch = 200_000, 1_000
+	for i := 0; i < forged; i += batch {
+		pipe := plain.Pipeline()
+		for j := i; j < i+batch; j++ {
+			pipe.Publish(t.Context(), channel, "3600000000 1 x forged/"+strconv.Itoa(j))
+		}
+		_, err := pipe.Exec(t.Context())
+		require.NoError(t, err)
+	}
+	publishUntilKnown(t, plain, other, last)
+	after := heapAlloc()
+	grown := int64(after) - int64(before)
+	t.Logf("heap before %.1f MB, after %d forged announcements %.1f MB", float64(before)/1e6, forged, float64(after)/1e6)
+	require.Less(t, grown, int64(4<<20), "heap bytes grown by %d forged announcements", forged)
+	for _, j := range []int{0, forged / 2, forged - 1} {
+		require.False(t, other.Peek("forged/"+strconv.Itoa(j)).Banned, "forged/%d", j)
+	}
+}
+
+// heapAlloc returns the bytes of live heap objects, after a collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestPenaltyBanEndsOnRedisTime pins issue 37.7 for the bans an instance
+// knows: with a local clock (WithClock) that stands still while Redis's
+// runs, a ban Redis ended was still known, forever.
+func TestPenaltyBanEndsOnRedisTime(t *testing.T) {
+	s := newServer(t)
+	mock := newMock() // stands still
+	b := keylimit.Ban{Refusals: 2, Within: time.Minute, For: 500 * time.Millisecond}
+	opts := []redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock)}
+	prefix := testKey(t, "p") + ":"
+	w, err := redislimit.NewFixedWindow(s.client(t), "login", keylimit.PerHour(1), append(opts, redislimit.WithPrefix(prefix+"w:"))...)
+	require.NoError(t, err)
+	defer w.Close()
+	p, err := redislimit.NewPenalty(s.client(t), "login", w, b, append(opts, redislimit.WithPrefix(prefix+"p:"))...)
+	require.NoError(t, err)
+	defer p.Close()
+	key := testKey(t, "k")
+	require.True(t, p.Allow(key))
+	require.False(t, p.Take(key, 1).Banned, "one refusal")
+	r := p.Take(key, 1)
+	require.True(t, r.Banned, "two: %v", r)
+	require.Equal(t, b.For, p.Peek(key).RetryAfter, "the ban known, on a local clock that stands still")
+	time.Sleep(b.For + 10*time.Millisecond) // Redis's time passes, the mock's does not
+	r = p.Peek(key)
+	require.False(t, r.Banned, "Peek once Redis's ban is over: %v", r)
+	r = p.Take(key, 1)
+	require.False(t, r.Banned, "Take once Redis's ban is over: %v", r)
+	require.False(t, r.Allowed, "the window's refusal, the first since the ban: %v", r)
 }
