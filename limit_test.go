@@ -210,3 +210,37 @@ func TestResultString(t *testing.T) {
 	require.Equal(t, "refused: 0 of 0 left, never passes: boom",
 		keylimit.Result{RetryAfter: keylimit.InfDuration, Err: errors.New("boom")}.String())
 }
+
+// TestWindowLimitHasNoBurst: a window ignores Burst, and reports its limits
+// without one, so that a reported Limit's FillTime is its Period (quota's w)
+// and builds the same window again; a bucket keeps its burst.
+func TestWindowLimitHasNoBurst(t *testing.T) {
+	given := keylimit.PerMinute(5).WithBurst(3)
+	type reporter interface {
+		Limit() keylimit.Limit
+		LimitOf(key string) keylimit.Limit
+		SetKeyLimit(f func(string) keylimit.Limit) error
+		Close() error
+	}
+	fixed, err := keylimit.NewFixedWindow[string](given)
+	require.NoError(t, err)
+	counter, err := keylimit.NewSlidingCounter[string](given)
+	require.NoError(t, err)
+	sliding, err := keylimit.NewSlidingWindow[string](given)
+	require.NoError(t, err)
+	for _, lim := range []reporter{fixed, counter, sliding} {
+		defer lim.Close()
+		require.Equal(t, keylimit.PerMinute(5), lim.Limit(), "%T", lim)
+		require.Equal(t, time.Minute, lim.Limit().FillTime(), "%T", lim)
+		require.NoError(t, lim.SetKeyLimit(func(string) keylimit.Limit { return keylimit.PerHour(7).WithBurst(2) }))
+		require.Equal(t, keylimit.PerHour(7), lim.LimitOf("k"), "%T", lim)
+		again, err := keylimit.NewFixedWindow[string](lim.Limit())
+		require.NoError(t, err, "%T: the reported limit is valid", lim)
+		again.Close()
+	}
+	bucket, err := keylimit.NewTokenBucket[string](given)
+	require.NoError(t, err)
+	defer bucket.Close()
+	require.Equal(t, given, bucket.Limit())
+	require.Equal(t, 36*time.Second, bucket.Limit().FillTime(), "a bucket of 3 at 5 a minute fills in 36 s")
+}

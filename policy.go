@@ -81,7 +81,7 @@ func (p *policy[K, C]) limit() Limit { return p.report(p.limits.Limit()) }
 // report is l as the limiter reports it.
 func (p *policy[K, C]) report(l Limit) Limit {
 	if p.burstless {
-		l.Burst = 0
+		l.Burst, l.burstSet = 0, false // as if never given
 	}
 	return l
 }

@@ -11,7 +11,7 @@ import (
 // TokenBucket is keylimit.TokenBucket kept in Redis, so that every instance
 // of a fleet shares one bucket per key: each key has a bucket of
 // Limit.BurstSize() tokens that refills continuously, one token every
-// Limit.WithBurst(1).FillTime(), on Redis server time. It gives the Results the
+// Period/Events, on Redis server time. It gives the Results the
 // in-memory bucket gives for the same history.
 //
 // Each decision is one Lua script call (lua/bucket.lua). The key's state is
@@ -20,7 +20,7 @@ import (
 // number of goroutines and instances, and admissions are exact across the
 // fleet.
 type TokenBucket struct {
-	redisLimiter
+	Keyed
 }
 
 // maxBucketSpan bounds Burst × Interval for a Redis bucket: the script does
@@ -50,10 +50,6 @@ func NewTokenBucket(client redis.UniversalClient, name string, l keylimit.Limit,
 	}
 	return b, nil
 }
-
-// FillTime returns the time key's bucket takes to refill from empty:
-// LimitOf(key).FillTime(). It makes no Redis call.
-func (l *TokenBucket) FillTime(key string) time.Duration { return l.LimitOf(key).FillTime() }
 
 // bucketAlgorithm is lua/bucket.lua's: its parameters are the interval and
 // tau (Burst × Interval), in ns.

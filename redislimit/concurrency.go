@@ -290,9 +290,6 @@ func (c *Concurrency) admits() string {
 	return fmt.Sprintf("each instance holds at most %d slots of a key alone (the limit is %d)", concShare(c.guard.policy, n), n)
 }
 
-// Name returns the name the limiter was made with.
-func (c *Concurrency) Name() string { return c.name }
-
 // StateKey returns the Redis key of key's holds (a sorted set); their slots
 // are in StateKey(key) + ":n" (a hash). See the rate limiters' StateKey for
 // keys that are empty or hold a '}'.

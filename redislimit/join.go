@@ -26,8 +26,8 @@ import (
 // The joined limiter has All's semantics and Results, and implements
 // keylimit.ContextLimiter, keylimit.All's TakeEach and keylimit.ContextLimiter.
 // Its Reset is one DEL of every state. See joined for the rest.
-func (l *redisLimiter) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string], bool) {
-	parts := make([]*redisLimiter, 0, len(ls))
+func (l *Keyed) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string], bool) {
+	parts := make([]*Keyed, 0, len(ls))
 	prefixes := make(map[string]bool, len(ls))
 	_, plain := l.store.client.(*redis.Client)
 	for _, x := range ls {
@@ -56,14 +56,14 @@ func (l *redisLimiter) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[str
 }
 
 // limiterOf returns the Redis limiter x is, or nil.
-func limiterOf(x keylimit.Limiter[string]) *redisLimiter {
+func limiterOf(x keylimit.Limiter[string]) *Keyed {
 	switch x := x.(type) {
 	case *TokenBucket:
-		return &x.redisLimiter
+		return &x.Keyed
 	case *FixedWindow:
-		return &x.redisLimiter
+		return &x.Keyed
 	case *SlidingWindow:
-		return &x.redisLimiter
+		return &x.Keyed
 	}
 	return nil
 }
@@ -78,7 +78,7 @@ func limiterOf(x keylimit.Limiter[string]) *redisLimiter {
 // all. Each limiter's Stats count the joined requests and round trips it
 // took part in.
 type joined struct {
-	parts []*redisLimiter
+	parts []*Keyed
 	store store // the first limiter's client and script clock, the least of the parts' timeouts
 	deny  denyCache
 }

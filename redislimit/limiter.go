@@ -13,9 +13,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// redisLimiter is what the three Redis limiter types are: the limits its keys
-// are under, and the decision path a request goes down, one layer at a
-// time, each a type in a file of its own:
+// Keyed is what the three Redis rate limiters share: every method but
+// their constructors (and FixedWindow's WindowOf). TokenBucket, FixedWindow
+// and SlidingWindow embed it; a Keyed is made by their constructors only,
+// and its zero value is not usable. Its methods are keylimit.Keyed's, each
+// deciding on Redis, and the context variants of keylimit.ContextLimiter,
+// with Ping and StateKey about the Redis it runs on.
+//
+// Inside, a decision goes down layers, one concern each, from the top:
 //
 //	leases     lease.go      WithLeases: a live lease admits in process
 //	denyCache  denycache.go  a refusal remembered answers in process
@@ -24,11 +29,10 @@ import (
 //	ops        log.go, health.go, stats.go: counts, outages, the checks of the server
 //
 // Each layer uses only those below it, and all tell ops what happened,
-// which changes no decision. wire builds them, from the bottom up. The
-// methods of redisLimiter are the types' methods; a joined limiter
-// (join.go) has a deny cache of its own, then goes down its limiters'
-// guards.
-type redisLimiter struct {
+// which changes no decision. wire builds them, from the bottom up. A
+// joined limiter (join.go) has a deny cache of its own, then goes down its
+// limiters' guards.
+type Keyed struct {
 	name string // the constructor's: the limiter's purpose, in logs and the default prefix
 	// limits are which limit each key is under: the limiter's own, or
 	// WithKeyLimit's; SetLimit and SetKeyLimit begin a new generation.
@@ -37,7 +41,9 @@ type redisLimiter struct {
 	// chosen: WithFailurePolicy or WithFleetSize was given (see
 	// ops.announce).
 	chosen bool
-	clock  localClock
+	// burstless: a window's limiter, which ignores Limit.Burst (set once, by init).
+	burstless bool
+	clock     localClock
 
 	// The decision path, from the top: first is leases, or without them
 	// the deny cache.
@@ -65,9 +71,10 @@ type stage interface {
 // init sets up lim, the limiter shared by the constructors, for alg and l,
 // with newFallback for FailLocal. It is set up in place: lim holds
 // atomics.
-func (lim *redisLimiter) init(client redis.UniversalClient, name string, l keylimit.Limit, alg *algorithm, opts []Option,
+func (lim *Keyed) init(client redis.UniversalClient, name string, l keylimit.Limit, alg *algorithm, opts []Option,
 	newFallback newFallbackFunc) error {
 	alg = alg.under(l)
+	lim.burstless = !alg.refills
 	if alg.timed == nil { // a limit per period of the calendar: alg.params checks it
 		if err := l.Validate(); err != nil {
 			return err
@@ -103,7 +110,7 @@ func (lim *redisLimiter) init(client redis.UniversalClient, name string, l keyli
 // wire builds lim's decision path for client, l (whose quota under alg is
 // quota) and o, from the bottom up: each layer is given only what is below
 // it.
-func (lim *redisLimiter) wire(client redis.UniversalClient, l keylimit.Limit, alg *algorithm, quota int, o options,
+func (lim *Keyed) wire(client redis.UniversalClient, l keylimit.Limit, alg *algorithm, quota int, o options,
 	newFallback newFallbackFunc) error {
 	lim.name = o.name
 	lim.clock.init(o.clock)
@@ -164,12 +171,9 @@ func checkClient(c redis.UniversalClient) error {
 	return nil
 }
 
-// Name returns the name the limiter was made with.
-func (l *redisLimiter) Name() string { return l.name }
-
 // Prefix returns the prefix of the Redis keys the limiter writes: the state
 // of key k is at Prefix() + "{" + k + "}" (see StateKey).
-func (l *redisLimiter) Prefix() string { return l.store.prefix }
+func (l *Keyed) Prefix() string { return l.store.prefix }
 
 // StateKey returns the Redis key that holds key's state: Prefix() + "{" +
 // key + "}", the key as the hash tag; or, for a key the tag cannot hold
@@ -177,16 +181,16 @@ func (l *redisLimiter) Prefix() string { return l.store.prefix }
 // + "}:" + key, h a 16-hex-digit hash of the key that every instance
 // computes alike. So on Redis Cluster no key can empty or choose the tag,
 // and the states of one key under several limiters always share a slot.
-func (l *redisLimiter) StateKey(key string) string { return l.store.redisKey(key) }
+func (l *Keyed) StateKey(key string) string { return l.store.redisKey(key) }
 
 // Allow reports whether one event for key may happen now, and records it in
 // Redis if so. Allow is shorthand for AllowN(key, 1).
-func (l *redisLimiter) Allow(key string) bool { return l.Take(key, 1).Allowed }
+func (l *Keyed) Allow(key string) bool { return l.Take(key, 1).Allowed }
 
 // AllowN reports whether n events for key may happen now, and records all n
 // in Redis if so; otherwise it records nothing. AllowN is Take(key,
 // n).Allowed.
-func (l *redisLimiter) AllowN(key string, n int) bool {
+func (l *Keyed) AllowN(key string, n int) bool {
 	if l.leases != nil {
 		if _, _, _, ok := l.leases.fast(key, n, l.limits.Resolve(key)); ok {
 			l.ops.counts.decided(true)
@@ -199,7 +203,7 @@ func (l *redisLimiter) AllowN(key string, n int) bool {
 // Take records n events for key in Redis if all n fit, else nothing, and
 // reports the decision and the key's state after it. It is TakeContext with
 // context.Background(), the error left to WithOnError.
-func (l *redisLimiter) Take(key string, n int) keylimit.Result {
+func (l *Keyed) Take(key string, n int) keylimit.Result {
 	if l.leases != nil {
 		if p, left, now, ok := l.leases.fast(key, n, l.limits.Resolve(key)); ok {
 			l.ops.counts.decided(true)
@@ -230,14 +234,14 @@ func (l *redisLimiter) Take(key string, n int) keylimit.Result {
 //
 // If Redis fails, the Result is the failure policy's and err, a *Error,
 // says why; the error went to the WithOnError callback as well.
-func (l *redisLimiter) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
+func (l *Keyed) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
 	r, _, err := l.admit(ctx, key, n)
 	l.ops.counts.decided(r.Allowed)
 	return r, err
 }
 
 // Admit is Take, and also returns what an admission took, for Refund.
-func (l *redisLimiter) Admit(key string, n int) (keylimit.Result, keylimit.Admission) {
+func (l *Keyed) Admit(key string, n int) (keylimit.Result, keylimit.Admission) {
 	r, a, _ := l.AdmitContext(context.Background(), key, n)
 	return r, a
 }
@@ -249,7 +253,7 @@ func (l *redisLimiter) Admit(key string, n int) (keylimit.Result, keylimit.Admis
 // limiter's Admission when the failure policy admitted), bound to key.
 // Unlike Take, an Admit that admits allocates, once: the Admission is one
 // however often it is copied, so that a second Refund of it gives nothing.
-func (l *redisLimiter) AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
+func (l *Keyed) AdmitContext(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
 	r, a, err := l.admit(ctx, key, n)
 	l.ops.counts.decided(r.Allowed)
 	if a.N > 0 {
@@ -264,7 +268,7 @@ func (l *redisLimiter) AdmitContext(ctx context.Context, key string, n int) (key
 // refunded at most once (issue 24.3, 24.4). Refund reads inner, never the
 // caller's copy of N and Mark.
 type admission struct {
-	lim   *redisLimiter
+	lim   *Keyed
 	key   string
 	inner keylimit.Admission
 	done  atomic.Bool // set by the Refund that gives it back
@@ -272,7 +276,7 @@ type admission struct {
 
 // admit is AdmitContext, not counted in Stats: what needs no layer is
 // answered here, the rest goes down the decision path.
-func (l *redisLimiter) admit(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
+func (l *Keyed) admit(ctx context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
 	k := l.limits.Resolve(key)
 	if r, ok := k.never(n); ok {
 		return r, keylimit.Admission{}, nil
@@ -291,7 +295,7 @@ func (l *redisLimiter) admit(ctx context.Context, key string, n int) (keylimit.R
 // Peek reports key's state now, recording nothing: Allowed tells whether
 // Allow(key) would pass, RetryAfter how long until it would. It is
 // PeekContext with context.Background(), the error left to WithOnError.
-func (l *redisLimiter) Peek(key string) keylimit.Result {
+func (l *Keyed) Peek(key string) keylimit.Result {
 	r, _ := l.PeekContext(context.Background(), key)
 	return r
 }
@@ -299,7 +303,7 @@ func (l *redisLimiter) Peek(key string) keylimit.Result {
 // PeekContext is Peek with a context, as TakeContext is Take. A key the
 // deny cache covers for one event is answered without a round trip, and so
 // is one whose lease holds an event (WithLeases).
-func (l *redisLimiter) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
+func (l *Keyed) PeekContext(ctx context.Context, key string) (keylimit.Result, error) {
 	k := l.limits.Resolve(key)
 	if k.err != nil {
 		r, _ := k.never(1)
@@ -314,14 +318,14 @@ func (l *redisLimiter) PeekContext(ctx context.Context, key string) (keylimit.Re
 // Reset forgets key, on Redis and in this instance's deny cache: its next
 // event meets a full quota. It is ResetContext with context.Background(),
 // the error left to WithOnError.
-func (l *redisLimiter) Reset(key string) { _ = l.ResetContext(context.Background(), key) }
+func (l *Keyed) Reset(key string) { _ = l.ResetContext(context.Background(), key) }
 
 // ResetContext is Reset with a context. It deletes the key's state in one
 // DEL. It asks Redis even during the failure backoff, since a lost Reset
 // would go unnoticed (a user locked out after a successful login). If Redis
 // fails, or ctx has ended (then no call is made), the error is returned
 // (and passed to WithOnError) and only the local state is forgotten.
-func (l *redisLimiter) ResetContext(ctx context.Context, key string) error {
+func (l *Keyed) ResetContext(ctx context.Context, key string) error {
 	return l.first.reset(ctx, key, l.clock.now())
 }
 
@@ -336,7 +340,7 @@ func (l *redisLimiter) ResetContext(ctx context.Context, key string) error {
 // (or of a copy) gives nothing, and so does a Refund under another key than
 // the one it was made for, or by another limiter. It is RefundContext with
 // context.Background(), the error left to WithOnError.
-func (l *redisLimiter) Refund(key string, a keylimit.Admission) {
+func (l *Keyed) Refund(key string, a keylimit.Admission) {
 	_ = l.RefundContext(context.Background(), key, a)
 }
 
@@ -346,7 +350,7 @@ func (l *redisLimiter) Refund(key string, a keylimit.Admission) {
 // then) is refunded there. If Redis fails, the error is returned (and passed
 // to WithOnError), and the Admission counts as refunded: the call may have
 // given it back.
-func (l *redisLimiter) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
+func (l *Keyed) RefundContext(ctx context.Context, key string, a keylimit.Admission) error {
 	by, ok := a.By.(*admission)
 	if !ok || by.lim != l || by.key != key {
 		return nil
@@ -366,7 +370,7 @@ func (l *redisLimiter) RefundContext(ctx context.Context, key string, a keylimit
 
 // refund gives back a, an Admission the decision path made for key: to its
 // lease, to Redis, or to the fallback.
-func (l *redisLimiter) refund(ctx context.Context, key string, a keylimit.Admission) error {
+func (l *Keyed) refund(ctx context.Context, key string, a keylimit.Admission) error {
 	if a.N <= 0 {
 		return nil
 	}
@@ -391,7 +395,7 @@ func (l *redisLimiter) refund(ctx context.Context, key string, a keylimit.Admiss
 // leasing. It does not close the Redis client, which the caller owns. The
 // limiter still answers after Close, without leases. It always returns
 // nil.
-func (l *redisLimiter) Close() error {
+func (l *Keyed) Close() error {
 	if l.leases != nil {
 		l.leases.close()
 	}
@@ -400,11 +404,20 @@ func (l *redisLimiter) Close() error {
 
 // Limit returns the limiter's limit: the one it was made with, or the last
 // one SetLimit set. Keys given their own by WithKeyLimit are not under it.
-func (l *redisLimiter) Limit() keylimit.Limit { return l.limits.Limit() }
+func (l *Keyed) Limit() keylimit.Limit { return l.report(l.limits.Limit()) }
 
 // LimitOf returns the limit key is under now: its own, from WithKeyLimit, or
 // the limiter's. httplimit reads it for each key's RateLimit-Policy.
-func (l *redisLimiter) LimitOf(key string) keylimit.Limit { return l.limits.Resolve(key).limit }
+func (l *Keyed) LimitOf(key string) keylimit.Limit { return l.report(l.limits.Resolve(key).limit) }
+
+// report is lim as the limiter reports it: a window's without a Burst,
+// which it ignores, as keylimit's windows report theirs.
+func (l *Keyed) report(lim keylimit.Limit) keylimit.Limit {
+	if l.burstless {
+		return keylimit.Limit{Events: lim.Events, Period: lim.Period, Calendar: lim.Calendar, Location: lim.Location}
+	}
+	return lim
+}
 
 // SetLimit makes l the limiter's limit on this instance from its next
 // decision on, and has WithKeyLimit's function asked anew. It returns an
@@ -417,7 +430,7 @@ func (l *redisLimiter) LimitOf(key string) keylimit.Limit { return l.limits.Reso
 // keys' state, not their limits: set the limit on each. With WithLeases,
 // every lease ends at once (none admits under the old limit), and what
 // they held goes back to Redis in the background.
-func (lim *redisLimiter) SetLimit(l keylimit.Limit) error {
+func (lim *Keyed) SetLimit(l keylimit.Limit) error {
 	return lim.change(func() error { return lim.limits.Set(l) }, func() { lim.guard.limitChanged(l) })
 }
 
@@ -427,7 +440,7 @@ func (lim *redisLimiter) SetLimit(l keylimit.Limit) error {
 // across SetLimit; with WithLeases, every lease ends at once. It is
 // keylimit's SetKeyLimit for the Redis limiters, and like SetLimit it
 // changes this instance only: set it on each.
-func (l *redisLimiter) SetKeyLimit(fn func(key string) keylimit.Limit) error {
+func (l *Keyed) SetKeyLimit(fn func(key string) keylimit.Limit) error {
 	return l.change(func() error { return l.limits.SetKeyLimit(fn) }, func() {
 		l.guard.keyLimitChanged(fn)
 		if l.ops.perKey.Swap(fn != nil) != (fn != nil) {
@@ -447,7 +460,7 @@ const (
 // change begins a generation of limits with set and, if it succeeds, tells
 // the fallback with follow, and forgets what was decided under the old
 // limits: refusals remembered may no longer hold, and leases end.
-func (l *redisLimiter) change(set func() error, follow func()) error {
+func (l *Keyed) change(set func() error, follow func()) error {
 	l.setMu.Lock()
 	defer l.setMu.Unlock()
 	if err := set(); err != nil {
@@ -471,7 +484,7 @@ func (l *redisLimiter) change(set func() error, follow func()) error {
 // CacheHits those the deny cache answered. Keys is 0: the keys live in
 // Redis, which the limiter does not count (Untracked and Evicted are 0
 // too). Counts read while calls run may or may not include them.
-func (l *redisLimiter) Stats() keylimit.Stats { return l.ops.counts.stats() }
+func (l *Keyed) Stats() keylimit.Stats { return l.ops.counts.stats() }
 
 // Ping checks, once at start-up say, that the limiter can work: Redis
 // answers (PING), takes its script (SCRIPT LOAD, on every node of a
@@ -484,11 +497,11 @@ func (l *redisLimiter) Stats() keylimit.Stats { return l.ops.counts.stats() }
 // server that refuses CONFIG GET (a managed Redis may) is not held against
 // it. Ping waits as long as ctx allows; it changes no state and is not in
 // Stats.
-func (l *redisLimiter) Ping(ctx context.Context) error { return l.ops.ping(ctx) }
+func (l *Keyed) Ping(ctx context.Context) error { return l.ops.ping(ctx) }
 
 // Wait blocks until one event for key may happen, records it and returns
 // nil. Wait is shorthand for WaitN(ctx, key, 1).
-func (l *redisLimiter) Wait(ctx context.Context, key string) error { return l.WaitN(ctx, key, 1) }
+func (l *Keyed) Wait(ctx context.Context, key string) error { return l.WaitN(ctx, key, 1) }
 
 // WaitN blocks until n events for key may happen across the fleet, and
 // records them: keylimit.WaitN, with each ask a TakeContext under ctx. It
@@ -502,13 +515,13 @@ func (l *redisLimiter) Wait(ctx context.Context, key string) error { return l.Wa
 // (keylimit.ErrWouldExceedDeadline, which matches context.DeadlineExceeded
 // too). It returns ctx's error, wrapped, if ctx ends first. While Redis
 // fails, the failure policy answers, as for Take.
-func (l *redisLimiter) WaitN(ctx context.Context, key string, n int) error {
+func (l *Keyed) WaitN(ctx context.Context, key string, n int) error {
 	return keylimit.WaitN[string](ctx, contextTaker{l, ctx}, key, n)
 }
 
 // contextTaker is the limiter's Take under one context, for keylimit.WaitN.
 type contextTaker struct {
-	l   *redisLimiter
+	l   *Keyed
 	ctx context.Context
 }
 

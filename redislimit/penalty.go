@@ -196,9 +196,6 @@ func (p *Penalty) knownBan(key string) (keylimit.Result, bool) {
 	return r, true
 }
 
-// Ban returns the ban the penalty was made with.
-func (p *Penalty) Ban() keylimit.Ban { return p.ban }
-
 // Inner returns the limiter the penalty wraps.
 func (p *Penalty) Inner() keylimit.Limiter[string] { return p.inner }
 

@@ -20,7 +20,7 @@ import (
 // Events minus the count. All methods are safe for concurrent use, and
 // admissions are exact across the fleet.
 type FixedWindow struct {
-	redisLimiter
+	Keyed
 }
 
 // SlidingWindow is keylimit.SlidingWindow kept in Redis: an exact sliding
@@ -35,7 +35,7 @@ type FixedWindow struct {
 // Period - now for one event); ResetAfter when the newest has. All methods
 // are safe for concurrent use.
 type SlidingWindow struct {
-	redisLimiter
+	Keyed
 }
 
 // NewFixedWindow returns a FixedWindow named name that admits l.Events per
