@@ -144,6 +144,9 @@ type policy struct {
 	// remaining is quoted and ";r=", how its member of RateLimit begins:
 	// one copy a request, not three.
 	remaining string
+	// remote: the limiter's Stats say Remote, so that its Peek is a round
+	// trip, which a refused request does not make (see peekOthers).
+	remote bool
 }
 
 // derivedWindow is a w and the Limit it was derived from.
@@ -194,6 +197,7 @@ func compilePolicy(p Policy) (*policy, error) {
 		}
 		_, c.bucket = l.(fillTimer)
 	}
+	c.remote = isRemote(p.Limiter) || isRemote(p.Concurrency)
 	if p.Charge != nil {
 		var ok bool
 		if c.refunder, ok = p.Limiter.(keylimit.Refunder[string]); !ok {
@@ -203,6 +207,12 @@ func compilePolicy(p Policy) (*policy, error) {
 		c.charge = p.Charge
 	}
 	return c, nil
+}
+
+// isRemote reports whether l is a limiter whose Stats say Remote.
+func isRemote(l any) bool {
+	st, ok := l.(interface{ Stats() keylimit.Stats })
+	return ok && st.Stats().Remote
 }
 
 // windowSeconds is the policy's w for key now: a limiter's Limit may
