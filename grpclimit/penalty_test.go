@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"github.com/keylimit/keylimit/quota"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func TestBannedCall(t *testing.T) {
 	defer pen.Close()
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "minute", Limiter: pen}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: pen}},
 	})
 	b := start(t, setup{server: limitedBy(srv)})
 	require.Equal(t, []codes.Code{codes.OK}, b.checks(1, "x-api-key", "a"))

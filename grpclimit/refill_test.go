@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"github.com/keylimit/keylimit/quota"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func TestRefillAfterInMetadata(t *testing.T) {
 			t0 := mock.Now()
 			lim, err := row.new(row.limit, keylimit.WithClock(mock))
 			require.NoError(t, err)
-			srv := newServer(t, grpclimit.Config{Key: grpclimit.Method, Policies: []grpclimit.Policy{{Name: "p", Limiter: lim}}})
+			srv := newServer(t, grpclimit.Config{Key: grpclimit.Method, Policies: []quota.Policy{{Name: "p", Limiter: lim}}})
 			b := start(t, setup{server: limitedBy(srv)})
 			for _, st := range row.steps {
 				mock.Set(t0.Add(st.at))
@@ -108,7 +109,7 @@ func TestClientFollowsRateLimit(t *testing.T) {
 		auto := autoClock{mock} // time passes as the client waits
 		srv := newServer(t, grpclimit.Config{
 			Key:      grpclimit.Method,
-			Policies: []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), mock)}},
+			Policies: []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), mock)}},
 		})
 		b := start(t, setup{mock: mock, server: limitedBy(srv), client: pacedBy(&grpclimit.Client{Clock: auto, FollowRateLimit: follow})})
 		for i := range 9 {

@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"github.com/keylimit/keylimit/quota"
 	"sync"
 	"testing"
 	"time"
@@ -45,11 +46,11 @@ func TestGRPCRetryPolicyObeysPushback(t *testing.T) {
 			// what the decision was.
 			var mu sync.Mutex
 			var times []time.Time
-			var ds []grpclimit.Decision
+			var ds []quota.Decision
 			srv := newServer(t, grpclimit.Config{
 				Key:      grpclimit.Method,
-				Policies: []grpclimit.Policy{{Name: "p", Limiter: newBucket(t, keylimit.Per(1, 300*ms), clock.New())}},
-				OnDecision: func(_ context.Context, _ string, d grpclimit.Decision) {
+				Policies: []quota.Policy{{Name: "p", Limiter: newBucket(t, keylimit.Per(1, 300*ms), clock.New())}},
+				OnDecision: func(_ context.Context, _ string, d quota.Decision) {
 					mu.Lock()
 					defer mu.Unlock()
 					times, ds = append(times, time.Now()), append(ds, d)

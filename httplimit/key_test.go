@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"github.com/keylimit/keylimit/quota"
 	"net/http"
 	"testing"
 
@@ -17,7 +18,7 @@ func TestRouteAndJoin(t *testing.T) {
 	seen := &decisions{}
 	limit := limited(t, httplimit.Config{
 		Key:        httplimit.Join(httplimit.Header("X-User"), httplimit.Route),
-		Policies:   []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(2), mock)},
+		Policies:   []quota.Policy{bucket(t, "minute", keylimit.PerMinute(2), mock)},
 		OnDecision: seen.record,
 	})
 	mux := http.NewServeMux()

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"bufio"
 	"fmt"
+	"github.com/keylimit/keylimit/quota"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,7 +35,7 @@ func Example() {
 
 	limit, err := httplimit.New(httplimit.Config{
 		Key:        httplimit.ClientIP{}.Key,
-		Policies:   []httplimit.Policy{{Name: "minute", Limiter: perMinute}},
+		Policies:   []quota.Policy{{Name: "minute", Limiter: perMinute}},
 		OnDecision: api.OnDecision,
 	})
 	if err != nil {

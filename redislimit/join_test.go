@@ -3,6 +3,7 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
+	kquota "github.com/keylimit/keylimit/quota"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -264,7 +265,7 @@ func TestJoinedWhenRedisFails(t *testing.T) {
 // serve returns a call of an httplimit middleware of policies, keyed by
 // the X-API-Key field, on a test server: the answer to a GET with key,
 // and its body.
-func serve(t *testing.T, policies ...httplimit.Policy) func(key string) (*http.Response, string) {
+func serve(t *testing.T, policies ...kquota.Policy) func(key string) (*http.Response, string) {
 	t.Helper()
 	limit, err := httplimit.New(httplimit.Config{Key: httplimit.Header("X-API-Key"), Policies: policies})
 	require.NoError(t, err)
@@ -299,7 +300,7 @@ func TestHTTPTwoPoliciesOneRoundTrip(t *testing.T) {
 	pinged(t, minute)
 	pinged(t, hour)
 	minute.Allow("warm")
-	call := serve(t, httplimit.Policy{Name: "minute", Limiter: minute}, httplimit.Policy{Name: "hour", Limiter: hour})
+	call := serve(t, kquota.Policy{Name: "minute", Limiter: minute}, kquota.Policy{Name: "hour", Limiter: hour})
 	answers, _ := twoAdmittedOneRefused(t, s, call, testKey(t, "client"))
 	require.Regexp(t, `^"minute";r=8;t=\d+, "hour";r=0;t=\d+$`, answers[1].Header.Get("RateLimit"), "request 1: both policies' states")
 }
@@ -509,7 +510,7 @@ func TestHTTPRedisPolicyFirstRefusedInMemory(t *testing.T) {
 	minute, err := keylimit.NewFixedWindow[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
 	require.NoError(t, err)
 	defer minute.Close()
-	call := serve(t, httplimit.Policy{Name: "hour", Limiter: hour}, httplimit.Policy{Name: "minute", Limiter: minute})
+	call := serve(t, kquota.Policy{Name: "hour", Limiter: hour}, kquota.Policy{Name: "minute", Limiter: minute})
 	key := testKey(t, "client")
 	answers, body := twoAdmittedOneRefused(t, s, call, key)
 	require.Regexp(t, `^"hour";r=98;t=\d+, "minute";r=0;t=60$`, answers[2].Header.Get("RateLimit"), "both policies' states")

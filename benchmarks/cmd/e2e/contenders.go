@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/keylimit/keylimit/quota"
 	"net"
 	"net/http"
 	"time"
@@ -43,7 +44,7 @@ var contenders = []contender{
 	{"keylimit-httplimit", func(h http.Handler) (http.Handler, error) {
 		limit, err := httplimit.New(httplimit.Config{
 			Key:      httplimit.ClientIP{}.Key,
-			Policies: []httplimit.Policy{httplimit.Bucket("second", keylimit.PerSecond(never))},
+			Policies: []quota.Policy{quota.Bucket("second", keylimit.PerSecond(never))},
 		})
 		if err != nil {
 			return nil, err
@@ -55,7 +56,7 @@ var contenders = []contender{
 	{"keylimit-fields-on-refusal", func(h http.Handler) (http.Handler, error) {
 		limit, err := httplimit.New(httplimit.Config{
 			Key:             httplimit.ClientIP{}.Key,
-			Policies:        []httplimit.Policy{httplimit.Bucket("second", keylimit.PerSecond(never))},
+			Policies:        []quota.Policy{quota.Bucket("second", keylimit.PerSecond(never))},
 			FieldsOnRefusal: true,
 		})
 		if err != nil {

@@ -13,6 +13,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/keylimit/keylimit/quota"
 	"io"
 	"net"
 	"os"
@@ -61,7 +62,7 @@ func run(w io.Writer, clk clock.Clock) error {
 	seen := &ledger{clk: clk, keys: map[string]*tally{}}
 	limits, err := grpclimit.NewServer(grpclimit.Config{
 		Key:        grpclimit.Metadata("x-api-key"),
-		Policies:   []grpclimit.Policy{{Name: "second", Limiter: perSecond}},
+		Policies:   []quota.Policy{{Name: "second", Limiter: perSecond}},
 		OnDecision: seen.record,
 	})
 	if err != nil {
@@ -307,7 +308,7 @@ type tally struct {
 }
 
 // record is the server's Config.OnDecision.
-func (l *ledger) record(_ context.Context, _ string, d grpclimit.Decision) {
+func (l *ledger) record(_ context.Context, _ string, d quota.Decision) {
 	now := l.clk.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/keylimit/keylimit/quota"
 	"io"
 	"net"
 	"net/http"
@@ -66,7 +67,7 @@ func run(w io.Writer, clk clock.Clock) error {
 	reg.MustRegister(api, metrics.NewStats("second", second), metrics.NewStats("minute", minute))
 	limit, err := httplimit.New(httplimit.Config{
 		Key:        httplimit.Header("X-API-Key"),
-		Policies:   []httplimit.Policy{{Name: "second", Limiter: second}, {Name: "minute", Limiter: minute}},
+		Policies:   []quota.Policy{{Name: "second", Limiter: second}, {Name: "minute", Limiter: minute}},
 		OnDecision: api.OnDecision,
 	})
 	if err != nil {
