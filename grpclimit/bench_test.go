@@ -2,13 +2,13 @@ package grpclimit_test
 
 import (
 	"context"
-	"github.com/keylimit/keylimit/quota"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"

@@ -3,7 +3,6 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
-	"github.com/keylimit/keylimit/quota"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"

@@ -2,7 +2,6 @@ package grpclimit_test
 
 import (
 	"context"
-	"github.com/keylimit/keylimit/quota"
 	"net/netip"
 	"sync"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"

@@ -3,11 +3,11 @@ package grpclimit_test
 import (
 	"context"
 	"fmt"
-	"github.com/keylimit/keylimit/quota"
 	"log"
 	"net"
 
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"

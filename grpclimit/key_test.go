@@ -3,11 +3,11 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
-	"github.com/keylimit/keylimit/quota"
 	"testing"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"

@@ -2,12 +2,12 @@ package grpclimit_test
 
 import (
 	"context"
-	"github.com/keylimit/keylimit/quota"
 	"testing"
 	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"

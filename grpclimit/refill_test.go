@@ -2,7 +2,6 @@ package grpclimit_test
 
 import (
 	"context"
-	"github.com/keylimit/keylimit/quota"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 )
 
 // TestRefillAfterInMetadata re-measures issue 23's table in gRPC metadata:

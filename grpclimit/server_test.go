@@ -3,13 +3,13 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
-	"github.com/keylimit/keylimit/quota"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"

@@ -2,7 +2,6 @@ package httplimit_test
 
 import (
 	"fmt"
-	"github.com/keylimit/keylimit/quota"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -13,6 +12,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/internal/httpfloor"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 

@@ -2,11 +2,11 @@ package httplimit_test
 
 import (
 	"fmt"
-	"github.com/keylimit/keylimit/quota"
 	"net/http"
 	"net/http/httptest"
 
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 )
 
 // Two reports at once per tenant: each request holds a slot while its

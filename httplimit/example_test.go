@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/keylimit/keylimit/quota"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 )
 
 // A bucket of 3 requests per client IP, refilling one every 20 s, in front

@@ -3,7 +3,6 @@ package httplimit_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/keylimit/keylimit/quota"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 

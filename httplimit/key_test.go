@@ -1,13 +1,13 @@
 package httplimit_test
 
 import (
-	"github.com/keylimit/keylimit/quota"
 	"net/http"
 	"testing"
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 

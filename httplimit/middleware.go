@@ -226,6 +226,40 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
+	var v quota.Verdict // 25 words, written in place by decide, not returned
+	if err := m.decide(r, &v); err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	// Finish holds nothing for a request that does not proceed, and is
+	// deferred now so that what one holds (a concurrency policy's slot) is
+	// given back however the rest ends, OnDecision or the handler panicking.
+	defer v.Finish()
+	var contentType []string
+	if v.HasFields() { // all but an admission under Config.FieldsOnRefusal
+		contentType = setFields(w.Header(), &v, m.legacy, m.deny == nil)
+	}
+	if m.onDecision != nil {
+		m.onDecision(r, v.Decision)
+	}
+	switch {
+	case v.Action() == quota.Proceed && v.NeedsOutcome():
+		h.serveCharged(w, r, &v)
+	case v.Action() == quota.Proceed:
+		h.next.ServeHTTP(w, r)
+	case m.deny == nil:
+		deny(w, r, &v, contentType)
+	default:
+		m.deny(w, r, v.Decision)
+	}
+}
+
+// decide translates r into what quota decides by, its key, tier and cost,
+// and writes quota's Verdict into *v: the one call into quota a request
+// makes. It returns an error, for Config.Error, if r cannot be decided: no
+// key, a negative cost, a context that ended, or a policy that cannot
+// limit the key (Action Fail, after Finish).
+func (m *middleware) decide(r *http.Request, v *quota.Verdict) error {
 	var start time.Time
 	if m.onDecision != nil {
 		start = time.Now()
@@ -235,8 +269,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = errEmptyKey
 	}
 	if err != nil {
-		m.fail(w, r, err)
-		return
+		return err
 	}
 	tier := ""
 	if m.tierOf != nil {
@@ -245,48 +278,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cost := 1
 	if m.cost != nil {
 		if cost = m.cost(r); cost < 0 {
-			m.fail(w, r, fmt.Errorf("httplimit: Cost returned %d for %s: a cost is at least 0", cost, bounded.Quote(r.Method+" "+r.URL.Path)))
-			return
+			return fmt.Errorf("httplimit: Cost returned %d for %s: a cost is at least 0", cost, bounded.Quote(r.Method+" "+r.URL.Path))
 		}
 	}
 	// The cost is not negative: Decide's only error is the context's, of a
 	// request whose client has hung up (before or while it was decided).
-	v, err := m.quota.Decide(r.Context(), key, tier, cost)
-	if err != nil {
-		m.fail(w, r, fmt.Errorf("%w: %w", errEnded, err))
-		return
+	if *v, err = m.quota.Decide(r.Context(), key, tier, cost); err != nil {
+		return fmt.Errorf("%w: %w", errEnded, err)
 	}
-	// Finish holds nothing for a request that does not proceed, and is
-	// deferred now so that what one holds (a concurrency policy's slot) is
-	// given back however the rest ends, OnDecision or the handler panicking.
-	defer v.Finish()
 	d := &v.Decision
 	if m.onDecision != nil {
 		d.Elapsed = time.Since(start)
 	}
 	if v.Action() == quota.Fail {
+		v.Finish() // holds nothing: the request does not proceed
 		// Not the client's doing: the policy cannot be applied to its key.
-		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err))
-		return
+		return fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err)
 	}
-	var contentType []string
-	if v.HasFields() { // all but an admission under Config.FieldsOnRefusal
-		contentType = setFields(w.Header(), &v, m.legacy, m.deny == nil)
-	}
-	if m.onDecision != nil {
-		m.onDecision(r, *d)
-	}
-	if v.Action() == quota.Proceed {
-		if v.NeedsOutcome() {
-			h.serveCharged(w, r, &v)
-			return
-		}
-		h.next.ServeHTTP(w, r)
-		return
-	}
-	if m.deny == nil {
-		deny(w, r, &v, contentType)
-		return
-	}
-	m.deny(w, r, *d)
+	return nil
 }

@@ -1,7 +1,6 @@
 package httplimit_test
 
 import (
-	"github.com/keylimit/keylimit/quota"
 	"net/http"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 

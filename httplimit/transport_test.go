@@ -3,7 +3,6 @@ package httplimit_test
 import (
 	"context"
 	"fmt"
-	"github.com/keylimit/keylimit/quota"
 	"io"
 	"math"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 

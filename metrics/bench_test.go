@@ -2,7 +2,6 @@ package metrics_test
 
 import (
 	"fmt"
-	"github.com/keylimit/keylimit/quota"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/metrics"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 

@@ -3,7 +3,6 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
-	kquota "github.com/keylimit/keylimit/quota"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	kquota "github.com/keylimit/keylimit/quota"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"

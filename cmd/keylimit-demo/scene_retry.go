@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/keylimit/keylimit/quota"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 )
 
 func init() {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/keylimit/keylimit/quota"
 	"net"
 	"net/http"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/internal/httpfloor"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/ulule/limiter/v3"
 	"github.com/ulule/limiter/v3/drivers/middleware/stdlib"
 	"github.com/ulule/limiter/v3/drivers/store/memory"

@@ -14,7 +14,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/keylimit/keylimit/quota"
 	"io"
 	"net"
 	"net/http"
@@ -27,6 +26,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/metrics"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
