@@ -53,7 +53,8 @@
 // limiters) is asked under the request's, and several policies are decided
 // in one call (keylimit.All's TakeEach; one Redis script for Redis
 // limiters on one client). A request whose client has hung up asks no
-// limiter.
+// limiter, and one an in-process policy refuses asks no Redis limiter: its
+// fields leave the Redis policies out (see quota's "A decision").
 //
 // # The fields
 //

@@ -191,7 +191,9 @@ func (t *tier) bind(each []keylimit.Result, res *keylimit.Result, cost int) (at 
 			failed = i
 		}
 	}
-	least = max(least, 0) // a refuser was asked; a limiter that says Limit 0 is not one of ours
+	// least is -1 only if every Result looks not asked: a limiter of the
+	// caller's that says Limit 0, for every policy.
+	least = max(least, 0)
 	switch {
 	case res.Allowed:
 		return least, violated
