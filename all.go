@@ -35,11 +35,11 @@ import (
 // Result.And, applied in the order given). A refusal's Result has the Limit
 // of the limiter that refused, and covers the limiters asked and those
 // that decide in process, not a remote one that was not asked (its Peek
-// would be a round trip; TakeEach asks it, to report its Result): its
-// RetryAfter is the soonest the request can pass as far as they know. The
+// would be a round trip, TakeEach's included): its RetryAfter is the
+// soonest the request can pass as far as they know. The
 // limiter All returns also implements ContextLimiter,
-// TakeEach (each limiter's Result) and PeekContext; under a context, it asks every limiter that
-// takes one (the redislimit ones) under it, its Peeks included. It has Wait
+// TakeEach (each limiter's Result) and PeekContext; under a context, it
+// asks every limiter that takes one (the redislimit ones) under it, its Peeks included. It has Wait
 // and WaitN too, which poll it as the package's WaitN polls a limiter
 // without a WaitN of its own, on the clock of the first of limiters that
 // has a clock of its own (every limiter of this module has), and reads
@@ -94,14 +94,17 @@ type eachTaker[K comparable] interface {
 	// TakeEach is TakeContext, and writes the Result of each limiter
 	// combined into each, in order, if each is not nil (it must then have
 	// one element per limiter). For a refused request, the Result of every
-	// limiter but the one that refused is its Peek after the refund.
+	// limiter but the one that refused is its Peek after the refund, but
+	// for a remote limiter (its Stats say Remote): its Result is the zero
+	// Result, Limit 0, which no limiter reports, so that a request refused
+	// in process makes no round trip, and one refused remotely no more.
 	TakeEach(ctx context.Context, key K, n int, each []Result) (Result, error)
 }
 
 // eachPeeker is a combination of limiters that Peeks them all in one step
 // and reports each one's Peek: what a joiner's Join returns for the
-// redislimit limiters (one script call). All uses it to report the Results
-// of Redis limiters it did not ask, for a TakeEach refused in process.
+// redislimit limiters (one script call). All's PeekContext uses it to
+// Peek the Redis limiters it would ask last in one round trip.
 type eachPeeker[K comparable] interface {
 	// PeekEach is PeekContext, and writes each limiter's Peek into each,
 	// in order, if each is not nil (it must then have one element per
@@ -423,22 +426,23 @@ const byTail = -1
 // joined tail (i is byTail; r is then the combination of its limiters'
 // Results, which takeTail wrote into each): the others, none of which
 // holds anything of this request now, are asked what they would say, under
-// ctx if they take one; a remote one only if each wants its Result (its
-// Peek is a round trip), and the tail's, if not asked, in one step.
+// ctx if they take one. A remote one is not (its Peek would be a round trip
+// for a request already refused, in process if it was not asked: those
+// are asked first), each wanting its Result or not: its Result in each is
+// the zero Result (see EachTaker).
 func (a *all[K]) refused(ctx context.Context, key K, i int, r Result, each []Result) Result {
-	var tail []Result // the joined tail's Peeks, when it was not asked
-	if each != nil && i != byTail {
-		if part := a.peekTail(ctx, key); part != nil {
-			defer a.tail.parts.Put(part)
-			tail = *part
-		}
-	}
 	sum := r
 	for j := range a.limiters {
-		if j == i || each == nil && a.remote[j] || i == byTail && a.tail.memberAt(j) >= 0 {
+		if j == i || i == byTail && a.tail.memberAt(j) >= 0 {
 			continue
 		}
-		p := a.peekOf(ctx, key, j, tail)
+		if a.remote[j] {
+			if each != nil {
+				each[j] = Result{}
+			}
+			continue
+		}
+		p := a.peekOf(ctx, key, j, nil)
 		if each != nil {
 			each[j] = p
 		}

@@ -347,14 +347,15 @@ func (r *remoteRecorder) Peek(key string) keylimit.Result {
 	return r.TokenBucket.Peek(key)
 }
 
-// TestAllPeeksARemoteLimiterOnlyForTakeEach (issue 26): when an in-process
-// limiter refuses, All does not ask a remote one what it would say (a
-// round trip) unless TakeEach wants its Result; and it asks the in-process
-// limiter first whatever the order given. Of 100 requests it refuses all
-// but one of, the remote limiter has one call in either order (with the
-// remote one given first, it was once a take and a refund per refusal,
-// 199); a TakeEach refused in process, one more: its Peek.
-func TestAllPeeksARemoteLimiterOnlyForTakeEach(t *testing.T) {
+// TestAllPeeksNoRemoteLimiterAfterARefusalInProcess (issues 26 and 38):
+// when an in-process limiter refuses, All does not ask a remote one what
+// it would say (a round trip), TakeEach included; and it asks the
+// in-process limiter first whatever the order given. Of 100 requests it
+// refuses all but one of, the remote limiter has one call in either order
+// (with the remote one given first, it was once a take and a refund per
+// refusal, 199); a TakeEach refused in process, none more (it was a Peek
+// each, issue 38): the remote limiter's Result is the zero Result.
+func TestAllPeeksNoRemoteLimiterAfterARefusalInProcess(t *testing.T) {
 	for _, remoteFirst := range []bool{false, true} {
 		tight := build(t, keylimit.NewFixedWindow[string], keylimit.PerMinute(1))
 		rec := &remoteRecorder{TokenBucket: build(t, keylimit.NewTokenBucket[string], keylimit.PerMinute(1000))}
@@ -376,9 +377,16 @@ func TestAllPeeksARemoteLimiterOnlyForTakeEach(t *testing.T) {
 			TakeEach(context.Context, string, int, []keylimit.Result) (keylimit.Result, error)
 		}).TakeEach(context.Background(), "k", 1, each)
 		require.NoError(t, err)
-		require.Equal(t, 2, rec.calls, "remoteFirst=%v: the remote limiter's calls after a TakeEach refused in process: its Peek", remoteFirst)
-		require.Equal(t, 999, each[remoteAt].Remaining, "remoteFirst=%v: the remote limiter's Result in TakeEach", remoteFirst)
+		for range 99 {
+			_, err := lim.(interface {
+				TakeEach(context.Context, string, int, []keylimit.Result) (keylimit.Result, error)
+			}).TakeEach(context.Background(), "k", 1, each)
+			require.NoError(t, err)
+		}
+		require.Equal(t, 1, rec.calls, "remoteFirst=%v: the remote limiter's calls after 100 TakeEach refused in process", remoteFirst)
+		require.Equal(t, keylimit.Result{}, each[remoteAt], "remoteFirst=%v: the remote limiter's Result in TakeEach: not asked", remoteFirst)
 		require.False(t, each[1-remoteAt].Allowed, "remoteFirst=%v: the in-process limiter's Result in TakeEach", remoteFirst)
+		require.Equal(t, 1, each[1-remoteAt].Limit, "remoteFirst=%v: the in-process limiter's Result in TakeEach", remoteFirst)
 	}
 }
 

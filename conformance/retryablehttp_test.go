@@ -36,7 +36,7 @@ func TestRetryableHTTP(t *testing.T) {
 	attempts := map[string][]attempt{} // by the call's X-Call
 	mw, err := httplimit.New(httplimit.Config{
 		Key:      func(*http.Request) (string, error) { return "all", nil },
-		Policies: []httplimit.Policy{{Name: "second", Limiter: lim}},
+		Policies: []quota.Policy{{Name: "second", Limiter: lim}},
 		OnDecision: func(r *http.Request, d quota.Decision) {
 			a := attempt{at: time.Now()}
 			if !d.Result.Allowed {

@@ -8,6 +8,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -26,7 +27,7 @@ var never = keylimit.PerSecond(1_000_000_000)
 func BenchmarkUnary(b *testing.B) {
 	srv := newServer(b, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "second", Limiter: newBucket(b, never, clock.New())}},
+		Policies: []quota.Policy{{Name: "second", Limiter: newBucket(b, never, clock.New())}},
 	})
 	pace := &grpclimit.Client{Limiter: newBucket(b, never, clock.New())}
 	backends := []*backend{
@@ -71,18 +72,18 @@ func interceptorCalls(tb testing.TB) []struct {
 	mock := clock.NewMock()
 	srv := newServer(tb, grpclimit.Config{
 		Key: grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{
+		Policies: []quota.Policy{
 			{Name: "open", Limiter: newBucket(tb, never, mock)},
 			{Name: "shut", Limiter: newBucket(tb, keylimit.PerHour(1), mock)},
 		},
 	})
 	open := newServer(tb, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "open", Limiter: newBucket(tb, never, mock)}},
+		Policies: []quota.Policy{{Name: "open", Limiter: newBucket(tb, never, mock)}},
 	})
 	quiet := newServer(tb, grpclimit.Config{
 		Key:             grpclimit.Metadata("x-api-key"),
-		Policies:        []grpclimit.Policy{{Name: "open", Limiter: newBucket(tb, never, mock)}},
+		Policies:        []quota.Policy{{Name: "open", Limiter: newBucket(tb, never, mock)}},
 		FieldsOnRefusal: true,
 	})
 	handler := func(context.Context, any) (any, error) { return nil, nil }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -27,7 +28,7 @@ func TestClientPacesCalls(t *testing.T) {
 	rate := keylimit.PerSecond(2).WithBurst(1)
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Method,
-		Policies: []grpclimit.Policy{{Name: "second", Limiter: newBucket(t, rate, mock)}},
+		Policies: []quota.Policy{{Name: "second", Limiter: newBucket(t, rate, mock)}},
 	})
 	pace := &grpclimit.Client{Limiter: newBucket(t, rate, auto), Clock: auto}
 	b := start(t, setup{mock: mock, server: limitedBy(srv), client: pacedBy(pace)})
@@ -39,7 +40,7 @@ func TestClientPacesCalls(t *testing.T) {
 
 	again := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Method,
-		Policies: []grpclimit.Policy{{Name: "second", Limiter: newBucket(t, rate, mock)}},
+		Policies: []quota.Policy{{Name: "second", Limiter: newBucket(t, rate, mock)}},
 	})
 	unpaced := start(t, setup{server: limitedBy(again)})
 	require.Equal(t, []codes.Code{codes.OK, codes.ResourceExhausted, codes.ResourceExhausted}, unpaced.checks(3))
@@ -81,7 +82,7 @@ func TestClientHonoursTheServersDelay(t *testing.T) {
 	var seen decisions
 	srv := newServer(t, grpclimit.Config{
 		Key:        grpclimit.Method,
-		Policies:   []grpclimit.Policy{{Name: "second", Limiter: newBucket(t, keylimit.PerSecond(1), clk.Mock)}},
+		Policies:   []quota.Policy{{Name: "second", Limiter: newBucket(t, keylimit.PerSecond(1), clk.Mock)}},
 		OnDecision: seen.record,
 	})
 	b := start(t, setup{mock: clk.Mock, server: limitedBy(srv), client: pacedBy(&grpclimit.Client{Clock: clk})})

@@ -28,7 +28,7 @@ import (
 // for RFC 7239 elements), that is not a trusted proxy. Each value of the key
 // counts as one line of the HTTP field. The peer must have an IP address (a
 // TCP connection); over a Unix socket or bufconn it has none, and Key fails
-// with an error that is not ErrNoKey (Internal). IPv6 clients are keyed as
+// with an error that is not quota.ErrNoKey (Internal). IPv6 clients are keyed as
 // httplimit.ClientIP keys them: by prefix, but by the IPv4 address an
 // address embeds (NAT64, Teredo, 6to4, ::a.b.c.d), and a link-local one by
 // the whole address and its zone.
@@ -53,7 +53,7 @@ type ClientIP struct {
 // IPv6 the prefix it belongs to ("2001:db8:1:2::/64"), or the address itself
 // when IPv6Prefix is 128; an embedded IPv4 address, or a link-local address
 // with its zone, as ClientIP says. A forwarded address that cannot be read is an
-// error that wraps ErrNoKey.
+// error that wraps quota.ErrNoKey.
 func (c ClientIP) Key(ctx context.Context, _ string) (string, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
@@ -95,7 +95,7 @@ func (c ClientIP) addr(ctx context.Context, p net.Addr) (netip.Addr, error) {
 	}
 	a, err := forwarded.Client(from, metadata.ValueFromIncomingContext(ctx, key), name, name == "Forwarded", c.TrustedProxies)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("%w: %w", ErrNoKey, err)
+		return netip.Addr{}, fmt.Errorf("%w: %w", errNoKey, err)
 	}
 	return a, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -57,7 +58,7 @@ func TestClientIPKeys(t *testing.T) {
 			var seen decisions
 			srv := newServer(t, grpclimit.Config{
 				Key:        tc.ip.Key,
-				Policies:   []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), newMock())}},
+				Policies:   []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), newMock())}},
 				OnDecision: seen.record,
 			})
 			b := start(t, setup{tcp: true, server: limitedBy(srv)})
@@ -79,14 +80,14 @@ var _ = grpclimit.ClientIP(httplimit.ClientIP{})
 
 // Over bufconn the peer has no IP address: the server's configuration is
 // wrong, not the client's call (Internal), and Config.Error is told why.
-// Addr gives the address unprefixed, and its errors wrap ErrNoKey when the
+// Addr gives the address unprefixed, and its errors wrap quota.ErrNoKey when the
 // client is at fault.
 func TestClientIPWithoutAnIPPeer(t *testing.T) {
 	var mu sync.Mutex
 	var got error
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.ClientIP{}.Key,
-		Policies: []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), newMock())}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), newMock())}},
 		Error: func(_ context.Context, _ string, err error) error {
 			mu.Lock()
 			got = err
@@ -99,14 +100,14 @@ func TestClientIPWithoutAnIPPeer(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.EqualError(t, got, `grpclimit: cannot tell the client's address: RemoteAddr "bufconn" is not an IP address and port`)
-	require.NotErrorIs(t, got, grpclimit.ErrNoKey)
+	require.NotErrorIs(t, got, quota.ErrNoKey)
 
 	_, err := grpclimit.ClientIP{}.Key(context.Background(), checkMethod)
 	require.EqualError(t, err, "grpclimit: the context has no peer: ClientIP keys the calls of a server")
 }
 
 // Addr reads the same address as Key, before grouping by prefix; its
-// errors for a client's bad metadata wrap both ErrNoKey and httplimit's.
+// errors for a client's bad metadata wrap quota.ErrNoKey.
 func TestClientIPAddr(t *testing.T) {
 	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	ip := grpclimit.ClientIP{TrustedProxies: loopback}
@@ -124,7 +125,7 @@ func TestClientIPAddr(t *testing.T) {
 			mu.Unlock()
 			return ip.Key(ctx, method)
 		},
-		Policies: []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), newMock())}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), newMock())}},
 	})
 	b := start(t, setup{tcp: true, server: limitedBy(srv)})
 	require.NoError(t, b.check(context.Background(), "x-forwarded-for", "2001:db8:1:2::77").err)
@@ -133,6 +134,5 @@ func TestClientIPAddr(t *testing.T) {
 	defer mu.Unlock()
 	require.Len(t, got, 2)
 	require.Equal(t, netip.MustParseAddr("2001:db8:1:2::77"), got[0].addr)
-	require.ErrorIs(t, got[1].err, grpclimit.ErrNoKey)
-	require.ErrorIs(t, got[1].err, httplimit.ErrNoKey)
+	require.ErrorIs(t, got[1].err, quota.ErrNoKey)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -44,7 +45,7 @@ func TestConcurrentUnaryCalls(t *testing.T) {
 	inflight := newConcurrency(t, 5)
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "inflight", Concurrency: inflight}},
+		Policies: []quota.Policy{{Name: "inflight", Concurrency: inflight}},
 	})
 	g := &gate{open: make(chan struct{})}
 	b := start(t, setup{tcp: true, server: append(limitedBy(srv), grpc.ChainUnaryInterceptor(g.unary))})
@@ -103,7 +104,7 @@ func TestConcurrentStreams(t *testing.T) {
 	inflight := newConcurrency(t, 2)
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "inflight", Concurrency: inflight}},
+		Policies: []quota.Policy{{Name: "inflight", Concurrency: inflight}},
 	})
 	b := start(t, setup{server: limitedBy(srv)})
 
@@ -131,7 +132,7 @@ func TestConcurrentSlotReleasedOnPanic(t *testing.T) {
 	inflight := newConcurrency(t, 1)
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "inflight", Concurrency: inflight}},
+		Policies: []quota.Policy{{Name: "inflight", Concurrency: inflight}},
 	})
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "a"))
 	boom := func() { panic("handler bug") }
@@ -176,7 +177,7 @@ func TestConcurrentWithRatePolicy(t *testing.T) {
 	hour := newBucket(t, keylimit.PerHour(5), mock)
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "inflight", Concurrency: inflight}, {Name: "hour", Limiter: hour}},
+		Policies: []quota.Policy{{Name: "inflight", Concurrency: inflight}, {Name: "hour", Limiter: hour}},
 	})
 	g := &gate{open: make(chan struct{})}
 	held := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

@@ -6,7 +6,7 @@
 //
 //	limits, err := grpclimit.NewServer(grpclimit.Config{
 //		Key:      grpclimit.ClientIP{}.Key,
-//		Policies: []grpclimit.Policy{grpclimit.Bucket("minute", keylimit.PerMinute(60))},
+//		Policies: []quota.Policy{quota.Bucket("minute", keylimit.PerMinute(60))},
 //	})
 //	if err != nil {
 //		log.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -19,10 +20,10 @@ import (
 // runs, a second for the same key is refused with ResourceExhausted, its
 // ratelimit trailer saying no slot is free; another key runs beside it,
 // and once the first call has returned its slot is free again.
-func ExampleConcurrent() {
+func ExampleNewServer_concurrent() {
 	limits, err := grpclimit.NewServer(grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{grpclimit.Concurrent("reports", 1)},
+		Policies: []quota.Policy{quota.Concurrent("reports", 1)},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -35,7 +36,7 @@ func Example() {
 	defer minute.Close()
 	limits, err := grpclimit.NewServer(grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "minute", Limiter: minute}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: minute}},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -111,7 +112,7 @@ func ExampleClient_UnaryInterceptor() {
 	defer minute.Close()
 	limits, _ := grpclimit.NewServer(grpclimit.Config{
 		Key:      grpclimit.Method,
-		Policies: []grpclimit.Policy{{Name: "minute", Limiter: minute}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: minute}},
 	})
 	pace := &grpclimit.Client{Clock: mock}
 	client, stop := exampleHealth(

@@ -12,6 +12,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -120,19 +121,19 @@ func newServer(t testing.TB, c grpclimit.Config) *grpclimit.Server {
 // decisions records the decisions of a server interceptor (OnDecision).
 type decisions struct {
 	mu   sync.Mutex
-	list []grpclimit.Decision
+	list []quota.Decision
 }
 
-func (d *decisions) record(_ context.Context, _ string, dec grpclimit.Decision) {
+func (d *decisions) record(_ context.Context, _ string, dec quota.Decision) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.list = append(d.list, dec)
 }
 
-func (d *decisions) all() []grpclimit.Decision {
+func (d *decisions) all() []quota.Decision {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]grpclimit.Decision(nil), d.list...)
+	return append([]quota.Decision(nil), d.list...)
 }
 
 // keys returns the keys of the decisions, in order.

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/keylimit/keylimit/internal/joinkey"
-	"github.com/keylimit/keylimit/quota"
+	"github.com/keylimit/keylimit/internal/nokey"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -16,18 +16,14 @@ import (
 //
 // A KeyFunc that cannot key a call returns an error, never a key shared by
 // every such call: the interceptor then refuses the call without counting it
-// (see Config.Error). Wrap ErrNoKey when the call lacks what the key needs,
+// (see Config.Error). Wrap quota.ErrNoKey when the call lacks what the key needs,
 // so that the client is told (InvalidArgument); any other error, and an
 // empty key without one, is the server's (Internal).
 type KeyFunc func(ctx context.Context, method string) (string, error)
 
-// ErrNoKey is wrapped by the errors of KeyFuncs for calls that do not carry
-// what their key needs: a missing metadata key, a forwarded address that
-// cannot be read. By default they are answered InvalidArgument, with the
-// error's text. errors.Is matches it with httplimit.ErrNoKey and
-// quota.ErrNoKey too: they are one kind, and an error that wraps any of
-// them is answered the same.
-var ErrNoKey = quota.NoKey("grpclimit: the call carries no key")
+// errNoKey is wrapped by the package's KeyFuncs' errors for calls that do
+// not carry what their key needs: quota.ErrNoKey's kind, in our words.
+var errNoKey = nokey.New("grpclimit: the call carries no key")
 
 // Method keys calls by their full method name, "/package.Service/Method":
 // every call to one method shares its limit, whoever makes it. Join it with
@@ -37,14 +33,14 @@ func Method(_ context.Context, method string) (string, error) { return method, n
 // Metadata returns a KeyFunc that keys calls by the first value of the
 // incoming metadata key name, such as "x-api-key" (metadata keys are
 // lower-case; name is lower-cased). A call without it, or with an empty
-// value, has no key (ErrNoKey).
+// value, has no key (quota.ErrNoKey).
 //
 // Metadata is whatever the client sends: key by a value only when it is
 // checked (an API key your server knows, a user an authenticating proxy
 // set), or every new value buys a client a fresh quota.
 func Metadata(name string) KeyFunc {
 	name = strings.ToLower(name)
-	missing := fmt.Errorf("%w: no %s metadata", ErrNoKey, name)
+	missing := fmt.Errorf("%w: no %s metadata", errNoKey, name)
 	return func(ctx context.Context, _ string) (string, error) {
 		if v := metadata.ValueFromIncomingContext(ctx, name); len(v) > 0 && v[0] != "" {
 			return v[0], nil

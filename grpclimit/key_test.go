@@ -7,6 +7,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -29,7 +30,7 @@ func TestKeyFuncs(t *testing.T) {
 			var seen decisions
 			srv := newServer(t, grpclimit.Config{
 				Key:        tc.key,
-				Policies:   []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), newMock())}},
+				Policies:   []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), newMock())}},
 				OnDecision: seen.record,
 			})
 			b := start(t, setup{server: limitedBy(srv)})
@@ -44,7 +45,7 @@ func TestJoinErrors(t *testing.T) {
 	bad := errors.New("bad")
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("tenant", "t"))
 	_, err := grpclimit.Join(grpclimit.Metadata("tenant"), grpclimit.Metadata("user"))(ctx, checkMethod)
-	require.ErrorIs(t, err, grpclimit.ErrNoKey)
+	require.ErrorIs(t, err, quota.ErrNoKey)
 	require.EqualError(t, err, "grpclimit: the call carries no key: no user metadata")
 	_, err = grpclimit.Join(func(context.Context, string) (string, error) { return "", bad }, grpclimit.Method)(ctx, checkMethod)
 	require.ErrorIs(t, err, bad)
@@ -53,7 +54,7 @@ func TestJoinErrors(t *testing.T) {
 
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Join(grpclimit.Metadata("tenant"), grpclimit.Metadata("user")),
-		Policies: []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), newMock())}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), newMock())}},
 	})
 	b := start(t, setup{server: limitedBy(srv)})
 	require.Equal(t, codes.InvalidArgument, b.check(context.Background(), "tenant", "t").code())

@@ -27,7 +27,7 @@ func TestChargeByCode(t *testing.T) {
 	srv := newServer(t, grpclimit.Config{
 		Key:  grpclimit.Metadata("x-api-key"),
 		Cost: func(context.Context, string) int { return 2 },
-		Policies: []grpclimit.Policy{{Name: "failed", Limiter: failed, Charge: func(o quota.Outcome) int {
+		Policies: []quota.Policy{{Name: "failed", Limiter: failed, Charge: func(o quota.Outcome) int {
 			seen = append(seen, o)
 			if o.Status == int(codes.Unauthenticated) {
 				return quota.ChargeReported(o)
@@ -92,7 +92,7 @@ func TestChargeByCodeEndToEnd(t *testing.T) {
 	failed := newBucket(t, keylimit.PerHour(5), mock)
 	srv := newServer(t, grpclimit.Config{
 		Key: grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "failed", Limiter: failed, Charge: func(o quota.Outcome) int {
+		Policies: []quota.Policy{{Name: "failed", Limiter: failed, Charge: func(o quota.Outcome) int {
 			if o.Status == int(codes.Unauthenticated) {
 				return o.Cost
 			}
@@ -130,7 +130,7 @@ func TestChargeByCodeInFlight(t *testing.T) {
 	t.Cleanup(func() { failed.Close() })
 	srv := newServer(t, grpclimit.Config{
 		Key: grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "failed", Limiter: failed, Charge: func(o quota.Outcome) int {
+		Policies: []quota.Policy{{Name: "failed", Limiter: failed, Charge: func(o quota.Outcome) int {
 			if o.Status == int(codes.Unauthenticated) {
 				return o.Cost
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -23,7 +24,7 @@ func TestBannedCall(t *testing.T) {
 	defer pen.Close()
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "minute", Limiter: pen}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: pen}},
 	})
 	b := start(t, setup{server: limitedBy(srv)})
 	require.Equal(t, []codes.Code{codes.OK}, b.checks(1, "x-api-key", "a"))

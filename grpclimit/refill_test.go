@@ -12,6 +12,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 )
 
 // TestRefillAfterInMetadata re-measures issue 23's table in gRPC metadata:
@@ -49,7 +50,7 @@ func TestRefillAfterInMetadata(t *testing.T) {
 			t0 := mock.Now()
 			lim, err := row.new(row.limit, keylimit.WithClock(mock))
 			require.NoError(t, err)
-			srv := newServer(t, grpclimit.Config{Key: grpclimit.Method, Policies: []grpclimit.Policy{{Name: "p", Limiter: lim}}})
+			srv := newServer(t, grpclimit.Config{Key: grpclimit.Method, Policies: []quota.Policy{{Name: "p", Limiter: lim}}})
 			b := start(t, setup{server: limitedBy(srv)})
 			for _, st := range row.steps {
 				mock.Set(t0.Add(st.at))
@@ -108,7 +109,7 @@ func TestClientFollowsRateLimit(t *testing.T) {
 		auto := autoClock{mock} // time passes as the client waits
 		srv := newServer(t, grpclimit.Config{
 			Key:      grpclimit.Method,
-			Policies: []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), mock)}},
+			Policies: []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), mock)}},
 		})
 		b := start(t, setup{mock: mock, server: limitedBy(srv), client: pacedBy(&grpclimit.Client{Clock: auto, FollowRateLimit: follow})})
 		for i := range 9 {

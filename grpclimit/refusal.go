@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -26,7 +27,7 @@ const pushbackKey = "grpc-retry-pushback-ms"
 // detail of d.Result.RetryAfter unless the call can never pass; and the
 // call's grpc-retry-pushback-ms value (appendPushback). The message and the
 // pushback are one string, one allocation.
-func refusal(d Decision) (pushback string, err error) {
+func refusal(d quota.Decision) (pushback string, err error) {
 	r := d.Result
 	code := codes.ResourceExhausted
 	var buf [128]byte

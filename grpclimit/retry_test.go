@@ -9,6 +9,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -45,11 +46,11 @@ func TestGRPCRetryPolicyObeysPushback(t *testing.T) {
 			// what the decision was.
 			var mu sync.Mutex
 			var times []time.Time
-			var ds []grpclimit.Decision
+			var ds []quota.Decision
 			srv := newServer(t, grpclimit.Config{
 				Key:      grpclimit.Method,
-				Policies: []grpclimit.Policy{{Name: "p", Limiter: newBucket(t, keylimit.Per(1, 300*ms), clock.New())}},
-				OnDecision: func(_ context.Context, _ string, d grpclimit.Decision) {
+				Policies: []quota.Policy{{Name: "p", Limiter: newBucket(t, keylimit.Per(1, 300*ms), clock.New())}},
+				OnDecision: func(_ context.Context, _ string, d quota.Decision) {
 					mu.Lock()
 					defer mu.Unlock()
 					times, ds = append(times, time.Now()), append(ds, d)

@@ -25,12 +25,12 @@ type Config struct {
 	// Policies are the quotas every call meets, all at once: a call passes
 	// only if every policy admits it, and a refused call takes nothing from
 	// any. With Tiers, they are the default tier.
-	Policies []Policy
+	Policies []quota.Policy
 
 	// Tier, with Tiers, gives clients different quotas: a call whose Tier
 	// is a key of Tiers meets those policies instead of Policies.
 	Tier  func(ctx context.Context, method, key string) string
-	Tiers map[string][]Policy
+	Tiers map[string][]quota.Policy
 
 	// Cost is how much of each quota a call takes: 1 if Cost is nil. A cost
 	// of 0 passes without taking anything; one above a policy's quota can
@@ -56,13 +56,13 @@ type Config struct {
 	// OnDecision, if set, is called with every decision, before the
 	// handler runs or the call is refused. It runs on the call's goroutine
 	// and must be safe for concurrent use.
-	OnDecision func(ctx context.Context, method string, d Decision)
+	OnDecision func(ctx context.Context, method string, d quota.Decision)
 
 	// Error answers the calls the interceptor cannot decide: their key
 	// cannot be determined, Cost returned a negative number, or a policy's
 	// limiter could not apply its limit to the key. It returns the error the
 	// call ends with, or nil to let the call through uncounted. If Error is
-	// nil, an error that wraps ErrNoKey (or httplimit.ErrNoKey, of the same
+	// nil, an error that wraps quota.ErrNoKey (as httplimit's key errors do, of the same
 	// kind) ends the call with InvalidArgument and its text, any other with
 	// Internal and a generic text: the server's details stay out of the
 	// answer.
@@ -84,9 +84,9 @@ type Config struct {
 //	ratelimit: "minute";r=0;t=42
 //	retry-after: 6                       (refused calls only)
 //
-// A concurrency policy (Concurrent) holds its slot until the handler
+// A concurrency policy (quota.Concurrent) holds its slot until the handler
 // returns, a stream's when the stream ends. A policy charged by outcome
-// (Policy.Charge) is charged when the handler returns, by the code it
+// (quota.Policy.Charge) is charged when the handler returns, by the code it
 // returned (quota.Outcome.Status, codes.Code as an int) and the cost it
 // reported with quota.ReportCost and its context (a stream's Context).
 type Server struct {
@@ -95,7 +95,7 @@ type Server struct {
 	tierOf     func(ctx context.Context, method, key string) string
 	cost       func(ctx context.Context, method string) int
 	skip       func(ctx context.Context, method string) bool
-	onDecision func(ctx context.Context, method string, d Decision)
+	onDecision func(ctx context.Context, method string, d quota.Decision)
 	fail       func(ctx context.Context, method string, err error) error
 }
 
@@ -189,7 +189,7 @@ var errInternal = status.Error(codes.Internal, "grpclimit: the server cannot dec
 
 // defaultError is Config.Error when it is nil.
 func defaultError(_ context.Context, _ string, err error) error {
-	if errors.Is(err, ErrNoKey) {
+	if errors.Is(err, quota.ErrNoKey) {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return errInternal

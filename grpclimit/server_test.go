@@ -9,6 +9,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -24,7 +25,7 @@ func TestUnaryRefusesWithRetryInfo(t *testing.T) {
 	mock := newMock()
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(3), mock)}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(3), mock)}},
 	})
 	b := start(t, setup{server: limitedBy(srv)})
 
@@ -70,7 +71,7 @@ func TestUnaryConcurrentCallsCountExactly(t *testing.T) {
 	mock := newMock()
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), mock)}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(10), mock)}},
 	})
 	b := start(t, setup{tcp: true, server: limitedBy(srv)})
 
@@ -98,7 +99,7 @@ func TestStreamCountsOncePerStream(t *testing.T) {
 	mock := newMock()
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Method,
-		Policies: []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(2), mock)}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(2), mock)}},
 	})
 	b := start(t, setup{server: limitedBy(srv)})
 
@@ -130,7 +131,7 @@ func TestPoliciesAllOrNothing(t *testing.T) {
 	minute := newBucket(t, keylimit.PerMinute(3), mock)
 	srv := newServer(t, grpclimit.Config{
 		Key: grpclimit.Method,
-		Policies: []grpclimit.Policy{
+		Policies: []quota.Policy{
 			{Name: "second", Limiter: second},
 			{Name: "minute", Limiter: minute},
 		},
@@ -160,7 +161,7 @@ func TestCostAboveQuotaNeverPasses(t *testing.T) {
 	var seen decisions
 	srv := newServer(t, grpclimit.Config{
 		Key:        grpclimit.Method,
-		Policies:   []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(3), mock)}},
+		Policies:   []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(3), mock)}},
 		Cost:       func(context.Context, string) int { return 5 },
 		OnDecision: seen.record,
 	})
@@ -184,7 +185,7 @@ func TestUntrackedKeyIsUnavailable(t *testing.T) {
 	mock := newMock()
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(3), mock, keylimit.WithMaxKeys(1))}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(3), mock, keylimit.WithMaxKeys(1))}},
 	})
 	b := start(t, setup{server: limitedBy(srv)})
 
@@ -205,7 +206,7 @@ func TestDryRunRefusesNothing(t *testing.T) {
 	var seen decisions
 	srv := newServer(t, grpclimit.Config{
 		Key:        grpclimit.Method,
-		Policies:   []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(1), mock)}},
+		Policies:   []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(1), mock)}},
 		DryRun:     true,
 		OnDecision: seen.record,
 	})
@@ -230,7 +231,7 @@ func TestFieldsOnRefusal(t *testing.T) {
 	mock := newMock()
 	srv := newServer(t, grpclimit.Config{
 		Key:             grpclimit.Method,
-		Policies:        []grpclimit.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(1), mock)}},
+		Policies:        []quota.Policy{{Name: "minute", Limiter: newBucket(t, keylimit.PerMinute(1), mock)}},
 		FieldsOnRefusal: true,
 	})
 	b := start(t, setup{server: limitedBy(srv)})
@@ -255,14 +256,14 @@ func TestSkipTiersAndDecisions(t *testing.T) {
 	var seen decisions
 	srv := newServer(t, grpclimit.Config{
 		Key:      grpclimit.Metadata("x-api-key"),
-		Policies: []grpclimit.Policy{{Name: "free", Limiter: newBucket(t, keylimit.PerMinute(1), mock)}},
+		Policies: []quota.Policy{{Name: "free", Limiter: newBucket(t, keylimit.PerMinute(1), mock)}},
 		Tier: func(_ context.Context, _, key string) string {
 			if key == "vip" {
 				return "gold"
 			}
 			return ""
 		},
-		Tiers:      map[string][]grpclimit.Policy{"gold": {{Name: "gold", Limiter: newBucket(t, keylimit.PerMinute(100), mock)}}},
+		Tiers:      map[string][]quota.Policy{"gold": {{Name: "gold", Limiter: newBucket(t, keylimit.PerMinute(100), mock)}}},
 		Skip:       func(_ context.Context, method string) bool { return method == watchMethod },
 		Cost:       func(context.Context, string) int { return 1 },
 		OnDecision: seen.record,
@@ -281,20 +282,20 @@ func TestSkipTiersAndDecisions(t *testing.T) {
 	ds := seen.all()
 	require.Len(t, ds, 6, "decisions: skipped calls are not decisions")
 	require.Positive(t, ds[1].Elapsed, "the decision's time is measured")
-	require.Equal(t, grpclimit.Decision{Key: "joe", Tier: "", Cost: 1, Policy: "free", Result: ds[1].Result, Elapsed: ds[1].Elapsed}, ds[1])
+	require.Equal(t, quota.Decision{Key: "joe", Tier: "", Cost: 1, Policy: "free", Result: ds[1].Result, Elapsed: ds[1].Elapsed}, ds[1])
 	require.False(t, ds[1].Result.Allowed)
 	require.Equal(t, "gold", ds[2].Tier)
 	require.Equal(t, "gold", ds[2].Policy)
 }
 
-// Calls that cannot be keyed are never counted: ErrNoKey is the client's
+// Calls that cannot be keyed are never counted: quota.ErrNoKey is the client's
 // fault (InvalidArgument, with the reason); any other error the server's
 // (Internal, with a generic text); Config.Error can answer otherwise, or
 // let the call through uncounted.
 func TestCallsWithoutKey(t *testing.T) {
 	mock := newMock()
 	lim := newBucket(t, keylimit.PerMinute(1), mock)
-	policies := []grpclimit.Policy{{Name: "minute", Limiter: lim}}
+	policies := []quota.Policy{{Name: "minute", Limiter: lim}}
 	bad := errors.New("the key store is down")
 
 	t.Run("default", func(t *testing.T) {
@@ -346,7 +347,7 @@ func TestCallsWithoutKey(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		require.Len(t, got, 4)
-		require.ErrorIs(t, got[0], grpclimit.ErrNoKey)
+		require.ErrorIs(t, got[0], quota.ErrNoKey)
 		require.Equal(t, int32(3), b.unary.Load())
 	})
 }
@@ -358,16 +359,16 @@ func TestNewServerErrors(t *testing.T) {
 		c    grpclimit.Config
 		want string
 	}{
-		{grpclimit.Config{Policies: []grpclimit.Policy{{Name: "m", Limiter: lim}}},
+		{grpclimit.Config{Policies: []quota.Policy{{Name: "m", Limiter: lim}}},
 			"grpclimit: Config.Key is nil: say what to key calls by, e.g. grpclimit.ClientIP{}.Key"},
 		{grpclimit.Config{Key: grpclimit.Method},
 			"grpclimit: Config.Policies is empty: give at least one Policy"},
-		{grpclimit.Config{Key: grpclimit.Method, Policies: []grpclimit.Policy{{Name: "m", Limiter: lim}},
+		{grpclimit.Config{Key: grpclimit.Method, Policies: []quota.Policy{{Name: "m", Limiter: lim}},
 			Tier: func(context.Context, string, string) string { return "" }},
 			"grpclimit: Config.Tier and Config.Tiers go together: set both or neither"},
-		{grpclimit.Config{Key: grpclimit.Method, Policies: []grpclimit.Policy{grpclimit.Bucket("m", keylimit.Limit{})}},
+		{grpclimit.Config{Key: grpclimit.Method, Policies: []quota.Policy{quota.Bucket("m", keylimit.Limit{})}},
 			`grpclimit: policy "m": keylimit: `},
-		{grpclimit.Config{Key: grpclimit.Method, Policies: []grpclimit.Policy{{Name: "m"}}},
+		{grpclimit.Config{Key: grpclimit.Method, Policies: []quota.Policy{{Name: "m"}}},
 			`grpclimit: policy "m" has no Limiter`},
 	} {
 		_, err := grpclimit.NewServer(tc.c)

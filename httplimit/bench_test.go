@@ -12,6 +12,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/internal/httpfloor"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -40,8 +41,8 @@ func benchConfigs(tb testing.TB) []struct {
 	// A bucket that never empties: a token a nanosecond, 100 at most, so
 	// that its fields carry numbers of a real quota's few digits
 	// ("second";r=99;t=1), as the floor's do.
-	plenty := func(name string) httplimit.Policy {
-		return httplimit.Bucket(name, keylimit.Limit{Events: 1_000_000_000, Period: time.Second, Burst: 100})
+	plenty := func(name string) quota.Policy {
+		return quota.Bucket(name, keylimit.Limit{Events: 1_000_000_000, Period: time.Second, Burst: 100})
 	}
 	scarce, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1))
 	require.NoError(tb, err)
@@ -49,14 +50,14 @@ func benchConfigs(tb testing.TB) []struct {
 		name   string
 		config httplimit.Config
 	}{
-		{"header-key/one-policy", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []httplimit.Policy{plenty("second")}}},
-		{"client-ip/one-policy", httplimit.Config{Key: httplimit.ClientIP{}.Key, Policies: []httplimit.Policy{plenty("second")}}},
-		{"header-key/two-policies", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []httplimit.Policy{plenty("second"), plenty("hour")}}},
-		{"header-key/legacy-fields", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []httplimit.Policy{plenty("second")}, LegacyFields: true}},
-		{"header-key/fields-on-refusal", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []httplimit.Policy{plenty("second")}, FieldsOnRefusal: true}},
-		{"header-key/on-decision", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []httplimit.Policy{plenty("second")},
-			OnDecision: func(*http.Request, httplimit.Decision) {}}},
-		{"header-key/refused", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []httplimit.Policy{{Name: "hour", Limiter: scarce}}}},
+		{"header-key/one-policy", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []quota.Policy{plenty("second")}}},
+		{"client-ip/one-policy", httplimit.Config{Key: httplimit.ClientIP{}.Key, Policies: []quota.Policy{plenty("second")}}},
+		{"header-key/two-policies", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []quota.Policy{plenty("second"), plenty("hour")}}},
+		{"header-key/legacy-fields", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []quota.Policy{plenty("second")}, LegacyFields: true}},
+		{"header-key/fields-on-refusal", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []quota.Policy{plenty("second")}, FieldsOnRefusal: true}},
+		{"header-key/on-decision", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []quota.Policy{plenty("second")},
+			OnDecision: func(*http.Request, quota.Decision) {}}},
+		{"header-key/refused", httplimit.Config{Key: httplimit.Header("X-User"), Policies: []quota.Policy{{Name: "hour", Limiter: scarce}}}},
 	}
 }
 

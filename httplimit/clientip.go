@@ -22,7 +22,7 @@ import (
 // proxy (or there is none), the leftmost of them (or the peer) is the
 // client. An entry that is not an address where the client's should be
 // ("unknown", an obfuscated node, a malformed value) is an error that wraps
-// ErrNoKey, answered 400 by default. IPv6 clients are keyed by their prefix
+// quota.ErrNoKey, answered 400 by default. IPv6 clients are keyed by their prefix
 // of IPv6Prefix bits, but for addresses that stand for another client than
 // a prefix does: one that embeds the client's IPv4 address (IPv4-mapped,
 // NAT64's 64:ff9b::/96, IPv4-compatible ::a.b.c.d, IPv4-translated,
@@ -88,7 +88,7 @@ func (c ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 	}
 	a, err := forwarded.Client(peer, r.Header[name], name, name == fieldForwarded, c.TrustedProxies)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("%w: %w", ErrNoKey, err)
+		return netip.Addr{}, fmt.Errorf("%w: %w", errNoKey, err)
 	}
 	return a, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -128,7 +129,7 @@ func TestClientIPErrorKinds(t *testing.T) {
 	} {
 		_, err := c.ip.Key(c.r)
 		require.Error(t, err, c.name)
-		require.Equal(t, c.clients, errors.Is(err, httplimit.ErrNoKey), "%s: %v", c.name, err)
+		require.Equal(t, c.clients, errors.Is(err, quota.ErrNoKey), "%s: %v", c.name, err)
 	}
 }
 
@@ -193,7 +194,7 @@ func TestForgedForwardedForOverTheWire(t *testing.T) {
 	seen := &decisions{}
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:        httplimit.ClientIP{}.Key,
-		Policies:   []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(3), clock.NewMock())},
+		Policies:   []quota.Policy{bucket(t, "minute", keylimit.PerMinute(3), clock.NewMock())},
 		OnDecision: seen.record,
 	})(&ok{}))
 	var statuses []int
@@ -213,7 +214,7 @@ func TestTrustedProxyOverTheWire(t *testing.T) {
 	seen := &decisions{}
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:        httplimit.ClientIP{TrustedProxies: prefixes("127.0.0.0/8", "::1/128")}.Key,
-		Policies:   []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(2), clock.NewMock())},
+		Policies:   []quota.Policy{bucket(t, "minute", keylimit.PerMinute(2), clock.NewMock())},
 		OnDecision: seen.record,
 	})(&ok{}))
 	send := func(xff string) int { return get(t, srv.URL, "X-Forwarded-For", xff).status }
@@ -257,7 +258,7 @@ func TestLongHeadersAreNotEchoed(t *testing.T) {
 	} {
 		h := limited(t, httplimit.Config{
 			Key:      c.ip.Key,
-			Policies: []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(3), clock.NewMock())},
+			Policies: []quota.Policy{bucket(t, "minute", keylimit.PerMinute(3), clock.NewMock())},
 		})(&ok{})
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, request("10.0.0.1:80", c.header...))

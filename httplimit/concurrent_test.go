@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -80,7 +81,7 @@ func TestConcurrentRequestsEndToEnd(t *testing.T) {
 	g := newGate("a")
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-API-Key"),
-		Policies: []httplimit.Policy{{Name: "inflight", Concurrency: inflight}},
+		Policies: []quota.Policy{{Name: "inflight", Concurrency: inflight}},
 	})(g))
 	t.Cleanup(g.release) // before the server closes, which waits for them
 
@@ -130,7 +131,7 @@ func TestConcurrentSlotReleasedOnPanic(t *testing.T) {
 	inflight := newConcurrency(t, 1)
 	h := limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-API-Key"),
-		Policies: []httplimit.Policy{{Name: "inflight", Concurrency: inflight}},
+		Policies: []quota.Policy{{Name: "inflight", Concurrency: inflight}},
 	})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }))
 	for i := range 3 {
 		func() {
@@ -153,7 +154,7 @@ func TestConcurrentWithRatePolicy(t *testing.T) {
 	var seen decisions
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:        httplimit.Header("X-API-Key"),
-		Policies:   []httplimit.Policy{{Name: "inflight", Concurrency: inflight}, {Name: "hour", Limiter: hour}},
+		Policies:   []quota.Policy{{Name: "inflight", Concurrency: inflight}, {Name: "hour", Limiter: hour}},
 		OnDecision: seen.record,
 	})(g))
 	t.Cleanup(g.release)

@@ -138,7 +138,7 @@ var heads = func() (hs [4]head) {
 // fail is the default Config.Error.
 func fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, ErrNoKey):
+	case errors.Is(err, quota.ErrNoKey):
 		write(w, r, http.StatusBadRequest, err.Error(), body{})
 		return
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

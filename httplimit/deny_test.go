@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,8 +22,8 @@ func TestKeyErrors(t *testing.T) {
 	mock := clock.NewMock()
 	seen := &decisions{}
 	h := &ok{}
-	policies := func() []httplimit.Policy {
-		return []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(100), mock)}
+	policies := func() []quota.Policy {
+		return []quota.Policy{bucket(t, "minute", keylimit.PerMinute(100), mock)}
 	}
 	byHeader := limited(t, httplimit.Config{Key: httplimit.Header("X-Api-Key"), Policies: policies(), OnDecision: seen.record})
 	byRoute := limited(t, httplimit.Config{Key: httplimit.Route, Policies: policies(), OnDecision: seen.record})
@@ -94,7 +95,7 @@ func TestRefusalBody(t *testing.T) {
 	mock := clock.NewMock()
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{bucket(t, "second", keylimit.PerSecond(1), mock)},
+		Policies: []quota.Policy{bucket(t, "second", keylimit.PerSecond(1), mock)},
 	})(&ok{}))
 	get(t, srv.URL, "X-User", "u")
 	const (
@@ -145,7 +146,7 @@ func TestRefusalBodyViolatedPolicies(t *testing.T) {
 	mock := clock.NewMock()
 	srv := serve(t, limited(t, httplimit.Config{
 		Key: httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{
+		Policies: []quota.Policy{
 			bucket(t, "second", keylimit.PerSecond(2), mock),
 			bucket(t, "minute", keylimit.PerMinute(3), mock),
 			bucket(t, "hour", keylimit.PerHour(100), mock),
@@ -175,13 +176,13 @@ func TestCustomDeny(t *testing.T) {
 	// Deny runs on the server's goroutine: it records, the test asserts.
 	var (
 		mu     sync.Mutex
-		denied []httplimit.Decision
+		denied []quota.Decision
 		header []http.Header // w.Header() as Deny found it
 	)
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{bucket(t, "second", keylimit.PerSecond(2), mock)},
-		Deny: func(w http.ResponseWriter, r *http.Request, d httplimit.Decision) {
+		Policies: []quota.Policy{bucket(t, "second", keylimit.PerSecond(2), mock)},
+		Deny: func(w http.ResponseWriter, r *http.Request, d quota.Decision) {
 			mu.Lock()
 			denied = append(denied, d)
 			header = append(header, w.Header().Clone())
@@ -200,7 +201,7 @@ func TestCustomDeny(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, denied, 1)
-	require.Equal(t, httplimit.Decision{Key: "carol", Policy: "second", Cost: 1, Result: keylimit.Result{
+	require.Equal(t, quota.Decision{Key: "carol", Policy: "second", Cost: 1, Result: keylimit.Result{
 		Limit: 2, RetryAfter: 500 * time.Millisecond, ResetAfter: time.Second, RefillAfter: 500 * time.Millisecond,
 	}}, denied[0])
 	require.Equal(t, "1", header[0].Get("Retry-After"), "set before Deny runs")
@@ -215,7 +216,7 @@ func TestUntrackedKey(t *testing.T) {
 	seen := &decisions{}
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:        httplimit.Header("X-User"),
-		Policies:   []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(10), mock, keylimit.WithMaxKeys(1), keylimit.WithEvictionInterval(0))},
+		Policies:   []quota.Policy{bucket(t, "minute", keylimit.PerMinute(10), mock, keylimit.WithMaxKeys(1), keylimit.WithEvictionInterval(0))},
 		OnDecision: seen.record,
 	})(&ok{}))
 	require.Equal(t, http.StatusOK, get(t, srv.URL, "X-User", "alice").status)

@@ -9,7 +9,7 @@
 //
 //	limit, err := httplimit.New(httplimit.Config{
 //		Key:      httplimit.ClientIP{}.Key,
-//		Policies: []httplimit.Policy{httplimit.Bucket("minute", keylimit.PerMinute(60))},
+//		Policies: []quota.Policy{quota.Bucket("minute", keylimit.PerMinute(60))},
 //	})
 //	if err != nil {
 //		log.Fatal(err)
@@ -27,7 +27,7 @@
 // Config.Key names the client: its IP address (ClientIP), a header such as
 // an API key (Header), the route (Route), a combination (Join), or any
 // function of the request. A request that cannot be keyed is answered 400
-// (it lacks what the key needs: ErrNoKey) or 500 (the server is
+// (it lacks what the key needs: quota.ErrNoKey) or 500 (the server is
 // misconfigured), or as Config.Error says; it is never counted against a
 // key that other such requests share.
 //
@@ -36,8 +36,8 @@
 // A refused request takes nothing from any policy. Policies count in any
 // keylimit.Limiter[string]: TokenBucket, FixedWindow, SlidingWindow,
 // SlidingCounter, your own. A policy may bound requests in flight instead
-// (Concurrent: a slot held until the handler returns, however it ends),
-// and a policy may charge by outcome (Policy.Charge: failed logins, not
+// (quota.Concurrent: a slot held until the handler returns, however it ends),
+// and a policy may charge by outcome (quota.Policy.Charge: failed logins, not
 // logins; admitted with the whole cost, what the status, or the cost the
 // handler reports by quota.ReportCost or Config.CostHeader, does not
 // charge is given back when the handler returns).
@@ -53,7 +53,8 @@
 // limiters) is asked under the request's, and several policies are decided
 // in one call (keylimit.All's TakeEach; one Redis script for Redis
 // limiters on one client). A request whose client has hung up asks no
-// limiter.
+// limiter, and one an in-process policy refuses asks no Redis limiter: its
+// fields leave the Redis policies out (see quota's "A decision").
 //
 // # The fields
 //
@@ -75,7 +76,7 @@
 //     Events, which is the Period when Burst is Events), so that q/w is the
 //     sustained rate and q the burst; for a window limiter, its Period, or
 //     for a limit per period of the calendar the length of the key's current
-//     period, a month's or a 25-hour day's (see Policy.Window).
+//     period, a month's or a 25-hour day's (see quota.Policy.Window).
 //   - r is what remains of the quota after this request (Result.Remaining).
 //   - t is the number of seconds until more quota is available
 //     (Result.RefillAfter), the draft's reset parameter as -10 words it

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 )
 
 // Two reports at once per tenant: each request holds a slot while its
@@ -13,10 +14,10 @@ import (
 // second, and the second a third: the third finds both slots held and is
 // refused, 429 with Retry-After (the limiter's estimate); once the two
 // have ended, their slots are free again and a fourth passes.
-func ExampleConcurrent() {
+func ExampleNew_concurrent() {
 	limit, err := httplimit.New(httplimit.Config{
 		Key:      httplimit.Header("X-Tenant"),
-		Policies: []httplimit.Policy{httplimit.Concurrent("reports", 2)},
+		Policies: []quota.Policy{quota.Concurrent("reports", 2)},
 	})
 	if err != nil {
 		panic(err)

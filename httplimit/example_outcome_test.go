@@ -24,14 +24,14 @@ import (
 // window; so is an IP that failed too often, whatever the account. The
 // server is real, on 127.0.0.1, behind a proxy that sets
 // X-Forwarded-For; the mock clock makes the numbers exact.
-func ExamplePolicy_charge() {
+func ExampleNew_charge() {
 	mock := clock.NewMock()
-	failuresOf := func(name string) httplimit.Policy {
+	failuresOf := func(name string) quota.Policy {
 		lim, err := keylimit.NewSlidingWindow[string](keylimit.Per(5, 15*time.Minute), keylimit.WithClock(mock))
 		if err != nil {
 			panic(err)
 		}
-		return httplimit.Policy{Name: name, Limiter: lim, Charge: func(o quota.Outcome) int {
+		return quota.Policy{Name: name, Limiter: lim, Charge: func(o quota.Outcome) int {
 			if o.Status == http.StatusUnauthorized {
 				return o.Cost // a failure counts
 			}
@@ -43,15 +43,15 @@ func ExamplePolicy_charge() {
 			if u := r.PostFormValue("user"); u != "" {
 				return u, nil
 			}
-			return "", httplimit.ErrNoKey
+			return "", quota.ErrNoKey
 		},
-		Policies: []httplimit.Policy{failuresOf("account")},
+		Policies: []quota.Policy{failuresOf("account")},
 	})
 	if err != nil {
 		panic(err)
 	}
 	ip := httplimit.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Header: "X-Forwarded-For"}
-	byIP, err := httplimit.New(httplimit.Config{Key: ip.Key, Policies: []httplimit.Policy{failuresOf("ip")}})
+	byIP, err := httplimit.New(httplimit.Config{Key: ip.Key, Policies: []quota.Policy{failuresOf("ip")}})
 	if err != nil {
 		panic(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 )
 
 // A bucket of 3 requests per client IP, refilling one every 20 s, in front
@@ -26,7 +27,7 @@ func ExampleNew() {
 	mock := clock.NewMock()
 	limit, err := httplimit.New(httplimit.Config{
 		Key:      httplimit.ClientIP{}.Key,
-		Policies: []httplimit.Policy{httplimit.Bucket("minute", keylimit.PerMinute(3), keylimit.WithClock(mock))},
+		Policies: []quota.Policy{quota.Bucket("minute", keylimit.PerMinute(3), keylimit.WithClock(mock))},
 	})
 	if err != nil {
 		panic(err)
@@ -77,15 +78,15 @@ func ExampleConfig_tiers() {
 	mock := clock.NewMock()
 	limit, _ := httplimit.New(httplimit.Config{
 		Key:      httplimit.Header("X-API-Key"),
-		Policies: []httplimit.Policy{httplimit.Bucket("minute", keylimit.PerMinute(2), keylimit.WithClock(mock))},
+		Policies: []quota.Policy{quota.Bucket("minute", keylimit.PerMinute(2), keylimit.WithClock(mock))},
 		Tier: func(r *http.Request, key string) string {
 			if strings.HasPrefix(key, "gold-") { // in real life: look the key up
 				return "gold"
 			}
 			return ""
 		},
-		Tiers: map[string][]httplimit.Policy{
-			"gold": {httplimit.Bucket("minute", keylimit.PerMinute(5), keylimit.WithClock(mock))},
+		Tiers: map[string][]quota.Policy{
+			"gold": {quota.Bucket("minute", keylimit.PerMinute(5), keylimit.WithClock(mock))},
 		},
 	})
 	h := limit(hello)
@@ -110,7 +111,7 @@ func ExampleConfig() {
 	mock := clock.NewMock()
 	limit, _ := httplimit.New(httplimit.Config{
 		Key:      httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{httplimit.Bucket("minute", keylimit.PerMinute(10), keylimit.WithClock(mock))},
+		Policies: []quota.Policy{quota.Bucket("minute", keylimit.PerMinute(10), keylimit.WithClock(mock))},
 		Cost: func(r *http.Request) int {
 			if r.URL.Path == "/search" {
 				return 5
@@ -119,7 +120,7 @@ func ExampleConfig() {
 		},
 		Skip:   func(r *http.Request) bool { return r.URL.Path == "/healthz" },
 		DryRun: true,
-		OnDecision: func(r *http.Request, d httplimit.Decision) {
+		OnDecision: func(r *http.Request, d quota.Decision) {
 			if !d.Result.Allowed {
 				fmt.Printf("  would refuse %s %s (cost %d, %d left)\n", d.Key, r.URL.Path, d.Cost, d.Result.Remaining)
 			}
@@ -142,13 +143,13 @@ func ExampleConfig() {
 
 // Two named policies on one key, 4 a second and 6 a minute: a request
 // passes only if both admit it, and a refused one takes from neither.
-func ExamplePolicy() {
+func ExampleNew_policies() {
 	mock := clock.NewMock()
 	second, _ := keylimit.NewTokenBucket[string](keylimit.PerSecond(4), keylimit.WithClock(mock))
 	minute, _ := keylimit.NewTokenBucket[string](keylimit.PerMinute(6), keylimit.WithClock(mock))
 	limit, _ := httplimit.New(httplimit.Config{
 		Key: httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{
+		Policies: []quota.Policy{
 			{Name: "second", Limiter: second},
 			{Name: "minute", Limiter: minute},
 		},
@@ -180,13 +181,13 @@ func ExamplePolicy() {
 // and 4 a minute in a SlidingWindow. w is each one's Period, and t the time
 // until it has more quota: the fixed window's end, the sliding window's
 // oldest admission leaving it.
-func ExamplePolicy_windows() {
+func ExampleNew_windows() {
 	mock := clock.NewMock() // at the Unix epoch, where windows start
 	second, _ := keylimit.NewFixedWindow[string](keylimit.PerSecond(2), keylimit.WithClock(mock))
 	minute, _ := keylimit.NewSlidingWindow[string](keylimit.PerMinute(4), keylimit.WithClock(mock))
 	limit, _ := httplimit.New(httplimit.Config{
 		Key: httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{
+		Policies: []quota.Policy{
 			{Name: "second", Limiter: second},
 			{Name: "minute", Limiter: minute},
 		},
@@ -218,10 +219,10 @@ func ExamplePolicy_windows() {
 
 // Bucket builds a Policy on a new TokenBucket: 60 a minute, at most 10 at
 // once. w is the time the empty bucket takes to refill: 10 s.
-func ExampleBucket() {
+func ExampleNew_bucket() {
 	limit, err := httplimit.New(httplimit.Config{
 		Key:      httplimit.ClientIP{}.Key,
-		Policies: []httplimit.Policy{httplimit.Bucket("burst", keylimit.PerMinute(60).WithBurst(10))},
+		Policies: []quota.Policy{quota.Bucket("burst", keylimit.PerMinute(60).WithBurst(10))},
 	})
 	if err != nil {
 		panic(err)
@@ -230,7 +231,7 @@ func ExampleBucket() {
 
 	_, err = httplimit.New(httplimit.Config{
 		Key:      httplimit.ClientIP{}.Key,
-		Policies: []httplimit.Policy{httplimit.Bucket("broken", keylimit.PerMinute(0))},
+		Policies: []quota.Policy{quota.Bucket("broken", keylimit.PerMinute(0))},
 	})
 	fmt.Println(err)
 	// Output:
@@ -241,18 +242,18 @@ func ExampleBucket() {
 type userKey struct{}
 
 // A KeyFunc of your own: the user an authentication middleware put in the
-// request's context. A request without one has no key: ErrNoKey makes it
+// request's context. A request without one has no key: quota.ErrNoKey makes it
 // a 400, never a request counted under a shared empty key.
 func ExampleKeyFunc() {
 	byUser := func(r *http.Request) (string, error) {
 		if u, ok := r.Context().Value(userKey{}).(string); ok && u != "" {
 			return u, nil
 		}
-		return "", fmt.Errorf("%w: not signed in", httplimit.ErrNoKey)
+		return "", fmt.Errorf("myapp: not signed in: %w", quota.ErrNoKey)
 	}
 	limit, _ := httplimit.New(httplimit.Config{
 		Key:      byUser,
-		Policies: []httplimit.Policy{httplimit.Bucket("minute", keylimit.PerMinute(10))},
+		Policies: []quota.Policy{quota.Bucket("minute", keylimit.PerMinute(10))},
 	})
 	h := limit(hello)
 
@@ -266,17 +267,17 @@ func ExampleKeyFunc() {
 	fmt.Print(w.Code, " ", w.Body)
 	// Output:
 	// 200 "minute";r=9;t=6
-	// 400 {"error":"httplimit: the request carries no key: not signed in"}
+	// 400 {"error":"myapp: not signed in: quota: the request carries no key"}
 }
 
 // Config.Error can answer key errors its own way: here 401 for a request
 // without an API key.
-func ExampleErrNoKey() {
+func ExampleKeyFunc_noKey() {
 	limit, _ := httplimit.New(httplimit.Config{
 		Key:      httplimit.Header("X-API-Key"),
-		Policies: []httplimit.Policy{httplimit.Bucket("minute", keylimit.PerMinute(10))},
+		Policies: []quota.Policy{quota.Bucket("minute", keylimit.PerMinute(10))},
 		Error: func(w http.ResponseWriter, r *http.Request, err error) {
-			if errors.Is(err, httplimit.ErrNoKey) {
+			if errors.Is(err, quota.ErrNoKey) {
 				http.Error(w, "an API key is required", http.StatusUnauthorized)
 				return
 			}
@@ -293,7 +294,7 @@ func ExampleErrNoKey() {
 func ExampleHeader() {
 	limit, _ := httplimit.New(httplimit.Config{
 		Key:      httplimit.Header("X-API-Key"),
-		Policies: []httplimit.Policy{httplimit.Bucket("hour", keylimit.PerHour(2))},
+		Policies: []quota.Policy{quota.Bucket("hour", keylimit.PerHour(2))},
 	})
 	h := limit(hello)
 	for _, key := range []string{"k1", "k1", "k1", "k2", ""} {
@@ -313,8 +314,8 @@ func ExampleHeader() {
 func ExampleRoute() {
 	limit, _ := httplimit.New(httplimit.Config{
 		Key:      httplimit.Route,
-		Policies: []httplimit.Policy{httplimit.Bucket("second", keylimit.PerSecond(2))},
-		OnDecision: func(r *http.Request, d httplimit.Decision) {
+		Policies: []quota.Policy{quota.Bucket("second", keylimit.PerSecond(2))},
+		OnDecision: func(r *http.Request, d quota.Decision) {
 			fmt.Printf("%s counts against %q: allowed=%v\n", r.URL.Path, d.Key, d.Result.Allowed)
 		},
 	})
@@ -333,8 +334,8 @@ func ExampleRoute() {
 func ExampleJoin() {
 	limit, _ := httplimit.New(httplimit.Config{
 		Key:      httplimit.Join(httplimit.ClientIP{}.Key, httplimit.Route),
-		Policies: []httplimit.Policy{httplimit.Bucket("minute", keylimit.PerMinute(30))},
-		OnDecision: func(r *http.Request, d httplimit.Decision) {
+		Policies: []quota.Policy{quota.Bucket("minute", keylimit.PerMinute(30))},
+		OnDecision: func(r *http.Request, d quota.Decision) {
 			fmt.Println(d.Key)
 		},
 	})
@@ -405,16 +406,16 @@ func ExampleClientIP_Addr() {
 
 // OnDecision sees every decision: count them by policy and outcome, as a
 // Prometheus counter vector would.
-func ExampleDecision() {
+func ExampleConfig_onDecision() {
 	counts := map[string]int{}
 	mock := clock.NewMock()
 	limit, _ := httplimit.New(httplimit.Config{
 		Key: httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{
-			httplimit.Bucket("second", keylimit.PerSecond(2), keylimit.WithClock(mock)),
-			httplimit.Bucket("day", keylimit.Per(3, 24*time.Hour), keylimit.WithClock(mock)),
+		Policies: []quota.Policy{
+			quota.Bucket("second", keylimit.PerSecond(2), keylimit.WithClock(mock)),
+			quota.Bucket("day", keylimit.Per(3, 24*time.Hour), keylimit.WithClock(mock)),
 		},
-		OnDecision: func(r *http.Request, d httplimit.Decision) {
+		OnDecision: func(r *http.Request, d quota.Decision) {
 			outcome := "allowed"
 			if !d.Result.Allowed {
 				outcome = "refused"

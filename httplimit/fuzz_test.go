@@ -16,6 +16,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -57,7 +58,7 @@ func FuzzClientIP(f *testing.F) {
 		if wantOK {
 			require.Equal(t, want, got, "X-Forwarded-For %q, %q", line1, line2)
 		} else {
-			require.ErrorIs(t, gotErr, httplimit.ErrNoKey, "X-Forwarded-For %q, %q", line1, line2)
+			require.ErrorIs(t, gotErr, quota.ErrNoKey, "X-Forwarded-For %q, %q", line1, line2)
 			require.LessOrEqual(t, len(gotErr.Error()), maxErrorLen, "X-Forwarded-For %q, %q: the error quotes too much", line1, line2)
 		}
 
@@ -65,7 +66,7 @@ func FuzzClientIP(f *testing.F) {
 		// ErrNoKey, and never panics.
 		fwdIP := httplimit.ClientIP{TrustedProxies: trusted, Header: "Forwarded"}
 		if got, err := fwdIP.Addr(r); err != nil {
-			require.ErrorIs(t, err, httplimit.ErrNoKey, "Forwarded %q", fwd)
+			require.ErrorIs(t, err, quota.ErrNoKey, "Forwarded %q", fwd)
 			require.LessOrEqual(t, len(err.Error()), maxErrorLen, "Forwarded %q: the error quotes too much", fwd)
 		} else {
 			require.True(t, got.IsValid() && !got.Is4In6() && (got.Zone() == "" || got.IsLinkLocalUnicast()),
@@ -387,11 +388,11 @@ func FuzzAccept(f *testing.F) {
 	lim.set(keylimit.Result{Limit: 1, RetryAfter: time.Second}, keylimit.PerMinute(1))
 	h := limited(f, httplimit.Config{
 		Key:      func(*http.Request) (string, error) { return "k", nil },
-		Policies: []httplimit.Policy{{Name: "minute", Limiter: lim}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: lim}},
 	})(&ok{})
 	noKey := limited(f, httplimit.Config{
 		Key:      httplimit.Header("X-Key"),
-		Policies: []httplimit.Policy{{Name: "minute", Limiter: lim}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: lim}},
 	})(&ok{})
 	f.Fuzz(func(t *testing.T, line1, line2 string) {
 		for _, refusal := range []bool{true, false} {
@@ -509,7 +510,7 @@ func FuzzFields(f *testing.F) {
 	now.Set(time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC))
 	h := limited(f, httplimit.Config{
 		Key:          func(*http.Request) (string, error) { return "k", nil },
-		Policies:     []httplimit.Policy{{Name: "p", Limiter: lim}},
+		Policies:     []quota.Policy{{Name: "p", Limiter: lim}},
 		LegacyFields: true,
 		Clock:        now,
 	})(&ok{})

@@ -20,6 +20,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -83,9 +84,9 @@ func newBucket(t *testing.T, l keylimit.Limit, clk clock.Clock, opts ...keylimit
 }
 
 // bucket returns a policy named name on a token bucket of l read on mock.
-func bucket(t *testing.T, name string, l keylimit.Limit, mock *clock.Mock, opts ...keylimit.Option) httplimit.Policy {
+func bucket(t *testing.T, name string, l keylimit.Limit, mock *clock.Mock, opts ...keylimit.Option) quota.Policy {
 	t.Helper()
-	return httplimit.Policy{Name: name, Limiter: newBucket(t, l, mock, opts...)}
+	return quota.Policy{Name: name, Limiter: newBucket(t, l, mock, opts...)}
 }
 
 // reply is one response, read to its end.
@@ -149,7 +150,7 @@ func countAdmitted(t *testing.T, ip httplimit.ClientIP, reqs []*http.Request) in
 	t.Helper()
 	limit := limited(t, httplimit.Config{
 		Key:      ip.Key,
-		Policies: []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(3), clock.NewMock())},
+		Policies: []quota.Policy{bucket(t, "minute", keylimit.PerMinute(3), clock.NewMock())},
 	})(&ok{})
 	n := 0
 	for _, r := range reqs {
@@ -167,23 +168,23 @@ func countAdmitted(t *testing.T, ip httplimit.ClientIP, reqs []*http.Request) in
 // decisions records what OnDecision sees.
 type decisions struct {
 	mu  sync.Mutex
-	all []httplimit.Decision
+	all []quota.Decision
 }
 
-func (d *decisions) record(_ *http.Request, dec httplimit.Decision) {
+func (d *decisions) record(_ *http.Request, dec quota.Decision) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.all = append(d.all, dec)
 }
 
-func (d *decisions) list() []httplimit.Decision {
+func (d *decisions) list() []quota.Decision {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]httplimit.Decision(nil), d.all...)
+	return append([]quota.Decision(nil), d.all...)
 }
 
 // last is the latest decision.
-func (d *decisions) last() httplimit.Decision {
+func (d *decisions) last() quota.Decision {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.all[len(d.all)-1]
@@ -548,8 +549,8 @@ func limitedServer(t *testing.T, mock *clock.Mock, l keylimit.Limit) *partner {
 	p := &partner{mock: mock, t0: mock.Now()}
 	limit := limited(t, httplimit.Config{
 		Key:      httplimit.ClientIP{}.Key,
-		Policies: []httplimit.Policy{bucket(t, "second", l, mock)},
-		OnDecision: func(r *http.Request, d httplimit.Decision) {
+		Policies: []quota.Policy{bucket(t, "second", l, mock)},
+		OnDecision: func(r *http.Request, d quota.Decision) {
 			status := http.StatusOK
 			if !d.Result.Allowed {
 				status = http.StatusTooManyRequests

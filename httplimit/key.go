@@ -7,7 +7,7 @@ import (
 	"net/textproto"
 
 	"github.com/keylimit/keylimit/internal/joinkey"
-	"github.com/keylimit/keylimit/quota"
+	"github.com/keylimit/keylimit/internal/nokey"
 )
 
 // KeyFunc names the client a request counts against: its IP address
@@ -17,29 +17,25 @@ import (
 //
 // A KeyFunc that cannot key a request returns an error, never a key shared
 // by every such request: the middleware then answers without calling the
-// handler (see Config.Error). Wrap ErrNoKey when the request lacks what the
+// handler (see Config.Error). Wrap quota.ErrNoKey when the request lacks what the
 // key needs, so that the client is told (400); any other error, and an
 // empty key without one, is the server's (500).
 type KeyFunc func(r *http.Request) (string, error)
 
-// ErrNoKey is wrapped by the errors of KeyFuncs for requests that do not
-// carry what their key needs: a missing header, a forwarding header in
-// which the client's address cannot be read. By default the middleware
-// answers them 400 Bad Request, with the error's text; other key errors are
-// the server's and answered 500 with a generic text. errors.Is matches it
-// with grpclimit.ErrNoKey and quota.ErrNoKey too: they are one kind.
-var ErrNoKey = quota.NoKey("httplimit: the request carries no key")
+// errNoKey is wrapped by the package's KeyFuncs' errors for requests that
+// do not carry what their key needs: quota.ErrNoKey's kind, in our words.
+var errNoKey = nokey.New("httplimit: the request carries no key")
 
 // Header returns a KeyFunc that keys requests by the value of the header
 // name, such as "X-API-Key". A request without the header, or with an empty
-// value, has no key (ErrNoKey).
+// value, has no key (quota.ErrNoKey).
 //
 // A header is whatever the client sends: key by one only when it is checked
 // (an API key your server knows, a user ID an authenticating proxy set), or
 // every new value buys a client a fresh quota.
 func Header(name string) KeyFunc {
 	name = textproto.CanonicalMIMEHeaderKey(name)
-	missing := fmt.Errorf("%w: no %s header", ErrNoKey, name)
+	missing := fmt.Errorf("%w: no %s header", errNoKey, name)
 	return func(r *http.Request) (string, error) {
 		if vs := r.Header[name]; len(vs) > 0 && vs[0] != "" { // Get, without canonicalizing name again
 			return vs[0], nil
@@ -68,7 +64,7 @@ var errNoPattern = errors.New("httplimit: the request has no route pattern (Requ
 //	mux.Handle("GET /items/{id}", limit(items))
 //
 // A request without a pattern is a configuration error: Route returns an
-// error that is not ErrNoKey, and the middleware answers 500. Other routers
+// error that is not quota.ErrNoKey, and the middleware answers 500. Other routers
 // keep their pattern elsewhere; write a KeyFunc that reads it.
 func Route(r *http.Request) (string, error) {
 	if r.Pattern == "" {

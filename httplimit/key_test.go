@@ -7,6 +7,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,7 +18,7 @@ func TestRouteAndJoin(t *testing.T) {
 	seen := &decisions{}
 	limit := limited(t, httplimit.Config{
 		Key:        httplimit.Join(httplimit.Header("X-User"), httplimit.Route),
-		Policies:   []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(2), mock)},
+		Policies:   []quota.Policy{bucket(t, "minute", keylimit.PerMinute(2), mock)},
 		OnDecision: seen.record,
 	})
 	mux := http.NewServeMux()

@@ -25,7 +25,7 @@ type Config struct {
 	// passes only if every policy admits it, and a refused request takes
 	// nothing from any (keylimit.All). With Tiers, they are the default
 	// tier.
-	Policies []Policy
+	Policies []quota.Policy
 
 	// Tier, with Tiers, gives clients different quotas: Tier names the
 	// tier of a request and its key ("gold", "free"), and the request meets
@@ -33,7 +33,7 @@ type Config struct {
 	// meets Policies. Each tier counts in its own limiters, so a client
 	// moved to another tier starts afresh there.
 	Tier  func(r *http.Request, key string) string
-	Tiers map[string][]Policy
+	Tiers map[string][]quota.Policy
 
 	// Cost is how much of each quota a request takes: 1 if Cost is nil.
 	// An expensive endpoint may cost 5. A cost of 0 passes without taking
@@ -55,7 +55,7 @@ type Config struct {
 
 	// LegacyFields also sends X-RateLimit-Limit, X-RateLimit-Remaining
 	// and X-RateLimit-Reset, which many clients still read, for the binding
-	// policy (see Decision). X-RateLimit-Reset is the Unix time in seconds,
+	// policy (see quota.Decision). X-RateLimit-Reset is the Unix time in seconds,
 	// rounded up, at which the policy's quota is whole again, as GitHub,
 	// go-chi/httprate and ulule/limiter send it and their clients read it.
 	LegacyFields bool
@@ -88,7 +88,7 @@ type Config struct {
 	// Prometheus, or log them. It runs on the request's goroutine and must
 	// be safe for concurrent use. Requests answered by Error are not
 	// decisions: see them there.
-	OnDecision func(r *http.Request, d Decision)
+	OnDecision func(r *http.Request, d quota.Decision)
 
 	// Deny answers refused requests. When it runs, the RateLimit fields,
 	// Retry-After (unless the request can never pass) and Cache-Control:
@@ -115,13 +115,13 @@ type Config struct {
 	// Unavailable instead, a problem of the draft's type
 	// temporary-reduced-capacity: the server is full, not the client over
 	// its limit.
-	Deny func(w http.ResponseWriter, r *http.Request, d Decision)
+	Deny func(w http.ResponseWriter, r *http.Request, d quota.Decision)
 
 	// Error answers requests the middleware cannot decide: their key
 	// cannot be determined, Cost returned a negative number, or a policy's
 	// limiter could not apply its limit to the key (Result.Err: an invalid
 	// limit from a SetKeyLimit function). err says why. If nil, an error that
-	// wraps ErrNoKey is answered 400 Bad Request with its text (the request
+	// wraps quota.ErrNoKey is answered 400 Bad Request with its text (the request
 	// lacks what the key needs), and any other 500 Internal Server Error
 	// with a generic text (the server is misconfigured; its details stay out
 	// of the response). Both bodies are JSON, or problem+json on request,
@@ -130,19 +130,13 @@ type Config struct {
 
 	// CostHeader names a response header by which the handler reports the
 	// cost of its request to the policies charged by outcome
-	// (Policy.Charge, Outcome.Reported): a decimal number, set before the
+	// (quota.Policy.Charge, Outcome.Reported): a decimal number, set before the
 	// handler writes its header. The middleware takes it out of the
 	// response, so the client never sees it; a value that is not a number
 	// of at most 18 digits, or is given twice, is ignored. A handler may
 	// call quota.ReportCost with its request's context instead.
 	CostHeader string
 }
-
-// Decision is what the middleware decided for one request: the key, the
-// tier and the cost it counted, and the binding policy's state. It is
-// quota.Decision, which grpclimit's Decision is too; Elapsed is measured
-// only when Config.OnDecision is set, and is 0 otherwise.
-type Decision = quota.Decision
 
 // New returns a middleware that rate-limits the requests of the handler it
 // wraps, as c says. It returns an error if c is incomplete or a policy is
@@ -155,7 +149,7 @@ type Decision = quota.Decision
 // not. It never wraps the ResponseWriter, so the handler keeps whatever
 // interfaces the server's writer has (http.Flusher, http.Hijacker, ...),
 // but for a request whose tier has a policy charged by outcome
-// (Policy.Charge): its handler's writer records the status, and has Flush
+// (quota.Policy.Charge): its handler's writer records the status, and has Flush
 // and Unwrap (http.ResponseController reaches the server's writer by it).
 // It is safe for concurrent use, and may wrap any number of handlers: they
 // share its limiters.
@@ -184,8 +178,8 @@ type middleware struct {
 	cost       func(*http.Request) int
 	skip       func(*http.Request) bool
 	legacy     *legacy // nil: no X-RateLimit fields
-	onDecision func(*http.Request, Decision)
-	deny       func(http.ResponseWriter, *http.Request, Decision) // nil: the default, deny
+	onDecision func(*http.Request, quota.Decision)
+	deny       func(http.ResponseWriter, *http.Request, quota.Decision) // nil: the default, deny
 	fail       func(http.ResponseWriter, *http.Request, error)
 	costHeader string // canonical, or ""
 }
@@ -232,6 +226,40 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
+	var v quota.Verdict // 25 words, written in place by decide, not returned
+	if err := m.decide(r, &v); err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	// Finish holds nothing for a request that does not proceed, and is
+	// deferred now so that what one holds (a concurrency policy's slot) is
+	// given back however the rest ends, OnDecision or the handler panicking.
+	defer v.Finish()
+	var contentType []string
+	if v.HasFields() { // all but an admission under Config.FieldsOnRefusal
+		contentType = setFields(w.Header(), &v, m.legacy, m.deny == nil)
+	}
+	if m.onDecision != nil {
+		m.onDecision(r, v.Decision)
+	}
+	switch {
+	case v.Action() == quota.Proceed && v.NeedsOutcome():
+		h.serveCharged(w, r, &v)
+	case v.Action() == quota.Proceed:
+		h.next.ServeHTTP(w, r)
+	case m.deny == nil:
+		deny(w, r, &v, contentType)
+	default:
+		m.deny(w, r, v.Decision)
+	}
+}
+
+// decide translates r into what quota decides by, its key, tier and cost,
+// and writes quota's Verdict into *v: the one call into quota a request
+// makes. It returns an error, for Config.Error, if r cannot be decided: no
+// key, a negative cost, a context that ended, or a policy that cannot
+// limit the key (Action Fail, after Finish).
+func (m *middleware) decide(r *http.Request, v *quota.Verdict) error {
 	var start time.Time
 	if m.onDecision != nil {
 		start = time.Now()
@@ -241,8 +269,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = errEmptyKey
 	}
 	if err != nil {
-		m.fail(w, r, err)
-		return
+		return err
 	}
 	tier := ""
 	if m.tierOf != nil {
@@ -251,48 +278,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cost := 1
 	if m.cost != nil {
 		if cost = m.cost(r); cost < 0 {
-			m.fail(w, r, fmt.Errorf("httplimit: Cost returned %d for %s: a cost is at least 0", cost, bounded.Quote(r.Method+" "+r.URL.Path)))
-			return
+			return fmt.Errorf("httplimit: Cost returned %d for %s: a cost is at least 0", cost, bounded.Quote(r.Method+" "+r.URL.Path))
 		}
 	}
 	// The cost is not negative: Decide's only error is the context's, of a
 	// request whose client has hung up (before or while it was decided).
-	v, err := m.quota.Decide(r.Context(), key, tier, cost)
-	if err != nil {
-		m.fail(w, r, fmt.Errorf("%w: %w", errEnded, err))
-		return
+	if *v, err = m.quota.Decide(r.Context(), key, tier, cost); err != nil {
+		return fmt.Errorf("%w: %w", errEnded, err)
 	}
-	// Finish holds nothing for a request that does not proceed, and is
-	// deferred now so that what one holds (a concurrency policy's slot) is
-	// given back however the rest ends, OnDecision or the handler panicking.
-	defer v.Finish()
 	d := &v.Decision
 	if m.onDecision != nil {
 		d.Elapsed = time.Since(start)
 	}
 	if v.Action() == quota.Fail {
+		v.Finish() // holds nothing: the request does not proceed
 		// Not the client's doing: the policy cannot be applied to its key.
-		m.fail(w, r, fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err))
-		return
+		return fmt.Errorf("httplimit: policy %q cannot limit key %s: %w", d.Policy, bounded.Quote(key), d.Result.Err)
 	}
-	var contentType []string
-	if v.HasFields() { // all but an admission under Config.FieldsOnRefusal
-		contentType = setFields(w.Header(), &v, m.legacy, m.deny == nil)
-	}
-	if m.onDecision != nil {
-		m.onDecision(r, *d)
-	}
-	if v.Action() == quota.Proceed {
-		if v.NeedsOutcome() {
-			h.serveCharged(w, r, &v)
-			return
-		}
-		h.next.ServeHTTP(w, r)
-		return
-	}
-	if m.deny == nil {
-		deny(w, r, &v, contentType)
-		return
-	}
-	m.deny(w, r, *d)
+	return nil
 }

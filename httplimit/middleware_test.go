@@ -17,6 +17,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,7 +31,7 @@ func TestThreeUsers(t *testing.T) {
 	h := &ok{}
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:        httplimit.Header("X-User"),
-		Policies:   []httplimit.Policy{bucket(t, "burst", keylimit.PerSecond(1).WithBurst(5), mock)},
+		Policies:   []quota.Policy{bucket(t, "burst", keylimit.PerSecond(1).WithBurst(5), mock)},
 		OnDecision: seen.record,
 	})(h))
 	users := []string{"alice", "bob", "charlie"}
@@ -101,7 +102,7 @@ func TestMinuteAndHour(t *testing.T) {
 	seen := &decisions{}
 	srv := serve(t, limited(t, httplimit.Config{
 		Key: httplimit.Header("X-Api-Key"),
-		Policies: []httplimit.Policy{
+		Policies: []quota.Policy{
 			bucket(t, "minute", keylimit.PerMinute(3), mock),
 			bucket(t, "hour", keylimit.PerHour(5), mock),
 		},
@@ -146,7 +147,7 @@ func TestMinuteAndHourWindows(t *testing.T) {
 	t.Cleanup(func() { minute.Close(); hour.Close() })
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-Api-Key"),
-		Policies: []httplimit.Policy{{Name: "minute", Limiter: minute}, {Name: "hour", Limiter: hour}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: minute}, {Name: "hour", Limiter: hour}},
 	})(&ok{}))
 	runSteps(t, mock, srv.URL, []string{"X-Api-Key", "k"}, []step{
 		{advance: 10 * time.Second, status: 200, fields: []fields{{"minute", 3, 60, 2, 50}, {"hour", 5, 3600, 4, 3600}}},
@@ -175,7 +176,7 @@ func TestLegacyFields(t *testing.T) {
 			mock.Set(start)
 			srv := serve(t, limited(t, httplimit.Config{
 				Key: httplimit.Header("X-User"),
-				Policies: []httplimit.Policy{
+				Policies: []quota.Policy{
 					bucket(t, "second", keylimit.PerSecond(5), mock), // a token every 200 ms
 					bucket(t, "minute", keylimit.PerMinute(5), mock), // a token every 12 s
 				},
@@ -247,10 +248,10 @@ func TestFieldValuesAreTheResponses(t *testing.T) {
 	}
 	h := limited(t, httplimit.Config{
 		Key:          httplimit.Header("X-User"),
-		Policies:     []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(2), mock)},
+		Policies:     []quota.Policy{bucket(t, "minute", keylimit.PerMinute(2), mock)},
 		LegacyFields: true,
 		Clock:        mock, // at the Unix epoch: X-RateLimit-Reset is the seconds since it
-		Deny: func(w http.ResponseWriter, _ *http.Request, _ httplimit.Decision) {
+		Deny: func(w http.ResponseWriter, _ *http.Request, _ quota.Decision) {
 			tamper(w.Header())
 			w.WriteHeader(http.StatusTooManyRequests)
 		},
@@ -284,9 +285,9 @@ func TestTiers(t *testing.T) {
 	route := func(one, two int) func(http.Handler) http.Handler {
 		return limited(t, httplimit.Config{
 			Key:      httplimit.Header("X-Client"),
-			Policies: []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(2), mock)},
+			Policies: []quota.Policy{bucket(t, "minute", keylimit.PerMinute(2), mock)},
 			Tier:     func(_ *http.Request, key string) string { return key },
-			Tiers: map[string][]httplimit.Policy{
+			Tiers: map[string][]quota.Policy{
 				"client-1": {bucket(t, "minute", keylimit.PerMinute(one), mock)},
 				"client-2": {bucket(t, "minute", keylimit.PerMinute(two), mock)},
 			},
@@ -331,7 +332,7 @@ func TestCost(t *testing.T) {
 	mock := clock.NewMock()
 	limit := limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(12), mock)},
+		Policies: []quota.Policy{bucket(t, "minute", keylimit.PerMinute(12), mock)},
 		Cost: func(r *http.Request) int {
 			switch r.URL.Path {
 			case "/expensive":
@@ -380,7 +381,7 @@ func TestCostAcrossPolicies(t *testing.T) {
 	mock := clock.NewMock()
 	srv := serve(t, limited(t, httplimit.Config{
 		Key: httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{
+		Policies: []quota.Policy{
 			bucket(t, "ten", keylimit.PerMinute(10), mock), // a token every 6 s
 			bucket(t, "seven", keylimit.PerMinute(7), mock),
 		},
@@ -413,7 +414,7 @@ func TestSkip(t *testing.T) {
 	seen := &decisions{}
 	limit := limited(t, httplimit.Config{
 		Key:        httplimit.Header("X-User"),
-		Policies:   []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(1), mock)},
+		Policies:   []quota.Policy{bucket(t, "minute", keylimit.PerMinute(1), mock)},
 		Skip:       func(r *http.Request) bool { return r.URL.Path == "/healthz" },
 		OnDecision: seen.record,
 	})
@@ -439,7 +440,7 @@ func TestDryRun(t *testing.T) {
 	h := &ok{}
 	limit := limited(t, httplimit.Config{
 		Key:        httplimit.Header("X-User"),
-		Policies:   []httplimit.Policy{bucket(t, "minute", keylimit.PerMinute(2), mock)},
+		Policies:   []quota.Policy{bucket(t, "minute", keylimit.PerMinute(2), mock)},
 		DryRun:     true,
 		OnDecision: seen.record,
 	})
@@ -485,8 +486,8 @@ func TestConcurrentRequestsCountExactly(t *testing.T) {
 	h := &ok{}
 	limit := limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{bucket(t, "burst", keylimit.PerHour(burst), mock)},
-		OnDecision: func(_ *http.Request, d httplimit.Decision) {
+		Policies: []quota.Policy{bucket(t, "burst", keylimit.PerHour(burst), mock)},
+		OnDecision: func(_ *http.Request, d quota.Decision) {
 			mu.Lock()
 			defer mu.Unlock()
 			decided++
@@ -527,7 +528,7 @@ func TestConcurrentRequestsOverTheWire(t *testing.T) {
 	mock := clock.NewMock()
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:      httplimit.ClientIP{}.Key,
-		Policies: []httplimit.Policy{bucket(t, "burst", keylimit.PerHour(37), mock)},
+		Policies: []quota.Policy{bucket(t, "burst", keylimit.PerHour(37), mock)},
 	})(&ok{}))
 	got := storm(&http.Client{}, srv.URL, 20, 10)
 	require.Empty(t, got.errs)
@@ -543,7 +544,7 @@ func TestSlidingCounterPolicy(t *testing.T) {
 	t.Cleanup(func() { counter.Close() })
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-Api-Key"),
-		Policies: []httplimit.Policy{{Name: "minute", Limiter: counter}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: counter}},
 	})(&ok{}))
 	var statuses []int
 	for range 3 {
@@ -565,13 +566,13 @@ func TestContextReachesTheLimiters(t *testing.T) {
 	mock := clock.NewMock()
 	for _, tc := range []struct {
 		name     string
-		policies func(*contextLimiter) []httplimit.Policy
+		policies func(*contextLimiter) []quota.Policy
 	}{
-		{"one policy", func(l *contextLimiter) []httplimit.Policy {
-			return []httplimit.Policy{{Name: "remote", Limiter: l, Window: time.Minute}}
+		{"one policy", func(l *contextLimiter) []quota.Policy {
+			return []quota.Policy{{Name: "remote", Limiter: l, Window: time.Minute}}
 		}},
-		{"behind keylimit.All", func(l *contextLimiter) []httplimit.Policy {
-			return []httplimit.Policy{bucket(t, "local", keylimit.PerMinute(10), mock), {Name: "remote", Limiter: l, Window: time.Minute}}
+		{"behind keylimit.All", func(l *contextLimiter) []quota.Policy {
+			return []quota.Policy{bucket(t, "local", keylimit.PerMinute(10), mock), {Name: "remote", Limiter: l, Window: time.Minute}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -629,7 +630,7 @@ func TestContextEndsDuringTheDecision(t *testing.T) {
 	seen := &decisions{}
 	mw := limited(t, httplimit.Config{
 		Key:        httplimit.Header("X-User"),
-		Policies:   []httplimit.Policy{{Name: "remote", Limiter: lim, Window: time.Minute}},
+		Policies:   []quota.Policy{{Name: "remote", Limiter: lim, Window: time.Minute}},
 		OnDecision: seen.record,
 	})(h)
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
@@ -663,7 +664,7 @@ func TestEachPolicyAskedOnce(t *testing.T) {
 	second := &countingBucket{TokenBucket: newBucket(t, keylimit.PerHour(1), mock)}
 	h := limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{{Name: "minute", Limiter: first}, {Name: "hour", Limiter: second}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: first}, {Name: "hour", Limiter: second}},
 	})(&ok{})
 
 	resp := call(h, "/", "X-User", "u")
@@ -693,10 +694,10 @@ func TestDecisionElapsed(t *testing.T) {
 		return keylimit.Result{Allowed: true, Limit: 1, Remaining: 1}, nil
 	}}
 	seen := &decisions{}
-	var denied []httplimit.Decision
+	var denied []quota.Decision
 	config := httplimit.Config{
 		Key:        slowKey,
-		Policies:   []httplimit.Policy{{Name: "slow", Limiter: lim, Window: time.Minute}},
+		Policies:   []quota.Policy{{Name: "slow", Limiter: lim, Window: time.Minute}},
 		OnDecision: seen.record,
 	}
 	require.Equal(t, http.StatusOK, call(limited(t, config)(&ok{}), "/").StatusCode)
@@ -704,7 +705,7 @@ func TestDecisionElapsed(t *testing.T) {
 
 	lim.take = func(context.Context) (keylimit.Result, error) { return keylimit.Result{Limit: 1}, nil }
 	config.OnDecision = nil
-	config.Deny = func(w http.ResponseWriter, r *http.Request, d httplimit.Decision) { denied = append(denied, d) }
+	config.Deny = func(w http.ResponseWriter, r *http.Request, d quota.Decision) { denied = append(denied, d) }
 	call(limited(t, config)(&ok{}), "/")
 	require.Len(t, denied, 1)
 	require.Zero(t, denied[0].Elapsed, "not measured without OnDecision")
@@ -721,7 +722,7 @@ func TestFieldsOnRefusal(t *testing.T) {
 			config := func(fieldsOnRefusal bool) httplimit.Config {
 				return httplimit.Config{
 					Key: httplimit.Header("X-User"),
-					Policies: []httplimit.Policy{
+					Policies: []quota.Policy{
 						bucket(t, "second", keylimit.PerSecond(10), mock),
 						bucket(t, "minute", keylimit.PerMinute(2), mock),
 					},

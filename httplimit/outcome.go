@@ -7,7 +7,7 @@ import (
 )
 
 // The outcome of a request, for the policies charged by outcome
-// (Policy.Charge): its status, and the cost its handler reported.
+// (quota.Policy.Charge): its status, and the cost its handler reported.
 
 // outcomeWriter is the ResponseWriter a handler gets when its request's
 // tier has a policy charged by outcome: it records the status written, and

@@ -72,10 +72,10 @@ func TestLoginLockoutCounts(t *testing.T) {
 	ips := newSliding(t, keylimit.Per(5, 15*time.Minute), mock)
 	byAccount := limited(t, httplimit.Config{
 		Key:      func(r *http.Request) (string, error) { return r.PostFormValue("user"), nil },
-		Policies: []httplimit.Policy{{Name: "account", Limiter: accounts, Charge: failures}},
+		Policies: []quota.Policy{{Name: "account", Limiter: accounts, Charge: failures}},
 	})
 	ip := httplimit.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, Header: "X-Forwarded-For"}
-	byIP := limited(t, httplimit.Config{Key: ip.Key, Policies: []httplimit.Policy{{Name: "ip", Limiter: ips, Charge: failures}}})
+	byIP := limited(t, httplimit.Config{Key: ip.Key, Policies: []quota.Policy{{Name: "ip", Limiter: ips, Charge: failures}}})
 	var mu sync.Mutex
 	reached := map[string]int{}
 	srv := serve(t, byIP(byAccount(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -148,7 +148,7 @@ func TestChargeReportedCostHTTP(t *testing.T) {
 	h := limited(t, httplimit.Config{
 		Key:        httplimit.Header("X-API-Key"),
 		Cost:       func(*http.Request) int { return 10 },
-		Policies:   []httplimit.Policy{{Name: "rows", Limiter: rows, Charge: quota.ChargeReported}},
+		Policies:   []quota.Policy{{Name: "rows", Limiter: rows, Charge: quota.ChargeReported}},
 		CostHeader: "X-Rows",
 	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch v := r.URL.Query().Get("rows"); {
@@ -197,7 +197,7 @@ func TestChargeOutcomes(t *testing.T) {
 	gate := newBucket(t, keylimit.PerHour(3), mock)
 	h := limited(t, httplimit.Config{
 		Key: httplimit.Header("X-API-Key"),
-		Policies: []httplimit.Policy{
+		Policies: []quota.Policy{
 			{Name: "charged", Limiter: charged, Charge: record},
 			{Name: "gate", Limiter: gate},
 		},
@@ -245,7 +245,7 @@ func TestChargeByOutcomeInFlightRefusal(t *testing.T) {
 	var reached atomic.Int64
 	h := limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{{Name: "failures", Limiter: accounts, Charge: failures}},
+		Policies: []quota.Policy{{Name: "failures", Limiter: accounts, Charge: failures}},
 	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reached.Add(1)
 		if g := gate.Load(); g != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,7 +24,7 @@ func TestBannedRefusalBody(t *testing.T) {
 	defer pen.Close()
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{{Name: "minute", Limiter: pen}},
+		Policies: []quota.Policy{{Name: "minute", Limiter: pen}},
 	})(&ok{}))
 
 	require.Equal(t, http.StatusOK, get(t, srv.URL, "X-User", "u").status)
@@ -66,9 +67,9 @@ func TestBannedInATier(t *testing.T) {
 	hour := newBucket(t, keylimit.PerHour(100), mock)
 	srv := serve(t, limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{bucket(t, "free", keylimit.PerHour(1), mock)},
+		Policies: []quota.Policy{bucket(t, "free", keylimit.PerHour(1), mock)},
 		Tier:     func(_ *http.Request, key string) string { return "gold" },
-		Tiers: map[string][]httplimit.Policy{
+		Tiers: map[string][]quota.Policy{
 			"gold": {{Name: "minute", Limiter: pen}, {Name: "hour", Limiter: hour}},
 		},
 	})(&ok{}))

@@ -8,6 +8,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -15,7 +16,7 @@ func TestFieldsFromAnyLimiter(t *testing.T) {
 	lim := &scripted{}
 	h := limited(t, httplimit.Config{
 		Key:      func(*http.Request) (string, error) { return "k", nil },
-		Policies: []httplimit.Policy{{Name: `odd "name" \ here`, Limiter: lim}},
+		Policies: []quota.Policy{{Name: `odd "name" \ here`, Limiter: lim}},
 	})(&ok{})
 	for _, c := range []struct {
 		name       string
@@ -68,7 +69,7 @@ func TestBucketWindow(t *testing.T) {
 	} {
 		h := limited(t, httplimit.Config{
 			Key:      func(*http.Request) (string, error) { return "k", nil },
-			Policies: []httplimit.Policy{bucket(t, "p", c.limit, mock)},
+			Policies: []quota.Policy{bucket(t, "p", c.limit, mock)},
 		})(&ok{})
 		f := policyFields(t, call(h, "/").Header)
 		require.Equal(t, c.q, f[0].q, "%v", c.limit)
@@ -77,7 +78,7 @@ func TestBucketWindow(t *testing.T) {
 	// Window, when set, is what w says.
 	h := limited(t, httplimit.Config{
 		Key:      func(*http.Request) (string, error) { return "k", nil },
-		Policies: []httplimit.Policy{{Name: "p", Limiter: &noLimit{}, Window: 1500 * time.Millisecond}},
+		Policies: []quota.Policy{{Name: "p", Limiter: &noLimit{}, Window: 1500 * time.Millisecond}},
 	})(&ok{})
 	require.Equal(t, int64(2), policyFields(t, call(h, "/").Header)[0].w)
 }
@@ -85,42 +86,42 @@ func TestBucketWindow(t *testing.T) {
 func TestNewErrors(t *testing.T) {
 	mock := clock.NewMock()
 	key := httplimit.Header("X-User")
-	p := func(name string) httplimit.Policy { return bucket(t, name, keylimit.PerMinute(1), mock) }
+	p := func(name string) quota.Policy { return bucket(t, name, keylimit.PerMinute(1), mock) }
 	for _, c := range []struct {
 		config httplimit.Config
 		want   string
 	}{
-		{httplimit.Config{Policies: []httplimit.Policy{p("a")}},
+		{httplimit.Config{Policies: []quota.Policy{p("a")}},
 			"httplimit: Config.Key is nil: say what to key requests by, e.g. httplimit.ClientIP{}.Key"},
 		{httplimit.Config{Key: key},
 			"httplimit: Config.Policies is empty: give at least one Policy"},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{p("")}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{p("")}},
 			"httplimit: a policy has no name"},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{p("minüte")}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{p("minüte")}},
 			`httplimit: policy name "minüte" has a byte 0xc3 a Structured Field String cannot hold (printable ASCII only)`},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{p("a"), p("a")}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{p("a"), p("a")}},
 			`httplimit: two policies are named "a"`},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{{Name: "a"}}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{{Name: "a"}}},
 			`httplimit: policy "a" has no Limiter`},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{{Name: "a", Limiter: &scripted{}, Window: -time.Second}}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{{Name: "a", Limiter: &scripted{}, Window: -time.Second}}},
 			`httplimit: policy "a": Window -1s is negative`},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{{Name: "a", Limiter: &noLimit{}}}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{{Name: "a", Limiter: &noLimit{}}}},
 			`httplimit: policy "a": set its Window: the limiter (*httplimit_test.noLimit) does not report its Limit`},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{{Name: "a", Limiter: &scripted{}}, p("b")}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{{Name: "a", Limiter: &scripted{}}, p("b")}},
 			`httplimit: policy "a": its limiter (*httplimit_test.scripted) cannot Refund, so it must be the last policy`},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{httplimit.Bucket("a", keylimit.PerMinute(0))}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{quota.Bucket("a", keylimit.PerMinute(0))}},
 			`httplimit: policy "a": keylimit: events 0 is below 1`},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{httplimit.Bucket("a", keylimit.PerMinute(1), keylimit.WithClock(nil))}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{quota.Bucket("a", keylimit.PerMinute(1), keylimit.WithClock(nil))}},
 			`httplimit: policy "a": keylimit: WithClock(nil): pass clock.New() for real time`},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{p("a")}, Tier: func(*http.Request, string) string { return "" }},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{p("a")}, Tier: func(*http.Request, string) string { return "" }},
 			"httplimit: Config.Tier and Config.Tiers go together: set both or neither"},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{p("a")}, Tiers: map[string][]httplimit.Policy{"gold": {p("a")}}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{p("a")}, Tiers: map[string][]quota.Policy{"gold": {p("a")}}},
 			"httplimit: Config.Tier and Config.Tiers go together: set both or neither"},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{p("a")}, Tier: func(*http.Request, string) string { return "" }, Tiers: map[string][]httplimit.Policy{"": {p("a")}}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{p("a")}, Tier: func(*http.Request, string) string { return "" }, Tiers: map[string][]quota.Policy{"": {p("a")}}},
 			`httplimit: Config.Tiers has a tier named "": Config.Policies is that tier`},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{p("a")}, Tier: func(*http.Request, string) string { return "" }, Tiers: map[string][]httplimit.Policy{"gold": nil}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{p("a")}, Tier: func(*http.Request, string) string { return "" }, Tiers: map[string][]quota.Policy{"gold": nil}},
 			`httplimit: tier "gold" has no policies (tier "gold")`},
-		{httplimit.Config{Key: key, Policies: []httplimit.Policy{p("a")}, Tier: func(*http.Request, string) string { return "" }, Tiers: map[string][]httplimit.Policy{"gold": {p("a"), p("a")}}},
+		{httplimit.Config{Key: key, Policies: []quota.Policy{p("a")}, Tier: func(*http.Request, string) string { return "" }, Tiers: map[string][]quota.Policy{"gold": {p("a"), p("a")}}},
 			`httplimit: two policies are named "a" (tier "gold")`},
 	} {
 		mw, err := httplimit.New(c.config)
@@ -128,7 +129,7 @@ func TestNewErrors(t *testing.T) {
 		require.EqualError(t, err, c.want)
 	}
 	require.PanicsWithValue(t, "httplimit: the middleware cannot wrap a nil http.Handler", func() {
-		limited(t, httplimit.Config{Key: key, Policies: []httplimit.Policy{p("a")}})(nil)
+		limited(t, httplimit.Config{Key: key, Policies: []quota.Policy{p("a")}})(nil)
 	})
 	require.PanicsWithValue(t, "httplimit: Join needs at least one KeyFunc", func() { httplimit.Join() })
 	require.PanicsWithValue(t, "httplimit: Join: KeyFunc 1 is nil", func() { httplimit.Join(key, nil) })
@@ -142,7 +143,7 @@ func TestLastPolicyNeedNotRefund(t *testing.T) {
 	b := bucket(t, "first", keylimit.PerMinute(10), mock)
 	h := limited(t, httplimit.Config{
 		Key:      func(*http.Request) (string, error) { return "k", nil },
-		Policies: []httplimit.Policy{b, {Name: "last", Limiter: lim}},
+		Policies: []quota.Policy{b, {Name: "last", Limiter: lim}},
 	})(&ok{})
 	w := call(h, "/")
 	require.Equal(t, http.StatusTooManyRequests, w.StatusCode)
@@ -156,7 +157,7 @@ func TestSetLimitShows(t *testing.T) {
 	require.NoError(t, err)
 	h := limited(t, httplimit.Config{
 		Key:      func(*http.Request) (string, error) { return "k", nil },
-		Policies: []httplimit.Policy{{Name: "p", Limiter: b}},
+		Policies: []quota.Policy{{Name: "p", Limiter: b}},
 	})(&ok{})
 	require.Equal(t, `"p";q=10;w=60`, call(h, "/").Header.Get("RateLimit-Policy"))
 	require.NoError(t, b.SetLimit(keylimit.PerHour(100).WithBurst(20)))
@@ -180,7 +181,7 @@ func TestInvalidKeyLimit(t *testing.T) {
 	seen := &decisions{}
 	config := httplimit.Config{
 		Key:        httplimit.Header("X-User"),
-		Policies:   []httplimit.Policy{other, {Name: "keyed", Limiter: b}},
+		Policies:   []quota.Policy{other, {Name: "keyed", Limiter: b}},
 		OnDecision: seen.record,
 		Error: func(w http.ResponseWriter, r *http.Request, err error) {
 			errs = append(errs, err)
@@ -232,7 +233,7 @@ func TestKeyLimitWindow(t *testing.T) {
 	lim.set(keylimit.Result{}, keylimit.PerMinute(10))
 	h := limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{{Name: "quota", Limiter: lim}},
+		Policies: []quota.Policy{{Name: "quota", Limiter: lim}},
 	})(&ok{})
 	for _, c := range []struct{ user, policy string }{
 		{"gold", `"quota";q=1000;w=3600`},
@@ -249,7 +250,7 @@ func TestKeyLimitWindow(t *testing.T) {
 	}{lim, lim}
 	h = limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-User"),
-		Policies: []httplimit.Policy{{Name: "quota", Limiter: only}},
+		Policies: []quota.Policy{{Name: "quota", Limiter: only}},
 	})(&ok{})
 	require.Equal(t, `"quota";q=1000;w=3600`, call(h, "/", "X-User", "gold").Header.Get("RateLimit-Policy"))
 }

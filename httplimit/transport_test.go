@@ -17,6 +17,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -473,7 +474,7 @@ func TestTransportKeyFunc(t *testing.T) {
 	body := &closeTracker{Reader: strings.NewReader("payload")}
 	req, _ := http.NewRequest(http.MethodPut, srv.URL, body)
 	_, err = c.Do(req)
-	require.ErrorIs(t, err, httplimit.ErrNoKey)
+	require.ErrorIs(t, err, quota.ErrNoKey)
 	require.True(t, body.closed.Load(), "RoundTrip closes the body of a request it does not send")
 	require.Equal(t, 2, srv.count())
 }
@@ -767,7 +768,7 @@ func TestTransportOnWait(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, err, keylimit.ErrWouldExceedDeadline)
 	require.NoError(t, send(context.Background(), "alice")) // waits out the pause
-	require.ErrorIs(t, send(context.Background(), ""), httplimit.ErrNoKey)
+	require.ErrorIs(t, send(context.Background(), ""), quota.ErrNoKey)
 
 	require.Len(t, waits, 3)
 	require.Equal(t, httplimit.Wait{Key: "alice"}, waits[0])

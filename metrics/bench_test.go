@@ -9,6 +9,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/metrics"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	nop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	for _, row := range []struct {
 		name string
-		hook func(*http.Request, httplimit.Decision)
+		hook func(*http.Request, quota.Decision)
 	}{
 		{"bare", nil},
 		{"metrics", metrics.NewHTTP("api").OnDecision},
@@ -40,7 +41,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		b.Run(row.name, func(b *testing.B) {
 			limit, err := httplimit.New(httplimit.Config{
 				Key:        httplimit.Header("X-User"),
-				Policies:   []httplimit.Policy{httplimit.Bucket("second", keylimit.PerSecond(1_000_000_000))},
+				Policies:   []quota.Policy{quota.Bucket("second", keylimit.PerSecond(1_000_000_000))},
 				OnDecision: row.hook,
 			})
 			require.NoError(b, err, "httplimit.New")
@@ -62,7 +63,7 @@ func BenchmarkMiddleware(b *testing.B) {
 // BenchmarkOnDecision: the hook alone, from every CPU on one label set.
 func BenchmarkOnDecision(b *testing.B) {
 	hm := metrics.NewHTTP("api")
-	d := httplimit.Decision{Policy: "second", Result: keylimit.Result{Allowed: true}}
+	d := quota.Decision{Policy: "second", Result: keylimit.Result{Allowed: true}}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

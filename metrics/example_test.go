@@ -12,6 +12,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/metrics"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -34,7 +35,7 @@ func Example() {
 
 	limit, err := httplimit.New(httplimit.Config{
 		Key:        httplimit.ClientIP{}.Key,
-		Policies:   []httplimit.Policy{{Name: "minute", Limiter: perMinute}},
+		Policies:   []quota.Policy{{Name: "minute", Limiter: perMinute}},
 		OnDecision: api.OnDecision,
 	})
 	if err != nil {

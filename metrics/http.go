@@ -96,7 +96,7 @@ func NewHTTP(name string) *HTTP {
 // Observe counts d, the decision of a request or of a gRPC call: it is
 // OnDecision(nil, d). A grpclimit server counts its calls with
 //
-//	OnDecision: func(_ context.Context, _ string, d grpclimit.Decision) { api.Observe(d) },
+//	OnDecision: func(_ context.Context, _ string, d quota.Decision) { api.Observe(d) },
 func (h *HTTP) Observe(d quota.Decision) { h.OnDecision(nil, d) }
 
 // OnDecision counts d under its tier, its binding policy and its outcome,

@@ -31,9 +31,9 @@ func TestHTTPExactCounts(t *testing.T) {
 	var seen []string
 	limit, err := httplimit.New(httplimit.Config{
 		Key: httplimit.Header("X-API-Key"),
-		Policies: []httplimit.Policy{
-			httplimit.Bucket("minute", keylimit.PerMinute(2), keylimit.WithClock(mock)),
-			httplimit.Bucket("hour", keylimit.PerHour(3), keylimit.WithClock(mock)),
+		Policies: []quota.Policy{
+			quota.Bucket("minute", keylimit.PerMinute(2), keylimit.WithClock(mock)),
+			quota.Bucket("hour", keylimit.PerHour(3), keylimit.WithClock(mock)),
 		},
 		Tier: func(r *http.Request, key string) string {
 			if strings.HasPrefix(key, "gold-") {
@@ -41,10 +41,10 @@ func TestHTTPExactCounts(t *testing.T) {
 			}
 			return ""
 		},
-		Tiers: map[string][]httplimit.Policy{
-			"gold": {httplimit.Bucket("minute", keylimit.PerMinute(5), keylimit.WithClock(mock))},
+		Tiers: map[string][]quota.Policy{
+			"gold": {quota.Bucket("minute", keylimit.PerMinute(5), keylimit.WithClock(mock))},
 		},
-		OnDecision: metrics.Hooks(hm.OnDecision, func(r *http.Request, d httplimit.Decision) {
+		OnDecision: metrics.Hooks(hm.OnDecision, func(r *http.Request, d quota.Decision) {
 			seen = append(seen, d.Policy) // the test's own hook, beside the metrics
 		}),
 	})
@@ -80,7 +80,7 @@ keylimit_http_decisions_total{limiter="api",outcome="refused",policy="minute",ti
 // made up to the nanosecond.
 func TestHTTPOutcomes(t *testing.T) {
 	hm := metrics.NewHTTP("api")
-	for _, d := range []httplimit.Decision{
+	for _, d := range []quota.Decision{
 		{Policy: "minute", Result: keylimit.Result{Allowed: true}, Elapsed: 800 * time.Nanosecond},
 		{Policy: "minute", Result: keylimit.Result{Allowed: true}, Elapsed: time.Microsecond}, // on a bound: in its bucket
 		{Policy: "minute", Result: keylimit.Result{}, Elapsed: 3 * time.Microsecond},
@@ -133,7 +133,7 @@ func TestHTTPConcurrent(t *testing.T) {
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range calls {
-				hm.OnDecision(nil, httplimit.Decision{Policy: policies[i%3], Result: keylimit.Result{Allowed: g%2 == 0}})
+				hm.OnDecision(nil, quota.Decision{Policy: policies[i%3], Result: keylimit.Result{Allowed: g%2 == 0}})
 			}
 		})
 	}
@@ -158,7 +158,7 @@ keylimit_http_decisions_total{limiter="api",outcome="refused",policy="second",ti
 // nothing.
 func TestHTTPAllocs(t *testing.T) {
 	hm := metrics.NewHTTP("api")
-	d := httplimit.Decision{Tier: "gold", Policy: "minute", Result: keylimit.Result{Allowed: true}, Elapsed: time.Microsecond}
+	d := quota.Decision{Tier: "gold", Policy: "minute", Result: keylimit.Result{Allowed: true}, Elapsed: time.Microsecond}
 	hm.OnDecision(nil, d)
 	require.Zero(t, testing.AllocsPerRun(1000, func() { hm.OnDecision(nil, d) }), "allocations of OnDecision")
 }
@@ -203,7 +203,7 @@ func TestHTTPNames(t *testing.T) {
 	} {
 		hm := metrics.NewHTTP(name)
 		require.ErrorContains(t, reg.Register(hm), want, "name %q", name)
-		hm.OnDecision(nil, httplimit.Decision{Policy: "minute"})
+		hm.OnDecision(nil, quota.Decision{Policy: "minute"})
 		ch := make(chan prometheus.Metric, 10)
 		hm.Collect(ch)
 		require.Zero(t, len(ch), "series of the metrics named %q", name)
@@ -213,11 +213,11 @@ func TestHTTPNames(t *testing.T) {
 // TestHooks: Hooks calls each hook in turn and skips nil ones.
 func TestHooks(t *testing.T) {
 	var calls []string
-	hook := func(name string) func(*http.Request, httplimit.Decision) {
-		return func(_ *http.Request, d httplimit.Decision) { calls = append(calls, name+":"+d.Policy) }
+	hook := func(name string) func(*http.Request, quota.Decision) {
+		return func(_ *http.Request, d quota.Decision) { calls = append(calls, name+":"+d.Policy) }
 	}
 	both := metrics.Hooks(hook("first"), nil, hook("second"))
-	both(nil, httplimit.Decision{Policy: "minute"})
+	both(nil, quota.Decision{Policy: "minute"})
 	require.Equal(t, []string{"first:minute", "second:minute"}, calls, "calls")
-	metrics.Hooks[httplimit.Decision]()(nil, httplimit.Decision{}) // none: does nothing
+	metrics.Hooks[quota.Decision]()(nil, quota.Decision{}) // none: does nothing
 }

@@ -69,8 +69,10 @@ func (d *Decider) Decide(ctx context.Context, key, tier string, cost int) (v Ver
 }
 
 // decide is Decide, into *v, a zero Verdict, which holds the Verdict only if
-// decide returns nil (a zero one otherwise).
-func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Verdict) (err error) {
+// decide returns nil (a zero one otherwise). It decides in three steps: take
+// asks the limiters, bind finds the binding policy, render formats the
+// fields.
+func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Verdict) error {
 	t := d.base
 	if d.tiers != nil {
 		if other, ok := d.tiers[tier]; ok {
@@ -83,79 +85,103 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var res keylimit.Result
-	var held uint64 // policies that lack only what requests in flight hold (takeApart)
+	var tk taken
+	if err := t.take(ctx, key, cost, &tk); err != nil {
+		return err
+	}
 	var one [1]keylimit.Result
 	each := one[:] // each policy's Result, looked at by index: a Result is 8 words
+	if tk.each != nil {
+		defer t.resultsPool.Put(tk.each)
+		each = *tk.each
+	} else {
+		one[0] = tk.res
+	}
+	at, violated, inFlight := t.bind(each, &tk.res, cost, tk.held)
+	// The Verdict is built in place, field by field: it is 25 words.
+	dec := &v.Decision
+	dec.Key, dec.Tier, dec.Policy, dec.Cost, dec.Elapsed, dec.InFlight = key, t.name, t.policies[at].name, cost, 0, inFlight
+	b := &dec.Result
+	*b = each[at]
+	b.Allowed, b.RetryAfter, b.Untracked, b.Banned, b.Err = tk.res.Allowed, tk.res.RetryAfter, tk.res.Untracked, tk.res.Banned, tk.res.Err
+	v.action = act(b, d.dryRun)
+	v.tier, v.violated, v.permit, v.charges = t, violated, tk.permit, tk.charges
+	if !d.fieldsOnRefusal || !b.Allowed { // the fields' values, unless an admitted request sends none
+		t.render(key, each, v)
+	}
+	return nil
+}
+
+// taken is what take asked of a tier's limiters for a request.
+type taken struct {
+	res keylimit.Result // the decision's, over all the policies
+	// each holds each policy's Result, from the tier's pool; nil for a
+	// tier of one rate policy, whose Result is res.
+	each    *[]keylimit.Result
+	permit  keylimit.Permit // the concurrency policy's slots, if it proceeds
+	charges *charges        // the charged policies' admissions, if it proceeds
+	held    uint64          // if refused: the policies that lack only what requests in flight hold
+}
+
+// take asks the tier's limiters for cost of key, all or none, under ctx,
+// into *tk. It returns an error only if ctx has ended, having given back
+// what it took; any other error is a failure policy's (see
+// keylimit.ContextLimiter), whose Result is the decision.
+func (t *tier) take(ctx context.Context, key string, cost int, tk *taken) error {
+	var err error
 	switch {
 	case t.apart:
-		buf := t.results()
-		defer t.resultsPool.Put(buf)
-		res, v.permit, v.charges, held, err = t.takeApart(ctx, key, cost, *buf) // not each: one would escape
-		each = *buf
+		tk.each = t.results()
+		tk.res, tk.permit, tk.charges, tk.held, err = t.takeApart(ctx, key, cost, *tk.each)
 	case t.each != nil:
 		// One call: every policy's own Result, no Peek after an admission.
-		buf := t.results()
-		defer t.resultsPool.Put(buf)
-		res, err = t.each.TakeEach(ctx, key, cost, *buf)
-		each = *buf
+		tk.each = t.results()
+		tk.res, err = t.each.TakeEach(ctx, key, cost, *tk.each)
 	case t.withCtx != nil:
-		res, err = t.withCtx.TakeContext(ctx, key, cost)
+		tk.res, err = t.withCtx.TakeContext(ctx, key, cost)
 	default:
-		res = t.decider.Take(key, cost)
+		tk.res = t.decider.Take(key, cost)
 	}
 	if err != nil && ctx.Err() != nil {
-		v.permit.Release() // what takeApart took, if the context ended after
-		if v.charges != nil {
-			t.undoCharged(key, cost, v.charges.adms)
+		tk.permit.Release() // what takeApart took, if the context ended after
+		if tk.charges != nil {
+			t.undoCharged(key, cost, tk.charges.adms)
 		}
-		*v = Verdict{}
+		if tk.each != nil {
+			t.resultsPool.Put(tk.each)
+		}
 		return ctx.Err()
 	}
-	// Any other error is a failure policy's (see keylimit.ContextLimiter):
-	// its Result is the decision.
-	switch {
-	case t.apart, t.each != nil:
-	case len(t.policies) == 1:
-		one[0] = res
-	default: // All of limiters that cannot report each
-		buf := t.results()
-		defer t.resultsPool.Put(buf)
-		each = *buf
+	if tk.each == nil && len(t.policies) > 1 { // All of limiters that cannot report each
+		tk.each = t.results()
 		for i, p := range t.policies {
-			each[i] = p.limiter.Peek(key)
+			(*tk.each)[i] = p.limiter.Peek(key)
 		}
 	}
+	return nil
+}
 
-	// The fields' values, unless an admitted request sends none.
-	format := !d.fieldsOnRefusal || !res.Allowed
-	var buf [32 * inlinePolicies]byte
-	field := buf[:0]
-	var qwBuf [2 * inlinePolicies]int64
-	qw := qwBuf[:0]
-	// The policy with the least Remaining, the first that cannot afford
-	// cost now, the first that never can (cost above its quota), and the
-	// first that cannot apply its limit to the key (Result.Err).
+// bind returns the binding policy of a request whose policies answered
+// each, and its violated set (bit i: policy i, of the first 64, cannot
+// afford cost now), and sets the RetryAfter and Err of res, the decision's
+// Result, for a refusal. When all admitted, the binding policy is the one
+// closest to refusing (the least Remaining, the first of them); when
+// refused, one that cannot apply its limit (Result.Err), or else one whose
+// quota the cost exceeds (the request can never pass, even if All stopped
+// at an earlier policy that only lacked quota now), or else the first that
+// lacked quota, where All stopped. A policy not asked (a remote one after a
+// refusal: its Result is the zero Result) is none of these. inFlight
+// reports a refusal short of nothing but what requests in flight hold
+// (held: the policies that lack only that).
+func (t *tier) bind(each []keylimit.Result, res *keylimit.Result, cost int, held uint64) (at int, violated uint64, inFlight bool) {
 	least, short, never, failed := -1, -1, -1, -1
-	var violated uint64      // bit i: policy i (of the first 64) cannot afford cost now
-	var refill time.Duration // the longest RefillAfter of those that cannot
-	for i, p := range t.policies {
+	var refill time.Duration // the longest RefillAfter of those that cannot afford cost
+	for i := range t.policies {
 		r := &each[i]
-		if format {
-			if i > 0 {
-				field = append(field, ", "...)
-			}
-			q := sfInt(int64(r.Limit))
-			field = strconv.AppendInt(append(field, p.remaining...), min(sfInt(int64(r.Remaining)), q), 10)
-			w := p.windowSeconds(key)
-			// t: until more quota is available (the draft's reset parameter),
-			// never beyond the window (a ban's Retry-After runs to its end).
-			if i != t.held { // a concurrency policy's t is unknown (see Concurrent)
-				field = appendParam(field, "t", min(seconds(r.RefillAfter), w))
-			}
-			qw = append(qw, q, w)
-		}
-		if least < 0 || r.Remaining < each[least].Remaining {
+		switch {
+		case t.notAsked(r):
+			continue
+		case least < 0 || r.Remaining < each[least].Remaining:
 			least = i
 		}
 		if r.Remaining < cost {
@@ -174,39 +200,62 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 			failed = i
 		}
 	}
-	// The binding policy: when all admitted, the one closest to refusing;
-	// when refused, one that cannot apply its limit, or else one whose
-	// quota the cost exceeds (the request can never pass, even if All
-	// stopped at an earlier policy that only lacked tokens now), or else
-	// the first that lacked tokens, where All stopped.
-	bind := least
-	inFlight := false
+	// least is -1 only if every Result looks not asked: a limiter of the
+	// caller's that says Limit 0, for every policy.
+	least = max(least, 0)
 	switch {
 	case res.Allowed:
+		return least, violated, false
 	case failed >= 0:
-		bind = failed
 		res.RetryAfter, res.Err = keylimit.InfDuration, each[failed].Err
+		return failed, violated, false
 	case never >= 0:
-		bind = never
 		res.RetryAfter = keylimit.InfDuration
+		return never, violated, false
 	case short >= 0:
-		bind = short
 		// The request needs more of each policy it cannot afford: it
 		// passes no earlier than each has more (Retry-After >= t).
 		res.RetryAfter = max(res.RetryAfter, refill)
-		// Short of nothing but what requests in flight hold: says so.
-		inFlight = violated&^held == 0 && len(t.policies) <= 64
+		return short, violated, violated&^held == 0 && len(t.policies) <= 64
 	}
-	// The Verdict is built in place, field by field: it is 25 words.
-	dec := &v.Decision
-	dec.Key, dec.Tier, dec.Policy, dec.Cost, dec.Elapsed, dec.InFlight = key, t.name, t.policies[bind].name, cost, 0, inFlight
-	b := &dec.Result
-	*b = each[bind]
-	b.Allowed, b.RetryAfter, b.Untracked, b.Banned, b.Err = res.Allowed, res.RetryAfter, res.Untracked, res.Banned, res.Err
-	v.action = act(b, d.dryRun)
-	v.tier, v.violated = t, violated
-	if !format {
-		return nil
+	return least, violated, false
+}
+
+// notAsked reports whether r is the Result of a policy of t that was not
+// asked: the zero Result, whose Limit 0 no limiter reports (see
+// keylimit.EachTaker), of one of several policies.
+func (t *tier) notAsked(r *keylimit.Result) bool {
+	return len(t.policies) > 1 && *r == keylimit.Result{} // no panic: a nil Err is never of a type == panics on
+}
+
+// render writes the values of the fields of a request of t, whose policies
+// answered each, into v, whose Decision and Action are set: RateLimit,
+// RateLimit-Policy and, for a refusal, Retry-After. A policy not asked
+// (notAsked) has no member in either: its state is not known without a
+// round trip.
+func (t *tier) render(key string, each []keylimit.Result, v *Verdict) {
+	var buf [32 * inlinePolicies]byte
+	field := buf[:0]
+	var qwBuf [2 * inlinePolicies]int64
+	qw := qwBuf[:0]
+	for i, p := range t.policies {
+		r := &each[i]
+		if t.notAsked(r) {
+			qw = append(qw, 0, -1) // w -1: no member
+			continue
+		}
+		if len(field) > 0 {
+			field = append(field, ", "...)
+		}
+		q := sfInt(int64(r.Limit))
+		field = strconv.AppendInt(append(field, p.remaining...), min(sfInt(int64(r.Remaining)), q), 10)
+		w := p.windowSeconds(key)
+		// t: until more quota is available (the draft's reset parameter),
+		// never beyond the window (a ban's Retry-After runs to its end).
+		if i != t.held { // a concurrency policy's t is unknown (see Concurrent)
+			field = appendParam(field, "t", min(seconds(r.RefillAfter), w))
+		}
+		qw = append(qw, q, w)
 	}
 	v.rateLimitPolicy = t.policyField(qw)
 	// The values of a request's fields are one string, so one allocation:
@@ -219,5 +268,4 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 	}
 	values := string(field)
 	v.rateLimit, v.retryAfter = values[:n], values[n:]
-	return nil
 }

@@ -28,6 +28,17 @@
 // the key's limit, the server's fault), and the values of the RateLimit
 // and RateLimit-Policy fields.
 //
+// Of the rate policies, those whose limiters are in the process are asked
+// before remote ones (their Stats say Remote: redislimit's), and a request
+// one of them refuses asks no remote one, to take or to Peek: no round
+// trip. (A tier's concurrency policy and its policies charged by outcome
+// are asked before its other rate policies, wherever they are.) Of the
+// remote policies, the fields of a refused request have members only for
+// those whose answer refused it (one Redis script answers for all the Redis
+// policies on one client): the others' state is not known without a round
+// trip, and their last answer is not kept. A client reads the policies it
+// is told of, the one that refused it among them.
+//
 // The binding policy of a refused request is the one that refused, or one
 // whose quota the cost exceeds, before one that is only short now: such a
 // request can never pass. Of an admitted request, it is the one with the

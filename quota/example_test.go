@@ -68,14 +68,13 @@ func ExampleReadRateLimit() {
 	// malformed: -1 -1
 }
 
-// Each package that keys requests has its own ErrNoKey, in its own words,
-// and errors.Is matches them all: a KeyFunc may wrap any of them.
-func ExampleNoKey() {
-	errNoTenant := quota.NoKey("myproxy: the request names no tenant")
-	err := fmt.Errorf("%w: no X-Tenant header", errNoTenant)
+// A key function wraps ErrNoKey when the request lacks what its key needs:
+// the adapters answer it as the client's fault (httplimit: 400).
+func ExampleErrNoKey() {
+	err := fmt.Errorf("myproxy: no X-Tenant header: %w", quota.ErrNoKey)
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, quota.ErrNoKey))
 	// Output:
-	// myproxy: the request names no tenant: no X-Tenant header
+	// myproxy: no X-Tenant header: quota: the request carries no key
 	// true
 }

@@ -143,6 +143,9 @@ type policy struct {
 	// remaining is quoted and ";r=", how its member of RateLimit begins:
 	// one copy a request, not three.
 	remaining string
+	// remote: the limiter's Stats say Remote, so that its Peek is a round
+	// trip, which a refused request does not make (see peekOthers).
+	remote bool
 }
 
 // derivedWindow is a w and the Limit it was derived from.
@@ -192,6 +195,7 @@ func compilePolicy(p Policy) (*policy, error) {
 			return nil, fmt.Errorf("policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
 		}
 	}
+	c.remote = isRemote(p.Limiter) || isRemote(p.Concurrency)
 	if p.Charge != nil {
 		var ok bool
 		if c.refunder, ok = p.Limiter.(keylimit.Refunder[string]); !ok {
@@ -202,6 +206,12 @@ func compilePolicy(p Policy) (*policy, error) {
 		c.holds.m = xsync.NewMapOf[string, hold]()
 	}
 	return c, nil
+}
+
+// isRemote reports whether l is a limiter whose Stats say Remote.
+func isRemote(l any) bool {
+	st, ok := l.(interface{ Stats() keylimit.Stats })
+	return ok && st.Stats().Remote
 }
 
 // windowSeconds is the policy's w for key now: a limiter's Limit may

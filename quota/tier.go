@@ -120,14 +120,21 @@ func (t *tier) results() *[]keylimit.Result {
 	return &r
 }
 
-// policyField returns the RateLimit-Policy value for these q and w.
+// policyField returns the RateLimit-Policy value for these q and w. A
+// policy whose w is -1 (not asked: see render) has no member; such a value
+// is not kept, so that a refusal does not displace the admissions' value.
 func (t *tier) policyField(qw []int64) string {
 	if f := t.field.Load(); f != nil && slices.Equal(f.qw, qw) {
 		return f.value
 	}
 	var b []byte
+	whole := true
 	for i := range t.policies {
-		if i > 0 {
+		if qw[2*i+1] < 0 {
+			whole = false
+			continue
+		}
+		if len(b) > 0 {
 			b = append(b, ", "...)
 		}
 		b = append(b, t.policies[i].quoted...)
@@ -137,6 +144,9 @@ func (t *tier) policyField(qw []int64) string {
 		} else {
 			b = appendParam(b, "w", qw[2*i+1])
 		}
+	}
+	if !whole {
+		return string(b)
 	}
 	f := &policyField{qw: slices.Clone(qw), value: string(b)}
 	t.field.Store(f)

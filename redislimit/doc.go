@@ -53,7 +53,9 @@
 // round trip, admitted or refused, all or nothing inside Redis, and reports
 // each limit's Result (keylimit.All's TakeEach). With in-process limiters among
 // them (keylimit.All(memory, minute, hour)), the in-process ones decide
-// first and the Redis ones after, in one round trip.
+// first and the Redis ones after, in one round trip; a request an
+// in-process one refuses makes none, its Results of the Redis ones the
+// zero Result.
 //
 // # Names, prefixes, and Redis Cluster
 //

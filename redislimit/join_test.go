@@ -15,6 +15,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	kquota "github.com/keylimit/keylimit/quota"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -268,7 +269,7 @@ func TestJoinedWhenRedisFails(t *testing.T) {
 // serve returns a call of an httplimit middleware of policies, keyed by
 // the X-API-Key field, on a test server: the answer to a GET with key,
 // and its body.
-func serve(t *testing.T, policies ...httplimit.Policy) func(key string) (*http.Response, string) {
+func serve(t *testing.T, policies ...kquota.Policy) func(key string) (*http.Response, string) {
 	t.Helper()
 	limit, err := httplimit.New(httplimit.Config{Key: httplimit.Header("X-API-Key"), Policies: policies})
 	require.NoError(t, err)
@@ -303,15 +304,15 @@ func TestHTTPTwoPoliciesOneRoundTrip(t *testing.T) {
 	pinged(t, minute)
 	pinged(t, hour)
 	minute.Allow("warm")
-	call := serve(t, httplimit.Policy{Name: "minute", Limiter: minute}, httplimit.Policy{Name: "hour", Limiter: hour})
-	answers, _ := twoAdmittedOneRefused(t, s, call, testKey(t, "client"))
+	call := serve(t, kquota.Policy{Name: "minute", Limiter: minute}, kquota.Policy{Name: "hour", Limiter: hour})
+	answers, _ := twoAdmittedOneRefused(t, s, call, testKey(t, "client"), map[string]int64{"evalsha": 1})
 	require.Regexp(t, `^"minute";r=8;t=\d+, "hour";r=0;t=\d+$`, answers[1].Header.Get("RateLimit"), "request 1: both policies' states")
 }
 
 // twoAdmittedOneRefused asks call three times for key, and requires 200,
-// 200, 429, each for one EVALSHA on s; it returns the answers and the
-// refusal's body.
-func twoAdmittedOneRefused(t *testing.T, s *server, call func(string) (*http.Response, string), key string) ([]*http.Response, string) {
+// 200, 429, each admission for one EVALSHA on s, the refusal for
+// refusalSent; it returns the answers and the refusal's body.
+func twoAdmittedOneRefused(t *testing.T, s *server, call func(string) (*http.Response, string), key string, refusalSent map[string]int64) ([]*http.Response, string) {
 	t.Helper()
 	var answers []*http.Response
 	var body string
@@ -319,7 +320,11 @@ func twoAdmittedOneRefused(t *testing.T, s *server, call func(string) (*http.Res
 		before := s.commandStats(t)
 		resp, b := call(key)
 		require.Equal(t, want, resp.StatusCode, "request %d", i)
-		require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "request %d: Redis's commands", i)
+		sent := map[string]int64{"evalsha": 1}
+		if want == http.StatusTooManyRequests {
+			sent = refusalSent
+		}
+		require.Equal(t, sent, s.sentSince(t, before), "request %d: Redis's commands", i)
 		answers, body = append(answers, resp), b
 	}
 	return answers, body
@@ -346,9 +351,10 @@ func warmBucket(t *testing.T, c redis.UniversalClient, l keylimit.Limit) *redisl
 // limit of 1: one EVALSHA in either order (before: 100 with memory first;
 // with Redis first 298, a take, a refund and a Peek per refusal, then 199
 // without the Peek). TakeEach, which reports the Redis limiter's Result
-// too, asks it by one Peek on a refusal in memory (with Redis first it was
-// 3: the take, its refund, the Peek). A refusal by Redis gives back the
-// memory limiter's take in process.
+// too, does not ask it on a refusal in memory either (issue 38: it was one
+// Peek; with Redis first once 3, the take, its refund, the Peek): its
+// Result is the zero Result. A refusal by Redis gives back the memory
+// limiter's take in process.
 func TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits(t *testing.T) {
 	s := newServer(t)
 	c := s.client(t)
@@ -381,14 +387,12 @@ func TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits(t *testing.T) {
 			}).TakeEach(context.Background(), key, 1, each)
 			require.NoError(t, err)
 			require.False(t, r.Allowed, "TakeEach: %v", r)
-			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for a TakeEach refused in memory: the Peek")
+			require.Empty(t, s.sentSince(t, before), "Redis's commands for a TakeEach refused in memory")
 			redisAt := 1
 			if redisFirst {
 				redisAt = 0
 			}
-			require.True(t, each[redisAt].Allowed, "the Redis limiter's Result in TakeEach: %v", each[redisAt])
-			require.Equal(t, [2]int{1000, 999}, [2]int{each[redisAt].Limit, each[redisAt].Remaining},
-				"the Redis limiter's Limit and Remaining in TakeEach")
+			require.Equal(t, keylimit.Result{}, each[redisAt], "the Redis limiter's Result in TakeEach: not asked")
 			require.False(t, each[1-redisAt].Allowed, "the memory limiter's Result in TakeEach")
 
 			// Redis refuses (its key used up): the memory limiter's take is
@@ -502,12 +506,13 @@ func TestPenaltiesInAllOfMemoryAndRedis(t *testing.T) {
 	})
 }
 
-// TestHTTPRedisPolicyFirstRefusedInMemory (issue 26): through the httplimit
-// middleware, a Redis policy given before an in-memory one: a request the
-// memory policy refuses costs Redis one call (the Peek that reports its
-// state: was a take, its refund and the Peek), and the answer is what it
-// was: 429, RateLimit with both policies (the Redis one's r as before the
-// refusal), Retry-After at the minute's end, the minute named violated.
+// TestHTTPRedisPolicyFirstRefusedInMemory (issues 26 and 38): through the
+// httplimit middleware, a Redis policy given before an in-memory one: a
+// request the memory policy refuses costs Redis no call (was a take, its
+// refund and a Peek, then the Peek that reported its state), and the
+// answer is 429, RateLimit with the minute alone (the Redis policy's
+// state is not known without a call), Retry-After at the minute's end,
+// the minute named violated.
 func TestHTTPRedisPolicyFirstRefusedInMemory(t *testing.T) {
 	s := newServer(t)
 	c := s.client(t)
@@ -516,10 +521,10 @@ func TestHTTPRedisPolicyFirstRefusedInMemory(t *testing.T) {
 	minute, err := keylimit.NewFixedWindow[string](keylimit.PerMinute(2), keylimit.WithClock(mock))
 	require.NoError(t, err)
 	defer minute.Close()
-	call := serve(t, httplimit.Policy{Name: "hour", Limiter: hour}, httplimit.Policy{Name: "minute", Limiter: minute})
+	call := serve(t, kquota.Policy{Name: "hour", Limiter: hour}, kquota.Policy{Name: "minute", Limiter: minute})
 	key := testKey(t, "client")
-	answers, body := twoAdmittedOneRefused(t, s, call, key)
-	require.Regexp(t, `^"hour";r=98;t=\d+, "minute";r=0;t=60$`, answers[2].Header.Get("RateLimit"), "both policies' states")
+	answers, body := twoAdmittedOneRefused(t, s, call, key, map[string]int64{})
+	require.Equal(t, `"minute";r=0;t=60`, answers[2].Header.Get("RateLimit"), "the minute's state alone")
 	require.Equal(t, "60", answers[2].Header.Get("Retry-After"))
 	require.Contains(t, body, `"violated-policies":["minute"]`)
 	require.Equal(t, 98, hour.Peek(key).Remaining, "the Redis policy's Remaining: the refusal took nothing")
@@ -531,8 +536,8 @@ func TestHTTPRedisPolicyFirstRefusedInMemory(t *testing.T) {
 // an admission is one EVALSHA (it was two, one per Redis limiter), with each
 // limiter's Result as TakeEach reports it. A refusal by either Redis limiter
 // is that same one call, takes nothing from the other, and gives the
-// in-memory take back; a TakeEach refused in memory, and Peek, Peek both
-// Redis limiters in one call too.
+// in-memory take back; a TakeEach refused in memory asks neither (issue
+// 38), and Peek Peeks both in one call.
 func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
 	s := newServer(t)
 	c := s.client(t)
@@ -600,8 +605,8 @@ func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
 			require.Equal(t, 4, memory.Peek(key).Remaining, "the memory limiter: given back")
 			require.Equal(t, 994, minute.Peek(key).Remaining, "the minute: nothing taken")
 
-			// Refused in memory: TakeEach Peeks the two Redis limiters for
-			// their Results in one call.
+			// Refused in memory: TakeEach asks no Redis limiter (issue 38;
+			// it was one Peek of both), and reports them the zero Result.
 			other := testKey(t, "other")
 			require.True(t, memory.AllowN(other, 10), "the memory limiter's quota")
 			require.Empty(t, s.sentBy(t, func() { require.False(t, lim.Allow(other), "Allow refused in memory") }),
@@ -609,16 +614,50 @@ func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
 			r, sent = takeEach(other)
 			require.False(t, r.Allowed, "TakeEach refused in memory: %v", r)
 			require.Equal(t, 10, r.Limit, "the memory limiter's Limit")
-			require.Equal(t, one, sent, "Redis's commands for a TakeEach refused in memory: one Peek of both")
-			require.Equal(t, [2]int{1000, 1000}, [2]int{each[at(minute)].Limit, each[at(minute)].Remaining}, "the minute's Peek")
-			require.Equal(t, [2]int{20, 20}, [2]int{each[at(hour)].Limit, each[at(hour)].Remaining}, "the hour's Peek")
-			require.True(t, each[at(minute)].Allowed && each[at(hour)].Allowed, "the Redis limiters' Peeks allow")
+			require.Empty(t, sent, "Redis's commands for a TakeEach refused in memory")
+			require.Equal(t, keylimit.Result{}, each[at(minute)], "the minute's Result: not asked")
+			require.Equal(t, keylimit.Result{}, each[at(hour)], "the hour's Result: not asked")
 			require.False(t, each[at(memory)].Allowed, "the memory limiter's Result")
 
 			var p keylimit.Result
 			require.Equal(t, one, s.sentBy(t, func() { p = lim.Peek(other) }), "Redis's commands for a Peek: one of both")
 			require.False(t, p.Allowed, "Peek: %v", p)
 			require.Equal(t, 10, p.Limit, "Peek: the memory limiter's Limit")
+		})
+	}
+}
+
+// TestHTTPRefusedInMemoryMakesNoRoundTrip (issue 38): an httplimit
+// middleware of an in-memory policy of 1 a second and a Redis one of 500
+// an hour, in either order: of 100 requests of one key, the in-memory
+// policy refuses 99, and Redis runs one script, for the one admitted (it
+// was 100: a Peek per refusal, for the Redis policy's fields). A
+// refusal's fields leave the Redis policy out.
+func TestHTTPRefusedInMemoryMakesNoRoundTrip(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	for _, redisFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("redisFirst=%v", redisFirst), func(t *testing.T) {
+			memory, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1), keylimit.WithClock(newMock()))
+			require.NoError(t, err)
+			t.Cleanup(func() { memory.Close() })
+			ps := []kquota.Policy{{Name: "second", Limiter: memory}, {Name: "hour", Limiter: warmBucket(t, c, keylimit.PerHour(500))}}
+			if redisFirst {
+				ps[0], ps[1] = ps[1], ps[0]
+			}
+			call := serve(t, ps...)
+			key := testKey(t, "k")
+			before := s.commandStats(t)
+			codes := map[int]int{}
+			var last *http.Response
+			for range 100 {
+				last, _ = call(key)
+				codes[last.StatusCode]++
+			}
+			require.Equal(t, map[int]int{http.StatusOK: 1, http.StatusTooManyRequests: 99}, codes)
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for 100 requests")
+			require.Equal(t, `"second";r=0;t=1`, last.Header.Get("RateLimit"), "a refusal's RateLimit: without the Redis policy")
+			require.Equal(t, `"second";q=1;w=1`, last.Header.Get("RateLimit-Policy"))
 		})
 	}
 }

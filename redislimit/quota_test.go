@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -202,6 +203,45 @@ func TestChargeByOutcomeInFlightOnRedis(t *testing.T) {
 			require.Equal(t, kquota.Refuse, v.Action())
 			require.False(t, v.Decision.InFlight, "5 failures charged, none in flight")
 			require.Greater(t, v.Decision.Result.RetryAfter, time.Minute, "the window's end")
+		})
+	}
+}
+
+// A quota.Decider of an in-memory policy of 1 a second and a Redis one of
+// 500 an hour, in either order (issue 38): of 100 requests of one key, 99
+// refused in memory, Redis runs one script, for the one admitted (it was
+// 100: a Peek per refusal, for the Redis policy's fields). A refusal's
+// fields leave the Redis policy out.
+func TestQuotaRefusedInMemoryMakesNoRoundTrip(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	for _, redisFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("redisFirst=%v", redisFirst), func(t *testing.T) {
+			memory, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(1), keylimit.WithClock(newMock()))
+			require.NoError(t, err)
+			t.Cleanup(func() { memory.Close() })
+			ps := []kquota.Policy{{Name: "second", Limiter: memory}, {Name: "hour", Limiter: warmBucket(t, c, keylimit.PerHour(500))}}
+			if redisFirst {
+				ps[0], ps[1] = ps[1], ps[0]
+			}
+			d, err := kquota.New(kquota.Config{Policies: ps})
+			require.NoError(t, err)
+			key := testKey(t, "k")
+			before := s.commandStats(t)
+			admitted := 0
+			var last kquota.Verdict
+			for range 100 {
+				v, err := d.Decide(context.Background(), key, "", 1)
+				require.NoError(t, err)
+				if v.Action() == kquota.Proceed {
+					admitted++
+				}
+				last = v
+			}
+			require.Equal(t, 1, admitted, "admitted of 100")
+			require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands for 100 requests")
+			require.Equal(t, `"second";r=0;t=1`, last.RateLimit(), "a refusal's RateLimit: without the Redis policy")
+			require.Equal(t, `"second";q=1;w=1`, last.RateLimitPolicy(), "a refusal's RateLimit-Policy")
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 )
 
 func init() {
@@ -30,8 +31,8 @@ func init() {
 func httpScene(w io.Writer) error {
 	limit, err := httplimit.New(httplimit.Config{
 		Key: httplimit.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}.Key,
-		Policies: []httplimit.Policy{
-			httplimit.Bucket("burst", keylimit.PerSecond(1).WithBurst(5), keylimit.WithClock(demoClock)),
+		Policies: []quota.Policy{
+			quota.Bucket("burst", keylimit.PerSecond(1).WithBurst(5), keylimit.WithClock(demoClock)),
 		},
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/quota"
 )
 
 func init() {
@@ -119,8 +120,8 @@ func servePartner() (url string, refused *atomic.Int64, stop func(), err error) 
 	refused = new(atomic.Int64)
 	limit, err := httplimit.New(httplimit.Config{
 		Key:      httplimit.ClientIP{}.Key,
-		Policies: []httplimit.Policy{httplimit.Bucket("second", keylimit.PerSecond(partnerRate), keylimit.WithClock(demoClock))},
-		OnDecision: func(_ *http.Request, d httplimit.Decision) {
+		Policies: []quota.Policy{quota.Bucket("second", keylimit.PerSecond(partnerRate), keylimit.WithClock(demoClock))},
+		OnDecision: func(_ *http.Request, d quota.Decision) {
 			if !d.Result.Allowed {
 				refused.Add(1)
 			}

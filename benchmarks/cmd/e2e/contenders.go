@@ -11,6 +11,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/internal/httpfloor"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/ulule/limiter/v3"
 	"github.com/ulule/limiter/v3/drivers/middleware/stdlib"
 	"github.com/ulule/limiter/v3/drivers/store/memory"
@@ -43,7 +44,7 @@ var contenders = []contender{
 	{"keylimit-httplimit", func(h http.Handler) (http.Handler, error) {
 		limit, err := httplimit.New(httplimit.Config{
 			Key:      httplimit.ClientIP{}.Key,
-			Policies: []httplimit.Policy{httplimit.Bucket("second", keylimit.PerSecond(never))},
+			Policies: []quota.Policy{quota.Bucket("second", keylimit.PerSecond(never))},
 		})
 		if err != nil {
 			return nil, err
@@ -55,7 +56,7 @@ var contenders = []contender{
 	{"keylimit-fields-on-refusal", func(h http.Handler) (http.Handler, error) {
 		limit, err := httplimit.New(httplimit.Config{
 			Key:             httplimit.ClientIP{}.Key,
-			Policies:        []httplimit.Policy{httplimit.Bucket("second", keylimit.PerSecond(never))},
+			Policies:        []quota.Policy{quota.Bucket("second", keylimit.PerSecond(never))},
 			FieldsOnRefusal: true,
 		})
 		if err != nil {

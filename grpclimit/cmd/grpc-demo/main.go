@@ -23,6 +23,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/grpclimit"
+	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -53,19 +54,46 @@ const (
 // clients sleep only with clk.Timer, so that a test can make time pass by
 // itself on a mock.
 func run(w io.Writer, clk clock.Clock) error {
-	perSecond, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(serverRate), keylimit.WithClock(clk))
+	seen := &ledger{clk: clk, keys: map[string]*tally{}}
+	addr, stop, err := serve(clk, seen)
 	if err != nil {
 		return err
 	}
-	defer perSecond.Close()
-	seen := &ledger{clk: clk, keys: map[string]*tally{}}
+	defer stop()
+
+	fmt.Fprintf(w, "A gRPC server on 127.0.0.1 (the standard health service) allows each API key %d calls\n", serverRate)
+	fmt.Fprintf(w, "a second: %d at once, then one every %v (a token bucket behind grpclimit's interceptors).\n", serverRate, time.Second/serverRate)
+	if err := plainBurst(w, clk, addr); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nEach client below has %d calls to make, and sends a refused one again until it passes:\n", callsEach)
+	if err := pacedClients(w, clk, addr, seen); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\ngrpclimit.Client reads each refusal's RetryInfo and holds the retry, and every other call")
+	fmt.Fprintln(w, "sharing the Client, until the delay has passed. With a limit of its own, one call under")
+	fmt.Fprintln(w, "the server's burst (a margin for the network's jitter), it spaces the calls to the")
+	fmt.Fprintln(w, "server's rate.")
+	return nil
+}
+
+// serve starts the health service behind grpclimit's server interceptors,
+// serverRate calls a second per API key on clk, each decision noted in
+// seen, on a free port of 127.0.0.1. It returns the address, and stop,
+// which stops the server and its limiter.
+func serve(clk clock.Clock, seen *ledger) (addr string, stop func(), err error) {
+	perSecond, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(serverRate), keylimit.WithClock(clk))
+	if err != nil {
+		return "", nil, err
+	}
 	limits, err := grpclimit.NewServer(grpclimit.Config{
 		Key:        grpclimit.Metadata("x-api-key"),
-		Policies:   []grpclimit.Policy{{Name: "second", Limiter: perSecond}},
+		Policies:   []quota.Policy{{Name: "second", Limiter: perSecond}},
 		OnDecision: seen.record,
 	})
 	if err != nil {
-		return err
+		perSecond.Close()
+		return "", nil, err
 	}
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(limits.UnaryInterceptor()),
@@ -74,24 +102,22 @@ func run(w io.Writer, clk clock.Clock) error {
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		perSecond.Close()
+		return "", nil, err
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	defer func() {
+	return ln.Addr().String(), func() {
 		srv.Stop()
 		<-served
-	}()
-	addr := ln.Addr().String()
+		perSecond.Close()
+	}, nil
+}
 
-	fmt.Fprintf(w, "A gRPC server on 127.0.0.1 (the standard health service) allows each API key %d calls\n", serverRate)
-	fmt.Fprintf(w, "a second: %d at once, then one every %v (a token bucket behind grpclimit's interceptors).\n", serverRate, time.Second/serverRate)
-
-	if err := plainBurst(w, clk, addr); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(w, "\nEach client below has %d calls to make, and sends a refused one again until it passes:\n", callsEach)
+// pacedClients makes callsEach calls with each of three clients, a plain
+// one and two paced by grpclimit.Client, each sending a refused call again
+// until it passes, and says what seen noted of each.
+func pacedClients(w io.Writer, clk clock.Clock, addr string, seen *ledger) error {
 	own, err := keylimit.NewTokenBucket[string](keylimit.PerSecond(serverRate).WithBurst(serverRate-1), keylimit.WithClock(clk))
 	if err != nil {
 		return err
@@ -111,25 +137,25 @@ func run(w io.Writer, clk clock.Clock) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.key, err)
 		}
-		s := seen.of(c.key)
 		fmt.Fprintf(w, "  %s (%q):\n", c.title, c.key)
-		if s.refused == 0 {
-			fmt.Fprintf(w, "      %d calls in %v; %d sent, none refused\n", callsEach, took, s.sent)
-			continue
-		}
-		fmt.Fprintf(w, "      %d calls in %v; %d sent, %d refused: %d%% wasted\n", callsEach, took, s.sent, s.refused, s.refused*100/s.sent)
-		when := "not before RetryInfo's %v"
-		if s.early > 0 {
-			when = "before RetryInfo's %v"
-		}
-		fmt.Fprintf(w, "      retried %v after a refusal, "+when+": %d of %d retries refused\n",
-			s.retryGap.Round(10*time.Millisecond), s.asked.Round(10*time.Millisecond), s.refusedRetries, s.refused)
+		report(w, seen.of(c.key), took)
 	}
-	fmt.Fprintln(w, "\ngrpclimit.Client reads each refusal's RetryInfo and holds the retry, and every other call")
-	fmt.Fprintln(w, "sharing the Client, until the delay has passed. With a limit of its own, one call under")
-	fmt.Fprintln(w, "the server's burst (a margin for the network's jitter), it spaces the calls to the")
-	fmt.Fprintln(w, "server's rate.")
 	return nil
+}
+
+// report says what s noted of a client that made its calls in took.
+func report(w io.Writer, s tally, took time.Duration) {
+	if s.refused == 0 {
+		fmt.Fprintf(w, "      %d calls in %v; %d sent, none refused\n", callsEach, took, s.sent)
+		return
+	}
+	fmt.Fprintf(w, "      %d calls in %v; %d sent, %d refused: %d%% wasted\n", callsEach, took, s.sent, s.refused, s.refused*100/s.sent)
+	when := "not before RetryInfo's %v"
+	if s.early > 0 {
+		when = "before RetryInfo's %v"
+	}
+	fmt.Fprintf(w, "      retried %v after a refusal, "+when+": %d of %d retries refused\n",
+		s.retryGap.Round(10*time.Millisecond), s.asked.Round(10*time.Millisecond), s.refusedRetries, s.refused)
 }
 
 // plainBurst sends callsEach calls in a row as alice with a client that
@@ -307,7 +333,7 @@ type tally struct {
 }
 
 // record is the server's Config.OnDecision.
-func (l *ledger) record(_ context.Context, _ string, d grpclimit.Decision) {
+func (l *ledger) record(_ context.Context, _ string, d quota.Decision) {
 	now := l.clk.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -26,6 +26,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/metrics"
+	"github.com/keylimit/keylimit/quota"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -66,7 +67,7 @@ func run(w io.Writer, clk clock.Clock) error {
 	reg.MustRegister(api, metrics.NewStats("second", second), metrics.NewStats("minute", minute))
 	limit, err := httplimit.New(httplimit.Config{
 		Key:        httplimit.Header("X-API-Key"),
-		Policies:   []httplimit.Policy{{Name: "second", Limiter: second}, {Name: "minute", Limiter: minute}},
+		Policies:   []quota.Policy{{Name: "second", Limiter: second}, {Name: "minute", Limiter: minute}},
 		OnDecision: api.OnDecision,
 	})
 	if err != nil {
