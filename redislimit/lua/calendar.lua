@@ -4,7 +4,7 @@
 -- Redis has no tz database, so the caller computes the window from the
 -- zone's rules, at its own time, and passes it; the script decides on the
 -- server's clock, and refuses to decide in a window that does not hold the
--- server's time: it fails the call with "redislimit: calendar stale T",
+-- server's time: the call's reply is the error "redislimit: calendar stale T",
 -- T the server's time in µs, and the caller computes the window at T and
 -- calls again (once: see calendar.go). Every instance computes the same
 -- window for the same time from the same zone.
@@ -49,7 +49,9 @@ if uses.calendar then
       at = math.max(now, w * 1e6)
     end
     if at < start * 1e6 or at >= stop * 1e6 then
-      error({err = string.format('redislimit: calendar stale %d', at)})
+      -- Not error({err = ...}): miniredis's Lua does not take a table for
+      -- an error reply; decide.lua returns one for a state marked stale.
+      return {stale = at}
     end
     local s = {key = key, events = events, count = 0, windowText = string.format('%d', start),
       stopText = string.format('%d', stop), left = stop * 1e6 - now}
