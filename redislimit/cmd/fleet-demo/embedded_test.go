@@ -128,6 +128,89 @@ func TestEmbeddedCalendarAsServer(t *testing.T) {
 	}
 }
 
+// TestEmbeddedZoneChangeAsServer (issue 37.4 on both Redis): a key moved
+// to the zone whose midnight comes next keeps its window to the old zone's
+// end at least, alike on miniredis, on redis-server and in memory.
+func TestEmbeddedZoneChangeAsServer(t *testing.T) {
+	require.True(t, redisserver.Installed(), "the test needs redis-server, and "+redisserver.InstallHint)
+	moscow, err := time.LoadLocation("Europe/Moscow") // UTC+3: its midnight is at 21:00 UTC
+	require.NoError(t, err, "the test needs the tz database")
+	srv, err := redisserver.Start(0)
+	require.NoError(t, err)
+	defer srv.Stop()
+	mr := miniredis.RunT(t)
+	var now time.Time
+	server := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	server.AddHook(stepClock{func() time.Time { return now }})
+	embedded := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	defer server.Close()
+	defer embedded.Close()
+
+	mock := clock.NewMock()
+	var mu sync.Mutex
+	loc := time.UTC
+	byZone := func(string) keylimit.Limit {
+		mu.Lock()
+		defer mu.Unlock()
+		return keylimit.PerCalendar(3, keylimit.Daily, loc)
+	}
+	type keyLimiter interface {
+		keylimit.Limiter[string]
+		SetKeyLimit(func(string) keylimit.Limit) error
+	}
+	own := keylimit.PerCalendar(3, keylimit.Daily, nil)
+	var lims []keyLimiter
+	for _, c := range []*redis.Client{server, embedded} {
+		lim, err := redislimit.NewFixedWindow(c, "zones", own, redislimit.WithTimeout(5*time.Second), redislimit.WithClock(mock),
+			redislimit.WithFailurePolicy(redislimit.FailClosed()))
+		require.NoError(t, err)
+		lims = append(lims, lim)
+	}
+	mlim, err := keylimit.NewFixedWindow[string](own, keylimit.WithClock(mock))
+	require.NoError(t, err)
+	defer mlim.Close()
+	lims = append(lims, mlim)
+	utc := func(d, h, m, s int) time.Time { return time.Date(2026, 6, d, h, m, s, 0, time.UTC) }
+	for i, step := range []struct {
+		at   time.Time
+		move bool
+		n    int
+	}{
+		{utc(10, 20, 0, 0), false, 3}, {utc(10, 20, 30, 0), true, 1}, {utc(10, 21, 0, 0), false, 1},
+		{utc(10, 23, 59, 59), false, 1}, {utc(11, 0, 0, 0), false, 1}, {utc(11, 20, 59, 59), false, 1},
+		{utc(11, 21, 0, 0), false, 2}, {utc(11, 21, 0, 0), false, 2}, {utc(11, 21, 0, 0), false, 0},
+	} {
+		now = step.at
+		mr.SetTime(step.at)
+		mock.Set(step.at)
+		if step.move {
+			mu.Lock()
+			loc = moscow
+			mu.Unlock()
+			for _, l := range lims {
+				require.NoError(t, l.SetKeyLimit(byZone))
+			}
+		}
+		var got [3]keylimit.Result
+		for j, l := range lims {
+			if step.n == 0 {
+				got[j] = l.Peek("tenant")
+			} else {
+				got[j] = l.Take("tenant", step.n)
+			}
+		}
+		require.Equal(t, got[2], got[0], "step %d at %v: redis-server, then memory", i, step.at)
+		require.Equal(t, got[2], got[1], "step %d at %v: miniredis, then memory", i, step.at)
+		if i > 0 && i < 6 {
+			require.False(t, got[2].Allowed, "step %d at %v: the day's 3 are spent until 21:00 UTC on the 11th", i, step.at)
+		}
+		if i == 6 {
+			require.Equal(t, keylimit.Result{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: 24 * time.Hour, RefillAfter: 24 * time.Hour},
+				got[2], "Moscow's day from 21:00 UTC")
+		}
+	}
+}
+
 // joined is the limiter of parts: the one, or keylimit.All of them.
 func joined(parts []keylimit.Limiter[string]) keylimit.Limiter[string] {
 	if len(parts) == 1 {
