@@ -10,7 +10,8 @@ import (
 )
 
 // FailurePolicy is what a limiter answers while Redis fails: when a script
-// call returns an error or outlasts its deadline. Make one with FailOpen,
+// call returns an error or outlasts its deadline (not when the script
+// itself failed: see ErrScript). Make one with FailOpen,
 // FailClosed or FailLocal; the zero value is not a policy.
 //
 // Whatever the policy, the error is passed to the WithOnError callback and
