@@ -20,6 +20,13 @@ import (
 // local midnight whatever the day's length; the hour the clock repeats
 // when it goes back is one Hourly window of two hours, and the hour it
 // skips has none.
+//
+// A key whose zone changes (SetKeyLimit's function gives it another
+// Location of the same Calendar) keeps the count of its current window,
+// which then ends at the new zone's first boundary at or after the old
+// window's end: the new zone's window that holds the old one's last second.
+// A change of zone never ends a window early, nor hands out a fresh quota;
+// the window may end up to one period later than the old zone's would have.
 type Calendar uint8
 
 // The calendar periods. The zero Calendar is none: windows of Limit.Period.
@@ -250,17 +257,31 @@ func (g *calendarGrid) index(now int64) uint64 {
 	if c := g.last.Load(); c != nil && c.start <= now && now < c.end {
 		return c.w
 	}
-	// Whole seconds: boundaries are on them, so the second that holds now
-	// is in now's window.
-	x := floorDiv(now+g.startUnix, 1e9)
+	c := g.at(now)
+	g.last.Store(c)
+	return c.w
+}
+
+// indexAt is index for a time that need not be now: the window is not
+// kept (the cache is for now's).
+func (g *calendarGrid) indexAt(t int64) uint64 {
+	if c := g.last.Load(); c != nil && c.start <= t && t < c.end {
+		return c.w
+	}
+	return g.at(t).w
+}
+
+// at computes the window that holds t from the zone.
+func (g *calendarGrid) at(t int64) *calendarWindow {
+	// Whole seconds: boundaries are on them, so the second that holds t
+	// is in t's window.
+	x := floorDiv(t+g.startUnix, 1e9)
 	lab := labelOf(g.cal, g.loc, x)
-	c := &calendarWindow{
+	return &calendarWindow{
 		w:     uint64(number(g.cal, lab.wall)-g.base) + 1,
 		start: g.toLimiter(lab.start),
 		end:   g.toLimiter(lab.end),
 	}
-	g.last.Store(c)
-	return c.w
 }
 
 //go:noinline

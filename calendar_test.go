@@ -2,6 +2,7 @@ package keylimit_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -208,6 +209,109 @@ func TestCalendarZoneChange(t *testing.T) {
 		})
 		move(w, time.UTC)
 	})
+}
+
+// hopZones are zones of fixed offsets in June 2026, one per offset: 36
+// midnights, a day apart in one zone and minutes or an hour from the next.
+func hopZones(t testing.TB) []*time.Location {
+	names := []string{"UTC", "Asia/Kolkata", "Asia/Kathmandu", "Asia/Kabul", "Asia/Yangon", "Australia/Darwin",
+		"Australia/Eucla", "Pacific/Marquesas", "America/St_Johns", "Pacific/Chatham"}
+	for h := 1; h <= 14; h++ {
+		names = append(names, fmt.Sprintf("Etc/GMT-%d", h)) // east of UTC, as the database names them
+		if h <= 12 {
+			names = append(names, fmt.Sprintf("Etc/GMT+%d", h))
+		}
+	}
+	var zones []*time.Location
+	for _, name := range names {
+		zones = append(zones, zone(t, name))
+	}
+	return zones
+}
+
+// nextMidnight returns the first midnight in loc after now.
+func nextMidnight(loc *time.Location, now time.Time) time.Time {
+	y, m, d := now.In(loc).Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+}
+
+// zoneHops is issue 37.4's tenant: a limit of 10 a day in its zone, spent
+// at once, then moved, hops times, to the zone whose midnight comes next,
+// spending what it can after each move and at that midnight, for 24 hours
+// from 12:00 UTC on 10 June 2026 (in UTC at first). It returns the events
+// admitted in those 24 hours by UTC day (the first zone's windows), the
+// moves made, and the time at which the key's window ends after the last.
+// lim decides on mock; move gives the key another zone.
+func zoneHops(t *testing.T, lim keylimit.Limiter[string], mock *clock.Mock, move func(*time.Location), hops int) (map[int]int, int, time.Time) {
+	t.Helper()
+	start := time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC)
+	mock.Set(start)
+	zones := hopZones(t)
+	byDay := map[int]int{}
+	spend := func() {
+		for range 1000 {
+			if !lim.Allow("tenant") {
+				return
+			}
+			byDay[mock.Now().UTC().YearDay()]++
+		}
+	}
+	cur, moves := time.UTC, 0
+	spend()
+	for moves < hops {
+		now := mock.Now()
+		next := zones[0]
+		for _, z := range zones {
+			if z != cur && (next == cur || nextMidnight(z, now).Before(nextMidnight(next, now))) {
+				next = z
+			}
+		}
+		cur, moves = next, moves+1
+		move(cur)
+		spend()
+		at := nextMidnight(cur, now)
+		if !at.Before(start.Add(24 * time.Hour)) {
+			break
+		}
+		mock.Set(at)
+		spend()
+	}
+	return byDay, moves, mock.Now().UTC().Add(lim.Peek("tenant").ResetAfter)
+}
+
+// TestCalendarZoneHopping (issue 37.4): a tenant of 10 a day moved in 24
+// hours through 34 zones, each time to the zone whose midnight comes next,
+// got 10 at each midnight: 340 events. A change of zone now keeps the key's window to
+// the old zone's end at least (the new zone's window that holds its last
+// second): 10 in the 24 hours, and its next 10 when that window ends.
+func TestCalendarZoneHopping(t *testing.T) {
+	var mu sync.Mutex
+	loc := time.UTC
+	byZone := func(string) keylimit.Limit {
+		mu.Lock()
+		defer mu.Unlock()
+		return keylimit.PerCalendar(10, keylimit.Daily, loc)
+	}
+	w, mock := calendarWindow(t, keylimit.PerCalendar(10, keylimit.Daily, nil), time.Date(2026, 6, 10, 0, 0, 0, 0, time.UTC))
+	require.NoError(t, w.SetKeyLimit(byZone))
+	move := func(z *time.Location) {
+		mu.Lock()
+		loc = z
+		mu.Unlock()
+		require.NoError(t, w.SetKeyLimit(byZone))
+	}
+	byDay, moves, end := zoneHops(t, w, mock, move, 34)
+	require.Equal(t, 33, moves, "moves in 24 hours: 34 zones, one a midnight")
+	require.Equal(t, map[int]int{161: 10}, byDay, "admitted in 24 hours, by UTC day (10 June is the 161st)")
+	// Each move kept the window to the end of the one before, to the new
+	// zone's midnight after it; the last, to UTC+12 at 11:15 UTC on the
+	// 11th, to its midnight at 12:00 UTC on the 12th.
+	require.Equal(t, time.Date(2026, 6, 12, 12, 0, 0, 0, time.UTC), end)
+	mock.Set(end.Add(-time.Second))
+	require.False(t, w.Allow("tenant"), "a second before the window's end")
+	mock.Set(end)
+	require.Equal(t, keylimit.Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: 24 * time.Hour, RefillAfter: 24 * time.Hour},
+		w.Take("tenant", 1), "at its end")
 }
 
 // TestCalendarClockStepsBack: a clock stepped back over a boundary does

@@ -48,8 +48,9 @@ type Result struct {
 	Banned bool
 	// Err is set when the limiter refused because it could not apply the
 	// key's limit: the limit SetKeyLimit's function gave the key is
-	// invalid. It is nil for every decision made by a limit, admitted or
-	// refused.
+	// invalid, or a remote limiter's script failed on the server
+	// (redislimit.ErrScript). It is nil for every decision made by a
+	// limit, admitted or refused.
 	Err error
 }
 

@@ -50,6 +50,10 @@ type Stats struct {
 	// decisions made by a failure policy instead, and CacheHits the
 	// refusals answered from memory without a round trip.
 	Calls, Errors, Fallbacks, CacheHits uint64
+	// ScriptErrors counts the round trips whose script failed on the
+	// server (redislimit.ErrScript: a bug or an incompatibility of the
+	// server's Lua, not an outage), which Errors does not count.
+	ScriptErrors uint64
 }
 
 // WithStats makes the limiter count the requests it admits and refuses, for

@@ -13,16 +13,17 @@
 //
 // Every series carries limiter="login":
 //
-//	keylimit_keys                    gauge    keys tracked now
-//	keylimit_decisions_total         counter  requests decided, outcome="allowed" or "refused"
-//	keylimit_untracked_total         counter  requests of keys the key cap left untracked
-//	keylimit_evicted_total           counter  idle keys forgotten
-//	keylimit_store_calls_total       counter  round trips to Redis (redislimit)
-//	keylimit_store_errors_total      counter  round trips that failed
-//	keylimit_store_fallbacks_total   counter  decisions made by the failure policy instead
-//	keylimit_store_cache_hits_total  counter  refusals answered from the local deny cache
-//	keylimit_bans_total              counter  bans a penalty (keylimit.Penalty) started
-//	keylimit_ban_refusals_total      counter  requests refused by a ban, the limiter not asked
+//	keylimit_keys                       gauge    keys tracked now
+//	keylimit_decisions_total            counter  requests decided, outcome="allowed" or "refused"
+//	keylimit_untracked_total            counter  requests of keys the key cap left untracked
+//	keylimit_evicted_total              counter  idle keys forgotten
+//	keylimit_store_calls_total          counter  round trips to Redis (redislimit)
+//	keylimit_store_errors_total         counter  round trips that failed
+//	keylimit_store_script_errors_total  counter  round trips whose script failed (not in errors_total)
+//	keylimit_store_fallbacks_total      counter  decisions made by the failure policy instead
+//	keylimit_store_cache_hits_total     counter  refusals answered from the local deny cache
+//	keylimit_bans_total                 counter  bans a penalty (keylimit.Penalty) started
+//	keylimit_ban_refusals_total         counter  requests refused by a ban, the limiter not asked
 //
 // The collector reads Stats when scraped and at no other time: it starts no
 // goroutine and costs a decision nothing. A count a limiter does not keep

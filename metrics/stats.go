@@ -23,6 +23,7 @@ type StatsCollector struct {
 	// One Desc per series, each with the const label limiter=name.
 	keys, decisions, untracked, evicted *prometheus.Desc
 	calls, errors, fallbacks, cacheHits *prometheus.Desc
+	scriptErrors                        *prometheus.Desc
 	bans, banRefused                    *prometheus.Desc
 }
 
@@ -42,14 +43,16 @@ func NewStats(name string, lim StatsReader) *StatsCollector {
 		return prometheus.NewDesc(namespace+"_"+name, help, variable, labels)
 	}
 	return &StatsCollector{
-		lim:        lim,
-		err:        err,
-		keys:       desc("keys", "Keys the limiter tracks now."),
-		decisions:  desc("decisions_total", "Requests the limiter decided, by outcome (allowed or refused); only from a limiter that counts them (keylimit.WithStats).", labelOutcome),
-		untracked:  desc("untracked_total", "Requests for keys the key cap left untracked (keylimit.WithMaxKeys)."),
-		evicted:    desc("evicted_total", "Idle keys the limiter forgot."),
-		calls:      desc("store_calls_total", "Round trips to the remote store."),
-		errors:     desc("store_errors_total", "Round trips to the remote store that failed."),
+		lim:       lim,
+		err:       err,
+		keys:      desc("keys", "Keys the limiter tracks now."),
+		decisions: desc("decisions_total", "Requests the limiter decided, by outcome (allowed or refused); only from a limiter that counts them (keylimit.WithStats).", labelOutcome),
+		untracked: desc("untracked_total", "Requests for keys the key cap left untracked (keylimit.WithMaxKeys)."),
+		evicted:   desc("evicted_total", "Idle keys the limiter forgot."),
+		calls:     desc("store_calls_total", "Round trips to the remote store."),
+		errors:    desc("store_errors_total", "Round trips to the remote store that failed."),
+		scriptErrors: desc("store_script_errors_total",
+			"Round trips whose script failed on the remote store (a bug or an incompatibility, not an outage; not in store_errors_total)."),
 		fallbacks:  desc("store_fallbacks_total", "Decisions made by the failure policy instead of the remote store."),
 		cacheHits:  desc("store_cache_hits_total", "Refusals answered from the local deny cache, without a round trip."),
 		bans:       desc("bans_total", "Bans a penalty (keylimit.Penalty) started: keys refused too often, refused outright for a while."),
@@ -59,7 +62,7 @@ func NewStats(name string, lim StatsReader) *StatsCollector {
 
 // Describe sends the Desc of every series c may export.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range [...]*prometheus.Desc{c.keys, c.decisions, c.untracked, c.evicted, c.calls, c.errors, c.fallbacks, c.cacheHits, c.bans, c.banRefused} {
+	for _, d := range [...]*prometheus.Desc{c.keys, c.decisions, c.untracked, c.evicted, c.calls, c.errors, c.scriptErrors, c.fallbacks, c.cacheHits, c.bans, c.banRefused} {
 		ch <- d
 	}
 }
@@ -92,6 +95,7 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	if remote {
 		ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(st.Calls))
 		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(st.Errors))
+		ch <- prometheus.MustNewConstMetric(c.scriptErrors, prometheus.CounterValue, float64(st.ScriptErrors))
 		ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(st.Fallbacks))
 		ch <- prometheus.MustNewConstMetric(c.cacheHits, prometheus.CounterValue, float64(st.CacheHits))
 	}

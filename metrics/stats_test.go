@@ -74,7 +74,7 @@ keylimit_untracked_total{limiter="api"} 1
 // evicted, which such a limiter does not count; an in-memory limiter has no
 // store counters.
 func TestStatsRemoteStore(t *testing.T) {
-	src := &fixedStats{st: keylimit.Stats{Decisions: true, Remote: true, Admitted: 9, Refused: 4, Calls: 11, Errors: 3, Fallbacks: 2, CacheHits: 5}}
+	src := &fixedStats{st: keylimit.Stats{Decisions: true, Remote: true, Admitted: 9, Refused: 4, Calls: 11, Errors: 3, ScriptErrors: 1, Fallbacks: 2, CacheHits: 5}}
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(metrics.NewStats("fleet", src)), "Register")
 
@@ -91,10 +91,14 @@ keylimit_store_errors_total{limiter="fleet"} 3
 # HELP keylimit_store_fallbacks_total Decisions made by the failure policy instead of the remote store.
 # TYPE keylimit_store_fallbacks_total counter
 keylimit_store_fallbacks_total{limiter="fleet"} 2
+# HELP keylimit_store_script_errors_total Round trips whose script failed on the remote store (a bug or an incompatibility, not an outage; not in store_errors_total).
+# TYPE keylimit_store_script_errors_total counter
+keylimit_store_script_errors_total{limiter="fleet"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want),
-		"keylimit_store_calls_total", "keylimit_store_errors_total", "keylimit_store_fallbacks_total", "keylimit_store_cache_hits_total"), "the scrape")
-	require.Equal(t, 6, testutil.CollectAndCount(metrics.NewStats("fleet", src)), "series: 2 decisions, 4 store")
+		"keylimit_store_calls_total", "keylimit_store_errors_total", "keylimit_store_fallbacks_total", "keylimit_store_cache_hits_total",
+		"keylimit_store_script_errors_total"), "the scrape")
+	require.Equal(t, 7, testutil.CollectAndCount(metrics.NewStats("fleet", src)), "series: 2 decisions, 5 store")
 
 	lim, _ := fixedWindow(t, 1, keylimit.WithStats())
 	allows(lim, "a", "a")

@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -146,6 +147,103 @@ func TestCalendarZoneChangeOnRedis(t *testing.T) {
 	require.Equal(t, 0, r.Remaining)
 	rlim.Refund(key, a)
 	require.Equal(t, 1, rlim.Peek(key).Remaining, "the refund gave the admission back")
+}
+
+// TestCalendarZoneHoppingOnRedis (issue 37.4): the tenant of keylimit's
+// TestCalendarZoneHopping, 10 a day, moved through 34 zones in 24 hours,
+// each time to the zone whose midnight comes next, spending all it can
+// after each move and at each midnight: on Redis as in memory, Result by
+// Result, 10 in the 24 hours (330 before: 10 at each midnight), and its
+// next 10 when the last window ends, at the last zone's midnight after the
+// end of the window before.
+func TestCalendarZoneHoppingOnRedis(t *testing.T) {
+	var zones []*time.Location
+	for _, name := range []string{"UTC", "Asia/Kolkata", "Asia/Kathmandu", "Asia/Kabul", "Asia/Yangon", "Australia/Darwin",
+		"Australia/Eucla", "Pacific/Marquesas", "America/St_Johns", "Pacific/Chatham"} {
+		loc, err := time.LoadLocation(name)
+		require.NoError(t, err, "the tests need the tz database")
+		zones = append(zones, loc)
+	}
+	for h := 1; h <= 14; h++ {
+		zones = append(zones, time.FixedZone(fmt.Sprintf("UTC+%d", h), h*3600))
+		if h <= 12 {
+			zones = append(zones, time.FixedZone(fmt.Sprintf("UTC-%d", h), -h*3600))
+		}
+	}
+	nextMidnight := func(loc *time.Location, now time.Time) time.Time {
+		y, m, d := now.In(loc).Date()
+		return time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+	}
+	var mu sync.Mutex
+	cur := time.UTC
+	byZone := func(string) keylimit.Limit {
+		mu.Lock()
+		defer mu.Unlock()
+		return keylimit.PerCalendar(10, keylimit.Daily, cur)
+	}
+	start := time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC)
+	mock := clock.NewMock()
+	mock.Set(start)
+	own := keylimit.PerCalendar(10, keylimit.Daily, nil)
+	rlim, err := redislimit.NewFixedWindow(shared.client(t), "test", own, redislimit.WithTimeout(patient),
+		redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+	require.NoError(t, err)
+	mlim, err := keylimit.NewFixedWindow[string](own, keylimit.WithClock(mock))
+	require.NoError(t, err)
+	defer mlim.Close()
+	lims := []interface {
+		SetKeyLimit(func(string) keylimit.Limit) error
+	}{rlim, mlim}
+	for _, l := range lims {
+		require.NoError(t, l.SetKeyLimit(byZone))
+	}
+	key := testKey(t, "tenant")
+	admitted := 0
+	spend := func() {
+		t.Helper()
+		for range 1000 {
+			got, want := rlim.Take(key, 1), mlim.Take(key, 1)
+			require.Equal(t, want, got, "at %v in %v: Redis, then memory", mock.Now(), cur)
+			if !got.Allowed {
+				return
+			}
+			admitted++
+		}
+	}
+	spend()
+	moves := 0
+	for {
+		now := mock.Now()
+		next := zones[1]
+		for _, z := range zones {
+			if z != cur && (next == cur || nextMidnight(z, now).Before(nextMidnight(next, now))) {
+				next = z
+			}
+		}
+		mu.Lock()
+		cur = next
+		mu.Unlock()
+		for _, l := range lims {
+			require.NoError(t, l.SetKeyLimit(byZone))
+		}
+		moves++
+		spend()
+		at := nextMidnight(next, now)
+		if !at.Before(start.Add(24 * time.Hour)) {
+			break
+		}
+		mock.Set(at)
+		spend()
+	}
+	require.Equal(t, 33, moves, "moves in 24 hours: 34 zones, one a midnight")
+	require.Equal(t, 10, admitted, "admitted in 24 hours")
+	r := rlim.Peek(key)
+	require.Equal(t, mlim.Peek(key), r)
+	end := mock.Now().Add(r.ResetAfter)
+	require.True(t, end.Equal(time.Date(2026, 6, 12, 12, 0, 0, 0, time.UTC)), "the last window's end: %v", end)
+	mock.Set(end)
+	spend()
+	require.Equal(t, 20, admitted, "and 10 more at its end")
 }
 
 // TestCalendarAllOnRedis: a monthly quota and a per-second bucket on

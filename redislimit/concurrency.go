@@ -560,9 +560,14 @@ func (c *Concurrency) failed(ctx context.Context, key string, n int, limit int64
 	if ctx.Err() != nil {
 		return keylimit.Permit{}, keylimit.Result{Limit: int(limit)}, c.guard.report("acquire", key, fmt.Errorf("%w (the call: %w)", ctx.Err(), err))
 	}
+	retry := max(c.guard.backoff, time.Millisecond)
+	if errors.Is(err, ErrScript) {
+		// Refused whatever the policy, as the rate limiters' guard does.
+		err = c.guard.report("acquire", key, err)
+		return keylimit.Permit{}, keylimit.Result{Limit: int(limit), RetryAfter: retry, Err: err}, err
+	}
 	c.ops.counts.stripe().fallbacks.Add(1)
 	err = c.guard.report("acquire", key, err)
-	retry := max(c.guard.backoff, time.Millisecond)
 	switch c.guard.policy.kind {
 	case failOpen:
 		return keylimit.Permit{}, keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(limit) - n}, err
@@ -799,6 +804,7 @@ func (c *Concurrency) run(ctx context.Context, now int64, mode any, key, id stri
 	cl, tctx, cancel := startCall(ctx, c.store.timeout)
 	text, err := concScript.Run(tctx, c.store.client, []string{rk, rk + ":n"}, args...).Text()
 	cl.end(cancel)
+	err = scriptFailure(err)
 	var rep concReply
 	if err == nil {
 		var ok bool
@@ -881,8 +887,9 @@ func (c *Concurrency) renew(period time.Duration) {
 }
 
 // Stats returns what the limiter has counted: Admitted and Refused count
-// acquisitions (TryAcquire, and each Acquire once, as it returns); Calls
-// and Errors the script calls (renewals and releases too); Fallbacks the
+// acquisitions (TryAcquire, and each Acquire once, as it returns); Calls,
+// Errors and ScriptErrors the script calls (renewals and releases too), as
+// for the rate limiters; Fallbacks the
 // acquisitions the failure policy answered; Reclaimed the slots of expired
 // holds (of any instance) that this instance's calls dropped (a key whose
 // holds have all expired is deleted by Redis a minute later, and what it

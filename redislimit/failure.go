@@ -3,12 +3,15 @@ package redislimit
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/keylimit/keylimit"
+	"github.com/redis/go-redis/v9"
 )
 
 // FailurePolicy is what a limiter answers while Redis fails: when a script
-// call returns an error or outlasts its deadline. Make one with FailOpen,
+// call returns an error or outlasts its deadline (not when the script
+// itself failed: see ErrScript). Make one with FailOpen,
 // FailClosed or FailLocal; the zero value is not a policy.
 //
 // Whatever the policy, the error is passed to the WithOnError callback and
@@ -152,6 +155,40 @@ func (p FailurePolicy) fallbackKeyLimit(f func(string) keylimit.Limit) func(stri
 // returned wrapped in an *Error, and not passed to WithOnError, which sees
 // the failures themselves.
 var ErrUnavailable = errors.New("redislimit: Redis failed within the failure backoff, not asked")
+
+// ErrScript is wrapped by the error of a call whose script failed on the
+// server: it did not compile, or raised an error as it ran (a bug, or a
+// server whose Lua differs), which no retry mends. It is no outage, and no
+// failure policy answers for it: the request is refused, with the error in
+// the Result's Err too, and Allow returns false. The error goes to the
+// WithOnError callback, is counted in Stats' ScriptErrors (not in Errors)
+// and is logged at Error level. (NOSCRIPT, a server that lost the scripts,
+// is no script error: the script is sent again.)
+var ErrScript = errors.New("redislimit: the script failed on the server")
+
+// scriptFailure returns err wrapped with ErrScript if it is a script error:
+// an error reply "ERR Error compiling script", "ERR Error running script"
+// (Redis 6 and miniredis), or an "ERR" one raised inside the script, which
+// Redis 7 ends with "script: <sha>, on @user_script:<line>.". The error
+// replies of the commands a script calls keep their own codes (OOM,
+// READONLY, WRONGTYPE, ...) and are not script errors: they say what the
+// server cannot do, not what the script got wrong. Any other err is
+// returned as it is.
+func scriptFailure(err error) error {
+	var reply redis.Error
+	if err == nil || !errors.As(err, &reply) {
+		return err
+	}
+	msg := reply.Error()
+	if !strings.HasPrefix(msg, "ERR ") {
+		return err
+	}
+	if strings.Contains(msg, "Error compiling script") || strings.Contains(msg, "Error running script") ||
+		strings.Contains(msg, "@user_script:") {
+		return fmt.Errorf("%w: %w", ErrScript, err)
+	}
+	return err
+}
 
 // Error is the error of a Redis call that failed: the one passed to the
 // WithOnError callback and returned by TakeContext, PeekContext,

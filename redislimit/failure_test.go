@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -172,6 +173,58 @@ func TestErrorReplyDoesNotStartTheBackoff(t *testing.T) {
 	r, err = lim.TakeContext(context.Background(), "fine", 1)
 	require.NoError(t, err, "Take on another key right after")
 	require.True(t, r.Allowed, "Take on another key right after, by Redis")
+}
+
+// TestScriptErrorIsNoOutage (issue 37.5): a script that fails on the
+// server (here on a state it cannot read: a bug's effect) is no outage.
+// Under FailOpen, which would admit, the request is refused, and the error
+// reaches the caller as ErrScript (in the Result's Err too), the OnError
+// callback, Stats' ScriptErrors (not Errors, not Fallbacks), and one line
+// at Error level per quiet period; no "Redis failed" line, no backoff: the
+// next key goes to Redis. A joined call fails alike.
+func TestScriptErrorIsNoOutage(t *testing.T) {
+	c := shared.client(t)
+	ctx := context.Background()
+	var errs errorLog
+	rec, logger := newLogRecorder(slog.LevelInfo)
+	opts := []redislimit.Option{redislimit.WithPrefix(testKey(t, "p") + ":"), redislimit.WithTimeout(patient),
+		redislimit.WithFailurePolicy(redislimit.FailOpen()), redislimit.WithOnError(errs.add), redislimit.WithLogger(logger)}
+	lim, err := redislimit.NewTokenBucket(c, "script", keylimit.PerSecond(10), opts...)
+	require.NoError(t, err)
+	require.NoError(t, c.Set(ctx, lim.StateKey("garbled"), "not a time", time.Minute).Err())
+
+	r, err := lim.TakeContext(ctx, "garbled", 1)
+	require.ErrorIs(t, err, redislimit.ErrScript)
+	var re *redislimit.Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "take", re.Op)
+	require.False(t, r.Allowed, "refused, though the policy is FailOpen")
+	require.ErrorIs(t, r.Err, redislimit.ErrScript)
+	require.False(t, lim.Allow("garbled"), "Allow fails closed")
+	r, err = lim.PeekContext(ctx, "garbled")
+	require.ErrorIs(t, err, redislimit.ErrScript)
+	require.False(t, r.Allowed, "Peek")
+	require.True(t, lim.Allow("fine"), "another key, by Redis: no backoff")
+
+	st := lim.Stats()
+	require.Equal(t, [4]uint64{4, 3, 0, 0}, [4]uint64{st.Calls, st.ScriptErrors, st.Errors, st.Fallbacks},
+		"Calls, ScriptErrors, Errors, Fallbacks")
+	require.Equal(t, 3, errs.len(), "errors passed to OnError")
+	for _, e := range errs.list() {
+		require.ErrorIs(t, e, redislimit.ErrScript)
+	}
+	lines := rec.logged("the script failed on the server")
+	require.Len(t, lines, 1, "script errors logged within a quiet period")
+	require.Equal(t, slog.LevelError, lines[0].Level)
+	require.Empty(t, rec.logged("Redis failed"), "no outage logged")
+
+	window, err := redislimit.NewFixedWindow(c, "script-w", keylimit.PerHour(10), opts...)
+	require.NoError(t, err)
+	both := keylimit.All[string](window, lim)
+	r = both.Take("garbled", 1)
+	require.False(t, r.Allowed, "joined")
+	require.ErrorIs(t, r.Err, redislimit.ErrScript, "joined")
+	require.Equal(t, 10, window.Peek("garbled").Remaining, "the joined call took nothing")
 }
 
 // TestKillUnderLoad kills and restarts redis-server while goroutines keep

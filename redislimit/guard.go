@@ -167,6 +167,14 @@ func (g *guard) failed(ctx context.Context, op, key string, k *keyLimit, n int, 
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return keylimit.Result{Limit: k.quota}, keylimit.Admission{}, g.report(op, key, fmt.Errorf("%w (the call: %w)", ctx.Err(), err))
 	}
+	if errors.Is(err, ErrScript) {
+		// A bug or an incompatibility, not an outage: refused, as under
+		// FailClosed, whatever the policy; one that admits, or a fallback
+		// that decides, would hide it.
+		err = g.report(op, key, err)
+		rc := k.retryClosed
+		return keylimit.Result{Limit: k.quota, RetryAfter: rc, ResetAfter: rc, RefillAfter: rc, Err: err}, keylimit.Admission{}, err
+	}
 	g.ops.counts.stripe().fallbacks.Add(1)
 	err = g.report(op, key, err)
 	q := k.quota

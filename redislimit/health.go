@@ -31,15 +31,19 @@ var ErrNoPersistence = errors.New("redislimit: Redis keeps the limiter's keys in
 // counted counts a round trip that returned err, in Stats.
 func (o *ops) counted(err error) {
 	o.counts.calls.Add(1)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrScript):
+		o.counts.scriptErrors.Add(1)
+	case err != nil:
 		o.counts.errors.Add(1)
 	}
 }
 
 // called follows Redis's health after a round trip made at local time now
 // that returned err: a failure, unless it was the caller's or one key's,
-// starts an outage; a success ends the outage, and the first one starts the
-// checks of the server. (counted counts it.)
+// starts an outage (a script error is logged as what it is); a success ends
+// the outage, and the first one starts the checks of the server. (counted
+// counts it.)
 func (o *ops) called(ctx context.Context, err error, now int64) {
 	if err == nil {
 		if o.failing.Load() {
@@ -48,6 +52,10 @@ func (o *ops) called(ctx context.Context, err error, now int64) {
 		if o.evict.Load() == policyUnchecked {
 			o.checkPolicySoon()
 		}
+		return
+	}
+	if errors.Is(err, ErrScript) {
+		o.scriptFailed(err, now)
 		return
 	}
 	if !o.failing.Load() && isOutage(ctx, err) {

@@ -184,7 +184,8 @@ func (l *Keyed) Prefix() string { return l.store.prefix }
 func (l *Keyed) StateKey(key string) string { return l.store.redisKey(key) }
 
 // Allow reports whether one event for key may happen now, and records it in
-// Redis if so. Allow is shorthand for AllowN(key, 1).
+// Redis if so. Allow is shorthand for AllowN(key, 1). It returns false if
+// the script failed on the server (ErrScript: see Take's Result.Err).
 func (l *Keyed) Allow(key string) bool { return l.Take(key, 1).Allowed }
 
 // AllowN reports whether n events for key may happen now, and records all n
@@ -233,7 +234,9 @@ func (l *Keyed) Take(key string, n int) keylimit.Result {
 // admitted without one (see WithLeases).
 //
 // If Redis fails, the Result is the failure policy's and err, a *Error,
-// says why; the error went to the WithOnError callback as well.
+// says why; the error went to the WithOnError callback as well. If the
+// script failed on the server (ErrScript), no policy answers: the Result is
+// refused, with err in its Err too.
 func (l *Keyed) TakeContext(ctx context.Context, key string, n int) (keylimit.Result, error) {
 	r, _, err := l.admit(ctx, key, n)
 	l.ops.counts.decided(r.Allowed)
@@ -478,8 +481,9 @@ func (l *Keyed) change(set func() error, follow func()) error {
 // Refused count requests (Allow, AllowN, Take, Admit, each try of Wait),
 // always; Calls the round trips to Redis of decisions, leases (fetched and
 // given back), Peeks, Refunds and Resets (not Ping's, nor the eviction
-// check's; takes sent together in one pipeline count one each), and Errors
-// those that failed; Fallbacks the requests and Peeks
+// check's; takes sent together in one pipeline count one each), Errors
+// those that failed and ScriptErrors those whose script failed (ErrScript,
+// which Errors does not count); Fallbacks the requests and Peeks
 // the failure policy answered (during a failure and the backoff after it);
 // CacheHits those the deny cache answered. Keys is 0: the keys live in
 // Redis, which the limiter does not count (Untracked and Evicted are 0

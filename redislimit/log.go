@@ -48,6 +48,11 @@ type ops struct {
 	lastLogged int64
 	anyLogged  bool
 	unlogged   int
+	// The same for the script errors (scriptFailed): when the last was
+	// logged, and how many were not since.
+	lastScript     int64
+	anyScript      bool
+	scriptUnlogged int
 
 	// The checks of the server (health.go): client is the limiter's,
 	// timeout its bound on a call; evict is where the checks of the
@@ -126,6 +131,25 @@ func (o *ops) outageStarted(err error, now int64) {
 	}
 	o.log().Warn("redislimit: Redis failed; the failure policy decides until Redis answers again", attrs...)
 	o.lastLogged, o.anyLogged, o.unlogged = now, true, 0
+}
+
+// scriptFailed logs err, a script error (ErrScript) at local time now, at
+// Error level, unless another was logged less than quietPeriod before: a
+// bug or an incompatibility of the server's Lua, which fails every call
+// alike, and which no failure policy answers for (see guard.failed).
+func (o *ops) scriptFailed(err error, now int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.anyScript && now-o.lastScript < quietPeriod {
+		o.scriptUnlogged++
+		return
+	}
+	attrs := []any{"limiter", o.name, "error", err.Error()}
+	if o.scriptUnlogged > 0 {
+		attrs = append(attrs, "script_errors_not_logged", o.scriptUnlogged)
+	}
+	o.log().Error("redislimit: the script failed on the server (a bug or an incompatibility, not an outage); the requests are refused", attrs...)
+	o.lastScript, o.anyScript, o.scriptUnlogged = now, true, 0
 }
 
 // outageEnded ends the outage under way at local time now, and logs its end

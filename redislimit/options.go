@@ -212,8 +212,9 @@ func WithLogger(lg *slog.Logger) Option {
 
 // WithOnError makes the limiter call f with every error Redis gives it (a
 // timeout, a refused connection, a script error), each wrapped in a
-// *Error that names the operation and the key. f is called on the
-// goroutine of the decision, before the failure policy answers; it must be
+// *Error that names the operation and the key (errors.Is(err, ErrScript)
+// tells a script error). f is called on the goroutine of the decision,
+// before the failure policy answers; it must be
 // safe for concurrent use and should be quick (count, log with sampling).
 // Without it, errors are seen only by the methods that return them
 // (TakeContext, PeekContext, ResetContext, RefundContext).

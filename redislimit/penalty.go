@@ -368,7 +368,8 @@ func (p *Penalty) Clock() clock.Clock { return p.clock.injected }
 // Stats returns the limiter's Stats, if it has a Stats method, with the
 // penalty's Bans (those this instance started), BanRefused (answered from
 // the bans it knows, added to Refused if the limiter counts its
-// decisions), and its Calls and Errors to Redis added to the limiter's.
+// decisions), and its Calls, Errors and ScriptErrors to Redis added to the
+// limiter's.
 func (p *Penalty) Stats() keylimit.Stats {
 	var st keylimit.Stats
 	if s, ok := p.inner.(interface{ Stats() keylimit.Stats }); ok {
@@ -378,6 +379,7 @@ func (p *Penalty) Stats() keylimit.Stats {
 	st.Penalty, st.Bans, st.BanRefused = true, p.bans.Load(), own.CacheHits
 	st.Calls += own.Calls
 	st.Errors += own.Errors
+	st.ScriptErrors += own.ScriptErrors
 	if st.Decisions {
 		st.Refused += st.BanRefused
 	}
@@ -436,7 +438,11 @@ func (p *Penalty) refused(ctx context.Context, key string, limit int) (left time
 	c.end(cancel)
 	p.counts.calls.Add(1)
 	if err != nil {
-		p.counts.errors.Add(1)
+		if errors.Is(scriptFailure(err), ErrScript) {
+			p.counts.scriptErrors.Add(1)
+		} else {
+			p.counts.errors.Add(1)
+		}
 		return 0, false, false
 	}
 	left, started, ok = parseRefusal(reply)

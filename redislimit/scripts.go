@@ -328,7 +328,7 @@ again:
 	}
 	c.end(cancel)
 	if err != nil {
-		return err
+		return scriptFailure(err)
 	}
 	if mode == modeLease {
 		var ok bool
@@ -354,7 +354,7 @@ func (s *store) runTake(ctx context.Context, d *decision, res []keylimit.Result,
 	}
 	reply, err := s.takes.run(ctx, &a)
 	if err != nil {
-		return true, err
+		return true, scriptFailure(err)
 	}
 	if reply == needsFull {
 		return false, nil

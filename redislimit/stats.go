@@ -14,9 +14,11 @@ import (
 // same cache line; what a round trip counts is not: the round trip dwarfs
 // the add.
 type counts struct {
-	stripes       []countStripe
-	mask          uint32
-	calls, errors atomic.Uint64
+	stripes []countStripe
+	mask    uint32
+	// calls counts round trips; errors those that failed, but for
+	// scriptErrors, those whose script failed (ErrScript).
+	calls, errors, scriptErrors atomic.Uint64
 }
 
 // countStripe is one stripe, alone on its cache line (two lines, against
@@ -69,6 +71,6 @@ func (c *counts) stats() keylimit.Stats {
 		st.Fallbacks += s.fallbacks.Load()
 		st.CacheHits += s.hits.Load()
 	}
-	st.Calls, st.Errors = c.calls.Load(), c.errors.Load()
+	st.Calls, st.Errors, st.ScriptErrors = c.calls.Load(), c.errors.Load(), c.scriptErrors.Load()
 	return st
 }

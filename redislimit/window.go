@@ -52,7 +52,11 @@ type SlidingWindow struct {
 // databases do. Such a window admits fewer than 2^31 events per period,
 // and does not lease (WithLeases). Keys given a limit per period of the
 // calendar by SetKeyLimit count so too; the zone is not in the key's name,
-// so a key whose zone changes keeps its count, as in memory.
+// so a key whose zone changes keeps its count, as in memory, in a window
+// that ends no earlier than the old zone's would have (keylimit.Calendar
+// says which). A decision takes one more script call at the change, and
+// each until that window begins, if it begins later: the script names the
+// time whose window the caller must compute.
 //
 // It returns an error if name is not a valid name (see NewTokenBucket), if
 // l is invalid (the error keylimit.Limit.Validate gives), if l.Period is not

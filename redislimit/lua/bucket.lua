@@ -164,7 +164,7 @@ if uses.bucket then
   -- time some admission reached.
   function bucket.giveback(s, k, mark)
     if not string.match(mark, '^%-?%d+$') or string.len(mark) < 10 then
-      error({err = 'redislimit: refund of a malformed mark ' .. mark})
+      error('redislimit: refund of a malformed mark ' .. mark, 0)
     end
     if s.stored and s.kept then
       local ahead = s.ahead

@@ -4,7 +4,7 @@
 -- Redis has no tz database, so the caller computes the window from the
 -- zone's rules, at its own time, and passes it; the script decides on the
 -- server's clock, and refuses to decide in a window that does not hold the
--- server's time: it fails the call with "redislimit: calendar stale T",
+-- server's time: the call's reply is the error "redislimit: calendar stale T",
 -- T the server's time in µs, and the caller computes the window at T and
 -- calls again (once: see calendar.go). Every instance computes the same
 -- window for the same time from the same zone.
@@ -20,8 +20,11 @@
 -- start.
 --
 -- A count of another window that has not ended (the key's zone changed)
--- becomes the count of this one, written so by the first take or peek:
--- a change of zone never gives a fresh quota, as in memory.
+-- becomes the count of the new zone's window that holds the old window's
+-- last second, written so by the first take or peek: a change of zone
+-- never gives a fresh quota, nor ends the window earlier than the old zone
+-- would have, as in memory. The caller passes the window at its time, and
+-- at that second's instead when the script names it (stale).
 
 if uses.calendar then
   local calendar = {}
@@ -43,13 +46,23 @@ if uses.calendar then
     local at = now
     local state = redis.call('HMGET', key, 'w', 'e', 'c')
     local w, e, c
+    -- held: the time the window passed must hold.
+    local held = at
     if state[1] then
       w, e, c = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
       -- Time only moves forward inside the state.
       at = math.max(now, w * 1e6)
+      held = at
+      if w ~= start and at < e * 1e6 and mode ~= 'refund' then
+        -- Another zone's window that has not ended: the count goes to the
+        -- window that holds its last second (boundaries are whole seconds).
+        held = math.max(at, (e - 1) * 1e6)
+      end
     end
-    if at < start * 1e6 or at >= stop * 1e6 then
-      error({err = string.format('redislimit: calendar stale %d', at)})
+    if held < start * 1e6 or held >= stop * 1e6 then
+      -- Not error({err = ...}): miniredis's Lua does not take a table for
+      -- an error reply; decide.lua returns one for a state marked stale.
+      return {stale = held}
     end
     local s = {key = key, events = events, count = 0, windowText = string.format('%d', start),
       stopText = string.format('%d', stop), left = stop * 1e6 - now}

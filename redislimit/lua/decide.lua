@@ -8,10 +8,19 @@
 -- mark), as far as it still holds. lease: one limiter gives back what an
 -- ended lease left unused, then takes n and leases up to want more.
 
+-- stale is the reply to a call whose calendar window does not hold the
+-- server's time (calendar.lua's read marks the state so): an error reply
+-- returned from the main chunk, which redis-server and miniredis both pass
+-- on as it is.
+local function stale(s)
+  return redis.error_reply(string.format('redislimit: calendar stale %d', s.stale))
+end
+
 -- One limiter, the usual call: no tables to gather the replies in.
 if limiters == 1 then
   local alg = algs[ARGV[3]]
   local s = alg.read(KEYS[1], tonumber(ARGV[4]), tonumber(ARGV[5]))
+  if s.stale then return stale(s) end
   if mode == 'take' then
     if alg.fits(s, n) then return alg.admit(s, n) end
     return alg.refused(s, n)
@@ -31,6 +40,7 @@ for i = 1, limiters do
   local at = 4 * i - 1
   used[i] = algs[ARGV[at]]
   states[i] = used[i].read(KEYS[i], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]))
+  if states[i].stale then return stale(states[i]) end
 end
 
 local out = {}

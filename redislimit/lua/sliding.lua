@@ -125,7 +125,7 @@ if uses.sliding then
   -- longer holds had left the window (trimmed by a later admission).
   function sliding.refund(s, k, mark)
     if not string.match(mark, '^%-?%d+$') then
-      error({err = 'redislimit: refund of a malformed mark ' .. mark})
+      error('redislimit: refund of a malformed mark ' .. mark, 0)
     end
     local removed = redis.call('LREM', s.key, -k, mark)
     local count, first = s.count, s.first - removed
