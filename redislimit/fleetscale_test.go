@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/schedprobe"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -94,10 +95,12 @@ func TestLeasedFleetAtScale(t *testing.T) {
 					longest[i] = max(longest[i], time.Since(last))
 				})
 			}
+			probe := schedprobe.Start()
 			close(begin)
 			time.Sleep(run)
 			stop.Store(true)
 			wg.Wait()
+			late := probe.Stop()
 			end := redisTime(t, timeClient)
 			for _, lim := range fleet {
 				require.NoError(t, lim.Close())
@@ -119,12 +122,14 @@ func TestLeasedFleetAtScale(t *testing.T) {
 			}
 			require.Zero(t, starved, "instances admitted nothing")
 			if int64(n)*int64(tc.limit.WithBurst(1).FillTime()) <= int64(lease) {
-				require.Less(t, worst, run/2, "the longest an instance asked without an admission")
+				// A gap is a few wakes and round trips of an instance, each of
+				// which a busy machine runs late by up to what the probe saw.
+				require.Less(t, worst, run/2+8*late, "the longest an instance asked without an admission (the machine ran goroutines up to %v late)", late)
 			}
 			t.Logf("%d instances, %s: admitted %d of %d asked, %.1f%% of %d keys × %d; %d script calls, %.2f per admission; "+
-				"%d instances admitted nothing; the longest an instance asked without an admission: %v",
+				"%d instances admitted nothing; the longest an instance asked without an admission: %v (goroutines ran up to %v late)",
 				n, tc.name, total, asks, 100*float64(total)/float64(bound*int64(tc.keys)), tc.keys, bound,
-				calls, float64(calls)/float64(max(total, 1)), starved, worst.Round(time.Millisecond))
+				calls, float64(calls)/float64(max(total, 1)), starved, worst.Round(time.Millisecond), late.Round(time.Millisecond))
 		})
 	}
 }

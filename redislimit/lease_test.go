@@ -10,6 +10,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/schedprobe"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -406,7 +407,9 @@ func TestLeasedFleetHammer(t *testing.T) {
 	timeClient := s.client(t)
 	before := s.commandStats(t)
 	start := redisTime(t, timeClient)
+	probe := schedprobe.Start()
 	admitted := hammer(fleet, key, 2*time.Second)
+	late := probe.Stop()
 	end := redisTime(t, timeClient)
 	for _, lim := range fleet {
 		require.NoError(t, lim.Close())
@@ -418,7 +421,7 @@ func TestLeasedFleetHammer(t *testing.T) {
 	t.Logf("admitted %d (%v by instance) of at most %d in %v: %.1f%%; %d script calls, one per %.0f admitted",
 		total, admitted, bound, time.Duration(end-start), 100*float64(total)/float64(bound), calls, float64(total)/float64(calls))
 	require.LessOrEqual(t, total, bound, "events admitted by the fleet")
-	require.GreaterOrEqual(t, 10*total, 9*bound, "events admitted by the fleet: at least 90%% of %d", bound)
+	require.GreaterOrEqual(t, total, leasedFloor(bound, l, late), "events admitted by the fleet: at least 90%% of %d, less what goroutines running up to %v late could not ask", bound, late)
 	require.LessOrEqual(t, 20*calls, total, "script calls (%v) for %d admitted", sent, total)
 }
 
@@ -439,13 +442,25 @@ func TestLeasedFleetClocksApart(t *testing.T) {
 	}
 	timeClient := s.client(t)
 	start := redisTime(t, timeClient)
+	probe := schedprobe.Start()
 	admitted := hammer(fleet, key, time.Second)
+	late := probe.Stop()
 	end := redisTime(t, timeClient)
 	total := admitted[0] + admitted[1] + admitted[2]
 	bound := int64(l.BurstSize()) + (end-start)/int64(l.WithBurst(1).FillTime())
 	t.Logf("clocks %v apart: admitted %d (%v by instance) of at most %d: %.1f%%", offsets, total, admitted, bound, 100*float64(total)/float64(bound))
 	require.LessOrEqual(t, total, bound, "events admitted by the fleet")
-	require.GreaterOrEqual(t, 10*total, 9*bound, "events admitted by the fleet: at least 90%% of %d", bound)
+	require.GreaterOrEqual(t, total, leasedFloor(bound, l, late), "events admitted by the fleet: at least 90%% of %d, less what goroutines running up to %v late could not ask", bound, late)
+}
+
+// leasedFloor is the least a leased fleet hammering a key of limit l admits
+// of bound: 90%, less the events that refill while the machine keeps its
+// goroutines from running, up to late (measured by a schedprobe) at each of
+// a few fetches in a row: a fleet that cannot ask cannot spend, and what
+// refills meanwhile is left in Redis when the run ends.
+func leasedFloor(bound int64, l keylimit.Limit, late time.Duration) int64 {
+	lost := 4 * int64(late) / int64(l.WithBurst(1).FillTime())
+	return max(9*bound/10-lost, 0)
 }
 
 // hammer calls Allow(key) on each of fleet from 4 goroutines each for about
