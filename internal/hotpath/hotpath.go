@@ -138,10 +138,17 @@ func Run(b *testing.B, name string, l Limit, newL func(Limit) (Allower, error)) 
 // RunRow calls lim.Allow b.N times over keys, each of which lim holds
 // already, and reports allocations and the share of calls admitted
 // (admitted/op), so that a row where a limit did not behave as its name
-// says shows in the table. In parallel, each goroutine starts at its own
-// place in keys and walks on from there.
+// says shows in the table, and the process's CPU time a call (cpu-ns/op,
+// where the system reports it; see cpuTime). In parallel, each goroutine
+// starts at its own place in keys and walks on from there.
 func RunRow(b *testing.B, lim Allower, keys []string, parallel bool) {
 	b.ReportAllocs()
+	cpu := cpuTime()
+	defer func() {
+		if cpu > 0 {
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+		}
+	}()
 	if !parallel {
 		i, admitted := 0, 0
 		for b.Loop() {
