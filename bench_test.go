@@ -21,7 +21,9 @@ import (
 //
 // Names read as a table, BenchmarkAllow/<limiter>/keys=<n>/<serial|parallel>:
 // BenchmarkAllow under a limit that admits nearly every call,
-// BenchmarkAllowRefused under one that refuses every call measured.
+// BenchmarkAllowRefused under one that refuses every call measured, for an
+// hour; BenchmarkAllowRefusedRefilling under one that refuses nearly every
+// call but refills, 10 a second.
 
 // benchLimiters are the limiters the hot-path benchmarks run: the floor,
 // then keylimit's four types, each called through hotpath.Allower.
@@ -74,6 +76,15 @@ func BenchmarkAllow(b *testing.B) {
 func BenchmarkAllowRefused(b *testing.B) {
 	for _, bl := range benchLimiters {
 		hotpath.Run(b, bl.name, hotpath.Tight, bl.new)
+	}
+}
+
+// BenchmarkAllowRefusedRefilling is the floor and keylimit's four types
+// refusing keys that are at most 100 ms from their next event: what a
+// refusal costs when time still matters to it.
+func BenchmarkAllowRefusedRefilling(b *testing.B) {
+	for _, bl := range benchLimiters[:5] {
+		hotpath.Run(b, bl.name, hotpath.Refilling, bl.new)
 	}
 }
 

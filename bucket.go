@@ -216,11 +216,11 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 	// TAT's load and its CAS are then a few instructions apart, so another
 	// caller of a hot key rarely takes the line between them. A reading
 	// older than some admission the TAT holds only makes a decision
-	// stricter; a refusal that a later reading might turn into an admission
-	// is decided again on one (see DESIGN.md, "Stale clock readings").
+	// stricter, and a refusal stands on it only if the state did not move
+	// while the clock was read (see DESIGN.md, "Stale clock readings").
+	c0, seen := st.cfg.Load(), st.tat.Load() // the state before the reading
 	now := b.keys.clock.now()
 	tat := st.tat.Load()
-	fresh := false // now was read after tat was loaded
 	var bo backoff
 	for {
 		if tat < freshTAT {
@@ -228,13 +228,15 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 				return b.policy.resolve(key), untracked
 			}
 			// Another state: only a reading taken after it decides on it.
-			now, tat, fresh = b.keys.clock.now(), st.tat.Load(), false
+			c0, seen = st.cfg.Load(), st.tat.Load()
+			now, tat = b.keys.clock.now(), st.tat.Load()
 			continue
 		}
 		c := st.cfg.Load()
 		if b.policy.stale(c) {
 			b.convert(key, st, tat, c)
-			now, tat, fresh = b.keys.clock.now(), st.tat.Load(), false
+			c0, seen = st.cfg.Load(), st.tat.Load()
+			now, tat = b.keys.clock.now(), st.tat.Load()
 			continue
 		}
 		g := &c.arith
@@ -244,8 +246,12 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 		base := max(tat, now)
 		next := base + int64(n)*g.interval
 		if over := next - now - g.tau - ahead; over > 0 {
-			if over < staleMargin && !fresh {
-				now, fresh = b.keys.clock.now(), true
+			if tat != seen || c != c0 {
+				// The state moved while the clock was read: the reading
+				// may be older than an admission it now holds, or than
+				// its conversion (which may leave the TAT as it was). A
+				// reading taken after these loads decides.
+				c0, seen, now = c, tat, b.keys.clock.now()
 				continue
 			}
 			d.now, d.base, d.next = now, base, next
@@ -258,7 +264,8 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) (*keyConfig[gcr
 		// Lost to another caller of the key: let it run on, then try
 		// afresh (see backoff).
 		bo.wait()
-		now, tat, fresh = b.keys.clock.now(), st.tat.Load(), false
+		c0, seen = st.cfg.Load(), st.tat.Load()
+		now, tat = b.keys.clock.now(), st.tat.Load()
 	}
 }
 

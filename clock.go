@@ -48,6 +48,10 @@ type timeSource struct {
 	// until it passes latest again. Every reading raises it. (The system
 	// clock is monotonic, and skips it.)
 	latest atomic.Int64
+	// afterRead, set by internal tests only, runs after every reading of an
+	// injected clock: what other callers do while a call is between its
+	// reading and its load of a key's state.
+	afterRead func()
 }
 
 // init sets t up to read c, or the system clock if c is nil.
@@ -72,22 +76,18 @@ func (t *timeSource) now() int64 {
 	for {
 		latest := t.latest.Load()
 		if n <= latest {
-			return latest
+			n = latest
+			break
 		}
 		if t.latest.CompareAndSwap(latest, n) {
-			return n
+			break
 		}
 	}
+	if t.afterRead != nil {
+		t.afterRead()
+	}
+	return n
 }
-
-// staleMargin is how far, in ns, a refusal decided on a reading taken
-// before the key's state was loaded must be from passing to stand without
-// a second reading: such a reading may be older than admissions the state
-// holds, and a refusal it makes is wrong only if the call spent longer
-// than the refusal's margin between the reading and the load. A refusal
-// nearer than this reads the clock again and is decided on that reading,
-// taken after the load (see DESIGN.md, "Stale clock readings").
-const staleMargin = int64(time.Second)
 
 func clampTime(ns int64) int64 {
 	return min(max(ns, -int64(maxSpan)), horizon)

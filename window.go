@@ -244,14 +244,6 @@ func (r *windowRules) fits(v windowView, n uint64) bool {
 	return h1 < h2 || h1 == h2 && l1 <= l2
 }
 
-// stands reports whether d, a refusal of d.n events at d.now on old, still
-// refuses at d.now+staleMargin (see DESIGN.md, "Stale clock readings"):
-// whether a later reading within that margin would refuse too, as fits only
-// grows with time.
-func (r *windowRules) stands(old uint64, d *windowDecision) bool {
-	return !r.fits(r.view(old, d.now+staleMargin), d.n)
-}
-
 // windowDecision is a decision on n events made at now, on view (which
 // holds the n events when admitted).
 type windowDecision struct {
@@ -485,12 +477,12 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 	// word's load and its CAS are then a few instructions apart, so another
 	// caller of a hot key rarely takes the line between them. A reading
 	// older than some admission the word holds decides in the word's own
-	// window, as at that admission's time or later; a refusal that a later
-	// reading might turn into an admission is decided again on one (see
+	// window, as at that admission's time or later, and a refusal stands on
+	// it only if the word did not move while the clock was read (see
 	// DESIGN.md, "Stale clock readings").
+	seen := st.word.Load() // the word before the reading
 	d.now = w.keys.clock.now()
 	old := st.word.Load()
-	fresh := false // d.now was read after old was loaded
 	var bo backoff
 	for {
 		c := st.cfg
@@ -499,7 +491,8 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 				return w.policy.resolve(key), untracked
 			}
 			// Another state: only a reading taken after it decides on it.
-			d.now, old, fresh = w.keys.clock.now(), st.word.Load(), false
+			seen = st.word.Load()
+			d.now, old = w.keys.clock.now(), st.word.Load()
 			continue
 		}
 		r := &c.arith
@@ -519,14 +512,13 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 			d.view = r.at(old, d.now)
 		}
 		if !r.fits(d.view, d.n) {
-			// Refused at this reading: decided again on one taken after
-			// the load, unless it stands staleMargin later too. A count
-			// that alone leaves no room refuses until its window ends
-			// (a quota spent for the hour needs no second view).
-			if fresh || d.view.cur+d.n > r.events && d.now+staleMargin < r.end(d.view.w) || r.stands(old, d) {
+			if old == seen {
 				return c, refused
 			}
-			d.now, fresh = w.keys.clock.now(), true
+			// The word moved while the clock was read: the reading may
+			// be older than an admission it now holds. A reading taken
+			// after the load decides.
+			seen, d.now = old, w.keys.clock.now()
 			continue
 		}
 		d.view.cur += d.n
@@ -541,7 +533,8 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		// Lost to another caller of the key: let it run on, then try
 		// afresh (see backoff).
 		bo.wait()
-		d.now, old, fresh = w.keys.clock.now(), st.word.Load(), false
+		seen = st.word.Load()
+		d.now, old = w.keys.clock.now(), st.word.Load()
 	}
 }
 

@@ -14,11 +14,15 @@ import (
 //
 // BenchmarkAllow is under hotpath.Loose, which admits nearly every call;
 // BenchmarkAllowRefused under hotpath.Tight, which refuses every call
-// measured. Each row reports admitted/op, the share of calls admitted.
+// measured; BenchmarkAllowRefusedRefilling under hotpath.Refilling, which
+// refuses nearly every call but refills, 10 a second. Each row reports
+// admitted/op, the share of calls admitted.
 
 func BenchmarkAllow(b *testing.B) { runAllow(b, hotpath.Loose) }
 
 func BenchmarkAllowRefused(b *testing.B) { runAllow(b, hotpath.Tight) }
+
+func BenchmarkAllowRefusedRefilling(b *testing.B) { runAllow(b, hotpath.Refilling) }
 
 func runAllow(b *testing.B, l hotpath.Limit) {
 	for _, c := range Contenders() {

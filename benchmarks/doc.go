@@ -2,8 +2,9 @@
 // people use today, behind one small interface (Limiter), so that every
 // contender pays the same dynamic dispatch and is asked the same questions:
 //
-//   - speed: BenchmarkAllow and BenchmarkAllowRefused, the rows of the one
-//     hot-path harness (internal/hotpath), with the floor in the same run:
+//   - speed: BenchmarkAllow, BenchmarkAllowRefused and
+//     BenchmarkAllowRefusedRefilling, the rows of the one hot-path harness
+//     (internal/hotpath), with the floor in the same run:
 //     BenchmarkAllow/<contender>/keys=<n>/<serial|parallel>;
 //   - exactness: Contend, the count one hot key admits when many goroutines
 //     ask at once, against the bound the limit allows (TestHotKeyContention);

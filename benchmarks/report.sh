@@ -38,7 +38,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # The commands, run from benchmarks/ with their output in $tmp, and
 # published as they are.
-allow="go test -run '^\$' -bench '^BenchmarkAllow(Refused)?\$' -benchtime=$BENCHTIME -cpu=$CPU -count=$COUNT -timeout=0$short ."
+allow="go test -run '^\$' -bench '^BenchmarkAllow(Refused|RefusedRefilling)?\$' -benchtime=$BENCHTIME -cpu=$CPU -count=$COUNT -timeout=0$short ."
 hot="go test -run '^\$' -bench '^BenchmarkAllow\$/.*/keys=1\$/parallel' -benchtime=$BENCHTIME -cpu=$HOTCPU -count=$COUNT -timeout=0 -short ."
 memory="go test -run '^\$' -bench '^BenchmarkMemory\$' -benchtime=${KEYS}x -count=$MEMCOUNT -timeout=0 ."
 redis="go test -run '^\$' -bench '^BenchmarkRedis\$' -benchtime=$BENCHTIME -count=$COUNT -timeout=0 ."
@@ -210,6 +210,12 @@ $(pivot Allow sec/op "$strip" <"$tmp/allow.csv")
 
 $(pivot AllowRefused sec/op "$strip" <"$tmp/allow.csv")
 
+**BenchmarkAllowRefusedRefilling**: a limit that refuses nearly every call but refills (\`hotpath.Refilling\`,
+10 a second, the key spent before each run): each refusal is at most 100 ms from the key's next event.
+One key only.
+
+$(pivot AllowRefusedRefilling sec/op "$strip" <"$tmp/allow.csv")
+
 ### One hot key as goroutines outnumber cores
 
 BenchmarkAllow's one-key parallel row again, at GOMAXPROCS (\`-cpu\`) $HOTCPU on these $(nproc) cores: the
@@ -228,6 +234,10 @@ $(pivot Allow allocs/op "$strip" <"$tmp/allow.csv")
 BenchmarkAllowRefused:
 
 $(pivot AllowRefused allocs/op "$strip" <"$tmp/allow.csv")
+
+BenchmarkAllowRefusedRefilling:
+
+$(pivot AllowRefusedRefilling allocs/op "$strip" <"$tmp/allow.csv")
 
 ### The share of calls admitted (admitted/op), BenchmarkAllow
 

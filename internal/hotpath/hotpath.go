@@ -35,6 +35,9 @@ type Allower interface {
 type Limit struct {
 	Events int
 	Period time.Duration
+	// Spent: each key is asked Events times before every run of a row,
+	// which spends what it holds, rather than once when the row is built.
+	Spent bool
 }
 
 var (
@@ -49,6 +52,13 @@ var (
 	// Tight refuses every call measured: 1 an hour, spent by the call that
 	// adds the key, before the timer.
 	Tight = Limit{Events: 1, Period: time.Hour}
+	// Refilling refuses nearly every call measured, as Tight does, but its
+	// keys refill: 10 a second, the key spent before every run. A refusal
+	// is then at most 100 ms from its next event, where under Tight it is
+	// most of an hour. It runs the one-key rows only: many keys' refills
+	// (10⁵ events a second for 10⁴ keys) would be a share of the calls
+	// that depends on the machine's speed.
+	Refilling = Limit{Events: 10, Period: time.Second, Spent: true}
 )
 
 // Row is a row of the table: how many keys, and whether one goroutine asks
@@ -79,11 +89,12 @@ func (r Row) String() string {
 // row's first call, outside the timer, and closes it (if it is an
 // io.Closer) when the row is done, so that at most one limiter holding
 // MaxKeys keys is alive at a time. Under -short the MaxKeys row is left out:
-// its setup is most of a -benchtime=1x pass.
+// its setup is most of a -benchtime=1x pass. A Spent limit runs the
+// one-key rows only (see Refilling).
 func Run(b *testing.B, name string, l Limit, newL func(Limit) (Allower, error)) {
 	b.Run(name, func(b *testing.B) {
 		for _, row := range Rows {
-			if row.Keys == MaxKeys && testing.Short() {
+			if row.Keys == MaxKeys && testing.Short() || row.Keys > 1 && l.Spent {
 				continue
 			}
 			var lim Allower
@@ -99,6 +110,14 @@ func Run(b *testing.B, name string, l Limit, newL func(Limit) (Allower, error)) 
 					}
 					for _, k := range keys {
 						lim.Allow(k)
+					}
+				}
+				if l.Spent {
+					// Whatever the keys got back since the last run.
+					for _, k := range keys {
+						for range l.Events {
+							lim.Allow(k)
+						}
 					}
 				}
 				RunRow(b, lim, keys, row.Parallel)
@@ -119,10 +138,17 @@ func Run(b *testing.B, name string, l Limit, newL func(Limit) (Allower, error)) 
 // RunRow calls lim.Allow b.N times over keys, each of which lim holds
 // already, and reports allocations and the share of calls admitted
 // (admitted/op), so that a row where a limit did not behave as its name
-// says shows in the table. In parallel, each goroutine starts at its own
-// place in keys and walks on from there.
+// says shows in the table, and the process's CPU time a call (cpu-ns/op,
+// where the system reports it; see cpuTime). In parallel, each goroutine
+// starts at its own place in keys and walks on from there.
 func RunRow(b *testing.B, lim Allower, keys []string, parallel bool) {
 	b.ReportAllocs()
+	cpu := cpuTime()
+	defer func() {
+		if cpu > 0 {
+			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+		}
+	}()
 	if !parallel {
 		i, admitted := 0, 0
 		for b.Loop() {

@@ -123,6 +123,37 @@ func TestRunBuildsEachRowsLimiterOnceAndClosesIt(t *testing.T) {
 	}
 }
 
+// countingFake refuses every call and counts them.
+type countingFake struct {
+	limit Limit
+	calls atomic.Int64
+}
+
+func (f *countingFake) Allow(string) bool {
+	f.calls.Add(1)
+	return false
+}
+
+// TestRunSpendsARefillingLimitsOneKey checks Run under Refilling: the two
+// one-key rows only, and the key asked Events times before a run of 100
+// calls measured. (The testing package may first run a row with b.N = 1,
+// spending the key before it too: so "at least".)
+func TestRunSpendsARefillingLimitsOneKey(t *testing.T) {
+	var built []*countingFake
+	benchmark(t, "100x", func(b *testing.B) {
+		Run(b, "counting", Refilling, func(l Limit) (Allower, error) {
+			built = append(built, &countingFake{limit: l})
+			return built[len(built)-1], nil
+		})
+	})
+	require.Len(t, built, 2, "limiters built: keys=1 serial and parallel")
+	for i, f := range built {
+		require.Equal(t, Refilling, f.limit, "row %d: the limit", i)
+		calls := f.calls.Load() - 1 // the call that adds the key
+		require.GreaterOrEqual(t, calls, int64(Refilling.Events+100), "row %d: calls", i)
+	}
+}
+
 func TestFloorCreatesAWordPerKeyAndWinsUncontended(t *testing.T) {
 	f := NewFloor()
 	require.True(t, f.Allow("a"), "a new key")
