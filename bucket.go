@@ -1,6 +1,7 @@
 package keylimit
 
 import (
+	"context"
 	"math"
 	"math/bits"
 	"runtime"
@@ -181,11 +182,19 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 // can never pass: the Result is refused with RetryAfter InfDuration.
 func (b *TokenBucket[K]) Take(key K, n int) Result { return b.admit(key, n, nil) }
 
-// Admit is Take, and also returns what an admission took, for Refund.
+// Admit is Take, and also returns what an admission took, for Refund. An
+// admission allocates 16 bytes, the once its Admission's copies share.
 func (b *TokenBucket[K]) Admit(key K, n int) (Result, Admission) {
 	var a Admission
 	r := b.admit(key, n, &a)
-	return r, a
+	return r, a.handOut()
+}
+
+// admitPart is Admit for All, without the once (see partAdmitter).
+func (b *TokenBucket[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
+	var a Admission
+	r := b.admit(key, n, &a)
+	return r, a, nil
 }
 
 // admit is Take, and when a is not nil and the tokens are taken, fills in
@@ -406,7 +415,10 @@ func (b *TokenBucket[K]) Close() error {
 // of the key, or a change to a limit of another Interval, it gives back
 // nothing, and so it does for an Admission of another key.
 func (b *TokenBucket[K]) Refund(key K, a Admission) {
-	if b.keys.ofKey(key, a) {
+	if a.By != b || !b.keys.ofKey(key, a) {
+		return
+	}
+	if a, ok := a.claim(); ok {
 		b.refund(a)
 	}
 }

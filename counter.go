@@ -93,11 +93,19 @@ func (c *SlidingCounter[K]) AllowN(key K, n int) bool { return c.w.allowN(key, n
 // never pass: the Result is refused with RetryAfter InfDuration.
 func (c *SlidingCounter[K]) Take(key K, n int) Result { return c.w.admit(key, n, nil, nil) }
 
-// Admit is Take, and also returns what an admission took, for Refund.
+// Admit is Take, and also returns what an admission took, for Refund. An
+// admission allocates 16 bytes, the once its Admission's copies share.
 func (c *SlidingCounter[K]) Admit(key K, n int) (Result, Admission) {
 	var a Admission
 	r := c.w.admit(key, n, &a, c)
-	return r, a
+	return r, a.handOut()
+}
+
+// admitPart is Admit for All, without the once (see partAdmitter).
+func (c *SlidingCounter[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
+	var a Admission
+	r := c.w.admit(key, n, &a, c)
+	return r, a, nil
 }
 
 // Peek reports the key's estimate now without counting anything: Allowed

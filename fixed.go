@@ -99,11 +99,19 @@ func (f *FixedWindow[K]) AllowN(key K, n int) bool { return f.w.allowN(key, n) }
 // never pass: the Result is refused with RetryAfter InfDuration.
 func (f *FixedWindow[K]) Take(key K, n int) Result { return f.w.admit(key, n, nil, nil) }
 
-// Admit is Take, and also returns what an admission took, for Refund.
+// Admit is Take, and also returns what an admission took, for Refund. An
+// admission allocates 16 bytes, the once its Admission's copies share.
 func (f *FixedWindow[K]) Admit(key K, n int) (Result, Admission) {
 	var a Admission
 	r := f.w.admit(key, n, &a, f)
-	return r, a
+	return r, a.handOut()
+}
+
+// admitPart is Admit for All, without the once (see partAdmitter).
+func (f *FixedWindow[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
+	var a Admission
+	r := f.w.admit(key, n, &a, f)
+	return r, a, nil
 }
 
 // Peek reports the state of key's window now without counting anything:

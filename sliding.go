@@ -189,11 +189,19 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 // can never pass: the Result is refused with RetryAfter InfDuration.
 func (s *SlidingWindow[K]) Take(key K, n int) Result { return s.admit(key, n, nil) }
 
-// Admit is Take, and also returns what an admission took, for Refund.
+// Admit is Take, and also returns what an admission took, for Refund. An
+// admission allocates 16 bytes, the once its Admission's copies share.
 func (s *SlidingWindow[K]) Admit(key K, n int) (Result, Admission) {
 	var a Admission
 	r := s.admit(key, n, &a)
-	return r, a
+	return r, a.handOut()
+}
+
+// admitPart is Admit for All, without the once (see partAdmitter).
+func (s *SlidingWindow[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
+	var a Admission
+	r := s.admit(key, n, &a)
+	return r, a, nil
 }
 
 // admit is Take, and when a is not nil and the events are recorded, fills
@@ -640,7 +648,10 @@ func (s *SlidingWindow[K]) Reset(key K) { resetKey(s.keys, key, (*slidingState).
 // another key.
 func (s *SlidingWindow[K]) Refund(key K, a Admission) {
 	st, ok := a.state.(*slidingState)
-	if !ok || a.N <= 0 || a.By != s || !s.keys.ofKey(key, a) {
+	if !ok || a.By != s || !s.keys.ofKey(key, a) {
+		return
+	}
+	if a, ok = a.claim(); !ok || a.N <= 0 {
 		return
 	}
 	for !st.refund(a.Mark, a.N) {
