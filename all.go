@@ -75,6 +75,7 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 		v.refunder, _ = l.(Refunder[K])
 		v.contextRefunder, _ = l.(contextRefunder[K])
 		v.contextTaker, _ = l.(contextTaker[K])
+		v.partAdmitter = partOf[K](l)
 	}
 	a.order = a.askOrder(places)
 	a.tail = a.joinTail(places)
@@ -275,6 +276,7 @@ type views[K comparable] struct {
 	refunder        Refunder[K]
 	contextRefunder contextRefunder[K]
 	contextTaker    contextTaker[K]
+	partAdmitter    partAdmitter[K]
 }
 
 // contextTaker is a limiter with TakeContext (see takeContext).
@@ -314,8 +316,8 @@ func (a *all[K]) TakeEach(ctx context.Context, key K, n int, each []Result) (Res
 // take takes n from every limiter or from none, reporting each one's
 // Result in each if it is not nil, and, if record is not nil and the
 // events are admitted, the admission of each limiter that can refund in
-// *record, in the order asked.
-func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *[]Admission) (Result, Admission, error) {
+// record, in the order asked.
+func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *allAdmission[K]) (Result, Admission, error) {
 	var buf [inlineLimiters]Admission
 	adms := buf[:0]
 	if len(a.limiters) > inlineLimiters {
@@ -364,9 +366,14 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 		switch v := &a.views[i]; {
 		case v.refunder != nil && (at < len(a.limiters)-1 || record != nil):
 			var adm Admission
-			if v.contextRefunder != nil {
+			switch {
+			case v.partAdmitter != nil:
+				// Refunded at most once, by undo or by Refund of the
+				// record's once: no once of its own to allocate.
+				r, adm, err = v.partAdmitter.admitPart(ctx, key, n)
+			case v.contextRefunder != nil:
 				r, adm, err = v.contextRefunder.AdmitContext(ctx, key, n)
-			} else {
+			default:
 				r, adm = v.refunder.Admit(key, n)
 			}
 			adms = append(adms, adm)
@@ -400,8 +407,18 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 	if record == nil {
 		return sum, Admission{}, firstErr
 	}
-	*record = append([]Admission(nil), adms...) // a copy: adms may be on this stack
-	return sum, Admission{N: n, By: a, state: record}, firstErr
+	record.key, record.once.n = key, n
+	record.parts = append([]Admission(nil), adms...) // a copy: adms may be on this stack
+	return sum, Admission{N: n, By: a, state: record, once: &record.once}, firstErr
+}
+
+// allAdmission is the state of an Admission of All: the admission of each
+// limiter that can refund, in the order asked, refunded once, under key
+// only.
+type allAdmission[K comparable] struct {
+	key   K
+	parts []Admission
+	once  refundOnce
 }
 
 // undo refunds adms, the admissions of the first limiters asked, in
@@ -553,27 +570,30 @@ func (a *all[K]) Reset(key K) {
 // limiter, for Refund, so that a combination can be one limiter of another.
 // It allocates the record of the admissions.
 func (a *all[K]) Admit(key K, n int) (Result, Admission) {
-	r, adm, _ := a.take(context.Background(), key, n, nil, new([]Admission))
+	r, adm, _ := a.take(context.Background(), key, n, nil, new(allAdmission[K]))
 	return r, adm
 }
 
 // AdmitContext is Admit under ctx, for the limiters that take one.
 func (a *all[K]) AdmitContext(ctx context.Context, key K, n int) (Result, Admission, error) {
-	return a.take(ctx, key, n, nil, new([]Admission))
+	return a.take(ctx, key, n, nil, new(allAdmission[K]))
 }
 
 // Refund gives back each limiter's part of adm, an Admission of this
-// combination.
+// combination made for key, once.
 func (a *all[K]) Refund(key K, adm Admission) { _ = a.RefundContext(context.Background(), key, adm) }
 
 // RefundContext is Refund under ctx, for the limiters that take one. It
 // returns ctx's error if ctx ended before every part was given back.
 func (a *all[K]) RefundContext(ctx context.Context, key K, adm Admission) error {
-	parts, ok := adm.state.(*[]Admission)
-	if !ok || adm.By != a {
+	rec, ok := adm.state.(*allAdmission[K])
+	if !ok || adm.By != a || rec.key != key {
 		return nil
 	}
-	for at, p := range *parts {
+	if adm, ok = adm.claim(); !ok {
+		return nil
+	}
+	for at, p := range rec.parts {
 		if r := a.views[a.asked(at)].refunder; r != nil {
 			p.N = min(p.N, adm.N) // a partial refund of adm is one of each part
 			refundContext(ctx, r, key, p)

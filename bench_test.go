@@ -88,8 +88,9 @@ func BenchmarkAllowRefusedRefilling(b *testing.B) {
 	}
 }
 
-// BenchmarkAdmit is BenchmarkAllow's rows for Admit, the call All makes of
-// each limiter but the last: what an Admission costs beside a bare Allow.
+// BenchmarkAdmit is BenchmarkAllow's rows for Admit: what an Admission
+// handed to a caller costs beside a bare Allow, its once-state included
+// (All asks each limiter but the last for one without it).
 func BenchmarkAdmit(b *testing.B) {
 	for _, bl := range benchLimiters[1:5] {
 		hotpath.Run(b, bl.name, hotpath.Loose, func(l hotpath.Limit) (hotpath.Allower, error) {

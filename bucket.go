@@ -1,6 +1,7 @@
 package keylimit
 
 import (
+	"context"
 	"math"
 	"math/bits"
 	"runtime"
@@ -158,7 +159,14 @@ func (b *TokenBucket[K]) Take(key K, n int) Result { return b.admit(key, n, nil)
 func (b *TokenBucket[K]) admitKey(key K, n int) (Result, Admission) {
 	var a Admission
 	r := b.admit(key, n, &a)
-	return r, a
+	return r, a.handOut()
+}
+
+// admitPart is Admit for All, without the once (see partAdmitter).
+func (b *TokenBucket[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
+	var a Admission
+	r := b.admit(key, n, &a)
+	return r, a, nil
 }
 
 // admit is Take, and when a is not nil and the tokens are taken, fills in
@@ -368,7 +376,10 @@ func (b *TokenBucket[K]) limits() keyLimits[K] { return b.policy }
 
 // refundKey is Refund.
 func (b *TokenBucket[K]) refundKey(key K, a Admission) {
-	if b.keys.ofKey(key, a) {
+	if a.By != b || !b.keys.ofKey(key, a) {
+		return
+	}
+	if a, ok := a.claim(); ok {
 		b.refund(a)
 	}
 }

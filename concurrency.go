@@ -67,8 +67,10 @@ type concState struct {
 	// that acquires takes it (clears concSpare), and the CAS that releases
 	// gives it back and moves its generation, in the word, on; so a key
 	// held by one holder at a time (the common case) costs two CASes a
-	// hold, and no trip to holdPool. Its gen is unused, its core and st
-	// never change. The state is 64 bytes.
+	// hold, and no trip to holdPool. Its gen and n are unused (the Permit
+	// carries n), its core and st never change, and its at is written and
+	// read atomically, only for a timed hold (see releaseOwn). The state
+	// is 64 bytes.
 	own hold
 }
 
@@ -508,21 +510,26 @@ func (c *concCore) takeLoop(st *concState, n int64, lost bool) (p Permit, ok, go
 	}
 }
 
-// permitOwn marks, in Permit.gen, a permit on its key's own record: the
-// rest of gen is own's generation.
-const permitOwn = 1 << 63
+// permitOwn marks, in Permit.gen, a permit on its key's own record: then
+// bits 0-40 of gen are own's generation, and the slots held are at
+// permitOwnN (20 bits).
+const (
+	permitOwn  = 1 << 63
+	permitOwnN = 41
+)
 
 // permit makes the Permit of n slots of st acquired at now (0 without a
 // longest hold) by a CAS from w: on st's own record if the CAS took it,
 // else on a pooled one.
 func (c *concCore) permit(st *concState, n, now int64, w uint64) Permit {
 	if w&concSpare != 0 {
+		// n goes in the Permit, not the record: a stale copy's Release reads
+		// the record while the next acquisition may write it (issue 37.2).
 		gen := w >> concGenShift & concGenMask
-		if gen%64 == 0 { // see below
-			now = c.clock.now()
+		if gen%64 == 0 { // timed, see below
+			atomic.StoreInt64(&st.own.at, c.clock.now())
 		}
-		st.own.n, st.own.at = int32(n), now
-		return Permit{h: &st.own, gen: gen | permitOwn}
+		return Permit{h: &st.own, gen: permitOwn | uint64(n)<<permitOwnN | gen}
 	}
 	h := holdPool.Get().(*hold)
 	h.core, h.st = c, st
@@ -536,22 +543,26 @@ func (c *concCore) permit(st *concState, n, now int64, w uint64) Permit {
 	return Permit{h: h, gen: gen}
 }
 
-// releaseOwn gives back the slots of st's own record held by its
-// generation gen: nothing if own is free or at another generation (a
-// stale copy of an older Permit).
-func (c *concCore) releaseOwn(st *concState, gen uint64) {
+// releaseOwn gives back the slots of st's own record held by the Permit
+// whose gen (without permitOwn) is p: nothing if own is free or at another
+// generation (a stale copy of an older Permit).
+func (c *concCore) releaseOwn(st *concState, p uint64) {
+	gen, n := p&concGenMask, p>>permitOwnN&concCountMask
 	var at int64
+	if gen%64 == 0 {
+		// A timed hold's time, which its acquisition wrote before handing
+		// out the Permit. It is read before the CAS, since after it the
+		// record is the next acquisition's, and atomically, since a Release
+		// that loses (a stale copy) may read it while the 64th acquisition
+		// after gen writes it: that Release's CAS fails, and it is unused.
+		at = atomic.LoadInt64(&st.own.at)
+	}
 	var bo backoff
 	for {
 		w := st.word.Load()
 		if w&(concSpare|concRetired) != 0 || w>>concGenShift&concGenMask != gen {
 			return
 		}
-		// The record is generation gen's, whose acquisition wrote it
-		// before handing out the Permit this is a copy of; after the CAS,
-		// it is the next acquisition's.
-		n := uint64(st.own.n)
-		at = st.own.at
 		next := (w-n)&^(concGenMask<<concGenShift) | (gen+1)&concGenMask<<concGenShift | concSpare
 		if w&concWaiters != 0 {
 			q := st.q.Load()

@@ -71,7 +71,14 @@ func (c *SlidingCounter[K]) Take(key K, n int) Result { return c.w.admit(key, n,
 func (c *SlidingCounter[K]) admitKey(key K, n int) (Result, Admission) {
 	var a Admission
 	r := c.w.admit(key, n, &a, c)
-	return r, a
+	return r, a.handOut()
+}
+
+// admitPart is Admit for All, without the once (see partAdmitter).
+func (c *SlidingCounter[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
+	var a Admission
+	r := c.w.admit(key, n, &a, c)
+	return r, a, nil
 }
 
 // peekKey is Peek.

@@ -72,8 +72,9 @@
 //   - Forgetting never changes a decision: a key is evicted only once its
 //     state is the same as a new key's.
 //   - A refused request of All takes nothing, and a Refund gives back only
-//     what an admission still holds: however late it comes, no interval
-//     admits more than the limit.
+//     what an admission still holds, once, whichever copy of its Admission
+//     it is given: however late it comes, no interval admits more than the
+//     limit.
 //   - Invalid configuration is an error that says what is wrong
 //     ("keylimit: burst 0 is below 1"), never a panic later.
 //

@@ -81,7 +81,14 @@ func (f *FixedWindow[K]) Take(key K, n int) Result { return f.w.admit(key, n, ni
 func (f *FixedWindow[K]) admitKey(key K, n int) (Result, Admission) {
 	var a Admission
 	r := f.w.admit(key, n, &a, f)
-	return r, a
+	return r, a.handOut()
+}
+
+// admitPart is Admit for All, without the once (see partAdmitter).
+func (f *FixedWindow[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
+	var a Admission
+	r := f.w.admit(key, n, &a, f)
+	return r, a, nil
 }
 
 // peekKey is Peek.

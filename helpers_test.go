@@ -304,9 +304,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // Checks.
 
-// testAllocs checks that Allow, Take, Peek, and Admit and Refund allocate
-// nothing on a key lim has seen, and that a refused Allow and Take allocate
-// nothing on a key full has refused (full's quota is 1).
+// testAllocs checks that Allow, Take and Peek allocate nothing on a key lim
+// has seen, that Admit and Refund allocate once, the once-state the
+// Admission's copies share (issue 37.8), and that a refused Allow, Take and
+// Admit allocate nothing on a key full has refused (full's quota is 1).
 func testAllocs(t *testing.T, lim, full keylimit.Limiter[string]) {
 	t.Helper()
 	key := fmt.Sprintf("user-%d", 42) // not a constant the compiler can place
@@ -315,7 +316,7 @@ func testAllocs(t *testing.T, lim, full keylimit.Limiter[string]) {
 	require.Zero(t, testing.AllocsPerRun(1000, func() { lim.Take(key, 1) }), "Take")
 	require.Zero(t, testing.AllocsPerRun(1000, func() { lim.Peek(key) }), "Peek")
 	r := lim.(keylimit.Refunder[string])
-	require.Zero(t, testing.AllocsPerRun(1000, func() {
+	require.Equal(t, 1.0, testing.AllocsPerRun(1000, func() {
 		_, a := r.Admit(key, 1)
 		r.Refund(key, a)
 	}), "Admit and Refund")
@@ -324,6 +325,7 @@ func testAllocs(t *testing.T, lim, full keylimit.Limiter[string]) {
 	require.False(t, full.Allow(key))
 	require.Zero(t, testing.AllocsPerRun(1000, func() { full.Allow(key) }), "refused Allow")
 	require.Zero(t, testing.AllocsPerRun(1000, func() { full.Take(key, 1) }), "refused Take")
+	require.Zero(t, testing.AllocsPerRun(1000, func() { full.(keylimit.Refunder[string]).Admit(key, 1) }), "refused Admit")
 }
 
 // timedAdmission is one admission of n events, with the clock read before

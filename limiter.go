@@ -1,6 +1,9 @@
 package keylimit
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // Limiter is what every keyed limiter in this module does: TokenBucket,
 // FixedWindow, SlidingWindow, SlidingCounter, the Redis limiters of the
@@ -48,8 +51,9 @@ type ContextLimiter[K comparable] interface {
 
 // Admission is what one admitted request took from a limiter: how many
 // events, and where the limiter counted them. Refund takes it to give back
-// exactly what the admission still holds. The zero Admission, a refused
-// request's, gives back nothing.
+// exactly what the admission still holds, once: copies of an Admission are
+// the same admission. The zero Admission, a refused request's, gives back
+// nothing.
 type Admission struct {
 	// N is the number of events admitted.
 	N int
@@ -69,6 +73,75 @@ type Admission struct {
 	key   uint64
 	epoch uint64
 	unit  int64
+	// once is what the copies of an admitted Admission share, so that only
+	// the first Refund of any of them gives back. Admit allocates it, once
+	// per admission, only when it admits; nil in the Admissions this package
+	// makes for its own use (see partAdmitter) and never hands out.
+	once *refundOnce
+}
+
+// refundOnce is the once of one in-memory admission's Refunds: done is set
+// by the first, and n is what the admission took, above which no copy
+// gives back (a raised N is ignored, as on Redis). An atomic.Bool and an
+// int, so Admit's one allocation is 16 bytes.
+type refundOnce struct {
+	done atomic.Bool
+	n    int
+}
+
+// handOut returns a, an Admission an in-memory limiter just made, as Admit
+// hands it to its caller: with the once-state its copies share, if it
+// took anything. This is Admit's one allocation; Allow and Take make none.
+func (a Admission) handOut() Admission {
+	if a.N > 0 {
+		a.once = &refundOnce{n: a.N}
+	}
+	return a
+}
+
+// claim is the once of a Refund of a, which the caller has found to be its
+// own and of its key: it reports false if a Refund of a or of a copy of it
+// came first, and otherwise returns a with N at most what the admission
+// took. An Admission without the once-state is one this package made for
+// its own use, which its maker refunds at most once.
+func (a Admission) claim() (Admission, bool) {
+	o := a.once
+	if o == nil {
+		return a, true
+	}
+	if !o.done.CompareAndSwap(false, true) {
+		return a, false
+	}
+	a.N = min(a.N, o.n)
+	return a, true
+}
+
+// partAdmitter is implemented by this package's limiters that make
+// Admissions: admitPart is AdmitContext without the once-state (see
+// Admission.once), so that it allocates nothing. It is for All, which
+// asks for the admission of each limiter but the last on every request,
+// refunds each at most once itself, and never hands one out.
+type partAdmitter[K comparable] interface {
+	admitPart(ctx context.Context, key K, n int) (Result, Admission, error)
+}
+
+// partOf returns l as a partAdmitter if it is one of this package's
+// limiters itself, else nil. A type that embeds one has the method too, but
+// its own Admit (one that counts or logs, say) is the one to ask.
+func partOf[K comparable](l any) partAdmitter[K] {
+	switch l := l.(type) {
+	case *TokenBucket[K]:
+		return l
+	case *FixedWindow[K]:
+		return l
+	case *SlidingWindow[K]:
+		return l
+	case *SlidingCounter[K]:
+		return l
+	case *Penalty[K]:
+		return l
+	}
+	return nil
 }
 
 // Refunder is implemented by limiters whose admissions can be given back
@@ -85,17 +158,15 @@ type Refunder[K comparable] interface {
 	// admits more than the limit. A Refund after a change of limit that
 	// moved the key may give back nothing, and so does one with an
 	// Admission made for another key (this module's limiters and
-	// redislimit's check it). Refund each Admission at most once: an
-	// in-memory limiter cannot tell a second Refund of it from the first,
-	// and gives back again what the key's later admissions hold (at most
-	// the quota), as if the events of a request that did happen had not; a
-	// Redis limiter gives nothing for a second Refund.
+	// redislimit's check it). An Admission is refunded once: a second
+	// Refund of it, or of any copy of it, gives back nothing, in memory as
+	// on Redis.
 	//
 	// A copy of a whose N is lowered to k gives back at most k of its
 	// events, by the same rule: a partial refund, of what an outcome did
-	// not charge (quota's Policy.Charge). Lowering N is the one change a
-	// caller may make to an Admission; raising it is a misuse, as a second
-	// Refund is (a Redis limiter ignores it).
+	// not charge (quota's Policy.Charge); it is the admission's one Refund.
+	// Lowering N is the one change a caller may make to an Admission; a
+	// raised N is ignored: no Refund gives back more than was admitted.
 	Refund(key K, a Admission)
 }
 

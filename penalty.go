@@ -210,6 +210,17 @@ func (p *Penalty[K]) Admit(key K, n int) (Result, Admission) {
 
 // AdmitContext is Admit under ctx, as TakeContext is Take.
 func (p *Penalty[K]) AdmitContext(ctx context.Context, key K, n int) (Result, Admission, error) {
+	return p.admit(ctx, key, n, false)
+}
+
+// admitPart is AdmitContext for All, without the once of an in-memory
+// limiter's Admission (see partAdmitter).
+func (p *Penalty[K]) admitPart(ctx context.Context, key K, n int) (Result, Admission, error) {
+	return p.admit(ctx, key, n, true)
+}
+
+// admit is AdmitContext, and admitPart if part is set.
+func (p *Penalty[K]) admit(ctx context.Context, key K, n int, part bool) (Result, Admission, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, Admission{}, err
 	}
@@ -220,6 +231,12 @@ func (p *Penalty[K]) AdmitContext(ctx context.Context, key K, n int) (Result, Ad
 	if !ok {
 		r, err := takeContext(ctx, p.inner, key, n)
 		return p.judge(key, r), Admission{}, err
+	}
+	if part {
+		if pa := partOf[K](p.inner); pa != nil {
+			r, a, err := pa.admitPart(ctx, key, n)
+			return p.judge(key, r), a, err
+		}
 	}
 	r, a, err := admitContext(ctx, rf, key, n)
 	return p.judge(key, r), a, err

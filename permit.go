@@ -44,8 +44,9 @@ type Permit struct {
 	// h is the acquisition's record and gen the generation it was handed
 	// out at: the record goes back to a pool at the first Release, and the
 	// next acquisition that takes it hands it out at gen + 1, so the
-	// Release of a stale copy finds another generation and does nothing.
-	// A Permit is two words and the record is pooled, so an acquisition
+	// Release of a stale copy finds another generation and does nothing
+	// (a permit on its key's own record carries its slots in gen too: see
+	// permitOwn). A Permit is two words and the record is pooled, so an acquisition
 	// allocates nothing.
 	h   *hold
 	gen uint64
@@ -74,12 +75,13 @@ type funcHold struct {
 	fn   func()
 }
 
-// hold is one acquisition's record. Its fields other than gen are written
-// by the acquisition that takes the record (from holdPool, or its key's
-// own), before the Permit is handed out, and read by the Release that wins
-// gen's CAS (for a key's own record, that finds its generation in the
-// word), before it gives the record back; a Release that loses reads
-// nothing else. It is 40 bytes, so that a key's state, which embeds one,
+// hold is one acquisition's record. A pooled record's fields other than
+// gen are written by the acquisition that takes it from holdPool, before
+// the Permit is handed out, and read by the Release that wins gen's CAS,
+// before it gives the record back; a Release that loses reads nothing
+// else. A key's own record is read before its CAS, by every Release of
+// it, so it keeps nothing the next acquisition writes plainly: see
+// concState.own. It is 40 bytes, so that a key's state, which embeds one,
 // is 64.
 type hold struct {
 	// gen is the generation of the Permit that holds the record now; the
@@ -101,8 +103,8 @@ var holdPool = sync.Pool{New: func() any { return new(hold) }}
 
 func (h *hold) release(gen uint64) {
 	if gen&permitOwn != 0 {
-		// A key's own record: its core and st never change, and its
-		// generation is in the key's word.
+		// A key's own record: its core and st never change, its
+		// generation is in the key's word, and gen carries the slots.
 		h.core.releaseOwn(h.st, gen&^permitOwn)
 		return
 	}

@@ -168,7 +168,14 @@ func (s *SlidingWindow[K]) Take(key K, n int) Result { return s.admit(key, n, ni
 func (s *SlidingWindow[K]) admitKey(key K, n int) (Result, Admission) {
 	var a Admission
 	r := s.admit(key, n, &a)
-	return r, a
+	return r, a.handOut()
+}
+
+// admitPart is Admit for All, without the once (see partAdmitter).
+func (s *SlidingWindow[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
+	var a Admission
+	r := s.admit(key, n, &a)
+	return r, a, nil
 }
 
 // admit is Take, and when a is not nil and the events are recorded, fills
@@ -605,7 +612,10 @@ func (s *SlidingWindow[K]) resetKey(key K) { resetKey(s.keys, key, (*slidingStat
 // refundKey is Refund.
 func (s *SlidingWindow[K]) refundKey(key K, a Admission) {
 	st, ok := a.state.(*slidingState)
-	if !ok || a.N <= 0 || a.By != s || !s.keys.ofKey(key, a) {
+	if !ok || a.By != s || !s.keys.ofKey(key, a) {
+		return
+	}
+	if a, ok = a.claim(); !ok || a.N <= 0 {
 		return
 	}
 	for !st.refund(a.Mark, a.N) {

@@ -640,7 +640,10 @@ func (w *windowLimiter[K]) observe(key K) (uint64, *keyConfig[windowRules]) {
 // key gives back nothing.
 func (w *windowLimiter[K]) refund(key K, a Admission, by any) {
 	st, ok := a.state.(*windowState)
-	if !ok || a.N <= 0 || a.By != by || !w.keys.ofKey(key, a) {
+	if !ok || a.By != by || !w.keys.ofKey(key, a) {
+		return
+	}
+	if a, ok = a.claim(); !ok || a.N <= 0 {
 		return
 	}
 	for {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -319,4 +320,51 @@ func TestTransportSlotBeforeTurn(t *testing.T) {
 	require.NoError(t, <-second)
 	require.Equal(t, 0, bucket.Peek("partner").Remaining, "its turn, taken once it held the slot")
 	require.Equal(t, 2, srv.count())
+}
+
+// TestTransportCloseAsTheContextEnds pins issue 37.2 in the Transport: a
+// body closed just as its request's context ends releases its slot twice,
+// at once (Close, and the context's AfterFunc), while the next request
+// waits for it. The second Release frees nothing: each round, the waiting
+// request gets the one slot, and then no other fits.
+func TestTransportCloseAsTheContextEnds(t *testing.T) {
+	lim := newConcurrency(t, 1)
+	fixed := func(*http.Request) (string, error) { return "partner", nil }
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("ok"))}, nil
+	})
+	tr := &httplimit.Transport{Concurrency: lim, Key: fixed, Base: base}
+	roundTrip := func(ctx context.Context) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://partner.example/", nil)
+		if err != nil {
+			return nil, err
+		}
+		return tr.RoundTrip(req)
+	}
+	for round := range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		first, err := roundTrip(ctx)
+		require.NoError(t, err, "round %d", round)
+		type answer struct {
+			resp *http.Response
+			err  error
+		}
+		next := make(chan answer, 1)
+		go func() {
+			resp, err := roundTrip(context.Background())
+			next <- answer{resp, err}
+		}()
+		waitFor(t, "the next request queued", func() bool { return lim.Stats().Waiting == 1 })
+		var both sync.WaitGroup
+		both.Go(cancel)
+		both.Go(func() { first.Body.Close() })
+		both.Wait()
+		a := <-next
+		require.NoError(t, a.err, "round %d", round)
+		require.Equal(t, 0, lim.Peek("partner").Remaining, "round %d: the next request holds the one slot", round)
+		_, r := lim.TryAcquire("partner", 1)
+		require.False(t, r.Allowed, "round %d: the slot was not freed twice", round)
+		require.NoError(t, a.resp.Body.Close())
+		require.Equal(t, 1, lim.Peek("partner").Remaining, "round %d", round)
+	}
 }

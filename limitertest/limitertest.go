@@ -127,6 +127,7 @@ var cases = []suiteCase[Harness]{
 	{"RefundGivesBack", false, refundGivesBack},
 	{"LateRefundGivesNothing", false, lateRefundGivesNothing},
 	{"PartialRefund", false, partialRefund},
+	{"RefundOnce", false, refundOnce},
 	{"RefillAfterPeriod", false, refillAfterPeriod},
 	{"RetryAfterIsExact", true, retryAfterIsExact},
 	{"RefillAfterIsWhenMoreFits", true, refillAfterIsWhenMoreFits},
@@ -410,6 +411,55 @@ func partialRefund(t *testing.T, h Harness) {
 	r, _ := refunder.Admit(k, 6)
 	expect(t, "Admit(6) with 6 left: Allowed", r.Allowed, true)
 	expect(t, "Admit(6) with 6 left: Remaining", r.Remaining, 0)
+}
+
+// refundOnce: an Admission gives back at most what it took, once, however
+// many copies of it are refunded, at once or in turn, and whatever N a copy
+// carries (keylimit.Refunder).
+func refundOnce(t *testing.T, h Harness) {
+	lim := newLimiter(t, h, hour)
+	refunder, ok := lim.(keylimit.Refunder[string])
+	if !ok {
+		t.Fatalf("limitertest: %T is not a keylimit.Refunder (Admit and Refund methods)", lim)
+	}
+	k := key(t, "twice")
+	_, a := refunder.Admit(k, 3)
+	_, b := refunder.Admit(k, 4)
+	refunder.Refund(k, a)
+	refunder.Refund(k, a)
+	part := a
+	part.N = 1
+	refunder.Refund(k, part)
+	expect(t, "Peek().Remaining after admitting 3 and 4 and refunding the 3 twice, and a copy", lim.Peek(k).Remaining, 6)
+	refunder.Refund(k, b)
+	refunder.Refund(k, b)
+	expect(t, "Peek().Remaining after refunding the 4 twice", lim.Peek(k).Remaining, 10)
+
+	k = key(t, "partial-first")
+	_, a = refunder.Admit(k, 5)
+	part = a
+	part.N = 2
+	refunder.Refund(k, part)
+	refunder.Refund(k, a)
+	expect(t, "Peek().Remaining after admitting 5, refunding 2 of them, then all 5", lim.Peek(k).Remaining, 7)
+
+	k = key(t, "raised")
+	_, a = refunder.Admit(k, 7)
+	lim.Allow(k)
+	a.N = 9
+	refunder.Refund(k, a)
+	expect(t, "Peek().Remaining after admitting 7 and 1 and refunding the 7 with N raised to 9", lim.Peek(k).Remaining, 9)
+
+	k = key(t, "copies")
+	_, a = refunder.Admit(k, 3)
+	refunder.Admit(k, 4)
+	var wg sync.WaitGroup
+	for range 64 {
+		c := a
+		wg.Go(func() { refunder.Refund(k, c) })
+	}
+	wg.Wait()
+	expect(t, "Peek().Remaining after 64 goroutines refunded copies of the 3 at once", lim.Peek(k).Remaining, 6)
 }
 
 func refundGivesBack(t *testing.T, h Harness) {
