@@ -74,7 +74,8 @@ func (k *Keyed[K]) SetKeyLimit(f func(key K) Limit) error { return k.of.limits()
 // does not create the key.
 func (k *Keyed[K]) Peek(key K) Result { return k.of.peekKey(key) }
 
-// Admit is Take, and also returns what an admission took, for Refund.
+// Admit is Take, and also returns what an admission took, for Refund. An
+// admission allocates 16 bytes: the once its Admission's copies share.
 func (k *Keyed[K]) Admit(key K, n int) (Result, Admission) { return k.of.admitKey(key, n) }
 
 // Refund gives back what a, an Admission the limiter made for key, still
