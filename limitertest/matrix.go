@@ -427,9 +427,11 @@ func (c *cell) tiers(kind string) {
 }
 
 // penalty: a fixed window of q under a Penalty that bans for 2.5 periods
-// at the second refusal within one. Round 0 admits q and bans the key;
-// round 1, two periods later, is banned and admits nothing; round 2, two
-// more on, is free again, and asks for half; and so on.
+// at the second refusal within one. A round that asks more than q admits q
+// and bans the key: the next round, two periods later, is banned and
+// admits nothing (its refusals start no ban: the limiter is not asked);
+// the one after, two more on, is free again. Free rounds ask more than q
+// and half of q in turn.
 func (c *cell) penalty() {
 	l := per(c.q)
 	b := keylimit.Ban{Refusals: 2, Within: period, For: 5 * period / 2}
@@ -437,19 +439,25 @@ func (c *cell) penalty() {
 	c.must(err, "Penalty")
 	c.closeLater(p)
 	key := c.key("k")
+	banned, free := false, 0
 	for r := range c.rounds {
 		c.round = r
 		c.toWindow(l, 2, period/16)
-		phase := r % 3
-		c.rateRound(map[int]int{0: 0, 1: 0, 2: 1}[phase], period/time.Duration(8*c.q), func(_, bound, _, asked int) (int, int) {
+		asks := 0 // demand's round: even asks more than q
+		if !banned {
+			asks = free
+			free++
+		}
+		c.rateRound(asks, period/time.Duration(8*c.q), func(_, bound, _, asked int) (int, int) {
 			switch {
-			case phase == 1:
-				return 0, 0 // banned
-			case asked >= bound:
+			case banned:
+				return 0, 0
+			case asked >= bound+b.Refusals:
 				return bound, 0
 			}
 			return asked, bound - asked
 		}, target{lim: p, key: key, bound: c.q, retryMax: b.For})
+		banned = !banned && demand(asks, c.q, goroutines) >= c.q+b.Refusals
 	}
 }
 
