@@ -75,10 +75,14 @@ func matrixStore(t *testing.T, name string, newClient func(testing.TB) redis.Uni
 			return rate(c, kind, l, o)
 		},
 		Leased: func(t *testing.T, kind string, l keylimit.Limit, instances int) ([]keylimit.Limiter[string], error) {
-			o := with(redislimit.WithLeases(l.Period / 100))
+			o := with()
 			var fleet []keylimit.Limiter[string]
-			for range instances {
-				lim, err := rate(newClient(t), kind, l, o)
+			for i := range instances {
+				oi := o
+				if i < instances-1 {
+					oi = append(o[:len(o):len(o)], redislimit.WithLeases(l.Period/100))
+				}
+				lim, err := rate(newClient(t), kind, l, oi)
 				if err != nil {
 					return nil, err
 				}
