@@ -55,9 +55,10 @@ type Store struct {
 
 	// Faults returns a FixedWindow of l that fails closed, with a failure
 	// backoff shorter than l.Period, and a function that makes its calls
-	// fail from then on by fault: "timeout" (a call outlasts its
-	// deadline), "script error" (the store answers the script with an
-	// error), or "" (they no longer fail).
+	// fail from then on by fault: "timeout" (a call fails as one that
+	// outlasts its deadline does: its error wraps
+	// context.DeadlineExceeded), "script error" (the store answers the
+	// script with an error), or "" (they no longer fail).
 	Faults func(t *testing.T, l keylimit.Limit) (keylimit.ContextLimiter[string], func(fault string), error)
 }
 
@@ -96,6 +97,7 @@ func RunMatrix(t *testing.T, stores ...Store) {
 			t.Fatalf("limitertest: store %q lacks Now, Advance or Limiter", s.Name)
 		}
 		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel() // the stores share nothing: not a clock, not a key
 			for _, comp := range compositions(full) {
 				if comp.needs != nil && !comp.needs(s) {
 					t.Logf("%s: not a feature of this store", comp.name)
@@ -239,8 +241,10 @@ func (c *cell) limiter(kind string, l keylimit.Limit, perKey func(string) keylim
 	return lim
 }
 
-// period is the Period of every limit of the matrix but the calendar's.
-const period = time.Hour
+// period is the Period of every limit of the matrix but the calendar's:
+// short, because a mock clock's Add sleeps a millisecond for each tick of
+// each ticker on it it passes (evictors, a Redis Concurrency's renewals).
+const period = time.Minute
 
 // per returns n events per period.
 func per(n int) keylimit.Limit { return keylimit.Per(n, period) }
