@@ -84,10 +84,14 @@ var knownBroken = map[string]string{
 // the bound allows was admitted, and Remaining.
 //
 // Its short form runs one quota and three rounds a cell; -matrix.full (or
-// KEYLIMIT_MATRIX=full in the environment) runs four quotas, eight rounds,
-// and the calendar periods across changes of clock too.
+// KEYLIMIT_MATRIX=full in the environment, or a -full flag of the test
+// binary's own set) runs four quotas, eight rounds, and the calendar
+// periods across changes of clock too. The stores run in parallel.
 func RunMatrix(t *testing.T, stores ...Store) {
 	full := *matrixFull || os.Getenv("KEYLIMIT_MATRIX") == "full"
+	if f := flag.Lookup("full"); f != nil && f.Value.String() == "true" {
+		full = true // the test binary's own -full, the root module's large-scale flag
+	}
 	sizes, rounds := []int{25}, 3
 	if full {
 		sizes, rounds = []int{1, 5, 40, 250}, 8
