@@ -63,7 +63,7 @@ type Store struct {
 }
 
 // knownBroken are the cells, "store/composition" ("*" for every store),
-// that fail for a defect already reported, with where: they run and log
+// that fail for a defect already reported, with the report: they run and log
 // what fails, and fail nothing. A cell is taken off once its fix is merged;
 // one that passes says so in the log.
 var knownBroken = map[string]string{
