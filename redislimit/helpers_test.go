@@ -101,7 +101,7 @@ var (
 	clusterReady = make(chan struct{})
 )
 
-// runsCluster reports whether -run selects TestCluster (and -list is not
+// runsCluster reports whether -run selects TestCluster or TestMatrix (and -list is not
 // given), so that a run of other tests does not start a cluster (its start-up allocates, which the
 // tests that count allocations would see).
 func runsCluster() bool {
@@ -111,7 +111,8 @@ func runsCluster() bool {
 	run := flag.Lookup("test.run").Value.String()
 	top, _, _ := strings.Cut(run, "/")
 	ok, err := regexp.MatchString(top, "TestCluster")
-	return run == "" || ok || err != nil
+	matrix, _ := regexp.MatchString(top, "TestMatrix") // it runs on a cluster too
+	return run == "" || ok || matrix || err != nil
 }
 
 func startCluster() {
