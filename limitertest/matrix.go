@@ -62,19 +62,6 @@ type Store struct {
 	Faults func(t *testing.T, l keylimit.Limit) (keylimit.ContextLimiter[string], func(fault string), error)
 }
 
-// knownBroken are the cells, "store/composition" ("*" for every store),
-// that fail for a defect already reported, with the report: they run and log
-// what fails, and fail nothing. A cell is taken off once its fix is merged;
-// one that passes says so in the log.
-var knownBroken = map[string]string{
-	// A refusal made while only requests in flight held the quota says a
-	// whole window's RetryAfter; the Redis deny cache keeps it, and
-	// refuses (and Peek says Remaining 0) after their refunds freed room.
-	"redis-server/charge": "issue 37: charge by outcome refuses with a full-window Retry-After when only in-flight holds",
-	"Cluster/charge":      "issue 37: charge by outcome refuses with a full-window Retry-After when only in-flight holds",
-	"miniredis/charge":    "issue 37: charge by outcome refuses with a full-window Retry-After when only in-flight holds",
-}
-
 // RunMatrix runs every composition of limiters (All of two and of three,
 // keys under limits of their own, Penalty, quota's charge by outcome,
 // calendar periods, concurrency alone and beside a rate, leases, and the
@@ -195,17 +182,8 @@ func runCell(t *testing.T, s Store, comp composition, q, rounds int) {
 		}()
 		comp.run(c)
 	}()
-	reason, known := knownBroken[s.Name+"/"+comp.name]
-	if !known {
-		reason, known = knownBroken["*/"+comp.name]
-	}
-	switch {
-	case len(c.failed) > 0 && known:
-		t.Logf("KNOWN BROKEN (%s), not failed: %s", reason, strings.Join(c.failed, "; "))
-	case len(c.failed) > 0:
+	if len(c.failed) > 0 {
 		t.Error(strings.Join(c.failed, "\n"))
-	case known:
-		t.Logf("marked known broken (%s), and passes: take the mark off (limitertest's knownBroken)", reason)
 	}
 }
 
