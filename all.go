@@ -446,7 +446,7 @@ const byTail = -1
 // ctx if they take one. A remote one is not (its Peek would be a round trip
 // for a request already refused, in process if it was not asked: those
 // are asked first), each wanting its Result or not: its Result in each is
-// the zero Result (see EachTaker).
+// the zero Result (see eachTaker).
 func (a *all[K]) refused(ctx context.Context, key K, i int, r Result, each []Result) Result {
 	sum := r
 	for j := range a.limiters {

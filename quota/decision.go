@@ -223,7 +223,7 @@ func (t *tier) bind(each []keylimit.Result, res *keylimit.Result, cost int, held
 
 // notAsked reports whether r is the Result of a policy of t that was not
 // asked: the zero Result, whose Limit 0 no limiter reports (see
-// keylimit.EachTaker), of one of several policies.
+// keylimit.All's TakeEach), of one of several policies.
 func (t *tier) notAsked(r *keylimit.Result) bool {
 	return len(t.policies) > 1 && *r == keylimit.Result{} // no panic: a nil Err is never of a type == panics on
 }
