@@ -234,7 +234,7 @@ func NewConcurrency(client redis.UniversalClient, name string, n int, opts ...Op
 	if err != nil {
 		return nil, err
 	}
-	if o.policy.kind == failLocal {
+	if o.policy.local() {
 		_ = fb.SetLimit(concShare(o.policy, n))
 	} else {
 		fb.Close()
@@ -279,16 +279,7 @@ func NewConcurrency(client redis.UniversalClient, name string, n int, opts ...Op
 func concShare(p FailurePolicy, n int) int { return max(n/max(p.instances, 1), 1) }
 
 // admits says what the failure policy admits while Redis fails.
-func (c *Concurrency) admits() string {
-	n := int(c.limit.Load())
-	switch c.guard.policy.kind {
-	case failOpen:
-		return "every acquisition: no limit while Redis fails"
-	case failClosed:
-		return "nothing: every acquisition is refused while Redis fails"
-	}
-	return fmt.Sprintf("each instance holds at most %d slots of a key alone (the limit is %d)", concShare(c.guard.policy, n), n)
-}
+func (c *Concurrency) admits() string { return c.guard.policy.admitsSlots(int(c.limit.Load())) }
 
 // StateKey returns the Redis key of key's holds (a sorted set); their slots
 // are in StateKey(key) + ":n" (a hash). See the rate limiters' StateKey for
@@ -568,11 +559,8 @@ func (c *Concurrency) failed(ctx context.Context, key string, n int, limit int64
 	}
 	c.ops.counts.stripe().fallbacks.Add(1)
 	err = c.guard.report("acquire", key, err)
-	switch c.guard.policy.kind {
-	case failOpen:
-		return keylimit.Permit{}, keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(limit) - n}, err
-	case failClosed:
-		return keylimit.Permit{}, keylimit.Result{Limit: int(limit), RetryAfter: retry}, err
+	if r, ok := c.guard.policy.decide(int(limit), n, retry, false); ok {
+		return keylimit.Permit{}, r, err
 	}
 	p, r := c.fallback.TryAcquire(key, n)
 	if r.RetryAfter == keylimit.InfDuration {
@@ -767,11 +755,8 @@ func (c *Concurrency) PeekContext(ctx context.Context, key string) (keylimit.Res
 	rep, err := c.call(ctx, modePeekC, key, "", 1, limit)
 	if err != nil {
 		err = c.guard.report("peek", key, err)
-		switch c.guard.policy.kind {
-		case failOpen:
-			return keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(limit)}, err
-		case failClosed:
-			return keylimit.Result{Limit: int(limit), RetryAfter: max(c.guard.backoff, time.Millisecond)}, err
+		if r, ok := c.guard.policy.decide(int(limit), 0, max(c.guard.backoff, time.Millisecond), false); ok {
+			return r, err
 		}
 		return c.fallback.Peek(key), err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/redis/go-redis/v9"
@@ -71,6 +72,48 @@ func (p FailurePolicy) String() string {
 		return fmt.Sprintf("fail local/%d", p.instances)
 	}
 	return "no failure policy"
+}
+
+// local reports whether p decides in process while Redis fails, by a
+// fallback limiter of its share (FailLocal).
+func (p FailurePolicy) local() bool { return p.kind == failLocal }
+
+// decide is p's answer to a request of n of a quota q while Redis fails,
+// under FailOpen and FailClosed: admitted, taking nothing anywhere, or
+// refused until retry, when Redis is asked again (timed: a rate limit, whose
+// refusal says when more quota comes, ResetAfter and RefillAfter; a
+// concurrency limit has no such time). ok is false under FailLocal: the
+// fallback limiter answers, for a rate limit and a concurrency limit alike.
+// Every decision of what a failure policy admits is made here.
+func (p FailurePolicy) decide(q, n int, retry time.Duration, timed bool) (r keylimit.Result, ok bool) {
+	switch p.kind {
+	case failOpen:
+		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, true
+	case failClosed:
+		r = keylimit.Result{Limit: q, RetryAfter: retry}
+		if timed {
+			r.ResetAfter, r.RefillAfter = retry, retry
+		}
+		return r, true
+	}
+	return keylimit.Result{}, false
+}
+
+// tooSmall reports whether p, given with a fleet of fleet instances (0:
+// unknown), lets the fleet admit more than the limit: FailLocal(k) of a
+// fleet of more than k.
+func (p FailurePolicy) tooSmall(fleet int) bool { return p.local() && fleet > p.instances }
+
+// admitsSlots says what p admits while Redis fails, for a concurrency limit
+// of n slots.
+func (p FailurePolicy) admitsSlots(n int) string {
+	switch p.kind {
+	case failOpen:
+		return "every acquisition: no limit while Redis fails"
+	case failClosed:
+		return "nothing: every acquisition is refused while Redis fails"
+	}
+	return fmt.Sprintf("each instance holds at most %d slots of a key alone (the limit is %d)", concShare(p, n), n)
 }
 
 // share divides l among p.instances for the fallback limiter.

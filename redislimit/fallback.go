@@ -24,7 +24,7 @@ type fallbackLimiter interface {
 // system's clock).
 func fallbackFor(p FailurePolicy, l keylimit.Limit, keyLimit func(string) keylimit.Limit, c clock.Clock,
 	newLim newFallbackFunc) (fallbackLimiter, error) {
-	if p.kind != failLocal {
+	if !p.local() {
 		return nil, nil
 	}
 	var opts []keylimit.Option

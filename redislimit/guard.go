@@ -177,13 +177,8 @@ func (g *guard) failed(ctx context.Context, op, key string, k *keyLimit, n int, 
 	}
 	g.ops.counts.stripe().fallbacks.Add(1)
 	err = g.report(op, key, err)
-	q := k.quota
-	switch g.policy.kind {
-	case failOpen:
-		return keylimit.Result{Allowed: true, Limit: q, Remaining: q - n}, keylimit.Admission{}, err
-	case failClosed:
-		rc := k.retryClosed
-		return keylimit.Result{Limit: q, RetryAfter: rc, ResetAfter: rc, RefillAfter: rc}, keylimit.Admission{}, err
+	if r, ok := g.policy.decide(k.quota, n, k.retryClosed, true); ok {
+		return r, keylimit.Admission{}, err
 	}
 	if n == 0 {
 		return g.fallback.Peek(key), keylimit.Admission{}, err

@@ -176,7 +176,7 @@ func (o *ops) announce(msg, prefix string, chosen bool) {
 	switch {
 	case !chosen:
 		level = slog.LevelInfo
-	case o.policy.kind == failLocal && o.fleet > o.policy.instances:
+	case o.policy.tooSmall(o.fleet):
 		level = slog.LevelWarn
 	}
 	lg := o.log()
