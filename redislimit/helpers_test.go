@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 		os.Exit(concurrencyHelper()) // a helper process of TestConcurrencyKilledInstance
 	}
 	if !redisserver.Installed() {
-		fmt.Fprintln(os.Stderr, "redislimit: the tests need redis-server, and", redisserver.InstallHint)
+		fmt.Fprintf(os.Stderr, "redislimit: the tests need %s, and %s\n", redisserver.Binary(), redisserver.InstallHint)
 		fmt.Fprintln(os.Stderr, ".ci/run installs it by itself on a CI machine; so does .ci/test when run as root.")
 		os.Exit(1)
 	}
