@@ -7,7 +7,7 @@
 // the root module needs no Redis client.
 //
 // The server is redis-server unless the environment variable
-// KEYLIMIT_REDIS_SERVER names another command (ServerEnv), such as
+// KEYLIMIT_REDIS_SERVER names another command, such as
 // valkey-server: everything here then runs that, and the matching -cli
 // (valkey-cli) where redis-cli would be run. Version says which server
 // answers, so that a run can show what it ran on.
@@ -35,14 +35,14 @@ const InstallHint = `redis-server (or the command $KEYLIMIT_REDIS_SERVER names) 
 // ErrMissing is returned by Start when the server command is not on PATH.
 var ErrMissing = errors.New("redisserver: " + InstallHint)
 
-// ServerEnv is the environment variable that chooses the server command
+// serverEnv is the environment variable that chooses the server command
 // (Binary): a name on PATH or a path, such as valkey-server.
-const ServerEnv = "KEYLIMIT_REDIS_SERVER"
+const serverEnv = "KEYLIMIT_REDIS_SERVER"
 
 // Binary returns the server command the package runs: $KEYLIMIT_REDIS_SERVER
 // if set, else redis-server.
 func Binary() string {
-	if b := os.Getenv(ServerEnv); b != "" {
+	if b := os.Getenv(serverEnv); b != "" {
 		return b
 	}
 	return "redis-server"

@@ -229,12 +229,12 @@ func TestCliBinary(t *testing.T) {
 		"": "redis-cli", "redis-server": "redis-cli", "valkey-server": "valkey-cli",
 		"/opt/valkey/bin/valkey-server": "/opt/valkey/bin/valkey-cli",
 	} {
-		t.Setenv(ServerEnv, server)
+		t.Setenv(serverEnv, server)
 		got, err := cliBinary()
 		require.NoError(t, err, "%q", server)
 		require.Equal(t, want, got, "the -cli of %q", server)
 	}
-	t.Setenv(ServerEnv, "keydb")
+	t.Setenv(serverEnv, "keydb")
 	_, err := cliBinary()
 	require.ErrorContains(t, err, `the server command "keydb" does not end in -server`)
 }
