@@ -33,6 +33,8 @@ import (
 // The tests run against real redis-server processes, started here on
 // 127.0.0.1 on free ports and stopped when the tests end. There is no
 // skipping: without redis-server the tests fail and say how to install it.
+// KEYLIMIT_REDIS_SERVER=valkey-server runs them on Valkey instead
+// (internal/redisserver); TestMain prints which server they run on.
 
 // shared is the server most tests use; each test uses keys of its own. It
 // keeps its data on disk (an append-only file), as a production Redis
@@ -52,7 +54,7 @@ func TestMain(m *testing.M) {
 		os.Exit(concurrencyHelper()) // a helper process of TestConcurrencyKilledInstance
 	}
 	if !redisserver.Installed() {
-		fmt.Fprintln(os.Stderr, "redislimit: the tests need redis-server, and", redisserver.InstallHint)
+		fmt.Fprintf(os.Stderr, "redislimit: the tests need %s, and %s\n", redisserver.Binary(), redisserver.InstallHint)
 		fmt.Fprintln(os.Stderr, ".ci/run installs it by itself on a CI machine; so does .ci/test when run as root.")
 		os.Exit(1)
 	}
@@ -63,7 +65,24 @@ func TestMain(m *testing.M) {
 	}
 	s := &server{Server: ss}
 	shared, redisAddr = s, s.Addr
+	// Which server the tests run on ($KEYLIMIT_REDIS_SERVER chooses), said
+	// once, and checked: a run asked for on Valkey must not pass on another.
+	version, err := ss.Version()
+	if err == nil {
+		var want string
+		if want, err = redisserver.BinaryVersion(); err == nil && want != version {
+			err = fmt.Errorf("redislimit: %s says it is %s, but the server it started says %s", redisserver.Binary(), want, version)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		s.Stop()
+		os.Exit(1)
+	}
 	flag.Parse()
+	if flag.Lookup("test.list").Value.String() == "" {
+		fmt.Printf("redislimit: the tests run on %s (%s)\n", version, redisserver.Binary())
+	}
 	if runsCluster() {
 		go startCluster() // in the background, while the other tests run
 	} else {

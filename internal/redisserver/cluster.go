@@ -24,18 +24,24 @@ type Cluster struct {
 const clusterWait = 20 * time.Second
 
 // StartCluster starts a cluster of masters masters (at least 3, as Redis
-// requires) and replicas replicas (at most masters), each a redis-server in
-// cluster mode on a free port, keeping nothing on disk but its node
-// configuration. It joins the masters with redis-cli --cluster create (the
-// slots shared evenly), attaches each replica to its master, and returns
-// once every node reports cluster_state:ok and every replica is in sync.
-// redis-cli comes in the same package as redis-server.
+// requires) and replicas replicas (at most masters), each a redis-server
+// (Binary) in cluster mode on a free port, keeping nothing on disk but its
+// node configuration. It joins the masters with redis-cli --cluster create
+// (valkey-cli for valkey-server; the slots shared evenly), attaches each
+// replica to its master, and returns once every node reports
+// cluster_state:ok and every replica is in sync. redis-cli comes in the
+// same package as redis-server; valkey-cli in valkey-tools, which
+// valkey-server depends on.
 func StartCluster(masters, replicas int) (*Cluster, error) {
 	if masters < 3 || replicas < 0 || replicas > masters {
 		return nil, fmt.Errorf("redisserver: a cluster of %d masters and %d replicas: want 3 or more masters, and no more replicas", masters, replicas)
 	}
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		return nil, errors.New("redisserver: redis-cli is not on PATH; it comes with redis-server: " + InstallHint)
+	cli, err := cliBinary()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := exec.LookPath(cli); err != nil {
+		return nil, errors.New("redisserver: " + cli + " is not on PATH; it comes with " + Binary() + " (valkey-cli: in valkey-tools): " + InstallHint)
 	}
 	c := new(Cluster)
 	ok := false
@@ -59,8 +65,8 @@ func StartCluster(masters, replicas int) (*Cluster, error) {
 	create := []string{"--cluster", "create"}
 	create = append(create, c.Addrs()...)
 	create = append(create, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", create...).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("redisserver: redis-cli --cluster create: %w; its output:\n%s", err, out)
+	if out, err := exec.Command(cli, create...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("redisserver: %s --cluster create: %w; its output:\n%s", cli, err, out)
 	}
 	for i, r := range c.Replicas {
 		m := c.Masters[i]

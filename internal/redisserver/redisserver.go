@@ -5,10 +5,17 @@
 // disk (unless StartAppendOnly started it, in its own directory), and is
 // stopped by Stop. It uses the standard library only, so that
 // the root module needs no Redis client.
+//
+// The server is redis-server unless the environment variable
+// KEYLIMIT_REDIS_SERVER names another command, such as
+// valkey-server: everything here then runs that, and the matching -cli
+// (valkey-cli) where redis-cli would be run. Version says which server
+// answers, so that a run can show what it ran on.
 package redisserver
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -20,12 +27,37 @@ import (
 )
 
 // InstallHint says how to install redis-server, for when it is missing.
-const InstallHint = `redis-server is not on PATH. Install it:
+const InstallHint = `redis-server (or the command $KEYLIMIT_REDIS_SERVER names) is not on PATH. Install it:
     apt-get install -y redis-server     (Debian, Ubuntu; as root)
+    apt-get install -y valkey-server    (Debian trixie, or -t bookworm-backports; then KEYLIMIT_REDIS_SERVER=valkey-server)
     brew install redis                  (macOS)`
 
-// ErrMissing is returned by Start when redis-server is not on PATH.
+// ErrMissing is returned by Start when the server command is not on PATH.
 var ErrMissing = errors.New("redisserver: " + InstallHint)
+
+// serverEnv is the environment variable that chooses the server command
+// (Binary): a name on PATH or a path, such as valkey-server.
+const serverEnv = "KEYLIMIT_REDIS_SERVER"
+
+// Binary returns the server command the package runs: $KEYLIMIT_REDIS_SERVER
+// if set, else redis-server.
+func Binary() string {
+	if b := os.Getenv(serverEnv); b != "" {
+		return b
+	}
+	return "redis-server"
+}
+
+// cliBinary returns the client command that comes with Binary, in the same
+// directory: redis-cli for redis-server, valkey-cli for valkey-server.
+func cliBinary() (string, error) {
+	b := Binary()
+	cli, ok := strings.CutSuffix(b, "-server")
+	if !ok {
+		return "", fmt.Errorf("redisserver: the server command %q does not end in -server, so its -cli cannot be named", b)
+	}
+	return cli + "-cli", nil
+}
 
 // Server is one redis-server process.
 type Server struct {
@@ -40,9 +72,9 @@ type Server struct {
 	out        strings.Builder // what the process printed
 }
 
-// Installed reports whether redis-server is on PATH.
+// Installed reports whether the server command (Binary) is on PATH.
 func Installed() bool {
-	_, err := exec.LookPath("redis-server")
+	_, err := exec.LookPath(Binary())
 	return err == nil
 }
 
@@ -110,11 +142,11 @@ func (s *Server) Restart() error {
 	}
 	args := []string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", appendOnly, "--dir", s.dir}
-	s.cmd = exec.Command("redis-server", append(args, s.flags...)...)
+	s.cmd = exec.Command(Binary(), append(args, s.flags...)...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
 	s.cmd.SysProcAttr = dieWithParent()
 	if err := s.cmd.Start(); err != nil {
-		return fmt.Errorf("redisserver: starting redis-server: %w", err)
+		return fmt.Errorf("redisserver: starting %s: %w", Binary(), err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if ping(s.Addr) == nil {
@@ -122,7 +154,7 @@ func (s *Server) Restart() error {
 		}
 	}
 	s.Kill()
-	return fmt.Errorf("redisserver: redis-server on %s did not answer PING within 10s; its output:\n%s", s.Addr, s.out.String())
+	return fmt.Errorf("redisserver: %s on %s did not answer PING within 10s; its output:\n%s", Binary(), s.Addr, s.out.String())
 }
 
 // ping sends PING to the server at addr and reads its reply, within 100 ms.
@@ -169,4 +201,49 @@ func (s *Server) Kill() {
 func (s *Server) Stop() {
 	s.Kill()
 	os.RemoveAll(s.dir)
+}
+
+// Version returns what the running server says it is, from INFO server:
+// its name and version, such as "redis 7.0.15" or "valkey 8.0.1". Valkey
+// names itself in server_name (and reports a redis_version of the Redis it
+// is compatible with, so that field alone cannot tell them apart); Redis
+// has no server_name.
+func (s *Server) Version() (string, error) {
+	info, err := command(s.Addr, "INFO", "server")
+	if err != nil {
+		return "", fmt.Errorf("redisserver: INFO server: %w", err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	name := fields["server_name"]
+	if name == "" {
+		name = "redis"
+	}
+	version := fields[name+"_version"]
+	if version == "" {
+		return "", fmt.Errorf("redisserver: INFO server has no %s_version", name)
+	}
+	return name + " " + version, nil
+}
+
+// BinaryVersion returns what the server command (Binary) says it is when
+// run with --version, in Version's form: "Valkey server v=8.0.1 sha=..."
+// is "valkey 8.0.1". A server started here answers Version with the same.
+func BinaryVersion() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, Binary(), "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("redisserver: %s --version: %w", Binary(), err)
+	}
+	// "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=..."
+	words := strings.Fields(string(out))
+	if len(words) < 3 || words[1] != "server" || !strings.HasPrefix(words[2], "v=") {
+		return "", fmt.Errorf("redisserver: %s --version printed %.200q", Binary(), out)
+	}
+	return strings.ToLower(words[0]) + " " + strings.TrimPrefix(words[2], "v="), nil
 }

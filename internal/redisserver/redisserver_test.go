@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -170,4 +171,70 @@ func configGet(t *testing.T, addr, name string) string {
 	}
 	require.Equal(t, []string{"*2", fmt.Sprintf("$%d", len(name)), name}, lines[:3], "CONFIG GET's reply")
 	return lines[4]
+}
+
+// TestVersionIsTheBinarys: the server Start started says it is what its
+// command says it is, and is named for the command: a run with
+// KEYLIMIT_REDIS_SERVER=valkey-server is on Valkey, not on a redis-server
+// that took its place.
+func TestVersionIsTheBinarys(t *testing.T) {
+	s, err := Start(0)
+	require.NoError(t, err)
+	defer s.Stop()
+	got, err := s.Version()
+	require.NoError(t, err)
+	want, err := BinaryVersion()
+	require.NoError(t, err)
+	require.Equal(t, want, got, "INFO server beside %s --version", Binary())
+	name, _, _ := strings.Cut(got, " ")
+	require.Equal(t, strings.TrimSuffix(filepath.Base(Binary()), "-server"), name, "the server's name, for the command %s", Binary())
+	t.Logf("%s is %s", Binary(), got)
+}
+
+// TestVersionReadsServerName reads a Valkey's INFO server, whose
+// redis_version is that of the Redis it is compatible with, and a Redis's,
+// which has no server_name, from a listener that answers as each would.
+func TestVersionReadsServerName(t *testing.T) {
+	for info, want := range map[string]string{
+		"# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.0.1\r\nredis_git_sha1:00000000\r\n": "valkey 8.0.1",
+		"# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:00000000\r\n":                                              "redis 7.0.15",
+		"# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\n":                                                    "",
+	} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		go func() {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "$%d\r\n%s\r\n", len(info), info)
+		}()
+		got, err := (&Server{Addr: ln.Addr().String()}).Version()
+		if want == "" {
+			require.ErrorContains(t, err, "INFO server has no valkey_version", "%q", info)
+			continue
+		}
+		require.NoError(t, err, "%q", info)
+		require.Equal(t, want, got, "%q", info)
+	}
+}
+
+// TestCliBinary: the client command is the server command's, -server
+// replaced by -cli, in the same directory; a server command not named so
+// is an error, not a guess.
+func TestCliBinary(t *testing.T) {
+	for server, want := range map[string]string{
+		"": "redis-cli", "redis-server": "redis-cli", "valkey-server": "valkey-cli",
+		"/opt/valkey/bin/valkey-server": "/opt/valkey/bin/valkey-cli",
+	} {
+		t.Setenv(serverEnv, server)
+		got, err := cliBinary()
+		require.NoError(t, err, "%q", server)
+		require.Equal(t, want, got, "the -cli of %q", server)
+	}
+	t.Setenv(serverEnv, "keydb")
+	_, err := cliBinary()
+	require.ErrorContains(t, err, `the server command "keydb" does not end in -server`)
 }
