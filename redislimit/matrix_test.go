@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/limitertest"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
@@ -24,8 +25,10 @@ func TestMatrix(t *testing.T) {
 	mini := miniredis.RunT(t)
 	cl := theCluster(t)
 	limitertest.RunMatrix(t,
-		matrixStore(t, "redis-server", func(t testing.TB) redis.UniversalClient { return shared.client(t) }, nil),
-		matrixStore(t, "Cluster", func(t testing.TB) redis.UniversalClient { return clusterClient(t, cl) }, nil),
+		// The server is the one the tests run on: redis-server, or
+		// valkey-server with KEYLIMIT_REDIS_SERVER (CI runs both).
+		matrixStore(t, redisserver.Binary(), func(t testing.TB) redis.UniversalClient { return shared.client(t) }, nil),
+		matrixStore(t, "Cluster of "+redisserver.Binary(), func(t testing.TB) redis.UniversalClient { return clusterClient(t, cl) }, nil),
 		matrixStore(t, "miniredis", func(t testing.TB) redis.UniversalClient {
 			c := redis.NewClient(&redis.Options{Addr: mini.Addr(), ContextTimeoutEnabled: true})
 			t.Cleanup(func() { c.Close() })
