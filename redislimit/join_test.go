@@ -574,6 +574,7 @@ func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
 			one := map[string]int64{"evalsha": 1}
 
 			key := testKey(t, "k")
+			began := time.Now() // minute refills on Redis's real time: see below
 			require.Equal(t, map[string]int64{"evalsha": 5}, s.sentBy(t, func() {
 				for i := range 5 {
 					require.True(t, lim.Allow(key), "request %d", i)
@@ -589,6 +590,16 @@ func TestAllOfMemoryAndTwoRedisIsOneRoundTrip(t *testing.T) {
 			}{{memory, 10, 4}, {minute, 1000, 994}, {hour, 20, 14}} {
 				got := each[at(want.l)]
 				require.True(t, got.Allowed, "%T's Result: %v", want.l, got)
+				if want.l == minute {
+					// A token comes back every 60 ms of Redis's time, and a busy
+					// machine may take that long over six calls: as many more
+					// remain as have refilled since the first.
+					refilled := int(time.Since(began) / (60 * time.Millisecond))
+					require.Equal(t, want.limit, got.Limit, "%T's Limit", want.l)
+					require.True(t, got.Remaining >= want.remaining && got.Remaining <= want.remaining+refilled,
+						"%T's Remaining: %d, want %d and up to %d refilled", want.l, got.Remaining, want.remaining, refilled)
+					continue
+				}
 				require.Equal(t, [2]int{want.limit, want.remaining}, [2]int{got.Limit, got.Remaining}, "%T's Limit and Remaining", want.l)
 			}
 			require.Equal(t, [2]int{10, 4}, [2]int{r.Limit, r.Remaining}, "the combined Result: the least Remaining")
