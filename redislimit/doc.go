@@ -20,8 +20,8 @@
 // keylimit.Limiter[string] with the semantics and Results of the in-memory
 // keylimit.TokenBucket, keylimit.FixedWindow and keylimit.SlidingWindow, and
 // pass the same behaviour suite (keylimit/limitertest), every case of it.
-// Like those, they have per-key limits (SetKeyLimit, and WithKeyLimit at
-// construction; both take the same function as keylimit's SetKeyLimit),
+// Like those, they have per-key limits (SetKeyLimit, which takes the same
+// function as keylimit's),
 // SetLimit, Admit and Refund, and Wait / WaitN: code written for the
 // in-memory limiters runs on Redis with other constructors. They take a
 // redis.UniversalClient of github.com/redis/go-redis/v9, so a single
@@ -43,7 +43,7 @@
 // The limit a key is under travels with each call; the state records what
 // it needs to be read under another limit (a bucket the interval of its
 // TAT, a fixed window its period), so a key keeps what it used when its
-// limit changes (SetLimit, WithKeyLimit, another instance's limit): a
+// limit changes (SetLimit, SetKeyLimit, another instance's limit): a
 // change never creates capacity.
 //
 // # Several limits, one round trip
@@ -188,7 +188,7 @@
 // others spent before it, is refused in process with a RetryAfter of one
 // Interval, though Redis may hold events: on a key that hot, the instance
 // errs towards refusing rather than queueing without end. SetLimit, or
-// a new limit from WithKeyLimit's function, ends the key's leases (none
+// a new limit from SetKeyLimit's function, ends the key's leases (none
 // admits under an old limit); Refund gives back to the lease while it
 // lasts; Reset ends this instance's lease without giving it back (other
 // instances may still spend theirs); while Redis fails, a live lease still

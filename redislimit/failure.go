@@ -89,7 +89,7 @@ func (p FailurePolicy) share(l keylimit.Limit) keylimit.Limit {
 // admits says what p admits while Redis fails, for one instance and for
 // the fleet (of fleet instances, as WithFleetSize says, or of N when it
 // does not), under l, the limiter's limit, or with perKey under each key's
-// (WithKeyLimit, SetKeyLimit).
+// (SetKeyLimit).
 func (p FailurePolicy) admits(l keylimit.Limit, fleet int, perKey bool) string {
 	switch p.kind {
 	case failOpen:

@@ -313,18 +313,18 @@ func TestFailLocalShare(t *testing.T) {
 }
 
 // TestFailLocalKeyShare: under FailLocal(2) the fallback gives each key
-// its share of its own limit, from WithKeyLimit at construction (the
-// fallback's SetKeyLimit, before it serves), and again after SetKeyLimit.
+// its share of its own limit, from SetKeyLimit right after the constructor,
+// before Redis failed, and again after another SetKeyLimit.
 func TestFailLocalKeyShare(t *testing.T) {
 	lim, err := redislimit.NewTokenBucket(deadClient(t), "test", keylimit.PerMinute(10),
-		redislimit.WithFailurePolicy(redislimit.FailLocal(2)), redislimit.WithClock(clock.NewMock()),
-		redislimit.WithKeyLimit(func(key string) keylimit.Limit {
-			if key == "gold" {
-				return keylimit.PerMinute(40)
-			}
-			return keylimit.Limit{}
-		}))
+		redislimit.WithFailurePolicy(redislimit.FailLocal(2)), redislimit.WithClock(clock.NewMock()))
 	require.NoError(t, err)
+	require.NoError(t, lim.SetKeyLimit(func(key string) keylimit.Limit {
+		if key == "gold" {
+			return keylimit.PerMinute(40)
+		}
+		return keylimit.Limit{}
+	}))
 	admitted := func(key string) int {
 		n := 0
 		for range 50 {

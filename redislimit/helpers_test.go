@@ -260,6 +260,16 @@ const patient = 10 * time.Second
 type newFunc func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error)
 
 // types are the three Redis limiters, for the tests that run on each.
+// keyLimited gives lim's keys the limits of fn (SetKeyLimit), as a user
+// does right after the constructor, and returns lim.
+func keyLimited(t testing.TB, lim keylimit.Limiter[string], fn func(key string) keylimit.Limit) keylimit.Limiter[string] {
+	t.Helper()
+	require.NoError(t, lim.(interface {
+		SetKeyLimit(func(key string) keylimit.Limit) error
+	}).SetKeyLimit(fn))
+	return lim
+}
+
 var types = []struct {
 	name string
 	new  newFunc

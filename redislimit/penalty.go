@@ -97,8 +97,8 @@ func NewPenalty(client redis.UniversalClient, name string, inner keylimit.Limite
 	if err != nil {
 		return nil, err
 	}
-	if o.leaseTime > 0 || o.keyLimit != nil || o.policySet || o.fleet > 0 {
-		return nil, errors.New("redislimit: a Penalty takes no leases, key limits or failure policy: its limiter decides")
+	if o.leaseTime > 0 || o.policySet || o.fleet > 0 {
+		return nil, errors.New("redislimit: a Penalty takes no leases or failure policy: its limiter decides")
 	}
 	if o.holdExpiry > 0 || o.maxHold > 0 {
 		return nil, errors.New("redislimit: WithHoldExpiry and WithMaxHold are for a concurrency limit: a Penalty holds nothing")

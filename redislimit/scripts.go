@@ -202,7 +202,7 @@ type keyLimit struct {
 	// retryClosed is the RetryAfter of a refusal under FailClosed: the
 	// limit's interval.
 	retryClosed time.Duration
-	// err is why the limit is invalid (one WithKeyLimit gave): the key's
+	// err is why the limit is invalid (one SetKeyLimit's function gave): the key's
 	// requests are refused.
 	err error
 	// step is the interval in ns of an algorithm that refills (a bucket's
@@ -240,7 +240,7 @@ func (k *keyLimit) Supersede()       {}
 
 // never answers a request of n events that can never pass under k without
 // a round trip: n < 0, n above the quota, or an invalid limit from
-// WithKeyLimit.
+// SetKeyLimit's function.
 func (k *keyLimit) never(n int) (keylimit.Result, bool) {
 	if k.err != nil {
 		return keylimit.Result{Limit: k.quota, RetryAfter: keylimit.InfDuration, Err: k.err}, true
