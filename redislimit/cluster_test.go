@@ -193,11 +193,8 @@ func anyKeyOnCluster(t *testing.T, c *redis.ClusterClient) {
 			require.NoError(t, err)
 			require.EqualValues(t, 1, n, "key %q: the state at StateKey %q", key, minute.StateKey(key))
 		}
-		resetter := lim.(interface {
-			ResetContext(context.Context, string) error
-		})
 		for _, key := range keys[:20] {
-			require.NoError(t, resetter.ResetContext(ctx, key), "Reset %q", key)
+			lim.Reset(key)
 			_, a, err := lim.AdmitContext(ctx, key, 10)
 			require.NoError(t, err, "key %q after Reset", key)
 			require.NoError(t, lim.RefundContext(ctx, key, a), "Refund %q", key)

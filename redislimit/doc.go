@@ -202,7 +202,7 @@
 //
 // Every call has a deadline: WithTimeout (DefaultTimeout, 100 ms), or the
 // context's if earlier, for the methods that take one (TakeContext,
-// AdmitContext, PeekContext, ResetContext, RefundContext). Those run the
+// AdmitContext, PeekContext, RefundContext). Those run the
 // call under the caller's context, so its values reach the client (tracing
 // spans have their parent), and a context that has ended makes no call. The
 // client must honour context deadlines (ContextTimeoutEnabled; the

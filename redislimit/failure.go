@@ -191,8 +191,8 @@ func scriptFailure(err error) error {
 }
 
 // Error is the error of a Redis call that failed: the one passed to the
-// WithOnError callback and returned by TakeContext, PeekContext,
-// ResetContext and RefundContext.
+// WithOnError callback and returned by TakeContext, PeekContext and
+// RefundContext.
 type Error struct {
 	Op  string // "take", "peek", "reset" or "refund"; a Concurrency's "acquire" or "peek"
 	Key string // the key, without the prefix

@@ -347,21 +347,33 @@ func TestFailLocalKeyShare(t *testing.T) {
 }
 
 // TestResetIgnoresTheBackoff: a Reset during the failure backoff still goes
-// to Redis, so that a Reset made just as Redis comes back is not lost.
+// to Redis, so that a Reset made just as Redis comes back is not lost; a
+// Reset that fails is reported to WithOnError, as a *Error of Op "reset".
 func TestResetIgnoresTheBackoff(t *testing.T) {
 	s := newServer(t)
 	mock := clock.NewMock()
+	var errs []error // WithOnError runs on the caller's goroutine: this one
 	lim, err := redislimit.NewTokenBucket(quickClient(t, s), "test", keylimit.PerHour(2),
-		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailClosed()))
+		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailClosed()),
+		redislimit.WithOnError(func(err error) { errs = append(errs, err) }))
 	require.NoError(t, err)
 	lim.AllowN("k", 2)
 	s.Kill()
 	require.False(t, lim.Allow("other"), "fail closed, Redis down")
+	before := lim.Stats().Errors
+	lim.Reset("k")
+	require.Equal(t, before+1, lim.Stats().Errors, "Errors after a Reset with Redis down")
+	var rerr *redislimit.Error
+	require.ErrorAs(t, errs[len(errs)-1], &rerr, "the error WithOnError saw last")
+	require.Equal(t, "reset", rerr.Op)
+	require.Equal(t, "k", rerr.Key)
 	require.NoError(t, s.Restart())
 	lim.AllowN("k", 2) // the backoff: answered by the policy, not Redis
 	dels := s.commandStats(t)["del"]
-	require.NoError(t, lim.ResetContext(context.Background(), "k"), "ResetContext during the backoff")
-	require.Equal(t, int64(1), s.commandStats(t)["del"]-dels, "DELs of ResetContext during the backoff")
+	errs = nil
+	lim.Reset("k")
+	require.Empty(t, errs, "errors of Reset during the backoff")
+	require.Equal(t, int64(1), s.commandStats(t)["del"]-dels, "DELs of Reset during the backoff")
 }
 
 // TestBackoffSaturates pins issue 24.5: WithFailureBackoff(math.MaxInt64)

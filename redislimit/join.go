@@ -385,15 +385,13 @@ func (j *joined) peek(ctx context.Context, key string, ks []*keyLimit, res []key
 	return first
 }
 
-// Reset forgets key in every limiter: ResetContext with
-// context.Background().
-func (j *joined) Reset(key string) { _ = j.ResetContext(context.Background(), key) }
+// Reset forgets key in every limiter: reset with context.Background().
+func (j *joined) Reset(key string) { _ = j.reset(context.Background(), key) }
 
-// ResetContext forgets key in every limiter, on Redis in one DEL of every
-// state, and in every deny cache and fallback. As a limiter's ResetContext,
-// it asks Redis even during a failure backoff, and a ctx that has ended
-// makes no call.
-func (j *joined) ResetContext(ctx context.Context, key string) error {
+// reset forgets key in every limiter, on Redis in one DEL of every state,
+// and in every deny cache and fallback. As a limiter's Reset, it asks
+// Redis even during a failure backoff; a ctx that has ended makes no call.
+func (j *joined) reset(ctx context.Context, key string) error {
 	j.deny.forget(key)
 	defer j.forgetDenials(key) // what a round trip that met it recorded
 	keys := make([]string, len(j.parts))

@@ -318,18 +318,12 @@ func (l *Keyed) PeekContext(ctx context.Context, key string) (keylimit.Result, e
 }
 
 // Reset forgets key, on Redis and in this instance's deny cache: its next
-// event meets a full quota. It is ResetContext with context.Background(),
-// the error left to WithOnError.
-func (l *Keyed) Reset(key string) { _ = l.ResetContext(context.Background(), key) }
-
-// ResetContext is Reset with a context. It deletes the key's state in one
-// DEL. It asks Redis even during the failure backoff, since a lost Reset
-// would go unnoticed (a user locked out after a successful login). If Redis
-// fails, or ctx has ended (then no call is made), the error is returned
-// (and passed to WithOnError) and only the local state is forgotten.
-func (l *Keyed) ResetContext(ctx context.Context, key string) error {
-	return l.first.reset(ctx, key, l.clock.now())
-}
+// event meets a full quota. It deletes the key's state in one DEL, within
+// the limiter's timeout, and asks Redis even during the failure backoff,
+// since a lost Reset would go unnoticed (a user locked out after a
+// successful login). If Redis fails, only the local state is forgotten,
+// and the error goes to WithOnError (and Stats.Errors).
+func (l *Keyed) Reset(key string) { _ = l.first.reset(context.Background(), key, l.clock.now()) }
 
 // Refund gives back what a, an Admission this limiter made for key, still
 // holds, in Redis, as keylimit.Refunder says: a bucket the tokens that have

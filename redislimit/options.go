@@ -216,7 +216,7 @@ func WithLogger(lg *slog.Logger) Option {
 // before the failure policy answers; it must be
 // safe for concurrent use and should be quick (count, log with sampling).
 // Without it, errors are seen only by the methods that return them
-// (TakeContext, PeekContext, ResetContext, RefundContext).
+// (TakeContext, PeekContext, RefundContext), and counted in Stats.Errors.
 func WithOnError(f func(err error)) Option {
 	return optionFunc(func(o *options) { o.onError = f })
 }

@@ -313,23 +313,31 @@ func (p *Penalty) PeekContext(ctx context.Context, key string) (keylimit.Result,
 
 // Reset forgets key in the limiter, its ban and its refusals, on Redis and
 // here, and announces it: the other instances that hear it forget the ban
-// once Redis tells them it is gone (the others, when it ends).
-func (p *Penalty) Reset(key string) { _ = p.ResetContext(context.Background(), key) }
-
-// ResetContext is Reset under ctx, and returns Redis's error.
-func (p *Penalty) ResetContext(ctx context.Context, key string) error {
+// once Redis tells them it is gone (the others, when it ends). Its calls
+// to Redis, and those that fail, are in Stats (Calls, Errors).
+func (p *Penalty) Reset(key string) {
 	p.known.forget(key)
 	p.inner.Reset(key)
 	k := p.store.redisKey(key)
-	if err := p.store.del(ctx, k, k+":ban"); err != nil || p.channel == "" {
-		return err
+	if err := p.store.del(context.Background(), k, k+":ban"); !p.counted(err) || p.channel == "" {
+		return
 	}
 	// Length 0: an instance of an earlier version, which believed the
 	// length, ignores it.
-	c, tctx, cancel := startCall(ctx, p.store.timeout)
+	c, tctx, cancel := startCall(context.Background(), p.store.timeout)
 	err := p.store.client.Publish(tctx, p.channel, "0 0 "+p.id+" "+key).Err()
 	c.end(cancel)
-	return err
+	p.counted(err)
+}
+
+// counted counts a call to Redis that returned err in Stats, and reports
+// whether it succeeded.
+func (p *Penalty) counted(err error) bool {
+	p.counts.calls.Add(1)
+	if err != nil {
+		p.counts.errors.Add(1)
+	}
+	return err == nil
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -360,10 +368,6 @@ func (p *Penalty) WaitN(ctx context.Context, key string, n int) error {
 		}
 	}
 }
-
-// Clock returns the clock the penalty reads: WithClock's, or nil for the
-// system's.
-func (p *Penalty) Clock() clock.Clock { return p.clock.injected }
 
 // Stats returns the limiter's Stats, if it has a Stats method, with the
 // penalty's Bans (those this instance started), BanRefused (answered from

@@ -98,6 +98,24 @@ func TestPenaltyFleetSharesOneBan(t *testing.T) {
 	require.False(t, r.Banned, "the refusals count afresh after a ban: %v", r)
 }
 
+// TestPenaltyResetFailureCounted: a Reset that cannot reach Redis forgets
+// the key here, and counts its call and its error in Stats.
+func TestPenaltyResetFailureCounted(t *testing.T) {
+	inner, err := keylimit.NewTokenBucket[string](keylimit.PerMinute(1))
+	require.NoError(t, err)
+	p, err := redislimit.NewPenalty(deadClient(t), "test", inner, keylimit.Ban{Refusals: 2, Within: time.Minute, For: time.Hour},
+		redislimit.WithTimeout(patient))
+	require.NoError(t, err)
+	defer p.Close()
+	require.True(t, p.Allow("k"))
+	before := p.Stats()
+	p.Reset("k")
+	st := p.Stats()
+	require.Equal(t, before.Calls+1, st.Calls, "Calls after a Reset with Redis down")
+	require.Equal(t, before.Errors+1, st.Errors, "Errors after a Reset with Redis down")
+	require.True(t, p.Allow("k"), "the limiter's key is reset")
+}
+
 // TestPenaltyResetLiftsTheBan: Reset forgets the ban on Redis and here.
 func TestPenaltyResetLiftsTheBan(t *testing.T) {
 	s := newServer(t)
