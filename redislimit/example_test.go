@@ -165,14 +165,14 @@ func ExampleWithPrefix() {
 	defer signup.Reset("olga")
 
 	fmt.Println(login.AllowN("olga", 5), signup.Allow("olga"))
-	fmt.Println(login.Prefix())
-	fmt.Println(signup.Prefix())
-	fmt.Println(own.Prefix())
+	fmt.Println(login.StateKey("olga"))
+	fmt.Println(signup.StateKey("olga"))
+	fmt.Println(own.StateKey("olga"))
 	// Output:
 	// true true
-	// keylimit:login:fixed:5/1m0s/5:
-	// keylimit:signup:fixed:5/1m0s/5:
-	// ratelimit:login:
+	// keylimit:login:fixed:5/1m0s/5:{olga}
+	// keylimit:signup:fixed:5/1m0s/5:{olga}
+	// ratelimit:login:{olga}
 }
 
 // With Redis down, FailClosed refuses, FailOpen admits, and FailLocal

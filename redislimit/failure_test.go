@@ -166,7 +166,7 @@ func TestErrorReplyDoesNotStartTheBackoff(t *testing.T) {
 	lim, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(10), redislimit.WithPrefix(testKey(t, "p")+":"),
 		redislimit.WithTimeout(patient), redislimit.WithFailurePolicy(redislimit.FailClosed()), redislimit.WithOnError(errs.add))
 	require.NoError(t, err)
-	require.NoError(t, c.Set(context.Background(), lim.Prefix()+"{clobbered}", "not a hash", time.Minute).Err())
+	require.NoError(t, c.Set(context.Background(), lim.StateKey("clobbered"), "not a hash", time.Minute).Err())
 	r, err := lim.TakeContext(context.Background(), "clobbered", 1)
 	require.ErrorContains(t, err, "WRONGTYPE", "Take on a key of another type")
 	require.False(t, r.Allowed, "Take on a key of another type")

@@ -549,7 +549,7 @@ func near(a, b, slack time.Duration) bool {
 // stateKey is the Redis key of key's state in lim: its prefix, then the
 // key, as the hash tag.
 func stateKey(lim keylimit.Limiter[string], key string) string {
-	return lim.(interface{ Prefix() string }).Prefix() + "{" + key + "}"
+	return lim.(interface{ StateKey(string) string }).StateKey(key)
 }
 
 // fmtType is the dynamic type of v, as %T prints it.

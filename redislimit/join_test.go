@@ -218,7 +218,7 @@ func TestJoinNeedsRedisLimitersOnOneClient(t *testing.T) {
 	}{
 		{"one client", []keylimit.Limiter[string]{a, b}, true},
 		{"two clients", []keylimit.Limiter[string]{a, newLim(shared.client(t), testKey(t, "c")+":")}, false},
-		{"one prefix", []keylimit.Limiter[string]{a, newLim(c, a.(interface{ Prefix() string }).Prefix())}, false},
+		{"one prefix", []keylimit.Limiter[string]{a, newLim(c, prefixOf(a))}, false},
 		{"in memory", []keylimit.Limiter[string]{a, mem}, false},
 	} {
 		lim := keylimit.All(tc.ls...)

@@ -170,15 +170,11 @@ func checkClient(c redis.UniversalClient) error {
 	return nil
 }
 
-// Prefix returns the prefix of the Redis keys the limiter writes: the state
-// of key k is at Prefix() + "{" + k + "}" (see StateKey).
-func (l *Keyed) Prefix() string { return l.store.prefix }
-
-// StateKey returns the Redis key that holds key's state: Prefix() + "{" +
-// key + "}", the key as the hash tag; or, for a key the tag cannot hold
-// (empty, or with a '}', which would end the tag early), Prefix() + "{" + h
-// + "}:" + key, h a 16-hex-digit hash of the key that every instance
-// computes alike. So on Redis Cluster no key can empty or choose the tag,
+// StateKey returns the Redis key that holds key's state: prefix{key}, the
+// prefix WithPrefix's or the default (see WithPrefix), the key as the hash
+// tag; or, for a key the tag cannot hold (empty, or with a '}', which would
+// end the tag early), prefix{h}:key, h a 16-hex-digit hash of the key that
+// every instance computes alike. So on Redis Cluster no key can empty or choose the tag,
 // and the states of one key under several limiters always share a slot.
 func (l *Keyed) StateKey(key string) string { return l.store.redisKey(key) }
 

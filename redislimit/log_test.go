@@ -103,7 +103,7 @@ func TestOutageLogsAreQuiet(t *testing.T) {
 	require.Equal(t, [2]int{2, 2}, counts(), "starts and ends logged a minute later")
 	require.Equal(t, "3", rec.logged(outageStart)[1].Attrs["outages_not_logged"])
 
-	require.NoError(t, c.Set(context.Background(), lim.Prefix()+"{clobbered}", "not a hash", time.Minute).Err())
+	require.NoError(t, c.Set(context.Background(), lim.StateKey("clobbered"), "not a hash", time.Minute).Err())
 	mock.Add(time.Hour)
 	_, err = lim.TakeContext(context.Background(), "clobbered", 1)
 	require.ErrorContains(t, err, "WRONGTYPE")

@@ -120,7 +120,7 @@ func (o *options) keyPrefix(alg string, l keylimit.Limit, q int) string {
 }
 
 // WithPrefix sets the prefix of every Redis key the limiter writes: the state
-// of key k lives at prefix{k} (see StateKey). Limiters (on any instance) that share a prefix
+// of key k lives at prefix{k} (StateKey returns it). Limiters (on any instance) that share a prefix
 // share their keys' state.
 //
 // The default holds the limiter's name, its algorithm and its limit, such as

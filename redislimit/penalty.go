@@ -199,9 +199,6 @@ func (p *Penalty) knownBan(key string) (keylimit.Result, bool) {
 // Inner returns the limiter the penalty wraps.
 func (p *Penalty) Inner() keylimit.Limiter[string] { return p.inner }
 
-// Prefix returns the prefix of the Redis keys the penalty writes.
-func (p *Penalty) Prefix() string { return p.store.prefix }
-
 // Allow is shorthand for AllowN(key, 1).
 func (p *Penalty) Allow(key string) bool { return p.Take(key, 1).Allowed }
 
