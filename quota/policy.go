@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/compose"
 	"github.com/puzpuzpuz/xsync/v3"
 )
 
@@ -181,13 +182,12 @@ func compilePolicy(p Policy) (*policy, error) {
 		// announces that limiter's window.
 		l := p.Limiter
 		for range 8 { // a wrapper that wraps itself ends here
-			w, ok := l.(interface {
-				Inner() keylimit.Limiter[string]
-			})
+			in, _ := compose.Inner(l)
+			inner, ok := in.(keylimit.Limiter[string])
 			if !ok {
 				break
 			}
-			l = w.Inner()
+			l = inner
 		}
 		c.limits, _ = l.(limitReporter)
 		c.limitOf, _ = l.(keyLimitReporter)

@@ -79,8 +79,8 @@ func leasesOnCluster(t *testing.T, c *redis.ClusterClient) {
 // joinedOnCluster: keylimit.All of two Redis limiters on a cluster client
 // is joined, and each decision is one EVALSHA, on the node of the key's
 // slot, for keys all over the cluster: the key is the hash tag of both
-// states. A prefix with a '{' would move the tag into the prefix, so Join
-// refuses it, and All decides limiter by limiter, as exactly.
+// states. A prefix with a '{' would move the tag into the prefix, so such
+// limiters are not joined, and All decides limiter by limiter, as exactly.
 func joinedOnCluster(t *testing.T, cl *redisserver.Cluster, c *redis.ClusterClient) {
 	newLim := func(prefix string) redisLimiter {
 		lim, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerHour(3), redislimit.WithPrefix(prefix),

@@ -49,7 +49,7 @@
 // # Several limits, one round trip
 //
 // keylimit.All of Redis limiters on one client is one script call per
-// decision (see Join): 10 a minute AND 500 an hour on one API key is one
+// decision: 10 a minute AND 500 an hour on one API key is one
 // round trip, admitted or refused, all or nothing inside Redis, and reports
 // each limit's Result (keylimit.All's TakeEach). With in-process limiters among
 // them (keylimit.All(memory, minute, hour)), the in-process ones decide
@@ -77,7 +77,7 @@
 // (a '}' in it would end the tag): such a key is tagged by a hash of all of
 // it. A prefix that contains '{' takes the tag
 // over: every key of that limiter then lives in one slot (one node takes
-// all its load), and Join does not join it on a cluster. Every key expires
+// all its load), and keylimit.All does not join it on a cluster. Every key expires
 // on its own once its state is the same as no state at all: a bucket when
 // it is full again, a fixed window when it ends, a sliding log when its
 // newest entry leaves. Nothing needs cleaning up, and an idle key costs

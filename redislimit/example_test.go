@@ -446,7 +446,7 @@ func ExampleTokenBucket_SetKeyLimit_tiers() {
 // the two limiters (on one client), so each request is one script call,
 // all or nothing inside Redis. The code is the in-memory code but for the
 // constructors.
-func ExampleTokenBucket_Join() {
+func ExampleTokenBucket_all() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	perMinute, _ := redislimit.NewTokenBucket(client, "api-minute", keylimit.PerMinute(10))

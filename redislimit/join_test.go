@@ -24,8 +24,8 @@ import (
 // keylimit.All of Redis limiters on one client: joined, one script call per
 // decision, all or nothing inside Redis.
 
-// unjoinable hides a limiter's Join method, so that All decides limiter by
-// limiter: what it did before the Redis limiters could join.
+// unjoinable hides a limiter's type, so that All cannot join it and decides
+// limiter by limiter: what it did before the Redis limiters could join.
 type unjoinable struct{ redisLimiter }
 
 // TestAllOfRedisLimitersIsOneRoundTrip counts, with INFO commandstats, the

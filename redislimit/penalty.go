@@ -14,6 +14,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/compose"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -196,8 +197,17 @@ func (p *Penalty) knownBan(key string) (keylimit.Result, bool) {
 	return r, true
 }
 
-// Inner returns the limiter the penalty wraps.
-func (p *Penalty) Inner() keylimit.Limiter[string] { return p.inner }
+// A Penalty reports the limiter it wraps to quota, which announces that
+// limiter's window.
+func init() {
+	compose.RegisterInner(func(l any) (any, bool) {
+		p, ok := l.(*Penalty)
+		if !ok {
+			return nil, false
+		}
+		return p.inner, true
+	})
+}
 
 // Allow is shorthand for AllowN(key, 1).
 func (p *Penalty) Allow(key string) bool { return p.Take(key, 1).Allowed }

@@ -12,6 +12,7 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/redisserver"
+	kquota "github.com/keylimit/keylimit/quota"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -100,6 +101,20 @@ func TestPenaltyFleetSharesOneBan(t *testing.T) {
 	r = a.Take(key, 1)
 	require.False(t, r.Allowed)
 	require.False(t, r.Banned, "the refusals count afresh after a ban: %v", r)
+}
+
+// TestPenaltyPolicyWindow: a quota policy of a Penalty without a Window
+// announces the window of the limiter it wraps (an hour), as for a
+// keylimit.Penalty.
+func TestPenaltyPolicyWindow(t *testing.T) {
+	s := newServer(t)
+	p, _ := instance(t, s.client(t), newMock(), keylimit.Ban{Refusals: 1, Within: time.Minute, For: time.Hour})
+	d, err := kquota.New(kquota.Config{Policies: []kquota.Policy{{Name: "login", Limiter: p}}})
+	require.NoError(t, err)
+	v, err := d.Decide(t.Context(), testKey(t, "k"), "", 1)
+	require.NoError(t, err)
+	defer v.Finish()
+	require.Equal(t, `"login";q=1;w=3600`, v.RateLimitPolicy())
 }
 
 // TestPenaltyResetFailureCounted: a Reset that cannot reach Redis forgets

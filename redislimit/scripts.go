@@ -102,7 +102,7 @@ type store struct {
 // redisKey is the Redis key of key's state: prefix{key}, the key between
 // braces as the hash tag, so that on Redis Cluster the states of one key
 // under several limiters share a slot, and one script call can decide for
-// them all (see Join). A key the tag cannot hold, empty or with a '}' (which
+// them all (see join). A key the tag cannot hold, empty or with a '}' (which
 // would end the tag early, letting the key empty or choose it), is
 // prefix{h}:key instead, h the key's tagHash in 16 hex digits: a tag of the
 // whole key, the same on every instance, and a name no other key has (a

@@ -13,11 +13,10 @@ import (
 // in-memory sibling (keys are strings), with the same signature, so that one
 // program serves both; the methods only the Redis type has are the ones
 // about Redis, named here: the context variants (a Redis call takes one),
-// Ping and StateKey (the server and its keys), and Join (one script call for
-// several limits).
+// and Ping and StateKey (the server and its keys).
 func TestSameMethodsAsInMemory(t *testing.T) {
 	contexts := []string{"AdmitContext", "PeekContext", "RefundContext", "TakeContext"}
-	rate := append([]string{"Join", "Ping", "StateKey"}, contexts...)
+	rate := append([]string{"Ping", "StateKey"}, contexts...)
 	for _, tc := range []struct {
 		memory, redis reflect.Type
 		redisOnly     []string
