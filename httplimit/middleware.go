@@ -96,7 +96,7 @@ type Config struct {
 	// answers 429 Too Many Requests with an RFC 9457 problem of the
 	// draft's type quota-exceeded (application/problem+json), its
 	// violated-policies the policies the request exceeded
-	// (quota.Verdict.ViolatedPolicies):
+	// (quota.Verdict.AppendViolatedPolicies):
 	//
 	//	{"type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
 	//	 "title": "Quota Exceeded", "status": 429, "detail": "rate limit exceeded",

@@ -71,17 +71,17 @@ func TestViolatedPolicies(t *testing.T) {
 			mock.Add(step.advance)
 			v, err := d.Decide(context.Background(), "k", "", step.cost)
 			require.NoError(t, err)
-			got = append(got, v.ViolatedPolicies())
+			got = append(got, v.AppendViolatedPolicies(nil))
 			var room [4]string
 			dst := append(room[:0], "before")
-			require.Equal(t, append([]string{"before"}, v.ViolatedPolicies()...), v.AppendViolatedPolicies(dst), "dry run %v", dryRun)
+			require.Equal(t, append([]string{"before"}, v.AppendViolatedPolicies(nil)...), v.AppendViolatedPolicies(dst), "dry run %v", dryRun)
 			require.Zero(t, testing.AllocsPerRun(10, func() { v.AppendViolatedPolicies(room[:0]) }), "into room enough")
 		}
 		require.Equal(t, [][]string{nil, {"second"}, {"minute"}, {"second", "minute", "hour"}}, got, "dry run %v", dryRun)
 		mock.Add(time.Hour)
 	}
 	var zero quota.Verdict
-	require.Nil(t, zero.ViolatedPolicies())
+	require.Nil(t, zero.AppendViolatedPolicies(nil))
 }
 
 // The binding policy of a refusal, and what the Decision says of it: the

@@ -64,7 +64,7 @@
 // values of Retry-After and of the X-RateLimit fields. ReadRateLimit is the
 // other side: what a client reads of a RateLimit field, strictly, as the
 // draft asks: a field that is not a valid List is ignored whole.
-// Verdict.ViolatedPolicies names the policies a refused request exceeded,
+// Verdict.AppendViolatedPolicies names the policies a refused request exceeded,
 // for the draft's problem type quota-exceeded.
 //
 // An adapter calls Verdict.Finish when a request that proceeded has ended,

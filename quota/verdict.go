@@ -47,7 +47,7 @@ type Verdict struct {
 	rateLimitPolicy string
 	retryAfter      string
 	action          Action
-	tier            *tier  // the tier decided, for ViolatedPolicies; nil in the zero Verdict
+	tier            *tier  // the tier decided, for AppendViolatedPolicies; nil in the zero Verdict
 	violated        uint64 // bit i: policy i of the tier (of its first 64) could not afford the cost
 	// permit holds the slots of the tier's concurrency policy, for a
 	// request that proceeded; Finish releases it. Copies of a Verdict share
@@ -92,17 +92,14 @@ func (v *Verdict) HasFields() bool { return v.rateLimitPolicy != "" }
 // retry helps.
 func (v *Verdict) RetryAfter() string { return v.retryAfter }
 
-// ViolatedPolicies returns the names of the policies that refused the
-// request, in the tier's order: the binding policy, and every other one
-// that could not afford the request's cost either (of a tier's first 64).
-// It is nil for a request every policy admitted; in a dry run it names the
-// policies that would have refused. It is the draft's violated-policies
-// of the quota-exceeded problem type, and allocates the slice it returns.
-func (v *Verdict) ViolatedPolicies() []string { return v.AppendViolatedPolicies(nil) }
-
-// AppendViolatedPolicies appends the names ViolatedPolicies returns to dst
-// and returns the extended slice: with room in dst (an array on the
-// caller's stack) it allocates nothing.
+// AppendViolatedPolicies appends to dst the names of the policies that
+// refused the request, in the tier's order: the binding policy, and every
+// other one that could not afford the request's cost either (of a tier's
+// first 64), and returns the extended slice. It appends nothing for a
+// request every policy admitted; in a dry run it names the policies that
+// would have refused. They are the draft's violated-policies of the
+// quota-exceeded problem type. With room in dst (an array on the caller's
+// stack) it allocates nothing; AppendViolatedPolicies(nil) is a new slice.
 func (v *Verdict) AppendViolatedPolicies(dst []string) []string {
 	if v.tier == nil || v.Decision.Result.Allowed {
 		return dst
