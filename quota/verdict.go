@@ -87,7 +87,8 @@ func (v *Verdict) RateLimitPolicy() string { return v.rateLimitPolicy }
 func (v *Verdict) HasFields() bool { return v.rateLimitPolicy != "" }
 
 // RetryAfter returns the value of the Retry-After field of a refused
-// request: Decision.RetryAfterSeconds, in decimal. It returns "" if the
+// request: its Result.RetryAfter in whole seconds, rounded up, never 0
+// (which a client would read as "retry at once"). It returns "" if the
 // request is not refused (Action is not Refuse) or can never pass, when no
 // retry helps.
 func (v *Verdict) RetryAfter() string { return v.retryAfter }
