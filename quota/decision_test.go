@@ -271,9 +271,9 @@ func TestDecideConcurrent(t *testing.T) {
 	require.Equal(t, 200, wide.Peek("k").Remaining)
 }
 
-// A Config that cannot work is a *ConfigError that says why; errors.Unwrap
-// says it without the package's name, and errors.Is sees keylimit's error
-// behind a Bucket's.
+// A Config that cannot work is an error that says why; errors.Unwrap says
+// it without the package's name, and errors.Is sees keylimit's error behind
+// a Bucket's.
 func TestNewErrors(t *testing.T) {
 	mock := clock.NewMock()
 	p := func(name string) quota.Policy {
@@ -297,8 +297,6 @@ func TestNewErrors(t *testing.T) {
 		d, err := quota.New(tc.c)
 		require.Nil(t, d)
 		require.EqualError(t, err, "quota: "+tc.want)
-		var ce *quota.ConfigError
-		require.ErrorAs(t, err, &ce)
 		require.EqualError(t, errors.Unwrap(err), tc.want)
 	}
 	_, err := quota.New(quota.Config{Policies: []quota.Policy{{Name: "a", Limiter: &noLimit{}}}})
@@ -330,14 +328,12 @@ func TestFieldsOnRefusal(t *testing.T) {
 			require.Equal(t, quota.Proceed, got.Action(), "request %d", i)
 			require.NotEmpty(t, full.RateLimit(), "request %d without FieldsOnRefusal", i)
 			require.Equal(t, [2]string{}, [2]string{got.RateLimit(), got.RateLimitPolicy()}, "request %d, admitted", i)
-			require.False(t, got.HasFields(), "request %d, admitted", i)
-			require.True(t, full.HasFields(), "request %d without FieldsOnRefusal", i)
+			require.NotEmpty(t, full.RateLimitPolicy(), "request %d without FieldsOnRefusal", i)
 			continue
 		}
 		require.Equal(t, quota.Refuse, got.Action())
 		require.Equal(t, [3]string{full.RateLimit(), full.RateLimitPolicy(), full.RetryAfter()},
 			[3]string{got.RateLimit(), got.RateLimitPolicy(), got.RetryAfter()}, "refused")
 		require.NotEmpty(t, got.RetryAfter())
-		require.True(t, got.HasFields(), "refused")
 	}
 }

@@ -78,13 +78,8 @@ func (v *Verdict) RateLimit() string { return v.rateLimit }
 //
 //	"minute";q=10;w=60, "hour";q=500;w=3600
 //
-// It is "" when RateLimit is.
+// It is "" when RateLimit is: an adapter then sets no rate-limit field.
 func (v *Verdict) RateLimitPolicy() string { return v.rateLimitPolicy }
-
-// HasFields reports whether the Verdict has field values to send: false
-// for an admitted request of a Decider made with Config.FieldsOnRefusal,
-// and for the zero Verdict. An adapter sets no rate-limit field then.
-func (v *Verdict) HasFields() bool { return v.rateLimitPolicy != "" }
 
 // RetryAfter returns the value of the Retry-After field of a refused
 // request: its Result.RetryAfter in whole seconds, rounded up, never 0
