@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Bounds of a Client's pauses. Keys are the client's own (ByTarget,
-// ByMethod), not the server's, so few are expected; the cap is for a
+// Bounds of a Client's pauses. Keys are the client's own (targets, or
+// ByMethod's methods), not the server's, so few are expected; the cap is for a
 // ClientKeyFunc that keys by something unbounded.
 const (
 	// sweepAbove is the least number of pauses at which adding one first
