@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit/internal/compose"
 )
 
 // All returns a Limiter that admits n events for a key only if every one of
@@ -18,8 +19,8 @@ import (
 // Remote, and any without Stats), each group in the order given: a request
 // an in-process limiter refuses makes no round trip, and a remote refusal
 // is given back in process. Put the limiter most likely to refuse first in
-// its group. If the first limiter is a joiner that can join the others
-// (Redis limiters on one client), All is the limiter it returns: one step,
+// its group. If the first limiter can join the others (Redis limiters on
+// one client), All is the limiter it returns: one step,
 // all or nothing, for all of them. Otherwise the remote limiters asked
 // last are joined so if the first of them can join the rest: All(memory,
 // redisA, redisB), in any order given, asks memory and then both Redis
@@ -59,8 +60,8 @@ func All[K comparable](limiters ...Limiter[K]) Limiter[K] {
 			panic(fmt.Sprintf("keylimit: All: limiter %d (%T) cannot Refund; only the last limiter may lack a Refund method", i, l))
 		}
 	}
-	if j, ok := limiters[0].(joiner[K]); ok && len(limiters) > 1 {
-		if joined, ok := j.Join(limiters); ok {
+	if len(limiters) > 1 {
+		if joined, ok := join(limiters); ok {
 			return joined
 		}
 	}
@@ -103,8 +104,8 @@ type eachTaker[K comparable] interface {
 }
 
 // eachPeeker is a combination of limiters that Peeks them all in one step
-// and reports each one's Peek: what a joiner's Join returns for the
-// redislimit limiters (one script call). All's PeekContext uses it to
+// and reports each one's Peek: what join returns for the redislimit
+// limiters (one script call). All's PeekContext uses it to
 // Peek the Redis limiters it would ask last in one round trip.
 type eachPeeker[K comparable] interface {
 	// PeekEach is PeekContext, and writes each limiter's Peek into each,
@@ -113,15 +114,26 @@ type eachPeeker[K comparable] interface {
 	PeekEach(ctx context.Context, key K, each []Result) (Result, error)
 }
 
-// joiner is implemented by limiters that can decide together with others in
-// one step, all or nothing, such as the Redis limiters of the redislimit
-// module (one script call for several limits on one key). All asks its
-// first limiter to join the rest.
-type joiner[K comparable] interface {
-	// Join returns a limiter that decides for all of limiters (the receiver
-	// first) at once, with All's semantics and Result, implementing
-	// ContextLimiter and eachTaker; or false if it cannot join them all.
-	Join(limiters []Limiter[K]) (Limiter[K], bool)
+// join returns a limiter that decides for all of ls (ls[0] first) in one
+// step, all or nothing, with All's semantics and Result, implementing
+// ContextLimiter and eachTaker: what the package of ls[0] registered with
+// internal/compose makes of them (redislimit's limiters on one client, one
+// script call for several limits on one key); or false if none can join
+// them all.
+func join[K comparable](ls []Limiter[K]) (Limiter[K], bool) {
+	if !compose.CanJoin() {
+		return nil, false
+	}
+	as := make([]any, len(ls))
+	for i, l := range ls {
+		as[i] = l
+	}
+	j, ok := compose.Join(as)
+	if !ok {
+		return nil, false
+	}
+	joined, ok := j.(Limiter[K])
+	return joined, ok
 }
 
 // all is the Limiter that All returns.
@@ -142,7 +154,7 @@ type all[K comparable] struct {
 }
 
 // joinedTail is the last limiters take asks, all remote, joined into one
-// limiter by the first of them (a joiner): Redis limiters on one client,
+// limiter (see join): Redis limiters on one client,
 // decided in one round trip, after the limiters in process.
 type joinedTail[K comparable] struct {
 	at      int   // the position in the order asked of the first of them
@@ -220,7 +232,7 @@ func (a *all[K]) askOrder(places []place) []int {
 
 // joinTail returns the remote limiters that take asks last, joined, if
 // there are two or more and the first of them can join the rest (see
-// joiner); otherwise nil. A request then makes one round trip to them, not
+// join); otherwise nil. A request then makes one round trip to them, not
 // one each: All(memory, redisA, redisB) asks memory, then both Redis
 // limiters in one script call.
 func (a *all[K]) joinTail(places []place) *joinedTail[K] {
@@ -237,11 +249,7 @@ func (a *all[K]) joinTail(places []place) *joinedTail[K] {
 		t.members = append(t.members, a.asked(pos))
 		ls = append(ls, a.limiters[a.asked(pos)])
 	}
-	j, ok := ls[0].(joiner[K])
-	if !ok {
-		return nil
-	}
-	joined, ok := j.Join(ls)
+	joined, ok := join(ls)
 	if !ok {
 		return nil
 	}

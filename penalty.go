@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit/internal/compose"
 )
 
 // Ban says when a Penalty bans a key and for how long: a key its limiter
@@ -153,8 +154,20 @@ func NewPenalty[K comparable](inner Limiter[K], b Ban, opts ...Option) (*Penalty
 	return p, nil
 }
 
-// Inner returns the limiter the penalty wraps.
-func (p *Penalty[K]) Inner() Limiter[K] { return p.inner }
+// A Penalty reports the limiter it wraps to quota, which announces that
+// limiter's window.
+func init() {
+	compose.RegisterInner(func(l any) (any, bool) {
+		w, ok := l.(interface{ wrapped() any })
+		if !ok {
+			return nil, false
+		}
+		return w.wrapped(), true
+	})
+}
+
+// wrapped returns the limiter the penalty wraps.
+func (p *Penalty[K]) wrapped() any { return p.inner }
 
 // Allow is shorthand for AllowN(key, 1).
 func (p *Penalty[K]) Allow(key K) bool { return p.AllowN(key, 1) }

@@ -66,7 +66,8 @@ var systemClock = clock.New()
 
 // clockOf returns the clock l reads: its own, WithClock's (every limiter of
 // this module, and a combination made by All, has a timers method; a
-// redislimit limiter has a Clock method), else the system clock. WaitN
+// limiter of another package may have a Clock method), else the system
+// clock. WaitN
 // sleeps on it when it polls l, and measures the context's deadline by it.
 func clockOf(l any) clock.Clock {
 	var clk clock.Clock

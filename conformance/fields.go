@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/dunglas/httpsfv"
-	"github.com/keylimit/keylimit/quota"
+	"github.com/keylimit/keylimit/internal/ratefields"
 )
 
 // Quota is one member of a RateLimit-Policy field: a policy's name, its
@@ -120,7 +120,7 @@ func items(lines []string, keys ...string) ([]member, error) {
 }
 
 // Read is what a RateLimit field says by httpsfv's parse, read as
-// quota.ReadRateLimit reads it: the largest t of the Items with a String
+// ratefields.ReadRateLimit reads it: the largest t of the Items with a String
 // value and r=0 (exhausted), and of all of them (any), -1 where there is
 // none; r and t count only as non-negative Integers. ok is false if httpsfv
 // rejects the field, which a client then ignores.
@@ -166,7 +166,7 @@ type Fields struct {
 // Check parses the fields of an answer to req with httpsfv and checks them
 // against the scenario: RateLimit-Policy and RateLimit are Lists of one
 // String Item per policy of the key's tier, in the same order, with the q
-// and w the scenario wants, r at most q; quota.ReadRateLimit reads the
+// and w the scenario wants, r at most q; ratefields.ReadRateLimit reads the
 // RateLimit field as httpsfv does; Retry-After is delay-seconds of at
 // least 1 on a refusal that can pass (retry), absent otherwise. It
 // returns the RateLimit members.
@@ -190,9 +190,9 @@ func (s Scenario) Check(req Request, f Fields, retry bool) ([]Service, error) {
 			return nil, fmt.Errorf("RateLimit member %d is %+v, for policy %+v", i, sv, p)
 		}
 	}
-	exhausted, any := quota.ReadRateLimit(strings.Join(f.RateLimit, ","))
+	exhausted, any := ratefields.ReadRateLimit(strings.Join(f.RateLimit, ","))
 	if e, a, _ := Read(f.RateLimit); e != exhausted || a != any {
-		return nil, fmt.Errorf("quota.ReadRateLimit reads %d, %d of %q; httpsfv %d, %d", exhausted, any, f.RateLimit, e, a)
+		return nil, fmt.Errorf("ratefields.ReadRateLimit reads %d, %d of %q; httpsfv %d, %d", exhausted, any, f.RateLimit, e, a)
 	}
 	switch {
 	case retry:

@@ -5,11 +5,11 @@ import (
 	"testing"
 
 	"github.com/keylimit/keylimit/conformance"
-	"github.com/keylimit/keylimit/quota"
+	"github.com/keylimit/keylimit/internal/ratefields"
 	"github.com/stretchr/testify/require"
 )
 
-// FuzzReaderAgainstHTTPSFV holds quota.ReadRateLimit, the reader the
+// FuzzReaderAgainstHTTPSFV holds ratefields.ReadRateLimit, the reader the
 // Transport decides its pauses by, to an independent RFC 9651 parser, on
 // any field of one or two lines: where httpsfv rejects the field, the
 // reader reads nothing (-1, -1: no pause); where it accepts it, the reader
@@ -46,7 +46,7 @@ func FuzzReaderAgainstHTTPSFV(f *testing.F) {
 		if line2 != "" {
 			lines = append(lines, line2)
 		}
-		exhausted, any := quota.ReadRateLimit(strings.Join(lines, ","))
+		exhausted, any := ratefields.ReadRateLimit(strings.Join(lines, ","))
 		wantExhausted, wantAny, valid := conformance.Read(lines)
 		if !valid {
 			require.Equal(t, [2]int64{-1, -1}, [2]int64{exhausted, any}, "%q: httpsfv rejects it, and the reader read it", lines)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
+	"github.com/keylimit/keylimit/internal/ratefields"
 	"github.com/keylimit/keylimit/quota"
 )
 
@@ -40,7 +41,7 @@ func TestRetryableHTTP(t *testing.T) {
 		OnDecision: func(r *http.Request, d quota.Decision) {
 			a := attempt{at: time.Now()}
 			if !d.Result.Allowed {
-				secs, _ := d.RetryAfterSeconds()
+				secs, _ := ratefields.RetryAfterSeconds(d.Result)
 				a.retry = time.Duration(secs) * time.Second
 			}
 			mu.Lock()

@@ -56,7 +56,9 @@ type Client struct {
 	Concurrency keylimit.ConcurrencyLimiter[string]
 
 	// Key returns the key of a call, for Limiter and for the server's
-	// pauses: ByTarget (the default when nil) or ByMethod, or your own. A
+	// pauses: nil keys calls by the target of their ClientConn (every call
+	// to one server shares the client's limit and the server's pauses);
+	// ByMethod, or your own, by something else. A
 	// call Key returns an error for is not sent; it ends with that error.
 	Key ClientKeyFunc
 
@@ -98,9 +100,9 @@ const DefaultMaxPause = time.Minute
 // context.
 type ClientKeyFunc func(ctx context.Context, target, method string) (string, error)
 
-// ByTarget keys calls by the target of their ClientConn: every call to one
-// server shares the client's limit and the server's pauses.
-func ByTarget(_ context.Context, target, _ string) (string, error) { return target, nil }
+// byTarget keys calls by the target of their ClientConn: Client.Key's
+// default.
+func byTarget(_ context.Context, target, _ string) (string, error) { return target, nil }
 
 // ByMethod keys calls by their full method name, "/package.Service/Method",
 // whatever their target: for a server that limits each method apart.
@@ -184,7 +186,7 @@ func (s *watchedStream) Header() (metadata.MD, error) {
 func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (string, keylimit.Permit, error) {
 	keyOf := c.Key
 	if keyOf == nil {
-		keyOf = ByTarget
+		keyOf = byTarget
 	}
 	target := ""
 	if cc != nil {

@@ -74,7 +74,7 @@ func (s *Server) decide(ctx context.Context, method string, v *quota.Verdict) (m
 	if v.Action() == quota.Refuse {
 		pushback, refused = refusal(*d)
 	}
-	if v.HasFields() { // all but an admission under Config.FieldsOnRefusal
+	if v.RateLimitPolicy() != "" { // all but an admission under Config.FieldsOnRefusal
 		md = fields(v, pushback)
 	}
 	if s.onDecision != nil {

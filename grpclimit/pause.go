@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/keylimit/keylimit/quota"
+	"github.com/keylimit/keylimit/internal/ratefields"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Bounds of a Client's pauses. Keys are the client's own (ByTarget,
-// ByMethod), not the server's, so few are expected; the cap is for a
+// Bounds of a Client's pauses. Keys are the client's own (targets, or
+// ByMethod's methods), not the server's, so few are expected; the cap is for a
 // ClientKeyFunc that keys by something unbounded.
 const (
 	// sweepAbove is the least number of pauses at which adding one first
@@ -189,7 +189,7 @@ func pushbackDelay(vals []string) (time.Duration, bool) {
 // observeAdmitted reads, with FollowRateLimit, the ratelimit header
 // metadata of a unary call that succeeded, and pauses key until the
 // largest t of its policies with r=0, at most MaxPause. A malformed value
-// is ignored whole, as quota.ReadRateLimit reads it; so are values longer
+// is ignored whole, as httplimit.Transport reads it; so are values longer
 // than maxRateLimitMD, whose work is not spent.
 func (c *Client) observeAdmitted(key string, err error, header metadata.MD) {
 	vals := header[rateLimitKey]
@@ -204,7 +204,7 @@ func (c *Client) observeAdmitted(key string, err error, header metadata.MD) {
 		return
 	}
 	// Several values are one List, as several HTTP field lines are.
-	secs, _ := quota.ReadRateLimit(strings.Join(vals, ","))
+	secs, _ := ratefields.ReadRateLimit(strings.Join(vals, ","))
 	if secs <= 0 {
 		return
 	}

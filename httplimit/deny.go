@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/ratefields"
 	"github.com/keylimit/keylimit/quota"
 )
 
@@ -50,7 +51,7 @@ func deny(w http.ResponseWriter, r *http.Request, v *quota.Verdict, contentType 
 	d := &v.Decision
 	res := d.Result
 	b := body{Policy: d.Policy, Limit: &res.Limit, Remaining: new(max(res.Remaining, 0))}
-	if secs, ok := d.RetryAfterSeconds(); ok {
+	if secs, ok := ratefields.RetryAfterSeconds(d.Result); ok {
 		b.RetryAfterSeconds = secs
 	}
 	asProblem := acceptsProblem(r)

@@ -162,8 +162,7 @@
 // Retry-After, or a RateLimit member with r=0, pauses the key for every
 // request sharing the Transport, so the fields this package's middleware
 // sends are what the Transport acts on. A RateLimit field that is not a
-// valid RFC 9651 List is ignored whole, as the draft says a client must
-// (quota.ReadRateLimit). With Retries, it sends an
+// valid RFC 9651 List is ignored whole, as the draft says a client must. With Retries, it sends an
 // idempotent request again after a refusal, once the server's pause and a
 // jittered backoff have passed; when they run out, the caller gets the last
 // answer. A wait that cannot be made returns a *TransportError that says

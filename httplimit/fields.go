@@ -7,6 +7,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 
+	"github.com/keylimit/keylimit/internal/ratefields"
 	"github.com/keylimit/keylimit/quota"
 )
 
@@ -57,7 +58,7 @@ func setFields(h http.Header, v *quota.Verdict, legacy *legacy, defaultDeny bool
 	h[fieldRateLimit], h[fieldRateLimitPolicy] = vals[0:1:1], vals[1:2:2]
 	i := 2
 	if legacy != nil {
-		limit, remaining, reset := v.Decision.Legacy()
+		limit, remaining, reset := ratefields.Legacy(v.Decision.Result)
 		if !legacy.delta {
 			reset = unixSeconds(legacy.clock.Now().Add(max(v.Decision.Result.ResetAfter, 0)))
 		}

@@ -96,7 +96,7 @@ type Config struct {
 	// answers 429 Too Many Requests with an RFC 9457 problem of the
 	// draft's type quota-exceeded (application/problem+json), its
 	// violated-policies the policies the request exceeded
-	// (quota.Verdict.ViolatedPolicies):
+	// (quota.Verdict.AppendViolatedPolicies):
 	//
 	//	{"type": "https://iana.org/assignments/http-problem-types#quota-exceeded",
 	//	 "title": "Quota Exceeded", "status": 429, "detail": "rate limit exceeded",
@@ -193,7 +193,7 @@ func newMiddleware(c Config) (*middleware, error) {
 	}
 	q, err := quota.New(quota.Config{Policies: c.Policies, Tiers: c.Tiers, DryRun: c.DryRun, FieldsOnRefusal: c.FieldsOnRefusal})
 	if err != nil {
-		return nil, fmt.Errorf("httplimit: %w", errors.Unwrap(err)) // New's *quota.ConfigError, said as ours
+		return nil, fmt.Errorf("httplimit: %w", errors.Unwrap(err)) // quota.New's reason, said as ours
 	}
 	m := &middleware{
 		key: c.Key, quota: q, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
@@ -236,7 +236,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// given back however the rest ends, OnDecision or the handler panicking.
 	defer v.Finish()
 	var contentType []string
-	if v.HasFields() { // all but an admission under Config.FieldsOnRefusal
+	if v.RateLimitPolicy() != "" { // all but an admission under Config.FieldsOnRefusal
 		contentType = setFields(w.Header(), &v, m.legacy, m.deny == nil)
 	}
 	if m.onDecision != nil {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/keylimit/keylimit/quota"
+	"github.com/keylimit/keylimit/internal/ratefields"
 )
 
 // maxServerPause bounds the pause an answer can ask for, so that the
@@ -27,7 +27,7 @@ const maxRateLimitField = 8 << 10
 //
 // On a refusal, Retry-After decides if it is there and valid (RFC 9110:
 // when both are present, a client follows Retry-After); otherwise the
-// RateLimit field, if it is a valid List (quota.ReadRateLimit ignores any
+// RateLimit field, if it is a valid List (the reader ignores any
 // other whole): the largest t of its members with r=0, or if none has r=0,
 // the largest t. On any other answer only members with r=0 count: a
 // server saying "none left for t seconds" on a 200 is obeyed too.
@@ -47,7 +47,7 @@ func serverPause(resp *http.Response, refused bool, now time.Time) time.Time {
 	}
 	// RFC 9651 reads the lines of a field as one list, joined by commas.
 	// Join returns a lone line as it is.
-	exhausted, any := quota.ReadRateLimit(strings.Join(fields, ","))
+	exhausted, any := ratefields.ReadRateLimit(strings.Join(fields, ","))
 	secs := exhausted
 	if secs < 0 && refused {
 		secs = any

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keylimit/keylimit/quota"
+	"github.com/keylimit/keylimit/internal/ratefields"
 	"github.com/stretchr/testify/require"
 )
 
@@ -105,7 +105,7 @@ func TestRateLimitDeepNesting(t *testing.T) {
 		`"h";r=0;t=8, ` + deep,
 		strings.Repeat(`("a" `, 2_000_000) + `, "h";r=0;t=9`,
 	} {
-		exhausted, any := quota.ReadRateLimit(field)
+		exhausted, any := ratefields.ReadRateLimit(field)
 		require.Equal(t, [2]int64{-1, -1}, [2]int64{exhausted, any}, "a field of %d bytes", len(field))
 		resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Ratelimit": {field}}}
 		require.True(t, serverPause(resp, true, now).IsZero(), "a field of %d bytes is not read", len(field))
@@ -135,7 +135,7 @@ func TestRateLimitFieldCap(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			joined := strings.Join(tc.lines, ",")
 			require.Equal(t, strings.HasSuffix(tc.name, "cap") || strings.HasSuffix(tc.name, "comma"), len(joined) <= maxRateLimitField, "%d bytes", len(joined))
-			exhausted, _ := quota.ReadRateLimit(joined)
+			exhausted, _ := ratefields.ReadRateLimit(joined)
 			require.EqualValues(t, 9, exhausted, "the field itself is well formed (%d bytes)", len(joined))
 			resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Ratelimit": tc.lines}}
 			got := serverPause(resp, true, now)

@@ -42,20 +42,23 @@
 // httplimit.Transport by the outcome of their wait, with a histogram of the
 // time they waited, a count of the retries sent and one of the requests
 // that queued for a slot of its Concurrency. Each is a collector
-// with a hook method, to set alone or beside a hook of your own (Hooks):
+// with a hook method, to set alone or beside a hook of your own:
 //
 //	api := metrics.NewHTTP("api")
 //	reg.MustRegister(api)
 //	limit, err := httplimit.New(httplimit.Config{
-//		Key:        httplimit.ClientIP{}.Key,
-//		Policies:   policies,
-//		OnDecision: metrics.Hooks(api.OnDecision, logRefusals),
+//		Key:      httplimit.ClientIP{}.Key,
+//		Policies: policies,
+//		OnDecision: func(r *http.Request, d quota.Decision) {
+//			api.OnDecision(r, d)
+//			logRefusals(r, d)
+//		},
 //	})
 //
 // A hook costs a request one map lookup, an atomic add and a histogram
 // observation, and allocates nothing. A grpclimit server's decisions are
 // quota Decisions, as the middleware's are: count them with a
-// Config.OnDecision that calls api.Observe(d).
+// Config.OnDecision that calls api.OnDecision(nil, d).
 //
 // # OpenTelemetry
 //

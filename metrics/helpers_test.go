@@ -39,7 +39,7 @@ func allows(lim keylimit.Limiter[string], calls ...string) (admitted int) {
 	return admitted
 }
 
-// fixedStats is a StatsReader that returns st and counts its calls.
+// fixedStats has a limiter's Stats method, which returns st and counts its calls.
 type fixedStats struct {
 	st    keylimit.Stats
 	calls atomic.Int64

@@ -93,15 +93,14 @@ func NewHTTP(name string) *HTTP {
 	return h
 }
 
-// Observe counts d, the decision of a request or of a gRPC call: it is
-// OnDecision(nil, d). A grpclimit server counts its calls with
-//
-//	OnDecision: func(_ context.Context, _ string, d quota.Decision) { api.Observe(d) },
-func (h *HTTP) Observe(d quota.Decision) { h.OnDecision(nil, d) }
-
 // OnDecision counts d under its tier, its binding policy and its outcome,
 // and observes d.Elapsed: set it as httplimit's Config.OnDecision, or call
-// it from yours (see Hooks). The outcome is "error" if d.Result.Err is set
+// it from yours (beside a hook of your own, or for a grpclimit server, whose
+// calls it counts as requests; r is then nil):
+//
+//	OnDecision: func(_ context.Context, _ string, d quota.Decision) { api.OnDecision(nil, d) },
+//
+// The outcome is "error" if d.Result.Err is set
 // (the middleware calls OnDecision with one only in a dry run), else
 // "untracked" if the key cap left the key untracked (d.Result.Untracked),
 // admitted or not, else "allowed" or "refused"; in a dry run, "refused"
@@ -168,22 +167,4 @@ func (h *HTTP) Collect(ch chan<- prometheus.Metric) {
 	}
 	h.decisions.Collect(ch)
 	h.latency.Collect(ch)
-}
-
-// Hooks returns a hook that calls each of hooks in turn, nil ones skipped:
-// metrics and your own in one Config.OnDecision or Transport.OnWait.
-//
-//	OnDecision: metrics.Hooks(httpMetrics.OnDecision, logRefusals),
-func Hooks[T any](hooks ...func(*http.Request, T)) func(*http.Request, T) {
-	var hs []func(*http.Request, T)
-	for _, h := range hooks {
-		if h != nil {
-			hs = append(hs, h)
-		}
-	}
-	return func(r *http.Request, v T) {
-		for _, h := range hs {
-			h(r, v)
-		}
-	}
 }

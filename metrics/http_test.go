@@ -44,9 +44,10 @@ func TestHTTPExactCounts(t *testing.T) {
 		Tiers: map[string][]quota.Policy{
 			"gold": {quota.Bucket("minute", keylimit.PerMinute(5), keylimit.WithClock(mock))},
 		},
-		OnDecision: metrics.Hooks(hm.OnDecision, func(r *http.Request, d quota.Decision) {
+		OnDecision: func(r *http.Request, d quota.Decision) {
+			hm.OnDecision(r, d)
 			seen = append(seen, d.Policy) // the test's own hook, beside the metrics
-		}),
+		},
 	})
 	require.NoError(t, err, "httplimit.New")
 	h := limit(okHandler)
@@ -163,11 +164,11 @@ func TestHTTPAllocs(t *testing.T) {
 	require.Zero(t, testing.AllocsPerRun(1000, func() { hm.OnDecision(nil, d) }), "allocations of OnDecision")
 }
 
-// TestHTTPObserve: the decisions of a quota.Decider, as a grpclimit server
-// hands them to its OnDecision, count through Observe as the middleware's
-// do through OnDecision, with no HTTP in the way, and allocate nothing once
-// their labels were met.
-func TestHTTPObserve(t *testing.T) {
+// TestHTTPDecisionsWithoutRequest: the decisions of a quota.Decider, as a
+// grpclimit server hands them to its OnDecision, count through
+// OnDecision(nil, d) as the middleware's do, with no HTTP in the way, and
+// allocate nothing once their labels were met.
+func TestHTTPDecisionsWithoutRequest(t *testing.T) {
 	mock := clock.NewMock()
 	hm := metrics.NewHTTP("grpc")
 	d, err := quota.New(quota.Config{Policies: []quota.Policy{quota.Bucket("minute", keylimit.PerMinute(2), keylimit.WithClock(mock))}})
@@ -175,7 +176,7 @@ func TestHTTPObserve(t *testing.T) {
 	for range 3 {
 		v, err := d.Decide(context.Background(), "k", "", 1)
 		require.NoError(t, err)
-		hm.Observe(v.Decision)
+		hm.OnDecision(nil, v.Decision)
 	}
 	want := `
 # HELP keylimit_http_decisions_total Requests the middleware decided, by tier, binding policy and outcome (allowed, refused, untracked or error).
@@ -186,7 +187,7 @@ keylimit_http_decisions_total{limiter="grpc",outcome="refused",policy="minute",t
 	require.NoError(t, testutil.CollectAndCompare(hm, strings.NewReader(want), "keylimit_http_decisions_total"))
 	v, err := d.Decide(context.Background(), "k", "", 1)
 	require.NoError(t, err)
-	require.Zero(t, testing.AllocsPerRun(1000, func() { hm.Observe(v.Decision) }), "allocations of Observe")
+	require.Zero(t, testing.AllocsPerRun(1000, func() { hm.OnDecision(nil, v.Decision) }), "allocations of OnDecision(nil, d)")
 }
 
 // TestHTTPNames: an empty name or one that is not UTF-8 fails to register,
@@ -208,16 +209,4 @@ func TestHTTPNames(t *testing.T) {
 		hm.Collect(ch)
 		require.Zero(t, len(ch), "series of the metrics named %q", name)
 	}
-}
-
-// TestHooks: Hooks calls each hook in turn and skips nil ones.
-func TestHooks(t *testing.T) {
-	var calls []string
-	hook := func(name string) func(*http.Request, quota.Decision) {
-		return func(_ *http.Request, d quota.Decision) { calls = append(calls, name+":"+d.Policy) }
-	}
-	both := metrics.Hooks(hook("first"), nil, hook("second"))
-	both(nil, quota.Decision{Policy: "minute"})
-	require.Equal(t, []string{"first:minute", "second:minute"}, calls, "calls")
-	metrics.Hooks[quota.Decision]()(nil, quota.Decision{}) // none: does nothing
 }

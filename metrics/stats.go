@@ -7,18 +7,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// StatsReader is what a stats collector reads: every in-memory keylimit
-// limiter, and the redislimit ones.
-type StatsReader interface {
-	Stats() keylimit.Stats
-}
-
 // StatsCollector is a prometheus.Collector of one limiter's Stats, labelled
 // limiter=name. It reads Stats when scraped and at no other time, so it adds
 // nothing to the limiter's decisions. See the package documentation for the
 // series it exports.
 type StatsCollector struct {
-	lim StatsReader
+	lim interface{ Stats() keylimit.Stats }
 	err error // why the collector cannot be registered, or nil
 	// One Desc per series, each with the const label limiter=name.
 	keys, decisions, untracked, evicted *prometheus.Desc
@@ -27,10 +21,11 @@ type StatsCollector struct {
 	bans, banRefused                    *prometheus.Desc
 }
 
-// NewStats returns a collector of lim's Stats whose series carry the label
+// NewStats returns a collector of lim's Stats (every keylimit limiter has
+// them, and every redislimit one) whose series carry the label
 // limiter=name: "login", "api". Register it once per limiter, under names
 // that differ; registering fails if the name is empty or not valid UTF-8.
-func NewStats(name string, lim StatsReader) *StatsCollector {
+func NewStats(name string, lim interface{ Stats() keylimit.Stats }) *StatsCollector {
 	labels := prometheus.Labels{labelLimiter: name}
 	err := checkName("a limiter's stats", name)
 	if err == nil && lim == nil {

@@ -93,7 +93,7 @@ func NewTransport(name string) *Transport {
 }
 
 // OnWait counts the request whose wait w is: set it as Transport.OnWait, or
-// call it from yours (see Hooks). The outcome is "sent" if w.Err is nil,
+// call it from a hook of yours. The outcome is "sent" if w.Err is nil,
 // else by what w.Err matches: keylimit.ErrWouldExceedDeadline or
 // context.DeadlineExceeded "deadline" (the wait would have outlasted the
 // request's deadline, or did), context.Canceled "canceled", anything else

@@ -81,7 +81,7 @@ func TestConcurrentWithRatePolicyAllOrNothing(t *testing.T) {
 		v := mustDecide(t, d, "k")
 		require.Equal(t, quota.Refuse, v.Action(), "request %d", i)
 		require.Equal(t, "inflight", v.Decision.Policy)
-		require.Equal(t, []string{"inflight"}, v.ViolatedPolicies())
+		require.Equal(t, []string{"inflight"}, v.AppendViolatedPolicies(nil))
 		require.Regexp(t, `^"hour";r=3;t=\d+, "inflight";r=0$`, v.RateLimit())
 		require.Equal(t, "1", v.RetryAfter(), "the estimate before any hold has ended: a second")
 		v.Finish() // a refusal holds nothing: a no-op

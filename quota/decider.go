@@ -44,23 +44,31 @@ type Decider struct {
 	fieldsOnRefusal bool
 }
 
-// New returns a Decider of c. It returns a *ConfigError if c has no
-// policies or a policy is invalid: a policy without a name or a Limiter,
-// two of one name in a tier, an error from Bucket.
+// configError is New's error for a configuration that cannot work: reason,
+// said by the package; errors.Unwrap returns reason.
+func configError(reason error) error { return fmt.Errorf("quota: %w", reason) }
+
+// New returns a Decider of c. It returns an error if c has no policies or
+// a policy is invalid: a policy without a name or a Limiter, two of one
+// name in a tier, an error from Bucket. Its text is "quota: " and what is
+// wrong; errors.Unwrap returns what is wrong alone, for a package that
+// builds a Decider from a configuration of its own to say as its own
+// (httplimit.New says "httplimit: " and it), and errors.Is and errors.As
+// see through it to a cause, such as keylimit's error for an invalid Limit.
 func New(c Config) (*Decider, error) {
 	base, err := compileTier("", c.Policies)
 	if err != nil {
-		return nil, &ConfigError{err}
+		return nil, configError(err)
 	}
 	d := &Decider{base: base, dryRun: c.DryRun, fieldsOnRefusal: c.FieldsOnRefusal}
 	if len(c.Tiers) > 0 {
 		d.tiers = make(map[string]*tier, len(c.Tiers))
 		for name, ps := range c.Tiers {
 			if name == "" {
-				return nil, &ConfigError{errors.New(`Config.Tiers has a tier named "": Config.Policies is that tier`)}
+				return nil, configError(errors.New(`Config.Tiers has a tier named "": Config.Policies is that tier`))
 			}
 			if d.tiers[name], err = compileTier(name, ps); err != nil {
-				return nil, &ConfigError{fmt.Errorf("%w (tier %q)", err, name)}
+				return nil, configError(fmt.Errorf("%w (tier %q)", err, name))
 			}
 		}
 	}

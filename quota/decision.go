@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/ratefields"
 )
 
 // Decision is what was decided for one request (or call): the key, the
@@ -247,13 +248,13 @@ func (t *tier) render(key string, each []keylimit.Result, v *Verdict) {
 		if len(field) > 0 {
 			field = append(field, ", "...)
 		}
-		q := sfInt(int64(r.Limit))
-		field = strconv.AppendInt(append(field, p.remaining...), min(sfInt(int64(r.Remaining)), q), 10)
+		q := ratefields.SFInt(int64(r.Limit))
+		field = strconv.AppendInt(append(field, p.remaining...), min(ratefields.SFInt(int64(r.Remaining)), q), 10)
 		w := p.windowSeconds(key)
 		// t: until more quota is available (the draft's reset parameter),
 		// never beyond the window (a ban's Retry-After runs to its end).
 		if i != t.held { // a concurrency policy's t is unknown (see Concurrent)
-			field = appendParam(field, "t", min(seconds(r.RefillAfter), w))
+			field = appendParam(field, "t", min(ratefields.Seconds(r.RefillAfter), w))
 		}
 		qw = append(qw, q, w)
 	}
@@ -262,7 +263,7 @@ func (t *tier) render(key string, each []keylimit.Result, v *Verdict) {
 	// RateLimit's, then Retry-After's.
 	n := len(field)
 	if v.action == Refuse {
-		if secs, ok := v.Decision.RetryAfterSeconds(); ok {
+		if secs, ok := ratefields.RetryAfterSeconds(v.Decision.Result); ok {
 			field = strconv.AppendInt(field, secs, 10)
 		}
 	}

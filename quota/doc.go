@@ -60,11 +60,9 @@
 // bucket's next token, a sliding window's oldest admission leaving, a fixed
 // window's end; 0 when the quota is whole), never more than w; every number
 // is a non-negative Integer, times rounded up. A refusal's Retry-After is
-// never earlier than the t of a policy the request exceeds. Decision.RetryAfterSeconds and Decision.Legacy give the
-// values of Retry-After and of the X-RateLimit fields. ReadRateLimit is the
-// other side: what a client reads of a RateLimit field, strictly, as the
-// draft asks: a field that is not a valid List is ignored whole.
-// Verdict.ViolatedPolicies names the policies a refused request exceeded,
+// never earlier than the t of a policy the request exceeds: whole seconds,
+// rounded up, never 0 (Verdict.RetryAfter).
+// Verdict.AppendViolatedPolicies names the policies a refused request exceeded,
 // for the draft's problem type quota-exceeded.
 //
 // An adapter calls Verdict.Finish when a request that proceeded has ended,

@@ -37,8 +37,7 @@ func Example() {
 			fmt.Println("  handler runs")
 			v.Finish() // once the handler has returned
 		case quota.Refuse:
-			secs, _ := v.Decision.RetryAfterSeconds()
-			fmt.Printf("  refused by %q, Retry-After: %d\n", v.Decision.Policy, secs)
+			fmt.Printf("  refused by %q, Retry-After: %s\n", v.Decision.Policy, v.RetryAfter())
 		case quota.Fail:
 			fmt.Println("  error:", v.Decision.Result.Err)
 		}
@@ -51,21 +50,6 @@ func Example() {
 	//   handler runs
 	// RateLimit: "minute";r=0;t=30, "hour";r=98;t=36
 	//   refused by "minute", Retry-After: 30
-}
-
-// A client reads a RateLimit field as the draft asks. Here "minute" is
-// used up for 42 seconds more, "hour" has quota left, and "day" says no
-// number of remaining quota: it counts for nothing. A field that is not a
-// valid list (a trailing comma) says nothing at all, not even its valid
-// members.
-func ExampleReadRateLimit() {
-	exhausted, any := quota.ReadRateLimit(`"minute";r=0;t=42, "hour";r=90;t=600, "day";r=oops`)
-	fmt.Println("a used-up policy has quota again in", exhausted, "s; every policy is whole in", any, "s")
-	exhausted, any = quota.ReadRateLimit(`"minute";r=0;t=42,`)
-	fmt.Println("malformed:", exhausted, any)
-	// Output:
-	// a used-up policy has quota again in 42 s; every policy is whole in 600 s
-	// malformed: -1 -1
 }
 
 // A key function wraps ErrNoKey when the request lacks what its key needs:

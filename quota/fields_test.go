@@ -63,27 +63,3 @@ func TestFieldWindowOfABucket(t *testing.T) {
 	got, _ = decide(t, d, "k", "", 1)
 	require.Equal(t, `"p";q=20;w=720`, got.rateLimitPolicy)
 }
-
-// Retry-After is whole seconds rounded up and never 0; none for a request
-// that can never pass. The legacy fields are q, r (at most q) and t of the
-// binding policy.
-func TestRetryAfterAndLegacy(t *testing.T) {
-	for _, tc := range []struct {
-		retryAfter time.Duration
-		want       int64
-		ok         bool
-	}{
-		{0, 1, true},
-		{time.Nanosecond, 1, true},
-		{time.Second, 1, true},
-		{time.Second + 1, 2, true},
-		{20 * time.Second, 20, true},
-		{keylimit.InfDuration, 0, false},
-	} {
-		secs, ok := quota.Decision{Result: keylimit.Result{RetryAfter: tc.retryAfter}}.RetryAfterSeconds()
-		require.Equal(t, tc.want, secs, "%v", tc.retryAfter)
-		require.Equal(t, tc.ok, ok, "%v", tc.retryAfter)
-	}
-	limit, remaining, reset := quota.Decision{Result: keylimit.Result{Limit: 10, Remaining: 12, ResetAfter: 2500 * time.Millisecond}}.Legacy()
-	require.Equal(t, []int64{10, 10, 3}, []int64{limit, remaining, reset})
-}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/compose"
+	"github.com/keylimit/keylimit/internal/ratefields"
 	"github.com/puzpuzpuz/xsync/v3"
 )
 
@@ -161,7 +163,7 @@ func compilePolicy(p Policy) (*policy, error) {
 	if err := checkName(p.Name); err != nil {
 		return nil, err
 	}
-	c := &policy{name: p.Name, quoted: string(appendSFString(nil, p.Name)), limiter: p.Limiter, window: seconds(p.Window)}
+	c := &policy{name: p.Name, quoted: string(appendSFString(nil, p.Name)), limiter: p.Limiter, window: ratefields.Seconds(p.Window)}
 	c.remaining = c.quoted + ";r="
 	switch {
 	case p.Concurrency != nil && p.Limiter != nil:
@@ -181,13 +183,12 @@ func compilePolicy(p Policy) (*policy, error) {
 		// announces that limiter's window.
 		l := p.Limiter
 		for range 8 { // a wrapper that wraps itself ends here
-			w, ok := l.(interface {
-				Inner() keylimit.Limiter[string]
-			})
+			in, _ := compose.Inner(l)
+			inner, ok := in.(keylimit.Limiter[string])
 			if !ok {
 				break
 			}
-			l = w.Inner()
+			l = inner
 		}
 		c.limits, _ = l.(limitReporter)
 		c.limitOf, _ = l.(keyLimitReporter)
@@ -237,7 +238,7 @@ func (p *policy) windowSeconds(key string) int64 {
 		if wr, ok := p.limiter.(windowReporter); ok {
 			start, end = wr.WindowOf(key)
 		}
-		return seconds(end.Sub(start))
+		return ratefields.Seconds(end.Sub(start))
 	}
 	if d := p.derived.Load(); d != nil && d.limit == l {
 		return d.seconds
@@ -256,7 +257,7 @@ func (p *policy) windowSeconds(key string) int64 {
 // derive returns the w of limit l, in seconds: the time it takes to fill
 // from empty, which is a bucket's BurstSize × Period / Events and a
 // window's Period (a window's Limit has no Burst).
-func (p *policy) derive(l keylimit.Limit) int64 { return seconds(l.FillTime()) }
+func (p *policy) derive(l keylimit.Limit) int64 { return ratefields.Seconds(l.FillTime()) }
 
 // contextRefunder is a limiter whose admissions and refunds take a context
 // (keylimit.ContextLimiter's AdmitContext and RefundContext).

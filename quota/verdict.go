@@ -47,7 +47,7 @@ type Verdict struct {
 	rateLimitPolicy string
 	retryAfter      string
 	action          Action
-	tier            *tier  // the tier decided, for ViolatedPolicies; nil in the zero Verdict
+	tier            *tier  // the tier decided, for AppendViolatedPolicies; nil in the zero Verdict
 	violated        uint64 // bit i: policy i of the tier (of its first 64) could not afford the cost
 	// permit holds the slots of the tier's concurrency policy, for a
 	// request that proceeded; Finish releases it. Copies of a Verdict share
@@ -78,31 +78,24 @@ func (v *Verdict) RateLimit() string { return v.rateLimit }
 //
 //	"minute";q=10;w=60, "hour";q=500;w=3600
 //
-// It is "" when RateLimit is.
+// It is "" when RateLimit is: an adapter then sets no rate-limit field.
 func (v *Verdict) RateLimitPolicy() string { return v.rateLimitPolicy }
 
-// HasFields reports whether the Verdict has field values to send: false
-// for an admitted request of a Decider made with Config.FieldsOnRefusal,
-// and for the zero Verdict. An adapter sets no rate-limit field then.
-func (v *Verdict) HasFields() bool { return v.rateLimitPolicy != "" }
-
 // RetryAfter returns the value of the Retry-After field of a refused
-// request: Decision.RetryAfterSeconds, in decimal. It returns "" if the
+// request: its Result.RetryAfter in whole seconds, rounded up, never 0
+// (which a client would read as "retry at once"). It returns "" if the
 // request is not refused (Action is not Refuse) or can never pass, when no
 // retry helps.
 func (v *Verdict) RetryAfter() string { return v.retryAfter }
 
-// ViolatedPolicies returns the names of the policies that refused the
-// request, in the tier's order: the binding policy, and every other one
-// that could not afford the request's cost either (of a tier's first 64).
-// It is nil for a request every policy admitted; in a dry run it names the
-// policies that would have refused. It is the draft's violated-policies
-// of the quota-exceeded problem type, and allocates the slice it returns.
-func (v *Verdict) ViolatedPolicies() []string { return v.AppendViolatedPolicies(nil) }
-
-// AppendViolatedPolicies appends the names ViolatedPolicies returns to dst
-// and returns the extended slice: with room in dst (an array on the
-// caller's stack) it allocates nothing.
+// AppendViolatedPolicies appends to dst the names of the policies that
+// refused the request, in the tier's order: the binding policy, and every
+// other one that could not afford the request's cost either (of a tier's
+// first 64), and returns the extended slice. It appends nothing for a
+// request every policy admitted; in a dry run it names the policies that
+// would have refused. They are the draft's violated-policies of the
+// quota-exceeded problem type. With room in dst (an array on the caller's
+// stack) it allocates nothing; AppendViolatedPolicies(nil) is a new slice.
 func (v *Verdict) AppendViolatedPolicies(dst []string) []string {
 	if v.tier == nil || v.Decision.Result.Allowed {
 		return dst

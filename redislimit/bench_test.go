@@ -133,17 +133,16 @@ func TestDecisionAllocations(t *testing.T) {
 	var all []keylimit.Limiter[string]
 	for _, typ := range types {
 		for _, perKey := range []bool{false, true} {
-			var opts []redislimit.Option
+			lim, err := typ.new(client, keylimit.PerSecond(1_000_000), redislimit.WithTimeout(patient))
+			require.NoError(t, err)
 			if perKey {
-				opts = append(opts, redislimit.WithKeyLimit(func(key string) keylimit.Limit {
+				keyLimited(t, lim, func(key string) keylimit.Limit {
 					if strings.HasSuffix(key, "7") {
 						return keylimit.PerSecond(2_000_000)
 					}
 					return keylimit.Limit{}
-				}))
+				})
 			}
-			lim, err := typ.new(client, keylimit.PerSecond(1_000_000), append(opts, redislimit.WithTimeout(patient))...)
-			require.NoError(t, err)
 			pinged(t, lim) // no eviction check in the background, whose allocations would count
 			if !perKey {
 				all = append(all, lim)

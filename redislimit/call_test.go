@@ -21,7 +21,6 @@ import (
 type contextMethods interface {
 	redisLimiter
 	PeekContext(ctx context.Context, key string) (keylimit.Result, error)
-	ResetContext(ctx context.Context, key string) error
 }
 
 // contextLimiters returns a limiter of each type, and the joined limiter of
@@ -71,7 +70,6 @@ func TestEndedContextMakesNoCall(t *testing.T) {
 			_, err = lim.PeekContext(ctx, key)
 			require.ErrorIs(t, err, ctx.Err(), "%s: PeekContext", name)
 			require.ErrorIs(t, lim.RefundContext(ctx, key, adm), ctx.Err(), "%s: RefundContext", name)
-			require.ErrorIs(t, lim.ResetContext(ctx, key), ctx.Err(), "%s: ResetContext", name)
 			if each, ok := lim.(interface {
 				TakeEach(context.Context, string, int, []keylimit.Result) (keylimit.Result, error)
 			}); ok {
@@ -153,7 +151,6 @@ func TestContextReachesTheClient(t *testing.T) {
 				_, err = each.TakeEach(ctx, key, 1, make([]keylimit.Result, 3))
 				require.NoError(t, err, name)
 			}
-			require.NoError(t, lim.ResetContext(ctx, key), name)
 			seen := hook.take()
 			require.NotEmpty(t, seen, name)
 			for i, v := range seen {

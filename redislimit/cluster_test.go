@@ -79,8 +79,8 @@ func leasesOnCluster(t *testing.T, c *redis.ClusterClient) {
 // joinedOnCluster: keylimit.All of two Redis limiters on a cluster client
 // is joined, and each decision is one EVALSHA, on the node of the key's
 // slot, for keys all over the cluster: the key is the hash tag of both
-// states. A prefix with a '{' would move the tag into the prefix, so Join
-// refuses it, and All decides limiter by limiter, as exactly.
+// states. A prefix with a '{' would move the tag into the prefix, so such
+// limiters are not joined, and All decides limiter by limiter, as exactly.
 func joinedOnCluster(t *testing.T, cl *redisserver.Cluster, c *redis.ClusterClient) {
 	newLim := func(prefix string) redisLimiter {
 		lim, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerHour(3), redislimit.WithPrefix(prefix),
@@ -193,11 +193,8 @@ func anyKeyOnCluster(t *testing.T, c *redis.ClusterClient) {
 			require.NoError(t, err)
 			require.EqualValues(t, 1, n, "key %q: the state at StateKey %q", key, minute.StateKey(key))
 		}
-		resetter := lim.(interface {
-			ResetContext(context.Context, string) error
-		})
 		for _, key := range keys[:20] {
-			require.NoError(t, resetter.ResetContext(ctx, key), "Reset %q", key)
+			lim.Reset(key)
 			_, a, err := lim.AdmitContext(ctx, key, 10)
 			require.NoError(t, err, "key %q after Reset", key)
 			require.NoError(t, lim.RefundContext(ctx, key, a), "Refund %q", key)

@@ -204,7 +204,7 @@ type concReply struct {
 //
 // It returns an error if n is below 1 or above keylimit.MaxConcurrency
 // (keylimit's, as keylimit.NewConcurrency would), or if an option is
-// invalid or does not apply (WithLeases, WithKeyLimit). There is no deny
+// invalid or does not apply (WithLeases). There is no deny
 // cache (WithDenyCacheSize is ignored): a key's holds change at every
 // release, anywhere in the fleet. WithFleetSize(k) makes the failure
 // policy FailLocal(k), as for the rate limiters.
@@ -213,8 +213,8 @@ func NewConcurrency(client redis.UniversalClient, name string, n int, opts ...Op
 	if err != nil {
 		return nil, err
 	}
-	if o.leaseTime > 0 || o.keyLimit != nil {
-		return nil, errors.New("redislimit: WithLeases and WithKeyLimit are the rate limiters': a Concurrency takes neither")
+	if o.leaseTime > 0 {
+		return nil, errors.New("redislimit: WithLeases is the rate limiters': a Concurrency takes no leases")
 	}
 	if client == nil {
 		return nil, errors.New("redislimit: the Redis client is nil")

@@ -378,7 +378,7 @@ func TestConcurrencyAbandonedAcquire(t *testing.T) {
 // rate limiters refuse.
 func TestConcurrencyOptions(t *testing.T) {
 	c := shared.client(t)
-	for _, opt := range []redislimit.Option{redislimit.WithLeases(time.Second), redislimit.WithKeyLimit(func(string) keylimit.Limit { return keylimit.Limit{} }),
+	for _, opt := range []redislimit.Option{redislimit.WithLeases(time.Second),
 		redislimit.WithHoldExpiry(time.Microsecond), redislimit.WithMaxHold(time.Microsecond), redislimit.WithMaxHold(-time.Second)} {
 		lim, err := redislimit.NewConcurrency(c, "test", 3, opt)
 		require.Error(t, err)

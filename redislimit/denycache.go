@@ -183,7 +183,7 @@ func (d *denyCache) refund(ctx context.Context, key string, n int, k *keyLimit, 
 func (d *denyCache) cached(key string, n int, k *keyLimit, now int64) (keylimit.Result, bool) {
 	r, ok := d.check(key, n, now)
 	if ok && r.Limit != k.quota {
-		// Remembered under another limit: SetLimit, or WithKeyLimit's
+		// Remembered under another limit: SetLimit, or SetKeyLimit's
 		// function, has changed it since.
 		d.forget(key)
 		return keylimit.Result{}, false

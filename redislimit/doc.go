@@ -20,8 +20,8 @@
 // keylimit.Limiter[string] with the semantics and Results of the in-memory
 // keylimit.TokenBucket, keylimit.FixedWindow and keylimit.SlidingWindow, and
 // pass the same behaviour suite (keylimit/limitertest), every case of it.
-// Like those, they have per-key limits (SetKeyLimit, and WithKeyLimit at
-// construction; both take the same function as keylimit's SetKeyLimit),
+// Like those, they have per-key limits (SetKeyLimit, which takes the same
+// function as keylimit's),
 // SetLimit, Admit and Refund, and Wait / WaitN: code written for the
 // in-memory limiters runs on Redis with other constructors. They take a
 // redis.UniversalClient of github.com/redis/go-redis/v9, so a single
@@ -43,13 +43,13 @@
 // The limit a key is under travels with each call; the state records what
 // it needs to be read under another limit (a bucket the interval of its
 // TAT, a fixed window its period), so a key keeps what it used when its
-// limit changes (SetLimit, WithKeyLimit, another instance's limit): a
+// limit changes (SetLimit, SetKeyLimit, another instance's limit): a
 // change never creates capacity.
 //
 // # Several limits, one round trip
 //
 // keylimit.All of Redis limiters on one client is one script call per
-// decision (see Join): 10 a minute AND 500 an hour on one API key is one
+// decision: 10 a minute AND 500 an hour on one API key is one
 // round trip, admitted or refused, all or nothing inside Redis, and reports
 // each limit's Result (keylimit.All's TakeEach). With in-process limiters among
 // them (keylimit.All(memory, minute, hour)), the in-process ones decide
@@ -77,7 +77,7 @@
 // (a '}' in it would end the tag): such a key is tagged by a hash of all of
 // it. A prefix that contains '{' takes the tag
 // over: every key of that limiter then lives in one slot (one node takes
-// all its load), and Join does not join it on a cluster. Every key expires
+// all its load), and keylimit.All does not join it on a cluster. Every key expires
 // on its own once its state is the same as no state at all: a bucket when
 // it is full again, a fixed window when it ends, a sliding log when its
 // newest entry leaves. Nothing needs cleaning up, and an idle key costs
@@ -188,7 +188,7 @@
 // others spent before it, is refused in process with a RetryAfter of one
 // Interval, though Redis may hold events: on a key that hot, the instance
 // errs towards refusing rather than queueing without end. SetLimit, or
-// a new limit from WithKeyLimit's function, ends the key's leases (none
+// a new limit from SetKeyLimit's function, ends the key's leases (none
 // admits under an old limit); Refund gives back to the lease while it
 // lasts; Reset ends this instance's lease without giving it back (other
 // instances may still spend theirs); while Redis fails, a live lease still
@@ -202,7 +202,7 @@
 //
 // Every call has a deadline: WithTimeout (DefaultTimeout, 100 ms), or the
 // context's if earlier, for the methods that take one (TakeContext,
-// AdmitContext, PeekContext, ResetContext, RefundContext). Those run the
+// AdmitContext, PeekContext, RefundContext). Those run the
 // call under the caller's context, so its values reach the client (tracing
 // spans have their parent), and a context that has ended makes no call. The
 // client must honour context deadlines (ContextTimeoutEnabled; the

@@ -165,14 +165,14 @@ func ExampleWithPrefix() {
 	defer signup.Reset("olga")
 
 	fmt.Println(login.AllowN("olga", 5), signup.Allow("olga"))
-	fmt.Println(login.Prefix())
-	fmt.Println(signup.Prefix())
-	fmt.Println(own.Prefix())
+	fmt.Println(login.StateKey("olga"))
+	fmt.Println(signup.StateKey("olga"))
+	fmt.Println(own.StateKey("olga"))
 	// Output:
 	// true true
-	// keylimit:login:fixed:5/1m0s/5:
-	// keylimit:signup:fixed:5/1m0s/5:
-	// ratelimit:login:
+	// keylimit:login:fixed:5/1m0s/5:{olga}
+	// keylimit:signup:fixed:5/1m0s/5:{olga}
+	// ratelimit:login:{olga}
 }
 
 // With Redis down, FailClosed refuses, FailOpen admits, and FailLocal
@@ -404,9 +404,9 @@ func ExampleTokenBucket_Stats() {
 // The seed scenario's tiers on Redis: client-1 gets 10 a minute on /foo and
 // 5 on /bar, client-2 20 and 10, everyone else the limiter's own 2. The
 // code is the in-memory code but for the constructor (and its name): there,
-// keylimit.NewTokenBucket[string](keylimit.PerMinute(2)) and then
-// SetKeyLimit(perClient).
-func ExampleWithKeyLimit() {
+// keylimit.NewTokenBucket[string](keylimit.PerMinute(2)); SetKeyLimit,
+// right after it, puts each key under its limit from the first request.
+func ExampleTokenBucket_SetKeyLimit_tiers() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	tiers := map[string]map[string]keylimit.Limit{
@@ -417,9 +417,11 @@ func ExampleWithKeyLimit() {
 		perClient := func(client string) keylimit.Limit {
 			return tiers[endpoint][client] // Limit{} if none: the limiter's own
 		}
-		lim, err := redislimit.NewTokenBucket(client, "tiers"+endpoint, keylimit.PerMinute(2),
-			redislimit.WithKeyLimit(perClient))
+		lim, err := redislimit.NewTokenBucket(client, "tiers"+endpoint, keylimit.PerMinute(2))
 		if err != nil {
+			panic(err)
+		}
+		if err := lim.SetKeyLimit(perClient); err != nil {
 			panic(err)
 		}
 		for _, c := range []string{"client-1", "client-2", "anonymous"} {
@@ -444,7 +446,7 @@ func ExampleWithKeyLimit() {
 // the two limiters (on one client), so each request is one script call,
 // all or nothing inside Redis. The code is the in-memory code but for the
 // constructors.
-func ExampleTokenBucket_Join() {
+func ExampleTokenBucket_all() {
 	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	perMinute, _ := redislimit.NewTokenBucket(client, "api-minute", keylimit.PerMinute(10))

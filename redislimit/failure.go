@@ -132,7 +132,7 @@ func (p FailurePolicy) share(l keylimit.Limit) keylimit.Limit {
 // admits says what p admits while Redis fails, for one instance and for
 // the fleet (of fleet instances, as WithFleetSize says, or of N when it
 // does not), under l, the limiter's limit, or with perKey under each key's
-// (WithKeyLimit, SetKeyLimit).
+// (SetKeyLimit).
 func (p FailurePolicy) admits(l keylimit.Limit, fleet int, perKey bool) string {
 	switch p.kind {
 	case failOpen:
@@ -234,8 +234,8 @@ func scriptFailure(err error) error {
 }
 
 // Error is the error of a Redis call that failed: the one passed to the
-// WithOnError callback and returned by TakeContext, PeekContext,
-// ResetContext and RefundContext.
+// WithOnError callback and returned by TakeContext, PeekContext and
+// RefundContext.
 type Error struct {
 	Op  string // "take", "peek", "reset" or "refund"; a Concurrency's "acquire" or "peek"
 	Key string // the key, without the prefix

@@ -166,7 +166,7 @@ func TestErrorReplyDoesNotStartTheBackoff(t *testing.T) {
 	lim, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(10), redislimit.WithPrefix(testKey(t, "p")+":"),
 		redislimit.WithTimeout(patient), redislimit.WithFailurePolicy(redislimit.FailClosed()), redislimit.WithOnError(errs.add))
 	require.NoError(t, err)
-	require.NoError(t, c.Set(context.Background(), lim.Prefix()+"{clobbered}", "not a hash", time.Minute).Err())
+	require.NoError(t, c.Set(context.Background(), lim.StateKey("clobbered"), "not a hash", time.Minute).Err())
 	r, err := lim.TakeContext(context.Background(), "clobbered", 1)
 	require.ErrorContains(t, err, "WRONGTYPE", "Take on a key of another type")
 	require.False(t, r.Allowed, "Take on a key of another type")
@@ -313,18 +313,18 @@ func TestFailLocalShare(t *testing.T) {
 }
 
 // TestFailLocalKeyShare: under FailLocal(2) the fallback gives each key
-// its share of its own limit, from WithKeyLimit at construction (the
-// fallback's SetKeyLimit, before it serves), and again after SetKeyLimit.
+// its share of its own limit, from SetKeyLimit right after the constructor,
+// before Redis failed, and again after another SetKeyLimit.
 func TestFailLocalKeyShare(t *testing.T) {
 	lim, err := redislimit.NewTokenBucket(deadClient(t), "test", keylimit.PerMinute(10),
-		redislimit.WithFailurePolicy(redislimit.FailLocal(2)), redislimit.WithClock(clock.NewMock()),
-		redislimit.WithKeyLimit(func(key string) keylimit.Limit {
-			if key == "gold" {
-				return keylimit.PerMinute(40)
-			}
-			return keylimit.Limit{}
-		}))
+		redislimit.WithFailurePolicy(redislimit.FailLocal(2)), redislimit.WithClock(clock.NewMock()))
 	require.NoError(t, err)
+	require.NoError(t, lim.SetKeyLimit(func(key string) keylimit.Limit {
+		if key == "gold" {
+			return keylimit.PerMinute(40)
+		}
+		return keylimit.Limit{}
+	}))
 	admitted := func(key string) int {
 		n := 0
 		for range 50 {
@@ -347,21 +347,33 @@ func TestFailLocalKeyShare(t *testing.T) {
 }
 
 // TestResetIgnoresTheBackoff: a Reset during the failure backoff still goes
-// to Redis, so that a Reset made just as Redis comes back is not lost.
+// to Redis, so that a Reset made just as Redis comes back is not lost; a
+// Reset that fails is reported to WithOnError, as a *Error of Op "reset".
 func TestResetIgnoresTheBackoff(t *testing.T) {
 	s := newServer(t)
 	mock := clock.NewMock()
+	var errs []error // WithOnError runs on the caller's goroutine: this one
 	lim, err := redislimit.NewTokenBucket(quickClient(t, s), "test", keylimit.PerHour(2),
-		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailClosed()))
+		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailClosed()),
+		redislimit.WithOnError(func(err error) { errs = append(errs, err) }))
 	require.NoError(t, err)
 	lim.AllowN("k", 2)
 	s.Kill()
 	require.False(t, lim.Allow("other"), "fail closed, Redis down")
+	before := lim.Stats().Errors
+	lim.Reset("k")
+	require.Equal(t, before+1, lim.Stats().Errors, "Errors after a Reset with Redis down")
+	var rerr *redislimit.Error
+	require.ErrorAs(t, errs[len(errs)-1], &rerr, "the error WithOnError saw last")
+	require.Equal(t, "reset", rerr.Op)
+	require.Equal(t, "k", rerr.Key)
 	require.NoError(t, s.Restart())
 	lim.AllowN("k", 2) // the backoff: answered by the policy, not Redis
 	dels := s.commandStats(t)["del"]
-	require.NoError(t, lim.ResetContext(context.Background(), "k"), "ResetContext during the backoff")
-	require.Equal(t, int64(1), s.commandStats(t)["del"]-dels, "DELs of ResetContext during the backoff")
+	errs = nil
+	lim.Reset("k")
+	require.Empty(t, errs, "errors of Reset during the backoff")
+	require.Equal(t, int64(1), s.commandStats(t)["del"]-dels, "DELs of Reset during the backoff")
 }
 
 // TestBackoffSaturates pins issue 24.5: WithFailureBackoff(math.MaxInt64)

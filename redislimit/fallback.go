@@ -20,10 +20,9 @@ type fallbackLimiter interface {
 
 // fallbackFor returns the limiter that decides while Redis fails under p,
 // FailLocal's (nil under the other policies): made by newLim, of p's share
-// of l and of each key's limit from keyLimit (nil: none), on c (nil: the
-// system's clock).
-func fallbackFor(p FailurePolicy, l keylimit.Limit, keyLimit func(string) keylimit.Limit, c clock.Clock,
-	newLim newFallbackFunc) (fallbackLimiter, error) {
+// of l, on c (nil: the system's clock). SetKeyLimit gives it each key's
+// share of the keys' own limits (guard.keyLimitChanged).
+func fallbackFor(p FailurePolicy, l keylimit.Limit, c clock.Clock, newLim newFallbackFunc) (fallbackLimiter, error) {
 	if !p.local() {
 		return nil, nil
 	}
@@ -32,11 +31,6 @@ func fallbackFor(p FailurePolicy, l keylimit.Limit, keyLimit func(string) keylim
 		opts = append(opts, keylimit.WithClock(c))
 	}
 	fb, err := newLim(p.share(l), opts...)
-	if err == nil && keyLimit != nil {
-		// Before the fallback serves: its keys are under their shares from
-		// its first decision.
-		err = fb.SetKeyLimit(p.fallbackKeyLimit(keyLimit))
-	}
 	if err != nil {
 		return nil, fmt.Errorf("redislimit: the FailLocal fallback limiter: %w", err)
 	}

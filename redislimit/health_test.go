@@ -88,7 +88,7 @@ func TestEvictionResetsQuotas(t *testing.T) {
 			ctx := context.Background()
 			filler := strings.Repeat("x", 64<<10)
 			for i := 0; ; i++ {
-				n, err := c.Exists(ctx, lim.Prefix()+"{alice}").Result()
+				n, err := c.Exists(ctx, lim.StateKey("alice")).Result()
 				require.NoError(t, err)
 				if n == 0 {
 					break

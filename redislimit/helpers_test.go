@@ -280,6 +280,16 @@ const patient = 10 * time.Second
 type newFunc func(c redis.UniversalClient, l keylimit.Limit, opts ...redislimit.Option) (keylimit.Limiter[string], error)
 
 // types are the three Redis limiters, for the tests that run on each.
+// keyLimited gives lim's keys the limits of fn (SetKeyLimit), as a user
+// does right after the constructor, and returns lim.
+func keyLimited(t testing.TB, lim keylimit.Limiter[string], fn func(key string) keylimit.Limit) keylimit.Limiter[string] {
+	t.Helper()
+	require.NoError(t, lim.(interface {
+		SetKeyLimit(func(key string) keylimit.Limit) error
+	}).SetKeyLimit(fn))
+	return lim
+}
+
 var types = []struct {
 	name string
 	new  newFunc
@@ -559,7 +569,7 @@ func near(a, b, slack time.Duration) bool {
 // stateKey is the Redis key of key's state in lim: its prefix, then the
 // key, as the hash tag.
 func stateKey(lim keylimit.Limiter[string], key string) string {
-	return lim.(interface{ Prefix() string }).Prefix() + "{" + key + "}"
+	return lim.(interface{ StateKey(string) string }).StateKey(key)
 }
 
 // fmtType is the dynamic type of v, as %T prints it.

@@ -6,10 +6,37 @@ import (
 	"sync/atomic"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/compose"
 	"github.com/redis/go-redis/v9"
 )
 
-// Join returns a limiter that decides for all of ls (this limiter first) in
+// keylimit.All asks join (through internal/compose) to join its limiters
+// when the first is one of the rate limiters of this package.
+func init() {
+	compose.RegisterJoin(func(ls []any) (any, bool) {
+		first := limiterOfAny(ls[0])
+		if first == nil {
+			return nil, false
+		}
+		typed := make([]keylimit.Limiter[string], len(ls))
+		for i, x := range ls {
+			l, ok := x.(keylimit.Limiter[string])
+			if !ok {
+				return nil, false
+			}
+			typed[i] = l
+		}
+		return first.join(typed)
+	})
+}
+
+// limiterOfAny is limiterOf for a value of any type.
+func limiterOfAny(x any) *Keyed {
+	l, _ := x.(keylimit.Limiter[string])
+	return limiterOf(l)
+}
+
+// join returns a limiter that decides for all of ls (this limiter first) in
 // one script call per decision, all or nothing inside Redis: what
 // keylimit.All returns for them. It reports false, and All decides limiter
 // by limiter instead, unless every one of ls is a TokenBucket, FixedWindow
@@ -20,13 +47,13 @@ import (
 // On Redis Cluster (and a Ring) the states of one key share a slot because
 // each is prefix{key}: the key is the hash tag (a hash of it, for a key the
 // tag cannot hold; see StateKey). A prefix that contains '{'
-// would make its own braces the tag, so on those clients Join reports false
+// would make its own braces the tag, so on those clients join reports false
 // for limiters whose prefixes contain one.
 //
 // The joined limiter has All's semantics and Results, and implements
 // keylimit.ContextLimiter, keylimit.All's TakeEach and keylimit.ContextLimiter.
 // Its Reset is one DEL of every state. See joined for the rest.
-func (l *Keyed) Join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string], bool) {
+func (l *Keyed) join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string], bool) {
 	parts := make([]*Keyed, 0, len(ls))
 	prefixes := make(map[string]bool, len(ls))
 	_, plain := l.store.client.(*redis.Client)
@@ -68,7 +95,7 @@ func limiterOf(x keylimit.Limiter[string]) *Keyed {
 	return nil
 }
 
-// joined is the limiter Join returns: several Redis limiters on one client,
+// joined is the limiter join returns: several Redis limiters on one client,
 // deciding for a key in one script call. Its decision path is its own
 // down to the call: a deny cache of its own (of the size of the first
 // limiter's), whose entries hold every limiter's Result; then each
@@ -385,15 +412,13 @@ func (j *joined) peek(ctx context.Context, key string, ks []*keyLimit, res []key
 	return first
 }
 
-// Reset forgets key in every limiter: ResetContext with
-// context.Background().
-func (j *joined) Reset(key string) { _ = j.ResetContext(context.Background(), key) }
+// Reset forgets key in every limiter: reset with context.Background().
+func (j *joined) Reset(key string) { _ = j.reset(context.Background(), key) }
 
-// ResetContext forgets key in every limiter, on Redis in one DEL of every
-// state, and in every deny cache and fallback. As a limiter's ResetContext,
-// it asks Redis even during a failure backoff, and a ctx that has ended
-// makes no call.
-func (j *joined) ResetContext(ctx context.Context, key string) error {
+// reset forgets key in every limiter, on Redis in one DEL of every state,
+// and in every deny cache and fallback. As a limiter's Reset, it asks
+// Redis even during a failure backoff; a ctx that has ended makes no call.
+func (j *joined) reset(ctx context.Context, key string) error {
 	j.deny.forget(key)
 	defer j.forgetDenials(key) // what a round trip that met it recorded
 	keys := make([]string, len(j.parts))

@@ -24,8 +24,8 @@ import (
 // keylimit.All of Redis limiters on one client: joined, one script call per
 // decision, all or nothing inside Redis.
 
-// unjoinable hides a limiter's Join method, so that All decides limiter by
-// limiter: what it did before the Redis limiters could join.
+// unjoinable hides a limiter's type, so that All cannot join it and decides
+// limiter by limiter: what it did before the Redis limiters could join.
 type unjoinable struct{ redisLimiter }
 
 // TestAllOfRedisLimitersIsOneRoundTrip counts, with INFO commandstats, the
@@ -218,7 +218,7 @@ func TestJoinNeedsRedisLimitersOnOneClient(t *testing.T) {
 	}{
 		{"one client", []keylimit.Limiter[string]{a, b}, true},
 		{"two clients", []keylimit.Limiter[string]{a, newLim(shared.client(t), testKey(t, "c")+":")}, false},
-		{"one prefix", []keylimit.Limiter[string]{a, newLim(c, a.(interface{ Prefix() string }).Prefix())}, false},
+		{"one prefix", []keylimit.Limiter[string]{a, newLim(c, prefixOf(a))}, false},
 		{"in memory", []keylimit.Limiter[string]{a, mem}, false},
 	} {
 		lim := keylimit.All(tc.ls...)

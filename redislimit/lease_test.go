@@ -300,22 +300,22 @@ func TestLeaseWaitsForTheRefill(t *testing.T) {
 // TestLeasesEndOnSetLimit: after SetLimit, no event is spent from a lease
 // taken under the old limit: what the key used converts to the new limit
 // (here a debt of a whole hour), and the lease's 100 events do not pass.
-// The same when WithKeyLimit's function gives the key another limit.
+// The same when SetKeyLimit's function gives the key another limit.
 func TestLeasesEndOnSetLimit(t *testing.T) {
 	mock := newMock()
 	c := shared.client(t)
 	old, lower := keylimit.PerSecond(1000), keylimit.PerHour(10)
 	var current atomic.Pointer[keylimit.Limit]
 	current.Store(&old)
-	byKey := leased(t, c, keylimit.PerMinute(1), time.Second, append(onMock(mock),
-		redislimit.WithKeyLimit(func(string) keylimit.Limit { return *current.Load() }))...)
+	byKey := leased(t, c, keylimit.PerMinute(1), time.Second, onMock(mock)...)
+	require.NoError(t, byKey.SetKeyLimit(func(string) keylimit.Limit { return *current.Load() }))
 	lim := leased(t, c, old, time.Second, onMock(mock)...)
 	for name, change := range map[string]struct {
 		lim    *redislimit.TokenBucket
 		change func()
 	}{
-		"SetLimit":     {lim, func() { require.NoError(t, lim.SetLimit(lower)) }},
-		"WithKeyLimit": {byKey, func() { current.Store(&lower) }},
+		"SetLimit":    {lim, func() { require.NoError(t, lim.SetLimit(lower)) }},
+		"SetKeyLimit": {byKey, func() { current.Store(&lower) }},
 	} {
 		key := testKey(t, name)
 		warm(t, change.lim, key, 100)

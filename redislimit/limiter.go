@@ -35,7 +35,7 @@ import (
 type Keyed struct {
 	name string // the constructor's: the limiter's purpose, in logs and the default prefix
 	// limits are which limit each key is under: the limiter's own, or
-	// WithKeyLimit's; SetLimit and SetKeyLimit begin a new generation.
+	// SetKeyLimit's; SetLimit and SetKeyLimit begin a new generation.
 	limits perkey.Limits[string, keylimit.Limit, *keyLimit]
 	setMu  sync.Mutex // serializes SetLimit and SetKeyLimit, and what they change below
 	// chosen: WithFailurePolicy or WithFleetSize was given (see
@@ -114,7 +114,7 @@ func (lim *Keyed) wire(client redis.UniversalClient, l keylimit.Limit, alg *algo
 	newFallback newFallbackFunc) error {
 	lim.name = o.name
 	lim.clock.init(o.clock)
-	err := lim.limits.Init(l, o.keyLimit, func(l keylimit.Limit) (*keyLimit, error) {
+	err := lim.limits.Init(l, nil, func(l keylimit.Limit) (*keyLimit, error) {
 		k := newKeyLimit(&lim.store, alg, l)
 		return k, k.err
 	})
@@ -128,7 +128,7 @@ func (lim *Keyed) wire(client redis.UniversalClient, l keylimit.Limit, alg *algo
 	lim.store = store{client: client, prefix: o.keyPrefix(alg.name, l, quota), timeout: o.timeout, clock: o.scriptClock,
 		takes: coalescer{client: client, timeout: o.timeout}}
 	// The failure policy around it.
-	fb, err := fallbackFor(o.policy, l, o.keyLimit, o.clock, newFallback)
+	fb, err := fallbackFor(o.policy, l, o.clock, newFallback)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,6 @@ func (lim *Keyed) wire(client redis.UniversalClient, l keylimit.Limit, alg *algo
 		lim.leases = newLeases(&lim.deny, &lim.guard, &lim.clock, o.leaseTime, o.scriptClock == nil)
 		lim.first = lim.leases
 	}
-	lim.ops.perKey.Store(o.keyLimit != nil)
 	lim.chosen = o.policySet || o.fleet > 0
 	lim.ops.announce(announceReady, lim.store.prefix, lim.chosen)
 	return nil
@@ -171,15 +170,11 @@ func checkClient(c redis.UniversalClient) error {
 	return nil
 }
 
-// Prefix returns the prefix of the Redis keys the limiter writes: the state
-// of key k is at Prefix() + "{" + k + "}" (see StateKey).
-func (l *Keyed) Prefix() string { return l.store.prefix }
-
-// StateKey returns the Redis key that holds key's state: Prefix() + "{" +
-// key + "}", the key as the hash tag; or, for a key the tag cannot hold
-// (empty, or with a '}', which would end the tag early), Prefix() + "{" + h
-// + "}:" + key, h a 16-hex-digit hash of the key that every instance
-// computes alike. So on Redis Cluster no key can empty or choose the tag,
+// StateKey returns the Redis key that holds key's state: prefix{key}, the
+// prefix WithPrefix's or the default (see WithPrefix), the key as the hash
+// tag; or, for a key the tag cannot hold (empty, or with a '}', which would
+// end the tag early), prefix{h}:key, h a 16-hex-digit hash of the key that
+// every instance computes alike. So on Redis Cluster no key can empty or choose the tag,
 // and the states of one key under several limiters always share a slot.
 func (l *Keyed) StateKey(key string) string { return l.store.redisKey(key) }
 
@@ -319,18 +314,12 @@ func (l *Keyed) PeekContext(ctx context.Context, key string) (keylimit.Result, e
 }
 
 // Reset forgets key, on Redis and in this instance's deny cache: its next
-// event meets a full quota. It is ResetContext with context.Background(),
-// the error left to WithOnError.
-func (l *Keyed) Reset(key string) { _ = l.ResetContext(context.Background(), key) }
-
-// ResetContext is Reset with a context. It deletes the key's state in one
-// DEL. It asks Redis even during the failure backoff, since a lost Reset
-// would go unnoticed (a user locked out after a successful login). If Redis
-// fails, or ctx has ended (then no call is made), the error is returned
-// (and passed to WithOnError) and only the local state is forgotten.
-func (l *Keyed) ResetContext(ctx context.Context, key string) error {
-	return l.first.reset(ctx, key, l.clock.now())
-}
+// event meets a full quota. It deletes the key's state in one DEL, within
+// the limiter's timeout, and asks Redis even during the failure backoff,
+// since a lost Reset would go unnoticed (a user locked out after a
+// successful login). If Redis fails, only the local state is forgotten,
+// and the error goes to WithOnError (and Stats.Errors).
+func (l *Keyed) Reset(key string) { _ = l.first.reset(context.Background(), key, l.clock.now()) }
 
 // Refund gives back what a, an Admission this limiter made for key, still
 // holds, in Redis, as keylimit.Refunder says: a bucket the tokens that have
@@ -406,10 +395,10 @@ func (l *Keyed) Close() error {
 }
 
 // Limit returns the limiter's limit: the one it was made with, or the last
-// one SetLimit set. Keys given their own by WithKeyLimit are not under it.
+// one SetLimit set. Keys given their own by SetKeyLimit are not under it.
 func (l *Keyed) Limit() keylimit.Limit { return l.report(l.limits.Limit()) }
 
-// LimitOf returns the limit key is under now: its own, from WithKeyLimit, or
+// LimitOf returns the limit key is under now: its own, from SetKeyLimit, or
 // the limiter's. httplimit reads it for each key's RateLimit-Policy.
 func (l *Keyed) LimitOf(key string) keylimit.Limit { return l.report(l.limits.Resolve(key).limit) }
 
@@ -423,7 +412,7 @@ func (l *Keyed) report(lim keylimit.Limit) keylimit.Limit {
 }
 
 // SetLimit makes l the limiter's limit on this instance from its next
-// decision on, and has WithKeyLimit's function asked anew. It returns an
+// decision on, and has SetKeyLimit's function asked anew. It returns an
 // error, and changes nothing, if l is invalid (the constructor's errors).
 //
 // A key keeps what it used, as in memory: a bucket its debt in tokens, a
@@ -438,11 +427,16 @@ func (lim *Keyed) SetLimit(l keylimit.Limit) error {
 }
 
 // SetKeyLimit gives each key its own limit from now on: fn(key), asked on
-// each decision, as WithKeyLimit does from the start (nil: every key is
-// under the limiter's own limit again). A key keeps what it used, as
-// across SetLimit; with WithLeases, every lease ends at once. It is
-// keylimit's SetKeyLimit for the Redis limiters, and like SetLimit it
-// changes this instance only: set it on each.
+// each decision (Redis keeps the keys' state, this instance no key), so fn
+// must be quick and safe for concurrent use; a zero Limit{} from fn means
+// the limiter's own, and nil puts every key under it again. Call it right
+// after the constructor for per-key limits from the first request, the
+// FailLocal fallback's shares included. A key keeps what it used, as
+// across SetLimit; with WithLeases, every lease ends at once. If fn gives
+// a key an invalid Limit, its requests are refused without a round trip
+// and their Result.Err says why. It is keylimit's SetKeyLimit for the
+// Redis limiters (the same fn serves both), and like SetLimit it changes
+// this instance only: set it on each.
 func (l *Keyed) SetKeyLimit(fn func(key string) keylimit.Limit) error {
 	return l.change(func() error { return l.limits.SetKeyLimit(fn) }, func() {
 		l.guard.keyLimitChanged(fn)

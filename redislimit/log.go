@@ -28,8 +28,8 @@ type ops struct {
 	// admits: limit returns the limiter's limit at the time.
 	policy FailurePolicy
 	limit  func() keylimit.Limit
-	// perKey: the keys are under limits of their own (WithKeyLimit, or
-	// SetKeyLimit with a function).
+	// perKey: the keys are under limits of their own (SetKeyLimit with a
+	// function).
 	perKey atomic.Bool
 	// describe, if set, says what the policy admits instead (a
 	// Concurrency's limit is no keylimit.Limit); limit is then unused.
@@ -106,7 +106,7 @@ func (o *ops) admits() string {
 // limiter's, or each key's own and the limiter's for the others.
 func (o *ops) limitText() string {
 	if o.perKey.Load() {
-		return "each key's (WithKeyLimit or SetKeyLimit), else " + o.limit().String()
+		return "each key's (SetKeyLimit), else " + o.limit().String()
 	}
 	return o.limit().String()
 }

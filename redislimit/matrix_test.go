@@ -71,11 +71,11 @@ func matrixStore(t *testing.T, name string, newClient func(testing.TB) redis.Uni
 		Now:     mock.Now,
 		Advance: advance,
 		Limiter: func(t *testing.T, kind string, l keylimit.Limit, perKey func(string) keylimit.Limit) (keylimit.Limiter[string], error) {
-			o := with()
-			if perKey != nil {
-				o = append(o, redislimit.WithKeyLimit(perKey))
+			lim, err := rate(c, kind, l, with())
+			if err != nil || perKey == nil {
+				return lim, err
 			}
-			return rate(c, kind, l, o)
+			return keyLimited(t, lim, perKey), nil
 		},
 		Leased: func(t *testing.T, kind string, l keylimit.Limit, instances int) ([]keylimit.Limiter[string], error) {
 			o := with()

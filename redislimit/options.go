@@ -36,8 +36,7 @@ type options struct {
 	clock     clock.Clock // nil: the system's monotonic clock
 	denySize  int
 	backoff   time.Duration
-	leaseTime time.Duration               // WithLeases; 0: no leases
-	keyLimit  func(string) keylimit.Limit // WithKeyLimit's; nil: none
+	leaseTime time.Duration // WithLeases; 0: no leases
 	// holdExpiry and maxHold are WithHoldExpiry's and WithMaxHold's, which
 	// only a Concurrency takes; 0: not given.
 	holdExpiry, maxHold time.Duration
@@ -121,7 +120,7 @@ func (o *options) keyPrefix(alg string, l keylimit.Limit, q int) string {
 }
 
 // WithPrefix sets the prefix of every Redis key the limiter writes: the state
-// of key k lives at prefix{k} (see StateKey). Limiters (on any instance) that share a prefix
+// of key k lives at prefix{k} (StateKey returns it). Limiters (on any instance) that share a prefix
 // share their keys' state.
 //
 // The default holds the limiter's name, its algorithm and its limit, such as
@@ -217,7 +216,7 @@ func WithLogger(lg *slog.Logger) Option {
 // before the failure policy answers; it must be
 // safe for concurrent use and should be quick (count, log with sampling).
 // Without it, errors are seen only by the methods that return them
-// (TakeContext, PeekContext, ResetContext, RefundContext).
+// (TakeContext, PeekContext, RefundContext), and counted in Stats.Errors.
 func WithOnError(f func(err error)) Option {
 	return optionFunc(func(o *options) { o.onError = f })
 }
@@ -277,33 +276,6 @@ func WithFailureBackoff(d time.Duration) Option {
 			return
 		}
 		o.backoff = d
-	})
-}
-
-// WithKeyLimit gives each key its own limit: f(key), asked on each decision
-// (Redis keeps the keys' state, and this instance no key), so f must be
-// quick and safe for concurrent use. A zero Limit{} from f means the
-// limiter's own limit. The same function serves SetKeyLimit of an
-// in-memory keylimit limiter on string keys.
-//
-// It pairs with SetKeyLimit as the constructor's limit pairs with SetLimit:
-// the per-key limits from the start, and a change while the limiter runs.
-// keylimit's limiters have no such option (an option there cannot carry
-// the key type, so SetKeyLimit, right after the constructor, is their one
-// way); here keys are always strings, so the compiler checks f, and the
-// constructor needs it: for its start-up log line and to give the FailLocal
-// fallback each key's share from the first request.
-//
-// A key keeps what it used when f starts giving it another limit, as across
-// SetLimit. If f returns an invalid Limit, the key's requests are refused
-// without a round trip and their Result.Err says why; nothing panics.
-func WithKeyLimit(f func(key string) keylimit.Limit) Option {
-	return optionFunc(func(o *options) {
-		if f == nil {
-			o.fail(errors.New("redislimit: WithKeyLimit(nil)"))
-			return
-		}
-		o.keyLimit = f
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/compose"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -97,8 +98,8 @@ func NewPenalty(client redis.UniversalClient, name string, inner keylimit.Limite
 	if err != nil {
 		return nil, err
 	}
-	if o.leaseTime > 0 || o.keyLimit != nil || o.policySet || o.fleet > 0 {
-		return nil, errors.New("redislimit: a Penalty takes no leases, key limits or failure policy: its limiter decides")
+	if o.leaseTime > 0 || o.policySet || o.fleet > 0 {
+		return nil, errors.New("redislimit: a Penalty takes no leases or failure policy: its limiter decides")
 	}
 	if o.holdExpiry > 0 || o.maxHold > 0 {
 		return nil, errors.New("redislimit: WithHoldExpiry and WithMaxHold are for a concurrency limit: a Penalty holds nothing")
@@ -196,11 +197,17 @@ func (p *Penalty) knownBan(key string) (keylimit.Result, bool) {
 	return r, true
 }
 
-// Inner returns the limiter the penalty wraps.
-func (p *Penalty) Inner() keylimit.Limiter[string] { return p.inner }
-
-// Prefix returns the prefix of the Redis keys the penalty writes.
-func (p *Penalty) Prefix() string { return p.store.prefix }
+// A Penalty reports the limiter it wraps to quota, which announces that
+// limiter's window.
+func init() {
+	compose.RegisterInner(func(l any) (any, bool) {
+		p, ok := l.(*Penalty)
+		if !ok {
+			return nil, false
+		}
+		return p.inner, true
+	})
+}
 
 // Allow is shorthand for AllowN(key, 1).
 func (p *Penalty) Allow(key string) bool { return p.Take(key, 1).Allowed }
@@ -313,23 +320,31 @@ func (p *Penalty) PeekContext(ctx context.Context, key string) (keylimit.Result,
 
 // Reset forgets key in the limiter, its ban and its refusals, on Redis and
 // here, and announces it: the other instances that hear it forget the ban
-// once Redis tells them it is gone (the others, when it ends).
-func (p *Penalty) Reset(key string) { _ = p.ResetContext(context.Background(), key) }
-
-// ResetContext is Reset under ctx, and returns Redis's error.
-func (p *Penalty) ResetContext(ctx context.Context, key string) error {
+// once Redis tells them it is gone (the others, when it ends). Its calls
+// to Redis, and those that fail, are in Stats (Calls, Errors).
+func (p *Penalty) Reset(key string) {
 	p.known.forget(key)
 	p.inner.Reset(key)
 	k := p.store.redisKey(key)
-	if err := p.store.del(ctx, k, k+":ban"); err != nil || p.channel == "" {
-		return err
+	if err := p.store.del(context.Background(), k, k+":ban"); !p.counted(err) || p.channel == "" {
+		return
 	}
 	// Length 0: an instance of an earlier version, which believed the
 	// length, ignores it.
-	c, tctx, cancel := startCall(ctx, p.store.timeout)
+	c, tctx, cancel := startCall(context.Background(), p.store.timeout)
 	err := p.store.client.Publish(tctx, p.channel, "0 0 "+p.id+" "+key).Err()
 	c.end(cancel)
-	return err
+	p.counted(err)
+}
+
+// counted counts a call to Redis that returned err in Stats, and reports
+// whether it succeeded.
+func (p *Penalty) counted(err error) bool {
+	p.counts.calls.Add(1)
+	if err != nil {
+		p.counts.errors.Add(1)
+	}
+	return err == nil
 }
 
 // Wait is shorthand for WaitN(ctx, key, 1).
@@ -360,10 +375,6 @@ func (p *Penalty) WaitN(ctx context.Context, key string, n int) error {
 		}
 	}
 }
-
-// Clock returns the clock the penalty reads: WithClock's, or nil for the
-// system's.
-func (p *Penalty) Clock() clock.Clock { return p.clock.injected }
 
 // Stats returns the limiter's Stats, if it has a Stats method, with the
 // penalty's Bans (those this instance started), BanRefused (answered from

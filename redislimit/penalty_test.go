@@ -12,12 +12,17 @@ import (
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/redisserver"
+	kquota "github.com/keylimit/keylimit/quota"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
 // instance is one instance's penalty around its fixed window, both on Redis.
+// loginPenalty is the prefix of the keys of a Penalty named "login" (an
+// instance's): NewPenalty's default.
+const loginPenalty = "keylimit:login:penalty:"
+
 func instance(t *testing.T, c redis.UniversalClient, mock *clock.Mock, b keylimit.Ban, opts ...redislimit.Option) (*redislimit.Penalty, *redislimit.FixedWindow) {
 	t.Helper()
 	opts = append([]redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock)}, opts...)
@@ -98,6 +103,38 @@ func TestPenaltyFleetSharesOneBan(t *testing.T) {
 	require.False(t, r.Banned, "the refusals count afresh after a ban: %v", r)
 }
 
+// TestPenaltyPolicyWindow: a quota policy of a Penalty without a Window
+// announces the window of the limiter it wraps (an hour), as for a
+// keylimit.Penalty.
+func TestPenaltyPolicyWindow(t *testing.T) {
+	s := newServer(t)
+	p, _ := instance(t, s.client(t), newMock(), keylimit.Ban{Refusals: 1, Within: time.Minute, For: time.Hour})
+	d, err := kquota.New(kquota.Config{Policies: []kquota.Policy{{Name: "login", Limiter: p}}})
+	require.NoError(t, err)
+	v, err := d.Decide(t.Context(), testKey(t, "k"), "", 1)
+	require.NoError(t, err)
+	defer v.Finish()
+	require.Equal(t, `"login";q=1;w=3600`, v.RateLimitPolicy())
+}
+
+// TestPenaltyResetFailureCounted: a Reset that cannot reach Redis forgets
+// the key here, and counts its call and its error in Stats.
+func TestPenaltyResetFailureCounted(t *testing.T) {
+	inner, err := keylimit.NewTokenBucket[string](keylimit.PerMinute(1))
+	require.NoError(t, err)
+	p, err := redislimit.NewPenalty(deadClient(t), "test", inner, keylimit.Ban{Refusals: 2, Within: time.Minute, For: time.Hour},
+		redislimit.WithTimeout(patient))
+	require.NoError(t, err)
+	defer p.Close()
+	require.True(t, p.Allow("k"))
+	before := p.Stats()
+	p.Reset("k")
+	st := p.Stats()
+	require.Equal(t, before.Calls+1, st.Calls, "Calls after a Reset with Redis down")
+	require.Equal(t, before.Errors+1, st.Errors, "Errors after a Reset with Redis down")
+	require.True(t, p.Allow("k"), "the limiter's key is reset")
+}
+
 // TestPenaltyResetLiftsTheBan: Reset forgets the ban on Redis and here.
 func TestPenaltyResetLiftsTheBan(t *testing.T) {
 	s := newServer(t)
@@ -108,7 +145,7 @@ func TestPenaltyResetLiftsTheBan(t *testing.T) {
 	require.True(t, p.Take(key, 1).Banned)
 	p.Reset(key)
 	require.True(t, p.Allow(key))
-	n, err := s.client(t).Exists(t.Context(), p.Prefix()+"{"+key+"}", p.Prefix()+"{"+key+"}:ban").Result()
+	n, err := s.client(t).Exists(t.Context(), loginPenalty+"{"+key+"}", loginPenalty+"{"+key+"}:ban").Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "no state left on Redis")
 }
@@ -178,7 +215,7 @@ func penaltyOnCluster(t *testing.T, cl *redisserver.Cluster) {
 	for i := 0; len(nodes) < len(cl.Masters); i++ {
 		require.Less(t, i, 100, "100 keys, and not one on each master")
 		key := testKey(t, "k")
-		node, err := c.MasterForKey(context.Background(), a.Prefix()+"{"+key+"}")
+		node, err := c.MasterForKey(context.Background(), prefix+"p:{"+key+"}")
 		require.NoError(t, err)
 		nodes[node.Options().Addr] = true
 		require.True(t, a.Allow(key))
@@ -250,7 +287,7 @@ func TestPenaltyBehaviour(t *testing.T) {
 func publishUntilKnown(t *testing.T, c redis.UniversalClient, p *redislimit.Penalty, key string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		require.NoError(t, c.Publish(t.Context(), p.Prefix()+"bans", "1 1 sync "+key).Err())
+		require.NoError(t, c.Publish(t.Context(), loginPenalty+"bans", "1 1 sync "+key).Err())
 		return p.Peek(key).Banned
 	}, patient, 10*time.Millisecond, "p hears of the ban of %s", key)
 }
@@ -270,7 +307,7 @@ func TestPenaltyIgnoresForgedBans(t *testing.T) {
 	plain := s.client(t)
 	otherDB := redis.NewClient(&redis.Options{Addr: s.Addr, DB: 3})
 	t.Cleanup(func() { otherDB.Close() })
-	channel := other.Prefix() + "bans"
+	channel := loginPenalty + "bans"
 	const huge = "1152921504606846" // µs: 2^60 ns, 36 years
 
 	banned := testKey(t, "banned")
@@ -304,7 +341,7 @@ func TestPenaltyIgnoresForgedBans(t *testing.T) {
 	require.True(t, r.Banned, "a ban Redis holds, after a forged lifting: %v", r)
 	require.LessOrEqual(t, r.RetryAfter, b.For, "a ban Redis holds, after a forged one of 36 years")
 	require.Zero(t, other.Stats().Bans, "bans other started")
-	n, err := plain.Exists(t.Context(), other.Prefix()+"{"+forged+"}:ban").Result()
+	n, err := plain.Exists(t.Context(), loginPenalty+"{"+forged+"}:ban").Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "a ban key of a forged ban")
 }
@@ -336,7 +373,7 @@ func TestPenaltyForgedFloodIsBounded(t *testing.T) {
 	a, _ := instance(t, s.client(t), mock, b)
 	other, _ := instance(t, s.client(t), mock, b)
 	plain := s.client(t)
-	channel := other.Prefix() + "bans"
+	channel := loginPenalty + "bans"
 	last := testKey(t, "last")
 	require.True(t, a.Allow(last))
 	require.True(t, a.Take(last, 1).Banned)

@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The limit each key is under: WithKeyLimit, and SetLimit, on Redis, held
+// The limit each key is under: SetKeyLimit, and SetLimit, on Redis, held
 // to what the in-memory limiters do. The behaviour suite's
 // SetLimitKeepsWhatWasUsed runs on them too (TestBehaviour).
 
 // tier is the seed scenario's per-key limit function: clients 1 and 2 on
 // two endpoints; everyone else gets the limiter's own limit. The same
-// function serves keylimit's SetKeyLimit and redislimit.WithKeyLimit.
+// function serves keylimit's SetKeyLimit and redislimit's.
 func tier(foo bool) func(client string) keylimit.Limit {
 	return func(client string) keylimit.Limit {
 		switch {
@@ -44,10 +44,9 @@ func TestKeyLimitTiers(t *testing.T) {
 			mock := newMock()
 			endpoint := func(foo bool) keylimit.Limiter[string] {
 				lim, err := typ.new(c, keylimit.PerMinute(2), redislimit.WithPrefix(testKey(t, "endpoint")+":"),
-					redislimit.WithKeyLimit(tier(foo)), redislimit.WithTimeout(patient),
-					redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+					redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
 				require.NoError(t, err)
-				return lim
+				return keyLimited(t, lim, tier(foo))
 			}
 			endpoints := map[string]keylimit.Limiter[string]{"/foo": endpoint(true), "/bar": endpoint(false)}
 			want := map[string]map[string]int{
@@ -82,14 +81,14 @@ func TestKeyLimitInvalidIsAnErrorNotAPanic(t *testing.T) {
 	s := newServer(t)
 	for _, typ := range types {
 		t.Run(typ.name, func(t *testing.T) {
-			lim, err := typ.new(s.client(t), keylimit.PerMinute(5), redislimit.WithTimeout(patient),
-				redislimit.WithKeyLimit(func(key string) keylimit.Limit {
-					if key == "broken" {
-						return keylimit.Per(0, time.Minute)
-					}
-					return keylimit.Limit{}
-				}))
+			lim, err := typ.new(s.client(t), keylimit.PerMinute(5), redislimit.WithTimeout(patient))
 			require.NoError(t, err)
+			keyLimited(t, lim, func(key string) keylimit.Limit {
+				if key == "broken" {
+					return keylimit.Per(0, time.Minute)
+				}
+				return keylimit.Limit{}
+			})
 			pinged(t, lim)
 			before := s.commandStats(t)
 			for _, r := range []keylimit.Result{lim.Take("broken", 1), lim.Peek("broken")} {
@@ -101,8 +100,6 @@ func TestKeyLimitInvalidIsAnErrorNotAPanic(t *testing.T) {
 			require.True(t, lim.AllowN(testKey(t, "fine"), 5), "another key")
 		})
 	}
-	_, err := redislimit.NewTokenBucket(s.client(t), "test", keylimit.PerMinute(5), redislimit.WithKeyLimit(nil))
-	require.EqualError(t, err, "redislimit: WithKeyLimit(nil)")
 }
 
 // TestSetLimitSideBySideWithMemory: a random sequence of Take, Peek,

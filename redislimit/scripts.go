@@ -102,7 +102,7 @@ type store struct {
 // redisKey is the Redis key of key's state: prefix{key}, the key between
 // braces as the hash tag, so that on Redis Cluster the states of one key
 // under several limiters share a slot, and one script call can decide for
-// them all (see Join). A key the tag cannot hold, empty or with a '}' (which
+// them all (see join). A key the tag cannot hold, empty or with a '}' (which
 // would end the tag early, letting the key empty or choose it), is
 // prefix{h}:key instead, h the key's tagHash in 16 hex digits: a tag of the
 // whole key, the same on every instance, and a name no other key has (a
@@ -202,7 +202,7 @@ type keyLimit struct {
 	// retryClosed is the RetryAfter of a refusal under FailClosed: the
 	// limit's interval.
 	retryClosed time.Duration
-	// err is why the limit is invalid (one WithKeyLimit gave): the key's
+	// err is why the limit is invalid (one SetKeyLimit's function gave): the key's
 	// requests are refused.
 	err error
 	// step is the interval in ns of an algorithm that refills (a bucket's
@@ -240,7 +240,7 @@ func (k *keyLimit) Supersede()       {}
 
 // never answers a request of n events that can never pass under k without
 // a round trip: n < 0, n above the quota, or an invalid limit from
-// WithKeyLimit.
+// SetKeyLimit's function.
 func (k *keyLimit) never(n int) (keylimit.Result, bool) {
 	if k.err != nil {
 		return keylimit.Result{Limit: k.quota, RetryAfter: keylimit.InfDuration, Err: k.err}, true

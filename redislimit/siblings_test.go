@@ -13,11 +13,10 @@ import (
 // in-memory sibling (keys are strings), with the same signature, so that one
 // program serves both; the methods only the Redis type has are the ones
 // about Redis, named here: the context variants (a Redis call takes one),
-// Ping, StateKey and Prefix (the server and its keys), Join (one script call
-// for several limits), and a Penalty's Clock (WaitN sleeps on it).
+// and Ping and StateKey (the server and its keys).
 func TestSameMethodsAsInMemory(t *testing.T) {
-	contexts := []string{"AdmitContext", "PeekContext", "RefundContext", "ResetContext", "TakeContext"}
-	rate := append([]string{"Join", "Ping", "Prefix", "StateKey"}, contexts...)
+	contexts := []string{"AdmitContext", "PeekContext", "RefundContext", "TakeContext"}
+	rate := append([]string{"Ping", "StateKey"}, contexts...)
 	for _, tc := range []struct {
 		memory, redis reflect.Type
 		redisOnly     []string
@@ -27,8 +26,7 @@ func TestSameMethodsAsInMemory(t *testing.T) {
 		{reflect.TypeFor[*keylimit.SlidingWindow[string]](), reflect.TypeFor[*redislimit.SlidingWindow](), rate},
 		{reflect.TypeFor[*keylimit.Concurrency[string]](), reflect.TypeFor[*redislimit.Concurrency](),
 			[]string{"PeekContext", "Ping", "StateKey", "TryAcquireContext"}},
-		{reflect.TypeFor[*keylimit.Penalty[string]](), reflect.TypeFor[*redislimit.Penalty](),
-			[]string{"Clock", "Prefix", "ResetContext"}},
+		{reflect.TypeFor[*keylimit.Penalty[string]](), reflect.TypeFor[*redislimit.Penalty](), nil},
 	} {
 		for i := range tc.memory.NumMethod() {
 			m := tc.memory.Method(i)

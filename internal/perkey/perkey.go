@@ -1,6 +1,6 @@
 // Package perkey resolves the limit each key of a limiter is under: the
-// limiter's own, or the one a per-key function gives the key (SetKeyLimit;
-// for the Redis limiters also redislimit.WithKeyLimit). Limits are held in
+// limiter's own, or the one a per-key function gives the key
+// (SetKeyLimit). Limits are held in
 // generations: SetLimit and SetKeyLimit begin a new one, and a key resolved
 // again after that meets the new limits.
 // keylimit's in-memory limiters and redislimit's Redis limiters both stand

@@ -1,4 +1,4 @@
-package quota_test
+package ratefields_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/ratefields"
 	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
@@ -76,7 +77,7 @@ func TestReadRateLimit(t *testing.T) {
 		{strings.Repeat("(", 1<<16) + `, "h";r=0;t=7`, -1, -1},
 		{`"h";r=0;t=7, ` + strings.Repeat("(", 1<<16), -1, -1},
 	} {
-		exhausted, any := quota.ReadRateLimit(tc.field)
+		exhausted, any := ratefields.ReadRateLimit(tc.field)
 		require.Equal(t, [2]int64{tc.exhausted, tc.any}, [2]int64{exhausted, any}, "%.60q", tc.field)
 	}
 }
@@ -87,7 +88,7 @@ func TestReadRateLimitAllocs(t *testing.T) {
 		`"minute";r=0;t=42, "hour";r=90;t=600;pk=:cHsx:;d=%"caf%c3%a9"`,
 		strings.Repeat(`("a" `, 1<<10),
 	} {
-		require.Zero(t, testing.AllocsPerRun(100, func() { quota.ReadRateLimit(field) }), "%.40q", field)
+		require.Zero(t, testing.AllocsPerRun(100, func() { ratefields.ReadRateLimit(field) }), "%.40q", field)
 	}
 }
 
@@ -120,10 +121,10 @@ func FuzzReadRateLimit(f *testing.F) {
 				wantExhausted = max(wantExhausted, int64(m[1]))
 			}
 		}
-		exhausted, any := quota.ReadRateLimit(written)
+		exhausted, any := ratefields.ReadRateLimit(written)
 		require.Equal(t, [2]int64{wantExhausted, wantAny}, [2]int64{exhausted, any}, "%q", written)
 
-		exhausted, any = quota.ReadRateLimit(written + ", " + rest)
+		exhausted, any = ratefields.ReadRateLimit(written + ", " + rest)
 		if exhausted != -1 || any != -1 {
 			require.GreaterOrEqual(t, exhausted, wantExhausted, "a valid field counts every member")
 			require.GreaterOrEqual(t, any, wantAny)
@@ -132,3 +133,12 @@ func FuzzReadRateLimit(f *testing.F) {
 		require.LessOrEqual(t, any, int64(999_999_999_999_999))
 	})
 }
+
+// scripted is a limiter whose every decision is result.
+type scripted struct{ result keylimit.Result }
+
+func (l *scripted) Take(string, int) keylimit.Result { return l.result }
+func (l *scripted) Peek(string) keylimit.Result      { return l.result }
+func (l *scripted) Allow(k string) bool              { return l.result.Allowed }
+func (l *scripted) AllowN(k string, n int) bool      { return l.result.Allowed }
+func (l *scripted) Reset(string)                     {}

@@ -1,0 +1,68 @@
+// Package compose carries what keylimit's compositions ask of the limiters
+// of other packages of this repository, so that no limiter exports a method
+// for it: keylimit.All asks whether its limiters can decide together in
+// one step (redislimit's, one script call), and quota which limiter a
+// wrapper (a Penalty) reports the window of. Each package registers its
+// functions from an init function; the compositions ask here.
+package compose
+
+import "sync"
+
+var (
+	mu     sync.RWMutex // protects joins and inners
+	joins  []func(ls []any) (any, bool)
+	inners []func(l any) (any, bool)
+)
+
+// RegisterJoin adds f, which returns a limiter that decides for all of ls
+// at once (ls[0] first), with keylimit.All's semantics, or false if it
+// cannot join them all.
+func RegisterJoin(f func(ls []any) (any, bool)) {
+	mu.Lock()
+	defer mu.Unlock()
+	joins = append(joins, f)
+}
+
+// CanJoin reports whether a function that joins limiters is registered, so
+// that a caller with none builds no slice to ask Join.
+func CanJoin() bool {
+	mu.RLock()
+	defer mu.RUnlock()
+	return len(joins) > 0
+}
+
+// Join returns what the first registered function that can join ls
+// returns, or false if none can.
+func Join(ls []any) (any, bool) {
+	mu.RLock()
+	fs := joins
+	mu.RUnlock()
+	for _, f := range fs {
+		if j, ok := f(ls); ok {
+			return j, true
+		}
+	}
+	return nil, false
+}
+
+// RegisterInner adds f, which returns the limiter that l wraps, or false
+// if l is no wrapper f knows.
+func RegisterInner(f func(l any) (any, bool)) {
+	mu.Lock()
+	defer mu.Unlock()
+	inners = append(inners, f)
+}
+
+// Inner returns the limiter that l wraps, or false if no registered
+// function knows l.
+func Inner(l any) (any, bool) {
+	mu.RLock()
+	fs := inners
+	mu.RUnlock()
+	for _, f := range fs {
+		if in, ok := f(l); ok {
+			return in, true
+		}
+	}
+	return nil, false
+}
