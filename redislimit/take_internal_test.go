@@ -217,7 +217,7 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 			}
 			return &w.Keyed, nil
 		}},
-		{&slidingAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "llen": 1, "rpush": 1, "pexpire": 1}, func() (*Keyed, error) {
+		{&slidingAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "lrange": 1, "rpush": 1, "pexpire": 1}, func() (*Keyed, error) {
 			w, err := NewSlidingWindow(c, "fresh", l, WithPrefix("fresh:sliding:"))
 			if err != nil {
 				return nil, err

@@ -22,20 +22,32 @@ end
 
 -- As sliding.lua's read: first is the index of the oldest entry still in
 -- the window, oldest its time (nil for none); now is the time the decision
--- is made at, the newest entry's if the server's clock stepped back.
-local now, len, newest, first, oldest = clock, redis.call('LLEN', key), 0, 0, nil
+-- is made at, the newest entry's if the server's clock stepped back. A log
+-- of fewer than tailSize entries is read whole in one command, the usual
+-- case of a loose limit; a longer one an entry at a time (LINDEX), with a
+-- binary search for first, as sliding.lua reads it.
+local tailSize = 8
+local tail = redis.call('LRANGE', key, -tailSize, -1)
+local len, at = #tail, nil
+if len < tailSize then
+  at = function(i) return tonumber(tail[i + 1]) end
+else
+  len = redis.call('LLEN', key)
+  at = function(i) return tonumber(redis.call('LINDEX', key, i)) end
+end
+local now, newest, first, oldest = clock, 0, 0, nil
 if len > 0 then
-  newest = tonumber(redis.call('LINDEX', key, -1))
+  newest = tonumber(tail[#tail])
   if newest > now then now = newest end
-  oldest = tonumber(redis.call('LINDEX', key, 0))
+  oldest = at(0)
   if oldest <= now - period then
     local lo, hi = 1, len -- the entry at lo - 1 has left; the one at hi is in, or hi == len
     while lo < hi do
       local mid = math.floor((lo + hi) / 2)
-      if tonumber(redis.call('LINDEX', key, mid)) <= now - period then lo = mid + 1 else hi = mid end
+      if at(mid) <= now - period then lo = mid + 1 else hi = mid end
     end
     first, oldest = lo, nil
-    if lo < len then oldest = tonumber(redis.call('LINDEX', key, lo)) end
+    if lo < len then oldest = at(lo) end
   end
 end
 local count = len - first
@@ -44,7 +56,7 @@ if count + n > events then
   local reset, refill = 0, 0
   if count > 0 then reset = newest + period - clock end
   if oldest then refill = math.min(oldest + period - clock, 9e18) end
-  local retry = tonumber(redis.call('LINDEX', key, first + count + n - events - 1)) + period - clock
+  local retry = at(first + count + n - events - 1) + period - clock
   return string.format('0 %d %d %d 0 %d', events - count, math.min(retry, 9e18), math.min(reset, 9e18), refill)
 end
 if first > 0 then redis.call('LTRIM', key, first, -1) end
