@@ -16,12 +16,12 @@ import (
 // The Lua scripts. The full script is lua/prelude.lua (the arguments, the
 // time, the reply), each algorithm's file, and lua/decide.lua (one decision
 // for one key under one or several limiters), all commented: it takes,
-// peeks, refunds and leases. The plain decision, a take under one bucket or
-// fixed window whose state counts in the key's limit, has a script of its
-// own for each (lua/take_bucket.lua, lua/take_fixed.lua) that does only
-// that, at a fraction of the full script's server time; it replies
-// "full" to hand the rest (a state written under another limit) to the
-// full script. Each decision is one call of a script: EVALSHA, and EVAL
+// peeks, refunds and leases. The plain decision, a take under one bucket,
+// fixed window or sliding log whose state counts in the key's limit, has a
+// script of its own for each (lua/take_bucket.lua, lua/take_fixed.lua,
+// lua/take_sliding.lua) that does only that, at a fraction of the full
+// script's server time; it replies "full" to hand the rest (a state written
+// under another limit) to the full script. Each decision is one call of a script: EVALSHA, and EVAL
 // once if the server does not know the script yet (a new or restarted
 // server, a replica promoted), which is what redis.Script.Run does.
 var (
@@ -41,10 +41,13 @@ var (
 	takeBucketLua string
 	//go:embed lua/take_fixed.lua
 	takeFixedLua string
+	//go:embed lua/take_sliding.lua
+	takeSlidingLua string
 
-	script           = redis.NewScript(constantsLua + preludeLua + bucketLua + fixedLua + slidingLua + calendarLua + decideLua)
-	takeBucketScript = redis.NewScript(takeBucketLua)
-	takeFixedScript  = redis.NewScript(takeFixedLua)
+	script            = redis.NewScript(constantsLua + preludeLua + bucketLua + fixedLua + slidingLua + calendarLua + decideLua)
+	takeBucketScript  = redis.NewScript(takeBucketLua)
+	takeFixedScript   = redis.NewScript(takeFixedLua)
+	takeSlidingScript = redis.NewScript(takeSlidingLua)
 )
 
 // constantsLua begins the full script with the Go constants its lease

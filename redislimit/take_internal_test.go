@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -29,7 +32,7 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(26, 1))
-	for _, alg := range []*algorithm{&bucketAlgorithm, &fixedAlgorithm} {
+	for _, alg := range []*algorithm{&bucketAlgorithm, &fixedAlgorithm, &slidingAlgorithm} {
 		t.Run(alg.name, func(t *testing.T) {
 			const cases = 600
 			decided, full := 0, 0
@@ -63,6 +66,11 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 			}
 			t.Logf("%s: %d cases decided by the plain script, %d handed to the full one", alg.name, decided, full)
 			require.Greater(t, decided, cases/2, "cases the plain script decided")
+			if alg == &slidingAlgorithm {
+				// A sliding log's state means the same under any limit.
+				require.Zero(t, full, "cases handed to the full script")
+				return
+			}
 			require.Greater(t, full, cases/20, "cases handed to the full script")
 		})
 	}
@@ -102,6 +110,9 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 	}
 	p1 = []int64{1e6, 1_000_007, 60e6}[r.IntN(3)] // the period, µs
 	p2 = events
+	if alg == &slidingAlgorithm {
+		return n, p1, p2, slidingCase(r, p1, events, now)
+	}
 	// A state without its period (as an older version wrote it) is of the
 	// limit that reads it.
 	withPeriod, present := r.IntN(5) > 0, r.IntN(6) > 0
@@ -128,8 +139,40 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 	}
 }
 
-// dumpState returns key's state as text: a string's value, or a hash's
-// fields in order.
+// slidingCase returns what writes a sliding log's state at time now
+// ({seconds, ns}) for TestPlainTakeDecidesAsTheFullScript: none, or a log
+// of up to events + 2 admissions (more than events: a limit lowered since),
+// in order, from before the window of period µs to ahead of now (a clock
+// stepped back), some of them at the same time, with the expiry its writer
+// gave it.
+func slidingCase(r *rand.Rand, period, events int64, now [2]int64) func(context.Context, *redis.Client, string) {
+	nowUS := now[0]*1e6 + now[1]/1e3
+	var log []any
+	if r.IntN(6) > 0 {
+		t := nowUS - 2*period + r.Int64N(2*period)
+		for range 1 + r.Int64N(events+2) {
+			log = append(log, t)
+			if r.IntN(3) > 0 {
+				t += r.Int64N(period / 2)
+			}
+		}
+		if r.IntN(8) == 0 {
+			log = append(log, nowUS+r.Int64N(period)) // ahead of now
+		}
+	}
+	return func(ctx context.Context, c *redis.Client, key string) {
+		c.Del(ctx, key)
+		if len(log) == 0 {
+			return
+		}
+		c.RPush(ctx, key, log...)
+		newest := log[len(log)-1].(int64)
+		c.PExpire(ctx, key, time.Duration(max(newest+period-nowUS, 0)/1000+3_600_000)*time.Millisecond)
+	}
+}
+
+// dumpState returns key's state as text: a string's value, a hash's
+// fields in order, or a list's entries.
 func dumpState(ctx context.Context, t *testing.T, c *redis.Client, key string) string {
 	switch typ := c.Type(ctx, key).Val(); typ {
 	case "none":
@@ -139,8 +182,88 @@ func dumpState(ctx context.Context, t *testing.T, c *redis.Client, key string) s
 	case "hash":
 		h := c.HGetAll(ctx, key).Val()
 		return fmt.Sprintf("w=%s c=%s p=%s", h["w"], h["c"], h["p"])
+	case "list":
+		return fmt.Sprint(c.LRange(ctx, key, 0, -1).Val())
 	default:
 		t.Fatalf("key %s is a %s", key, typ)
 		return ""
 	}
+}
+
+// TestPlainTakeOfAFreshKey: a take under each algorithm with a plain script
+// runs that script alone (the full script is never loaded, after SCRIPT
+// FLUSH), and on a key with no state the plain take of a bucket writes it
+// without reading it first: TIME and SET, no GET. Counted in INFO
+// commandstats, which counts the commands scripts run.
+func TestPlainTakeOfAFreshKey(t *testing.T) {
+	s, err := redisserver.Start(0)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	l := keylimit.Per(1e9, time.Second).WithBurst(1e9) // loose: every take an admission
+	for _, tc := range []struct {
+		alg  *algorithm
+		ran  map[string]int64 // the commands a take of a fresh key runs
+		make func() (*Keyed, error)
+	}{
+		{&bucketAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, func() (*Keyed, error) {
+			b, err := NewTokenBucket(c, "fresh", l, WithPrefix("fresh:bucket:"))
+			if err != nil {
+				return nil, err
+			}
+			return &b.Keyed, nil
+		}},
+		{&fixedAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "hmget": 1, "hset": 1, "pexpire": 1}, func() (*Keyed, error) {
+			w, err := NewFixedWindow(c, "fresh", l, WithPrefix("fresh:fixed:"))
+			if err != nil {
+				return nil, err
+			}
+			return &w.Keyed, nil
+		}},
+		{&slidingAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "lrange": 1, "rpush": 1, "pexpire": 1}, func() (*Keyed, error) {
+			w, err := NewSlidingWindow(c, "fresh", l, WithPrefix("fresh:sliding:"))
+			if err != nil {
+				return nil, err
+			}
+			return &w.Keyed, nil
+		}},
+	} {
+		t.Run(tc.alg.name, func(t *testing.T) {
+			lim, err := tc.make()
+			require.NoError(t, err)
+			t.Cleanup(func() { lim.Close() })
+			require.True(t, lim.Allow("warm"), "a first take")
+			require.NoError(t, c.ScriptFlush(ctx).Err())
+			require.NoError(t, c.ConfigResetStat(ctx).Err())
+			r := lim.Take("k", 1)
+			require.True(t, r.Allowed, "the take of a fresh key: %+v", r)
+			require.Equal(t, 1_000_000_000-1, r.Remaining, "the take of a fresh key: %+v", r)
+			require.Equal(t, tc.ran, commandsRun(t, c), "the commands the take of a fresh key ran")
+			loaded, err := c.ScriptExists(ctx, tc.alg.take.Hash(), script.Hash()).Result()
+			require.NoError(t, err)
+			require.Equal(t, []bool{true, false}, loaded, "the scripts the take loaded: the plain one, the full one")
+		})
+	}
+}
+
+// commandsRun returns the calls of each command from INFO commandstats,
+// by name, less INFO, CONFIG and the connection's handshake.
+func commandsRun(t *testing.T, c *redis.Client) map[string]int64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	ran := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd || name == "info" || name == "hello" || strings.HasPrefix(name, "config|") || strings.HasPrefix(name, "client|") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(fields, "calls="), ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		require.NoError(t, err, "INFO commandstats: %q", line)
+		ran[name] = n
+	}
+	return ran
 }

@@ -90,7 +90,8 @@ func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limi
 var (
 	fixedAlgorithm = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams, canLease: true,
 		take: takeFixedScript, forCalendar: &calendarAlgorithm}
-	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams, tellsRefill: true}
+	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams, tellsRefill: true,
+		take: takeSlidingScript}
 )
 
 // windowParams checks l for a window.

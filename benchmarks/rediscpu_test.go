@@ -1,0 +1,152 @@
+package benchmarks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/hotpath"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// cpuLimit is the loose limit BenchmarkRedisCPU puts every contender
+// under, a billion a second with a burst of a billion: no decision is a
+// refusal. (At this rate redis_rate's TAT, a float of seconds since 2017,
+// cannot hold one event's 1 ns: its script reads the key and writes
+// nothing, so it counts nothing. Its row is the cost of TIME and GET.)
+var cpuLimit = keylimit.Per(1_000_000_000, time.Second).WithBurst(1_000_000_000)
+
+// cpuSlice is how many decisions BenchmarkRedisCPU makes for one contender
+// before it moves on to the next.
+const cpuSlice = 2000
+
+// BenchmarkRedisCPU measures the Redis CPU of one decision for redis_rate
+// and redislimit's three types, each built as a user builds it by default
+// (only WithPrefix: the default failure policy, timeout and logger), under
+// cpuLimit, loadInFlight's 64 decisions in flight over loadKeys keys. Each
+// of the b.N rounds makes cpuSlice decisions of every contender in turn, so
+// that the load of a shared machine falls on all of them alike. It reports,
+// for each contender, <name>-redis-µs/call: the server's time in script
+// calls per call (INFO commandstats: usec of EVALSHA and EVAL, after CONFIG
+// RESETSTAT), its usec_per_call; <name>-cpu-µs/call: the server process's
+// CPU time (INFO cpu: used_cpu_user + used_cpu_sys) per call, its
+// networking included, which a descheduled server does not inflate; and
+// <name>-calls/op, 1 unless a decision fell back to the process (a call
+// over the default timeout, on a busy machine).
+// Run it with -benchtime=<rounds>x.
+func BenchmarkRedisCPU(b *testing.B) {
+	client := startRedis(b)
+	keys := hotpath.Keys(loadKeys)
+	contenders := cpuContenders(b, client)
+	for _, c := range contenders {
+		for _, k := range keys { // loads the script, and makes every key
+			require.True(b, c.allow(k), "%s refused a first call", c.name)
+		}
+	}
+	usec := make([]int64, len(contenders))
+	calls := make([]int64, len(contenders))
+	cpu := make([]float64, len(contenders))
+	ctx := context.Background()
+	from := 0
+	b.ResetTimer()
+	for range b.N {
+		for i, c := range contenders {
+			require.NoError(b, client.ConfigResetStat(ctx).Err())
+			cpu0 := serverCPU(b, client)
+			require.Zero(b, decide(c.allow, keys, from, cpuSlice, 64), "%s: decisions refused under a loose limit", c.name)
+			cpu[i] += serverCPU(b, client) - cpu0
+			u, n := serverTime(b, client)
+			usec[i] += u
+			calls[i] += n
+		}
+		from += cpuSlice
+	}
+	b.StopTimer()
+	decisions := float64(b.N * cpuSlice)
+	for i, c := range contenders {
+		// Per call: a decision that fell back to the process cost Redis
+		// nothing, and is not counted.
+		n := float64(max(calls[i], 1))
+		b.ReportMetric(float64(usec[i])/n, c.name+"-redis-µs/call")
+		b.ReportMetric(cpu[i]*1e6/n, c.name+"-cpu-µs/call")
+		b.ReportMetric(float64(calls[i])/decisions, c.name+"-calls/op")
+	}
+}
+
+// cpuContenders are BenchmarkRedisCPU's rows, on client.
+func cpuContenders(tb testing.TB, client *redis.Client) []struct {
+	name  string
+	allow allowFunc
+} {
+	rr := redis_rate.NewLimiter(client)
+	rrLimit := redis_rate.Limit{Rate: cpuLimit.Events, Burst: cpuLimit.BurstSize(), Period: cpuLimit.Period}
+	bucket, err := redislimit.NewTokenBucket(client, "cpu", cpuLimit, redislimit.WithPrefix("cpu:bucket:"))
+	require.NoError(tb, err)
+	fixed, err := redislimit.NewFixedWindow(client, "cpu", cpuLimit, redislimit.WithPrefix("cpu:fixed:"))
+	require.NoError(tb, err)
+	sliding, err := redislimit.NewSlidingWindow(client, "cpu", cpuLimit, redislimit.WithPrefix("cpu:sliding:"))
+	require.NoError(tb, err)
+	tb.Cleanup(func() { bucket.Close(); fixed.Close(); sliding.Close() })
+	return []struct {
+		name  string
+		allow allowFunc
+	}{
+		{"redis_rate", func(key string) bool {
+			res, err := rr.Allow(context.Background(), key, rrLimit)
+			return err == nil && res.Allowed > 0
+		}},
+		{"bucket", bucket.Allow},
+		{"fixedwindow", fixed.Allow},
+		{"slidingwindow", sliding.Allow},
+	}
+}
+
+// decide makes n decisions of allow, inflight at a time, on keys from
+// index from on, in turn, and returns how many were refused.
+func decide(allow allowFunc, keys []string, from, n, inflight int) int64 {
+	var next, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range inflight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				if !allow(keys[(from+int(i))%len(keys)]) {
+					refused.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return refused.Load()
+}
+
+// serverCPU returns the CPU time the server process has used, in seconds,
+// from INFO cpu.
+func serverCPU(b *testing.B, client *redis.Client) float64 {
+	info, err := client.Info(context.Background(), "cpu").Result()
+	require.NoError(b, err)
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			var f float64
+			_, err := fmt.Sscanf(v, "%f", &f)
+			require.NoError(b, err, "INFO cpu: %q", line)
+			total += f
+		}
+	}
+	return total
+}
