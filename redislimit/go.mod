@@ -5,7 +5,6 @@ go 1.26.0
 replace github.com/keylimit/keylimit => ../
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
@@ -14,6 +13,7 @@ require (
 )
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/benbjohnson/clock v1.3.5
 	github.com/keylimit/keylimit v0.1.0
 	github.com/puzpuzpuz/xsync/v3 v3.5.1

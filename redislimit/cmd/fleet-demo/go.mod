@@ -9,6 +9,7 @@ replace (
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/benbjohnson/clock v1.3.5
 	github.com/keylimit/keylimit v0.1.0
 	github.com/keylimit/keylimit/redislimit v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -16,7 +17,6 @@ require (
 )
 
 require (
-	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/puzpuzpuz/xsync/v3 v3.5.1 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
