@@ -2,7 +2,6 @@ package keylimit
 
 import (
 	"context"
-	"github.com/benbjohnson/clock"
 )
 
 // SlidingCounter limits each key to about Limit.Events in any interval of
@@ -43,7 +42,7 @@ type SlidingCounter[K comparable] struct {
 // unreachable.
 func NewSlidingCounter[K comparable](l Limit, opts ...Option) (*SlidingCounter[K], error) {
 	c := new(SlidingCounter[K])
-	c.Keyed.of = c
+	c.Keyed.of = &c.w
 	if err := initWindowLimiter(&c.w, c, l, opts, true); err != nil {
 		return nil, err
 	}
@@ -65,44 +64,9 @@ func (c *SlidingCounter[K]) AllowN(key K, n int) bool { return c.w.allowN(key, n
 //
 // n == 0 is always allowed and counts nothing. n < 0, or n above Events, can
 // never pass: the Result is refused with RetryAfter InfDuration.
-func (c *SlidingCounter[K]) Take(key K, n int) Result { return c.w.admit(key, n, nil, nil) }
-
-// admitKey is Admit.
-func (c *SlidingCounter[K]) admitKey(key K, n int) (Result, Admission) {
-	var a Admission
-	r := c.w.admit(key, n, &a, c)
-	return r, a.handOut()
-}
+func (c *SlidingCounter[K]) Take(key K, n int) Result { return c.w.Take(key, n) }
 
 // admitPart is Admit for All, without the once (see partAdmitter).
-func (c *SlidingCounter[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
-	var a Admission
-	r := c.w.admit(key, n, &a, c)
-	return r, a, nil
+func (c *SlidingCounter[K]) admitPart(ctx context.Context, key K, n int) (Result, Admission, error) {
+	return c.w.admitPart(ctx, key, n)
 }
-
-// peekKey is Peek.
-func (c *SlidingCounter[K]) peekKey(key K) Result { return c.w.peek(key) }
-
-// resetKey is Reset.
-func (c *SlidingCounter[K]) resetKey(key K) { c.w.reset(key) }
-
-// refundKey is Refund.
-func (c *SlidingCounter[K]) refundKey(key K, a Admission) { c.w.refund(key, a, c) }
-
-// stats is Stats.
-func (c *SlidingCounter[K]) stats() Stats { return c.w.keys.stats() }
-
-// timers is the clock the limiter reads: WithClock's, or the system clock.
-func (c *SlidingCounter[K]) timers() clock.Clock { return c.w.keys.clock.timers }
-
-// stop stops the evictor.
-func (c *SlidingCounter[K]) stop() { c.w.evictor.close() }
-
-// waitKey is WaitN: it polls (see Keyed.WaitN).
-func (c *SlidingCounter[K]) waitKey(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, c, c.timers(), key, n)
-}
-
-// limits is the limiter's policy, for its Keyed.
-func (c *SlidingCounter[K]) limits() keyLimits[K] { return c.w.policy }

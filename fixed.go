@@ -3,8 +3,6 @@ package keylimit
 import (
 	"context"
 	"time"
-
-	"github.com/benbjohnson/clock"
 )
 
 // FixedWindow limits each key to Limit.Events per window of Limit.Period.
@@ -47,7 +45,7 @@ type FixedWindow[K comparable] struct {
 // garbage collector finds it unreachable.
 func NewFixedWindow[K comparable](l Limit, opts ...Option) (*FixedWindow[K], error) {
 	f := new(FixedWindow[K])
-	f.Keyed.of = f
+	f.Keyed.of = &f.w
 	if err := initWindowLimiter(&f.w, f, l, opts, false); err != nil {
 		return nil, err
 	}
@@ -75,44 +73,9 @@ func (f *FixedWindow[K]) AllowN(key K, n int) bool { return f.w.allowN(key, n) }
 //
 // n == 0 is always allowed and counts nothing. n < 0, or n above Events, can
 // never pass: the Result is refused with RetryAfter InfDuration.
-func (f *FixedWindow[K]) Take(key K, n int) Result { return f.w.admit(key, n, nil, nil) }
-
-// admitKey is Admit.
-func (f *FixedWindow[K]) admitKey(key K, n int) (Result, Admission) {
-	var a Admission
-	r := f.w.admit(key, n, &a, f)
-	return r, a.handOut()
-}
+func (f *FixedWindow[K]) Take(key K, n int) Result { return f.w.Take(key, n) }
 
 // admitPart is Admit for All, without the once (see partAdmitter).
-func (f *FixedWindow[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
-	var a Admission
-	r := f.w.admit(key, n, &a, f)
-	return r, a, nil
+func (f *FixedWindow[K]) admitPart(ctx context.Context, key K, n int) (Result, Admission, error) {
+	return f.w.admitPart(ctx, key, n)
 }
-
-// peekKey is Peek.
-func (f *FixedWindow[K]) peekKey(key K) Result { return f.w.peek(key) }
-
-// resetKey is Reset.
-func (f *FixedWindow[K]) resetKey(key K) { f.w.reset(key) }
-
-// refundKey is Refund.
-func (f *FixedWindow[K]) refundKey(key K, a Admission) { f.w.refund(key, a, f) }
-
-// stats is Stats.
-func (f *FixedWindow[K]) stats() Stats { return f.w.keys.stats() }
-
-// timers is the clock the limiter reads: WithClock's, or the system clock.
-func (f *FixedWindow[K]) timers() clock.Clock { return f.w.keys.clock.timers }
-
-// stop stops the evictor.
-func (f *FixedWindow[K]) stop() { f.w.evictor.close() }
-
-// waitKey is WaitN: it polls (see Keyed.WaitN).
-func (f *FixedWindow[K]) waitKey(ctx context.Context, key K, n int) error {
-	return waitN[K](ctx, f, f.timers(), key, n)
-}
-
-// limits is the limiter's policy, for its Keyed.
-func (f *FixedWindow[K]) limits() keyLimits[K] { return f.w.policy }

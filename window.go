@@ -1,11 +1,14 @@
 package keylimit
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // What the window types share: the grid of windows aligned to the Unix epoch
@@ -421,6 +424,7 @@ type windowLimiter[K comparable] struct {
 	keys    *shard[K, windowState]
 	policy  *policy[K, windowRules] // not inline: the evictor holds it, and must not hold the limiter
 	evictor *evictor
+	owner   any // the FixedWindow or SlidingCounter w is the engine of: its Admissions' By
 }
 
 // init sets w up for l and opts: a SlidingCounter if sliding, else a
@@ -452,6 +456,7 @@ func initWindowLimiter[K comparable, T any](w *windowLimiter[K], owner *T, l Lim
 	if sliding {
 		span *= 2
 	}
+	w.owner = owner
 	w.evictor = startEvictor(owner, w.keys, o, span)
 	return nil
 }
@@ -724,3 +729,49 @@ func (r *windowRules) fitsAt(v windowView, n uint64) int64 {
 	q, _ := bits.Div64(hi, lo, v.cur)
 	return start + int64(2*p-q)
 }
+
+// The methods a FixedWindow and a SlidingCounter give their Keyed: both are
+// a windowLimiter, which is their Keyed's limiter (see keyedLimiter).
+
+// Take is the window types' Take.
+func (w *windowLimiter[K]) Take(key K, n int) Result { return w.admit(key, n, nil, nil) }
+
+// admitKey is Admit.
+func (w *windowLimiter[K]) admitKey(key K, n int) (Result, Admission) {
+	var a Admission
+	r := w.admit(key, n, &a, w.owner)
+	return r, a.handOut()
+}
+
+// admitPart is Admit for All, without the once (see partAdmitter).
+func (w *windowLimiter[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
+	var a Admission
+	r := w.admit(key, n, &a, w.owner)
+	return r, a, nil
+}
+
+// peekKey is Peek.
+func (w *windowLimiter[K]) peekKey(key K) Result { return w.peek(key) }
+
+// resetKey is Reset.
+func (w *windowLimiter[K]) resetKey(key K) { w.reset(key) }
+
+// refundKey is Refund.
+func (w *windowLimiter[K]) refundKey(key K, a Admission) { w.refund(key, a, w.owner) }
+
+// stats is Stats.
+func (w *windowLimiter[K]) stats() Stats { return w.keys.stats() }
+
+// timers is the clock the limiter reads: WithClock's, or the system clock.
+func (w *windowLimiter[K]) timers() clock.Clock { return w.keys.clock.timers }
+
+// stop stops the evictor.
+func (w *windowLimiter[K]) stop() { w.evictor.close() }
+
+// waitKey is WaitN: it polls (see Keyed.WaitN).
+func (w *windowLimiter[K]) waitKey(ctx context.Context, key K, n int) error {
+	return waitN[K](ctx, w, w.timers(), key, n)
+}
+
+// limits is the limiter's policy, for its Keyed.
+func (w *windowLimiter[K]) limits() keyLimits[K] { return w.policy }
