@@ -285,6 +285,7 @@ func TestAdaptiveAcquireWaits(t *testing.T) {
 	}()
 	_, err := a.Acquire(ctx, "k", 1)
 	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, [3]uint64{1, 0, 0}, a.Stats().Shed, "one shed for an Acquire that gave up, however many tries; none for one that waited and passed")
 	_, err = a.Acquire(context.Background(), "k", 2)
 	require.ErrorIs(t, err, keylimit.ErrExceedsLimit)
 }
