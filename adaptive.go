@@ -332,20 +332,30 @@ func (c *adCore) take(st *adState, n int64, crit Criticality) (p Permit, r Resul
 func (c *adCore) reserve(h, n int64, crit Criticality) (int64, bool) {
 	for {
 		t := c.total.Load()
-		room := crit.room(c.all.limit.Load(), c.ceiling)
-		if t+n > room {
-			keys := c.active.Load()
-			if h == 0 {
-				keys++ // this key, which holds nothing yet
-			}
-			if h+n > room/max(keys, 1) || t+n > min(2*room, c.ceiling) {
-				return t, false
-			}
+		if !c.fits(h, t, n, crit) {
+			return t, false
 		}
 		if c.total.CompareAndSwap(t, t+n) {
 			return t, true
 		}
 	}
+}
+
+// fits reports whether the overall limit admits n more slots at
+// criticality crit for a key holding h, with t held in all: within the
+// limit's room, or, for a key below its fair share of the room (over the
+// keys holding slots, itself counted), within twice the room and the
+// ceiling.
+func (c *adCore) fits(h, t, n int64, crit Criticality) bool {
+	room := crit.room(c.all.limit.Load(), c.ceiling)
+	if t+n <= room {
+		return true
+	}
+	keys := c.active.Load()
+	if h == 0 {
+		keys++ // this key, which holds nothing yet
+	}
+	return h+n <= room/max(keys, 1) && t+n <= min(2*room, c.ceiling)
 }
 
 // admitted is the Result of an admission that left the key holding h and
@@ -362,7 +372,7 @@ func (c *adCore) report(st *adState, h, t, n, lk int64, crit Criticality) Result
 	free := max(min(lk-h, all-t), 0)
 	r := Result{Limit: int(lk), Remaining: int(free)}
 	roomKey, roomAll := crit.room(lk, c.ceiling), crit.room(all, c.ceiling)
-	if h+n <= roomKey && t+n <= roomAll {
+	if h+n <= roomKey && c.fits(h, t, n, crit) {
 		r.Allowed = true
 		return r
 	}

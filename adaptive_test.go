@@ -114,6 +114,8 @@ func TestAdaptiveFairShareExact(t *testing.T) {
 	small := grab(a, "small", 300, keylimit.Default)
 	require.Len(t, small, 10, "a key below its fair share is admitted beyond the overall limit")
 	require.Empty(t, grab(a, "heavy", 300, keylimit.Default), "a key at or above its fair share is refused")
+	require.False(t, a.Peek("heavy").Allowed, "Peek says so")
+	require.True(t, a.Peek("third").Allowed, "and that a new key below its share would pass")
 	third := grab(a, "third", 300, keylimit.Default)
 	require.Len(t, third, 6)
 	// Twice the overall limit bounds what the fair shares take: 36 held.
