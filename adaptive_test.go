@@ -460,3 +460,26 @@ func TestAdaptiveLearnsASlowerService(t *testing.T) {
 		require.GreaterOrEqual(t, again, 2*low, "the slower service, once learnt, is given room again")
 	}
 }
+
+// At the key cap, a new key is untracked (refused, by default) while the
+// tracked one holds a slot, and tracked once that key is idle: it is
+// forgotten, and starts again from the overall limit.
+func TestAdaptiveKeyCap(t *testing.T) {
+	a, err := keylimit.NewAdaptive[string](keylimit.AIMD(2, 4), keylimit.WithClock(clock.NewMock()), keylimit.WithMaxKeys(1))
+	require.NoError(t, err)
+	defer a.Close()
+	p, r := a.TryAcquire("a", 1)
+	require.True(t, r.Allowed)
+	_, r = a.TryAcquire("b", 1)
+	require.False(t, r.Allowed)
+	require.True(t, r.Untracked)
+	require.Equal(t, [3]uint64{}, a.Stats().Shed, "an untracked key is not a shed")
+	p.Release()
+	q, r := a.TryAcquire("b", 1)
+	require.True(t, r.Allowed, "a, idle, was forgotten to make room")
+	q.Release()
+	st := a.Stats()
+	require.Equal(t, 1, st.Keys)
+	require.Equal(t, uint64(1), st.Evicted)
+	require.Equal(t, uint64(1), st.Untracked)
+}
