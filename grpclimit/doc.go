@@ -34,7 +34,10 @@
 // (grpc-go retries none once headers have come), and it does, after the
 // pushback, for a client whose service config has a retryPolicy with
 // RESOURCE_EXHAUSTED among its retryableStatusCodes. A call whose key the
-// limiter cannot track (keylimit.WithMaxKeys) ends with Unavailable; one
+// limiter cannot track (keylimit.WithMaxKeys) ends with Unavailable, and so
+// does one an adaptive concurrency policy sheds (quota.Decision.Shed), with
+// its RetryInfo and pushback, which grpc-go retries for a client whose
+// retryPolicy lists UNAVAILABLE; one
 // whose cost is above a quota, without RetryInfo and with pushback -1 (do
 // not retry).
 //

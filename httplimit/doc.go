@@ -127,7 +127,12 @@
 // cap (keylimit.WithMaxKeys) and refuses a key it cannot track, the answer
 // is 503 Service Unavailable, a problem of the draft's type
 // temporary-reduced-capacity: the server is full, not the client over its
-// limit. The answers to requests that cannot be decided (400, 500: see
+// limit. So is a request an adaptive concurrency policy sheds
+// (keylimit.Adaptive in quota.Policy.Concurrency, quota.Decision.Shed: the
+// server is short of capacity), with its Retry-After; its requests are
+// asked at the criticality Config.Criticality gives them, and a handler's
+// 503 or 504, a panic or an expired deadline tells it of overload. The
+// answers to requests that cannot be decided (400, 500: see
 // Config.Error) are JSON, or a problem with a title, status and detail
 // only for a request whose Accept names application/problem+json.
 //
