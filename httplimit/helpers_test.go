@@ -749,16 +749,22 @@ func (m *throttleModel) decay(now time.Time) {
 	m.requests, m.accepts, m.at = m.requests*f, m.accepts*f, now
 }
 
-// admit counts a request at now and returns its probability of rejection
-// and whether u sends it.
+// admit returns the probability of rejection at now and whether u sends
+// the request; one rejected counts at once.
 func (m *throttleModel) admit(now time.Time, u float64) (float64, bool) {
 	m.decay(now)
 	p := max(0, (m.requests-m.k*m.accepts)/(m.requests+1))
-	m.requests++
+	if u < p {
+		m.requests++
+	}
 	return p, u >= p
 }
 
-func (m *throttleModel) accept(now time.Time) {
+// answered counts one sent at its answer, at now, and its accept.
+func (m *throttleModel) answered(now time.Time, accepted bool) {
 	m.decay(now)
-	m.accepts++
+	m.requests++
+	if accepted {
+		m.accepts++
+	}
 }

@@ -100,9 +100,10 @@ type Transport struct {
 	// Transport counts its recent sends (retries too) and those the partner
 	// accepted, and rejects a send locally, before any wait, with
 	// probability max(0, (requests − Throttle × accepts) / (requests + 1)).
-	// A rejected send counts as a request, so a partner that fails every
-	// request gets about one each ThrottleWindow, and all of them again
-	// soon after it recovers. RoundTrip then sends nothing and returns a
+	// A send counts when its answer comes, so that requests in flight never
+	// look like failures; a rejected one counts at once, so a partner that
+	// fails every request gets about one each ThrottleWindow, and all of
+	// them again soon after it recovers. RoundTrip then sends nothing and returns a
 	// *TransportError matching ErrThrottled. The partner accepts a request
 	// when it answers with a status below 500 that Refused does not refuse;
 	// a refusal, a 5xx and an error of Base (a timeout too) are failures; a
@@ -274,9 +275,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // backoff (notBefore), then for a slot of Concurrency, then for its turn at
 // Limiter, then for the end of any pause the server began meanwhile (the
 // slot and the turn are kept, but nothing is sent into a pause). Each wait
-// is under ctx. It returns the slot held (the zero Permit if none) and the
-// send's count in Throttle; on an error, it holds nothing, and only a send
-// Throttle rejected stays counted. What it waited is added to w.
+// is under ctx. It returns the slot held (the zero Permit if none) and
+// Throttle's decision, whose outcome is to be recorded; on an error, it
+// holds nothing and leaves nothing to record. What it waited is added to w.
 //
 // The slot comes before the turn so that the turns are spent as the
 // requests are sent: a turn taken first and then held while its request

@@ -24,8 +24,8 @@ func (e *throttledError) Error() string { return "httplimit: throttled locally, 
 func (e *throttledError) Is(target error) bool { return target == ErrThrottled }
 
 // ticket is what one send holds while it is out: its slot of Concurrency
-// (the zero Permit if none) and its count in Throttle (the zero Decision if
-// none).
+// (the zero Permit if none) and Throttle's decision to send it (the zero
+// Decision, which records nothing, without Throttle).
 type ticket struct {
 	slot    keylimit.Permit
 	counted throttle.Decision
@@ -36,8 +36,8 @@ func (t *Transport) throttling() throttle.Config {
 	return throttle.Config{K: t.Throttle, Window: t.ThrottleWindow, MaxKeys: t.maxPaused()}
 }
 
-// admit counts a send under key in Throttle and decides whether it goes;
-// without Throttle it goes, uncounted. A rejected send stays counted.
+// admit decides whether a send under key goes: without Throttle it does.
+// A rejected send is counted; one that goes, when its answer comes.
 func (t *Transport) admit(key string) (throttle.Decision, error) {
 	cfg := t.throttling()
 	if !cfg.On() {
@@ -65,8 +65,8 @@ func (t *Transport) hold(ctx context.Context, key string, tk ticket, resp *http.
 }
 
 func (t *Transport) record(key string, d throttle.Decision, o throttle.Outcome) {
-	if !d.At.IsZero() {
-		t.throttle.Record(key, d, o, t.clock().Now())
+	if d.Send {
+		t.throttle.Record(key, d, o, t.clock().Now(), t.throttling())
 	}
 }
 

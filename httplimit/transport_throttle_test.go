@@ -64,9 +64,7 @@ func TestTransportThrottlesAFailingPartner(t *testing.T) {
 		}
 		require.NoError(t, err, "at %v: the formula sends it (p %.3f)", now.Sub(t0), p)
 		ph.sent++
-		if resp.StatusCode == http.StatusOK {
-			model.accept(now)
-		}
+		model.answered(now, resp.StatusCode == http.StatusOK)
 	}
 	t.Logf("phases (healthy, failing, recovered): %+v", phases)
 	require.Equal(t, phases[0].attempts, phases[0].sent, "a healthy partner gets every request")
@@ -134,16 +132,16 @@ func TestTransportThrottleCountsWhatThePartnerSays(t *testing.T) {
 
 // TestTransportThrottleUnderManyGoroutines: 64 goroutines send 25 requests
 // each at once through one Transport, with Throttle and Concurrency, to a
-// partner that accepts one request in three and fails the rest, on a
-// frozen clock. Every request is sent or throttled, none both; the partner
-// sees exactly those sent; every slot comes back; and the Transport counted
-// exactly every attempt and every accept (the counts in the next
-// rejection's message).
+// partner that accepts every other request and fails the rest, on a frozen
+// clock. Every request is sent or throttled, none both; the partner sees
+// exactly those sent; every slot comes back; and the Transport counted
+// exactly every attempt and every accept (the counts in the message of a
+// rejection with K 1).
 func TestTransportThrottleUnderManyGoroutines(t *testing.T) {
 	const goroutines, each = 64, 25
 	mock := clock.NewMock()
 	srv := newPartner(t, mock, func(n int, _ *http.Request, _ http.Header) int {
-		if n%3 == 0 {
+		if n%2 == 0 {
 			return http.StatusOK
 		}
 		return http.StatusServiceUnavailable
@@ -170,15 +168,16 @@ func TestTransportThrottleUnderManyGoroutines(t *testing.T) {
 	wg.Wait()
 	require.Empty(t, other.errs)
 	sent := other.byStatus[200] + other.byStatus[503]
+	t.Logf("%d requests sent, %d accepted, %d throttled", sent, other.byStatus[200], len(throttled.errs))
 	require.Equal(t, goroutines*each, sent+len(throttled.errs))
 	require.Equal(t, sent, srv.count())
 	require.Positive(t, len(throttled.errs))
 	key := strings.TrimPrefix(srv.URL, "http://")
 	require.Equal(t, 8, slots.Peek(key).Remaining, "every slot came back")
 
-	tr.Rand = func() float64 { return 0 } // the next request is rejected: p > 0
+	tr.Throttle, tr.Rand = 1, func() float64 { return 0 } // p > 0: the next request is rejected
 	_, err = fetch(c, context.Background(), srv.URL)
-	require.ErrorContains(t, err, fmt.Sprintf("(requests %d.0 − K 2 × accepts %d.0)", goroutines*each, other.byStatus[200]))
+	require.ErrorContains(t, err, fmt.Sprintf("(requests %d.0 − K 1 × accepts %d.0)", goroutines*each, other.byStatus[200]))
 }
 
 // A Throttle below 1, or not a finite number, is an error of RoundTrip,

@@ -8,8 +8,10 @@
 //
 // A request rejected locally counts in requests too, so a client facing a
 // partner that fails everything sends about one request a Window, and comes
-// back as accepts return. The counts decay: an event weighs e^(−age/Window),
-// so a steady rate counts as many as a window of Window holds.
+// back as accepts return. A request sent counts when its outcome comes, so
+// that requests in flight, however long they take, never look like
+// failures. The counts decay: an event weighs e^(−age/Window), so a steady
+// rate counts as many as a window of Window holds.
 package throttle
 
 import (
@@ -74,8 +76,7 @@ type Outcome int8
 
 const (
 	// Forgotten: the request was not sent after all, or its caller gave up
-	// on it before the partner answered; it is taken out of the requests,
-	// as if it had never been counted.
+	// on it before the partner answered; it is not counted.
 	Forgotten Outcome = iota
 	// Accepted: the partner answered and did not refuse or fail.
 	Accepted
@@ -83,16 +84,16 @@ const (
 	Failed
 )
 
-// Decision is the throttle's decision on one request.
+// Decision is the throttle's decision on one request. The zero Decision
+// is that of a client that does not throttle: it records nothing.
 type Decision struct {
-	Send bool    // the request may be sent
+	Send bool    // the request may be sent: record its outcome
 	P    float64 // the probability it was rejected with
 	// Requests and Accepts are the key's decayed counts before the
 	// request.
 	Requests, Accepts float64
 	K                 float64
 	Window            time.Duration
-	At                time.Time // when the request was counted; zero if it was not
 }
 
 // String says why a request was rejected (or sent), for an error message.
@@ -116,7 +117,7 @@ type Counts struct {
 
 // state is one key's counts, decayed to at.
 type state struct {
-	requests, accepts float64 // accepts ≤ requests: each accept follows its request
+	requests, accepts float64 // accepts ≤ requests: an accept counts its request too
 	at                time.Time
 }
 
@@ -130,9 +131,9 @@ func (s *state) decay(now time.Time, window time.Duration) {
 	}
 }
 
-// Admit counts a request under key at now and decides whether it is sent:
-// it is rejected if u, a random number in [0, 1), is below the probability
-// of rejection. A rejected request counts too.
+// Admit decides whether a request under key is sent at now: it is rejected
+// if u, a random number in [0, 1), is below the probability of rejection.
+// A rejected request counts at once; one sent, when Record has its outcome.
 func (c *Counts) Admit(key string, now time.Time, cfg Config, u float64) Decision {
 	w := cfg.window()
 	c.mu.Lock()
@@ -140,13 +141,47 @@ func (c *Counts) Admit(key string, now time.Time, cfg Config, u float64) Decisio
 	s, ok := c.keys[key]
 	if ok {
 		s.decay(now, w)
+	}
+	d := Decision{Requests: s.requests, Accepts: s.accepts, K: cfg.K, Window: w}
+	d.P = max(0, (s.requests-cfg.K*s.accepts)/(s.requests+1))
+	d.Send = u >= d.P
+	if ok {
+		c.keys[key] = s
+	}
+	if !d.Send {
+		c.add(key, now, cfg, 1, 0)
+	}
+	return d
+}
+
+// Record records the outcome o, at now, of the request under key that d
+// sent: an accept counts a request and an accept, a failure a request, and
+// Forgotten nothing.
+func (c *Counts) Record(key string, d Decision, o Outcome, now time.Time, cfg Config) {
+	if !d.Send || o == Forgotten {
+		return
+	}
+	accepts := 0.0
+	if o == Accepted {
+		accepts = 1
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.add(key, now, cfg, 1, accepts)
+}
+
+// add adds requests and accepts to key's counts at now, making the key if
+// it is new. The caller holds mu.
+func (c *Counts) add(key string, now time.Time, cfg Config, requests, accepts float64) {
+	w := cfg.window()
+	s, ok := c.keys[key]
+	if ok {
+		s.decay(now, w)
 	} else {
 		s.at = now
 	}
-	d := Decision{Requests: s.requests, Accepts: s.accepts, K: cfg.K, Window: w, At: s.at}
-	d.P = max(0, (s.requests-cfg.K*s.accepts)/(s.requests+1))
-	d.Send = u >= d.P
-	s.requests++
+	s.requests += requests
+	s.accepts += accepts
 	if c.keys == nil {
 		c.keys = make(map[string]state)
 	}
@@ -154,30 +189,6 @@ func (c *Counts) Admit(key string, now time.Time, cfg Config, u float64) Decisio
 	if !ok && len(c.keys) > min(max(c.sweepAt, sweepAbove), cfg.MaxKeys) {
 		c.sweep(now, w, max(cfg.MaxKeys, 1))
 	}
-	return d
-}
-
-// Record records how the request d counted under key ended, at now. A key
-// forgotten since (idle, or over the cap) records nothing.
-func (c *Counts) Record(key string, d Decision, o Outcome, now time.Time) {
-	if d.At.IsZero() || o == Failed {
-		return // a failure is a request without an accept: counted already
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.keys[key]
-	if !ok {
-		return
-	}
-	s.decay(now, d.Window)
-	if o == Accepted {
-		s.accepts = min(s.accepts+1, s.requests)
-	} else {
-		// What the request weighs now; a clock that stepped back weighs 1.
-		weight := math.Exp(-max(float64(s.at.Sub(d.At)), 0) / float64(d.Window))
-		s.requests = max(s.requests-weight, s.accepts)
-	}
-	c.keys[key] = s
 }
 
 // sweep deletes the idle keys at now and, if more than limit remain, those
