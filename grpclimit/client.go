@@ -53,7 +53,11 @@ type Client struct {
 	// slots back. A call whose key's slots are all held waits for one
 	// under its context, first come, first served with a
 	// *keylimit.Concurrency; if the context ends first, the call ends with
-	// a *WaitError, unsent, holding nothing. nil means no cap.
+	// a *WaitError, unsent, holding nothing. nil means no cap. With a
+	// *keylimit.Adaptive the cap finds the server's capacity: the slot of a
+	// call that fails (as Throttle counts failures: ResourceExhausted,
+	// Unavailable, DeadlineExceeded, Internal, Unknown, DataLoss) goes back
+	// by Permit.Drop, any other by Release.
 	Concurrency keylimit.ConcurrencyLimiter[string]
 
 	// Key returns the key of a call, for Limiter and for the server's

@@ -89,15 +89,13 @@ func sendFailure(ctx context.Context) throttle.Outcome {
 	return throttle.Failed
 }
 
-// releaseSlot gives slot back: by its Drop if drop is set and the Permit
-// has one, so that a limiter whose limit adapts hears that the partner
-// refused or failed; else by Release.
+// releaseSlot gives slot back: by Drop if drop is set, so that a
+// keylimit.Adaptive hears that the partner refused or failed and lowers its
+// limit; else by Release.
 func releaseSlot(slot keylimit.Permit, drop bool) {
 	if drop {
-		if d, ok := any(slot).(interface{ Drop() }); ok {
-			d.Drop()
-			return
-		}
+		slot.Drop()
+		return
 	}
 	slot.Release()
 }

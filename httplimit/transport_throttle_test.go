@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -132,8 +134,8 @@ func TestTransportThrottleCountsWhatThePartnerSays(t *testing.T) {
 
 // TestTransportThrottleUnderManyGoroutines: 64 goroutines send 25 requests
 // each at once through one Transport, with Throttle and Concurrency, to a
-// partner that accepts every other request and fails the rest, on a frozen
-// clock. Every request is sent or throttled, none both; the partner sees
+// partner that accepts one request in three and fails the rest, on a
+// frozen clock. Every request is sent or throttled, none both; the partner sees
 // exactly those sent; every slot comes back; and the Transport counted
 // exactly every attempt and every accept (the counts in the message of a
 // rejection with K 1).
@@ -141,7 +143,7 @@ func TestTransportThrottleUnderManyGoroutines(t *testing.T) {
 	const goroutines, each = 64, 25
 	mock := clock.NewMock()
 	srv := newPartner(t, mock, func(n int, _ *http.Request, _ http.Header) int {
-		if n%2 == 0 {
+		if n%3 == 0 {
 			return http.StatusOK
 		}
 		return http.StatusServiceUnavailable
@@ -198,4 +200,79 @@ func TestTransportThrottleMustBeValid(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, "http://partner.test/", nil)
 	_, err := tr.RoundTrip(req)
 	require.EqualError(t, err, "httplimit: Transport.ThrottleWindow is -1s: it must not be negative")
+}
+
+// TestTransportDropsTheSlotOfAFailure: with a keylimit.Adaptive for
+// Concurrency (AIMD from 1 to 100: the limit starts at 10 and falls by a
+// tenth after a window of 16 releases with a drop), 32 requests one at a
+// time give their slots back by Drop when the answer is a refusal or a
+// 5xx, or the send fails (an error of Base, a body that fails, a deadline
+// that passes before the body is read), and the limit falls; by Release
+// otherwise (a 2xx or a 4xx, a request its caller cancelled), and it stays.
+func TestTransportDropsTheSlotOfAFailure(t *testing.T) {
+	answer := func(status int, body io.ReadCloser) roundTripFunc {
+		return func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: status, Body: body, Header: http.Header{}}, nil
+		}
+	}
+	cases := []struct {
+		name    string
+		base    roundTripFunc
+		ctx     func() (context.Context, context.CancelFunc) // the request's, and how it ends
+		dropped bool
+	}{
+		{"200", answer(200, http.NoBody), nil, false},
+		{"200 with a body", nil, nil, false},
+		{"404", answer(404, http.NoBody), nil, false},
+		{"429", answer(429, http.NoBody), nil, true},
+		{"503", answer(503, http.NoBody), nil, true},
+		{"500", answer(500, http.NoBody), nil, true},
+		{"error of Base", func(*http.Request) (*http.Response, error) { return nil, errors.New("connection reset") }, nil, true},
+		{"the body fails", nil, nil, true},
+		{"the deadline passes", nil, func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			return ctx, func() { <-ctx.Done(); cancel() } // the deadline first
+		}, true},
+		{"cancelled by the caller", nil, func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			return ctx, cancel
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			adaptive, err := keylimit.NewAdaptive[string](keylimit.AIMD(1, 100), keylimit.WithClock(clock.NewMock()))
+			require.NoError(t, err)
+			defer adaptive.Close()
+			require.Equal(t, 10, adaptive.Stats().Limit)
+			tr := &httplimit.Transport{Base: tc.base, Concurrency: adaptive}
+			for range 32 {
+				if tc.base == nil {
+					body := io.NopCloser(strings.NewReader("a body"))
+					if tc.name == "the body fails" {
+						body = io.NopCloser(iotest.ErrReader(errors.New("connection reset")))
+					}
+					tr.Base = answer(200, body)
+				}
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if tc.ctx != nil {
+					ctx, cancel = tc.ctx()
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://partner.test/", nil)
+				resp, err := tr.RoundTrip(req)
+				if err == nil && tc.ctx == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				cancel() // the body unread
+				waitFor(t, "the slot back", func() bool {
+					return adaptive.Stats().Waiting == 0 && adaptive.Peek("partner.test").Remaining == adaptive.Peek("partner.test").Limit
+				})
+			}
+			if tc.dropped {
+				require.Less(t, adaptive.Stats().Limit, 10, "the slots went back by Drop")
+			} else {
+				require.Equal(t, 10, adaptive.Stats().Limit, "the slots went back by Release")
+			}
+		})
+	}
 }
