@@ -210,32 +210,36 @@ func TestTransportThrottleMustBeValid(t *testing.T) {
 // that passes before the body is read), and the limit falls; by Release
 // otherwise (a 2xx or a 4xx, a request its caller cancelled), and it stays.
 func TestTransportDropsTheSlotOfAFailure(t *testing.T) {
-	answer := func(status int, body io.ReadCloser) roundTripFunc {
+	answer := func(status int, body func() io.Reader) roundTripFunc {
 		return func(*http.Request) (*http.Response, error) {
-			return &http.Response{StatusCode: status, Body: body, Header: http.Header{}}, nil
+			return &http.Response{StatusCode: status, Body: io.NopCloser(body()), Header: http.Header{}}, nil
 		}
 	}
+	text := func() io.Reader { return strings.NewReader("a body") }
+	failing := func() io.Reader { return iotest.ErrReader(errors.New("connection reset")) }
+	background := func() (context.Context, func()) { return context.Background(), func() {} }
 	cases := []struct {
 		name    string
 		base    roundTripFunc
-		ctx     func() (context.Context, context.CancelFunc) // the request's, and how it ends
+		ctx     func() (context.Context, func()) // the request's, and how it ends, its body unread
 		dropped bool
 	}{
-		{"200", answer(200, http.NoBody), nil, false},
-		{"200 with a body", nil, nil, false},
-		{"404", answer(404, http.NoBody), nil, false},
-		{"429", answer(429, http.NoBody), nil, true},
-		{"503", answer(503, http.NoBody), nil, true},
-		{"500", answer(500, http.NoBody), nil, true},
+		{"200", answer(200, text), nil, false},
+		{"404", answer(404, text), nil, false},
+		{"429", answer(429, text), nil, true},
+		{"503", answer(503, text), nil, true},
+		{"500", answer(500, text), nil, true},
+		{"503 with no body", func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+		}, nil, true},
 		{"error of Base", func(*http.Request) (*http.Response, error) { return nil, errors.New("connection reset") }, nil, true},
-		{"the body fails", nil, nil, true},
-		{"the deadline passes", nil, func() (context.Context, context.CancelFunc) {
+		{"the body fails", answer(200, failing), nil, true},
+		{"the deadline passes", answer(200, text), func() (context.Context, func()) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 			return ctx, func() { <-ctx.Done(); cancel() } // the deadline first
 		}, true},
-		{"cancelled by the caller", nil, func() (context.Context, context.CancelFunc) {
-			ctx, cancel := context.WithCancel(context.Background())
-			return ctx, cancel
+		{"cancelled by the caller", answer(200, text), func() (context.Context, func()) {
+			return context.WithCancel(context.Background())
 		}, false},
 	}
 	for _, tc := range cases {
@@ -246,16 +250,9 @@ func TestTransportDropsTheSlotOfAFailure(t *testing.T) {
 			require.Equal(t, 10, adaptive.Stats().Limit)
 			tr := &httplimit.Transport{Base: tc.base, Concurrency: adaptive}
 			for range 32 {
-				if tc.base == nil {
-					body := io.NopCloser(strings.NewReader("a body"))
-					if tc.name == "the body fails" {
-						body = io.NopCloser(iotest.ErrReader(errors.New("connection reset")))
-					}
-					tr.Base = answer(200, body)
-				}
-				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				ctx, end := background()
 				if tc.ctx != nil {
-					ctx, cancel = tc.ctx()
+					ctx, end = tc.ctx()
 				}
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://partner.test/", nil)
 				resp, err := tr.RoundTrip(req)
@@ -263,16 +260,34 @@ func TestTransportDropsTheSlotOfAFailure(t *testing.T) {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 				}
-				cancel() // the body unread
-				waitFor(t, "the slot back", func() bool {
-					return adaptive.Stats().Waiting == 0 && adaptive.Peek("partner.test").Remaining == adaptive.Peek("partner.test").Limit
-				})
+				end()
+				waitFor(t, "the slot back", func() bool { return adaptive.Peek("partner.test").Remaining == adaptive.Peek("partner.test").Limit })
 			}
-			if tc.dropped {
-				require.Less(t, adaptive.Stats().Limit, 10, "the slots went back by Drop")
-			} else {
-				require.Equal(t, 10, adaptive.Stats().Limit, "the slots went back by Release")
-			}
+			require.Equal(t, tc.dropped, adaptive.Stats().Limit < 10, "the slots went back by Drop: the limit fell to %d", adaptive.Stats().Limit)
 		})
 	}
+}
+
+// A retry is a send like any other: Throttle may reject it. Against a
+// partner that refuses everything, with random numbers of 0.5, the first
+// send and the first retry go (p 0, then 1/2), the second retry is rejected
+// (p 2/3, the counts barely decayed over the backoff): RoundTrip returns a
+// *TransportError that names the last refusal, and nothing more is sent.
+func TestTransportThrottleRejectsARetry(t *testing.T) {
+	var sent int
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		sent++
+		return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	tr := retrying(clock.NewMock(), 0.5, base)
+	tr.Throttle, tr.ThrottleWindow = 2, time.Hour
+	req, _ := http.NewRequest(http.MethodGet, "http://partner.test/", nil)
+	_, err := tr.RoundTrip(req)
+	te := transportError(t, err)
+	require.ErrorIs(t, err, httplimit.ErrThrottled)
+	require.Equal(t, 2, sent)
+	require.Equal(t, 1, te.Retries)
+	require.Equal(t, 503, te.StatusCode)
+	require.True(t, strings.HasPrefix(err.Error(),
+		`httplimit: not sending to "partner.test" again after 503 Service Unavailable (1 retry so far): httplimit: throttled locally, rejected with probability 0.67`), err.Error())
 }
