@@ -194,8 +194,8 @@ type watchedStream struct {
 	key     string
 	once    sync.Once // reads the pause
 	slot    streamSlot
-	counted throttle.Decision // Throttle's decision, whose outcome settle records
-	settled sync.Once         // records its outcome
+	counted bool      // Throttle waits for the stream's outcome
+	settled sync.Once // records its outcome
 }
 
 func (s *watchedStream) RecvMsg(m any) error {
@@ -261,7 +261,7 @@ func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (
 		target = cc.Target()
 	}
 	key, err := keyOf(ctx, target, method)
-	if err == nil {
+	if err == nil && (c.Throttle != 0 || c.ThrottleWindow != 0) {
 		err = c.throttling().Check("grpclimit: Client.Throttle")
 	}
 	if err != nil {

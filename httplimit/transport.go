@@ -216,7 +216,7 @@ func MarkIdempotent(ctx context.Context) context.Context {
 // (http.Client.Timeout, or a context) to fail at once instead.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key, err := t.key(req)
-	if err == nil {
+	if err == nil && (t.Throttle != 0 || t.ThrottleWindow != 0) {
 		err = t.throttling().Check("httplimit: Transport.Throttle")
 	}
 	if err != nil {
