@@ -112,6 +112,8 @@ type Client struct {
 	// many as a window of this length holds. Shorter reacts and comes back
 	// sooner; longer sends fewer calls to a server that fails them all
 	// (httplimit.Transport's ThrottleWindow says how much). 0 means 250 ms.
+	// The Client counts at most 4,096 keys, as it keeps pauses: past that
+	// it forgets the idle ones, then those with the fewest recent calls.
 	ThrottleWindow time.Duration
 
 	mu sync.RWMutex
