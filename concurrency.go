@@ -364,12 +364,13 @@ func (c *Concurrency[K]) Peek(key K) Result {
 }
 
 // Stats returns what the limiter has counted (see Stats and WithStats):
-// with Reclaimed, the slots taken back from holds past WithMaxHold, and
+// with Limit, N, Reclaimed, the slots taken back from holds past WithMaxHold, and
 // Waiting, the Acquires waiting now.
 func (c *Concurrency[K]) Stats() Stats {
 	st := c.keys.stats()
 	st.Reclaimed = c.core.reclaimed.Load()
 	st.Waiting = int(c.core.waiting.Load())
+	st.Limit = c.Limit()
 	return st
 }
 

@@ -273,7 +273,7 @@ func TestConcurrencyStats(t *testing.T) {
 	}
 	wg.Wait()
 	st := c.Stats()
-	require.Equal(t, keylimit.Stats{Decisions: true, Keys: 1, Admitted: admitted.Load(), Refused: refused.Load()}, st)
+	require.Equal(t, keylimit.Stats{Decisions: true, Keys: 1, Limit: 3, Admitted: admitted.Load(), Refused: refused.Load()}, st)
 	c.TryAcquire("k", 4) // can never pass: refused
 	c.TryAcquire("k", 0) // no decision
 	require.Equal(t, refused.Load()+1, c.Stats().Refused)

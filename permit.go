@@ -61,6 +61,22 @@ func (p Permit) Release() {
 	}
 }
 
+// Drop gives back the slots the permit holds, as Release does, and tells
+// an Adaptive that the call failed from overload: it timed out, was
+// refused, or was shed downstream. The Adaptive counts the call's latency
+// and the drop, and lowers its limits. For any other limiter's permit it
+// is Release.
+func (p Permit) Drop() {
+	if p.h == nil {
+		return
+	}
+	if p.h.kind == holdAdaptive {
+		asAdHold(p.h).release(p.gen, true)
+		return
+	}
+	p.h.release(p.gen)
+}
+
 // NewPermit returns a Permit whose first Release calls release; later
 // Releases of it and its copies do nothing. It is for ConcurrencyLimiter
 // implementations outside this package; it allocates.
@@ -92,9 +108,16 @@ type hold struct {
 	st   *concState
 	// at is the acquisition's time: always with a longest hold (it gives
 	// the epoch), else only if timed.
-	at int64
-	n  int32 // slots held, at most MaxConcurrency
+	at   int64
+	n    int32 // slots held, at most MaxConcurrency
+	kind uint8 // holdConcurrency, or holdAdaptive for an *adHold; set when the record is made, never changed
 }
+
+// The kinds of hold record.
+const (
+	holdConcurrency = iota // a Concurrency's, or NewPermit's (core nil)
+	holdAdaptive           // an Adaptive's: an *adHold
+)
 
 // holdPool recycles the records of released holds, but for each key's own
 // (concState.own). A record another goroutine still has a stale Permit of
@@ -106,6 +129,10 @@ func (h *hold) release(gen uint64) {
 		// A key's own record: its core and st never change, its
 		// generation is in the key's word, and gen carries the slots.
 		h.core.releaseOwn(h.st, gen&^permitOwn)
+		return
+	}
+	if h.kind == holdAdaptive {
+		asAdHold(h).release(gen, false)
 		return
 	}
 	if !h.gen.CompareAndSwap(gen, gen+1) {

@@ -15,8 +15,9 @@ type Stats struct {
 	// limiter whose state is in a remote store: it counts Calls, Errors,
 	// Fallbacks and CacheHits, and not Keys, Untracked or Evicted. Penalty
 	// reports a Penalty (or a Redis one), which counts Bans and BanRefused.
+	// Adaptive reports an Adaptive, which reports Limit and counts Shed.
 	// A count a limiter does not keep reads 0.
-	Decisions, Remote, Penalty bool
+	Decisions, Remote, Penalty, Adaptive bool
 
 	// Keys is the number of keys tracked now.
 	Keys int
@@ -35,6 +36,14 @@ type Stats struct {
 	// Acquire calls waiting now; a rate limiter leaves them 0.
 	Reclaimed uint64
 	Waiting   int
+
+	// Limit is the limit now: an Adaptive's overall limit, which moves, or
+	// a Concurrency's N. A rate limiter leaves it 0.
+	Limit int
+	// Shed counts the requests an Adaptive refused, by their Criticality
+	// (Shed[Critical], Shed[Default], Shed[Sheddable]); other limiters
+	// leave it 0.
+	Shed [3]uint64
 
 	// Bans counts the bans a Penalty started, and BanRefused the requests
 	// it refused by a ban without asking its limiter (each in Refused too,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/throttle"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -82,6 +83,33 @@ type Client struct {
 	// would slow a Limiter pacing several calls a second.
 	FollowRateLimit bool
 
+	// Throttle, if not 0, throttles calls adaptively, as Google's SRE book
+	// has clients do ("Handling Overload"), and is its K: per key, the
+	// Client counts its recent calls and those the server accepted, and
+	// rejects a call locally, before any wait, with probability
+	// max(0, (calls − Throttle × accepts) / (calls + 1)). A call counts
+	// when its outcome comes, so that calls in flight never look like
+	// failures; a rejected one counts at once, so a server that fails every
+	// call gets about one each ThrottleWindow, and all of them again soon
+	// after it recovers.
+	// The call then ends with a *WaitError matching ErrThrottled, status
+	// Unavailable, unsent. A call fails when it ends with
+	// ResourceExhausted, Unavailable, DeadlineExceeded, Internal, Unknown
+	// or DataLoss; it is accepted when it ends otherwise (a stream: when
+	// its first message or its end comes); a call the caller cancelled
+	// before either is not counted. 2 is the usual value: nothing is
+	// rejected until the server fails half the calls. It must be 0 or a
+	// finite number of at least 1, or every call fails with an error
+	// saying so.
+	Throttle float64
+
+	// ThrottleWindow is how recent the counts of Throttle are: a call or
+	// an accept weighs e^(−age/ThrottleWindow), so a steady rate counts as
+	// many as a window of this length holds. Shorter reacts and comes back
+	// sooner; longer sends fewer calls to a server that fails them all
+	// (httplimit.Transport's ThrottleWindow says how much). 0 means 250 ms.
+	ThrottleWindow time.Duration
+
 	mu sync.RWMutex
 	// paused maps a key to the end of the server's pause on it. Protected
 	// by mu. A pause only ever grows later; an entry that has ended is
@@ -89,6 +117,9 @@ type Client struct {
 	// maxPauses are kept.
 	paused  map[string]time.Time
 	sweepAt int // the number of pauses at which the next sweep runs; protected by mu
+
+	throttle throttle.Counts // Throttle's counts, for at most maxPauses keys
+	rand     func() float64  // Throttle's random numbers in [0, 1): nil means math/rand/v2's (SetRand in tests)
 }
 
 // DefaultMaxPause is the longest pause a server can put on a key of a
@@ -114,15 +145,17 @@ var systemClock = clock.New()
 // grpc.NewClient(target, grpc.WithChainUnaryInterceptor(c.UnaryInterceptor())).
 func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		key, slot, err := c.wait(ctx, cc, method)
+		key, tk, err := c.wait(ctx, cc, method)
 		if err != nil {
 			return err
 		}
-		defer slot.Release()
+		outcome := throttle.Forgotten // if invoker panics
+		defer func() { c.end(key, tk, outcome) }()
 		var header, trailer metadata.MD
 		// A new slice: appending to opts could write into the caller's.
 		all := append(append(make([]grpc.CallOption, 0, len(opts)+2), opts...), grpc.Header(&header), grpc.Trailer(&trailer))
 		err = invoker(ctx, method, req, reply, cc, all...)
+		outcome = callOutcome(err)
 		c.observe(key, err, trailer)
 		c.observeAdmitted(key, err, header)
 		return err
@@ -134,28 +167,31 @@ func (c *Client) UnaryInterceptor() grpc.UnaryClientInterceptor {
 // grpc.NewClient(target, grpc.WithChainStreamInterceptor(c.StreamInterceptor())).
 func (c *Client) StreamInterceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		key, slot, err := c.wait(ctx, cc, method)
+		key, tk, err := c.wait(ctx, cc, method)
 		if err != nil {
 			return nil, err
 		}
 		cs, err := streamer(ctx, desc, cc, method, opts...)
 		if err != nil {
-			slot.Release()
+			c.end(key, tk, callOutcome(err))
 			c.observe(key, err, nil)
 			return nil, err
 		}
-		return watch(ctx, cs, c, key, desc.ServerStreams, slot), nil
+		return watch(ctx, cs, c, key, desc.ServerStreams, tk), nil
 	}
 }
 
 // watchedStream is a ClientStream whose ending the Client reads for a
-// pause, and which gives back its slot of Concurrency when it ends.
+// pause, whose outcome it counts in Throttle, and which gives back its slot
+// of Concurrency when it ends.
 type watchedStream struct {
 	grpc.ClientStream
-	c    *Client
-	key  string
-	once sync.Once
-	slot streamSlot
+	c       *Client
+	key     string
+	once    sync.Once // reads the pause
+	slot    streamSlot
+	counted throttle.Decision // Throttle's decision, whose outcome settle records
+	settled sync.Once         // records its outcome
 }
 
 func (s *watchedStream) RecvMsg(m any) error {
@@ -164,26 +200,54 @@ func (s *watchedStream) RecvMsg(m any) error {
 		// The stream has ended with err; its trailer is complete.
 		s.once.Do(func() { s.c.observe(s.key, err, s.ClientStream.Trailer()) })
 	}
-	s.slot.afterRecv(err)
+	o := callOutcome(err) // a message or the end: the server accepted the stream
+	s.settle(o)
+	s.slot.afterRecv(err, o == throttle.Failed)
 	return err
 }
 
 func (s *watchedStream) SendMsg(m any) error {
 	err := s.ClientStream.SendMsg(m)
-	s.slot.afterSend(err)
+	s.afterSend(err)
 	return err
 }
 
 func (s *watchedStream) Header() (metadata.MD, error) {
 	md, err := s.ClientStream.Header()
-	s.slot.afterSend(err)
+	s.afterSend(err)
 	return md, err
 }
 
+// afterSend ends the stream after a SendMsg or Header that returned an
+// error other than io.EOF (io.EOF says that the server ended it, and the
+// status is for RecvMsg to read).
+func (s *watchedStream) afterSend(err error) {
+	if err != nil && err != io.EOF {
+		o := callOutcome(err)
+		s.settle(o)
+		s.slot.release(o == throttle.Failed)
+	}
+}
+
+// settle records the stream's outcome in Throttle, the first time only,
+// and stops watching the context of a stream that holds no slot.
+func (s *watchedStream) settle(o throttle.Outcome) {
+	s.record(o)
+	if !s.slot.held && s.slot.stop != nil {
+		s.slot.stop() // nothing else waits for the context
+	}
+}
+
+// record records the stream's outcome in Throttle, the first time only.
+func (s *watchedStream) record(o throttle.Outcome) {
+	s.settled.Do(func() { s.c.record(s.key, s.counted, o) })
+}
+
 // wait returns the call's key once the call may be sent, and the slot of
-// Concurrency it holds (the zero Permit if none). On an error, it holds
-// nothing.
-func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (string, keylimit.Permit, error) {
+// Concurrency it holds (the zero Permit if none) and the decision of
+// Throttle, which it asks first, whose outcome is to be recorded. On an
+// error, it holds nothing and leaves nothing to record.
+func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (string, ticket, error) {
 	keyOf := c.Key
 	if keyOf == nil {
 		keyOf = byTarget
@@ -193,8 +257,15 @@ func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (
 		target = cc.Target()
 	}
 	key, err := keyOf(ctx, target, method)
+	if err == nil {
+		err = c.throttling().Check("grpclimit: Client.Throttle")
+	}
 	if err != nil {
-		return "", keylimit.Permit{}, err
+		return "", ticket{}, err
+	}
+	counted, err := c.admit(key)
+	if err != nil {
+		return "", ticket{}, &WaitError{Key: key, Method: method, Until: c.pausedUntil(key, c.clock().Now()), Err: err}
 	}
 	clk := c.clock()
 	// The server's pause first, so that a paused key does not hold tokens
@@ -214,11 +285,12 @@ func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (
 	if err == nil {
 		err = c.waitPause(ctx, key, clk)
 	}
+	tk := ticket{slot: slot, counted: counted}
 	if err != nil {
-		slot.Release()
-		return "", keylimit.Permit{}, &WaitError{Key: key, Method: method, Until: c.pausedUntil(key, clk.Now()), Err: err}
+		c.end(key, tk, throttle.Forgotten)
+		return "", ticket{}, &WaitError{Key: key, Method: method, Until: c.pausedUntil(key, clk.Now()), Err: err}
 	}
-	return key, slot, nil
+	return key, tk, nil
 }
 
 // waitPause waits, under ctx, until the server's pause on key has ended.
@@ -279,7 +351,8 @@ func (c *Client) clock() clock.Clock {
 // ended first, or the Limiter can never admit a call. errors.Is and
 // errors.As see through it to Err. status.Code reads its code: Canceled or
 // DeadlineExceeded if the context ended, ResourceExhausted if the wait
-// would have outlasted the deadline or can never end, Unknown otherwise.
+// would have outlasted the deadline or can never end, Unavailable if
+// Throttle rejected the call, Unknown otherwise.
 type WaitError struct {
 	Key    string // the call's key
 	Method string // the call's full method name
@@ -289,7 +362,8 @@ type WaitError struct {
 	// Err is the error of the wait: one matching
 	// keylimit.ErrWouldExceedDeadline (and context.DeadlineExceeded) if it
 	// would have outlasted the deadline, the context's error if it ended
-	// first, keylimit.ErrExceedsLimit if the Limiter can never admit a call.
+	// first, keylimit.ErrExceedsLimit if the Limiter can never admit a
+	// call, one matching ErrThrottled if Throttle rejected it.
 	// A wait for a slot of Concurrency fails only when the context ends
 	// (how long the calls in flight take is not known): its error says how
 	// many were in flight and wraps the context's.
@@ -297,7 +371,11 @@ type WaitError struct {
 }
 
 func (e *WaitError) Error() string {
-	msg := fmt.Sprintf("grpclimit: waiting to call %.256s under %.64q", e.Method, e.Key) // bounded: a key or method may come from a request
+	verb := "waiting to call"
+	if errors.Is(e.Err, ErrThrottled) {
+		verb = "not calling"
+	}
+	msg := fmt.Sprintf("grpclimit: %s %.256s under %.64q", verb, e.Method, e.Key) // bounded: a key or method may come from a request
 	if !e.Until.IsZero() {
 		msg += ", paused by the server until " + e.Until.UTC().Format("2006-01-02T15:04:05.999Z07:00")
 	}
@@ -311,6 +389,8 @@ func (e *WaitError) Unwrap() error { return e.Err }
 func (e *WaitError) GRPCStatus() *status.Status {
 	code := codes.Unknown
 	switch {
+	case errors.Is(e.Err, ErrThrottled):
+		code = codes.Unavailable
 	case errors.Is(e.Err, keylimit.ErrWouldExceedDeadline), errors.Is(e.Err, keylimit.ErrExceedsLimit):
 		code = codes.ResourceExhausted
 	case errors.Is(e.Err, context.DeadlineExceeded):

@@ -3,10 +3,11 @@ package grpclimit
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/throttle"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 )
 
 // acquireSlot takes one of key's slots of lim for a call, waiting for it
@@ -33,23 +34,32 @@ func calls(n int) string {
 }
 
 // watch returns cs, a stream of key opened under ctx, watched for its
-// ending: for a pause the server asks for, and to give back slot when it
-// ends. serverStreams is its StreamDesc's: whether the server may send
-// more than one message.
-func watch(ctx context.Context, cs grpc.ClientStream, c *Client, key string, serverStreams bool, slot keylimit.Permit) *watchedStream {
-	s := &watchedStream{ClientStream: cs, c: c, key: key}
-	if slot != (keylimit.Permit{}) {
-		s.slot = streamSlot{permit: slot, serverStreams: serverStreams, held: true}
-		if ctx.Done() != nil {
-			s.slot.stop = context.AfterFunc(ctx, slot.Release)
-		}
+// ending: for a pause the server asks for, for its outcome in Throttle,
+// and to give back tk's slot when it ends. serverStreams is its
+// StreamDesc's: whether the server may send more than one message. If ctx
+// ends first, the stream fails if its deadline passed, and is not counted
+// if it was cancelled.
+func watch(ctx context.Context, cs grpc.ClientStream, c *Client, key string, serverStreams bool, tk ticket) *watchedStream {
+	s := &watchedStream{ClientStream: cs, c: c, key: key, counted: tk.counted}
+	s.slot = streamSlot{permit: tk.slot, serverStreams: serverStreams, held: tk.slot != (keylimit.Permit{})}
+	if ctx.Done() != nil && (s.slot.held || tk.counted.Send) {
+		// The function may run before AfterFunc returns: it reads nothing
+		// that is written after (not stop).
+		s.slot.stop = context.AfterFunc(ctx, func() {
+			o := callOutcome(status.FromContextError(ctx.Err()).Err())
+			s.record(o)
+			if s.slot.held {
+				releaseSlot(s.slot.permit, o == throttle.Failed)
+			}
+		})
 	}
 	return s
 }
 
 // streamSlot is the slot of Client.Concurrency a stream holds, given back
 // once the stream ends as grpc-go's NewStream says a stream ends (its
-// context ending is context.AfterFunc's). A Permit's Release is safe for
+// context ending is context.AfterFunc's, which also settles the stream's
+// outcome in Throttle: stop is set for a stream that holds no slot too). A Permit's Release is safe for
 // concurrent use and only the first gives the slot back, so the methods of
 // the stream may end it from several goroutines at once (RecvMsg on one,
 // SendMsg on another, as grpc-go allows), and the context too.
@@ -62,28 +72,21 @@ type streamSlot struct {
 
 // afterRecv ends the stream's hold after a RecvMsg that returned err: any
 // error ends the stream (io.EOF, its end, included), and so does a message
-// if the server sends only one (grpc-go reads the end after it).
-func (s *streamSlot) afterRecv(err error) {
+// if the server sends only one (grpc-go reads the end after it). failed
+// says that err is a failure: the slot goes back by Drop.
+func (s *streamSlot) afterRecv(err error, failed bool) {
 	if err != nil || !s.serverStreams {
-		s.release()
+		s.release(failed)
 	}
 }
 
-// afterSend ends the stream's hold after a SendMsg or Header that
-// returned err: an error other than io.EOF ends the stream; io.EOF says
-// that the server ended it, and the status is for RecvMsg to read.
-func (s *streamSlot) afterSend(err error) {
-	if err != nil && err != io.EOF {
-		s.release()
-	}
-}
-
-func (s *streamSlot) release() {
+// release gives the slot back, by Drop if failed (releaseSlot).
+func (s *streamSlot) release(failed bool) {
 	if !s.held {
 		return
 	}
 	if s.stop != nil {
 		s.stop()
 	}
-	s.permit.Release()
+	releaseSlot(s.permit, failed)
 }

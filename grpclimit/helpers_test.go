@@ -3,6 +3,8 @@ package grpclimit_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -403,4 +405,89 @@ func exampleHealth(server []grpc.ServerOption, client ...grpc.DialOption) (healt
 		panic(err)
 	}
 	return healthpb.NewHealthClient(conn), func() { conn.Close(); srv.Stop() }
+}
+
+// ---- Adaptive throttling ----
+
+// seeded returns a source of random numbers in [0, 1), the same for the
+// same seed, safe for concurrent use.
+func seeded(seed uint64) func() float64 {
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(seed, seed))
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Float64()
+	}
+}
+
+// throttleModel is the throttling formula written plainly, for one key:
+// counts decayed by e each window, a call rejected with probability
+// max(0, (calls − k·accepts) / (calls + 1)).
+type throttleModel struct {
+	k              float64
+	window         time.Duration
+	calls, accepts float64
+	at             time.Time
+}
+
+func (m *throttleModel) decay(now time.Time) {
+	f := math.Exp(-float64(now.Sub(m.at)) / float64(m.window))
+	m.calls, m.accepts, m.at = m.calls*f, m.accepts*f, now
+}
+
+// admit returns the probability of rejection at now and whether u sends
+// the call; one rejected counts at once.
+func (m *throttleModel) admit(now time.Time, u float64) (float64, bool) {
+	m.decay(now)
+	p := max(0, (m.calls-m.k*m.accepts)/(m.calls+1))
+	if u < p {
+		m.calls++
+	}
+	return p, u >= p
+}
+
+// answered counts one sent at its answer, at now, and its accept.
+func (m *throttleModel) answered(now time.Time, accepted bool) {
+	m.decay(now)
+	m.calls++
+	if accepted {
+		m.accepts++
+	}
+}
+
+// failing returns server options that end every call (unary or stream)
+// with the code fail returns, or let it through if it returns OK, and
+// count the calls that reach them.
+func failing(reached *atomic.Int32, fail func() codes.Code) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			reached.Add(1)
+			if code := fail(); code != codes.OK {
+				return nil, status.Error(code, "scripted failure")
+			}
+			return handler(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			reached.Add(1)
+			if code := fail(); code != codes.OK {
+				return status.Error(code, "scripted failure")
+			}
+			return handler(srv, ss)
+		}),
+	}
+}
+
+// watchOnce opens a Watch stream on b, reads its first message and ends
+// the stream by cancelling it; it returns the error of the opening or of
+// the read. It asserts nothing, so that any goroutine may call it.
+func (b *backend) watchOnce(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := b.health.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return err
+	}
+	_, err = stream.Recv()
+	return err
 }

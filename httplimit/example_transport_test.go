@@ -335,3 +335,39 @@ func ExampleTransport_concurrency() {
 	// 200 OK
 	// slots free: 1
 }
+
+// A partner that fails every request. With Throttle 2, the Transport
+// counts its recent requests and the partner's accepts, and sends each
+// request with probability 1 − (requests − 2 × accepts) / (requests + 1):
+// the first for sure, the second one time in two, the third one in three.
+// A request it holds back is never sent, and fails with ErrThrottled. (The
+// random numbers here are all 0.5; leave Rand nil in production.)
+func ExampleTransport_throttle() {
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer partner.Close()
+
+	client := &http.Client{Transport: &httplimit.Transport{
+		Throttle: 2,
+		Key:      func(*http.Request) (string, error) { return "partner", nil },
+		Rand:     func() float64 { return 0.5 },
+		Clock:    clock.NewMock(), // time stands still: the counts do not decay
+	}}
+	for i := 1; i <= 4; i++ {
+		resp, err := client.Get(partner.URL)
+		if errors.Is(err, httplimit.ErrThrottled) {
+			var te *httplimit.TransportError
+			errors.As(err, &te)
+			fmt.Println(i, te.Err)
+			continue
+		}
+		resp.Body.Close()
+		fmt.Println(i, resp.Status)
+	}
+	// Output:
+	// 1 500 Internal Server Error
+	// 2 500 Internal Server Error
+	// 3 httplimit: throttled locally, rejected with probability 0.67 = (requests 2.0 − K 2 × accepts 0.0) / (requests + 1), counted over 250ms
+	// 4 httplimit: throttled locally, rejected with probability 0.75 = (requests 3.0 − K 2 × accepts 0.0) / (requests + 1), counted over 250ms
+}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -717,3 +719,52 @@ type idleCloser struct {
 }
 
 func (c *idleCloser) CloseIdleConnections() { c.closed = true }
+
+// ---- Adaptive throttling ----
+
+// seeded returns a source of random numbers in [0, 1), the same for the
+// same seed, safe for concurrent use.
+func seeded(seed uint64) func() float64 {
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(seed, seed))
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Float64()
+	}
+}
+
+// throttleModel is the throttling formula written plainly, for one key:
+// counts decayed by e each window, a request rejected with probability
+// max(0, (requests − k·accepts) / (requests + 1)).
+type throttleModel struct {
+	k                 float64
+	window            time.Duration
+	requests, accepts float64
+	at                time.Time
+}
+
+func (m *throttleModel) decay(now time.Time) {
+	f := math.Exp(-float64(now.Sub(m.at)) / float64(m.window))
+	m.requests, m.accepts, m.at = m.requests*f, m.accepts*f, now
+}
+
+// admit returns the probability of rejection at now and whether u sends
+// the request; one rejected counts at once.
+func (m *throttleModel) admit(now time.Time, u float64) (float64, bool) {
+	m.decay(now)
+	p := max(0, (m.requests-m.k*m.accepts)/(m.requests+1))
+	if u < p {
+		m.requests++
+	}
+	return p, u >= p
+}
+
+// answered counts one sent at its answer, at now, and its accept.
+func (m *throttleModel) answered(now time.Time, accepted bool) {
+	m.decay(now)
+	m.requests++
+	if accepted {
+		m.accepts++
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/throttle"
 )
 
 // Transport is an http.RoundTripper that keeps a client under a server's
@@ -94,8 +95,35 @@ type Transport struct {
 	// MaxBackoff caps the delay between retries. 0 means 30 s.
 	MaxBackoff time.Duration
 
-	// Rand returns the random numbers of the jitter, in [0, 1). nil means
-	// math/rand/v2's Float64. It must be safe for concurrent use.
+	// Throttle, if not 0, throttles requests adaptively, as Google's SRE
+	// book has clients do ("Handling Overload"), and is its K: per key, the
+	// Transport counts its recent sends (retries too) and those the partner
+	// accepted, and rejects a send locally, before any wait, with
+	// probability max(0, (requests − Throttle × accepts) / (requests + 1)).
+	// A send counts when its answer comes, so that requests in flight never
+	// look like failures; a rejected one counts at once, so a partner that
+	// fails every request gets about one each ThrottleWindow, and all of
+	// them again soon after it recovers. RoundTrip then sends nothing and returns a
+	// *TransportError matching ErrThrottled. The partner accepts a request
+	// when it answers with a status below 500 that Refused does not refuse;
+	// a refusal, a 5xx and an error of Base (a timeout too) are failures; a
+	// request not sent after all, or whose context was cancelled before its
+	// answer, is not counted. 2 is the usual value: nothing is rejected
+	// until the partner fails half the requests. It must be 0 or a finite
+	// number of at least 1, or RoundTrip returns an error.
+	Throttle float64
+
+	// ThrottleWindow is how recent the counts of Throttle are: a request or
+	// an accept weighs e^(−age/ThrottleWindow), so a steady rate counts as
+	// many as a window of this length holds. Shorter reacts and comes back
+	// sooner (after a failure, in about ThrottleWindow/(Throttle−1) ×
+	// ln(1 + rate × ThrottleWindow / Throttle)); longer sends fewer
+	// requests to a partner that fails them all. 0 means 250 ms.
+	ThrottleWindow time.Duration
+
+	// Rand returns the random numbers of the jitter and of Throttle, in
+	// [0, 1). nil means math/rand/v2's Float64. It must be safe for
+	// concurrent use.
 	Rand func() float64
 
 	// Clock is where the Transport reads time and sleeps: pass the clock
@@ -107,6 +135,8 @@ type Transport struct {
 	// means 65,536. At the cap it forgets the pauses that end first, an
 	// eighth of them, and counts them (DroppedPauses): a request under a
 	// forgotten key may reach the server before the server's pause ends.
+	// It is also the most keys Throttle counts for: at the cap it forgets
+	// the eighth with the fewest recent requests.
 	MaxPaused int
 
 	// OnWait, if set, is called once for each RoundTrip of a request that
@@ -116,7 +146,8 @@ type Transport struct {
 	// use.
 	OnWait func(req *http.Request, w Wait)
 
-	pauses pauses
+	pauses   pauses
+	throttle throttle.Counts
 }
 
 // Wait is what one request waited for before it was sent, over all its
@@ -181,6 +212,9 @@ func MarkIdempotent(ctx context.Context) context.Context {
 // (http.Client.Timeout, or a context) to fail at once instead.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key, err := t.key(req)
+	if err == nil {
+		err = t.throttling().Check("httplimit: Transport.Throttle")
+	}
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -196,7 +230,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		status    int       // the last answer, once one was refused
 	)
 	for retry := 0; ; retry++ {
-		slot, err := t.wait(ctx, key, notBefore, &w)
+		tk, err := t.wait(ctx, key, notBefore, &w)
 		if err != nil {
 			if retry == 0 {
 				closeBody(req)
@@ -205,23 +239,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, &TransportError{Key: key, Retries: w.Retries, StatusCode: status,
 				Until: t.pauses.until(key, t.clock().Now()), Err: err}
 		}
-		send := req
-		if retry > 0 {
-			var err error
-			if send, err = rewind(req); err != nil {
-				slot.Release()
-				return nil, fmt.Errorf("httplimit: replaying the body of %s %s for retry %d: %w", req.Method, req.URL.Redacted(), retry, err)
-			}
-			w.Retries = retry
-		}
-		resp, err := t.base().RoundTrip(send)
+		send, err := replay(req, retry)
 		if err != nil {
-			slot.Release()
+			t.end(key, tk, throttle.Forgotten)
 			return nil, err
 		}
-		resp.Body = holdBody(ctx, resp.Body, slot)
-		now := t.clock().Now()
+		w.Retries = retry
+		resp, err := t.base().RoundTrip(send)
+		if err != nil {
+			t.end(key, tk, sendFailure(ctx))
+			return nil, err
+		}
 		refused := t.refused(resp)
+		resp.Body = t.hold(ctx, key, tk, resp, answerOutcome(resp, refused))
+		now := t.clock().Now()
 		until := serverPause(resp, refused, now)
 		if !until.IsZero() {
 			t.pauses.add(key, until, now, t.maxPaused())
@@ -239,21 +270,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// wait waits for the request's turn to be sent: for the end of the server's
-// pause on key and of a retry's backoff (notBefore), then for a slot of
-// Concurrency, then for its turn at Limiter, then for the end of any pause
-// the server began meanwhile (the slot and the turn are kept, but nothing
-// is sent into a pause). Each wait is under ctx. It returns the slot held,
-// the zero Permit if none; on an error, it holds nothing. What it waited
-// is added to w.
+// wait waits for the request's turn to be sent: it asks Throttle first,
+// then waits for the end of the server's pause on key and of a retry's
+// backoff (notBefore), then for a slot of Concurrency, then for its turn at
+// Limiter, then for the end of any pause the server began meanwhile (the
+// slot and the turn are kept, but nothing is sent into a pause). Each wait
+// is under ctx. It returns the slot held (the zero Permit if none) and
+// Throttle's decision, whose outcome is to be recorded; on an error, it
+// holds nothing and leaves nothing to record. What it waited is added to w.
 //
 // The slot comes before the turn so that the turns are spent as the
 // requests are sent: a turn taken first and then held while its request
 // waits for a slot would let the waiters of a rate go out together once
 // slots free up.
-func (t *Transport) wait(ctx context.Context, key string, notBefore time.Time, w *Wait) (keylimit.Permit, error) {
+func (t *Transport) wait(ctx context.Context, key string, notBefore time.Time, w *Wait) (ticket, error) {
 	if err := ctx.Err(); err != nil {
-		return keylimit.Permit{}, err // a request whose context has ended costs no turn
+		return ticket{}, err // a request whose context has ended costs no turn
+	}
+	counted, err := t.admit(key)
+	if err != nil {
+		return ticket{}, err
 	}
 	clk := t.clock()
 	var start time.Time
@@ -261,7 +297,7 @@ func (t *Transport) wait(ctx context.Context, key string, notBefore time.Time, w
 		start = clk.Now()
 	}
 	var slot keylimit.Permit
-	err := t.waitPause(ctx, clk, key, notBefore, w)
+	err = t.waitPause(ctx, clk, key, notBefore, w)
 	if err == nil && t.Concurrency != nil {
 		slot, err = acquireSlot(ctx, t.Concurrency, key, w)
 	}
@@ -271,14 +307,15 @@ func (t *Transport) wait(ctx context.Context, key string, notBefore time.Time, w
 	if err == nil && (t.Limiter != nil || t.Concurrency != nil) {
 		err = t.waitPause(ctx, clk, key, time.Time{}, w)
 	}
-	if err != nil {
-		slot.Release()
-		slot = keylimit.Permit{}
-	}
 	if t.OnWait != nil {
 		w.Waited += clk.Since(start)
 	}
-	return slot, err
+	tk := ticket{slot: slot, counted: counted}
+	if err != nil {
+		t.end(key, tk, throttle.Forgotten)
+		return ticket{}, err
+	}
+	return tk, nil
 }
 
 // waitPause waits until the server's pause on key and notBefore have both
@@ -338,12 +375,16 @@ func (t *Transport) backoff(i int) time.Duration {
 	if i < 62 && base <= ceil>>i {
 		d = base << i
 	}
-	r := rand.Float64
-	if t.Rand != nil {
-		r = t.Rand
-	}
 	half := d / 2
-	return d - half + time.Duration(min(max(r(), 0), 1)*float64(half))
+	return d - half + time.Duration(t.random()*float64(half))
+}
+
+// random returns a random number in [0, 1], of Rand if it is set.
+func (t *Transport) random() float64 {
+	if t.Rand != nil {
+		return min(max(t.Rand(), 0), 1)
+	}
+	return rand.Float64()
 }
 
 func (t *Transport) key(req *http.Request) (string, error) {
@@ -406,6 +447,19 @@ func idempotent(req *http.Request) bool {
 // replayable reports whether req's body can be sent again.
 func replayable(req *http.Request) bool {
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// replay returns req ready for its send number retry (0 for the first):
+// req itself, or for a retry, rewound.
+func replay(req *http.Request, retry int) (*http.Request, error) {
+	if retry == 0 {
+		return req, nil
+	}
+	again, err := rewind(req)
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: replaying the body of %s %s for retry %d: %w", req.Method, req.URL.Redacted(), retry, err)
+	}
+	return again, nil
 }
 
 // rewind returns req ready to be sent again: a shallow copy with a fresh body

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,7 +13,8 @@ import (
 )
 
 // TransportError is the error of a request the Transport could not send: a
-// wait for its turn failed (the context ended, or would have ended first).
+// wait for its turn failed (the context ended, or would have ended first),
+// or Throttle rejected it.
 // Its message says how long the wait would have been, and until when the
 // server paused the key. errors.Is and errors.As see through it to Err.
 type TransportError struct {
@@ -31,15 +33,20 @@ type TransportError struct {
 	// keylimit.ErrWouldExceedDeadline (and context.DeadlineExceeded) if it
 	// would have outlasted the deadline, the context's error if it ended
 	// first, keylimit.ErrExceedsLimit if the Limiter can never admit a
-	// request. A wait for a slot of Concurrency fails only when the
-	// context ends (how long the requests in flight take is not known):
-	// its error says how many were in flight and wraps the context's.
+	// request, one matching ErrThrottled if Throttle rejected it. A wait
+	// for a slot of Concurrency fails only when the context ends (how long
+	// the requests in flight take is not known): its error says how many
+	// were in flight and wraps the context's.
 	Err error
 }
 
 func (e *TransportError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "httplimit: waiting to send to %s", bounded.Quote(e.Key))
+	if errors.Is(e.Err, ErrThrottled) {
+		fmt.Fprintf(&b, "httplimit: not sending to %s", bounded.Quote(e.Key))
+	} else {
+		fmt.Fprintf(&b, "httplimit: waiting to send to %s", bounded.Quote(e.Key))
+	}
 	if e.StatusCode != 0 {
 		fmt.Fprintf(&b, " again after %s (%s so far)", statusLine(e.StatusCode), retries(e.Retries))
 	}

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,19 +30,23 @@ func acquireSlot(ctx context.Context, lim keylimit.ConcurrencyLimiter[string], k
 // made to give the slot back once it is read to its end (or fails) or
 // closed, or once ctx ends. A body with nothing to read (nil or
 // http.NoBody) gives it back at once; the zero slot leaves body as it is.
-func holdBody(ctx context.Context, body io.ReadCloser, slot keylimit.Permit) io.ReadCloser {
+// The slot goes back by Drop (releaseSlot) if failed says the answer is a
+// failure, if reading the body fails, or if ctx's deadline passes first.
+func holdBody(ctx context.Context, body io.ReadCloser, slot keylimit.Permit, failed bool) io.ReadCloser {
 	if slot == (keylimit.Permit{}) {
 		return body
 	}
 	if body == nil || body == http.NoBody {
-		slot.Release()
+		releaseSlot(slot, failed)
 		return body
 	}
-	h := &heldBody{ReadCloser: body, slot: slot}
+	h := &heldBody{ReadCloser: body, slot: slot, failed: failed}
 	if ctx.Done() != nil {
 		// A request whose context ends is over, read or not: net/http
 		// closes its connection (HTTP/1) or resets its stream (HTTP/2).
-		h.stop = context.AfterFunc(ctx, slot.Release)
+		h.stop = context.AfterFunc(ctx, func() {
+			releaseSlot(slot, failed || errors.Is(ctx.Err(), context.DeadlineExceeded))
+		})
 	}
 	if wb, ok := body.(io.ReadWriteCloser); ok {
 		// A 101 Switching Protocols answer's body is the connection, and
@@ -57,29 +62,30 @@ func holdBody(ctx context.Context, body io.ReadCloser, slot keylimit.Permit) io.
 // first gives the slot back.
 type heldBody struct {
 	io.ReadCloser
-	slot keylimit.Permit
-	stop func() bool // context.AfterFunc's; nil for a context that never ends
+	slot   keylimit.Permit
+	failed bool        // the answer is a failure: the slot goes back by Drop
+	stop   func() bool // context.AfterFunc's; nil for a context that never ends
 }
 
 func (b *heldBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
-		b.release() // io.EOF, or the body failed: either way the answer is over
+		b.release(err != io.EOF) // the end, or the body failed: either way the answer is over
 	}
 	return n, err
 }
 
 func (b *heldBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.release()
+	b.release(false)
 	return err
 }
 
-func (b *heldBody) release() {
+func (b *heldBody) release(failed bool) {
 	if b.stop != nil {
 		b.stop()
 	}
-	b.slot.Release()
+	releaseSlot(b.slot, b.failed || failed)
 }
 
 // heldWriteBody is a heldBody that can be written to, as the body of a 101

@@ -9,9 +9,10 @@ package compose
 import "sync"
 
 var (
-	mu     sync.RWMutex // protects joins and inners
+	mu     sync.RWMutex // protects joins, inners and tries
 	joins  []func(ls []any) (any, bool)
 	inners []func(l any) (any, bool)
+	tries  []func(l any) (any, bool)
 )
 
 // RegisterJoin adds f, which returns a limiter that decides for all of ls
@@ -62,6 +63,31 @@ func Inner(l any) (any, bool) {
 	for _, f := range fs {
 		if in, ok := f(l); ok {
 			return in, true
+		}
+	}
+	return nil, false
+}
+
+// RegisterTryContext adds f, which returns, for a concurrency limiter l that
+// decides by the request's context (keylimit.Adaptive, by its
+// criticality), its TryAcquire under a context: a
+// func(ctx context.Context, key string, n int) (keylimit.Permit, keylimit.Result),
+// or false if l is none f knows.
+func RegisterTryContext(f func(l any) (any, bool)) {
+	mu.Lock()
+	defer mu.Unlock()
+	tries = append(tries, f)
+}
+
+// TryContext returns what the first registered function that knows l
+// returns, or false if none does.
+func TryContext(l any) (any, bool) {
+	mu.RLock()
+	fs := tries
+	mu.RUnlock()
+	for _, f := range fs {
+		if t, ok := f(l); ok {
+			return t, true
 		}
 	}
 	return nil, false

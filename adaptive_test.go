@@ -1,0 +1,361 @@
+package keylimit_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
+	"github.com/stretchr/testify/require"
+)
+
+// newAdaptive is an Adaptive of alg on a mock clock, closed when t ends.
+func newAdaptive(t testing.TB, alg keylimit.Algorithm) (*keylimit.Adaptive[string], *clock.Mock) {
+	t.Helper()
+	mock := clock.NewMock()
+	a, err := keylimit.NewAdaptive[string](alg, keylimit.WithClock(mock))
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	return a, mock
+}
+
+// grab has goroutines goroutines each ask for one slot of key at once, at
+// criticality crit, and returns the permits admitted: TryAcquire for
+// Default, else Acquire under a context that carries crit and ends soon
+// (the mock clock stands still and nothing is released, so it tries once).
+func grab(a *keylimit.Adaptive[string], key string, goroutines int, crit keylimit.Criticality) []keylimit.Permit {
+	var mu sync.Mutex
+	var got []keylimit.Permit
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range goroutines {
+		wg.Go(func() {
+			<-start
+			var p keylimit.Permit
+			var ok bool
+			if crit == keylimit.Default {
+				var r keylimit.Result
+				p, r = a.TryAcquire(key, 1)
+				ok = r.Allowed
+			} else {
+				ctx, cancel := context.WithTimeout(keylimit.WithCriticality(context.Background(), crit), 20*time.Millisecond)
+				var err error
+				p, err = a.Acquire(ctx, key, 1)
+				cancel()
+				ok = err == nil
+			}
+			if ok {
+				mu.Lock()
+				got = append(got, p)
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return got
+}
+
+func releaseAll(ps []keylimit.Permit) {
+	for _, p := range ps {
+		p.Release()
+	}
+}
+
+// With no release, the limits stand still: many goroutines on one key get
+// exactly the room of their criticality under the starting limit (20, the
+// geometric mean of 4 and 100): Sheddable 15, Default 20, Critical 25.
+func TestAdaptiveCriticalityRoomExact(t *testing.T) {
+	for _, c := range []struct {
+		crit keylimit.Criticality
+		want int
+	}{{keylimit.Sheddable, 15}, {keylimit.Default, 20}, {keylimit.Critical, 25}} {
+		a, _ := newAdaptive(t, keylimit.AIMD(4, 100))
+		require.Equal(t, 20, a.Stats().Limit)
+		got := grab(a, "k", 200, c.crit)
+		require.Len(t, got, c.want, "criticality %d", c.crit)
+		st := a.Stats()
+		require.Equal(t, uint64(200-c.want), st.Shed[c.crit], "sheds counted by criticality")
+		releaseAll(got)
+	}
+}
+
+// Under pressure sheddable work goes first and critical last: with the
+// key holding 15 (three quarters of 20), a sheddable request is refused, a
+// default one passes to 20, a critical one to 25.
+func TestAdaptiveCriticalityOrder(t *testing.T) {
+	a, _ := newAdaptive(t, keylimit.AIMD(4, 100))
+	held := grab(a, "k", 15, keylimit.Default)
+	require.Len(t, held, 15)
+	require.Empty(t, grab(a, "k", 50, keylimit.Sheddable))
+	def := grab(a, "k", 50, keylimit.Default)
+	require.Len(t, def, 5)
+	require.Empty(t, grab(a, "k", 50, keylimit.Sheddable))
+	crit := grab(a, "k", 50, keylimit.Critical)
+	require.Len(t, crit, 5)
+	st := a.Stats()
+	require.Equal(t, [3]uint64{45, 45, 100}, st.Shed) // Default, Critical, Sheddable
+	releaseAll(held)
+	releaseAll(def)
+	releaseAll(crit)
+}
+
+// Max-min fairness under the overall limit: a heavy key takes the whole
+// overall limit (20); then a second key still gets its fair share (20/2),
+// and the heavy one nothing more; a third gets 20/3.
+func TestAdaptiveFairShareExact(t *testing.T) {
+	a, _ := newAdaptive(t, keylimit.AIMD(4, 100))
+	heavy := grab(a, "heavy", 300, keylimit.Default)
+	require.Len(t, heavy, 20)
+	small := grab(a, "small", 300, keylimit.Default)
+	require.Len(t, small, 10, "a key below its fair share is admitted beyond the overall limit")
+	require.Empty(t, grab(a, "heavy", 300, keylimit.Default), "a key at or above its fair share is refused")
+	third := grab(a, "third", 300, keylimit.Default)
+	require.Len(t, third, 6)
+	// Twice the overall limit bounds what the fair shares take: 36 held.
+	releaseAll(heavy)
+	releaseAll(small)
+	releaseAll(third)
+	require.True(t, a.Peek("heavy").Allowed)
+}
+
+// Many goroutines, many keys, acquiring and releasing with random holds:
+// no key ever holds more than the ceiling's room, the total never more than
+// the ceiling, and everything is given back.
+func TestAdaptiveNeverAboveUnderRace(t *testing.T) {
+	const ceiling = 12
+	a, err := keylimit.NewAdaptive[string](keylimit.Gradient(2, ceiling))
+	require.NoError(t, err)
+	defer a.Close()
+	var total atomic.Int64
+	var perKey [4]atomic.Int64
+	var maxTotal, maxKey atomic.Int64
+	raise := func(m *atomic.Int64, v int64) {
+		for o := m.Load(); v > o && !m.CompareAndSwap(o, v); o = m.Load() {
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			k := g % 4
+			key := fmt.Sprint("k", k)
+			for i := range 300 {
+				p, r := a.TryAcquire(key, 1)
+				if !r.Allowed {
+					continue
+				}
+				raise(&maxKey, perKey[k].Add(1))
+				raise(&maxTotal, total.Add(1))
+				perKey[k].Add(-1)
+				total.Add(-1)
+				if i%7 == 0 {
+					p.Drop()
+				} else {
+					p.Release()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.LessOrEqual(t, maxTotal.Load(), int64(ceiling))
+	require.LessOrEqual(t, maxKey.Load(), int64(ceiling))
+	for k := range 4 {
+		r := a.Peek(fmt.Sprint("k", k))
+		require.Equal(t, min(r.Limit, a.Stats().Limit), r.Remaining, "key %d: nothing held", k)
+	}
+}
+
+// With floor == ceiling the limit cannot move: 1,000 goroutines on one key get exactly N, and N again once they release.
+func TestAdaptiveFixedLimitExact(t *testing.T) {
+	a, _ := newAdaptive(t, keylimit.Gradient(7, 7))
+	for range 3 {
+		got := grab(a, "k", 1000, keylimit.Default)
+		require.Len(t, got, 7)
+		releaseAll(got)
+	}
+}
+
+// A Permit's release happens once, whichever of Release and Drop comes
+// first and however many copies.
+func TestAdaptiveReleaseOnce(t *testing.T) {
+	a, _ := newAdaptive(t, keylimit.Gradient(2, 2))
+	p1, r := a.TryAcquire("k", 1)
+	require.True(t, r.Allowed)
+	p2, _ := a.TryAcquire("k", 1)
+	copy1 := p1
+	p1.Drop()
+	copy1.Release()
+	p1.Release()
+	require.Equal(t, 1, a.Peek("k").Remaining)
+	p3, r := a.TryAcquire("k", 1) // may reuse p1's record
+	require.True(t, r.Allowed)
+	copy1.Drop() // stale: frees nothing of p3's
+	require.Equal(t, 0, a.Peek("k").Remaining)
+	p2.Release()
+	p3.Release()
+	require.Equal(t, 2, a.Peek("k").Remaining)
+}
+
+// Drop on another limiter's Permit is its Release.
+func TestDropIsReleaseElsewhere(t *testing.T) {
+	c, err := keylimit.NewConcurrency[string](1)
+	require.NoError(t, err)
+	defer c.Close()
+	p, r := c.TryAcquire("k", 1)
+	require.True(t, r.Allowed)
+	p.Drop()
+	require.True(t, c.Peek("k").Allowed)
+	calls := 0
+	np := keylimit.NewPermit(func() { calls++ })
+	np.Drop()
+	np.Release()
+	require.Equal(t, 1, calls)
+	keylimit.Permit{}.Drop() // the zero Permit holds nothing
+}
+
+// Acquire waits for a release, and gives up with its context.
+func TestAdaptiveAcquireWaits(t *testing.T) {
+	a, _ := newAdaptive(t, keylimit.AIMD(1, 1))
+	p, r := a.TryAcquire("k", 1)
+	require.True(t, r.Allowed)
+	done := make(chan error, 1)
+	go func() {
+		q, err := a.Acquire(context.Background(), "k", 1)
+		q.Release()
+		done <- err
+	}()
+	for a.Stats().Waiting == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	p.Release()
+	require.NoError(t, <-done)
+
+	p, _ = a.TryAcquire("k", 1)
+	defer p.Release()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for a.Stats().Waiting == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err := a.Acquire(ctx, "k", 1)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = a.Acquire(context.Background(), "k", 2)
+	require.ErrorIs(t, err, keylimit.ErrExceedsLimit)
+}
+
+func TestNewAdaptiveErrors(t *testing.T) {
+	for _, c := range []struct {
+		alg  keylimit.Algorithm
+		want string
+	}{
+		{keylimit.Algorithm{}, "needs an Algorithm"},
+		{keylimit.AIMD(0, 10), "floor 0 is below 1"},
+		{keylimit.Gradient(5, 4), "ceiling 4 is below its floor 5"},
+		{keylimit.Gradient(1, keylimit.MaxConcurrency+1), "above MaxConcurrency"},
+	} {
+		_, err := keylimit.NewAdaptive[string](c.alg)
+		require.ErrorContains(t, err, c.want)
+	}
+	_, err := keylimit.NewAdaptive[string](keylimit.AIMD(1, 2), keylimit.WithMaxHold(time.Second))
+	require.Error(t, err)
+}
+
+// drive runs rounds on one key of a on its mock clock: each round takes
+// every slot it can, lets latency pass, and releases them all (dropping
+// them if drop), and returns the overall and the key's limit after.
+func drive(a *keylimit.Adaptive[string], mock *clock.Mock, rounds int, latency time.Duration, drop bool) (overall, key int) {
+	for range rounds {
+		var ps []keylimit.Permit
+		for {
+			p, r := a.TryAcquire("svc", 1)
+			if !r.Allowed {
+				break
+			}
+			ps = append(ps, p)
+		}
+		mock.Add(latency)
+		for _, p := range ps {
+			if drop {
+				p.Drop()
+			} else {
+				p.Release()
+			}
+		}
+	}
+	return a.Stats().Limit, a.Peek("svc").Limit
+}
+
+// Each algorithm, on a mock clock, with the key always busy: the limit
+// climbs at a steady latency, falls when latency rises (or calls are
+// dropped), and climbs back once they stop.
+func TestAdaptiveConverges(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		alg  keylimit.Algorithm
+	}{{"aimd", keylimit.AIMD(2, 200)}, {"gradient", keylimit.Gradient(2, 200)}} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, drop := range []bool{false, true} {
+				a, mock := newAdaptive(t, c.alg)
+				start := a.Stats().Limit
+				up, upKey := drive(a, mock, 30, 10*time.Millisecond, false)
+				require.Greater(t, up, start, "steady latency, busy: the limit grows")
+				require.Greater(t, upKey, start)
+				slow := 40 * time.Millisecond
+				if drop {
+					slow = 10 * time.Millisecond
+				}
+				down, downKey := drive(a, mock, 30, slow, drop)
+				require.Less(t, down, up/2, "latency rose (or calls dropped): the limit falls")
+				require.Less(t, downKey, upKey/2)
+				again, againKey := drive(a, mock, 60, 10*time.Millisecond, false)
+				require.Greater(t, again, down, "back to the steady latency: the limit grows again")
+				require.Greater(t, againKey, downKey)
+				t.Logf("drop=%v: start %d, up %d, down %d, again %d", drop, start, up, down, again)
+			}
+		})
+	}
+}
+
+// A key's limit adapts from its own calls: a key whose calls slow down
+// shrinks its own limit, not another key's.
+func TestAdaptiveKeyLimitIsItsOwn(t *testing.T) {
+	a, mock := newAdaptive(t, keylimit.Gradient(2, 200))
+	other, _ := a.TryAcquire("quiet", 1)
+	before := a.Peek("quiet").Limit
+	drive(a, mock, 30, 10*time.Millisecond, false)
+	drive(a, mock, 30, 10*time.Millisecond, true)
+	other.Release()
+	require.Equal(t, before, a.Peek("quiet").Limit)
+	require.Less(t, a.Peek("svc").Limit, before)
+}
+
+func TestAdaptiveAllocs(t *testing.T) {
+	a, _ := newAdaptive(t, keylimit.Gradient(10, 100))
+	p, _ := a.TryAcquire("k", 1)
+	p.Release()
+	allocs := testing.AllocsPerRun(1000, func() {
+		p, _ := a.TryAcquire("k", 1)
+		p.Release()
+	})
+	require.Zero(t, allocs)
+	allocs = testing.AllocsPerRun(1000, func() {
+		p, _ := a.TryAcquire("k", 1)
+		p.Drop()
+	})
+	require.Zero(t, allocs)
+}
+
+func TestCriticalityOf(t *testing.T) {
+	ctx := context.Background()
+	require.Equal(t, keylimit.Default, keylimit.CriticalityOf(ctx))
+	require.Equal(t, keylimit.Sheddable, keylimit.CriticalityOf(keylimit.WithCriticality(ctx, keylimit.Sheddable)))
+	require.Equal(t, keylimit.Default, keylimit.CriticalityOf(keylimit.WithCriticality(ctx, 7)))
+	var zero keylimit.Criticality
+	require.Equal(t, keylimit.Default, zero)
+}

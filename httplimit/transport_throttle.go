@@ -1,0 +1,103 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/throttle"
+)
+
+// ErrThrottled is what the error of a request Transport.Throttle rejected
+// matches (errors.Is): the Transport sent nothing, because the partner
+// refused or failed too many of its recent requests under the key.
+var ErrThrottled = errors.New("httplimit: throttled locally: the partner refused or failed too many recent requests")
+
+// throttledError is the Err of a *TransportError for a send Throttle
+// rejected: it says with what probability, and why.
+type throttledError struct{ d throttle.Decision }
+
+func (e *throttledError) Error() string { return "httplimit: throttled locally, " + e.d.String() }
+
+func (e *throttledError) Is(target error) bool { return target == ErrThrottled }
+
+// ticket is what one send holds while it is out: its slot of Concurrency
+// (the zero Permit if none) and Throttle's decision to send it (the zero
+// Decision, which records nothing, without Throttle).
+type ticket struct {
+	slot    keylimit.Permit
+	counted throttle.Decision
+}
+
+// throttling returns the Transport's adaptive throttling.
+func (t *Transport) throttling() throttle.Config {
+	return throttle.Config{K: t.Throttle, Window: t.ThrottleWindow, MaxKeys: t.maxPaused()}
+}
+
+// admit decides whether a send under key goes: without Throttle it does.
+// A rejected send is counted; one that goes, when its answer comes.
+func (t *Transport) admit(key string) (throttle.Decision, error) {
+	cfg := t.throttling()
+	if !cfg.On() {
+		return throttle.Decision{}, nil
+	}
+	d := t.throttle.Admit(key, t.clock().Now(), cfg, t.random())
+	if !d.Send {
+		return throttle.Decision{}, &throttledError{d}
+	}
+	return d, nil
+}
+
+// end ends a send that has no body to hold its slot: it records o in
+// Throttle and gives the slot back, by Drop if o is a failure.
+func (t *Transport) end(key string, tk ticket, o throttle.Outcome) {
+	t.record(key, tk.counted, o)
+	releaseSlot(tk.slot, o == throttle.Failed)
+}
+
+// hold records the outcome o of the answer resp in Throttle and returns
+// its body, made to give the send's slot back when it ends (holdBody).
+func (t *Transport) hold(ctx context.Context, key string, tk ticket, resp *http.Response, o throttle.Outcome) io.ReadCloser {
+	t.record(key, tk.counted, o)
+	return holdBody(ctx, resp.Body, tk.slot, o == throttle.Failed)
+}
+
+func (t *Transport) record(key string, d throttle.Decision, o throttle.Outcome) {
+	if d.Send {
+		t.throttle.Record(key, d, o, t.clock().Now(), t.throttling())
+	}
+}
+
+// answerOutcome is what an answer says of the partner: a failure if it is
+// a refusal (Transport.Refused) or a 5xx, an accept otherwise.
+func answerOutcome(resp *http.Response, refused bool) throttle.Outcome {
+	if refused || resp.StatusCode >= 500 {
+		return throttle.Failed
+	}
+	return throttle.Accepted
+}
+
+// sendFailure is what an error of Base says of the partner: nothing if the
+// caller cancelled the request (it gave up; the partner may have been
+// fine), a failure otherwise: a timeout, a refused or reset connection.
+func sendFailure(ctx context.Context) throttle.Outcome {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return throttle.Forgotten
+	}
+	return throttle.Failed
+}
+
+// releaseSlot gives slot back: by its Drop if drop is set and the Permit
+// has one, so that a limiter whose limit adapts hears that the partner
+// refused or failed; else by Release.
+func releaseSlot(slot keylimit.Permit, drop bool) {
+	if drop {
+		if d, ok := any(slot).(interface{ Drop() }); ok {
+			d.Drop()
+			return
+		}
+	}
+	slot.Release()
+}
