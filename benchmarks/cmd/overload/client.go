@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -19,7 +20,7 @@ type clientConfig struct {
 	healthy time.Duration // before the failure, and after it
 	failFor time.Duration
 	k       int           // K of the throttling formula
-	window  time.Duration // the span the formula counts requests and accepts over
+	window  time.Duration // the time constant of the counts, the Transport's and the formula's
 }
 
 func (cc clientConfig) failFrom() time.Duration { return cc.healthy }
@@ -93,25 +94,19 @@ func runClient(cc clientConfig) (clientRun, error) {
 // formula returns how many of the attempts during the failure the
 // throttling formula of Google's SRE book lets through, in expectation:
 // each attempt at t is sent with probability 1 − max(0, (requests −
-// K·accepts)/(requests + 1)), requests being the attempts in the window
-// before t and accepts the expected sends in it that a healthy partner
-// accepted. It also returns how long after the failure the formula first
-// lets through 95% of an attempt (-1 if never).
+// K·accepts)/(requests + 1)), requests being the attempts before t and
+// accepts the expected sends before t that a healthy partner accepted, each
+// weighing e^(−age/window) as httplimit.Transport's counts do. It also
+// returns how long after the failure the formula first lets through 95% of
+// an attempt (-1 if never).
 func formula(cc clientConfig, attempts []time.Duration) (allowed float64, toFull time.Duration) {
-	type past struct {
-		at     time.Duration
-		accept float64
-	}
-	var window []past
-	accepts := 0.0
+	var requests, accepts float64
+	var last time.Duration
 	toFull = -1
 	for _, at := range attempts {
-		for len(window) > 0 && window[0].at <= at-cc.window {
-			accepts -= window[0].accept
-			window = window[1:]
-		}
-		reqs := float64(len(window))
-		p := max(0, (reqs-float64(cc.k)*accepts)/(reqs+1))
+		decay := math.Exp(-float64(at-last) / float64(cc.window))
+		requests, accepts, last = requests*decay, accepts*decay, at
+		p := max(0, (requests-float64(cc.k)*accepts)/(requests+1))
 		failing := at >= cc.failFrom() && at < cc.failTo()
 		if failing {
 			allowed += 1 - p
@@ -119,12 +114,10 @@ func formula(cc clientConfig, attempts []time.Duration) (allowed float64, toFull
 		if at >= cc.failTo() && toFull < 0 && p <= 0.05 {
 			toFull = at - cc.failTo()
 		}
-		acc := 0.0
+		requests++
 		if !failing {
-			acc = 1 - p
+			accepts += 1 - p
 		}
-		accepts += acc
-		window = append(window, past{at, acc})
 	}
 	return allowed, toFull
 }
@@ -178,7 +171,7 @@ func clientSummary(cc clientConfig, run clientRun) clientStats {
 
 func clientTable(w io.Writer, cc clientConfig, run clientRun) {
 	s := clientSummary(cc, run)
-	fmt.Fprintf(w, "Client side: %.0f attempts a second through httplimit.Transport to a partner that answers 503 to every request for %s (formula: K=%d, window %s).\n\n", cc.rate, cc.failFor, cc.k, cc.window)
+	fmt.Fprintf(w, "Client side: %.0f attempts a second through httplimit.Transport to a partner that answers 503 to every request for %s (formula: K=%d, counts decaying as e^(−age/%s)).\n\n", cc.rate, cc.failFor, cc.k, cc.window)
 	fmt.Fprintln(w, "| attempts during the failure | sent to the partner | the formula allows | sent / allowed | to full rate after recovery | the formula's |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|")
 	fmt.Fprintf(w, "| %d | %d | %.0f | %.2f | %s | %s |\n", s.attempts, s.sent, s.allowed, float64(s.sent)/s.allowed, seconds(s.toFull), seconds(s.formulaToFull))

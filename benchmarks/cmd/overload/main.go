@@ -61,7 +61,7 @@ func main() {
 	flag.DurationVar(&cc.failFor, "client-fail", 5*time.Second, "how long the partner fails every request, in the client-side run (0 skips it)")
 	flag.Float64Var(&cc.rate, "client-rate", 200, "the client's requests a second to the partner")
 	flag.IntVar(&cc.k, "client-k", 2, "K of the throttling formula the client side is judged against")
-	flag.DurationVar(&cc.window, "client-window", 2*time.Second, "the span the formula counts requests and accepts over")
+	flag.DurationVar(&cc.window, "client-window", 250*time.Millisecond, "the Transport's ThrottleWindow, and the time constant of the formula's decaying counts")
 	flag.DurationVar(&cc.healthy, "client-healthy", 3*time.Second, "how long the partner is healthy before the failure, and after")
 	flag.Parse()
 	vs, err := choose(*only)

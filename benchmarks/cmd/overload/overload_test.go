@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/xml"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -198,9 +199,9 @@ func TestSummarize(t *testing.T) {
 	require.Contains(t, b.String(), "| x | 2nd | 75.0% | 10.0 ms | 1000.0 ms | 100.0× | 0.5 s | 60% / 0% |  |\n")
 }
 
-// Recovery is the start of the first 1 s window after the drop whose
-// goodput is within 10% of the new capacity: not one above it, not one
-// that ends after the load.
+// Recovery is the start of the first 1 s window after the drop from which
+// goodput stays within 10% of the new capacity: not above it, not below it
+// again, until the end of the load.
 func TestRecovery(t *testing.T) {
 	c := testConfig()
 	at := func(from, to time.Duration, perSecond int) []record {
@@ -216,27 +217,31 @@ func TestRecovery(t *testing.T) {
 	// 500/s is 125% of 400: too much, until the window from 2.6 s holds
 	// 200 of it and 240 of the 400/s from 3 s: 440, 110%.
 	require.Equal(t, 600*time.Millisecond, recovery(c, append(at(2*time.Second, 3*time.Second, 500), at(3*time.Second, 4*time.Second, 400)...)))
+	// Back at once, but 0.2 s with nothing from 3.5 s: every window that
+	// holds it has 320 or less, the last one too.
+	require.Equal(t, time.Duration(-1), recovery(c, append(at(2*time.Second, 3500*time.Millisecond, 400), at(3700*time.Millisecond, 4*time.Second, 400)...)))
 	// 400/s from 3.2 s on: the last 1 s window within the load holds 320.
 	require.Equal(t, time.Duration(-1), recovery(c, at(3200*time.Millisecond, 4*time.Second, 400)))
 }
 
 // The throttling formula, worked by hand: one attempt a second, the
-// partner failing at 2 and 3 s, K = 1.
+// partner failing at 2 and 3 s.
 func TestFormula(t *testing.T) {
 	attempts := []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second}
-	cc := clientConfig{healthy: 2 * time.Second, failFor: 2 * time.Second, k: 1, window: 10 * time.Second}
-	// at 2 s: 2 requests, 2 accepts, p = 0; at 3 s: (3−2)/4; at 4 s
-	// (recovered): (4−2)/5 = 0.4; at 5 s: 5 requests, 2.6 accepts: 0.4
-	// again, never within 5% of full rate.
+	// K = 1, counts that do not decay: at 2 s, 2 requests, 2 accepts,
+	// p = 0; at 3 s, (3−2)/4; at 4 s (recovered), (4−2)/5 = 0.4; at 5 s, 5
+	// requests and 2.6 accepts: 0.4 again, never within 5% of full rate.
+	cc := clientConfig{healthy: 2 * time.Second, failFor: 2 * time.Second, k: 1, window: 1 << 62}
 	allowed, toFull := formula(cc, attempts)
 	require.InDelta(t, 1.75, allowed, 1e-9)
 	require.Equal(t, time.Duration(-1), toFull)
-	// K = 2 and a window of 1.5 s, holding the attempt before only: at 2 s,
-	// 1 request and 1 accept, p = 0; at 3 s, 1 request and no accept,
-	// p = 1/2; at 4 s the same; at 5 s, 1 request and 0.5 accepts, p = 0.
-	cc.k, cc.window = 2, 1500*time.Millisecond
+	// K = 2, counts decaying as e^(−age/1 s): at 2 s, p = 0; at 3 s,
+	// requests e⁻¹+e⁻²+e⁻³ and accepts e⁻²+e⁻³; at 4 s, p = 0.28; at 5 s,
+	// requests 0.578 and accepts 0.291: p = 0.
+	cc.k, cc.window = 2, time.Second
 	allowed, toFull = formula(cc, attempts)
-	require.InDelta(t, 1.5, allowed, 1e-9)
+	e := func(n float64) float64 { return math.Exp(-n) }
+	require.InDelta(t, 1+1-(e(1)-e(2)-e(3))/(e(1)+e(2)+e(3)+1), allowed, 1e-9)
 	require.Equal(t, time.Second, toFull)
 }
 
@@ -283,7 +288,7 @@ func TestVariants(t *testing.T) {
 			}()
 			return code
 		}
-		n := int(limit())
+		n := int(limit().key)
 		if strings.HasPrefix(v.name, "static") {
 			require.Equal(t, map[string]int{"static-2x-high": 16, "static-2x-low": 4}[v.name], n)
 			var held []chan int
@@ -313,8 +318,9 @@ func TestVariants(t *testing.T) {
 func TestPlot(t *testing.T) {
 	c := testConfig()
 	runs := []variantRun{
-		{name: "a", records: []record{{arrival: arrival{at: time.Second}, latency: 10 * time.Millisecond, outcome: ok}}, limits: []sample{{0, 4}, {time.Second, 4}}},
-		{name: "b & c", limits: []sample{{0, noLimit()}}},
+		{name: "a", records: []record{{arrival: arrival{at: time.Second}, latency: 10 * time.Millisecond, outcome: ok}}, limits: []sample{{0, limits{4, noLimit().overall}}, {time.Second, limits{4, noLimit().overall}}}},
+		{name: "b & c", limits: []sample{{0, noLimit()}}, records: []record{{arrival: arrival{at: time.Second}, outcome: refused}}},
+		{name: "d", limits: []sample{{0, limits{3, 9}}}},
 	}
 	var b strings.Builder
 	require.NoError(t, writeSVG(&b, "t", c.duration.Seconds(), panels(c, runs)))
@@ -330,7 +336,8 @@ func TestPlot(t *testing.T) {
 			paths++
 		}
 	}
-	// goodput: capacity, a, b; limit: workers, a (b has none); p99: a (b has none).
-	require.Equal(t, 3+2+1, paths)
+	// goodput: capacity, a, b, d; limit: workers, a, d and d's overall (b
+	// has none); p99: a (b and d admitted nothing).
+	require.Equal(t, 4+4+1, paths)
 	require.Contains(t, b.String(), "b &amp; c")
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -35,7 +36,7 @@ var palette = []string{"#d62728", "#ff7f0e", "#2ca02c", "#1f77b4", "#9467bd", "#
 // its limit of a key, and its admitted requests' p99, over time.
 func panels(c config, runs []variantRun) []panel {
 	good := panel{title: "goodput (requests a second answered 200 in time)", ymax: c.capacityBefore() * 1.25}
-	limit := panel{title: "limit of a key (requests in flight)"}
+	limit := panel{title: "limit (requests in flight): the heavy tenant's, and dashed all tenants' together"}
 	p99 := panel{title: "p99 latency of admitted requests (ms, capped at the client's timeout)", ymax: float64(c.timeout) / float64(time.Millisecond)}
 	bins := int((c.duration + plotBin - 1) / plotBin)
 	capLine := line{name: "capacity", color: "#555555", dashed: true}
@@ -80,14 +81,21 @@ func panels(c config, runs []variantRun) []panel {
 		}
 		good.lines = append(good.lines, gl)
 		p99.lines = append(p99.lines, pl)
-		ll := line{name: run.name, color: color}
+		ll := line{name: run.name + ": t0", color: color}
+		ol := line{name: run.name + ": all", color: color, dashed: true}
 		for _, s := range run.limits {
-			ll.points = append(ll.points, point{s.at.Seconds(), s.limit})
-			if s.limit > limit.ymax {
-				limit.ymax = s.limit * 1.1
+			ll.points = append(ll.points, point{s.at.Seconds(), s.key})
+			ol.points = append(ol.points, point{s.at.Seconds(), s.overall})
+			for _, v := range []float64{s.key, s.overall} {
+				if v*1.1 > limit.ymax { // false for NaN
+					limit.ymax = v * 1.1
+				}
 			}
 		}
 		limit.lines = append(limit.lines, ll)
+		if slices.ContainsFunc(ol.points, func(p point) bool { return !math.IsNaN(p.y) }) {
+			limit.lines = append(limit.lines, ol)
+		}
 	}
 	return []panel{good, limit, p99}
 }

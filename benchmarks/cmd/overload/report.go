@@ -20,13 +20,13 @@ type summary struct {
 	name     string
 	unloaded time.Duration
 	halves   [2]halfStats
-	recovery time.Duration // from the drop until goodput is within 10% of the new capacity; -1 if never
+	recovery time.Duration // from the drop until goodput is within 10% of the new capacity for good; -1 if never
 	critical float64       // critical requests answered 200 in time, over those sent
 }
 
-// recoveryWindow is the span over which goodput is judged to be back: the
-// first window of this length, starting at a multiple of recoveryStep
-// after the drop, whose goodput is within 10% of the new capacity.
+// recoveryWindow is the span over which goodput is judged to be back, in
+// windows that start at multiples of recoveryStep after the drop (see
+// recovery).
 const (
 	recoveryWindow = time.Second
 	recoveryStep   = 100 * time.Millisecond
@@ -93,9 +93,11 @@ func percentile(d []time.Duration, p int) time.Duration {
 	return d[max(rank, 1)-1]
 }
 
-// recovery returns how long after the drop the goodput over recoveryWindow
-// is first within 10% of the new capacity, or -1 if no window that ends
-// by the end of the load is.
+// recovery returns how long after the drop goodput is back within 10% of
+// the new capacity for good: the start of the first window of
+// recoveryWindow, at a multiple of recoveryStep after the drop, from which
+// that window and every later one that ends by the end of the load are
+// within 10%; -1 if the last one is not.
 func recovery(c config, records []record) time.Duration {
 	steps := int((c.duration - c.drop()) / recoveryStep)
 	counts := make([]int, steps)
@@ -109,22 +111,24 @@ func recovery(c config, records []record) time.Duration {
 	}
 	per := int(recoveryWindow / recoveryStep)
 	want := c.capacityAfter() * recoveryWindow.Seconds()
-	for i := 0; i+per <= steps; i++ {
+	back := time.Duration(-1)
+	for i := steps - per; i >= 0; i-- {
 		n := 0
 		for _, k := range counts[i : i+per] {
 			n += k
 		}
-		if float64(n) >= 0.9*want && float64(n) <= 1.1*want {
-			return time.Duration(i) * recoveryStep
+		if float64(n) < 0.9*want || float64(n) > 1.1*want {
+			break
 		}
+		back = time.Duration(i) * recoveryStep
 	}
-	return -1
+	return back
 }
 
 // table writes the summaries as a Markdown table, a row per variant and
 // half.
 func table(w io.Writer, c config, sums []summary) {
-	fmt.Fprintf(w, "| variant | half | goodput (%% of capacity) | p50 | p99 | p99 / unloaded | back within 10%% after the drop | served / demand (%s) | critical OK |\n",
+	fmt.Fprintf(w, "| variant | half | goodput (%% of capacity) | p50 | p99 | p99 / unloaded | within 10%% of capacity for good after the drop | served / demand (%s) | critical OK |\n",
 		strings.Join(tenantLabels(c.weights), ", "))
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---|---:|")
 	for _, s := range sums {
@@ -186,7 +190,7 @@ func targets(c config, s summary) []check {
 		}
 	}
 	out = append(out,
-		check{fmt.Sprintf("back within 10%% of the new capacity %s ≤ 2 s after the drop", seconds(s.recovery)), s.recovery >= 0 && s.recovery <= 2*time.Second},
+		check{fmt.Sprintf("within 10%% of the new capacity for good %s ≤ 2 s after the drop", seconds(s.recovery)), s.recovery >= 0 && s.recovery <= 2*time.Second},
 		check{fmt.Sprintf("critical requests OK %s ≥ 99%%", percent(s.critical)), s.critical >= 0.99},
 	)
 	return out

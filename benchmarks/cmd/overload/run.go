@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -32,10 +31,10 @@ type record struct {
 	outcome outcome
 }
 
-// sample is a variant's limit at one time of its run: NaN if it has none.
+// sample is a variant's limits at one time of its run.
 type sample struct {
-	at    time.Duration
-	limit float64
+	at time.Duration
+	limits
 }
 
 // config is a run: the server, the load, what the client waits.
@@ -85,7 +84,7 @@ func runVariant(c config, v variant) (variantRun, error) {
 	if err != nil {
 		return variantRun{}, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: withCriticality(h), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/"
@@ -113,7 +112,7 @@ func runVariant(c config, v variant) (variantRun, error) {
 				p.setWorkers(c.workersAfter)
 				dropped = true
 			}
-			run.limits = append(run.limits, sample{at: at, limit: limit()})
+			run.limits = append(run.limits, sample{at: at, limits: limit()})
 			select {
 			case <-stop:
 				return
@@ -190,6 +189,3 @@ func unloaded(client *http.Client, url string, timeout time.Duration) (time.Dura
 	slices.Sort(took)
 	return took[len(took)/2], nil
 }
-
-// noLimit is a variant's limit when it has none.
-func noLimit() float64 { return math.NaN() }
