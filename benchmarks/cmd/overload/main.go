@@ -57,6 +57,7 @@ func main() {
 	flag.Uint64Var(&c.seed, "seed", 1, "the seed of the Poisson gaps")
 	only := flag.String("only", "", "the variants to run, comma-separated (default: all)")
 	plot := flag.String("plot", "testdata/overload.svg", "where to write the SVG plot (\"\" for none)")
+	csv := flag.String("csv", "", "where to write the plot's series as CSV, a row per variant and 250 ms (\"\" for none)")
 	var cc clientConfig
 	flag.DurationVar(&cc.failFor, "client-fail", 5*time.Second, "how long the partner fails every request, in the client-side run (0 skips it)")
 	flag.Float64Var(&cc.rate, "client-rate", 200, "the client's requests a second to the partner")
@@ -69,7 +70,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "overload:", err)
 		os.Exit(2)
 	}
-	failed, err := run(os.Stdout, os.Stderr, c, vs, cc, *plot)
+	failed, err := run(os.Stdout, os.Stderr, c, vs, cc, *plot, *csv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "overload:", err)
 		os.Exit(1)
@@ -81,7 +82,7 @@ func main() {
 
 // run runs every variant, then the client side, and reports; it returns
 // the number of targets failed.
-func run(out, progress io.Writer, c config, vs []variant, cc clientConfig, plot string) (int, error) {
+func run(out, progress io.Writer, c config, vs []variant, cc clientConfig, plot, csv string) (int, error) {
 	command := strings.TrimSpace("go run ./cmd/overload " + strings.Join(os.Args[1:], " "))
 	loadBefore := loadAverage()
 	var runs []variantRun
@@ -136,6 +137,19 @@ func run(out, progress io.Writer, c config, vs []variant, cc clientConfig, plot 
 			return failed, err
 		}
 		fmt.Fprintf(out, "\nplot: %s\n", plot)
+	}
+	if csv != "" && len(runs) > 0 {
+		f, err := os.Create(csv)
+		if err != nil {
+			return failed, err
+		}
+		err = writeCSV(f, c, runs)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return failed, err
+		}
 	}
 	return failed, nil
 }

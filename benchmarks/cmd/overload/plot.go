@@ -188,3 +188,34 @@ func label(v float64) string {
 func escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
+
+// writeCSV writes the plot's series, a row per variant and time bin:
+// goodput a second, the p99 of the admitted requests sent in the bin in ms,
+// and the limits sampled last in the bin (empty where there are none).
+func writeCSV(w io.Writer, c config, runs []variantRun) error {
+	ps := panels(c, runs)
+	good, p99 := ps[0].lines[1:], ps[2].lines
+	var b strings.Builder
+	b.WriteString("variant,t_s,goodput_per_s,p99_ms,limit_t0,limit_all\n")
+	for i, run := range runs {
+		for k, g := range good[i].points {
+			from, to := time.Duration(k)*plotBin, time.Duration(k+1)*plotBin
+			lim := limits{math.NaN(), math.NaN()}
+			for _, s := range run.limits {
+				if s.at >= from && s.at < to {
+					lim = s.limits
+				}
+			}
+			fmt.Fprintf(&b, "%s,%.2f,%.0f,%s,%s,%s\n", run.name, from.Seconds(), g.y, num(p99[i].points[k].y), num(lim.key), num(lim.overall))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func num(v float64) string {
+	if math.IsNaN(v) {
+		return ""
+	}
+	return fmt.Sprintf("%.1f", v)
+}
