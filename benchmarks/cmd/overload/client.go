@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,8 +132,9 @@ type clientStats struct {
 }
 
 // fullRateWindow is the span over which the client is judged back to full
-// rate: the first such window after the recovery, starting at a multiple
-// of recoveryStep, in which the partner receives 95% of the attempts.
+// rate for good: from the first window after the recovery, starting at a
+// multiple of recoveryStep, from which on the partner receives 95% of the
+// attempts in every window until the end.
 const fullRateWindow = 500 * time.Millisecond
 
 func clientSummary(cc clientConfig, run clientRun) clientStats {
@@ -159,12 +161,16 @@ func clientSummary(cc clientConfig, run clientRun) clientStats {
 		}
 		return n
 	}
+	var starts []time.Duration
 	for from := cc.failTo(); from+fullRateWindow <= cc.end(); from += recoveryStep {
+		starts = append(starts, from)
+	}
+	for _, from := range slices.Backward(starts) {
 		a := count(run.attempts, from, from+fullRateWindow)
-		if a > 0 && float64(count(run.sent, from, from+fullRateWindow)) >= 0.95*float64(a) {
-			s.toFull = from - cc.failTo()
+		if a == 0 || float64(count(run.sent, from, from+fullRateWindow)) < 0.95*float64(a) {
 			break
 		}
+		s.toFull = from - cc.failTo()
 	}
 	return s
 }
