@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/bounded"
 	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/grpc/metadata"
@@ -58,7 +59,11 @@ func (s *Server) decide(ctx context.Context, method string, v *quota.Verdict) (m
 	}
 	// The cost is not negative: Decide's only error is the context's, of a
 	// call whose client has gone (before or while it was decided).
-	if *v, err = s.quota.Decide(ctx, key, tier, cost); err != nil {
+	dctx := ctx
+	if s.critical != nil {
+		dctx = keylimit.WithCriticality(ctx, s.critical(ctx, method))
+	}
+	if *v, err = s.quota.Decide(dctx, key, tier, cost); err != nil {
 		return nil, s.fail(ctx, method, fmt.Errorf("%w: %w", errEnded, err))
 	}
 	d := &v.Decision

@@ -21,8 +21,9 @@ const pushbackKey = "grpc-retry-pushback-ms"
 
 // refusal returns the error a call refused by d ends with:
 // ResourceExhausted, or Unavailable when the limiter could not track the key
-// (the server is full, not the client over its limit), whose message says
-// so, and so for a keylimit.Penalty's ban and for a refusal caused only by
+// or an adaptive policy shed the call (quota.Decision.Shed: the server is
+// full or short of capacity, not the client over its limit), whose message
+// says so, and so for a keylimit.Penalty's ban and for a refusal caused only by
 // calls in flight (Decision.InFlight), with a google.rpc.RetryInfo
 // detail of d.Result.RetryAfter unless the call can never pass; and the
 // call's grpc-retry-pushback-ms value (appendPushback). The message and the
@@ -36,6 +37,9 @@ func refusal(d quota.Decision) (pushback string, err error) {
 	case r.Untracked:
 		code = codes.Unavailable
 		b = append(b, "grpclimit: the server tracks as many clients as it can: try again later"...)
+	case d.Shed:
+		code = codes.Unavailable
+		b = fmt.Appendf(b, "grpclimit: policy %q is shedding load: the server is short of capacity, retry in %v", d.Policy, r.RetryAfter)
 	case r.RetryAfter == keylimit.InfDuration:
 		b = fmt.Appendf(b, "grpclimit: a call costing %d can never pass policy %q, whose quota is %d", d.Cost, d.Policy, r.Limit)
 	case r.Banned:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/quota"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -41,6 +42,14 @@ type Config struct {
 	// Skip exempts the calls it returns true for: they pass without a key,
 	// a count or rate-limit metadata (health checks, reflection).
 	Skip func(ctx context.Context, method string) bool
+
+	// Criticality says how much a call matters to an adaptive concurrency
+	// policy (keylimit.Adaptive in quota.Policy.Concurrency), which sheds
+	// Sheddable calls first and Critical ones last. nil leaves the
+	// criticality the call's context carries (keylimit.WithCriticality, set
+	// by an earlier interceptor), Default if none. It is read for the
+	// decision only.
+	Criticality func(ctx context.Context, method string) keylimit.Criticality
 
 	// DryRun counts every call and sends the metadata as usual, and calls
 	// OnDecision with the true decision, but lets refused calls through.
@@ -94,6 +103,7 @@ type Server struct {
 	key        KeyFunc
 	tierOf     func(ctx context.Context, method, key string) string
 	cost       func(ctx context.Context, method string) int
+	critical   func(ctx context.Context, method string) keylimit.Criticality
 	skip       func(ctx context.Context, method string) bool
 	onDecision func(ctx context.Context, method string, d quota.Decision)
 	fail       func(ctx context.Context, method string, err error) error
@@ -113,7 +123,7 @@ func NewServer(c Config) (*Server, error) {
 		return nil, fmt.Errorf("grpclimit: %w", errors.Unwrap(err))
 	}
 	s := &Server{
-		quota: q, key: c.Key, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
+		quota: q, key: c.Key, tierOf: c.Tier, cost: c.Cost, critical: c.Criticality, skip: c.Skip,
 		onDecision: c.OnDecision, fail: c.Error,
 	}
 	if s.fail == nil {
@@ -146,7 +156,7 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		}
 		if v.NeedsOutcome() {
 			ended := false
-			defer func() { v.FinishWith(outcome(err, ended)) }()
+			defer func() { v.FinishWith(outcome(ctx, err, ended)) }()
 			resp, err = handler(v.Context(ctx), req)
 			ended = true
 			return resp, err
@@ -174,7 +184,7 @@ func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
 		}
 		if v.NeedsOutcome() {
 			ended := false
-			defer func() { v.FinishWith(outcome(err, ended)) }()
+			defer func() { v.FinishWith(outcome(ss.Context(), err, ended)) }()
 			err = handler(srv, &outcomeStream{ss, v.Context(ss.Context())})
 			ended = true
 			return err

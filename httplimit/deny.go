@@ -39,9 +39,11 @@ type body struct {
 	Remaining         *int     `json:"remaining,omitempty"`
 }
 
-// deny is the default Config.Deny: 429 (503 for an untracked key), with the
+// deny is the default Config.Deny: 429 (503 for an untracked key, and for
+// a request an adaptive policy shed, quota.Decision.Shed), with the
 // decision in a problem+json body (quota-exceeded; abnormal-usage-detected
-// for a keylimit.Penalty's ban) for a client that accepts one, a JSON
+// for a keylimit.Penalty's ban; temporary-reduced-capacity for a 503) for
+// a client that accepts one, a JSON
 // body for one that does not (see acceptsProblem). Its message says when
 // the refusal is caused only by requests in flight (Decision.InFlight).
 //
@@ -62,7 +64,12 @@ func deny(w http.ResponseWriter, r *http.Request, v *quota.Verdict, contentType 
 	// A message that names the policy is written whole; the others' heads
 	// are written once.
 	var msg, problem, title string
+	status := http.StatusTooManyRequests
 	switch {
+	case d.Shed:
+		msg = fmt.Sprintf("policy %q is shedding load: the server is short of capacity, retry in %d s", d.Policy, b.RetryAfterSeconds)
+		problem, title, status = problemReducedCapacity, "Temporary Reduced Capacity", http.StatusServiceUnavailable
+		b.ViolatedPolicies = nil // a member of quota-exceeded only
 	case res.RetryAfter == keylimit.InfDuration:
 		msg = fmt.Sprintf("the request costs %d, more than policy %q admits at once (%d): it can never pass", d.Cost, d.Policy, res.Limit)
 		problem, title = problemQuotaExceeded, "Quota Exceeded"
@@ -78,11 +85,11 @@ func deny(w http.ResponseWriter, r *http.Request, v *quota.Verdict, contentType 
 	case msg != "":
 		if !asProblem {
 			b.Error = msg
-			send(w, http.StatusTooManyRequests, "application/json", contentType, nil, b)
+			send(w, status, "application/json", contentType, nil, b)
 			return
 		}
-		b.Type, b.Title, b.Status, b.Detail = problem, title, http.StatusTooManyRequests, msg
-		send(w, http.StatusTooManyRequests, "application/problem+json", contentType, nil, b)
+		b.Type, b.Title, b.Status, b.Detail = problem, title, status, msg
+		send(w, status, "application/problem+json", contentType, nil, b)
 	case res.Untracked:
 		h := &heads[headReducedCapacity]
 		if !asProblem {

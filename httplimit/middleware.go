@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/bounded"
 	"github.com/keylimit/keylimit/quota"
 )
@@ -42,6 +43,15 @@ type Config struct {
 	// answered by Error. With costs, the fields' q and r count cost units,
 	// not requests.
 	Cost func(r *http.Request) int
+
+	// Criticality says how much a request matters to an adaptive
+	// concurrency policy (keylimit.Adaptive in quota.Policy.Concurrency),
+	// which sheds Sheddable requests first and Critical ones last: from a
+	// header of a trusted proxy, a route, the key. nil leaves the
+	// criticality the request's context carries (keylimit.WithCriticality,
+	// set by an earlier middleware), Default if none. It is read for the
+	// decision only; the handler's context is the request's.
+	Criticality func(r *http.Request) keylimit.Criticality
 
 	// Skip exempts the requests it returns true for: they pass without a
 	// key, a count or rate-limit fields (health checks, metrics scrapes).
@@ -176,6 +186,7 @@ type middleware struct {
 	quota      *quota.Decider
 	tierOf     func(*http.Request, string) string
 	cost       func(*http.Request) int
+	critical   func(*http.Request) keylimit.Criticality
 	skip       func(*http.Request) bool
 	legacy     *legacy // nil: no X-RateLimit fields
 	onDecision func(*http.Request, quota.Decision)
@@ -196,7 +207,7 @@ func newMiddleware(c Config) (*middleware, error) {
 		return nil, fmt.Errorf("httplimit: %w", errors.Unwrap(err)) // quota.New's reason, said as ours
 	}
 	m := &middleware{
-		key: c.Key, quota: q, tierOf: c.Tier, cost: c.Cost, skip: c.Skip,
+		key: c.Key, quota: q, tierOf: c.Tier, cost: c.Cost, critical: c.Criticality, skip: c.Skip,
 		onDecision: c.OnDecision, deny: c.Deny, fail: c.Error,
 	}
 	if c.CostHeader != "" {
@@ -281,9 +292,13 @@ func (m *middleware) decide(r *http.Request, v *quota.Verdict) error {
 			return fmt.Errorf("httplimit: Cost returned %d for %s: a cost is at least 0", cost, bounded.Quote(r.Method+" "+r.URL.Path))
 		}
 	}
+	ctx := r.Context()
+	if m.critical != nil {
+		ctx = keylimit.WithCriticality(ctx, m.critical(r))
+	}
 	// The cost is not negative: Decide's only error is the context's, of a
 	// request whose client has hung up (before or while it was decided).
-	if *v, err = m.quota.Decide(r.Context(), key, tier, cost); err != nil {
+	if *v, err = m.quota.Decide(ctx, key, tier, cost); err != nil {
 		return fmt.Errorf("%w: %w", errEnded, err)
 	}
 	d := &v.Decision

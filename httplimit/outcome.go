@@ -1,6 +1,8 @@
 package httplimit
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/keylimit/keylimit/quota"
@@ -64,9 +66,9 @@ func (w *outcomeWriter) takeCost() {
 	}
 }
 
-// outcome is the Outcome of the request, once its handler has returned (or
-// panicked, if ended is false).
-func (w *outcomeWriter) outcome(ended bool) quota.Outcome {
+// outcome is the Outcome of the request whose context is ctx, once its
+// handler has returned (or panicked, if ended is false).
+func (w *outcomeWriter) outcome(ctx context.Context, ended bool) quota.Outcome {
 	if w.status == 0 { // nothing written: net/http answers 200, or fails
 		w.takeCost()
 		w.status = http.StatusOK
@@ -74,7 +76,8 @@ func (w *outcomeWriter) outcome(ended bool) quota.Outcome {
 			w.status = http.StatusInternalServerError
 		}
 	}
-	return quota.Outcome{Status: w.status, Reported: w.reported, Panicked: !ended}
+	expired := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	return quota.Outcome{Status: w.status, Reported: w.reported, Panicked: !ended, Expired: expired}
 }
 
 // maxCostDigits bounds a reported cost: 18 decimal digits fit an int64.
@@ -99,13 +102,14 @@ func parseCost(s string) int {
 	return n
 }
 
-// serveCharged serves a request whose Verdict NeedsOutcome: the handler
-// gets a writer that records its outcome and a context ReportCost reaches,
-// and the request ends with FinishWith, however the handler ends.
+// serveCharged serves a request whose Verdict NeedsOutcome (a policy
+// charged by outcome, or an adaptive one): the handler gets a writer that
+// records its outcome and a context ReportCost reaches, and the request
+// ends with FinishWith, however the handler ends.
 func (h *handler) serveCharged(w http.ResponseWriter, r *http.Request, v *quota.Verdict) {
 	ow := &outcomeWriter{ResponseWriter: w, costHeader: h.m.costHeader, reported: -1}
 	ended := false
-	defer func() { v.FinishWith(ow.outcome(ended)) }()
+	defer func() { v.FinishWith(ow.outcome(r.Context(), ended)) }()
 	h.next.ServeHTTP(ow, r.WithContext(v.Context(r.Context())))
 	ended = true
 }

@@ -24,6 +24,8 @@
 //	keylimit_store_cache_hits_total     counter  refusals answered from the local deny cache
 //	keylimit_bans_total                 counter  bans a penalty (keylimit.Penalty) started
 //	keylimit_ban_refusals_total         counter  requests refused by a ban, the limiter not asked
+//	keylimit_limit                      gauge    the limit now: an adaptive limiter's overall limit, a concurrency limiter's
+//	keylimit_shed_total                 counter  requests an adaptive limiter shed, criticality="critical", "default" or "sheddable"
 //
 // The collector reads Stats when scraped and at no other time: it starts no
 // goroutine and costs a decision nothing. A count a limiter does not keep
@@ -87,6 +89,9 @@ const (
 	labelTier    = "tier"
 	labelPolicy  = "policy"
 	labelPaused  = "paused"
+	// labelCriticality is a keylimit.Criticality: critical, default or
+	// sheddable.
+	labelCriticality = "criticality"
 
 	outcomeAllowed = "allowed"
 	outcomeRefused = "refused"

@@ -19,6 +19,7 @@ type StatsCollector struct {
 	calls, errors, fallbacks, cacheHits *prometheus.Desc
 	scriptErrors                        *prometheus.Desc
 	bans, banRefused                    *prometheus.Desc
+	limit, shed                         *prometheus.Desc
 }
 
 // NewStats returns a collector of lim's Stats (every keylimit limiter has
@@ -52,12 +53,14 @@ func NewStats(name string, lim interface{ Stats() keylimit.Stats }) *StatsCollec
 		cacheHits:  desc("store_cache_hits_total", "Refusals answered from the local deny cache, without a round trip."),
 		bans:       desc("bans_total", "Bans a penalty (keylimit.Penalty) started: keys refused too often, refused outright for a while."),
 		banRefused: desc("ban_refusals_total", "Requests a penalty refused by a ban, without asking its limiter."),
+		limit:      desc("limit", "The limit now: an adaptive limiter's overall limit (keylimit.Adaptive), which moves, or a concurrency limiter's."),
+		shed:       desc("shed_total", "Requests an adaptive limiter shed, by criticality (critical, default or sheddable).", labelCriticality),
 	}
 }
 
 // Describe sends the Desc of every series c may export.
 func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range [...]*prometheus.Desc{c.keys, c.decisions, c.untracked, c.evicted, c.calls, c.errors, c.scriptErrors, c.fallbacks, c.cacheHits, c.bans, c.banRefused} {
+	for _, d := range [...]*prometheus.Desc{c.keys, c.decisions, c.untracked, c.evicted, c.calls, c.errors, c.scriptErrors, c.fallbacks, c.cacheHits, c.bans, c.banRefused, c.limit, c.shed} {
 		ch <- d
 	}
 }
@@ -68,7 +71,9 @@ func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
 // in-memory limiter made WithStats, or a remote one; the store counters
 // from a remote one (redislimit's), whose keys live in the store, so that
 // keys, untracked and evicted come only from an in-memory one; the ban
-// counters from a penalty (Stats.Penalty).
+// counters from a penalty (Stats.Penalty); the limit from a limiter that
+// reports one (Stats.Limit: an adaptive or concurrency limiter), and the
+// sheds from an adaptive one (Stats.Adaptive).
 func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.err != nil {
 		ch <- prometheus.NewInvalidMetric(c.keys, c.err)
@@ -98,4 +103,18 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.bans, prometheus.CounterValue, float64(st.Bans))
 		ch <- prometheus.MustNewConstMetric(c.banRefused, prometheus.CounterValue, float64(st.BanRefused))
 	}
+	if st.Limit > 0 {
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.Limit))
+	}
+	if st.Adaptive {
+		for _, cr := range criticalities {
+			ch <- prometheus.MustNewConstMetric(c.shed, prometheus.CounterValue, float64(st.Shed[cr.c]), cr.label)
+		}
+	}
 }
+
+// criticalities are the values of the criticality label, by Criticality.
+var criticalities = [...]struct {
+	c     keylimit.Criticality
+	label string
+}{{keylimit.Critical, "critical"}, {keylimit.Default, "default"}, {keylimit.Sheddable, "sheddable"}}

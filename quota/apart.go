@@ -24,7 +24,7 @@ import (
 func (t *tier) takeApart(ctx context.Context, key string, cost int, each []keylimit.Result) (_ keylimit.Result, _ keylimit.Permit, _ *charges, held uint64, _ error) {
 	var s apartSum
 	if t.held >= 0 {
-		permit, r := t.policies[t.held].held.TryAcquire(key, cost)
+		permit, r := t.policies[t.held].tryAcquire(ctx, key, cost)
 		each[t.held] = r
 		if !r.Allowed {
 			return r, keylimit.Permit{}, nil, t.peekOthers(key, cost, each, t.held, false), nil
@@ -59,6 +59,15 @@ func (t *tier) takeApart(ctx context.Context, key string, cost int, each []keyli
 		s.and(r, err)
 	}
 	return s.sum, s.permit, s.charges, 0, s.err
+}
+
+// tryAcquire takes cost slots of key from p, a concurrency policy, under
+// ctx if its limiter decides by it.
+func (p *policy) tryAcquire(ctx context.Context, key string, cost int) (keylimit.Permit, keylimit.Result) {
+	if p.tryCtx != nil {
+		return p.tryCtx(ctx, key, cost)
+	}
+	return p.held.TryAcquire(key, cost)
 }
 
 // apartSum is what the steps of takeApart have taken so far.

@@ -42,6 +42,13 @@ type Decision struct {
 	// those policies' t, are then a second at most, not the window's end:
 	// a retry passes once one of them has ended free.
 	InFlight bool
+	// Shed reports a refusal by an adaptive concurrency policy (a
+	// keylimit.Adaptive in Policy.Concurrency): the server is short of
+	// capacity, not the client over a quota. Its Action is Refuse; an
+	// adapter answers it as overload: HTTP 503 with the problem type
+	// temporary-reduced-capacity, gRPC Unavailable, with Retry-After and
+	// grpc-retry-pushback-ms as for any refusal.
+	Shed bool
 }
 
 // inlinePolicies is how many policies a tier may have before deciding a
@@ -101,12 +108,16 @@ func (d *Decider) decide(ctx context.Context, key, tier string, cost int, v *Ver
 	at, violated, inFlight := t.bind(each, &tk.res, cost, tk.held)
 	// The Verdict is built in place, field by field: it is 25 words.
 	dec := &v.Decision
-	dec.Key, dec.Tier, dec.Policy, dec.Cost, dec.Elapsed, dec.InFlight = key, t.name, t.policies[at].name, cost, 0, inFlight
+	dec.Key, dec.Tier, dec.Policy, dec.Cost, dec.Elapsed, dec.InFlight, dec.Shed = key, t.name, t.policies[at].name, cost, 0, inFlight, false
 	b := &dec.Result
 	*b = each[at]
 	b.Allowed, b.RetryAfter, b.Untracked, b.Banned, b.Err = tk.res.Allowed, tk.res.RetryAfter, tk.res.Untracked, tk.res.Banned, tk.res.Err
 	v.action = act(b, d.dryRun)
 	v.tier, v.violated, v.permit, v.charges = t, violated, tk.permit, tk.charges
+	if t.held >= 0 && t.policies[t.held].tryCtx != nil {
+		v.adaptive = true // its permit learns from the outcome
+		dec.Shed = at == t.held && !b.Allowed && b.RetryAfter != keylimit.InfDuration && !b.Untracked && b.Err == nil
+	}
 	if !d.fieldsOnRefusal || !b.Allowed { // the fields' values, unless an admitted request sends none
 		t.render(key, each, v)
 	}

@@ -26,7 +26,35 @@ type Outcome struct {
 	// Panicked says the handler panicked: Status is then what it wrote
 	// before, or 500 (HTTP) or Unknown (gRPC) if nothing.
 	Panicked bool
+	// Expired says the request's context reached its deadline before the
+	// handler returned: a timeout, whatever the status.
+	//
+	// An adaptive concurrency policy (keylimit.Adaptive) learns from the
+	// outcome: a request ended by overload gives its slot back with
+	// keylimit.Permit.Drop. Overload is a panic, Expired, an HTTP status
+	// 503 or 504, or a gRPC code Unavailable, DeadlineExceeded or
+	// ResourceExhausted.
+	Expired bool
 }
+
+// overloaded reports whether o is the outcome of a request that failed
+// from overload (see Outcome.Expired). The HTTP and gRPC numbers do not
+// meet: HTTP statuses start at 100.
+func (o Outcome) overloaded() bool {
+	switch o.Status {
+	case 503, 504, grpcUnavailable, grpcDeadlineExceeded, grpcResourceExhausted:
+		return true
+	}
+	return o.Panicked || o.Expired
+}
+
+// The gRPC codes of overload (google.golang.org/grpc/codes), which quota
+// does not import.
+const (
+	grpcDeadlineExceeded  = 4
+	grpcResourceExhausted = 8
+	grpcUnavailable       = 14
+)
 
 // ChargeReported is a Policy.Charge that charges the cost the handler
 // reported, or the whole cost if it reported none: a search API charged
@@ -69,11 +97,14 @@ type charges struct {
 	done     atomic.Bool          // set by the first Finish or FinishWith
 }
 
-// NeedsOutcome reports whether the request's tier has policies charged by
-// outcome and the request proceeded holding their admissions: the adapter
-// then gives the handler Context's context, and ends the request with
+// NeedsOutcome reports whether the request proceeded holding what its end
+// must be told of: admissions of policies charged by outcome, or a slot of
+// an adaptive concurrency policy (keylimit.Adaptive). The adapter then
+// gives the handler Context's context, and ends the request with
 // FinishWith and its Outcome rather than Finish.
-func (v *Verdict) NeedsOutcome() bool { return v.charges != nil }
+func (v *Verdict) NeedsOutcome() bool {
+	return v.charges != nil || v.adaptive && v.action == Proceed
+}
 
 // Context returns ctx carrying what ReportCost needs to reach this
 // request, if it NeedsOutcome; ctx itself otherwise.
@@ -87,10 +118,17 @@ func (v *Verdict) Context(ctx context.Context) context.Context {
 // FinishWith ends the request as Finish does, with its outcome o: each
 // policy charged by outcome keeps what its Charge says o costs (at most
 // Outcome.Cost; Outcome.Reported is filled in from ReportCost when o's is
-// negative) and gives the rest back with its limiter's exact Refund. Only
-// the first Finish or FinishWith of a Verdict, or of any copy, gives back.
+// negative) and gives the rest back with its limiter's exact Refund. A
+// slot of an adaptive concurrency policy is given back with
+// keylimit.Permit.Drop if o is overload (see Outcome.Expired), else with
+// Release. Only the first Finish or FinishWith of a Verdict, or of any
+// copy, gives back.
 func (v *Verdict) FinishWith(o Outcome) {
-	v.permit.Release()
+	if o.overloaded() {
+		v.permit.Drop()
+	} else {
+		v.permit.Release()
+	}
 	c := v.charges
 	if c == nil || !c.done.CompareAndSwap(false, true) {
 		return

@@ -58,6 +58,13 @@ type Policy struct {
 	//	RateLimit: "inflight";r=2
 	//
 	// A tier holds at most one concurrency policy, and its Window stays 0.
+	//
+	// A keylimit.Adaptive here is asked at the criticality the request's
+	// context carries (keylimit.WithCriticality), sheds rather than
+	// refuses (Decision.Shed: HTTP 503, gRPC Unavailable), and learns from
+	// how each request ends: FinishWith gives its slot back with
+	// Permit.Drop when the Outcome is overload (see Outcome.Expired),
+	// with Release otherwise; so its admitted Verdicts NeedsOutcome.
 	Concurrency keylimit.ConcurrencyLimiter[string]
 	// Charge, if set, charges a request by its outcome: it is admitted with
 	// its whole cost, the most it may be charged, and when it ends
@@ -133,6 +140,11 @@ type policy struct {
 	limits  limitReporter                       // with window 0: the limiter, if it reports its Limit
 	limitOf keyLimitReporter                    // with window 0: the limiter, if it reports each key's
 	held    keylimit.ConcurrencyLimiter[string] // a concurrency policy's limiter (limiter is nil)
+	// tryCtx is held's TryAcquire under the request's context, if held
+	// decides by it (a keylimit.Adaptive, by the request's criticality):
+	// the policy then sheds (Decision.Shed) rather than refuses, and its
+	// permit is dropped when the request ends in overload (FinishWith).
+	tryCtx func(ctx context.Context, key string, n int) (keylimit.Permit, keylimit.Result)
 	// charge is Policy.Charge; refunder and ctxRefunder are the limiter as
 	// a Refunder (and a ContextLimiter, if it is one), set with charge.
 	charge      func(Outcome) int
@@ -174,6 +186,9 @@ func compilePolicy(p Policy) (*policy, error) {
 		return nil, fmt.Errorf("policy %q: a concurrency policy is not charged by outcome (it holds slots, not a count)", p.Name)
 	case p.Concurrency != nil:
 		c.held = p.Concurrency
+		if f, ok := compose.TryContext(p.Concurrency); ok {
+			c.tryCtx, _ = f.(func(context.Context, string, int) (keylimit.Permit, keylimit.Result))
+		}
 	case p.Limiter == nil:
 		return nil, fmt.Errorf("policy %q has no Limiter", p.Name)
 	case p.Window < 0:

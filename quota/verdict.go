@@ -56,6 +56,9 @@ type Verdict struct {
 	// charges holds the admissions of the tier's policies charged by
 	// outcome, for a request that proceeded; FinishWith refunds from them.
 	charges *charges
+	// adaptive says the tier's concurrency policy is adaptive: its permit
+	// is released by the outcome (FinishWith), Drop for overload.
+	adaptive bool
 }
 
 // Action returns what the adapter does with the request: Proceed, Refuse
