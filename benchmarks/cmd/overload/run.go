@@ -84,7 +84,7 @@ func runVariant(c config, v variant) (variantRun, error) {
 	if err != nil {
 		return variantRun{}, err
 	}
-	srv := &http.Server{Handler: withCriticality(h), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: withDeadline(c.timeout, withCriticality(h)), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	url := "http://" + ln.Addr().String() + "/"

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/httplimit"
@@ -97,6 +99,18 @@ func withCriticality(next http.Handler) http.Handler {
 			r = r.WithContext(keylimit.WithCriticality(r.Context(), keylimit.Sheddable))
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// withDeadline gives each request's context the client's timeout as a
+// deadline, as a server told its clients' deadlines would (the pool's work
+// does not read it): a request that ends after it is one its client gave
+// up on, which an adaptive policy counts as a drop (quota.Outcome.Expired).
+func withDeadline(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
