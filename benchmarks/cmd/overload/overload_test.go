@@ -80,6 +80,8 @@ func TestPoolCapacity(t *testing.T) {
 	p.mu.Lock()
 	require.Equal(t, 0, p.busy)
 	p.mu.Unlock()
+	_, served := p.took()
+	require.Equal(t, 10, served)
 }
 
 // Evenly spaced arrivals come at exactly the rate, each tenant exactly its
@@ -165,7 +167,7 @@ func TestSummarize(t *testing.T) {
 	}
 	add(10, 3950*time.Millisecond, 20*time.Millisecond, 0, false, ok)
 	add(390, 2600*time.Millisecond, 0, 0, false, refused)
-	s := summarize(c, variantRun{name: "x", unloaded: 10 * time.Millisecond, records: recs})
+	s := summarize(c, variantRun{name: "x", unloaded: 10 * time.Millisecond, records: recs, service: [2]time.Duration{10 * time.Millisecond, 10500 * time.Microsecond}})
 
 	require.InDelta(t, 1.0, s.halves[0].goodput, 1e-9)
 	require.Equal(t, 10*time.Millisecond, s.halves[0].p50)
@@ -195,8 +197,8 @@ func TestSummarize(t *testing.T) {
 
 	var b strings.Builder
 	table(&b, c, []summary{s})
-	require.Contains(t, b.String(), "| x | 1st | 100.0% | 10.0 ms | 40.0 ms | 4.0× |  | 50% / 100% | 95.0% |\n")
-	require.Contains(t, b.String(), "| x | 2nd | 75.0% | 10.0 ms | 1000.0 ms | 100.0× | 0.5 s | 60% / 0% |  |\n")
+	require.Contains(t, b.String(), "| x | 1st | 100.0% | 10.0 ms | 40.0 ms | 4.0× |  | 50% / 100% | 95.0% | 10.0 ms |\n")
+	require.Contains(t, b.String(), "| x | 2nd | 75.0% | 10.0 ms | 1000.0 ms | 100.0× | 0.5 s | 60% / 0% |  | 10.5 ms |\n")
 }
 
 // Recovery is the start of the first 1 s window after the drop from which

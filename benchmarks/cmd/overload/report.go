@@ -19,6 +19,7 @@ type halfStats struct {
 type summary struct {
 	name     string
 	unloaded time.Duration
+	service  [2]time.Duration // as measured
 	halves   [2]halfStats
 	recovery time.Duration // from the drop until goodput is within 10% of the new capacity for good; -1 if never
 	critical float64       // critical requests answered 200 in time, over those sent
@@ -34,7 +35,7 @@ const (
 
 // summarize computes a variant's row from its records.
 func summarize(c config, run variantRun) summary {
-	s := summary{name: run.name, unloaded: run.unloaded, recovery: -1}
+	s := summary{name: run.name, unloaded: run.unloaded, service: run.service, recovery: -1}
 	bounds := [3]time.Duration{0, c.drop(), c.duration}
 	capacity := [2]float64{c.capacityBefore(), c.capacityAfter()}
 	var critical, criticalOK int
@@ -128,9 +129,9 @@ func recovery(c config, records []record) time.Duration {
 // table writes the summaries as a Markdown table, a row per variant and
 // half.
 func table(w io.Writer, c config, sums []summary) {
-	fmt.Fprintf(w, "| variant | half | goodput (%% of capacity) | p50 | p99 | p99 / unloaded | within 10%% of capacity for good after the drop | served / demand (%s) | critical OK |\n",
+	fmt.Fprintf(w, "| variant | half | goodput (%% of capacity) | p50 | p99 | p99 / unloaded | within 10%% of capacity for good after the drop | served / demand (%s) | critical OK | a request's work took |\n",
 		strings.Join(tenantLabels(c.weights), ", "))
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---|---:|")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---|---:|---:|")
 	for _, s := range sums {
 		for h, st := range s.halves {
 			half, rec, crit := "1st", "", ""
@@ -139,9 +140,9 @@ func table(w io.Writer, c config, sums []summary) {
 			} else {
 				crit = percent(s.critical)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.1f× | %s | %s | %s |\n",
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.1f× | %s | %s | %s | %s |\n",
 				s.name, half, percent(st.goodput), ms(st.p50), ms(st.p99),
-				st.p99.Seconds()/s.unloaded.Seconds(), rec, percents(st.served), crit)
+				st.p99.Seconds()/s.unloaded.Seconds(), rec, percents(st.served), crit, ms(s.service[h]))
 		}
 	}
 }

@@ -66,7 +66,8 @@ func (c config) spec() loadSpec {
 // variantRun is what one variant's run recorded.
 type variantRun struct {
 	name     string
-	unloaded time.Duration // the median latency of requests sent one at a time to the idle server
+	unloaded time.Duration    // the median latency of requests sent one at a time to the idle server
+	service  [2]time.Duration // the mean time the work of a request took, in each half
 	records  []record
 	limits   []sample
 }
@@ -102,6 +103,8 @@ func runVariant(c config, v variant) (variantRun, error) {
 	start := time.Now()
 	stop := make(chan struct{})
 	var sampler sync.WaitGroup
+	w0, n0 := p.took()  // the unloaded requests'
+	var w1, n1 = w0, n0 // at the drop, set by the sampler
 	sampler.Go(func() {
 		tick := time.NewTicker(c.sampleEvery)
 		defer tick.Stop()
@@ -111,6 +114,8 @@ func runVariant(c config, v variant) (variantRun, error) {
 			if !dropped && at >= c.drop() {
 				p.setWorkers(c.workersAfter)
 				dropped = true
+				w1, n1 = p.took()
+				run.service[0] = meanOf(w1-w0, n1-n0)
 			}
 			run.limits = append(run.limits, sample{at: at, limits: limit()})
 			select {
@@ -130,6 +135,8 @@ func runVariant(c config, v variant) (variantRun, error) {
 	sends.Wait()
 	close(stop)
 	sampler.Wait()
+	w, n := p.took()
+	run.service[1] = meanOf(w-w1, n-n1)
 	return run, nil
 }
 
@@ -188,4 +195,11 @@ func unloaded(client *http.Client, url string, timeout time.Duration) (time.Dura
 	}
 	slices.Sort(took)
 	return took[len(took)/2], nil
+}
+
+func meanOf(total time.Duration, n int) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	return total / time.Duration(n)
 }

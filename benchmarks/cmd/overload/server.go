@@ -21,6 +21,8 @@ type pool struct {
 	work    func(time.Duration) // time.Sleep; a test's own to count who works
 
 	mu      sync.Mutex      // protects the fields below
+	worked  time.Duration   // the time the work of every request served took, summed
+	served  int             // requests served
 	workers int             // requests served at once
 	busy    int             // requests being served
 	waiting []chan struct{} // the queue, oldest first; closed when its turn comes
@@ -35,6 +37,15 @@ func (p *pool) capacity() float64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return float64(p.workers) / p.service.Seconds()
+}
+
+// took returns the time the work of the requests served so far took,
+// summed, and their number: a sleep of service takes longer on a busy
+// machine, and the pool serves less than its capacity by as much.
+func (p *pool) took() (time.Duration, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.worked, p.served
 }
 
 // setWorkers changes the number of requests served at once. Requests being
@@ -72,8 +83,12 @@ func (p *pool) serve() bool {
 		p.mu.Unlock()
 		<-turn
 	}
+	start := time.Now()
 	p.work(p.service)
+	took := time.Since(start)
 	p.mu.Lock()
+	p.worked += took
+	p.served++
 	p.busy--
 	p.grant()
 	p.mu.Unlock()
