@@ -320,9 +320,9 @@ func TestVariants(t *testing.T) {
 func TestPlot(t *testing.T) {
 	c := testConfig()
 	runs := []variantRun{
-		{name: "a", records: []record{{arrival: arrival{at: time.Second}, latency: 10 * time.Millisecond, outcome: ok}}, limits: []sample{{0, limits{4, noLimit().overall}}, {time.Second, limits{4, noLimit().overall}}}},
+		{name: "a", records: []record{{arrival: arrival{at: time.Second}, latency: 10 * time.Millisecond, outcome: ok}}, limits: []sample{{0, limits{4, 4, noLimit().overall}}, {time.Second, limits{4, 4, noLimit().overall}}}},
 		{name: "b & c", limits: []sample{{0, noLimit()}}, records: []record{{arrival: arrival{at: time.Second}, outcome: refused}}},
-		{name: "d", limits: []sample{{0, limits{3, 9}}}},
+		{name: "d", limits: []sample{{0, limits{3, 1, 9}}}},
 	}
 	var b strings.Builder
 	require.NoError(t, writeSVG(&b, "t", c.duration.Seconds(), panels(c, runs)))

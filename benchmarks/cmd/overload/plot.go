@@ -196,17 +196,17 @@ func writeCSV(w io.Writer, c config, runs []variantRun) error {
 	ps := panels(c, runs)
 	good, p99 := ps[0].lines[1:], ps[2].lines
 	var b strings.Builder
-	b.WriteString("variant,t_s,goodput_per_s,p99_ms,limit_t0,limit_all\n")
+	b.WriteString("variant,t_s,goodput_per_s,p99_ms,limit_t0,limit_t1,limit_all\n")
 	for i, run := range runs {
 		for k, g := range good[i].points {
 			from, to := time.Duration(k)*plotBin, time.Duration(k+1)*plotBin
-			lim := limits{math.NaN(), math.NaN()}
+			lim := noLimit()
 			for _, s := range run.limits {
 				if s.at >= from && s.at < to {
 					lim = s.limits
 				}
 			}
-			fmt.Fprintf(&b, "%s,%.2f,%.0f,%s,%s,%s\n", run.name, from.Seconds(), g.y, num(p99[i].points[k].y), num(lim.key), num(lim.overall))
+			fmt.Fprintf(&b, "%s,%.2f,%.0f,%s,%s,%s,%s\n", run.name, from.Seconds(), g.y, num(p99[i].points[k].y), num(lim.key), num(lim.small), num(lim.overall))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -21,11 +21,12 @@ type variant struct {
 }
 
 // limits is what a variant's limits are at one time: the heavy tenant's
-// (t0's), and all tenants' together; NaN where it has none.
-type limits struct{ key, overall float64 }
+// (t0's), a small one's (t1's), and all tenants' together; NaN where it
+// has none.
+type limits struct{ key, small, overall float64 }
 
 // noLimit is the limits of a variant that has none.
-func noLimit() limits { return limits{math.NaN(), math.NaN()} }
+func noLimit() limits { return limits{math.NaN(), math.NaN(), math.NaN()} }
 
 // variants are every variant of a run, in the order of the table.
 var variants = []variant{
@@ -53,7 +54,7 @@ func adaptive(alg func(floor, ceiling int) keylimit.Algorithm) func(c config, ne
 		}
 		h, err := limited(next, quota.Policy{Name: "adaptive", Concurrency: lim})
 		return h, func() limits {
-			return limits{float64(lim.Peek(tenantName(0)).Limit), float64(lim.Stats().Limit)}
+			return limits{float64(lim.Peek(tenantName(0)).Limit), float64(lim.Peek(tenantName(1)).Limit), float64(lim.Stats().Limit)}
 		}, err
 	}
 }
@@ -69,7 +70,7 @@ func staticLimit(num, den int) func(c config, next http.Handler) (http.Handler, 
 			return nil, nil, err
 		}
 		h, err := limited(next, quota.Policy{Name: "inflight", Concurrency: lim})
-		return h, func() limits { return limits{float64(lim.Limit()), math.NaN()} }, err
+		return h, func() limits { return limits{float64(lim.Limit()), float64(lim.Limit()), math.NaN()} }, err
 	}
 }
 
