@@ -39,7 +39,8 @@ import (
 // the ceiling. So under pressure sheddable work is shed first and critical
 // work last. Stats counts the refusals by criticality (Stats.Shed).
 //
-// A key starts at the overall limit of the moment it is first seen, and is
+// A key starts at the overall limit of the moment it is first seen, with
+// the overall baseline latency (see AIMD and Gradient), and is
 // forgotten like any idle key once it holds nothing (WithEvictionInterval,
 // WithMaxKeys), its limit with it. TryAcquire and Release take no lock and,
 // for a key seen before, allocate nothing; the release that completes a
@@ -88,8 +89,8 @@ type adCore struct {
 // NewAdaptive returns an Adaptive whose limits alg moves. It returns an
 // error if alg is the zero Algorithm, its floor is below 1, its ceiling is
 // below the floor or above MaxConcurrency, or an option is invalid
-// (WithMaxHold is a Concurrency's). The overall limit starts at the
-// geometric mean of floor and ceiling.
+// (WithMaxHold is a Concurrency's). The overall limit starts at the floor,
+// in slow start (see AIMD and Gradient).
 //
 // Call Close when done with it to stop its evictor at once; a limiter
 // dropped without Close stops it once the garbage collector finds it
@@ -103,14 +104,14 @@ func NewAdaptive[K comparable](alg Algorithm, opts ...Option) (*Adaptive[K], err
 		return nil, err
 	}
 	core := &adCore{alg: alg.ctl, floor: int64(alg.floor), ceiling: int64(alg.ceiling), capped: o.maxKeys > 0}
-	core.all.init(alg.initial())
+	core.all.init(int64(alg.floor), nil)
 	ch := make(chan struct{})
 	core.wake.Store(&ch)
 	a := &Adaptive[K]{core: core}
 	a.keys = newShard(o, stateHooks[K, adState]{
 		newState: func(K) *adState {
 			st := new(adState)
-			st.ctl.init(core.all.limit.Load())
+			st.ctl.init(core.all.limit.Load(), &core.all)
 			return st
 		},
 		retireIfIdle: func(st *adState, _ int64) (bool, int64) {

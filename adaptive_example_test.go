@@ -9,59 +9,72 @@ import (
 	"github.com/keylimit/keylimit"
 )
 
-// A server that finds each tenant's concurrency from the latency of its
-// calls. Gradient(4, 100) starts at the geometric mean, 20; on the mock
-// clock every call of a busy window takes 10 ms, then 50 ms, and the
-// limit follows.
+// A server that finds its concurrency from the latency of its calls: a
+// backend of 8 workers, 10 ms a call, with a queue in front, so that n
+// calls at once take 10 ms × ⌈n/8⌉. Gradient(1, 1000) starts at its floor,
+// doubles until the queue shows, and holds the backend busy with a short
+// queue; when half the workers are lost, the limit follows. The mock clock
+// makes the figures independent of the machine.
 func ExampleAdaptive() {
 	mock := clock.NewMock()
-	lim, err := keylimit.NewAdaptive[string](keylimit.Gradient(4, 100), keylimit.WithClock(mock))
+	lim, err := keylimit.NewAdaptive[string](keylimit.Gradient(1, 1000), keylimit.WithClock(mock))
 	if err != nil {
 		panic(err)
 	}
 	defer lim.Close()
-	fmt.Println("start:", lim.Stats().Limit)
-
-	serve := func(rounds int, latency time.Duration) {
+	serve := func(rounds, workers int) {
 		for range rounds {
 			var held []keylimit.Permit
 			for {
-				p, r := lim.TryAcquire("acme", 1)
+				p, r := lim.TryAcquire("backend", 1)
 				if !r.Allowed {
 					break
 				}
 				held = append(held, p)
 			}
-			mock.Add(latency)
+			mock.Add(10 * time.Millisecond * time.Duration((len(held)+workers-1)/workers))
 			for _, p := range held {
 				p.Release() // a success: its latency is a sample
 			}
 		}
 	}
-	serve(10, 10*time.Millisecond)
-	fmt.Println("at 10 ms:", lim.Stats().Limit, lim.Peek("acme").Limit)
-	serve(10, 50*time.Millisecond)
-	fmt.Println("at 50 ms:", lim.Stats().Limit, lim.Peek("acme").Limit)
+	fmt.Println("start:", lim.Stats().Limit)
+	serve(200, 8)
+	fmt.Println("8 workers:", lim.Stats().Limit)
+	serve(200, 4)
+	fmt.Println("4 workers:", lim.Stats().Limit)
 	// Output:
-	// start: 20
-	// at 10 ms: 35 35
-	// at 50 ms: 15 15
+	// start: 1
+	// 8 workers: 16
+	// 4 workers: 8
 }
 
-// AIMD grows a busy limit by one a window of 16 samples and cuts it by a
-// tenth at each window with a drop.
+// AIMD starts at its floor, doubles a busy limit after each window of 16
+// samples in slow start, and cuts it by a tenth at a window with a drop.
 func ExampleAIMD() {
-	lim, _ := keylimit.NewAdaptive[string](keylimit.AIMD(1, 10), keylimit.WithClock(clock.NewMock()))
+	mock := clock.NewMock()
+	lim, _ := keylimit.NewAdaptive[string](keylimit.AIMD(2, 10), keylimit.WithClock(mock))
 	defer lim.Close()
-	fmt.Println("start:", lim.Stats().Limit) // √(1×10), rounded down
-	for range 16 {
-		p, _ := lim.TryAcquire("k", 1)
-		p.Drop() // a timeout: overload
+	call := func(n int, drop bool) {
+		for range n {
+			p, _ := lim.TryAcquire("k", 1)
+			mock.Add(10 * time.Millisecond)
+			if drop {
+				p.Drop() // a timeout: overload
+			} else {
+				p.Release()
+			}
+		}
 	}
-	fmt.Println("after 16 drops:", lim.Stats().Limit)
+	fmt.Println("start:", lim.Stats().Limit)
+	call(16, false)
+	fmt.Println("after a window, one call at a time:", lim.Stats().Limit)
+	call(16, true)
+	fmt.Println("after a window of drops:", lim.Stats().Limit)
 	// Output:
-	// start: 3
-	// after 16 drops: 2
+	// start: 2
+	// after a window, one call at a time: 4
+	// after a window of drops: 3
 }
 
 // Gradient's floor and ceiling bound the limit whatever the latency.
@@ -89,7 +102,7 @@ func ExamplePermit_Drop() {
 // A request's criticality travels in its context; under pressure an
 // Adaptive sheds sheddable requests first and critical ones last.
 func ExampleWithCriticality() {
-	lim, _ := keylimit.NewAdaptive[string](keylimit.AIMD(4, 16), keylimit.WithClock(clock.NewMock()))
+	lim, _ := keylimit.NewAdaptive[string](keylimit.AIMD(8, 16), keylimit.WithClock(clock.NewMock()))
 	defer lim.Close()
 	ctx := context.Background()
 	// The limit is 8: sheddable work may fill 6 of it, default 8, critical 10.

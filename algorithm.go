@@ -15,28 +15,35 @@ type Algorithm struct {
 	floor, ceiling int
 }
 
-// AIMD is additive increase, multiplicative decrease: after each window of
-// samples (16 releases), the limit falls by a tenth if a call of the window
-// was dropped (Permit.Drop) or the window's mean latency was above twice
-// the lowest mean seen (see Gradient for how that ages), and otherwise
-// grows by one if the window was busy (in flight reached half the limit);
-// an idle limit stays where it is. It never leaves [floor, ceiling].
-// NewAdaptive reports an invalid floor or ceiling.
+// AIMD is additive increase, multiplicative decrease. A limit starts at
+// the floor, in slow start: it doubles after each busy window of samples
+// (16 releases, in flight reaching half the limit at one of them) until a
+// window's mean latency is above twice the baseline, or a call is dropped
+// (Permit.Drop). From then on, after each window, it falls by a tenth if a
+// call was dropped or the mean was above twice the baseline, grows by one
+// if the window was busy, and otherwise stays. The baseline is as
+// Gradient's. The limit never leaves [floor, ceiling]; NewAdaptive reports
+// an invalid floor or ceiling.
 func AIMD(floor, ceiling int) Algorithm {
 	return Algorithm{ctl: aimd{add: 1, backoff: 0.9, tolerance: 2}, floor: floor, ceiling: ceiling}
 }
 
-// Gradient moves the limit by the ratio of the lowest latency seen to the
-// latency now: after each window of samples (16 releases), the gradient is
-// 1.5 × the baseline (the lowest window mean seen, which rises toward
-// higher means by 1/128 of the gap a window, so that a lasting change of
-// the service is learnt) over the window's mean, kept within [0.5, 1] and
-// lowered by the share of calls dropped. The new limit is limit × gradient
-// plus a queue allowance of √limit, smoothed (a fifth of the way there a
-// window). A window in which in flight never reached half the limit, and
-// nothing was dropped, leaves the limit as it was: it says nothing of more
-// load. It never leaves [floor, ceiling]. NewAdaptive reports an invalid
-// floor or ceiling.
+// Gradient moves the limit by the ratio of the service's latency to the
+// latency now. A limit starts at the floor, in slow start as AIMD's, until
+// a window's mean latency is above 1.5 × the baseline or a call is
+// dropped. From then on, after each window of samples (16 releases), the
+// gradient is 1.5 × the baseline over the window's mean, within [0.5, 1],
+// lowered by the share of calls dropped, and the limit moves a fifth of
+// the way to limit × gradient + √limit (the allowance of a queue). A window
+// that was not busy (in flight never reached half the limit) and dropped
+// nothing leaves the limit as it was: it says nothing of more load.
+//
+// The baseline is the lowest window mean seen. It rises only while the
+// limit is as low as latency takes it (the floor, or 4, where a gradient
+// of 0.5 and the queue allowance meet), an eighth of the way to the mean a
+// window: latency that a limit so low does not bring down is the service's
+// own, not a queue's. The limit never leaves [floor, ceiling]; NewAdaptive reports an
+// invalid floor or ceiling.
 func Gradient(floor, ceiling int) Algorithm {
 	return Algorithm{ctl: gradient{tolerance: 1.5, smoothing: 0.2, least: 0.5}, floor: floor, ceiling: ceiling}
 }
@@ -56,17 +63,13 @@ func (a Algorithm) check() error {
 	return nil
 }
 
-// initial is the limit an Adaptive starts at: the geometric mean of floor
-// and ceiling, between the two where an algorithm finds the right one soon
-// from either side.
-func (a Algorithm) initial() int64 {
-	return min(max(int64(math.Sqrt(float64(a.floor)*float64(a.ceiling))), int64(a.floor)), int64(a.ceiling))
-}
-
 // controller is what an Algorithm does: the next limit after a window.
 type controller interface {
 	// next returns the limit after window w from e's; it may move e.base.
 	next(e *estimate, w window) float64
+	// lowest is the least limit it lowers a limit of floor to for latency:
+	// while there, latency is the service's own (see estimate.base).
+	lowest(floor float64) float64
 }
 
 // window is one window of samples, as a controller sees it.
@@ -75,20 +78,51 @@ type window struct {
 	meanNs float64 // their mean latency, in ns
 	drops  int64   // of them dropped (Permit.Drop)
 	busy   bool    // in flight reached half the limit at a release
+	// atFloor says the limit was as low as the algorithm takes it for
+	// latency (controller.lowest) through the window.
+	atFloor bool
 }
 
 // estimate is what a control learns: its limit, unrounded, and the
 // baseline latency.
 type estimate struct {
 	limit float64
-	// base is the lowest window mean seen, in ns, rising toward later
-	// higher means by 1/baseAge of the gap a window; 0 before any.
+	// started says slow start is over (see slowStart).
+	started bool
+	// base is the lowest window mean seen, in ns (0 before any). It rises
+	// only while the limit is as low as the algorithm takes it for latency
+	// (controller.lowest), toward the means seen there, by
+	// 1/baseAge of the gap a window: latency that a limit at its floor
+	// does not bring down is the service's own, not a queue's. Were it to
+	// follow higher means at any limit, a queue that lasts would become
+	// the baseline, and the limit would grow to the ceiling.
 	base float64
 }
 
-// baseAge is how many windows a baseline takes to follow a higher mean
-// most of the way (a lower one it takes at once).
-const baseAge = 128
+// baseAge is how many windows at the floor a baseline takes to follow a
+// higher mean most of the way (a lower one it takes at once).
+const baseAge = 8
+
+// slowStart is the next limit of a control in slow start, and true; or
+// false once slow start is over. A limit starts at the floor, where the
+// first windows measure the service's latency with no queue, and doubles
+// after each busy window until a window's mean is above tolerance × the
+// baseline, or a call is dropped: from that window on, the algorithm
+// moves it.
+func (e *estimate) slowStart(w window, tolerance float64) (float64, bool) {
+	if e.started {
+		return 0, false
+	}
+	if w.drops > 0 || e.base > 0 && w.meanNs > tolerance*e.base {
+		e.started = true
+		return 0, false
+	}
+	e.learn(w)
+	if w.busy {
+		return e.limit * 2, true
+	}
+	return e.limit, true
+}
 
 // learn moves e's baseline with window w.
 func (e *estimate) learn(w window) {
@@ -96,14 +130,19 @@ func (e *estimate) learn(w window) {
 	case w.n == 0:
 	case e.base == 0 || w.meanNs < e.base:
 		e.base = w.meanNs
-	default:
+	case w.atFloor:
 		e.base += (w.meanNs - e.base) / baseAge
 	}
 }
 
 type aimd struct{ add, backoff, tolerance float64 }
 
+func (aimd) lowest(floor float64) float64 { return floor }
+
 func (a aimd) next(e *estimate, w window) float64 {
+	if l, ok := e.slowStart(w, a.tolerance); ok {
+		return l
+	}
 	slow := e.base > 0 && w.meanNs > a.tolerance*e.base
 	e.learn(w)
 	switch {
@@ -117,7 +156,14 @@ func (a aimd) next(e *estimate, w window) float64 {
 
 type gradient struct{ tolerance, smoothing, least float64 }
 
+// lowest is the limit where limit × least + √limit stays: 4 for a least
+// gradient of 0.5; the floor if higher.
+func (g gradient) lowest(floor float64) float64 { return max(floor, 1/((1-g.least)*(1-g.least))) }
+
 func (g gradient) next(e *estimate, w window) float64 {
+	if l, ok := e.slowStart(w, g.tolerance); ok {
+		return l
+	}
 	base := e.base
 	e.learn(w)
 	if !w.busy && w.drops == 0 || w.n == 0 {
@@ -149,8 +195,10 @@ type control struct {
 	// decision.
 	limit atomic.Int64
 	// meanNs is the last window's mean latency in ns (0 before any), for
-	// the RetryAfter of a refusal.
-	meanNs atomic.Int64
+	// the RetryAfter of a refusal; baseNs and started are est's base and
+	// started, for a new key's control to begin from.
+	meanNs, baseNs atomic.Int64
+	started        atomic.Bool
 	// The window being gathered: samples, their latency in ns, drops, and
 	// whether in flight reached half the limit at a release.
 	n, sumNs, drops atomic.Int64
@@ -159,10 +207,16 @@ type control struct {
 	est             estimate
 }
 
-// init sets the control's limit to limit.
-func (c *control) init(limit int64) {
+// init starts the control at limit, with the baseline and the slow start
+// of from (nil: none yet).
+func (c *control) init(limit int64, from *control) {
 	c.limit.Store(limit)
 	c.est.limit = float64(limit)
+	if from != nil {
+		c.est.base, c.est.started = float64(from.baseNs.Load()), from.started.Load()
+		c.baseNs.Store(int64(c.est.base))
+		c.started.Store(c.est.started)
+	}
 }
 
 // sample adds a release of latency ns, dropped or not, that found inFlight
@@ -188,8 +242,11 @@ func (c *control) fold(a *adCore) {
 		return // another fold took it
 	}
 	n := c.n.Swap(0)
-	w := window{n: n, meanNs: float64(c.sumNs.Swap(0)) / float64(n), drops: c.drops.Swap(0), busy: c.busy.Swap(false)}
+	w := window{n: n, meanNs: float64(c.sumNs.Swap(0)) / float64(n), drops: c.drops.Swap(0), busy: c.busy.Swap(false),
+		atFloor: c.est.limit < a.alg.lowest(float64(a.floor))+1}
 	c.est.limit = min(max(a.alg.next(&c.est, w), float64(a.floor)), float64(a.ceiling))
 	c.limit.Store(int64(c.est.limit))
 	c.meanNs.Store(int64(w.meanNs))
+	c.baseNs.Store(int64(c.est.base))
+	c.started.Store(c.est.started)
 }

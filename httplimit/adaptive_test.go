@@ -75,13 +75,13 @@ func TestAdaptivePolicySheds503(t *testing.T) {
 	require.Equal(t, 1, a.Peek("k").Remaining, "every slot given back")
 }
 
-// A handler's 503 is overload: the adaptive policy's limit falls (AIMD:
-// by a tenth after a window of 16); its 200s leave it.
+// A handler's 503 is overload: a window of 16 of them ends the adaptive
+// policy's slow start, its limit at the floor; a window of 200s doubles it.
 func TestAdaptivePolicyLearnsFromStatus(t *testing.T) {
 	for _, c := range []struct {
 		status, want int
-	}{{http.StatusOK, 3}, {http.StatusServiceUnavailable, 2}, {http.StatusGatewayTimeout, 2}} {
-		a := newAdaptive(t, keylimit.AIMD(1, 10)) // starts at 3
+	}{{http.StatusOK, 2}, {http.StatusServiceUnavailable, 1}, {http.StatusGatewayTimeout, 1}} {
+		a := newAdaptive(t, keylimit.AIMD(1, 10)) // starts at 1, in slow start
 		h := limited(t, httplimit.Config{
 			Key:      httplimit.Header("X-API-Key"),
 			Policies: []quota.Policy{{Name: "capacity", Concurrency: a}},

@@ -15,7 +15,7 @@ import (
 // criticality, never by key; a Concurrency's limit is the gauge alone, and
 // a rate limiter has neither.
 func TestStatsAdaptive(t *testing.T) {
-	a, err := keylimit.NewAdaptive[string](keylimit.AIMD(2, 8)) // limit 4: sheddable 3, critical 5
+	a, err := keylimit.NewAdaptive[string](keylimit.AIMD(4, 8)) // starts at its floor, 4
 	require.NoError(t, err)
 	defer a.Close()
 	reg := prometheus.NewPedanticRegistry()

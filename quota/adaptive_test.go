@@ -24,7 +24,7 @@ func newAdaptive(t testing.TB, alg keylimit.Algorithm) *keylimit.Adaptive[string
 // Decision.Shed, with a Retry-After; a static one's is not. Its requests
 // are asked at their context's criticality, and need their outcome.
 func TestAdaptivePolicySheds(t *testing.T) {
-	a := newAdaptive(t, keylimit.AIMD(4, 16)) // starts at 8: sheddable 6, critical 10
+	a := newAdaptive(t, keylimit.AIMD(8, 16)) // starts at its floor, 8: sheddable 6, critical 10
 	d := newDecider(t, quota.Config{Policies: []quota.Policy{{Name: "capacity", Concurrency: a}}})
 	ctx := context.Background()
 	sheddable := keylimit.WithCriticality(ctx, keylimit.Sheddable)
@@ -72,26 +72,27 @@ func TestAdaptivePolicySheds(t *testing.T) {
 }
 
 // FinishWith gives an adaptive slot back with Drop when the outcome is
-// overload (so a window of them lowers the limit: AIMD cuts it by a tenth)
-// and with Release otherwise (a window that is not busy leaves it).
+// overload (so a window of them ends slow start and cuts the limit, which
+// stays at its floor, 1) and with Release otherwise (a busy window in slow
+// start doubles it).
 func TestAdaptivePolicyLearnsFromOutcome(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		o    quota.Outcome
 		want int
 	}{
-		{"ok", quota.Outcome{Status: 200}, 3},
-		{"client error", quota.Outcome{Status: 404}, 3},
-		{"grpc ok", quota.Outcome{Status: 0}, 3},
-		{"503", quota.Outcome{Status: 503}, 2},
-		{"504", quota.Outcome{Status: 504}, 2},
-		{"panic", quota.Outcome{Status: 500, Panicked: true}, 2},
-		{"deadline", quota.Outcome{Status: 200, Expired: true}, 2},
-		{"grpc unavailable", quota.Outcome{Status: 14}, 2},
-		{"grpc deadline", quota.Outcome{Status: 4}, 2},
-		{"grpc resource exhausted", quota.Outcome{Status: 8}, 2},
+		{"ok", quota.Outcome{Status: 200}, 2},
+		{"client error", quota.Outcome{Status: 404}, 2},
+		{"grpc ok", quota.Outcome{Status: 0}, 2},
+		{"503", quota.Outcome{Status: 503}, 1},
+		{"504", quota.Outcome{Status: 504}, 1},
+		{"panic", quota.Outcome{Status: 500, Panicked: true}, 1},
+		{"deadline", quota.Outcome{Status: 200, Expired: true}, 1},
+		{"grpc unavailable", quota.Outcome{Status: 14}, 1},
+		{"grpc deadline", quota.Outcome{Status: 4}, 1},
+		{"grpc resource exhausted", quota.Outcome{Status: 8}, 1},
 	} {
-		a := newAdaptive(t, keylimit.AIMD(1, 10)) // starts at 3
+		a := newAdaptive(t, keylimit.AIMD(1, 10)) // starts at 1, in slow start
 		d := newDecider(t, quota.Config{Policies: []quota.Policy{{Name: "capacity", Concurrency: a}}})
 		for range 16 { // one window
 			v, err := d.Decide(context.Background(), "k", "", 1)

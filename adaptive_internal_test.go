@@ -1,0 +1,30 @@
+package keylimit
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The hold record keeps its size with its kind (in the padding), so a
+// Concurrency's key state stays one cache line.
+func TestHoldSizes(t *testing.T) {
+	require.Equal(t, uintptr(40), unsafe.Sizeof(hold{}))
+	require.Equal(t, uintptr(64), unsafe.Sizeof(concState{}))
+}
+
+// The room of each criticality under a limit, and the ceiling.
+func TestCriticalityRoom(t *testing.T) {
+	for _, c := range []struct {
+		crit           Criticality
+		limit, ceiling int64
+		want           int64
+	}{
+		{Sheddable, 20, 100, 15}, {Default, 20, 100, 20}, {Critical, 20, 100, 25},
+		{Sheddable, 1, 100, 1}, {Critical, 1, 100, 2}, {Critical, 3, 100, 4},
+		{Critical, 20, 22, 22}, {Critical, 20, 20, 20}, {Criticality(9).valid(), 20, 100, 20},
+	} {
+		require.Equal(t, c.want, c.crit.room(c.limit, c.ceiling), "%d under %d, ceiling %d", c.crit, c.limit, c.ceiling)
+	}
+}
