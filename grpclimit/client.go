@@ -53,7 +53,11 @@ type Client struct {
 	// slots back. A call whose key's slots are all held waits for one
 	// under its context, first come, first served with a
 	// *keylimit.Concurrency; if the context ends first, the call ends with
-	// a *WaitError, unsent, holding nothing. nil means no cap.
+	// a *WaitError, unsent, holding nothing. nil means no cap. With a
+	// *keylimit.Adaptive the cap finds the server's capacity: the slot of a
+	// call that fails (as Throttle counts failures: ResourceExhausted,
+	// Unavailable, DeadlineExceeded, Internal, Unknown, DataLoss) goes back
+	// by Permit.Drop, any other by Release.
 	Concurrency keylimit.ConcurrencyLimiter[string]
 
 	// Key returns the key of a call, for Limiter and for the server's
@@ -108,6 +112,8 @@ type Client struct {
 	// many as a window of this length holds. Shorter reacts and comes back
 	// sooner; longer sends fewer calls to a server that fails them all
 	// (httplimit.Transport's ThrottleWindow says how much). 0 means 250 ms.
+	// The Client counts at most 4,096 keys, as it keeps pauses: past that
+	// it forgets the idle ones, then those with the fewest recent calls.
 	ThrottleWindow time.Duration
 
 	mu sync.RWMutex
@@ -190,8 +196,8 @@ type watchedStream struct {
 	key     string
 	once    sync.Once // reads the pause
 	slot    streamSlot
-	counted throttle.Decision // Throttle's decision, whose outcome settle records
-	settled sync.Once         // records its outcome
+	counted bool      // Throttle waits for the stream's outcome
+	settled sync.Once // records its outcome
 }
 
 func (s *watchedStream) RecvMsg(m any) error {
@@ -257,7 +263,7 @@ func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (
 		target = cc.Target()
 	}
 	key, err := keyOf(ctx, target, method)
-	if err == nil {
+	if err == nil && (c.Throttle != 0 || c.ThrottleWindow != 0) {
 		err = c.throttling().Check("grpclimit: Client.Throttle")
 	}
 	if err != nil {

@@ -42,7 +42,7 @@ func calls(n int) string {
 func watch(ctx context.Context, cs grpc.ClientStream, c *Client, key string, serverStreams bool, tk ticket) *watchedStream {
 	s := &watchedStream{ClientStream: cs, c: c, key: key, counted: tk.counted}
 	s.slot = streamSlot{permit: tk.slot, serverStreams: serverStreams, held: tk.slot != (keylimit.Permit{})}
-	if ctx.Done() != nil && (s.slot.held || tk.counted.Send) {
+	if ctx.Done() != nil && (s.slot.held || tk.counted) {
 		// The function may run before AfterFunc returns: it reads nothing
 		// that is written after (not stop).
 		s.slot.stop = context.AfterFunc(ctx, func() {

@@ -26,11 +26,10 @@ func (e *throttledError) Error() string { return "grpclimit: throttled locally, 
 func (e *throttledError) Is(target error) bool { return target == ErrThrottled }
 
 // ticket is what one call holds while it is out: its slot of Concurrency
-// (the zero Permit if none) and Throttle's decision to send it (the zero
-// Decision, which records nothing, without Throttle).
+// (the zero Permit if none), and whether Throttle waits for its outcome.
 type ticket struct {
 	slot    keylimit.Permit
-	counted throttle.Decision
+	counted bool
 }
 
 // throttling returns the Client's adaptive throttling.
@@ -38,22 +37,22 @@ func (c *Client) throttling() throttle.Config {
 	return throttle.Config{K: c.Throttle, Window: c.ThrottleWindow, MaxKeys: maxPauses}
 }
 
-// admit decides whether a call under key goes: without Throttle it does.
-// A rejected call is counted; one that goes, when its outcome comes.
-func (c *Client) admit(key string) (throttle.Decision, error) {
-	cfg := c.throttling()
-	if !cfg.On() {
-		return throttle.Decision{}, nil
+// admit decides whether a call under key goes, and reports whether
+// Throttle waits for its outcome: without Throttle it goes, uncounted. A
+// rejected call is counted at once; one that goes, when its outcome comes.
+func (c *Client) admit(key string) (bool, error) {
+	if c.Throttle == 0 {
+		return false, nil
 	}
 	u := rand.Float64()
 	if c.rand != nil {
 		u = c.rand()
 	}
-	d := c.throttle.Admit(key, c.clock().Now(), cfg, u)
+	d := c.throttle.Admit(key, c.clock().Now(), c.throttling(), u)
 	if !d.Send {
-		return throttle.Decision{}, &throttledError{d}
+		return false, &throttledError{d}
 	}
-	return d, nil
+	return true, nil
 }
 
 // end records the outcome o of a unary call in Throttle and gives back its
@@ -63,9 +62,9 @@ func (c *Client) end(key string, tk ticket, o throttle.Outcome) {
 	releaseSlot(tk.slot, o == throttle.Failed)
 }
 
-func (c *Client) record(key string, d throttle.Decision, o throttle.Outcome) {
-	if d.Send {
-		c.throttle.Record(key, d, o, c.clock().Now(), c.throttling())
+func (c *Client) record(key string, counted bool, o throttle.Outcome) {
+	if counted {
+		c.throttle.Record(key, o, c.clock().Now(), c.throttling())
 	}
 }
 
@@ -88,15 +87,13 @@ func callOutcome(err error) throttle.Outcome {
 	return throttle.Accepted
 }
 
-// releaseSlot gives slot back: by its Drop if drop is set and the Permit
-// has one, so that a limiter whose limit adapts hears that the server
-// refused or failed; else by Release.
+// releaseSlot gives slot back: by Drop if drop is set, so that a
+// keylimit.Adaptive hears that the server refused or failed and lowers its
+// limit; else by Release.
 func releaseSlot(slot keylimit.Permit, drop bool) {
 	if drop {
-		if d, ok := any(slot).(interface{ Drop() }); ok {
-			d.Drop()
-			return
-		}
+		slot.Drop()
+		return
 	}
 	slot.Release()
 }

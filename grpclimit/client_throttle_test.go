@@ -231,3 +231,42 @@ func TestClientThrottleMustBeValid(t *testing.T) {
 	require.ErrorContains(t, err, "grpclimit: Client.Throttle is 0.5: it must be 0 (off) or a finite number of at least 1")
 	require.Zero(t, reached.Load())
 }
+
+// TestClientDropsTheSlotOfAFailure: with a keylimit.Adaptive for
+// Concurrency (AIMD from 1 to 100: the limit starts at 10 and falls by a
+// tenth after a window of 16 releases with a drop), 32 calls one at a
+// time, unary or streams, give their slots back by Drop when the server
+// fails them, and the limit falls; by Release when it accepts them, and it
+// stays.
+func TestClientDropsTheSlotOfAFailure(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		for _, tc := range []struct {
+			code    codes.Code
+			dropped bool
+		}{{codes.OK, false}, {codes.NotFound, false}, {codes.Unavailable, true}, {codes.ResourceExhausted, true}, {codes.Internal, true}} {
+			t.Run(fmt.Sprintf("stream=%v/%v", stream, tc.code), func(t *testing.T) {
+				adaptive, err := keylimit.NewAdaptive[string](keylimit.AIMD(1, 100), keylimit.WithClock(newMock()))
+				require.NoError(t, err)
+				defer adaptive.Close()
+				require.Equal(t, 10, adaptive.Stats().Limit)
+				var reached atomic.Int32
+				pace := &grpclimit.Client{Concurrency: adaptive}
+				b := start(t, setup{server: failing(&reached, func() codes.Code { return tc.code }), client: pacedBy(pace)})
+				for range 32 {
+					if stream {
+						b.watchOnce(context.Background())
+					} else {
+						b.check(context.Background())
+					}
+					waitFor(t, "the slot back", func() bool { return adaptive.Peek(target).Remaining == adaptive.Peek(target).Limit })
+				}
+				require.Equal(t, int32(32), reached.Load())
+				if tc.dropped {
+					require.Less(t, adaptive.Stats().Limit, 10, "the slots went back by Drop")
+				} else {
+					require.Equal(t, 10, adaptive.Stats().Limit, "the slots went back by Release")
+				}
+			})
+		}
+	}
+}

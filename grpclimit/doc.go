@@ -73,4 +73,13 @@
 // stream until it ends), and the rest queue for one under their context.
 // A call the Client did not send ends with a *WaitError, whose gRPC status
 // says why.
+//
+// With Throttle (2 is the usual value) a Client also throttles itself
+// adaptively, per key, as httplimit.Transport does: it rejects a call
+// locally, unsent, with probability max(0, (calls − 2 × accepts) /
+// (calls + 1)) over its recent calls, so it stops hammering a server that
+// refuses or fails, and comes back soon after it recovers; a rejected
+// call's *WaitError matches ErrThrottled and has the status Unavailable.
+// With a *keylimit.Adaptive as Concurrency, a failed call gives its slot
+// back by Permit.Drop, and the limit falls.
 package grpclimit

@@ -203,7 +203,8 @@ func allocations(f func()) (allocs, bytes float64) {
 // BenchmarkTransport measures what the Transport adds to a request over its
 // Base, here a Base that answers at once without a network: the key, the
 // pause lookup and, with a limiter, one Take; with Concurrency, a slot
-// taken and given back (the answer has no body, so at once). The bucket and
+// taken and given back (the answer has no body, so at once); with
+// Throttle, the decision and the answer counted (a 200: never rejected). The bucket and
 // the cap are generous enough never to make a request wait.
 func BenchmarkTransport(b *testing.B) {
 	answer := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody}
@@ -224,6 +225,7 @@ func BenchmarkTransport(b *testing.B) {
 		{"transport", &httplimit.Transport{Base: base}},
 		{"transport-bucket", &httplimit.Transport{Base: base, Limiter: lim}},
 		{"transport-concurrency", &httplimit.Transport{Base: base, Concurrency: slots}},
+		{"transport-throttle", &httplimit.Transport{Base: base, Throttle: 2}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -167,4 +167,15 @@
 // jittered backoff have passed; when they run out, the caller gets the last
 // answer. A wait that cannot be made returns a *TransportError that says
 // why.
+//
+// A partner that fails has no Retry-After to give. With Transport.Throttle
+// (2 is the usual value) the Transport throttles itself adaptively, per
+// key: it rejects a request locally, unsent, with probability
+// max(0, (requests − 2 × accepts) / (requests + 1)) over its recent
+// requests (ThrottleWindow), so it stops hammering a partner that refuses
+// or fails, and sends everything again soon after it recovers; a rejected
+// request's *TransportError matches ErrThrottled. With a *keylimit.Adaptive
+// as Transport.Concurrency, the Transport learns how many requests the
+// partner takes at once: a refused or failed request gives its slot back
+// by Permit.Drop, and the limit falls.
 package httplimit

@@ -349,10 +349,11 @@ func ExampleTransport_throttle() {
 	defer partner.Close()
 
 	client := &http.Client{Transport: &httplimit.Transport{
-		Throttle: 2,
-		Key:      func(*http.Request) (string, error) { return "partner", nil },
-		Rand:     func() float64 { return 0.5 },
-		Clock:    clock.NewMock(), // time stands still: the counts do not decay
+		Throttle:       2,
+		ThrottleWindow: time.Second, // the counts fall by e each second; 250 ms if 0
+		Key:            func(*http.Request) (string, error) { return "partner", nil },
+		Rand:           func() float64 { return 0.5 },
+		Clock:          clock.NewMock(), // time stands still: the counts do not decay
 	}}
 	for i := 1; i <= 4; i++ {
 		resp, err := client.Get(partner.URL)
@@ -368,6 +369,38 @@ func ExampleTransport_throttle() {
 	// Output:
 	// 1 500 Internal Server Error
 	// 2 500 Internal Server Error
-	// 3 httplimit: throttled locally, rejected with probability 0.67 = (requests 2.0 − K 2 × accepts 0.0) / (requests + 1), counted over 250ms
-	// 4 httplimit: throttled locally, rejected with probability 0.75 = (requests 3.0 − K 2 × accepts 0.0) / (requests + 1), counted over 250ms
+	// 3 httplimit: throttled locally, rejected with probability 0.67 = (requests 2.0 − K 2 × accepts 0.0) / (requests + 1), counted over 1s
+	// 4 httplimit: throttled locally, rejected with probability 0.75 = (requests 3.0 − K 2 × accepts 0.0) / (requests + 1), counted over 1s
+}
+
+// With a keylimit.Adaptive as its Concurrency, the Transport learns how
+// many requests a partner takes at once: a request the partner refuses (or
+// fails, or that times out) gives its slot back by Permit.Drop, and the
+// limit falls; others give it back by Release, and the Adaptive raises the
+// limit while the partner keeps up. Here AIMD starts at 10, the geometric
+// mean of 1 and 100, and falls by a tenth for each 16 requests with a
+// refusal among them.
+func ExampleTransport_adaptive() {
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer partner.Close()
+
+	adaptive, _ := keylimit.NewAdaptive[string](keylimit.AIMD(1, 100), keylimit.WithClock(clock.NewMock()))
+	defer adaptive.Close()
+	client := &http.Client{Transport: &httplimit.Transport{Concurrency: adaptive}}
+	fmt.Println("limit:", adaptive.Stats().Limit)
+	for range 32 {
+		resp, err := client.Get(partner.URL)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close() // the slot goes back, by Drop: a 503
+	}
+	fmt.Println("after 32 refusals:", adaptive.Stats().Limit)
+	// Output:
+	// limit: 10
+	// after 32 refusals: 8
 }

@@ -54,7 +54,11 @@ type Transport struct {
 	// *TransportError, having sent nothing and holding nothing. A body
 	// never read to its end nor closed holds its slot until the context
 	// ends: give the limiter keylimit.WithMaxHold to take such slots back.
-	// nil means no cap.
+	// nil means no cap. With a *keylimit.Adaptive the cap finds the
+	// partner's capacity: the slot of a send whose answer is a refusal
+	// (Refused) or a 5xx, or that fails (an error of Base, its body failing
+	// or its deadline passing), goes back by Permit.Drop, any other by
+	// Release.
 	Concurrency keylimit.ConcurrencyLimiter[string]
 
 	// Key returns the key of a request, for Limiter and for the server's
@@ -212,7 +216,7 @@ func MarkIdempotent(ctx context.Context) context.Context {
 // (http.Client.Timeout, or a context) to fail at once instead.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key, err := t.key(req)
-	if err == nil {
+	if err == nil && (t.Throttle != 0 || t.ThrottleWindow != 0) {
 		err = t.throttling().Check("httplimit: Transport.Throttle")
 	}
 	if err != nil {

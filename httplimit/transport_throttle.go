@@ -24,11 +24,10 @@ func (e *throttledError) Error() string { return "httplimit: throttled locally, 
 func (e *throttledError) Is(target error) bool { return target == ErrThrottled }
 
 // ticket is what one send holds while it is out: its slot of Concurrency
-// (the zero Permit if none) and Throttle's decision to send it (the zero
-// Decision, which records nothing, without Throttle).
+// (the zero Permit if none), and whether Throttle waits for its outcome.
 type ticket struct {
 	slot    keylimit.Permit
-	counted throttle.Decision
+	counted bool
 }
 
 // throttling returns the Transport's adaptive throttling.
@@ -36,18 +35,18 @@ func (t *Transport) throttling() throttle.Config {
 	return throttle.Config{K: t.Throttle, Window: t.ThrottleWindow, MaxKeys: t.maxPaused()}
 }
 
-// admit decides whether a send under key goes: without Throttle it does.
-// A rejected send is counted; one that goes, when its answer comes.
-func (t *Transport) admit(key string) (throttle.Decision, error) {
-	cfg := t.throttling()
-	if !cfg.On() {
-		return throttle.Decision{}, nil
+// admit decides whether a send under key goes, and reports whether
+// Throttle waits for its outcome: without Throttle it goes, uncounted. A
+// rejected send is counted at once; one that goes, when its answer comes.
+func (t *Transport) admit(key string) (bool, error) {
+	if t.Throttle == 0 {
+		return false, nil
 	}
-	d := t.throttle.Admit(key, t.clock().Now(), cfg, t.random())
+	d := t.throttle.Admit(key, t.clock().Now(), t.throttling(), t.random())
 	if !d.Send {
-		return throttle.Decision{}, &throttledError{d}
+		return false, &throttledError{d}
 	}
-	return d, nil
+	return true, nil
 }
 
 // end ends a send that has no body to hold its slot: it records o in
@@ -64,9 +63,9 @@ func (t *Transport) hold(ctx context.Context, key string, tk ticket, resp *http.
 	return holdBody(ctx, resp.Body, tk.slot, o == throttle.Failed)
 }
 
-func (t *Transport) record(key string, d throttle.Decision, o throttle.Outcome) {
-	if d.Send {
-		t.throttle.Record(key, d, o, t.clock().Now(), t.throttling())
+func (t *Transport) record(key string, counted bool, o throttle.Outcome) {
+	if counted {
+		t.throttle.Record(key, o, t.clock().Now(), t.throttling())
 	}
 }
 
@@ -89,15 +88,13 @@ func sendFailure(ctx context.Context) throttle.Outcome {
 	return throttle.Failed
 }
 
-// releaseSlot gives slot back: by its Drop if drop is set and the Permit
-// has one, so that a limiter whose limit adapts hears that the partner
-// refused or failed; else by Release.
+// releaseSlot gives slot back: by Drop if drop is set, so that a
+// keylimit.Adaptive hears that the partner refused or failed and lowers its
+// limit; else by Release.
 func releaseSlot(slot keylimit.Permit, drop bool) {
 	if drop {
-		if d, ok := any(slot).(interface{ Drop() }); ok {
-			d.Drop()
-			return
-		}
+		slot.Drop()
+		return
 	}
 	slot.Release()
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -132,8 +134,8 @@ func TestTransportThrottleCountsWhatThePartnerSays(t *testing.T) {
 
 // TestTransportThrottleUnderManyGoroutines: 64 goroutines send 25 requests
 // each at once through one Transport, with Throttle and Concurrency, to a
-// partner that accepts every other request and fails the rest, on a frozen
-// clock. Every request is sent or throttled, none both; the partner sees
+// partner that accepts one request in three and fails the rest, on a
+// frozen clock. Every request is sent or throttled, none both; the partner sees
 // exactly those sent; every slot comes back; and the Transport counted
 // exactly every attempt and every accept (the counts in the message of a
 // rejection with K 1).
@@ -141,7 +143,7 @@ func TestTransportThrottleUnderManyGoroutines(t *testing.T) {
 	const goroutines, each = 64, 25
 	mock := clock.NewMock()
 	srv := newPartner(t, mock, func(n int, _ *http.Request, _ http.Header) int {
-		if n%2 == 0 {
+		if n%3 == 0 {
 			return http.StatusOK
 		}
 		return http.StatusServiceUnavailable
@@ -198,4 +200,94 @@ func TestTransportThrottleMustBeValid(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, "http://partner.test/", nil)
 	_, err := tr.RoundTrip(req)
 	require.EqualError(t, err, "httplimit: Transport.ThrottleWindow is -1s: it must not be negative")
+}
+
+// TestTransportDropsTheSlotOfAFailure: with a keylimit.Adaptive for
+// Concurrency (AIMD from 1 to 100: the limit starts at 10 and falls by a
+// tenth after a window of 16 releases with a drop), 32 requests one at a
+// time give their slots back by Drop when the answer is a refusal or a
+// 5xx, or the send fails (an error of Base, a body that fails, a deadline
+// that passes before the body is read), and the limit falls; by Release
+// otherwise (a 2xx or a 4xx, a request its caller cancelled), and it stays.
+func TestTransportDropsTheSlotOfAFailure(t *testing.T) {
+	answer := func(status int, body func() io.Reader) roundTripFunc {
+		return func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: status, Body: io.NopCloser(body()), Header: http.Header{}}, nil
+		}
+	}
+	text := func() io.Reader { return strings.NewReader("a body") }
+	failing := func() io.Reader { return iotest.ErrReader(errors.New("connection reset")) }
+	background := func() (context.Context, func()) { return context.Background(), func() {} }
+	cases := []struct {
+		name    string
+		base    roundTripFunc
+		ctx     func() (context.Context, func()) // the request's, and how it ends, its body unread
+		dropped bool
+	}{
+		{"200", answer(200, text), nil, false},
+		{"404", answer(404, text), nil, false},
+		{"429", answer(429, text), nil, true},
+		{"503", answer(503, text), nil, true},
+		{"500", answer(500, text), nil, true},
+		{"503 with no body", func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+		}, nil, true},
+		{"error of Base", func(*http.Request) (*http.Response, error) { return nil, errors.New("connection reset") }, nil, true},
+		{"the body fails", answer(200, failing), nil, true},
+		{"the deadline passes", answer(200, text), func() (context.Context, func()) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+			return ctx, func() { <-ctx.Done(); cancel() } // the deadline first
+		}, true},
+		{"cancelled by the caller", answer(200, text), func() (context.Context, func()) {
+			return context.WithCancel(context.Background())
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			adaptive, err := keylimit.NewAdaptive[string](keylimit.AIMD(1, 100), keylimit.WithClock(clock.NewMock()))
+			require.NoError(t, err)
+			defer adaptive.Close()
+			require.Equal(t, 10, adaptive.Stats().Limit)
+			tr := &httplimit.Transport{Base: tc.base, Concurrency: adaptive}
+			for range 32 {
+				ctx, end := background()
+				if tc.ctx != nil {
+					ctx, end = tc.ctx()
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://partner.test/", nil)
+				resp, err := tr.RoundTrip(req)
+				if err == nil && tc.ctx == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				end()
+				waitFor(t, "the slot back", func() bool { return adaptive.Peek("partner.test").Remaining == adaptive.Peek("partner.test").Limit })
+			}
+			require.Equal(t, tc.dropped, adaptive.Stats().Limit < 10, "the slots went back by Drop: the limit fell to %d", adaptive.Stats().Limit)
+		})
+	}
+}
+
+// A retry is a send like any other: Throttle may reject it. Against a
+// partner that refuses everything, with random numbers of 0.5, the first
+// send and the first retry go (p 0, then 1/2), the second retry is rejected
+// (p 2/3, the counts barely decayed over the backoff): RoundTrip returns a
+// *TransportError that names the last refusal, and nothing more is sent.
+func TestTransportThrottleRejectsARetry(t *testing.T) {
+	var sent int
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		sent++
+		return &http.Response{StatusCode: 503, Body: http.NoBody, Header: http.Header{}}, nil
+	})
+	tr := retrying(clock.NewMock(), 0.5, base)
+	tr.Throttle, tr.ThrottleWindow = 2, time.Hour
+	req, _ := http.NewRequest(http.MethodGet, "http://partner.test/", nil)
+	_, err := tr.RoundTrip(req)
+	te := transportError(t, err)
+	require.ErrorIs(t, err, httplimit.ErrThrottled)
+	require.Equal(t, 2, sent)
+	require.Equal(t, 1, te.Retries)
+	require.Equal(t, 503, te.StatusCode)
+	require.True(t, strings.HasPrefix(err.Error(),
+		`httplimit: not sending to "partner.test" again after 503 Service Unavailable (1 retry so far): httplimit: throttled locally, rejected with probability 0.67`), err.Error())
 }

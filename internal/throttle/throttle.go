@@ -47,9 +47,6 @@ type Config struct {
 	MaxKeys int           // the most keys counted at once, at least 1
 }
 
-// On reports whether the config throttles at all.
-func (c Config) On() bool { return c.K != 0 }
-
 // Check returns an error, in the words of field (the name of K's field,
 // "httplimit: Transport.Throttle"), if the config is not valid: K must be
 // 0 or a finite number of at least 1 (below 1, a partner that accepts
@@ -84,10 +81,9 @@ const (
 	Failed
 )
 
-// Decision is the throttle's decision on one request. The zero Decision
-// is that of a client that does not throttle: it records nothing.
+// Decision is the throttle's decision on one request.
 type Decision struct {
-	Send bool    // the request may be sent: record its outcome
+	Send bool    // the request may be sent: Record its outcome
 	P    float64 // the probability it was rejected with
 	// Requests and Accepts are the key's decayed counts before the
 	// request.
@@ -154,11 +150,11 @@ func (c *Counts) Admit(key string, now time.Time, cfg Config, u float64) Decisio
 	return d
 }
 
-// Record records the outcome o, at now, of the request under key that d
+// Record records the outcome o, at now, of a request under key that Admit
 // sent: an accept counts a request and an accept, a failure a request, and
 // Forgotten nothing.
-func (c *Counts) Record(key string, d Decision, o Outcome, now time.Time, cfg Config) {
-	if !d.Send || o == Forgotten {
+func (c *Counts) Record(key string, o Outcome, now time.Time, cfg Config) {
+	if o == Forgotten {
 		return
 	}
 	accepts := 0.0

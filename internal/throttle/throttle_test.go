@@ -45,7 +45,7 @@ func TestAdmitFollowsTheFormula(t *testing.T) {
 		require.InDelta(t, s.p, d.P, 1e-12, "step %d", i)
 		require.Equal(t, s.send, d.Send, "step %d", i)
 		if d.Send {
-			c.Record("k", d, s.outcome, t0, cfg)
+			c.Record("k", s.outcome, t0, cfg)
 		}
 	}
 }
@@ -56,27 +56,26 @@ func TestCountsDecay(t *testing.T) {
 	cfg := Config{K: 2, Window: time.Second, MaxKeys: 10}
 	var c Counts
 	for _, o := range []Outcome{Failed, Failed, Accepted, Accepted} {
-		c.Record("k", Decision{Send: true}, o, t0, cfg)
+		c.Record("k", o, t0, cfg)
 	}
 	d := c.Admit("k", t0.Add(time.Second), cfg, 1)
 	require.InDelta(t, 4/math.E, d.Requests, 1e-12)
 	require.InDelta(t, 2/math.E, d.Accepts, 1e-12)
-	c.Record("k", d, Failed, t0, cfg) // back in time: no decay
+	c.Record("k", Failed, t0, cfg) // back in time: no decay
 	d = c.Admit("k", t0.Add(time.Second), cfg, 1)
 	require.InDelta(t, 4/math.E+1, d.Requests, 1e-12, "the counts stay at their latest time")
 }
 
-// A request counts when its outcome comes: not while it is out, not if it
-// is Forgotten, nor if a client that does not throttle records it.
+// A request counts when its outcome comes: not while it is out, nor if it
+// is Forgotten.
 func TestARequestCountsWithItsOutcome(t *testing.T) {
 	cfg := Config{K: 2, MaxKeys: 10}
 	var c Counts
-	out := c.Admit("k", t0, cfg, 0)
+	require.True(t, c.Admit("k", t0, cfg, 0).Send)
 	require.Zero(t, c.Admit("k", t0, cfg, 0).Requests, "a request in flight counts nothing")
-	c.Record("k", out, Forgotten, t0, cfg)
-	c.Record("k", Decision{}, Failed, t0, cfg)
+	c.Record("k", Forgotten, t0, cfg)
 	require.Zero(t, c.Admit("k", t0, cfg, 0).Requests)
-	c.Record("k", out, Failed, t0, cfg)
+	c.Record("k", Failed, t0, cfg)
 	require.Equal(t, 1.0, c.Admit("k", t0, cfg, 0).Requests)
 }
 
@@ -107,7 +106,9 @@ func TestCountsUnderManyGoroutines(t *testing.T) {
 				if (g+i)%2 == 0 {
 					o = Accepted
 				}
-				c.Record("k", d, o, t0, cfg)
+				if d.Send {
+					c.Record("k", o, t0, cfg)
+				}
 			}
 		})
 	}
@@ -126,8 +127,8 @@ func TestKeysAreBounded(t *testing.T) {
 	var c Counts
 	for i := range flood {
 		now := t0.Add(time.Duration(i) * 10 * time.Microsecond) // idle after 5 ms: 500 keys later
-		c.Record(strconv.Itoa(i), Decision{Send: true}, Failed, now, cfg)
-		c.Record("busy", Decision{Send: true}, Failed, now, cfg)
+		c.Record(strconv.Itoa(i), Failed, now, cfg)
+		c.Record("busy", Failed, now, cfg)
 		n, _, _ := c.Len()
 		require.LessOrEqual(t, n, limit)
 	}
@@ -142,7 +143,7 @@ func TestKeysAreBounded(t *testing.T) {
 	cfg.Window = time.Hour
 	var busy Counts
 	for i := range 10 * limit {
-		busy.Record(strconv.Itoa(i), Decision{Send: true}, Failed, t0, cfg)
+		busy.Record(strconv.Itoa(i), Failed, t0, cfg)
 		n, _, _ := busy.Len()
 		require.LessOrEqual(t, n, limit)
 	}
