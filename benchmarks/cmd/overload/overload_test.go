@@ -159,8 +159,9 @@ func TestSummarize(t *testing.T) {
 	recs[len(recs)-1].tenant = 1 // its 401st: 400 of 401 served
 	// 2nd half (from 2 s): 10 time out, then nothing completes until
 	// 2.51 s, then 400/s: 600 served in 2 s (75%); tenant 0 sent 1,000.
-	// The first 1 s window from a multiple of 0.1 s holding ≥ 360 is the
-	// one from 2.5 s (2.4 s holds 356).
+	// The work took 10.5 ms: the measured capacity is 381/s. The first 1 s
+	// window from a multiple of 0.1 s from which all hold 343 to 419 is
+	// the one from 2.4 s, which holds 356 (2.3 s holds 316).
 	add(10, 2*time.Second, time.Second, 0, false, timedOut)
 	for i := range 590 {
 		add(1, 2500*time.Millisecond+time.Duration(i)*2500*time.Microsecond, 10*time.Millisecond, 0, false, ok)
@@ -170,6 +171,8 @@ func TestSummarize(t *testing.T) {
 	s := summarize(c, variantRun{name: "x", unloaded: 10 * time.Millisecond, records: recs, service: [2]time.Duration{10 * time.Millisecond, 10500 * time.Microsecond}})
 
 	require.InDelta(t, 1.0, s.halves[0].goodput, 1e-9)
+	require.InDelta(t, 1.0, s.halves[0].measured, 1e-9)
+	require.InDelta(t, 0.75*10.5/10, s.halves[1].measured, 1e-9) // 4 workers × 10.5 ms: 381/s
 	require.Equal(t, 10*time.Millisecond, s.halves[0].p50)
 	require.Equal(t, 40*time.Millisecond, s.halves[0].p99) // ⌈0.99 × 1,600⌉ = 1,584th of 1,600: among the 20 slowest
 	require.Equal(t, []float64{0.5, 400.0 / 401}, s.halves[0].served)
@@ -178,7 +181,7 @@ func TestSummarize(t *testing.T) {
 	require.Equal(t, time.Second, s.halves[1].p99) // the timeouts: 10 of 610
 	require.Equal(t, []float64{0.6, 0}, s.halves[1].served)
 	require.InDelta(t, 19.0/20, s.critical, 1e-9)
-	require.Equal(t, 500*time.Millisecond, s.recovery)
+	require.Equal(t, 400*time.Millisecond, s.recovery)
 
 	checks := targets(c, s)
 	var failed []string
@@ -189,7 +192,7 @@ func TestSummarize(t *testing.T) {
 	}
 	require.Equal(t, []string{
 		"p99 40.0 ms ≤ 3× unloaded 10.0 ms (1st half)",
-		"goodput 75.0% of capacity ≥ 90% (2nd half)",
+		"goodput 78.8% of the measured capacity ≥ 90% (75.0% of nominal; 2nd half)",
 		"p99 1000.0 ms ≤ 3× unloaded 10.0 ms (2nd half)",
 		"small tenant t1 served 0.0% of its demand ≥ 90% while t0 gets 60.0% (2nd half)",
 		"critical requests OK 95.0% ≥ 99%",
@@ -197,8 +200,8 @@ func TestSummarize(t *testing.T) {
 
 	var b strings.Builder
 	table(&b, c, []summary{s})
-	require.Contains(t, b.String(), "| x | 1st | 100.0% | 10.0 ms | 40.0 ms | 4.0× |  | 50% / 100% | 95.0% | 10.0 ms |\n")
-	require.Contains(t, b.String(), "| x | 2nd | 75.0% | 10.0 ms | 1000.0 ms | 100.0× | 0.5 s | 60% / 0% |  | 10.5 ms |\n")
+	require.Contains(t, b.String(), "| x | 1st | 100.0% | 100.0% | 10.0 ms | 40.0 ms | 4.0× |  | 50% / 100% | 95.0% | 10.0 ms |\n")
+	require.Contains(t, b.String(), "| x | 2nd | 75.0% | 78.8% | 10.0 ms | 1000.0 ms | 100.0× | 0.4 s | 60% / 0% |  | 10.5 ms |\n")
 }
 
 // Recovery is the start of the first 1 s window after the drop from which
@@ -214,16 +217,16 @@ func TestRecovery(t *testing.T) {
 		}
 		return out
 	}
-	require.Equal(t, time.Duration(-1), recovery(c, nil))
-	require.Equal(t, time.Duration(0), recovery(c, at(2*time.Second, 4*time.Second, 400)))
+	require.Equal(t, time.Duration(-1), recovery(c, 400, nil))
+	require.Equal(t, time.Duration(0), recovery(c, 400, at(2*time.Second, 4*time.Second, 400)))
 	// 500/s is 125% of 400: too much, until the window from 2.6 s holds
 	// 200 of it and 240 of the 400/s from 3 s: 440, 110%.
-	require.Equal(t, 600*time.Millisecond, recovery(c, append(at(2*time.Second, 3*time.Second, 500), at(3*time.Second, 4*time.Second, 400)...)))
+	require.Equal(t, 600*time.Millisecond, recovery(c, 400, append(at(2*time.Second, 3*time.Second, 500), at(3*time.Second, 4*time.Second, 400)...)))
 	// Back at once, but 0.2 s with nothing from 3.5 s: every window that
 	// holds it has 320 or less, the last one too.
-	require.Equal(t, time.Duration(-1), recovery(c, append(at(2*time.Second, 3500*time.Millisecond, 400), at(3700*time.Millisecond, 4*time.Second, 400)...)))
+	require.Equal(t, time.Duration(-1), recovery(c, 400, append(at(2*time.Second, 3500*time.Millisecond, 400), at(3700*time.Millisecond, 4*time.Second, 400)...)))
 	// 400/s from 3.2 s on: the last 1 s window within the load holds 320.
-	require.Equal(t, time.Duration(-1), recovery(c, at(3200*time.Millisecond, 4*time.Second, 400)))
+	require.Equal(t, time.Duration(-1), recovery(c, 400, at(3200*time.Millisecond, 4*time.Second, 400)))
 }
 
 // The throttling formula, worked by hand: one attempt a second, the
