@@ -168,6 +168,9 @@ func TestSummarize(t *testing.T) {
 	}
 	add(10, 3950*time.Millisecond, 20*time.Millisecond, 0, false, ok)
 	add(390, 2600*time.Millisecond, 0, 0, false, refused)
+	for i := range 11 { // 11 of the half's 1,000 sent 3 ms late: the 990th is one
+		recs[len(recs)-1-i].lag = 3 * time.Millisecond
+	}
 	s := summarize(c, variantRun{name: "x", unloaded: 10 * time.Millisecond, records: recs, service: [2]time.Duration{10 * time.Millisecond, 10500 * time.Microsecond}})
 
 	require.InDelta(t, 1.0, s.halves[0].goodput, 1e-9)
@@ -200,8 +203,8 @@ func TestSummarize(t *testing.T) {
 
 	var b strings.Builder
 	table(&b, c, []summary{s})
-	require.Contains(t, b.String(), "| x | 1st | 100.0% | 100.0% | 10.0 ms | 40.0 ms | 4.0× |  | 50% / 100% | 95.0% | 10.0 ms |\n")
-	require.Contains(t, b.String(), "| x | 2nd | 75.0% | 78.8% | 10.0 ms | 1000.0 ms | 100.0× | 0.4 s | 60% / 0% |  | 10.5 ms |\n")
+	require.Contains(t, b.String(), "| x | 1st | 100.0% | 100.0% | 10.0 ms | 40.0 ms | 4.0× |  | 50% / 100% | 95.0% | 10.0 ms | 0.0 ms |\n")
+	require.Contains(t, b.String(), "| x | 2nd | 75.0% | 78.8% | 10.0 ms | 1000.0 ms | 100.0× | 0.4 s | 60% / 0% |  | 10.5 ms | 3.0 ms |\n")
 }
 
 // Recovery is the start of the first 1 s window after the drop from which

@@ -14,6 +14,7 @@ type halfStats struct {
 	measured float64       // the same over the half's measured capacity: workers over the time a request's work took
 	p50, p99 time.Duration // of the admitted requests sent in the half: answered 200, or never answered in time
 	served   []float64     // each tenant's requests answered 200 in time, over those it sent in the half
+	lag      time.Duration // the p99 of how late the load generator sent the half's requests
 }
 
 // summary is what the table says of one variant.
@@ -43,7 +44,7 @@ func summarize(c config, run variantRun) summary {
 	for h := range 2 {
 		from, to := bounds[h], bounds[h+1]
 		var good int
-		var admitted []time.Duration
+		var admitted, lags []time.Duration
 		sent := make([]int, len(c.weights))
 		served := make([]int, len(c.weights))
 		for _, r := range run.records {
@@ -54,6 +55,7 @@ func summarize(c config, run variantRun) summary {
 				continue
 			}
 			sent[r.tenant]++
+			lags = append(lags, r.lag)
 			if r.outcome == ok {
 				served[r.tenant]++
 			}
@@ -71,6 +73,7 @@ func summarize(c config, run variantRun) summary {
 		st.goodput = float64(good) / (to - from).Seconds() / capacity[h]
 		st.measured = float64(good) / (to - from).Seconds() / measuredCapacity(c, run, h)
 		st.p50, st.p99 = percentile(admitted, 50), percentile(admitted, 99)
+		st.lag = percentile(lags, 99)
 		st.served = make([]float64, len(sent))
 		for t := range sent {
 			if sent[t] > 0 {
@@ -143,9 +146,9 @@ func recovery(c config, capacity float64, records []record) time.Duration {
 // table writes the summaries as a Markdown table, a row per variant and
 // half.
 func table(w io.Writer, c config, sums []summary) {
-	fmt.Fprintf(w, "| variant | half | goodput (%% of nominal capacity) | (%% of measured) | p50 | p99 | p99 / unloaded | within 10%% of measured capacity for good after the drop | served / demand (%s) | critical OK | a request's work took |\n",
+	fmt.Fprintf(w, "| variant | half | goodput (%% of nominal capacity) | (%% of measured) | p50 | p99 | p99 / unloaded | within 10%% of measured capacity for good after the drop | served / demand (%s) | critical OK | a request's work took | sent late, p99 |\n",
 		strings.Join(tenantLabels(c.weights), ", "))
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
 	for _, s := range sums {
 		for h, st := range s.halves {
 			half, rec, crit := "1st", "", ""
@@ -154,9 +157,9 @@ func table(w io.Writer, c config, sums []summary) {
 			} else {
 				crit = percent(s.critical)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %.1f× | %s | %s | %s | %s |\n",
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %.1f× | %s | %s | %s | %s | %s |\n",
 				s.name, half, percent(st.goodput), percent(st.measured), ms(st.p50), ms(st.p99),
-				st.p99.Seconds()/s.unloaded.Seconds(), rec, percents(st.served), crit, ms(s.service[h]))
+				st.p99.Seconds()/s.unloaded.Seconds(), rec, percents(st.served), crit, ms(s.service[h]), ms(st.lag))
 		}
 	}
 }

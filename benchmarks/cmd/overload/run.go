@@ -28,6 +28,7 @@ const (
 type record struct {
 	arrival
 	latency time.Duration // from the arrival's time to the answer; the timeout if none came
+	lag     time.Duration // how late the load generator sent it: the machine's stalls
 	outcome outcome
 }
 
@@ -130,7 +131,11 @@ func runVariant(c config, v variant) (variantRun, error) {
 		if d := time.Until(start.Add(a.at)); d > 0 {
 			time.Sleep(d)
 		}
-		sends.Go(func() { run.records[i] = send(client, url, start, a, c.timeout) })
+		sends.Go(func() {
+			lag := time.Since(start) - a.at
+			run.records[i] = send(client, url, start, a, c.timeout)
+			run.records[i].lag = lag
+		})
 	}
 	sends.Wait()
 	close(stop)
