@@ -160,31 +160,43 @@ func (a *Adaptive[K]) tryContext(ctx context.Context, key K, n int) (Permit, Res
 // InfDuration.
 func (a *Adaptive[K]) TryAcquire(key K, n int) (Permit, Result) { return a.try(key, n, Default) }
 
+// try is TryAcquire at criticality crit, counted.
 func (a *Adaptive[K]) try(key K, n int, crit Criticality) (Permit, Result) {
+	p, r, v := a.decide(key, n, crit)
+	if n != 0 {
+		a.count(v, crit)
+	}
+	return p, r
+}
+
+// decide is TryAcquire at criticality crit, with its verdict, uncounted.
+func (a *Adaptive[K]) decide(key K, n int, crit Criticality) (Permit, Result, verdict) {
 	c := a.core
 	if n <= 0 || int64(n) > c.ceiling {
-		if n != 0 {
-			a.keys.counts.admits(never, a.keys.overflow)
-		}
-		return Permit{}, impossible(a.Peek(key), n)
+		return Permit{}, impossible(a.Peek(key), n), never
 	}
 	st := a.keys.loadOrCreate(key)
 	for {
 		if st == nil {
-			a.keys.counts.admits(untracked, a.keys.overflow)
-			return Permit{}, a.keys.untracked(int(c.all.limit.Load()), n)
+			return Permit{}, a.keys.untracked(int(c.all.limit.Load()), n), untracked
 		}
 		p, r, gone := c.take(st, int64(n), crit.valid())
 		if !gone {
-			v := admitted
 			if !r.Allowed {
-				v = refused
-				c.shed[crit.valid()].Add(1)
+				return p, r, refused
 			}
-			a.keys.counts.admits(v, a.keys.overflow)
-			return p, r
+			return p, r, admitted
 		}
 		st = a.keys.replace(key, st)
+	}
+}
+
+// count counts a request's verdict v, for Stats: a refusal is a shed of
+// its criticality.
+func (a *Adaptive[K]) count(v verdict, crit Criticality) {
+	a.keys.counts.admits(v, a.keys.overflow)
+	if v == refused {
+		a.core.shed[crit.valid()].Add(1)
 	}
 }
 
@@ -214,11 +226,13 @@ func (a *Adaptive[K]) Acquire(ctx context.Context, key K, n int) (Permit, error)
 	crit := CriticalityOf(ctx)
 	for {
 		wake := c.wake.Load() // before the try: a release after it closes this one
-		p, r := a.try(key, n, crit)
+		p, r, v := a.decide(key, n, crit)
 		if r.Allowed {
+			a.count(v, crit)
 			return p, nil
 		}
 		if err := c.wait(ctx, *wake, r.RetryAfter); err != nil {
+			a.count(v, crit) // once for the request, however many tries
 			return Permit{}, fmt.Errorf("keylimit: acquire %s: %w", slots(n), err)
 		}
 	}
@@ -260,8 +274,9 @@ func (a *Adaptive[K]) Peek(key K) Result {
 }
 
 // Stats returns what the limiter has counted (see Stats and WithStats):
-// with Adaptive set, Limit the overall current limit, Shed the refusals by
-// criticality, and Waiting the Acquires waiting now.
+// with Adaptive set, Limit the overall current limit, Shed the requests
+// refused, by criticality (a TryAcquire refused, an Acquire that gave up),
+// and Waiting the Acquires waiting now.
 func (a *Adaptive[K]) Stats() Stats {
 	c := a.core
 	st := a.keys.stats()
@@ -317,20 +332,30 @@ func (c *adCore) take(st *adState, n int64, crit Criticality) (p Permit, r Resul
 func (c *adCore) reserve(h, n int64, crit Criticality) (int64, bool) {
 	for {
 		t := c.total.Load()
-		room := crit.room(c.all.limit.Load(), c.ceiling)
-		if t+n > room {
-			keys := c.active.Load()
-			if h == 0 {
-				keys++ // this key, which holds nothing yet
-			}
-			if h+n > room/max(keys, 1) || t+n > min(2*room, c.ceiling) {
-				return t, false
-			}
+		if !c.fits(h, t, n, crit) {
+			return t, false
 		}
 		if c.total.CompareAndSwap(t, t+n) {
 			return t, true
 		}
 	}
+}
+
+// fits reports whether the overall limit admits n more slots at
+// criticality crit for a key holding h, with t held in all: within the
+// limit's room, or, for a key below its fair share of the room (over the
+// keys holding slots, itself counted), within twice the room and the
+// ceiling.
+func (c *adCore) fits(h, t, n int64, crit Criticality) bool {
+	room := crit.room(c.all.limit.Load(), c.ceiling)
+	if t+n <= room {
+		return true
+	}
+	keys := c.active.Load()
+	if h == 0 {
+		keys++ // this key, which holds nothing yet
+	}
+	return h+n <= room/max(keys, 1) && t+n <= min(2*room, c.ceiling)
 }
 
 // admitted is the Result of an admission that left the key holding h and
@@ -347,7 +372,7 @@ func (c *adCore) report(st *adState, h, t, n, lk int64, crit Criticality) Result
 	free := max(min(lk-h, all-t), 0)
 	r := Result{Limit: int(lk), Remaining: int(free)}
 	roomKey, roomAll := crit.room(lk, c.ceiling), crit.room(all, c.ceiling)
-	if h+n <= roomKey && t+n <= roomAll {
+	if h+n <= roomKey && c.fits(h, t, n, crit) {
 		r.Allowed = true
 		return r
 	}

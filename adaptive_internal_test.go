@@ -8,10 +8,14 @@ import (
 )
 
 // The hold record keeps its size with its kind (in the padding), so a
-// Concurrency's key state stays one cache line.
+// Concurrency's key state stays one cache line; an Adaptive's key state is
+// pinned at its size.
 func TestHoldSizes(t *testing.T) {
 	require.Equal(t, uintptr(40), unsafe.Sizeof(hold{}))
 	require.Equal(t, uintptr(64), unsafe.Sizeof(concState{}))
+	// An Adaptive's key: its held slots and its control (limit, window,
+	// estimate, the fold's mutex).
+	require.Equal(t, uintptr(104), unsafe.Sizeof(adState{}))
 }
 
 // The room of each criticality under a limit, and the ceiling.

@@ -114,6 +114,8 @@ func TestAdaptiveFairShareExact(t *testing.T) {
 	small := grab(a, "small", 300, keylimit.Default)
 	require.Len(t, small, 10, "a key below its fair share is admitted beyond the overall limit")
 	require.Empty(t, grab(a, "heavy", 300, keylimit.Default), "a key at or above its fair share is refused")
+	require.False(t, a.Peek("heavy").Allowed, "Peek says so")
+	require.True(t, a.Peek("third").Allowed, "and that a new key below its share would pass")
 	third := grab(a, "third", 300, keylimit.Default)
 	require.Len(t, third, 6)
 	// Twice the overall limit bounds what the fair shares take: 36 held.
@@ -123,50 +125,90 @@ func TestAdaptiveFairShareExact(t *testing.T) {
 	require.True(t, a.Peek("heavy").Allowed)
 }
 
-// Many goroutines, many keys, acquiring and releasing with random holds:
-// no key ever holds more than the ceiling's room, the total never more than
-// the ceiling, and everything is given back.
+// Many goroutines on four keys acquire, hold and release (some dropping):
+// with the limit fixed (floor == ceiling, 12), never more than 12 slots are
+// held in all, nor by one key, and everything is given back; with a
+// moving limit (Gradient), never more than the ceiling.
 func TestAdaptiveNeverAboveUnderRace(t *testing.T) {
-	const ceiling = 12
-	a, err := keylimit.NewAdaptive[string](keylimit.Gradient(2, ceiling))
-	require.NoError(t, err)
-	defer a.Close()
-	var total atomic.Int64
-	var perKey [4]atomic.Int64
-	var maxTotal, maxKey atomic.Int64
-	raise := func(m *atomic.Int64, v int64) {
-		for o := m.Load(); v > o && !m.CompareAndSwap(o, v); o = m.Load() {
-		}
-	}
-	var wg sync.WaitGroup
-	for g := range 32 {
-		wg.Go(func() {
-			k := g % 4
-			key := fmt.Sprint("k", k)
-			for i := range 300 {
-				p, r := a.TryAcquire(key, 1)
-				if !r.Allowed {
-					continue
-				}
-				raise(&maxKey, perKey[k].Add(1))
-				raise(&maxTotal, total.Add(1))
-				perKey[k].Add(-1)
-				total.Add(-1)
-				if i%7 == 0 {
-					p.Drop()
-				} else {
-					p.Release()
-				}
+	for _, alg := range []keylimit.Algorithm{keylimit.AIMD(12, 12), keylimit.Gradient(2, 12)} {
+		const ceiling = 12
+		a, err := keylimit.NewAdaptive[string](alg)
+		require.NoError(t, err)
+		var total, maxTotal, maxKey atomic.Int64
+		var perKey [4]atomic.Int64
+		var admitted atomic.Int64
+		raise := func(m *atomic.Int64, v int64) {
+			for o := m.Load(); v > o && !m.CompareAndSwap(o, v); o = m.Load() {
 			}
+		}
+		var wg sync.WaitGroup
+		for g := range 32 {
+			wg.Go(func() {
+				k := g % 4
+				key := fmt.Sprint("k", k)
+				for i := range 300 {
+					p, r := a.TryAcquire(key, 1)
+					if !r.Allowed {
+						continue
+					}
+					admitted.Add(1)
+					raise(&maxKey, perKey[k].Add(1))
+					raise(&maxTotal, total.Add(1))
+					perKey[k].Add(-1)
+					total.Add(-1)
+					if i%7 == 0 {
+						p.Drop()
+					} else {
+						p.Release()
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.LessOrEqual(t, maxTotal.Load(), int64(ceiling))
+		require.LessOrEqual(t, maxKey.Load(), int64(ceiling))
+		require.Positive(t, admitted.Load())
+		for k := range 4 {
+			r := a.Peek(fmt.Sprint("k", k))
+			require.Equal(t, min(r.Limit, a.Stats().Limit), r.Remaining, "key %d: nothing held", k)
+		}
+		a.Close()
+	}
+}
+
+// Fairness under goroutines: a heavy key's 64 goroutines take the whole
+// overall limit (20, exactly); then three light keys, each with 16
+// goroutines at once, still get their fair share, 20 over the keys active
+// when they ask: at most 20/2 each, and at least 4 (20/4, but for the last
+// to ask after the others took 10 and 6, whom twice the limit, 40, leaves
+// 4), and the heavy one nothing more.
+func TestAdaptiveFairShareUnderRace(t *testing.T) {
+	a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
+	heavy := grab(a, "heavy", 64, keylimit.Default)
+	require.Len(t, heavy, 20)
+	var mu sync.Mutex
+	light := map[string][]keylimit.Permit{}
+	var wg sync.WaitGroup
+	for _, key := range []string{"l1", "l2", "l3"} {
+		wg.Go(func() {
+			got := grab(a, key, 16, keylimit.Default)
+			mu.Lock()
+			light[key] = got
+			mu.Unlock()
 		})
 	}
+	wg.Go(func() { heavy = append(heavy, grab(a, "heavy", 16, keylimit.Default)...) })
 	wg.Wait()
-	require.LessOrEqual(t, maxTotal.Load(), int64(ceiling))
-	require.LessOrEqual(t, maxKey.Load(), int64(ceiling))
-	for k := range 4 {
-		r := a.Peek(fmt.Sprint("k", k))
-		require.Equal(t, min(r.Limit, a.Stats().Limit), r.Remaining, "key %d: nothing held", k)
+	require.Len(t, heavy, 20, "the heavy key is at its fair share and more: refused")
+	total := len(heavy)
+	for key, ps := range light {
+		require.GreaterOrEqual(t, len(ps), 4, key)
+		require.LessOrEqual(t, len(ps), 10, key)
+		total += len(ps)
+		releaseAll(ps)
 	}
+	require.LessOrEqual(t, total, 40)
+	releaseAll(heavy)
 }
 
 // With floor == ceiling the limit cannot move: 1,000 goroutines on one key get exactly N, and N again once they release.
@@ -245,6 +287,7 @@ func TestAdaptiveAcquireWaits(t *testing.T) {
 	}()
 	_, err := a.Acquire(ctx, "k", 1)
 	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, [3]uint64{1, 0, 0}, a.Stats().Shed, "one shed for an Acquire that gave up, however many tries; none for one that waited and passed")
 	_, err = a.Acquire(context.Background(), "k", 2)
 	require.ErrorIs(t, err, keylimit.ErrExceedsLimit)
 }

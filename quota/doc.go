@@ -68,6 +68,16 @@
 // An adapter calls Verdict.Finish when a request that proceeded has ended,
 // or Verdict.FinishWith and its Outcome if the Verdict NeedsOutcome.
 //
+// # Shedding load
+//
+// A keylimit.Adaptive as a policy's Concurrency finds the server's capacity
+// from latency: it is asked at the criticality the request's context
+// carries (keylimit.WithCriticality), a refusal is a shed
+// (Decision.Shed: the adapter answers 503 with the problem type
+// temporary-reduced-capacity, or gRPC Unavailable, with Retry-After), and
+// the request's outcome tells it whether the server was overloaded
+// (FinishWith: keylimit.Permit.Drop on overload, Release otherwise).
+//
 // # Cost and concurrency
 //
 // A decision allocates one string, its RateLimit value (a refusal's holds
