@@ -768,3 +768,21 @@ func (m *throttleModel) answered(now time.Time, accepted bool) {
 		m.accepts++
 	}
 }
+
+// expiring is a context whose deadline passes when done is closed, at a
+// moment the test chooses.
+type expiring struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c *expiring) Done() <-chan struct{} { return c.done }
+
+func (c *expiring) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}

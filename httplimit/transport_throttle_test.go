@@ -235,8 +235,8 @@ func TestTransportDropsTheSlotOfAFailure(t *testing.T) {
 		{"error of Base", func(*http.Request) (*http.Response, error) { return nil, errors.New("connection reset") }, nil, true},
 		{"the body fails", answer(200, failing), nil, true},
 		{"the deadline passes", answer(200, text), func() (context.Context, func()) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-			return ctx, func() { <-ctx.Done(); cancel() } // the deadline first
+			ctx := &expiring{Context: context.Background(), done: make(chan struct{})}
+			return ctx, func() { close(ctx.done) }
 		}, true},
 		{"cancelled by the caller", answer(200, text), func() (context.Context, func()) {
 			return context.WithCancel(context.Background())
