@@ -39,6 +39,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -64,20 +65,42 @@ func main() {
 	flag.IntVar(&cc.k, "client-k", 2, "K of the throttling formula the client side is judged against")
 	flag.DurationVar(&cc.window, "client-window", 250*time.Millisecond, "the Transport's ThrottleWindow, and the time constant of the formula's decaying counts")
 	flag.DurationVar(&cc.healthy, "client-healthy", 3*time.Second, "how long the partner is healthy before the failure, and after")
+	cpuprofile := flag.String("cpuprofile", "", "write the process's CPU profile of the whole run here")
 	flag.Parse()
+	var profile *os.File
+	if *cpuprofile != "" {
+		var err error
+		if profile, err = os.Create(*cpuprofile); err == nil {
+			err = pprof.StartCPUProfile(profile)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "overload:", err)
+			os.Exit(2)
+		}
+	}
 	vs, err := choose(*only)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "overload:", err)
 		os.Exit(2)
 	}
-	failed, err := run(os.Stdout, os.Stderr, c, vs, cc, *plot, *csv)
-	if err != nil {
+	code := exitCode(run(os.Stdout, os.Stderr, c, vs, cc, *plot, *csv))
+	if profile != nil {
+		pprof.StopCPUProfile()
+		profile.Close()
+	}
+	os.Exit(code)
+}
+
+// exitCode is 1 for an error, 3 if a target failed, else 0.
+func exitCode(failed int, err error) int {
+	switch {
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "overload:", err)
-		os.Exit(1)
+		return 1
+	case failed > 0:
+		return 3
 	}
-	if failed > 0 {
-		os.Exit(3)
-	}
+	return 0
 }
 
 // run runs every variant, then the client side, and reports; it returns
