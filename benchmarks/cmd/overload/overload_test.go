@@ -348,4 +348,6 @@ func TestPlot(t *testing.T) {
 	// has none); p99: a (b and d admitted nothing).
 	require.Equal(t, 4+4+1, paths)
 	require.Contains(t, b.String(), "b &amp; c")
+	require.Equal(t, 2, strings.Count(b.String(), ">d: "), "a legend entry for each of d's limits")
+	require.NotContains(t, b.String(), ">b &amp; c: ", "none for b's, which has no limit")
 }

@@ -84,6 +84,9 @@ func panels(c config, runs []variantRun) []panel {
 		ll := line{name: run.name + ": t0", color: color}
 		ol := line{name: run.name + ": all", color: color, dashed: true}
 		for _, s := range run.limits {
+			if s.at > c.duration { // sampled while the last answers came
+				break
+			}
 			ll.points = append(ll.points, point{s.at.Seconds(), s.key})
 			ol.points = append(ol.points, point{s.at.Seconds(), s.overall})
 			for _, v := range []float64{s.key, s.overall} {
@@ -127,7 +130,8 @@ func writeSVG(w io.Writer, title string, xmax float64, ps []panel) error {
 		for _, t := range ticks(xmax) {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" text-anchor="middle">%s s</text>`+"\n", sx(t), y0+panelH+15, label(t))
 		}
-		for j, l := range p.lines {
+		legend := 0
+		for _, l := range p.lines {
 			dash := ""
 			if l.dashed {
 				dash = ` stroke-dasharray="5,4"`
@@ -146,10 +150,12 @@ func writeSVG(w io.Writer, title string, xmax float64, ps []panel) error {
 				fmt.Fprintf(&d, "%s%.1f,%.1f ", cmd, sx(pt.x), sy(pt.y))
 				pen = true
 			}
-			if d.Len() > 0 {
-				fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="1.5"%s/>`+"\n", strings.TrimSpace(d.String()), l.color, dash)
+			if d.Len() == 0 {
+				continue // nothing to draw, nothing to name
 			}
-			ly := y0 + 12 + float64(j)*16
+			fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="1.5"%s/>`+"\n", strings.TrimSpace(d.String()), l.color, dash)
+			ly := y0 + 12 + float64(legend)*16
+			legend++
 			fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="%s" stroke-width="2"%s/><text x="%.0f" y="%.0f">%s</text>`+"\n",
 				left+plotW+10, left+plotW+30, ly, ly, l.color, dash, left+plotW+35, ly+4, escape(l.name))
 		}
