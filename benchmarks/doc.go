@@ -18,7 +18,16 @@
 //   - HTTP end to end: cmd/e2e, a command (it takes minutes), serves a
 //     hello-world handler on one core, bare and behind httplimit,
 //     github.com/go-chi/httprate and ulule/limiter, under wrk on another,
-//     and prints the ratios to bare.
+//     and prints the ratios to bare;
+//   - overload (issue 40): cmd/overload, a command (about two minutes),
+//     loads a server of known capacity, whose capacity halves midway, at
+//     1.5 times it from four tenants, behind no limit, static concurrency
+//     limits twice too high and twice too low, and keylimit's Adaptive
+//     (AIMD and Gradient) through httplimit; it prints each one's goodput,
+//     latency, recovery, fairness between tenants and critical success,
+//     judges issue 40's targets (PASS or FAIL), measures
+//     httplimit.Transport's adaptive throttling against a failing partner,
+//     and draws testdata/overload.svg.
 //
 // It is its own module so that no library module of keylimit depends on the
 // limiters it is compared with. report.sh runs all of it, has benchstat
