@@ -235,7 +235,7 @@ func NewConcurrency(client redis.UniversalClient, name string, n int, opts ...Op
 		return nil, err
 	}
 	if o.policy.local() {
-		_ = fb.SetLimit(concShare(o.policy, n))
+		_ = fb.SetLimit(concShare(o.policy.instances, n))
 	} else {
 		fb.Close()
 		fb = nil
@@ -269,17 +269,33 @@ func NewConcurrency(client redis.UniversalClient, name string, n int, opts ...Op
 	c.ops.describe = c.admits
 	c.store = store{client: client, prefix: prefix, timeout: o.timeout, clock: o.scriptClock}
 	c.guard = guard{store: &c.store, ops: &c.ops, policy: o.policy, backoff: o.backoff, onError: o.onError}
+	if o.beats {
+		c.guard.fleet = newFleet(client, prefix, o.timeout, o.scriptClock, c.fleetChanged)
+	}
 	c.ops.log().Debug("redislimit: concurrency limiter", "limiter", o.name, "prefix", prefix, "limit", n,
 		"hold_expiry", expiry, "max_hold", o.maxHold, "policy", o.policy.String(), "admits", c.admits())
 	go c.renew(expiry / 2)
 	return c, nil
 }
 
-// concShare is FailLocal's share of n slots: n/k, at least 1.
-func concShare(p FailurePolicy, n int) int { return max(n/max(p.instances, 1), 1) }
+// concShare is FailLocal's share of n slots among k instances: n/k, at
+// least 1.
+func concShare(k, n int) int { return max(n/max(k, 1), 1) }
 
 // admits says what the failure policy admits while Redis fails.
-func (c *Concurrency) admits() string { return c.guard.policy.admitsSlots(int(c.limit.Load())) }
+func (c *Concurrency) admits() string {
+	return c.guard.policy.admitsSlots(int(c.limit.Load()), c.guard.instances())
+}
+
+// fleetChanged gives the fallback its share of N among k instances, the
+// live fleet's size just learned.
+func (c *Concurrency) fleetChanged(k int) {
+	c.setMu.Lock()
+	defer c.setMu.Unlock()
+	if c.fallback != nil {
+		_ = c.fallback.SetLimit(concShare(k, int(c.limit.Load())))
+	}
+}
 
 // StateKey returns the Redis key of key's holds (a sorted set); their slots
 // are in StateKey(key) + ":n" (a hash). See the rate limiters' StateKey for
@@ -309,7 +325,7 @@ func (c *Concurrency) SetLimit(n int) error {
 	defer c.setMu.Unlock()
 	c.limit.Store(int64(n))
 	if c.fallback != nil {
-		_ = c.fallback.SetLimit(concShare(c.guard.policy, n))
+		_ = c.fallback.SetLimit(concShare(c.guard.instances(), n))
 	}
 	c.mu.Lock()
 	for _, q := range c.queues {
@@ -900,7 +916,9 @@ func (c *Concurrency) Ping(ctx context.Context) error {
 }
 
 // Close stops the renewals, tries once more the releases that failed (for
-// at most a second), and releases the FailLocal fallback. Holds still out
+// at most a second), withdraws the instance from the live fleet under the
+// default failure policy (see WithFleetSize), and releases the FailLocal
+// fallback. Holds still out
 // are no longer renewed: they expire within the hold expiry, unless
 // released first (a Release after Close still gives back, but is not
 // retried if it fails). It does not close the Redis client, and returns
@@ -920,6 +938,9 @@ func (c *Concurrency) Close() error {
 		c.pending = nil
 		c.mu.Unlock()
 		c.logDropped()
+		if c.guard.fleet != nil {
+			c.guard.fleet.close()
+		}
 		if c.fallback != nil {
 			c.fallback.Close()
 		}

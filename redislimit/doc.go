@@ -217,9 +217,18 @@
 //	FailLocal(k)  each instance decides alone on 1/k of the limit: N/k times the limit
 //
 // The default is FailLocal(n) given WithFleetSize(n), about the limit; without
-// it, FailLocal(1): each instance admits the whole limit, the fleet N times
-// it. Each limiter logs at construction what its policy admits (at Info when
-// neither was chosen). The error goes to the WithOnError callback and is
+// it, FailLocal of the live fleet's size: each instance announces itself on
+// Redis while Redis answers (at most every 2 s, after a call; an
+// announcement lives 10 s on Redis time, and Close withdraws it) and reads
+// how many are announced, and while Redis fails it decides alone on 1/N of
+// the limit, N the count it read at the last answer. So the fleet admits
+// about the limit while Redis fails, plus a little while it grows: an
+// instance that has not yet learned of the newest instances (within 2 s of
+// their first call) decides on a larger share. While some instances reach
+// Redis and others do not (a split), those that do share the limit on Redis
+// and those that do not their shares besides: at most (1 + k/N) times the
+// limit with k cut off. Each limiter logs at construction what its policy
+// admits (at Info when neither was chosen). The error goes to the WithOnError callback and is
 // returned by the Context methods. For the failure backoff that follows
 // (WithFailureBackoff, one second by default) calls other than Reset are
 // answered by the policy without trying Redis, so an outage costs one
