@@ -60,7 +60,11 @@ func fleetOf(lim any) *fleet {
 
 // Announce announces lim on Redis now, as its next announcement would, and
 // returns the fleet's size it knows after it (its last good answer).
-func Announce(lim any) int { return fleetOf(lim).beat() }
+func Announce(lim any) int {
+	f := fleetOf(lim)
+	f.beat()
+	return f.instances()
+}
 
 // FleetSize returns the fleet's size lim knows, 0 if it learns none.
 func FleetSize(lim any) int {

@@ -29,6 +29,14 @@ import (
 const (
 	fleetPeriod = 2 * time.Second
 	fleetTTL    = 5 * fleetPeriod
+	// fleetSoon is the wait before the next announcement after one that
+	// failed, or that read a new size (a fleet starting or scaling: the
+	// others may not have announced themselves yet).
+	fleetSoon = fleetPeriod / 8
+	// fleetTimeout is the least time an announcement waits for Redis:
+	// nothing waits for it, and on a busy host one that waits only as
+	// long as a decision may fail again and again.
+	fleetTimeout = time.Second
 	// fleetMax bounds the size read from Redis: a larger count (a bug, a
 	// forged reply) is this many, which leaves each instance a share of
 	// one event or one slot, never more than a smaller count would.
@@ -112,21 +120,28 @@ func (f *fleet) answered(now int64) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		f.beat()
+		if changed, ok := f.beat(); changed || !ok {
+			// Sooner than a period: the next call at or after it sends it.
+			f.next.Store(now + int64(fleetSoon))
+		}
 	}()
 }
 
 // beat announces the instance once and learns the fleet's size from the
 // reply; a call that fails, or a reply that is no count, changes nothing.
-// It returns the size known after it.
-func (f *fleet) beat() int {
+// It reports whether the size changed, and whether the reply was a count.
+func (f *fleet) beat() (changed, ok bool) {
 	f.sent.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), max(f.timeout, fleetTimeout))
 	defer cancel()
-	if n, ok := fleetCount(f.run(ctx, modeBeat)); ok && f.size.Swap(int64(n)) != int64(n) && f.changed != nil {
+	n, ok := fleetCount(f.run(ctx, modeBeat))
+	if !ok || f.size.Swap(int64(n)) == int64(n) {
+		return false, ok
+	}
+	if f.changed != nil {
 		f.changed(n)
 	}
-	return f.instances()
+	return true, true
 }
 
 // run calls the fleet script in mode and returns its reply (nil if the
