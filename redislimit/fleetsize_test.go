@@ -356,3 +356,26 @@ func waitNoBeats(t *testing.T) {
 	t.Helper()
 	require.Eventually(t, func() bool { return beats() == 0 }, 10*time.Second, time.Millisecond, "announcements under way")
 }
+
+// TestClusterFleetSize: on Redis Cluster the fleet's key is one key, in one
+// slot: instances announce themselves, count each other, and withdraw, as
+// on one server, whatever slot their prefix hashes to.
+func TestClusterFleetSize(t *testing.T) {
+	cc := clusterClient(t, theCluster(t))
+	for _, p := range []string{testKey(t, "fleet") + ":", testKey(t, "fleet") + ":{tenant}:"} {
+		var fleet []*redislimit.TokenBucket
+		for range 3 {
+			lim, err := redislimit.NewTokenBucket(cc, "fleet", keylimit.PerMinute(30), redislimit.WithFleetBeats(true),
+				redislimit.WithPrefix(p), redislimit.WithTimeout(patient))
+			require.NoError(t, err)
+			fleet = append(fleet, lim)
+			require.True(t, lim.Allow("k"), "prefix %q", p) // which announces it, in the background
+		}
+		waitNoBeats(t)
+		for i, lim := range fleet {
+			require.Equal(t, 3, redislimit.Announce(lim), "prefix %q, instance %d", p, i)
+		}
+		require.NoError(t, fleet[2].Close())
+		require.Equal(t, 2, redislimit.Announce(fleet[0]), "prefix %q: after a Close", p)
+	}
+}
