@@ -48,12 +48,18 @@ import (
 //
 // Acquire is first come, first served on each instance: waiters of a key
 // queue here, the oldest asks Redis, and none is overtaken by a later
-// Acquire or TryAcquire of this instance. Across instances there is no
-// queue: the oldest waiter of each instance asks again at once after a
-// release of the key on its own instance or a SetLimit, and otherwise polls
-// (after 2 ms, doubling up to 100 ms); a slot freed elsewhere goes to the
-// first to ask, so a large n on one instance can wait behind a stream of
-// small ones from others.
+// Acquire or TryAcquire of this instance. Across instances, the oldest
+// waiter of each instance holds a ticket in the key's queue in Redis, in
+// the order they first asked, and only the first ticket's waiter acquires
+// (TryAcquire passes only while no one waits): so instances are served in
+// turn, and a waiter that is first on its instance is overtaken by at most
+// one waiter of each other instance (one that asked before it). The first
+// asks again at once after a release of the key on its own instance or a
+// SetLimit, and otherwise polls (after 2 ms, doubling up to 25 ms), so a
+// slot freed on another instance waits up to that long. A ticket whose
+// waiter stops asking (its instance died, or was paused) leaves the queue
+// a second after its last ask; one that gives up (its context ended)
+// leaves it at once.
 //
 // A release whose call fails (Redis out of reach, or within the failure
 // backoff) is tried again at each renewal until Redis answers, so its
@@ -118,11 +124,19 @@ type Concurrency struct {
 }
 
 // The polling of the oldest waiter of a key on an instance: the first wait
-// after a refusal, doubled after each until the last.
+// after a refusal, doubled after each until the last. The last is short: a
+// slot freed on another instance waits for the first waiter in the fleet's
+// queue to ask again. concTicketTTL is how long a waiter's ticket stays in
+// the queue in Redis without its waiter asking: a waiter that vanished
+// holds up the queue that long at most.
 const (
-	concPollMin = 2 * time.Millisecond
-	concPollMax = 100 * time.Millisecond
+	concPollMin   = 2 * time.Millisecond
+	concPollMax   = 25 * time.Millisecond
+	concTicketTTL = time.Second
 )
+
+// concTicketTTLµs is concTicketTTL for the script, boxed once.
+var concTicketTTLµs any = int64(concTicketTTL / time.Microsecond)
 
 var (
 	//go:embed lua/concurrency.lua
@@ -145,6 +159,7 @@ var (
 	modeRelease any = "release"
 	modeRenew   any = "renew"
 	modePeekC   any = "peek"
+	modeDequeue any = "leave"
 )
 
 // concQueue is the Acquires of one key waiting on this instance, oldest
@@ -198,7 +213,9 @@ type concReply struct {
 // NewConcurrency returns a Concurrency that lets each key hold at most n
 // slots at once across every instance that shares its Redis keys, named
 // for its purpose as the rate limiters are. Its keys are prefix{key} and
-// prefix{key}:n, the prefix "keylimit:" + name + ":concurrency:" unless
+// prefix{key}:n (the holds), prefix{key}:q and prefix{key}:qx (the queue
+// of waiters across the fleet), and prefix#fleet (the live fleet, see
+// WithFleetSize), the prefix "keylimit:" + name + ":concurrency:" unless
 // WithPrefix says otherwise: not the limit, so instances that disagree on
 // N (a rolling deploy) share their holds.
 //
@@ -298,7 +315,9 @@ func (c *Concurrency) fleetChanged(k int) {
 }
 
 // StateKey returns the Redis key of key's holds (a sorted set); their slots
-// are in StateKey(key) + ":n" (a hash). See the rate limiters' StateKey for
+// are in StateKey(key) + ":n" (a hash), and the fleet's waiters of key in
+// StateKey(key) + ":q" and ":qx" (sorted sets of tickets, by arrival and by
+// expiry). See the rate limiters' StateKey for
 // keys that are empty or hold a '}'.
 func (c *Concurrency) StateKey(key string) string { return c.store.redisKey(key) }
 
@@ -346,15 +365,16 @@ func signal(ch chan struct{}) {
 }
 
 // TryAcquire acquires n of key's slots if the fleet's holds leave room for
-// them under this instance's limit and no Acquire of key waits on this
-// instance, in one script call, and reports the decision and the key after
+// them under this instance's limit and no Acquire of key waits, on this
+// instance or another, in one script call, and reports the decision and the key after
 // it; it never waits. Release the Permit when done: its Release is one
 // script call. A refused call holds nothing, and its Permit is the zero
 // Permit. It is TryAcquireContext with context.Background(), the error left
 // to WithOnError.
 //
 // The Result's Limit is N and Remaining the slots still free across the
-// fleet (0 while a waiter is queued here). A refusal's RetryAfter is an
+// fleet (0 while a waiter is queued here; a waiter on another instance
+// refuses the call with slots free, which it is owed). A refusal's RetryAfter is an
 // estimate, not a promise: the mean hold time this instance has seen
 // released (of any key; before the first, a second or the time until the
 // key's first hold expires, whichever is less), scaled by the slots that
@@ -402,13 +422,19 @@ func (c *Concurrency) queued(key string) bool {
 // try asks Redis for n slots of key under limit, once; if the call fails,
 // the failure policy answers.
 func (c *Concurrency) try(ctx context.Context, key string, n int, limit int64) (keylimit.Permit, keylimit.Result, error) {
+	return c.tryQueued(ctx, key, n, limit, "")
+}
+
+// tryQueued is try for a waiter holding ticket in the key's queue in Redis
+// ("": none), which passes only once the ticket is first in it.
+func (c *Concurrency) tryQueued(ctx context.Context, key string, n int, limit int64, ticket string) (keylimit.Permit, keylimit.Result, error) {
 	h := &concHold{key: key, id: c.id + "." + strconv.FormatUint(c.seq.Add(1), 10), at: c.clock.now()}
 	// The call does not end with ctx, only with the limiter's timeout: a
 	// call abandoned in flight may still run on Redis after a release sent
 	// on another connection of the pool, and so hold slots nobody holds.
 	// A caller whose ctx ends meanwhile waits for the reply, then gives
 	// back what it took, in order.
-	rep, err := c.call(context.WithoutCancel(ctx), modeAcquire, key, h.id, n, limit)
+	rep, err := c.callQueued(context.WithoutCancel(ctx), modeAcquire, key, h.id, n, limit, ticket)
 	if err != nil {
 		if !errors.Is(err, ErrUnavailable) {
 			// The limiter's timeout, or the connection, lost the reply: the
@@ -612,6 +638,15 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (keylimit.
 	}
 	w := c.enqueue(key, n)
 	defer c.dequeue(key, w)
+	// ticket is this waiter's place in the fleet's queue of the key, in
+	// Redis, once it is first here: queued says it may be there still, to
+	// be taken out when the waiter leaves otherwise than served by Redis.
+	ticket, queued := "", false
+	defer func() {
+		if queued {
+			_, _ = c.callQueued(context.Background(), modeDequeue, key, "", 1, 1, ticket)
+		}
+	}()
 	poll := concPollMin
 	var timer <-chan time.Time
 	stop := func() {}
@@ -627,7 +662,11 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (keylimit.
 			case <-w.wake:
 			default:
 			}
-			p, r, _ := c.try(ctx, key, n, limit)
+			if ticket == "" {
+				ticket = c.id + ".t" + strconv.FormatUint(c.seq.Add(1), 10)
+			}
+			p, r, err := c.tryQueued(ctx, key, n, limit, ticket)
+			queued = !(r.Allowed && err == nil) // served by Redis: out of the queue
 			if r.Allowed {
 				c.ops.counts.decided(true)
 				return p, nil
@@ -787,23 +826,34 @@ func (c *Concurrency) PeekContext(ctx context.Context, key string) (keylimit.Res
 // observers how it went; the slots of the expired holds it dropped are
 // counted as reclaimed.
 func (c *Concurrency) call(ctx context.Context, mode any, key, id string, n int, limit int64) (concReply, error) {
+	return c.callQueued(ctx, mode, key, id, n, limit, "")
+}
+
+// callQueued is call for a waiter holding ticket in the key's queue in
+// Redis ("": none).
+func (c *Concurrency) callQueued(ctx context.Context, mode any, key, id string, n int, limit int64, ticket string) (concReply, error) {
 	now := c.clock.now()
 	if err := c.guard.down(now); err != nil {
 		return concReply{}, err
 	}
-	return c.run(ctx, now, mode, key, id, n, limit)
+	return c.runQueued(ctx, now, mode, key, id, n, limit, ticket)
 }
 
 // run is call at local time now, even within the failure backoff.
 func (c *Concurrency) run(ctx context.Context, now int64, mode any, key, id string, n int, limit int64) (concReply, error) {
+	return c.runQueued(ctx, now, mode, key, id, n, limit, "")
+}
+
+// runQueued is run for a waiter holding ticket ("": none).
+func (c *Concurrency) runQueued(ctx context.Context, now int64, mode any, key, id string, n int, limit int64, ticket string) (concReply, error) {
 	rk := c.store.redisKey(key)
-	args := []any{mode, id, n, limit, c.expiry, c.maxHold}
+	args := []any{mode, id, n, limit, c.expiry, c.maxHold, ticket, concTicketTTLµs}
 	if c.store.clock != nil {
 		t := c.store.clock.c.Now()
 		args = append(args, t.Unix(), t.Nanosecond())
 	}
 	cl, tctx, cancel := startCall(ctx, c.store.timeout)
-	text, err := concScript.Run(tctx, c.store.client, []string{rk, rk + ":n"}, args...).Text()
+	text, err := concScript.Run(tctx, c.store.client, []string{rk, rk + ":n", rk + ":q", rk + ":qx"}, args...).Text()
 	cl.end(cancel)
 	err = scriptFailure(err)
 	var rep concReply
