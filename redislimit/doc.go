@@ -90,8 +90,11 @@
 // keylimit.Concurrency (TryAcquire, Acquire, the Permit's Release) on
 // Redis. Each hold is a member of a sorted set per key with its expiry on
 // Redis time, renewed by its instance while the Permit is held; one script
-// call acquires, one releases. Its type's doc says what holds when an
-// instance dies or is paused.
+// call acquires, one releases. Waiters are served first come, first served
+// within an instance, and across instances in turn, by a queue of tickets
+// in Redis (one per instance and key, each expiring a second after its
+// waiter last asked). Its type's doc says what holds when an instance dies
+// or is paused.
 //
 // # What Redis must be
 //
