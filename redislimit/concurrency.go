@@ -212,6 +212,9 @@ type concReply struct {
 	held      int64
 	next      time.Duration // until the first hold of the key expires
 	reclaimed int64
+	// ahead is the waiters before a refused waiter's ticket in the fleet's
+	// queue; -1 if the reply does not say (no ticket, or served).
+	ahead int64
 }
 
 // NewConcurrency returns a Concurrency that lets each key hold at most n
@@ -426,12 +429,15 @@ func (c *Concurrency) queued(key string) bool {
 // try asks Redis for n slots of key under limit, once; if the call fails,
 // the failure policy answers.
 func (c *Concurrency) try(ctx context.Context, key string, n int, limit int64) (keylimit.Permit, keylimit.Result, error) {
-	return c.tryQueued(ctx, key, n, limit, "")
+	p, r, _, err := c.tryQueued(ctx, key, n, limit, "")
+	return p, r, err
 }
 
 // tryQueued is try for a waiter holding ticket in the key's queue in Redis
-// ("": none), which passes only once the ticket is first in it.
-func (c *Concurrency) tryQueued(ctx context.Context, key string, n int, limit int64, ticket string) (keylimit.Permit, keylimit.Result, error) {
+// ("": none), which passes only once the ticket is first in it; ahead is
+// the tickets before it after a refusal by Redis, -1 if unknown.
+func (c *Concurrency) tryQueued(ctx context.Context, key string, n int, limit int64, ticket string) (_ keylimit.Permit,
+	_ keylimit.Result, ahead int64, _ error) {
 	h := &concHold{key: key, id: c.id + "." + strconv.FormatUint(c.seq.Add(1), 10), at: c.clock.now()}
 	// The call does not end with ctx, only with the limiter's timeout: a
 	// call abandoned in flight may still run on Redis after a release sent
@@ -445,22 +451,24 @@ func (c *Concurrency) tryQueued(ctx context.Context, key string, n int, limit in
 			// script may have run, or may run still.
 			c.cleanUp(key, h.id)
 		}
-		return c.failed(ctx, key, n, limit, err)
+		p, r, err := c.failed(ctx, key, n, limit, err)
+		return p, r, -1, err
 	}
 	if !rep.ok {
-		return keylimit.Permit{}, c.refusal(rep, int64(n), limit), nil
+		return keylimit.Permit{}, c.refusal(rep, int64(n), limit), rep.ahead, nil
 	}
 	if err := ctx.Err(); err != nil {
 		if _, rerr := c.call(context.Background(), modeRelease, key, h.id, 1, 1); rerr != nil {
 			c.queueRelease(key, h.id, false)
 		}
-		return c.failed(ctx, key, n, limit, err)
+		p, r, err := c.failed(ctx, key, n, limit, err)
+		return p, r, -1, err
 	}
 	c.mu.Lock()
 	c.holds[h] = struct{}{}
 	c.mu.Unlock()
 	return keylimit.NewPermit(func() { c.release(h) }),
-		keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-rep.held, 0))}, nil
+		keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-rep.held, 0))}, -1, nil
 }
 
 // cleanUp releases key's hold id, whose acquisition's reply was lost. Unless
@@ -669,15 +677,16 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (keylimit.
 			if ticket == "" {
 				ticket = c.id + ".t" + strconv.FormatUint(c.seq.Add(1), 10)
 			}
-			p, r, err := c.tryQueued(ctx, key, n, limit, ticket)
+			p, r, ahead, err := c.tryQueued(ctx, key, n, limit, ticket)
 			queued = !(r.Allowed && err == nil) // served by Redis: out of the queue
 			if r.Allowed {
 				c.ops.counts.decided(true)
 				return p, nil
 			}
 			stop()
+			poll = min(poll, c.pollCap(ahead))
 			timer, stop = c.after(poll)
-			poll = min(2*poll, concPollMax)
+			poll *= 2 // capped again before the next wait
 		}
 		select {
 		case <-w.wake:
@@ -688,6 +697,24 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (keylimit.
 			return keylimit.Permit{}, fmt.Errorf("redislimit: acquire %s: %w", concSlots(n), ctx.Err())
 		}
 	}
+}
+
+// pollCap is the longest wait before the next ask of a waiter with ahead
+// tickets before its own in the fleet's queue (-1: unknown, concPollMax).
+// A slot freed anywhere waits for the first ticket's ask, and a ticket
+// moves up a place about every hold: so a waiter asks at least every
+// (ahead + 1) eighths of the mean hold this instance has seen (4 ms before
+// the first release), between concPollMin and concPollMax, and a slot
+// freed on another instance stays free for about an eighth of a hold.
+func (c *Concurrency) pollCap(ahead int64) time.Duration {
+	if ahead < 0 {
+		return concPollMax
+	}
+	step := time.Duration(c.holdNs.Load()) / 8
+	if step == 0 {
+		step = 2 * concPollMin
+	}
+	return min(max(step, concPollMin)*time.Duration(min(ahead+1, 1<<10)), concPollMax)
 }
 
 // after returns a channel that receives once d has passed on the local
@@ -885,11 +912,14 @@ func (c *Concurrency) runQueued(ctx context.Context, now int64, mode any, key, i
 }
 
 // parseConcReply reads the script's reply, "ok held next_µs reclaimed",
-// and reports whether it was well formed: ok 0 or 1, the others not
-// negative.
+// or a refused waiter's "0 held next_µs reclaimed ahead", and reports
+// whether it was well formed: ok 0 or 1, the others not negative.
 func parseConcReply(s string) (concReply, bool) {
-	var v [4]int64
+	v := [5]int64{4: -1}
 	for i := range v {
+		if i == 4 && s == "" {
+			break
+		}
 		field, rest, _ := strings.Cut(s, " ")
 		x, err := strconv.ParseInt(field, 10, 64)
 		if err != nil || x < 0 {
@@ -897,10 +927,10 @@ func parseConcReply(s string) (concReply, bool) {
 		}
 		v[i], s = x, rest
 	}
-	if s != "" || v[0] > 1 {
+	if s != "" || v[0] > 1 || (v[4] >= 0 && v[0] != 0) {
 		return concReply{}, false
 	}
-	return concReply{ok: v[0] == 1, held: v[1], next: duration(v[2], time.Microsecond), reclaimed: v[3]}, true
+	return concReply{ok: v[0] == 1, held: v[1], next: duration(v[2], time.Microsecond), reclaimed: v[3], ahead: v[4]}, true
 }
 
 // renew retries the failed releases and renews every live hold of this

@@ -46,7 +46,8 @@
 -- did what it asked (acquired, released or renewed a live hold; for peek,
 -- 1 slot is free), held the slots held after the call, next the µs until
 -- the first hold expires (0: none is held), reclaimed the slots of expired
--- holds this call dropped.
+-- holds this call dropped. A refused acquire with a ticket adds a fifth
+-- number, "ahead": the tickets before it in the queue.
 
 if redis.replicate_commands then redis.replicate_commands() end
 
@@ -163,7 +164,9 @@ end
 if mode == 'acquire' then
   if ticket ~= '' then
     queued()
-    if head ~= ticket or held + n > limit then return finish(0, false) end
+    if head ~= ticket or held + n > limit then
+      return finish(0, false) .. ' ' .. redis.call('ZRANK', q, ticket)
+    end
     unqueue()
   elseif head or held + n > limit then
     return finish(0, false)
