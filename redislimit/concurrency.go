@@ -55,8 +55,11 @@ import (
 // turn, and a waiter that is first on its instance is overtaken by at most
 // one waiter of each other instance (one that asked before it). The first
 // asks again at once after a release of the key on its own instance or a
-// SetLimit, and otherwise polls (after 2 ms, doubling up to 25 ms), so a
-// slot freed on another instance waits up to that long. A ticket whose
+// SetLimit, and otherwise polls: from 2 ms, doubling, up to (ahead + 1)
+// eighths of the mean hold the instance has seen (ahead: the tickets
+// before its own; 2 to 25 ms), so a slot freed on another instance stays
+// free about an eighth of a hold, and a waiter far back asks less often.
+// A ticket whose
 // waiter stops asking (its instance died, or was paused) leaves the queue
 // a second after its last ask; one that gives up (its context ended)
 // leaves it at once.
@@ -124,9 +127,9 @@ type Concurrency struct {
 }
 
 // The polling of the oldest waiter of a key on an instance: the first wait
-// after a refusal, doubled after each until the last. The last is short: a
-// slot freed on another instance waits for the first waiter in the fleet's
-// queue to ask again. concTicketTTL is how long a waiter's ticket stays in
+// after a refusal, doubled after each up to pollCap's, at most the last.
+// The last is short: a slot freed on another instance waits for the first
+// waiter in the fleet's queue to ask again. concTicketTTL is how long a waiter's ticket stays in
 // the queue in Redis without its waiter asking: a waiter that vanished
 // holds up the queue that long at most.
 const (
