@@ -48,12 +48,21 @@ import (
 //
 // Acquire is first come, first served on each instance: waiters of a key
 // queue here, the oldest asks Redis, and none is overtaken by a later
-// Acquire or TryAcquire of this instance. Across instances there is no
-// queue: the oldest waiter of each instance asks again at once after a
-// release of the key on its own instance or a SetLimit, and otherwise polls
-// (after 2 ms, doubling up to 100 ms); a slot freed elsewhere goes to the
-// first to ask, so a large n on one instance can wait behind a stream of
-// small ones from others.
+// Acquire or TryAcquire of this instance. Across instances, the oldest
+// waiter of each instance holds a ticket in the key's queue in Redis, in
+// the order they first asked, and only the first ticket's waiter acquires
+// (TryAcquire passes only while no one waits): so instances are served in
+// turn, and a waiter that is first on its instance is overtaken by at most
+// one waiter of each other instance (one that asked before it). The first
+// asks again at once after a release of the key on its own instance or a
+// SetLimit, and otherwise polls: from 2 ms, doubling, up to (ahead + 1)
+// eighths of the mean hold the instance has seen (ahead: the tickets
+// before its own; 2 to 25 ms), so a slot freed on another instance stays
+// free about an eighth of a hold, and a waiter far back asks less often.
+// A ticket whose
+// waiter stops asking (its instance died, or was paused) leaves the queue
+// a second after its last ask; one that gives up (its context ended)
+// leaves it at once.
 //
 // A release whose call fails (Redis out of reach, or within the failure
 // backoff) is tried again at each renewal until Redis answers, so its
@@ -118,10 +127,22 @@ type Concurrency struct {
 }
 
 // The polling of the oldest waiter of a key on an instance: the first wait
-// after a refusal, doubled after each until the last.
+// after a refusal, doubled after each up to pollCap's, at most the last.
+// The last is short: a slot freed on another instance waits for the first
+// waiter in the fleet's queue to ask again. concTicketTTL is how long a waiter's ticket stays in
+// the queue in Redis without its waiter asking: a waiter that vanished
+// holds up the queue that long at most.
 const (
-	concPollMin = 2 * time.Millisecond
-	concPollMax = 100 * time.Millisecond
+	concPollMin   = 2 * time.Millisecond
+	concPollMax   = 25 * time.Millisecond
+	concTicketTTL = time.Second
+)
+
+// concTicketTTLµs is concTicketTTL for the script, and noTicket the
+// ticket of a call that has none, boxed once.
+var (
+	concTicketTTLµs any = int64(concTicketTTL / time.Microsecond)
+	noTicket        any = ""
 )
 
 var (
@@ -145,6 +166,7 @@ var (
 	modeRelease any = "release"
 	modeRenew   any = "renew"
 	modePeekC   any = "peek"
+	modeDequeue any = "leave"
 )
 
 // concQueue is the Acquires of one key waiting on this instance, oldest
@@ -193,12 +215,17 @@ type concReply struct {
 	held      int64
 	next      time.Duration // until the first hold of the key expires
 	reclaimed int64
+	// ahead is the waiters before a refused waiter's ticket in the fleet's
+	// queue; -1 if the reply does not say (no ticket, or served).
+	ahead int64
 }
 
 // NewConcurrency returns a Concurrency that lets each key hold at most n
 // slots at once across every instance that shares its Redis keys, named
 // for its purpose as the rate limiters are. Its keys are prefix{key} and
-// prefix{key}:n, the prefix "keylimit:" + name + ":concurrency:" unless
+// prefix{key}:n (the holds), prefix{key}:q and prefix{key}:qx (the queue
+// of waiters across the fleet), and prefix#fleet (the live fleet, see
+// WithFleetSize), the prefix "keylimit:" + name + ":concurrency:" unless
 // WithPrefix says otherwise: not the limit, so instances that disagree on
 // N (a rolling deploy) share their holds.
 //
@@ -235,7 +262,7 @@ func NewConcurrency(client redis.UniversalClient, name string, n int, opts ...Op
 		return nil, err
 	}
 	if o.policy.local() {
-		_ = fb.SetLimit(concShare(o.policy, n))
+		_ = fb.SetLimit(concShare(o.policy.instances, n))
 	} else {
 		fb.Close()
 		fb = nil
@@ -269,20 +296,38 @@ func NewConcurrency(client redis.UniversalClient, name string, n int, opts ...Op
 	c.ops.describe = c.admits
 	c.store = store{client: client, prefix: prefix, timeout: o.timeout, clock: o.scriptClock}
 	c.guard = guard{store: &c.store, ops: &c.ops, policy: o.policy, backoff: o.backoff, onError: o.onError}
+	if o.beats {
+		c.guard.fleet = newFleet(client, prefix, o.timeout, o.scriptClock, c.fleetChanged)
+	}
 	c.ops.log().Debug("redislimit: concurrency limiter", "limiter", o.name, "prefix", prefix, "limit", n,
 		"hold_expiry", expiry, "max_hold", o.maxHold, "policy", o.policy.String(), "admits", c.admits())
 	go c.renew(expiry / 2)
 	return c, nil
 }
 
-// concShare is FailLocal's share of n slots: n/k, at least 1.
-func concShare(p FailurePolicy, n int) int { return max(n/max(p.instances, 1), 1) }
+// concShare is FailLocal's share of n slots among k instances: n/k, at
+// least 1.
+func concShare(k, n int) int { return max(n/max(k, 1), 1) }
 
 // admits says what the failure policy admits while Redis fails.
-func (c *Concurrency) admits() string { return c.guard.policy.admitsSlots(int(c.limit.Load())) }
+func (c *Concurrency) admits() string {
+	return c.guard.policy.admitsSlots(int(c.limit.Load()), c.guard.instances())
+}
+
+// fleetChanged gives the fallback its share of N among k instances, the
+// live fleet's size just learned.
+func (c *Concurrency) fleetChanged(k int) {
+	c.setMu.Lock()
+	defer c.setMu.Unlock()
+	if c.fallback != nil {
+		_ = c.fallback.SetLimit(concShare(k, int(c.limit.Load())))
+	}
+}
 
 // StateKey returns the Redis key of key's holds (a sorted set); their slots
-// are in StateKey(key) + ":n" (a hash). See the rate limiters' StateKey for
+// are in StateKey(key) + ":n" (a hash), and the fleet's waiters of key in
+// StateKey(key) + ":q" and ":qx" (sorted sets of tickets, by arrival and by
+// expiry). See the rate limiters' StateKey for
 // keys that are empty or hold a '}'.
 func (c *Concurrency) StateKey(key string) string { return c.store.redisKey(key) }
 
@@ -309,7 +354,7 @@ func (c *Concurrency) SetLimit(n int) error {
 	defer c.setMu.Unlock()
 	c.limit.Store(int64(n))
 	if c.fallback != nil {
-		_ = c.fallback.SetLimit(concShare(c.guard.policy, n))
+		_ = c.fallback.SetLimit(concShare(c.guard.instances(), n))
 	}
 	c.mu.Lock()
 	for _, q := range c.queues {
@@ -330,15 +375,16 @@ func signal(ch chan struct{}) {
 }
 
 // TryAcquire acquires n of key's slots if the fleet's holds leave room for
-// them under this instance's limit and no Acquire of key waits on this
-// instance, in one script call, and reports the decision and the key after
+// them under this instance's limit and no Acquire of key waits, on this
+// instance or another, in one script call, and reports the decision and the key after
 // it; it never waits. Release the Permit when done: its Release is one
 // script call. A refused call holds nothing, and its Permit is the zero
 // Permit. It is TryAcquireContext with context.Background(), the error left
 // to WithOnError.
 //
 // The Result's Limit is N and Remaining the slots still free across the
-// fleet (0 while a waiter is queued here). A refusal's RetryAfter is an
+// fleet (0 while a waiter is queued here; a waiter on another instance
+// refuses the call with slots free, which it is owed). A refusal's RetryAfter is an
 // estimate, not a promise: the mean hold time this instance has seen
 // released (of any key; before the first, a second or the time until the
 // key's first hold expires, whichever is less), scaled by the slots that
@@ -386,35 +432,46 @@ func (c *Concurrency) queued(key string) bool {
 // try asks Redis for n slots of key under limit, once; if the call fails,
 // the failure policy answers.
 func (c *Concurrency) try(ctx context.Context, key string, n int, limit int64) (keylimit.Permit, keylimit.Result, error) {
+	p, r, _, err := c.tryQueued(ctx, key, n, limit, "")
+	return p, r, err
+}
+
+// tryQueued is try for a waiter holding ticket in the key's queue in Redis
+// ("": none), which passes only once the ticket is first in it; ahead is
+// the tickets before it after a refusal by Redis, -1 if unknown.
+func (c *Concurrency) tryQueued(ctx context.Context, key string, n int, limit int64, ticket string) (_ keylimit.Permit,
+	_ keylimit.Result, ahead int64, _ error) {
 	h := &concHold{key: key, id: c.id + "." + strconv.FormatUint(c.seq.Add(1), 10), at: c.clock.now()}
 	// The call does not end with ctx, only with the limiter's timeout: a
 	// call abandoned in flight may still run on Redis after a release sent
 	// on another connection of the pool, and so hold slots nobody holds.
 	// A caller whose ctx ends meanwhile waits for the reply, then gives
 	// back what it took, in order.
-	rep, err := c.call(context.WithoutCancel(ctx), modeAcquire, key, h.id, n, limit)
+	rep, err := c.callQueued(context.WithoutCancel(ctx), modeAcquire, key, h.id, n, limit, ticket)
 	if err != nil {
 		if !errors.Is(err, ErrUnavailable) {
 			// The limiter's timeout, or the connection, lost the reply: the
 			// script may have run, or may run still.
 			c.cleanUp(key, h.id)
 		}
-		return c.failed(ctx, key, n, limit, err)
+		p, r, err := c.failed(ctx, key, n, limit, err)
+		return p, r, -1, err
 	}
 	if !rep.ok {
-		return keylimit.Permit{}, c.refusal(rep, int64(n), limit), nil
+		return keylimit.Permit{}, c.refusal(rep, int64(n), limit), rep.ahead, nil
 	}
 	if err := ctx.Err(); err != nil {
 		if _, rerr := c.call(context.Background(), modeRelease, key, h.id, 1, 1); rerr != nil {
 			c.queueRelease(key, h.id, false)
 		}
-		return c.failed(ctx, key, n, limit, err)
+		p, r, err := c.failed(ctx, key, n, limit, err)
+		return p, r, -1, err
 	}
 	c.mu.Lock()
 	c.holds[h] = struct{}{}
 	c.mu.Unlock()
 	return keylimit.NewPermit(func() { c.release(h) }),
-		keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-rep.held, 0))}, nil
+		keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-rep.held, 0))}, -1, nil
 }
 
 // cleanUp releases key's hold id, whose acquisition's reply was lost. Unless
@@ -596,6 +653,15 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (keylimit.
 	}
 	w := c.enqueue(key, n)
 	defer c.dequeue(key, w)
+	// ticket is this waiter's place in the fleet's queue of the key, in
+	// Redis, once it is first here: queued says it may be there still, to
+	// be taken out when the waiter leaves otherwise than served by Redis.
+	ticket, queued := "", false
+	defer func() {
+		if queued {
+			_, _ = c.callQueued(context.Background(), modeDequeue, key, "", 1, 1, ticket)
+		}
+	}()
 	poll := concPollMin
 	var timer <-chan time.Time
 	stop := func() {}
@@ -611,14 +677,19 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (keylimit.
 			case <-w.wake:
 			default:
 			}
-			p, r, _ := c.try(ctx, key, n, limit)
+			if ticket == "" {
+				ticket = c.id + ".t" + strconv.FormatUint(c.seq.Add(1), 10)
+			}
+			p, r, ahead, err := c.tryQueued(ctx, key, n, limit, ticket)
+			queued = !(r.Allowed && err == nil) // served by Redis: out of the queue
 			if r.Allowed {
 				c.ops.counts.decided(true)
 				return p, nil
 			}
 			stop()
+			poll = min(poll, c.pollCap(ahead))
 			timer, stop = c.after(poll)
-			poll = min(2*poll, concPollMax)
+			poll *= 2 // capped again before the next wait
 		}
 		select {
 		case <-w.wake:
@@ -629,6 +700,24 @@ func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (keylimit.
 			return keylimit.Permit{}, fmt.Errorf("redislimit: acquire %s: %w", concSlots(n), ctx.Err())
 		}
 	}
+}
+
+// pollCap is the longest wait before the next ask of a waiter with ahead
+// tickets before its own in the fleet's queue (-1: unknown, concPollMax).
+// A slot freed anywhere waits for the first ticket's ask, and a ticket
+// moves up a place about every hold: so a waiter asks at least every
+// (ahead + 1) eighths of the mean hold this instance has seen (4 ms before
+// the first release), between concPollMin and concPollMax, and a slot
+// freed on another instance stays free for about an eighth of a hold.
+func (c *Concurrency) pollCap(ahead int64) time.Duration {
+	if ahead < 0 {
+		return concPollMax
+	}
+	step := time.Duration(c.holdNs.Load()) / 8
+	if step == 0 {
+		step = 2 * concPollMin
+	}
+	return min(max(step, concPollMin)*time.Duration(min(ahead+1, 1<<10)), concPollMax)
 }
 
 // after returns a channel that receives once d has passed on the local
@@ -771,23 +860,41 @@ func (c *Concurrency) PeekContext(ctx context.Context, key string) (keylimit.Res
 // observers how it went; the slots of the expired holds it dropped are
 // counted as reclaimed.
 func (c *Concurrency) call(ctx context.Context, mode any, key, id string, n int, limit int64) (concReply, error) {
+	return c.callQueued(ctx, mode, key, id, n, limit, "")
+}
+
+// callQueued is call for a waiter holding ticket in the key's queue in
+// Redis ("": none).
+func (c *Concurrency) callQueued(ctx context.Context, mode any, key, id string, n int, limit int64, ticket string) (concReply, error) {
 	now := c.clock.now()
 	if err := c.guard.down(now); err != nil {
 		return concReply{}, err
 	}
-	return c.run(ctx, now, mode, key, id, n, limit)
+	return c.runQueued(ctx, now, mode, key, id, n, limit, ticket)
 }
 
 // run is call at local time now, even within the failure backoff.
 func (c *Concurrency) run(ctx context.Context, now int64, mode any, key, id string, n int, limit int64) (concReply, error) {
+	return c.runQueued(ctx, now, mode, key, id, n, limit, "")
+}
+
+// runQueued is run for a waiter holding ticket ("": none).
+func (c *Concurrency) runQueued(ctx context.Context, now int64, mode any, key, id string, n int, limit int64, ticket string) (concReply, error) {
 	rk := c.store.redisKey(key)
-	args := []any{mode, id, n, limit, c.expiry, c.maxHold}
+	var t any = noTicket
+	if ticket != "" {
+		t = ticket
+	}
+	args := []any{mode, id, n, limit, c.expiry, c.maxHold, t, concTicketTTLµs}
 	if c.store.clock != nil {
 		t := c.store.clock.c.Now()
 		args = append(args, t.Unix(), t.Nanosecond())
 	}
 	cl, tctx, cancel := startCall(ctx, c.store.timeout)
-	text, err := concScript.Run(tctx, c.store.client, []string{rk, rk + ":n"}, args...).Text()
+	// The other three keys in one string (one allocation), cut in three.
+	more, l := rk+":n"+rk+":q"+rk+":qx", len(rk)
+	keys := []string{rk, more[:l+2], more[l+2 : 2*l+4], more[2*l+4:]}
+	text, err := concScript.Run(tctx, c.store.client, keys, args...).Text()
 	cl.end(cancel)
 	err = scriptFailure(err)
 	var rep concReply
@@ -808,11 +915,14 @@ func (c *Concurrency) run(ctx context.Context, now int64, mode any, key, id stri
 }
 
 // parseConcReply reads the script's reply, "ok held next_µs reclaimed",
-// and reports whether it was well formed: ok 0 or 1, the others not
-// negative.
+// or a refused waiter's "0 held next_µs reclaimed ahead", and reports
+// whether it was well formed: ok 0 or 1, the others not negative.
 func parseConcReply(s string) (concReply, bool) {
-	var v [4]int64
+	v := [5]int64{4: -1}
 	for i := range v {
+		if i == 4 && s == "" {
+			break
+		}
 		field, rest, _ := strings.Cut(s, " ")
 		x, err := strconv.ParseInt(field, 10, 64)
 		if err != nil || x < 0 {
@@ -820,10 +930,10 @@ func parseConcReply(s string) (concReply, bool) {
 		}
 		v[i], s = x, rest
 	}
-	if s != "" || v[0] > 1 {
+	if s != "" || v[0] > 1 || (v[4] >= 0 && v[0] != 0) {
 		return concReply{}, false
 	}
-	return concReply{ok: v[0] == 1, held: v[1], next: duration(v[2], time.Microsecond), reclaimed: v[3]}, true
+	return concReply{ok: v[0] == 1, held: v[1], next: duration(v[2], time.Microsecond), reclaimed: v[3], ahead: v[4]}, true
 }
 
 // renew retries the failed releases and renews every live hold of this
@@ -900,7 +1010,9 @@ func (c *Concurrency) Ping(ctx context.Context) error {
 }
 
 // Close stops the renewals, tries once more the releases that failed (for
-// at most a second), and releases the FailLocal fallback. Holds still out
+// at most a second), withdraws the instance from the live fleet under the
+// default failure policy (see WithFleetSize), and releases the FailLocal
+// fallback. Holds still out
 // are no longer renewed: they expire within the hold expiry, unless
 // released first (a Release after Close still gives back, but is not
 // retried if it fails). It does not close the Redis client, and returns
@@ -920,6 +1032,9 @@ func (c *Concurrency) Close() error {
 		c.pending = nil
 		c.mu.Unlock()
 		c.logDropped()
+		if c.guard.fleet != nil {
+			c.guard.fleet.close()
+		}
 		if c.fallback != nil {
 			c.fallback.Close()
 		}

@@ -90,8 +90,11 @@
 // keylimit.Concurrency (TryAcquire, Acquire, the Permit's Release) on
 // Redis. Each hold is a member of a sorted set per key with its expiry on
 // Redis time, renewed by its instance while the Permit is held; one script
-// call acquires, one releases. Its type's doc says what holds when an
-// instance dies or is paused.
+// call acquires, one releases. Waiters are served first come, first served
+// within an instance, and across instances in turn, by a queue of tickets
+// in Redis (one per instance and key, each expiring a second after its
+// waiter last asked). Its type's doc says what holds when an instance dies
+// or is paused.
 //
 // # What Redis must be
 //
@@ -217,9 +220,18 @@
 //	FailLocal(k)  each instance decides alone on 1/k of the limit: N/k times the limit
 //
 // The default is FailLocal(n) given WithFleetSize(n), about the limit; without
-// it, FailLocal(1): each instance admits the whole limit, the fleet N times
-// it. Each limiter logs at construction what its policy admits (at Info when
-// neither was chosen). The error goes to the WithOnError callback and is
+// it, FailLocal of the live fleet's size: each instance announces itself on
+// Redis while Redis answers (at most every 2 s, after a call; an
+// announcement lives 10 s on Redis time, and Close withdraws it) and reads
+// how many are announced, and while Redis fails it decides alone on 1/N of
+// the limit, N the count it read at the last answer. So the fleet admits
+// about the limit while Redis fails, plus a little while it grows: an
+// instance that has not yet learned of the newest instances (within 2 s of
+// their first call) decides on a larger share. While some instances reach
+// Redis and others do not (a split), those that do share the limit on Redis
+// and those that do not their shares besides: at most (1 + k/N) times the
+// limit with k cut off. Each limiter logs at construction what its policy
+// admits (at Info when neither was chosen). The error goes to the WithOnError callback and is
 // returned by the Context methods. For the failure backoff that follows
 // (WithFailureBackoff, one second by default) calls other than Reset are
 // answered by the policy without trying Redis, so an outage costs one

@@ -370,7 +370,7 @@ func ExampleWithLogger() {
 	}))
 	redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10), redislimit.WithLogger(logger))
 	// Output:
-	// level=INFO msg="redislimit: limiter ready; while Redis fails, its failure policy decides" limiter=api prefix=keylimit:api:bucket:10/1m0s/10: limit=10/min policy="fail local/1" admits="each instance decides alone on 10/min, so a fleet of N instances admits up to N × 10/min"
+	// level=INFO msg="redislimit: limiter ready; while Redis fails, its failure policy decides" limiter=api prefix=keylimit:api:bucket:10/1m0s/10: limit=10/min policy="fail local/fleet" admits="each instance decides alone on 1/N of 10/min, N the instances announced on Redis at its last answer (1 until the first), so the fleet admits up to about 10/min"
 }
 
 // Ping checks at start-up that Redis answers, takes the script, will not

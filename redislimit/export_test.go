@@ -42,3 +42,48 @@ func PersistenceRisk(save, aof map[string]string) error { return persistenceRisk
 // PendingReleasesMax is how many failed releases a Concurrency keeps for
 // retry.
 const PendingReleasesMax = concPendingMax
+
+func init() { fleetBeats = false } // see fleetBeats
+
+// WithFleetBeats makes a limiter announce itself on Redis under the
+// default policy, or not: the package's tests turn announcements off
+// unless they test them.
+func WithFleetBeats(on bool) Option { return withFleetBeats(on) }
+
+// fleetOf returns lim's membership of its live fleet, nil if it has none.
+func fleetOf(lim any) *fleet {
+	if c, ok := lim.(*Concurrency); ok {
+		return c.guard.fleet
+	}
+	return limiterOf(lim.(keylimit.Limiter[string])).guard.fleet
+}
+
+// Announce announces lim on Redis now, as its next announcement would, and
+// returns the fleet's size it knows after it (its last good answer).
+func Announce(lim any) int {
+	f := fleetOf(lim)
+	f.beat()
+	return f.instances()
+}
+
+// FleetSize returns the fleet's size lim knows, 0 if it learns none.
+func FleetSize(lim any) int {
+	if f := fleetOf(lim); f != nil {
+		return f.instances()
+	}
+	return 0
+}
+
+// FleetKey returns the Redis key of lim's live fleet.
+func FleetKey(lim any) string { return fleetOf(lim).key }
+
+// FleetCount is fleetCount, for its fuzz target.
+func FleetCount(v any) (int, bool) { return fleetCount(v) }
+
+// FleetTTL and FleetPeriod are how long an announcement lives and how
+// often one is sent.
+const (
+	FleetTTL    = fleetTTL
+	FleetPeriod = fleetPeriod
+	FleetMax    = fleetMax
+)

@@ -21,9 +21,17 @@ import (
 // without asking Redis; then Redis is asked again.
 type FailurePolicy struct {
 	kind      failKind
-	instances int   // FailLocal: the expected number of instances
-	err       error // an invalid FailLocal argument, reported by the constructor
+	instances int // FailLocal: the expected number of instances
+	// live: the default policy, FailLocal of the live fleet's size, which
+	// the limiter learns on Redis (heartbeat.go); instances is then 1, the
+	// size until the first is learned.
+	live bool
+	err  error // an invalid FailLocal argument, reported by the constructor
 }
+
+// defaultPolicy is the failure policy without WithFailurePolicy and
+// WithFleetSize: FailLocal of the live fleet's size.
+func defaultPolicy() FailurePolicy { return FailurePolicy{kind: failLocal, instances: 1, live: true} }
 
 type failKind int
 
@@ -49,8 +57,10 @@ func FailClosed() FailurePolicy { return FailurePolicy{kind: failClosed} }
 // the same algorithm whose quota is the limit divided by instances, the
 // number of instances expected to share the load: a fleet of N then admits
 // up to N/instances times the limit (Events and Burst are divided rounding
-// down, never below 1). FailLocal(1), the default without WithFleetSize,
-// gives each instance the whole limit: a fleet of N admits N times it. A
+// down, never below 1). FailLocal(1) gives each instance the whole limit: a
+// fleet of N admits N times it. (The default, without WithFailurePolicy and
+// WithFleetSize, is FailLocal of the live fleet's size, which each instance
+// learns on Redis while it answers: see WithFleetSize.) A
 // share above what the in-memory type takes falls back to the nearest type
 // that takes it (a SlidingCounter, then a TokenBucket of the same rate). The
 // fallback keeps its state between outages; Close releases it.
@@ -69,6 +79,9 @@ func (p FailurePolicy) String() string {
 	case failClosed:
 		return "fail closed"
 	case failLocal:
+		if p.live {
+			return "fail local/fleet"
+		}
 		return fmt.Sprintf("fail local/%d", p.instances)
 	}
 	return "no failure policy"
@@ -102,29 +115,38 @@ func (p FailurePolicy) decide(q, n int, retry time.Duration, timed bool) (r keyl
 // tooSmall reports whether p, given with a fleet of fleet instances (0:
 // unknown), lets the fleet admit more than the limit: FailLocal(k) of a
 // fleet of more than k.
-func (p FailurePolicy) tooSmall(fleet int) bool { return p.local() && fleet > p.instances }
+func (p FailurePolicy) tooSmall(fleet int) bool { return p.local() && !p.live && fleet > p.instances }
+
+// liveText says how the default policy learns the fleet's size, for the
+// lines logged.
+const liveText = "N the instances announced on Redis at its last answer (1 until the first)"
 
 // admitsSlots says what p admits while Redis fails, for a concurrency limit
-// of n slots.
-func (p FailurePolicy) admitsSlots(n int) string {
+// of n slots, of which an instance of a fleet of k holds concShare(k, n)
+// alone (k: p's, or the live fleet's).
+func (p FailurePolicy) admitsSlots(n, k int) string {
 	switch p.kind {
 	case failOpen:
 		return "every acquisition: no limit while Redis fails"
 	case failClosed:
 		return "nothing: every acquisition is refused while Redis fails"
 	}
-	return fmt.Sprintf("each instance holds at most %d slots of a key alone (the limit is %d)", concShare(p, n), n)
+	if p.live {
+		return fmt.Sprintf("each instance holds at most 1/N of a key's %d slots alone (at least 1), %s", n, liveText)
+	}
+	return fmt.Sprintf("each instance holds at most %d slots of a key alone (the limit is %d)", concShare(k, n), n)
 }
 
-// share divides l among p.instances for the fallback limiter.
-func (p FailurePolicy) share(l keylimit.Limit) keylimit.Limit {
-	if p.instances <= 1 {
+// share divides l among k instances for the fallback limiter: k is
+// p.instances, or under the default policy the live fleet's size.
+func (p FailurePolicy) share(l keylimit.Limit, k int) keylimit.Limit {
+	if k <= 1 {
 		return l
 	}
-	s := keylimit.Per(max(l.Events/p.instances, 1), l.Period)
+	s := keylimit.Per(max(l.Events/k, 1), l.Period)
 	s.Calendar, s.Location = l.Calendar, l.Location
 	if b := l.BurstSize(); b != l.Events {
-		s = s.WithBurst(max(b/p.instances, 1))
+		s = s.WithBurst(max(b/k, 1))
 	}
 	return s
 }
@@ -140,10 +162,16 @@ func (p FailurePolicy) admits(l keylimit.Limit, fleet int, perKey bool) string {
 	case failClosed:
 		return "nothing: every request is refused while Redis fails"
 	}
+	if p.live {
+		if perKey {
+			return "each instance decides alone on 1/N of each key's limit, " + liveText + ", so the fleet admits up to about each key's limit"
+		}
+		return fmt.Sprintf("each instance decides alone on 1/N of %v, %s, so the fleet admits up to about %v", l, liveText, l)
+	}
 	if perKey {
 		return p.admitsPerKey(fleet)
 	}
-	share := p.share(l)
+	share := p.share(l, p.instances)
 	if fleet == 0 {
 		return fmt.Sprintf("each instance decides alone on %v, so a fleet of N instances admits up to N × %v", share, share)
 	}
@@ -182,14 +210,14 @@ func times(l keylimit.Limit, n int) keylimit.Limit {
 }
 
 // fallbackKeyLimit is the FailLocal fallback's SetKeyLimit function: each
-// key's share of its limit under p.
-func (p FailurePolicy) fallbackKeyLimit(f func(string) keylimit.Limit) func(string) keylimit.Limit {
+// key's share of its limit among k instances.
+func (p FailurePolicy) fallbackKeyLimit(f func(string) keylimit.Limit, k int) func(string) keylimit.Limit {
 	return func(key string) keylimit.Limit {
 		l := f(key)
 		if l == (keylimit.Limit{}) {
 			return l
 		}
-		return p.share(l)
+		return p.share(l, k)
 	}
 }
 

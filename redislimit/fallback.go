@@ -30,7 +30,7 @@ func fallbackFor(p FailurePolicy, l keylimit.Limit, c clock.Clock, newLim newFal
 	if c != nil {
 		opts = append(opts, keylimit.WithClock(c))
 	}
-	fb, err := newLim(p.share(l), opts...)
+	fb, err := newLim(p.share(l, p.instances), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("redislimit: the FailLocal fallback limiter: %w", err)
 	}

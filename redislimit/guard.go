@@ -27,6 +27,18 @@ type guard struct {
 	downUntil atomic.Int64
 	// fallback decides while Redis fails, under FailLocal; nil otherwise.
 	fallback keylimit.Limiter[string]
+	// fleet learns the live fleet's size, under the default policy (and
+	// unless the tests turned announcements off); nil otherwise.
+	fleet *fleet
+}
+
+// instances is how many instances the fallback shares the limit with: the
+// policy's, or the live fleet's size as last learned.
+func (g *guard) instances() int {
+	if g.fleet != nil {
+		return g.fleet.instances()
+	}
+	return g.policy.instances
 }
 
 // take asks Redis for n events (n >= 1) for key under k at local time now,
@@ -138,6 +150,8 @@ func (g *guard) observe(ctx context.Context, err error, now int64) {
 func (g *guard) observeShared(ctx context.Context, err error, now int64) {
 	if err != nil {
 		g.trip(ctx, err, now)
+	} else if g.fleet != nil {
+		g.fleet.answered(now)
 	}
 	g.ops.called(ctx, err, now)
 }
@@ -205,7 +219,7 @@ func (g *guard) refundFallback(key string, a keylimit.Admission) {
 func (g *guard) limitChanged(l keylimit.Limit) {
 	if s, ok := g.fallback.(interface{ SetLimit(keylimit.Limit) error }); ok {
 		// The fallback takes every share of a limit this limiter takes.
-		_ = s.SetLimit(g.policy.share(l))
+		_ = s.SetLimit(g.policy.share(l, g.instances()))
 	}
 }
 
@@ -217,14 +231,18 @@ func (g *guard) keyLimitChanged(fn func(string) keylimit.Limit) {
 	}); ok {
 		var share func(string) keylimit.Limit
 		if fn != nil {
-			share = g.policy.fallbackKeyLimit(fn)
+			share = g.policy.fallbackKeyLimit(fn, g.instances())
 		}
 		_ = s.SetKeyLimit(share)
 	}
 }
 
-// close releases the fallback limiter, if any.
+// close withdraws the instance from the live fleet, and releases the
+// fallback limiter, if any.
 func (g *guard) close() error {
+	if g.fleet != nil {
+		g.fleet.close()
+	}
 	if c, ok := g.fallback.(interface{ Close() error }); ok {
 		return c.Close()
 	}

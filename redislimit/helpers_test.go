@@ -447,7 +447,7 @@ func untilBoundary(period, lead time.Duration) {
 }
 
 // redisTime reads the server's clock, in ns since the Unix epoch.
-func redisTime(t *testing.T, c *redis.Client) int64 {
+func redisTime(t testing.TB, c *redis.Client) int64 {
 	t.Helper()
 	now, err := c.Time(context.Background()).Result()
 	require.NoError(t, err)

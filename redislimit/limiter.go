@@ -38,6 +38,9 @@ type Keyed struct {
 	// SetKeyLimit's; SetLimit and SetKeyLimit begin a new generation.
 	limits perkey.Limits[string, keylimit.Limit, *keyLimit]
 	setMu  sync.Mutex // serializes SetLimit and SetKeyLimit, and what they change below
+	// keyFn is SetKeyLimit's function (nil: none), under setMu: the
+	// fallback's shares of it follow the live fleet's size (fleetChanged).
+	keyFn func(string) keylimit.Limit
 	// chosen: WithFailurePolicy or WithFleetSize was given (see
 	// ops.announce).
 	chosen bool
@@ -133,6 +136,9 @@ func (lim *Keyed) wire(client redis.UniversalClient, l keylimit.Limit, alg *algo
 		return err
 	}
 	lim.guard = guard{store: &lim.store, ops: &lim.ops, policy: o.policy, backoff: o.backoff, onError: o.onError, fallback: fb}
+	if o.beats {
+		lim.guard.fleet = newFleet(client, lim.store.prefix, o.timeout, o.scriptClock, lim.fleetChanged)
+	}
 	// The deny cache in front of that, and leases in front of the deny cache.
 	lim.deny.init(o.denySize, &lim.ops.counts, &lim.guard)
 	if o.clock != nil && o.scriptClock == nil {
@@ -146,6 +152,17 @@ func (lim *Keyed) wire(client redis.UniversalClient, l keylimit.Limit, alg *algo
 	lim.chosen = o.policySet || o.fleet > 0
 	lim.ops.announce(announceReady, lim.store.prefix, lim.chosen)
 	return nil
+}
+
+// fleetChanged gives the fallback its share of the limits among n
+// instances, the live fleet's size just learned.
+func (lim *Keyed) fleetChanged(int) {
+	lim.setMu.Lock()
+	defer lim.setMu.Unlock()
+	lim.guard.limitChanged(lim.limits.Limit())
+	if lim.keyFn != nil {
+		lim.guard.keyLimitChanged(lim.keyFn)
+	}
 }
 
 // checkClient refuses a client known to ignore context deadlines: with it,
@@ -384,9 +401,11 @@ func (l *Keyed) refund(ctx context.Context, key string, a keylimit.Admission) er
 
 // Close releases the fallback limiter, if any, and with WithLeases gives
 // back to Redis what the leases hold (a call per leased key) and stops
-// leasing. It does not close the Redis client, which the caller owns. The
-// limiter still answers after Close, without leases. It always returns
-// nil.
+// leasing. Under the default failure policy it stops announcing the
+// instance, and withdraws it from the fleet (one call), so the others no
+// longer count it (see WithFleetSize). It does not close the Redis client,
+// which the caller owns. The limiter still answers after Close, without
+// leases, its fallback's share as it was. It always returns nil.
 func (l *Keyed) Close() error {
 	if l.leases != nil {
 		l.leases.close()
@@ -439,6 +458,7 @@ func (lim *Keyed) SetLimit(l keylimit.Limit) error {
 // this instance only: set it on each.
 func (l *Keyed) SetKeyLimit(fn func(key string) keylimit.Limit) error {
 	return l.change(func() error { return l.limits.SetKeyLimit(fn) }, func() {
+		l.keyFn = fn
 		l.guard.keyLimitChanged(fn)
 		if l.ops.perKey.Swap(fn != nil) != (fn != nil) {
 			// The line logged at construction named the limits the keys were under.

@@ -168,8 +168,8 @@ func (o *ops) outageEnded(now int64) {
 // whose keys have prefix, under the limits they are under: at construction,
 // and again when SetKeyLimit changes whether the keys have limits of their
 // own. It logs at Info when neither the policy
-// nor the fleet size was chosen (the default lets a fleet of N admit N
-// times the limit), at Warn when they disagree (FailLocal(k) in a fleet of
+// nor the fleet size was chosen (the default divides the limit by the
+// fleet's size learned on Redis), at Warn when they disagree (FailLocal(k) in a fleet of
 // more than k), at Debug otherwise.
 func (o *ops) announce(msg, prefix string, chosen bool) {
 	level := slog.LevelDebug
@@ -186,7 +186,7 @@ func (o *ops) announce(msg, prefix string, chosen bool) {
 	attrs := []any{"limiter", o.name, "prefix", prefix, "limit", o.limitText(),
 		"policy", o.policy.String(), "admits", o.admits()}
 	if !chosen {
-		attrs = append(attrs, "hint", "WithFleetSize(N) gives each of N instances 1/N of the limit while Redis fails")
+		attrs = append(attrs, "hint", "the fleet's size is learned on Redis while it answers; WithFleetSize(N) fixes it")
 	}
 	lg.Log(context.Background(), level, msg, attrs...)
 }

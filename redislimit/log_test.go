@@ -112,7 +112,7 @@ func TestOutageLogsAreQuiet(t *testing.T) {
 
 // TestConstructionLog: each limiter says at construction what its failure
 // policy admits across the fleet: at Info when nothing was chosen (the
-// default lets a fleet of N admit N times the limit), at Warn when
+// default divides the limit by the live fleet's size), at Warn when
 // FailLocal's share and the fleet size disagree, at Debug otherwise.
 func TestConstructionLog(t *testing.T) {
 	client := deadClient(t)
@@ -123,8 +123,8 @@ func TestConstructionLog(t *testing.T) {
 		policy string
 		admits string
 	}{
-		{"default", nil, slog.LevelInfo, "fail local/1",
-			"each instance decides alone on 10/min, so a fleet of N instances admits up to N × 10/min"},
+		{"default", nil, slog.LevelInfo, "fail local/fleet",
+			"each instance decides alone on 1/N of 10/min, N the instances announced on Redis at its last answer (1 until the first), so the fleet admits up to about 10/min"},
 		{"fleet of 5", []redislimit.Option{redislimit.WithFleetSize(5)}, slog.LevelDebug, "fail local/5",
 			"each instance decides alone on 2/min, so a fleet of 5 admits up to 10/min (the limit is 10/min)"},
 		{"FailLocal(1), a fleet of 3", []redislimit.Option{redislimit.WithFleetSize(3),
@@ -165,7 +165,8 @@ func TestConstructionLogUnderKeyLimits(t *testing.T) {
 		opts   []redislimit.Option
 		admits string
 	}{
-		{"default", nil, "each instance decides alone on each key's limit, so a fleet of N instances admits up to N × each key's limit"},
+		{"default", nil, "each instance decides alone on 1/N of each key's limit, N the instances announced on Redis at its last answer " +
+			"(1 until the first), so the fleet admits up to about each key's limit"},
 		{"fleet of 4", []redislimit.Option{redislimit.WithFleetSize(4)},
 			"each instance decides alone on 1/4 of each key's limit, so a fleet of 4 admits up to each key's limit"},
 		{"FailLocal(1), a fleet of 3", []redislimit.Option{redislimit.WithFleetSize(3), redislimit.WithFailurePolicy(redislimit.FailLocal(1))},

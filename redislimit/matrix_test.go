@@ -61,7 +61,9 @@ func matrixStore(t *testing.T, name string, newClient func(testing.TB) redis.Uni
 	c := newClient(t)
 	with := func(more ...redislimit.Option) []redislimit.Option {
 		prefix := redislimit.WithPrefix(fmt.Sprintf("matrix%d:", matrixSeq.Add(1)))
-		return append(append([]redislimit.Option{redislimit.WithTimeout(patient), prefix}, opts...), more...)
+		// Announcements on (the package's tests turn them off): the
+		// default policy as it runs in production.
+		return append(append([]redislimit.Option{redislimit.WithTimeout(patient), prefix, redislimit.WithFleetBeats(true)}, opts...), more...)
 	}
 	rate := func(c redis.UniversalClient, kind string, l keylimit.Limit, opts []redislimit.Option) (keylimit.Limiter[string], error) {
 		return typeNamed(map[string]string{"bucket": "TokenBucket", "fixed": "FixedWindow", "sliding": "SlidingWindow"}[kind])(c, l, opts...)

@@ -31,6 +31,7 @@ type options struct {
 	policy    FailurePolicy
 	policySet bool         // WithFailurePolicy was given
 	fleet     int          // WithFleetSize; 0: not given
+	beats     bool         // the default policy announces the instance on Redis (fleetBeats, withFleetBeats)
 	logger    *slog.Logger // WithLogger; nil: slog.Default()
 	onError   func(error)
 	clock     clock.Clock // nil: the system's monotonic clock
@@ -67,7 +68,8 @@ func (o *options) fail(err error) {
 
 // buildOptions checks the constructor's name and applies opts.
 func buildOptions(name string, opts []Option) (options, error) {
-	o := options{name: name, timeout: DefaultTimeout, policy: FailLocal(1), denySize: DefaultDenyCacheSize, backoff: DefaultFailureBackoff}
+	o := options{name: name, timeout: DefaultTimeout, policy: defaultPolicy(), denySize: DefaultDenyCacheSize,
+		backoff: DefaultFailureBackoff, beats: fleetBeats}
 	if err := checkName(name); err != nil {
 		return o, err
 	}
@@ -78,6 +80,9 @@ func buildOptions(name string, opts []Option) (options, error) {
 	}
 	if !o.policySet && o.fleet > 0 {
 		o.policy = FailLocal(o.fleet)
+	}
+	if !o.policy.live {
+		o.beats = false
 	}
 	return o, o.err
 }
@@ -160,8 +165,9 @@ func WithTimeout(d time.Duration) Option {
 
 // WithFailurePolicy sets what the limiter answers while Redis fails or times
 // out: FailOpen, FailClosed or FailLocal. The default is FailLocal of the
-// fleet size (WithFleetSize), or FailLocal(1) without one, which lets each
-// instance admit the whole limit: a fleet of N admits up to N times it.
+// fleet's size: WithFleetSize's, or without it the live fleet's, which the
+// limiter learns on Redis while it answers (see WithFleetSize), so that a
+// fleet admits about the limit while Redis fails.
 func WithFailurePolicy(p FailurePolicy) Option {
 	return optionFunc(func(o *options) {
 		o.policySet = true
@@ -177,12 +183,24 @@ func WithFailurePolicy(p FailurePolicy) Option {
 	})
 }
 
-// WithFleetSize says that n instances share the limit (default: not said).
-// Without WithFailurePolicy, the failure policy is then FailLocal(n): while
-// Redis fails, each instance decides alone on 1/n of the limit, so the fleet
+// WithFleetSize says that n instances share the limit. Without
+// WithFailurePolicy, the failure policy is then FailLocal(n): while Redis
+// fails, each instance decides alone on 1/n of the limit, so the fleet
 // admits about the limit, not n times it. Give the most instances the fleet
 // runs (autoscaled between a and b, b): fewer then admit less, never more.
 // The limiter logs at construction what its policy admits across the fleet.
+//
+// Without WithFleetSize (and WithFailurePolicy), the fleet's size is
+// learned: after a call Redis answered, at most every 2 s, the limiter
+// announces itself in a sorted set beside its keys (its prefix + "#fleet",
+// each instance's entry expiring 10 s after its last announcement on Redis
+// time), and reads how many instances are announced; while Redis fails,
+// each instance decides alone on 1/N of the limit, N the count it read at
+// the last answer (1, the whole limit, until the first). So a fleet admits
+// about the limit while Redis fails, an instance cut off longer counts with
+// its last N, and a fleet that grew within the last 2 s admits a little
+// more (see the package doc, "Failure policies"). Close withdraws the
+// instance at once. WithFleetSize fixes N, and makes no announcements.
 func WithFleetSize(n int) Option {
 	return optionFunc(func(o *options) {
 		if n < 1 {
@@ -301,6 +319,11 @@ func WithLeases(d time.Duration) Option {
 		o.leaseTime = d
 	})
 }
+
+// withFleetBeats makes the limiter announce itself on Redis under the
+// default policy (on) or not: the package's tests, which turn announcements
+// off for all limiters (fleetBeats), turn them on for those that test them.
+func withFleetBeats(on bool) Option { return optionFunc(func(o *options) { o.beats = on }) }
 
 // withScriptClock makes the scripts decide on c's time instead of Redis
 // server time. Only the package's tests set it: Redis's own clock cannot be

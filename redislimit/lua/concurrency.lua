@@ -7,7 +7,14 @@
 --          slots it holds and when it was acquired), and field "#" the sum
 --          of every hold's n. Hold ids never are "#" (concurrency.go makes
 --          them hex digits, a dot and a number).
--- Both are tagged alike (prefix{key} and prefix{key}:n), so on Redis
+-- KEYS[3]  the queue: a sorted set, member a waiter's ticket, score the
+--          time it joined (µs on Redis time): the fleet's waiters of the
+--          key, one per instance (its oldest Acquire), served first come,
+--          first served.
+-- KEYS[4]  the tickets' expiries: a sorted set, member a ticket, score the
+--          time it expires unless its waiter asks again: a waiter that
+--          vanished leaves the queue then.
+-- All are tagged alike (prefix{key}, prefix{key}:n, :q, :qx), so on Redis
 -- Cluster they share a slot.
 --
 -- ARGV[1]  the mode: "acquire" records the hold ARGV[2] of n slots if the
@@ -21,6 +28,13 @@
 --          limit, which travels with each call).
 -- ARGV[5]  expiry, ARGV[6] maxhold: in µs, how long a hold lives without a
 --          renewal, and how long it may live at all (0: for ever).
+-- ARGV[7]  a waiter's ticket ("" for none), ARGV[8] how long it lives, in
+--          µs, without the waiter asking again. Acquire with a ticket
+--          joins the queue (or stays in it) and acquires only if the
+--          ticket is first and the slots fit, leaving the queue then;
+--          acquire without one (TryAcquire), and peek, pass only if no
+--          one waits. "leave" takes the ticket out of the queue (a waiter
+--          that gave up).
 -- Then, only in the package's own tests, two more: the time, in seconds
 -- since the Unix epoch and ns within the second, instead of the server's.
 --
@@ -32,26 +46,28 @@
 -- did what it asked (acquired, released or renewed a live hold; for peek,
 -- 1 slot is free), held the slots held after the call, next the µs until
 -- the first hold expires (0: none is held), reclaimed the slots of expired
--- holds this call dropped.
+-- holds this call dropped. A refused acquire with a ticket adds a fifth
+-- number, "ahead": the tickets before it in the queue.
 
 if redis.replicate_commands then redis.replicate_commands() end
 
-local z, h = KEYS[1], KEYS[2]
+local z, h, q, qx = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local mode, id = ARGV[1], ARGV[2]
 local n, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
 local expiry, maxhold = tonumber(ARGV[5]), tonumber(ARGV[6])
-if #KEYS ~= 2 or not (n and limit and expiry and maxhold) then
+local ticket, ticketttl = ARGV[7], tonumber(ARGV[8])
+if #KEYS ~= 4 or not (n and limit and expiry and maxhold and ticket and ticketttl) then
   return redis.error_reply('redislimit: concurrency: ' .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments')
 end
-if mode ~= 'acquire' and mode ~= 'release' and mode ~= 'renew' and mode ~= 'peek' then
+if mode ~= 'acquire' and mode ~= 'release' and mode ~= 'renew' and mode ~= 'peek' and mode ~= 'leave' then
   return redis.error_reply('redislimit: concurrency: unknown mode ' .. tostring(mode))
 end
 
 -- now: µs since the Unix epoch, exact in a double for 285 years.
 local now
-local fixed_clock = ARGV[7] ~= nil
+local fixed_clock = ARGV[9] ~= nil
 if fixed_clock then
-  now = tonumber(ARGV[7]) * 1000000 + math.floor(tonumber(ARGV[8]) / 1000)
+  now = tonumber(ARGV[9]) * 1000000 + math.floor(tonumber(ARGV[10]) / 1000)
 else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -83,6 +99,35 @@ if #expired > 0 then
 end
 local held = math.max(tonumber(redis.call('HGET', h, '#')) or 0, 0)
 
+-- Drop the tickets that expired: their waiters stopped asking.
+local gone = redis.call('ZRANGEBYSCORE', qx, '-inf', int(now))
+if #gone > 0 then
+  redis.call('ZREM', q, unpack(gone))
+  redis.call('ZREMRANGEBYSCORE', qx, '-inf', int(now))
+end
+-- head is the ticket at the head of the queue, false if none waits.
+local head = redis.call('ZRANGE', q, 0, 0)[1] or false
+
+-- queued writes ticket's expiry (and, if it is new, its place at the back),
+-- and has both queue keys live as long as their newest ticket.
+local function queued()
+  if not redis.call('ZSCORE', q, ticket) then
+    redis.call('ZADD', q, int(now), ticket)
+    head = redis.call('ZRANGE', q, 0, 0)[1]
+  end
+  redis.call('ZADD', qx, int(now + ticketttl), ticket)
+  local ms = math.ceil(ticketttl / 1000) + 1000
+  if fixed_clock then ms = ms + 3600000 end
+  redis.call('PEXPIRE', q, int(ms))
+  redis.call('PEXPIRE', qx, int(ms))
+end
+
+-- unqueue takes ticket out of the queue.
+local function unqueue()
+  redis.call('ZREM', q, ticket)
+  redis.call('ZREM', qx, ticket)
+end
+
 -- finish replies, and leaves both keys to expire a minute after the last
 -- hold (so that the next call, if any comes by then, finds the expired
 -- holds and counts them as reclaimed), or deletes them if none is left.
@@ -106,13 +151,26 @@ local function finish(ok, wrote)
   return string.format('%d %d %d %d', ok, held, tonumber(first[2]) - now, reclaimed)
 end
 
+if mode == 'leave' then
+  unqueue()
+  return finish(1, false)
+end
+
 if mode == 'peek' then
-  if held + 1 <= limit then return finish(1, false) end
+  if held + 1 <= limit and not head then return finish(1, false) end
   return finish(0, false)
 end
 
 if mode == 'acquire' then
-  if held + n > limit then return finish(0, false) end
+  if ticket ~= '' then
+    queued()
+    if head ~= ticket or held + n > limit then
+      return finish(0, false) .. ' ' .. redis.call('ZRANK', q, ticket)
+    end
+    unqueue()
+  elseif head or held + n > limit then
+    return finish(0, false)
+  end
   local exp = now + expiry
   if maxhold > 0 then exp = math.min(exp, now + maxhold) end
   redis.call('ZADD', z, int(exp), id)
