@@ -79,7 +79,7 @@ func TestHeapPerKeyCountsWhatIsKept(t *testing.T) {
 // forgets still holds its 144 bytes.
 func TestHeapPerKeyOnceIdleWaitsForEviction(t *testing.T) {
 	const n = 20_000
-	got, waited, err := HeapPerKeyOnceIdle(retainerContender(true, true), n, 50*time.Millisecond, 5*time.Second)
+	got, waited, err := HeapPerKeyOnceIdle(retainerContender(true, true), n, 250*time.Millisecond, 20*time.Second)
 	require.NoError(t, err)
 	require.Less(t, got, 1.0, "evicting: bytes per key after %v", waited)
 	got, _, err = HeapPerKeyOnceIdle(retainerContender(true, false), n, 50*time.Millisecond, 5*time.Second)
