@@ -87,6 +87,19 @@ func slidingTakeArgs(k *keyLimit, n int, _ int64) [3]any {
 	return [3]any{n, k.param1, k.param2}
 }
 
+// slidingFresh reads "@entry", the entry a take of one event wrote for a
+// key without a log: the mark; the log's one entry leaves a period later.
+func slidingFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
+	entry, err := strconv.ParseInt(strings.TrimPrefix(reply, "@"), 10, 64)
+	if err != nil || n != 1 {
+		return keylimit.Result{}, 0, false
+	}
+	period := duration(int64(k.limit.Period/time.Microsecond), time.Microsecond)
+	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: max(k.quota-n, 0), ResetAfter: period}
+	r.RefillAfter = k.refillAfter(r, period)
+	return r, entry, true
+}
+
 // freshFields reads the four integers of a fresh state, "@a b c d".
 func freshFields(reply string) (v [4]int64, ok bool) {
 	s, found := strings.CutPrefix(reply, "@")

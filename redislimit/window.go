@@ -93,7 +93,7 @@ var (
 	fixedAlgorithm = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams, canLease: true,
 		take: takeFixedScript, takeArgs: fixedTakeArgs, fresh: fixedFresh, forCalendar: &calendarAlgorithm}
 	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams, tellsRefill: true,
-		take: takeSlidingScript, takeArgs: slidingTakeArgs}
+		take: takeSlidingScript, takeArgs: slidingTakeArgs, fresh: slidingFresh}
 )
 
 // windowParams checks l for a window.
