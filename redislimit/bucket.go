@@ -16,7 +16,9 @@ import (
 //
 // Each decision is one Lua script call (lua/bucket.lua). The key's state is
 // its theoretical arrival time (TAT) in ns, one string that expires when the
-// bucket is full again. All methods are safe for concurrent use, from any
+// bucket is full again (a state an older version wrote is read as it was
+// meant; lua/bucket.lua says how a version before this one fails on this
+// one's). All methods are safe for concurrent use, from any
 // number of goroutines and instances, and admissions are exact across the
 // fleet.
 type TokenBucket struct {
@@ -60,6 +62,8 @@ var bucketAlgorithm = algorithm{
 	canLease: true,
 	refills:  true,
 	take:     takeBucketScript,
+	takeArgs: bucketTakeArgs,
+	fresh:    bucketFresh,
 	params: func(l keylimit.Limit) (int64, int64, int, error) {
 		if err := l.Validate(); err != nil {
 			return 0, 0, 0, err

@@ -33,11 +33,18 @@ func TestBucketIsExactToTheNanosecond(t *testing.T) {
 
 	stored, err := c.Get(context.Background(), stateKey(lim, key)).Result()
 	require.NoError(t, err)
-	text, unit, _ := strings.Cut(stored, " ")
-	require.Equal(t, "333333334", unit, "the interval stored with the TAT")
-	tat, ok := new(big.Int).SetString(text, 10)
-	require.True(t, ok && len(text) == 19, "stored TAT %q, want 19 decimal digits", text)
-	decided := tat.Int64() - int64(2*iv) // the script's now, in ns
+	// A fresh take's state: "@seconds ns a interval", the TAT seconds + ns + a.
+	f := strings.Fields(stored)
+	require.Len(t, f, 4, "stored state %q", stored)
+	require.Equal(t, "333333334", f[3], "the interval stored with the TAT")
+	var parts [3]int64
+	for i, s := range []string{strings.TrimPrefix(f[0], "@"), f[1], f[2]} {
+		v, ok := new(big.Int).SetString(s, 10)
+		require.True(t, ok && v.IsInt64(), "stored state %q", stored)
+		parts[i] = v.Int64()
+	}
+	require.Equal(t, int64(2*iv), parts[2], "stored state %q: the take's a", stored)
+	decided := parts[0]*1e9 + parts[1] // the script's now, in ns
 	require.Zero(t, decided%1000, "stored TAT - 2 intervals = %d: not a whole µs", decided)
 	require.True(t, decided >= before-1000 && decided <= after, "stored TAT - 2 intervals = %d, want within Redis's [%d, %d]", decided, before, after)
 
@@ -48,5 +55,5 @@ func TestBucketIsExactToTheNanosecond(t *testing.T) {
 	require.False(t, r.Allowed, "Take(2) with 1 left: %v", r)
 	require.Equal(t, 1, r.Remaining, "Take(2) with 1 left: Remaining")
 	require.Equal(t, iv, r.ResetAfter-r.RetryAfter, "Take(2) with 1 left: ResetAfter - RetryAfter")
-	require.Zero(t, (tat.Int64()-int64(r.ResetAfter))%1000, "TAT - ResetAfter: not a whole µs")
+	require.Zero(t, (decided+parts[2]-int64(r.ResetAfter))%1000, "TAT - ResetAfter: not a whole µs")
 }

@@ -95,16 +95,15 @@ func (c *coalescer) call(ctx context.Context, a *takeArgs) (string, error) {
 type takeArgs struct {
 	script     *redis.Script
 	key        string // the state's Redis key
-	n          int
-	p1, p2     any
-	fixedClock bool // the tests' time, now, is passed
+	args       [3]any // keyLimit.plainArgs
+	fixedClock bool   // the tests' time, now, is passed
 	now        time.Time
 }
 
 // fill appends a's keys and arguments to keys and args.
 func (a *takeArgs) fill(keys []string, args []any) ([]string, []any) {
 	keys = append(keys, a.key)
-	args = append(args, a.n, a.p1, a.p2)
+	args = append(args, a.args[:]...)
 	if a.fixedClock {
 		args = append(args, a.now.Unix(), a.now.Nanosecond())
 	}

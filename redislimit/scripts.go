@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -159,6 +160,16 @@ type algorithm struct {
 	// take is the script of its plain decision (see script), nil if it has
 	// none: every call is the full script's.
 	take *redis.Script
+	// takeArgs makes the ARGV of take for n events under k (the tests'
+	// time goes after them), life the ms a key's expiry adds under the
+	// tests' clock (prelude.lua's ttl).
+	takeArgs func(k *keyLimit, n int, life int64) [3]any
+	// fresh, if not nil, reads a reply of take that is the state it wrote
+	// for a take of n under k that found none (it begins with '@'): the
+	// Result, and the admission's mark; false if the reply is malformed.
+	// (Results by value: a pointer passed to a func value escapes, and
+	// would cost Allow an allocation.)
+	fresh func(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool)
 	// params checks l and returns the script's two parameters for it (boxed
 	// int64s), the quota (Result.Limit: the most events admitted at once),
 	// or an error that says why the algorithm cannot take l.
@@ -215,6 +226,9 @@ type keyLimit struct {
 	// timed makes the parameters of a limit that depend on the time for
 	// each call (a calendar window's, see calendar.go); nil for the others.
 	timed timedArgs
+	// take1 is the ARGV of a plain take of one event (alg.takeArgs),
+	// boxed once.
+	take1 [3]any
 }
 
 // newKeyLimit returns the keyLimit of l for the limiter of s and alg, with
@@ -231,7 +245,23 @@ func newKeyLimit(s *store, alg *algorithm, l keylimit.Limit) *keyLimit {
 		k.step = int64(l.WithBurst(1).FillTime())
 		k.span = k.step * int64(quota)
 	}
+	if alg.takeArgs != nil && err == nil {
+		k.take1 = alg.takeArgs(k, 1, 0)
+	}
 	return k
+}
+
+// plainArgs returns the ARGV of a plain take of n under k; tests: the
+// time is the tests' (see scriptClock).
+func (k *keyLimit) plainArgs(n int, tests bool) [3]any {
+	if n == 1 && !tests {
+		return k.take1
+	}
+	var life int64
+	if tests {
+		life = 3_600_000
+	}
+	return k.alg.takeArgs(k, n, life)
 }
 
 // Refuse and Supersede make a keyLimit a perkey.Config. A Redis limiter
@@ -351,21 +381,38 @@ again:
 // replied needsFull, and the full script must).
 func (s *store) runTake(ctx context.Context, d *decision, res []keylimit.Result, marks []int64) (bool, error) {
 	p := d.parts[0]
-	a := takeArgs{script: p.alg.take, key: p.owner.redisKey(d.key), n: d.n, p1: p.param1, p2: p.param2}
+	a := takeArgs{script: p.alg.take, key: p.owner.redisKey(d.key), args: p.plainArgs(d.n, s.clock != nil)}
 	if s.clock != nil {
 		a.fixedClock, a.now = true, s.clock.c.Now()
 	}
 	reply, err := s.takes.run(ctx, &a)
 	if err != nil {
+		if wrongType(err) {
+			return false, nil // a state of another shape: an older version's (lua/take_fixed.lua)
+		}
 		return true, scriptFailure(err)
 	}
 	if reply == needsFull {
 		return false, nil
 	}
+	if reply != "" && reply[0] == '@' && p.alg.fresh != nil {
+		var ok bool
+		if res[0], marks[0], ok = p.alg.fresh(p, d.n, reply); !ok {
+			return true, fmt.Errorf("redislimit: the script replied %q, want a state or five integers", reply)
+		}
+		return true, nil
+	}
 	if !parseReply(reply, d.parts, res, marks) {
 		return true, fmt.Errorf("redislimit: the script replied %q, want five integers", reply)
 	}
 	return true, nil
+}
+
+// wrongType reports whether err is Redis's reply that a command met a key
+// of another type.
+func wrongType(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "WRONGTYPE")
 }
 
 // parseLeaseReply reads the script's reply to a lease of up to want events

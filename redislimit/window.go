@@ -15,7 +15,9 @@ import (
 // around a window boundary; SlidingWindow does not.
 //
 // Each decision is one Lua script call (lua/fixed.lua). The key's state is
-// a hash of the window and its count, expiring when the window ends.
+// one string, a time in its window and the window's count, expiring when
+// the window ends or up to a Period later (a hash an older version wrote is
+// read as the same).
 // RetryAfter and ResetAfter are the time to the window's end; Remaining is
 // Events minus the count. All methods are safe for concurrent use, and
 // admissions are exact across the fleet.
@@ -89,9 +91,9 @@ func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limi
 // the period in µs and the events.
 var (
 	fixedAlgorithm = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams, canLease: true,
-		take: takeFixedScript, forCalendar: &calendarAlgorithm}
+		take: takeFixedScript, takeArgs: fixedTakeArgs, fresh: fixedFresh, forCalendar: &calendarAlgorithm}
 	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams, tellsRefill: true,
-		take: takeSlidingScript}
+		take: takeSlidingScript, takeArgs: slidingTakeArgs, fresh: slidingFresh}
 )
 
 // windowParams checks l for a window.

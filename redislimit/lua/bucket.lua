@@ -12,6 +12,12 @@
 --          until one is; expiring at the TAT itself, when the bucket is full
 --          and the state is the same as no state at all. (A state of the
 --          TAT alone counts in the interval of the limit that reads it.)
+--          Or, as the plain take of a key without state writes it (see
+--          take_bucket.lua), "@seconds ns a interval": the TAT is the time
+--          seconds + ns (ns within the second, not padded) plus a ns, and
+--          the key expires at the TAT rounded up to a ms. The leading '@'
+--          keeps a version without this shape from reading it as a TAT:
+--          its arithmetic fails on it, and the call is a script error.
 -- Parameters: interval, ns per token (Limit.Interval()); tau, burst ×
 -- interval in ns, how far the TAT may run ahead of now.
 -- Times in the reply are in ns; remaining is in tokens. The mark of an
@@ -107,17 +113,27 @@ if uses.bucket then
     local stored = redis.call('GET', key)
     if stored then
       s.stored = true
-      local tat, unit = stored, s.unit
-      local sp = string.find(stored, ' ', 1, true)
-      if sp then
-        tat, unit = string.sub(stored, 1, sp - 1), string.sub(stored, sp + 1)
-        sp = string.find(unit, ' ', 1, true)
+      local unit = s.unit
+      if string.byte(stored) == 64 then -- '@': a fresh take's state
+        local f1 = string.find(stored, ' ', 2, true)
+        local f2 = string.find(stored, ' ', f1 + 1, true)
+        local f3 = string.find(stored, ' ', f2 + 1, true)
+        s.ahead = (tonumber(string.sub(stored, 2, f1 - 1)) - now_s) * 1e9 + (tonumber(string.sub(stored, f1 + 1, f2 - 1)) - now_ns)
+          + tonumber(string.sub(stored, f2 + 1, f3 - 1))
+        unit = string.sub(stored, f3 + 1)
+      else
+        local tat = stored
+        local sp = string.find(stored, ' ', 1, true)
         if sp then
-          s.hold = tonumber(string.sub(unit, sp + 1)) or 0
-          unit = string.sub(unit, 1, sp - 1)
+          tat, unit = string.sub(stored, 1, sp - 1), string.sub(stored, sp + 1)
+          sp = string.find(unit, ' ', 1, true)
+          if sp then
+            s.hold = tonumber(string.sub(unit, sp + 1)) or 0
+            unit = string.sub(unit, 1, sp - 1)
+          end
         end
+        s.ahead = since(tat)
       end
-      s.ahead = since(tat)
       s.same = unit == s.unit
       s.kept = s.same
       if s.ahead > 0 and not s.same and mode ~= 'refund' then

@@ -5,13 +5,21 @@
 -- (and the in-memory limiter) agrees on where a window starts; at most
 -- events admissions per window.
 --
--- KEYS[i]  a hash {w = window index, c = admissions in it, p = the period
---          the window is one of, in µs}, expiring at the end of window w,
---          when the state is the same as no state at all. The window index
---          is stored, not trusted to expiry: PEXPIRE has ms resolution and
---          may lag, so a state left over from an earlier window is
---          recognised and ignored. (A state without p is of the period of
---          the limit that reads it.)
+-- KEYS[i]  a string "@seconds µs count period": the admissions in the
+--          window that holds the time seconds + µs (µs within the second),
+--          one of period µs; expiring at the end of that window or later
+--          (the plain take of a window's first event, take_fixed.lua, sets
+--          one period from its time if the period is at most a second),
+--          when the state is the same as no
+--          state at all. The window is stored, not trusted to expiry:
+--          PEXPIRE has ms resolution and may lag, so a state left over from
+--          an earlier window is recognised and ignored. The leading '@'
+--          keeps a version without this shape from reading it: that one
+--          reads a hash, and fails on a string (WRONGTYPE).
+--          Or, as versions before it wrote the state, a hash {w = window
+--          index, c = admissions in it, p = the period}, read as the same
+--          (a hash without p is of the period of the limit that reads it),
+--          and written as a string by the first write.
 -- Parameters: the period in µs (the caller requires a whole number of µs),
 -- and the events per window.
 -- Remaining is in events; times in the reply are in µs, the resolution of
@@ -40,8 +48,9 @@ if uses.fixed then
       redis.call('DEL', s.key)
       return
     end
-    redis.call('HSET', s.key, 'w', s.windowText, 'c', k, 'p', s.periodText)
-    redis.call('PEXPIRE', s.key, ttl(s.left / 1000))
+    local start = s.window * s.period
+    local sec = math.floor(start / 1e6)
+    redis.call('SET', s.key, string.format('@%d %d %d %s', sec, start - sec * 1e6, k, s.periodText), 'PX', ttl(s.left / 1000))
   end
 
   -- read: s.count is the admissions in the window that holds s.at, the
@@ -50,7 +59,21 @@ if uses.fixed then
   function fixed.read(key, period, events)
     local now = now_s * 1e6 + now_us -- µs since the Unix epoch
     local s = {key = key, period = period, events = events, count = 0, periodText = string.format('%d', period)}
-    local state = redis.call('HMGET', key, 'w', 'c', 'p')
+    local state = redis.pcall('GET', key)
+    if type(state) == 'table' or (state and string.byte(state) ~= 64) then
+      -- WRONGTYPE: a hash, as an older version wrote it. (A string of
+      -- another shape is no state of a window: HMGET fails on it.)
+      state = redis.call('HMGET', key, 'w', 'c', 'p')
+    elseif state then
+      local f1 = string.find(state, ' ', 2, true)
+      local f2 = string.find(state, ' ', f1 + 1, true)
+      local f3 = string.find(state, ' ', f2 + 1, true)
+      local p = string.sub(state, f3 + 1)
+      local t = tonumber(string.sub(state, 2, f1 - 1)) * 1e6 + tonumber(string.sub(state, f1 + 1, f2 - 1))
+      state = {math.floor(t / tonumber(p)), string.sub(state, f2 + 1, f3 - 1), p}
+    else
+      state = {}
+    end
     local w, c, p
     local at = now
     if state[1] then

@@ -10,15 +10,27 @@
 -- seconds and ns (prelude.lua). The reply is sliding.lua's six integers.
 
 local key = KEYS[1]
-local n, period, events = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 -- life: what a key's expiry adds under the tests' clock (prelude.lua's ttl).
 local clock, life
 if ARGV[4] then
   clock, life = tonumber(ARGV[4]) * 1e6 + math.floor(tonumber(ARGV[5]) / 1000), 3600000
 else
   local time = redis.call('TIME')
-  clock, life = tonumber(time[1]) * 1e6 + tonumber(time[2]), 0
+  clock, life = time[1] * 1e6 + time[2], 0
 end
+
+-- A key without a log (the usual case of a loose limit) takes one event
+-- with TIME, LRANGE, RPUSH and PEXPIRE and nothing else: the reply is the
+-- entry after '@', from which the caller reads the rest (remaining events
+-- - 1, reset and refill after a period; take_bucket.lua says why).
+local tail = redis.call('LRANGE', key, -8, -1)
+if tail[1] == nil and ARGV[1] == '1' then
+  local entry = string.format('%d', clock)
+  redis.call('RPUSH', key, entry)
+  redis.call('PEXPIRE', key, string.format('%d', math.ceil(ARGV[2] / 1000 + life)))
+  return '@' .. entry
+end
+local n, period, events = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 
 -- As sliding.lua's read: first is the index of the oldest entry still in
 -- the window, oldest its time (nil for none); now is the time the decision
@@ -27,7 +39,6 @@ end
 -- case of a loose limit; a longer one an entry at a time (LINDEX), with a
 -- binary search for first, as sliding.lua reads it.
 local tailSize = 8
-local tail = redis.call('LRANGE', key, -tailSize, -1)
 local len, at = #tail, nil
 if len < tailSize then
   at = function(i) return tonumber(tail[i + 1]) end

@@ -1,0 +1,121 @@
+package redislimit
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keylimit/keylimit"
+)
+
+// The plain takes' arguments and the replies of a take that found no
+// state (lua/take_bucket.lua, lua/take_fixed.lua, lua/take_sliding.lua).
+// A plain take passes its numbers as the strings the script writes, so
+// that the server neither reads nor prints a number in the common case;
+// the caller does that arithmetic here instead.
+
+// bucketTakeArgs: "a interval" (a = n × interval, ns), the expiry of a
+// fresh state in ms (a rounded up), tau.
+func bucketTakeArgs(k *keyLimit, n int, life int64) [3]any {
+	a := int64(n) * k.step
+	return [3]any{strconv.FormatInt(a, 10) + " " + strconv.FormatInt(k.step, 10), (a+999_999)/1_000_000 + life, k.param2}
+}
+
+// bucketFresh reads "@seconds ns a interval", the state a take of n wrote
+// for a key without one: a full bucket, now TAT - now = a. The mark is the
+// TAT as the full script's reply gives it, seconds then 9 digits of ns.
+func bucketFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
+	v, ok := freshFields(reply)
+	if !ok || v[1] < 0 || v[2] <= 0 {
+		return keylimit.Result{}, 0, false
+	}
+	total := v[1] + v[2]
+	sec, ns := v[0]+total/1e9, total%1e9
+	if sec > (math.MaxInt64-ns)/1_000_000_000 || sec < math.MinInt64/1_000_000_000+1 {
+		return keylimit.Result{}, 0, false // a mark beyond int64 ns (past 2262), as the full script's reply would be
+	}
+	mark := sec*1e9 + ns
+	if sec < 0 {
+		mark = sec*1e9 - ns // the digits of sec, then ns's
+	}
+	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: max(k.quota-n, 0), ResetAfter: duration(v[2], time.Nanosecond)}
+	r.RefillAfter = k.refillAfter(r, 0)
+	return r, mark, true
+}
+
+// fixedTakeArgs: "n period" (µs), the expiry of a window's first state in
+// ms, events. The expiry is one period, rounded up, for a period of at most
+// freshLinger: the script need not compute the window's end, and the state
+// outlives it by less than freshLinger; 0 for a longer one, whose end the
+// script computes.
+func fixedTakeArgs(k *keyLimit, n int, life int64) [3]any {
+	period := int64(k.limit.Period / time.Microsecond)
+	var px int64
+	if period <= int64(freshLinger/time.Microsecond) {
+		px = (period+999)/1000 + life
+	}
+	return [3]any{strconv.Itoa(n) + " " + strconv.FormatInt(period, 10), px, k.param2}
+}
+
+// freshLinger is how long a fixed window's state may outlive its window:
+// the longest period whose window's first state expires one period after
+// it is written, not at the window's end.
+const freshLinger = time.Second
+
+// fixedFresh reads "@seconds µs n period", the state a take of n wrote for
+// a window without one: the window is the one that holds that time, and
+// its index is the mark.
+func fixedFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
+	v, ok := freshFields(reply)
+	if !ok || v[3] <= 0 || v[1] < 0 {
+		return keylimit.Result{}, 0, false
+	}
+	t, period := v[0]*1e6+v[1], v[3]
+	window := t / period
+	if t%period < 0 {
+		window-- // floor, as the script's
+	}
+	left := (window+1)*period - t
+	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: max(k.quota-n, 0), ResetAfter: duration(left, time.Microsecond)}
+	r.RefillAfter = k.refillAfter(r, 0)
+	return r, window, true
+}
+
+// slidingTakeArgs: n, the period (µs) and events, lua/sliding.lua's.
+func slidingTakeArgs(k *keyLimit, n int, _ int64) [3]any {
+	return [3]any{n, k.param1, k.param2}
+}
+
+// slidingFresh reads "@entry", the entry a take of one event wrote for a
+// key without a log: the mark; the log's one entry leaves a period later.
+func slidingFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
+	entry, err := strconv.ParseInt(strings.TrimPrefix(reply, "@"), 10, 64)
+	if err != nil || n != 1 {
+		return keylimit.Result{}, 0, false
+	}
+	period := duration(int64(k.limit.Period/time.Microsecond), time.Microsecond)
+	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: max(k.quota-n, 0), ResetAfter: period}
+	r.RefillAfter = k.refillAfter(r, period)
+	return r, entry, true
+}
+
+// freshFields reads the four integers of a fresh state, "@a b c d".
+func freshFields(reply string) (v [4]int64, ok bool) {
+	s, found := strings.CutPrefix(reply, "@")
+	if !found {
+		return v, false
+	}
+	for i := range v {
+		field, rest, more := strings.Cut(s, " ")
+		if more != (i < len(v)-1) {
+			return v, false
+		}
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return v, false
+		}
+		v[i], s = n, rest
+	}
+	return v, true
+}
