@@ -446,7 +446,7 @@ func TestAllRedisFirstRefusedInMemoryUnderContention(t *testing.T) {
 // in-memory limiter before a Redis one whatever the order given, so which
 // penalty sees a refusal follows that order. An in-process
 // keylimit.Penalty given after a Redis limiter sees, and counts, a refusal
-// both would make, and Redis is not asked; a redislimit.Penalty given
+// both would make, and Redis is not asked; a Penalty on Redis given
 // before a memory limiter is not asked when memory refuses (no round
 // trip, nothing counted), and counts the refusals of its own limiter,
 // the memory limiter's take given back.
@@ -456,7 +456,7 @@ func TestPenaltiesInAllOfMemoryAndRedis(t *testing.T) {
 	mock := newMock()
 	ban := keylimit.Ban{Refusals: 2, Within: time.Minute, For: time.Hour}
 
-	t.Run("keylimit.Penalty after Redis", func(t *testing.T) {
+	t.Run("in-process Penalty after Redis", func(t *testing.T) {
 		memory, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1), keylimit.WithClock(mock))
 		require.NoError(t, err)
 		defer memory.Close()
@@ -476,7 +476,7 @@ func TestPenaltiesInAllOfMemoryAndRedis(t *testing.T) {
 		require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands: the admission")
 	})
 
-	t.Run("redislimit.Penalty before memory", func(t *testing.T) {
+	t.Run("Redis Penalty before memory", func(t *testing.T) {
 		p, w := instance(t, c, mock, ban)
 		memory, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1), keylimit.WithClock(mock))
 		require.NoError(t, err)

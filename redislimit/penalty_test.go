@@ -23,7 +23,7 @@ import (
 // instance's): NewPenalty's default.
 const loginPenalty = "keylimit:login:penalty:"
 
-func instance(t *testing.T, c redis.UniversalClient, mock *clock.Mock, b keylimit.Ban, opts ...redislimit.Option) (*redislimit.Penalty, *redislimit.FixedWindow) {
+func instance(t *testing.T, c redis.UniversalClient, mock *clock.Mock, b keylimit.Ban, opts ...redislimit.Option) (*keylimit.Penalty[string], *redislimit.FixedWindow) {
 	t.Helper()
 	opts = append([]redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock)}, opts...)
 	w, err := redislimit.NewFixedWindow(c, "login", keylimit.PerHour(1), opts...)
@@ -68,7 +68,7 @@ func TestPenaltyFleetSharesOneBan(t *testing.T) {
 	before := s.commandStats(t)
 	const flood = 1000
 	for i := range flood {
-		for _, p := range []*redislimit.Penalty{a, other} {
+		for _, p := range []*keylimit.Penalty[string]{a, other} {
 			r := p.Take(key, 1+i%3)
 			require.True(t, r.Banned, "flood call %d: %v", i, r)
 			require.Equal(t, 1, r.Limit)
@@ -158,7 +158,7 @@ func TestPenaltyUnderConcurrentTakes(t *testing.T) {
 	s := newServer(t)
 	mock := newMock() // stands still: one window, one ban
 	b := keylimit.Ban{Refusals: 5, Within: time.Minute, For: time.Hour}
-	var fleet [2]*redislimit.Penalty
+	var fleet [2]*keylimit.Penalty[string]
 	for i := range fleet {
 		fleet[i], _ = instance(t, s.client(t), mock, b)
 	}
@@ -198,7 +198,7 @@ func TestPenaltyUnderConcurrentTakes(t *testing.T) {
 func penaltyOnCluster(t *testing.T, cl *redisserver.Cluster) {
 	b := keylimit.Ban{Refusals: 2, Within: time.Minute, For: time.Hour}
 	prefix := testKey(t, "pen") + ":"
-	newInstance := func() *redislimit.Penalty {
+	newInstance := func() *keylimit.Penalty[string] {
 		c := clusterClient(t, cl)
 		w, err := redislimit.NewFixedWindow(c, "login", keylimit.PerHour(1), redislimit.WithTimeout(patient),
 			redislimit.WithPrefix(prefix+"w:"))
@@ -284,7 +284,7 @@ func TestPenaltyBehaviour(t *testing.T) {
 // channel before the first of them has been read by then (a subscriber
 // reads its channel in order). It is published again because an instance
 // may drop an announcement it has no room to check.
-func publishUntilKnown(t *testing.T, c redis.UniversalClient, p *redislimit.Penalty, key string) {
+func publishUntilKnown(t *testing.T, c redis.UniversalClient, p *keylimit.Penalty[string], key string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		require.NoError(t, c.Publish(t.Context(), loginPenalty+"bans", "1 1 sync "+key).Err())

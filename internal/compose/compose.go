@@ -3,7 +3,9 @@
 // for it: keylimit.All asks whether its limiters can decide together in
 // one step (redislimit's, one script call), and quota which limiter a
 // wrapper (a Penalty) reports the window of. Each package registers its
-// functions from an init function; the compositions ask here.
+// functions from an init function; the compositions ask here. The other
+// way round, redislimit makes a keylimit.Penalty whose bans are on Redis
+// by NewPenalty, which keylimit sets.
 package compose
 
 import "sync"
@@ -66,3 +68,10 @@ func Inner(l any) (any, bool) {
 	}
 	return nil, false
 }
+
+// NewPenalty, set by keylimit's init, returns a *keylimit.Penalty[string]
+// that wraps inner (a keylimit.Limiter[string]) and bans by ban (a
+// keylimit.Ban), its bans kept in the store newBans returns, called once
+// inner and ban are found valid: redislimit's NewPenalty, whose store
+// keeps them on Redis, implements keylimit's banStore.
+var NewPenalty func(inner, ban any, newBans func() (any, error)) (any, error)
