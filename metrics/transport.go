@@ -29,12 +29,11 @@ var waitBuckets = []float64{0, 0.001, 0.01, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 6
 // run from 0 (no wait) to 60 s. Never a key: all these
 // series exist from the start, at 0.
 type Transport struct {
-	err     error // why t cannot be registered, or nil
+	Collector
 	waits   [waitOutcomes]prometheus.Counter
 	waited  [2]prometheus.Observer // by paused: 0 false, 1 true
 	retries prometheus.Counter
 	queued  prometheus.Counter
-	cs      []prometheus.Collector // what Describe and Collect visit
 }
 
 // waitOutcome is the outcome label of a wait.
@@ -54,7 +53,7 @@ var waitOutcomeNames = [waitOutcomes]string{sent: "sent", deadline: "deadline", 
 // label limiter=name ("partner"). Registering t fails if name is empty or
 // not valid UTF-8.
 func NewTransport(name string) *Transport {
-	t := &Transport{err: checkName("Transport metrics", name)}
+	t := &Transport{Collector: Collector{err: checkName("Transport metrics", name)}}
 	labels := prometheus.Labels{labelLimiter: name}
 	if t.err != nil {
 		labels = nil // never collected; Describe reports t.err
@@ -123,26 +122,5 @@ func (t *Transport) OnWait(r *http.Request, w httplimit.Wait) {
 	}
 	if w.Queued {
 		t.queued.Inc()
-	}
-}
-
-// Describe sends the Descs of t's series.
-func (t *Transport) Describe(ch chan<- *prometheus.Desc) {
-	if t.err != nil {
-		ch <- prometheus.NewInvalidDesc(t.err)
-		return
-	}
-	for _, c := range t.cs {
-		c.Describe(ch)
-	}
-}
-
-// Collect sends t's series.
-func (t *Transport) Collect(ch chan<- prometheus.Metric) {
-	if t.err != nil {
-		return
-	}
-	for _, c := range t.cs {
-		c.Collect(ch)
 	}
 }
