@@ -37,8 +37,8 @@ func TestConcurrencySuite(t *testing.T) {
 // cluster).
 func runConcurrencySuite(t *testing.T, c redis.UniversalClient) {
 	mock := newMock()
-	limitertest.RunConcurrency(t, limitertest.ConcurrencyHarness{
-		New: func(t *testing.T, n int, maxHold time.Duration) (keylimit.ConcurrencyLimiter[string], error) {
+	limitertest.Run(t, limitertest.Harness{
+		Concurrency: func(t *testing.T, n int, maxHold time.Duration) (keylimit.ConcurrencyLimiter[string], error) {
 			opts := []redislimit.Option{redislimit.WithPrefix(testKey(t, "conc") + ":"), redislimit.WithTimeout(patient),
 				redislimit.WithClock(mock), redislimit.WithScriptClock(mock), redislimit.WithMaxHold(maxHold)}
 			if maxHold > 0 {
