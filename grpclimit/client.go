@@ -58,8 +58,12 @@ type Client struct {
 	// Key returns the key of a call, for Limiter and for the server's
 	// pauses: nil keys calls by the target of their ClientConn (every call
 	// to one server shares the client's limit and the server's pauses);
-	// ByMethod, or your own, by something else. A
-	// call Key returns an error for is not sent; it ends with that error.
+	// yours by something else: by the full method name, for a server that
+	// limits each method apart, is
+	//
+	//	Key: func(_ context.Context, _, method string) (string, error) { return method, nil },
+	//
+	// A call Key returns an error for is not sent; it ends with that error.
 	Key ClientKeyFunc
 
 	// MaxPause is the longest pause a server's answer can put on a key: a
@@ -103,10 +107,6 @@ type ClientKeyFunc func(ctx context.Context, target, method string) (string, err
 // byTarget keys calls by the target of their ClientConn: Client.Key's
 // default.
 func byTarget(_ context.Context, target, _ string) (string, error) { return target, nil }
-
-// ByMethod keys calls by their full method name, "/package.Service/Method",
-// whatever their target: for a server that limits each method apart.
-func ByMethod(_ context.Context, _, method string) (string, error) { return method, nil }
 
 var systemClock = clock.New()
 

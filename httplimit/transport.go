@@ -77,8 +77,10 @@ type Transport struct {
 
 	// Retries is the most times a request is sent again after a refusal;
 	// 0 means never. Only a request that is idempotent (GET, HEAD, OPTIONS,
-	// TRACE, PUT, DELETE, one with an Idempotency-Key field, or one whose
-	// context MarkIdempotent marked) and whose body can be replayed (none,
+	// TRACE, PUT, DELETE, or one with an Idempotency-Key or
+	// X-Idempotency-Key field: req.Header["Idempotency-Key"] = nil marks a
+	// request without sending the field, as for net/http's Transport) and
+	// whose body can be replayed (none,
 	// or Request.GetBody set, as http.NewRequest does for in-memory bodies)
 	// is retried. A retry waits for the server's pause, then Backoff, then
 	// its turn; the answers it replaces are read (up to 64 KiB) and closed.
@@ -151,17 +153,6 @@ const (
 )
 
 var systemClock = clock.New()
-
-// idempotentKey is the context key of MarkIdempotent.
-type idempotentKey struct{}
-
-// MarkIdempotent returns a copy of ctx that marks the requests made with it
-// as idempotent: safe to send twice. The Transport may then retry them
-// whatever their method, a POST or a PATCH included, if their body can be
-// replayed.
-func MarkIdempotent(ctx context.Context) context.Context {
-	return context.WithValue(ctx, idempotentKey{}, true)
-}
 
 // RoundTrip sends req through Base when its key's turn comes, sends it again
 // if Retries allows and the server refused it, and returns the server's last
@@ -389,18 +380,17 @@ func retryStatus(code int) bool {
 }
 
 // idempotent reports whether req may be sent twice: RFC 9110's idempotent
-// methods, a request with an Idempotency-Key field, or one marked by
-// MarkIdempotent.
+// methods, or a request with an Idempotency-Key or X-Idempotency-Key field,
+// even one whose value is nil (which marks it and is not sent), as
+// net/http's Transport judges.
 func idempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
 	}
-	if req.Header.Get("Idempotency-Key") != "" {
-		return true
-	}
-	marked, _ := req.Context().Value(idempotentKey{}).(bool)
-	return marked
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
 }
 
 // replayable reports whether req's body can be sent again.

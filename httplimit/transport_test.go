@@ -284,46 +284,48 @@ func TestTransportRetryWaitsForTheServerPause(t *testing.T) {
 }
 
 // TestTransportRetriesOnlyWhatIsSafe: idempotent methods, and others marked
-// so by context or Idempotency-Key, with a body that can be replayed.
+// so by an Idempotency-Key or X-Idempotency-Key field (one with a nil value
+// marks the request without being sent, as for net/http's Transport), with
+// a body that can be replayed.
 func TestTransportRetriesOnlyWhatIsSafe(t *testing.T) {
 	payload := func() io.Reader { return strings.NewReader("payload") }
 	opaque := func() io.Reader { return io.MultiReader(strings.NewReader("payload")) } // no GetBody
+	key := func(name string, value []string) func(http.Header) {
+		return func(h http.Header) { h[name] = value }
+	}
+	marked := key("Idempotency-Key", nil)
 	for _, tc := range []struct {
 		name    string
 		method  string
 		body    func() io.Reader
-		ctx     func(context.Context) context.Context
-		header  string
+		mark    func(http.Header)
 		retried bool
 	}{
-		{"GET", http.MethodGet, nil, nil, "", true},
-		{"HEAD", http.MethodHead, nil, nil, "", true},
-		{"OPTIONS", http.MethodOptions, nil, nil, "", true},
-		{"DELETE", http.MethodDelete, nil, nil, "", true},
-		{"PUT with a replayable body", http.MethodPut, payload, nil, "", true},
-		{"PUT with a body it cannot replay", http.MethodPut, opaque, nil, "", false},
-		{"POST", http.MethodPost, payload, nil, "", false},
-		{"PATCH", http.MethodPatch, payload, nil, "", false},
-		{"POST marked by MarkIdempotent", http.MethodPost, payload, httplimit.MarkIdempotent, "", true},
-		{"POST with Idempotency-Key", http.MethodPost, payload, nil, "8e03978e-40d5-43e8-bc93-6894a57f9324", true},
-		{"POST marked, body it cannot replay", http.MethodPost, opaque, httplimit.MarkIdempotent, "", false},
+		{"GET", http.MethodGet, nil, nil, true},
+		{"HEAD", http.MethodHead, nil, nil, true},
+		{"OPTIONS", http.MethodOptions, nil, nil, true},
+		{"DELETE", http.MethodDelete, nil, nil, true},
+		{"PUT with a replayable body", http.MethodPut, payload, nil, true},
+		{"PUT with a body it cannot replay", http.MethodPut, opaque, nil, false},
+		{"POST", http.MethodPost, payload, nil, false},
+		{"PATCH", http.MethodPatch, payload, nil, false},
+		{"POST marked by a nil Idempotency-Key", http.MethodPost, payload, marked, true},
+		{"POST with Idempotency-Key", http.MethodPost, payload, key("Idempotency-Key", []string{"8e03978e-40d5-43e8-bc93-6894a57f9324"}), true},
+		{"POST with X-Idempotency-Key", http.MethodPost, payload, key("X-Idempotency-Key", []string{"42"}), true},
+		{"POST marked, body it cannot replay", http.MethodPost, opaque, marked, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mock := clock.NewMock()
 			srv := newPartner(t, mock, refuseFirst(1, http.StatusTooManyRequests))
 			c := &http.Client{Transport: retrying(mock, 0, nil)}
-			ctx := context.Background()
-			if tc.ctx != nil {
-				ctx = tc.ctx(ctx)
-			}
 			var body io.Reader
 			if tc.body != nil {
 				body = tc.body()
 			}
-			req, err := http.NewRequestWithContext(ctx, tc.method, srv.URL, body)
+			req, err := http.NewRequestWithContext(context.Background(), tc.method, srv.URL, body)
 			require.NoError(t, err)
-			if tc.header != "" {
-				req.Header.Set("Idempotency-Key", tc.header)
+			if tc.mark != nil {
+				tc.mark(req.Header)
 			}
 			resp, err := c.Do(req)
 			require.NoError(t, err)

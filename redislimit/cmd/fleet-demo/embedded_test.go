@@ -78,7 +78,8 @@ func TestEmbeddedCalendarAsServer(t *testing.T) {
 			build := func(c redis.UniversalClient) keylimit.Limiter[string] {
 				var parts []keylimit.Limiter[string]
 				for i, text := range tt.limits {
-					l, err := keylimit.ParseLimit(text)
+					var l keylimit.Limit
+					err := l.UnmarshalText([]byte(text))
 					require.NoError(t, err)
 					name := tt.name + "-" + string(rune('a'+i))
 					var lim keylimit.Limiter[string]
@@ -94,7 +95,8 @@ func TestEmbeddedCalendarAsServer(t *testing.T) {
 			}
 			var memParts []keylimit.Limiter[string]
 			for _, text := range tt.limits {
-				l, err := keylimit.ParseLimit(text)
+				var l keylimit.Limit
+				err := l.UnmarshalText([]byte(text))
 				require.NoError(t, err)
 				var lim keylimit.Limiter[string]
 				if l.Calendar == 0 {
