@@ -27,8 +27,8 @@
 // RunMatrix is the composition matrix: every composition of limiters (All,
 // keys under limits of their own, Penalty, quota's charge by outcome,
 // calendar periods, concurrency, leases, the store's failures) over every
-// store a Store describes (in memory; redis-server, a Redis Cluster and
-// miniredis in redislimit's tests), each cell played by 64 goroutines on a
+// store a Store describes (in memory; redis-server and a Redis Cluster in
+// redislimit's tests, miniredis in its fleet demo module's), each cell played by 64 goroutines on a
 // moving clock and checked exactly after every round. It runs a short form
 // by default; the test flag -matrix.full, or KEYLIMIT_MATRIX=full in the
 // environment, runs all of it.
