@@ -482,7 +482,7 @@ func runSuite(t *testing.T, c redis.UniversalClient, newLim newFunc, opts ...red
 	limitertest.Run(t, limitertest.Harness{
 		New: func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error) {
 			return newLim(c, l, append(opts, redislimit.WithTimeout(patient),
-				redislimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
+				keylimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
 		},
 		Advance:  mock.Add,
 		Attempts: 2_000,

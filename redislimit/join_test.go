@@ -140,7 +140,7 @@ func TestJoinedMatchesAllInMemory(t *testing.T) {
 	c := shared.client(t)
 	limits := []keylimit.Limit{keylimit.PerSecond(5), keylimit.PerMinute(7), keylimit.Per(3, 10*time.Second)}
 	mock := newMock()
-	opts := []redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock),
+	opts := []redislimit.Option{redislimit.WithTimeout(patient), keylimit.WithClock(mock), redislimit.WithScriptClock(mock),
 		redislimit.WithDenyCacheSize(0)}
 	var redisLims, memLims []keylimit.Limiter[string]
 	for i, typ := range types {
@@ -245,9 +245,9 @@ func TestJoinedWhenRedisFails(t *testing.T) {
 	c := deadClient(t)
 	mock := clock.NewMock()
 	var errsA, errsB errorLog
-	a, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(3), redislimit.WithClock(mock), redislimit.WithOnError(errsA.add))
+	a, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(3), keylimit.WithClock(mock), redislimit.WithOnError(errsA.add))
 	require.NoError(t, err)
-	b, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(2), redislimit.WithClock(mock), redislimit.WithOnError(errsB.add))
+	b, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(2), keylimit.WithClock(mock), redislimit.WithOnError(errsB.add))
 	require.NoError(t, err)
 	lim := keylimit.All[string](a, b).(joinedLimiter)
 	key := testKey(t, "k")

@@ -77,7 +77,7 @@ type redisBans struct {
 // and those that failed, to the limiter's; Bans counts the bans this
 // instance started, BanRefused its refusals by the bans it knows.
 //
-// It takes WithPrefix, WithTimeout, WithClock, WithLogger and
+// It takes WithPrefix, WithTimeout, keylimit.WithClock, keylimit.WithLogger and
 // WithDenyCacheSize (the most bans an instance remembers; 0: none, and
 // every banned key is a call to Redis), and returns an error if b, an
 // option or the client is invalid. Close stops its subscription to the
@@ -237,7 +237,7 @@ func (p *redisBans) counted(err error) bool {
 	return err == nil
 }
 
-// Timers is the clock a wait for a ban's end sleeps on: WithClock's, or
+// Timers is the clock a wait for a ban's end sleeps on: keylimit.WithClock's, or
 // the system's.
 func (p *redisBans) Timers() clock.Clock {
 	if p.clock.injected != nil {

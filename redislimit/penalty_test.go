@@ -25,7 +25,7 @@ const loginPenalty = "keylimit:login:penalty:"
 
 func instance(t *testing.T, c redis.UniversalClient, mock *clock.Mock, b keylimit.Ban, opts ...redislimit.Option) (*keylimit.Penalty[string], *redislimit.FixedWindow) {
 	t.Helper()
-	opts = append([]redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock)}, opts...)
+	opts = append([]redislimit.Option{redislimit.WithTimeout(patient), keylimit.WithClock(mock), redislimit.WithScriptClock(mock)}, opts...)
 	w, err := redislimit.NewFixedWindow(c, "login", keylimit.PerHour(1), opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { w.Close() })
@@ -237,7 +237,7 @@ func TestPenaltyInAllAndWait(t *testing.T) {
 	mock := newMock()
 	p, w := instance(t, s.client(t), mock, keylimit.Ban{Refusals: 1, Within: time.Minute, For: time.Hour})
 	second, err := redislimit.NewTokenBucket(s.client(t), "second", keylimit.PerHour(1), redislimit.WithTimeout(patient),
-		redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+		keylimit.WithClock(mock), redislimit.WithScriptClock(mock))
 	require.NoError(t, err)
 	defer second.Close()
 	key := testKey(t, "k")
@@ -423,7 +423,7 @@ func TestPenaltyBanEndsOnRedisTime(t *testing.T) {
 	s := newServer(t)
 	mock := newMock() // stands still
 	b := keylimit.Ban{Refusals: 2, Within: time.Minute, For: 500 * time.Millisecond}
-	opts := []redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock)}
+	opts := []redislimit.Option{redislimit.WithTimeout(patient), keylimit.WithClock(mock)}
 	prefix := testKey(t, "p") + ":"
 	w, err := redislimit.NewFixedWindow(s.client(t), "login", keylimit.PerHour(1), append(opts, redislimit.WithPrefix(prefix+"w:"))...)
 	require.NoError(t, err)

@@ -6,8 +6,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/limitertest"
-	"github.com/keylimit/keylimit/redislimit"
 	"github.com/keylimit/keylimit/redislimit/internal/matrixstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -35,5 +35,5 @@ func TestMatrixOnMiniredis(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	limitertest.RunMatrix(t, matrixstore.New(t, "miniredis", matrixstore.Clock{Mock: mock, Advance: advance}, newClient, redislimit.WithClock(mock)))
+	limitertest.RunMatrix(t, matrixstore.New(t, "miniredis", matrixstore.Clock{Mock: mock, Advance: advance}, newClient, keylimit.WithClock(mock)))
 }
