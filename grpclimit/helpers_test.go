@@ -407,3 +407,12 @@ func exampleHealth(server []grpc.ServerOption, client ...grpc.DialOption) (healt
 
 // byMethod keys a client's calls by their full method name.
 func byMethod(_ context.Context, _, method string) (string, error) { return method, nil }
+
+// chargeReported is a Policy.Charge that charges the cost the handler
+// reported, or the whole cost if it reported none.
+func chargeReported(o quota.Outcome) int {
+	if o.Reported < 0 {
+		return o.Cost
+	}
+	return o.Reported
+}

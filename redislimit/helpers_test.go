@@ -19,6 +19,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/limitertest"
+	kquota "github.com/keylimit/keylimit/quota"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -673,4 +674,13 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// chargeReported is a Policy.Charge that charges the cost the handler
+// reported, or the whole cost if it reported none.
+func chargeReported(o kquota.Outcome) int {
+	if o.Reported < 0 {
+		return o.Cost
+	}
+	return o.Reported
 }
