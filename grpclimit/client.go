@@ -55,16 +55,15 @@ type Client struct {
 	// a *WaitError, unsent, holding nothing. nil means no cap.
 	Concurrency keylimit.ConcurrencyLimiter[string]
 
-	// Key returns the key of a call, for Limiter and for the server's
-	// pauses: nil keys calls by the target of their ClientConn (every call
-	// to one server shares the client's limit and the server's pauses);
-	// yours by something else: by the full method name, for a server that
-	// limits each method apart, is
-	//
-	//	Key: func(_ context.Context, _, method string) (string, error) { return method, nil },
-	//
-	// A call Key returns an error for is not sent; it ends with that error.
-	Key ClientKeyFunc
+	// Key returns the key of a call, from its context and full method
+	// name, for Limiter and for the server's pauses: nil keys calls by the
+	// target of their ClientConn (every call to one server shares the
+	// client's limit and the server's pauses); Method by their method, for
+	// a server that limits each method apart; or your own. A key of your
+	// own that names the target too is a Client per ClientConn whose Key
+	// holds its target (the Clients may share Limiter and Concurrency). A
+	// call Key returns an error for is not sent; it ends with that error.
+	Key KeyFunc
 
 	// MaxPause is the longest pause a server's answer can put on a key: a
 	// longer delay is cut to it, so that a server that asks for a year (by
@@ -98,15 +97,6 @@ type Client struct {
 // DefaultMaxPause is the longest pause a server can put on a key of a
 // Client whose MaxPause is 0.
 const DefaultMaxPause = time.Minute
-
-// ClientKeyFunc names what a client's call waits under: the target of its
-// ClientConn (cc.Target()), its full method name, or anything of its
-// context.
-type ClientKeyFunc func(ctx context.Context, target, method string) (string, error)
-
-// byTarget keys calls by the target of their ClientConn: Client.Key's
-// default.
-func byTarget(_ context.Context, target, _ string) (string, error) { return target, nil }
 
 var systemClock = clock.New()
 
@@ -184,15 +174,14 @@ func (s *watchedStream) Header() (metadata.MD, error) {
 // Concurrency it holds (the zero Permit if none). On an error, it holds
 // nothing.
 func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (string, keylimit.Permit, error) {
-	keyOf := c.Key
-	if keyOf == nil {
-		keyOf = byTarget
+	var key string
+	var err error
+	switch {
+	case c.Key != nil:
+		key, err = c.Key(ctx, method)
+	case cc != nil:
+		key = cc.Target()
 	}
-	target := ""
-	if cc != nil {
-		target = cc.Target()
-	}
-	key, err := keyOf(ctx, target, method)
 	if err != nil {
 		return "", keylimit.Permit{}, err
 	}

@@ -405,9 +405,6 @@ func exampleHealth(server []grpc.ServerOption, client ...grpc.DialOption) (healt
 	return healthpb.NewHealthClient(conn), func() { conn.Close(); srv.Stop() }
 }
 
-// byMethod keys a client's calls by their full method name.
-func byMethod(_ context.Context, _, method string) (string, error) { return method, nil }
-
 // chargeReported is a Policy.Charge that charges the cost the handler
 // reported, or the whole cost if it reported none.
 func chargeReported(o quota.Outcome) int {

@@ -16,7 +16,7 @@ import (
 
 // Bounds of a Client's pauses. Keys are the client's own (targets, or
 // methods), not the server's, so few are expected; the cap is for a
-// ClientKeyFunc that keys by something unbounded.
+// Client.Key that keys by something unbounded.
 const (
 	// sweepAbove is the least number of pauses at which adding one first
 	// deletes those that have ended; after a sweep, the next comes when the
