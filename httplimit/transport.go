@@ -107,7 +107,7 @@ type Transport struct {
 
 	// MaxPaused is the most keys the Transport keeps paused at once; 0
 	// means 65,536. At the cap it forgets the pauses that end first, an
-	// eighth of them, and counts them (DroppedPauses): a request under a
+	// eighth of them, and counts them (Wait.DroppedPauses): a request under a
 	// forgotten key may reach the server before the server's pause ends.
 	MaxPaused int
 
@@ -140,6 +140,11 @@ type Wait struct {
 	// Err is the error of the wait that failed, the Err of the
 	// *TransportError RoundTrip returned; nil if the request was sent.
 	Err error
+	// DroppedPauses is how many of the server's pauses (of any key, this
+	// one's included) the Transport forgot before their end when an
+	// answer to the request paused its key, to keep no more than
+	// MaxPaused (metrics.Transport counts them).
+	DroppedPauses int
 }
 
 // Defaults of the zero Transport.
@@ -215,7 +220,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		refused := t.refused(resp)
 		until := serverPause(resp, refused, now)
 		if !until.IsZero() {
-			t.pauses.add(key, until, now, t.maxPaused())
+			w.DroppedPauses += t.pauses.add(key, until, now, t.maxPaused())
 		}
 		if !retryable || !refused || retry == t.Retries {
 			return resp, nil
@@ -297,14 +302,6 @@ func (t *Transport) waitPause(ctx context.Context, clk clock.Clock, key string, 
 			// The pause may have grown meanwhile: look again.
 		}
 	}
-}
-
-// DroppedPauses returns how many of the server's pauses the Transport
-// forgot before they ended, because MaxPaused keys were paused at once.
-func (t *Transport) DroppedPauses() uint64 {
-	t.pauses.mu.Lock()
-	defer t.pauses.mu.Unlock()
-	return t.pauses.dropped
 }
 
 // CloseIdleConnections closes the idle connections of Base, if it has such a

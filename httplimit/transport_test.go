@@ -795,7 +795,9 @@ func TestTransportMaxPaused(t *testing.T) {
 		h := http.Header{"Retry-After": {strconv.Itoa(100 + n)}} // key 0 ends first
 		return &http.Response{StatusCode: http.StatusTooManyRequests, Header: h, Body: http.NoBody}, nil
 	})
-	tr := &httplimit.Transport{Base: base, Key: httplimit.Header("X-Api-Key"), Clock: mock, MaxPaused: 8}
+	dropped := 0 // the requests' Wait.DroppedPauses, summed
+	tr := &httplimit.Transport{Base: base, Key: httplimit.Header("X-Api-Key"), Clock: mock, MaxPaused: 8,
+		OnWait: func(_ *http.Request, w httplimit.Wait) { dropped += w.DroppedPauses }}
 	send := func(ctx context.Context, key int) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://partner.test/", nil)
 		require.NoError(t, err)
@@ -806,7 +808,7 @@ func TestTransportMaxPaused(t *testing.T) {
 	for key := range 9 {
 		require.NoError(t, send(context.Background(), key))
 	}
-	require.Equal(t, uint64(2), tr.DroppedPauses(), "9 pauses, down to 7")
+	require.Equal(t, 2, dropped, "9 pauses, down to 7")
 	ctx, cancel := mock.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	for key := 2; key < 9; key++ {
