@@ -18,7 +18,7 @@ import (
 // has miniredis already: this package's tests do not compile it).
 func TestMatrix(t *testing.T) {
 	cl := theCluster(t)
-	store := func(name string, newClient func(t testing.TB) redis.UniversalClient) limitertest.Store {
+	store := func(name string, newClient func(t testing.TB) redis.UniversalClient) limitertest.Harness {
 		mock := newMock()
 		return matrixstore.New(t, name, matrixstore.Clock{Mock: mock, Advance: mock.Add}, newClient, onMock(mock)...)
 	}

@@ -1,5 +1,5 @@
 // Package matrixstore is the composition matrix's store of the Redis
-// limiters (a limitertest.Store), for the matrix's runs on Redis:
+// limiters (a limitertest.Harness), for the matrix's runs on Redis:
 // redislimit's TestMatrix (redis-server and a Redis Cluster) and the
 // fleet demo module's (miniredis). That one runs in a module of its own so
 // that redislimit's test binary does not compile miniredis and its Lua.
@@ -37,13 +37,13 @@ type Clock struct {
 // New returns the store named name of the Redis limiters on the clients
 // newClient makes (a limiter on one, the instances of a leased fleet one
 // each), on clk, with opts (the clock options: the scripts' time).
-func New(t *testing.T, name string, clk Clock, newClient func(testing.TB) redis.UniversalClient, opts ...redislimit.Option) limitertest.Store {
+func New(t *testing.T, name string, clk Clock, newClient func(testing.TB) redis.UniversalClient, opts ...redislimit.Option) limitertest.Harness {
 	c := newClient(t)
 	with := func(more ...redislimit.Option) []redislimit.Option {
 		prefix := redislimit.WithPrefix(fmt.Sprintf("matrix%d:", seq.Add(1)))
 		return append(append([]redislimit.Option{redislimit.WithTimeout(patient), prefix}, opts...), more...)
 	}
-	return limitertest.Store{
+	return limitertest.Harness{
 		Name:    name,
 		Now:     clk.Mock.Now,
 		Advance: clk.Advance,
@@ -76,8 +76,8 @@ func New(t *testing.T, name string, clk Clock, newClient func(testing.TB) redis.
 		Penalty: func(t *testing.T, inner keylimit.Limiter[string], b keylimit.Ban) (keylimit.Limiter[string], error) {
 			return redislimit.NewPenalty(c, "matrix", inner, b, with()...)
 		},
-		Concurrency: func(t *testing.T, n int) (keylimit.ConcurrencyLimiter[string], error) {
-			return redislimit.NewConcurrency(c, "matrix", n, with()...)
+		Concurrency: func(t *testing.T, n int, maxHold time.Duration) (keylimit.ConcurrencyLimiter[string], error) {
+			return redislimit.NewConcurrency(c, "matrix", n, with(keylimit.WithMaxHold(maxHold))...)
 		},
 		Faults: func(t *testing.T, l keylimit.Limit) (keylimit.ContextLimiter[string], func(string), error) {
 			fc := newClient(t)
