@@ -74,6 +74,9 @@ func (b Ban) validate() error {
 type Penalty[K comparable] struct {
 	inner Limiter[K]
 	bans  banStore[K]
+	// local is bans if they are in process, else nil: the decisions call
+	// it directly, without an interface call (see banned).
+	local *localBans[K]
 	// viaTake is set for a limiter that is not in process: AllowN asks it
 	// by Take, one call, not by AllowN and, after a refusal, Peek.
 	viaTake bool
@@ -173,7 +176,9 @@ func newPenalty[K comparable](inner Limiter[K], b Ban, newBans func() (banStore[
 	if err != nil {
 		return nil, err
 	}
-	return &Penalty[K]{inner: inner, bans: bans, viaTake: placeOf(inner) == remote}, nil
+	p := &Penalty[K]{inner: inner, bans: bans, viaTake: placeOf(inner) == remote}
+	p.local, _ = bans.(*localBans[K])
+	return p, nil
 }
 
 // newLocalBans returns the store of a Penalty that bans by b in process,
@@ -243,7 +248,7 @@ func (p *Penalty[K]) AllowN(key K, n int) bool {
 	if p.viaTake {
 		return p.Take(key, n).Allowed
 	}
-	if _, ok := p.bans.Banned(key, true); ok {
+	if _, ok := p.banned(key, true); ok {
 		return false
 	}
 	if p.inner.AllowN(key, n) {
@@ -272,7 +277,7 @@ func (p *Penalty[K]) TakeContext(ctx context.Context, key K, n int) (Result, err
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	if r, ok := p.bans.Banned(key, true); ok {
+	if r, ok := p.banned(key, true); ok {
 		return r, nil
 	}
 	r, err := takeContext(ctx, p.inner, key, n)
@@ -303,7 +308,7 @@ func (p *Penalty[K]) admit(ctx context.Context, key K, n int, part bool) (Result
 	if err := ctx.Err(); err != nil {
 		return Result{}, Admission{}, err
 	}
-	if r, ok := p.bans.Banned(key, true); ok {
+	if r, ok := p.banned(key, true); ok {
 		return r, Admission{}, nil
 	}
 	rf, ok := p.inner.(Refunder[K])
@@ -419,7 +424,13 @@ func (p *Penalty[K]) judge(ctx context.Context, key K, r Result, err error) Resu
 	if r.Allowed || err != nil || r.Untracked || r.Err != nil || r.RetryAfter == InfDuration {
 		return r
 	}
-	left, ok := p.bans.Refused(ctx, key, r.Limit)
+	var left time.Duration
+	var ok bool
+	if p.local != nil {
+		left, ok = p.local.Refused(ctx, key, r.Limit)
+	} else {
+		left, ok = p.bans.Refused(ctx, key, r.Limit)
+	}
 	if !ok || left <= 0 {
 		return r
 	}
@@ -428,6 +439,14 @@ func (p *Penalty[K]) judge(ctx context.Context, key K, r Result, err error) Resu
 	r.RefillAfter = max(r.RefillAfter, left) // no quota until the ban ends
 	r.Banned = true
 	return r
+}
+
+// banned is p.bans.Banned, without an interface call for bans in process.
+func (p *Penalty[K]) banned(key K, refuse bool) (Result, bool) {
+	if p.local != nil {
+		return p.local.Banned(key, refuse)
+	}
+	return p.bans.Banned(key, refuse)
 }
 
 // Banned is the refusal by key's ban, if key is banned now (see banStore).
