@@ -334,10 +334,14 @@ func (p *Penalty[K]) Refund(key K, a Admission) {
 	}
 }
 
-// RefundContext is Refund under ctx, for a limiter that takes one.
+// RefundContext is Refund under ctx, for a limiter that takes one; the
+// error is its RefundContext's.
 func (p *Penalty[K]) RefundContext(ctx context.Context, key K, a Admission) error {
-	if rf, ok := p.inner.(Refunder[K]); ok {
-		refundContext(ctx, rf, key, a)
+	switch rf := p.inner.(type) {
+	case contextRefunder[K]:
+		return rf.RefundContext(ctx, key, a)
+	case Refunder[K]:
+		rf.Refund(key, a)
 	}
 	return nil
 }
@@ -351,12 +355,18 @@ func (p *Penalty[K]) Peek(key K) Result {
 	return p.inner.Peek(key)
 }
 
-// PeekContext is Peek under ctx, for a limiter that takes one.
+// PeekContext is Peek under ctx, for a limiter that takes one; the error
+// is its PeekContext's.
 func (p *Penalty[K]) PeekContext(ctx context.Context, key K) (Result, error) {
 	if r, ok := p.bans.Banned(key, false); ok {
 		return r, nil
 	}
-	return peekContext(ctx, p.inner, key), nil
+	if c, ok := p.inner.(interface {
+		PeekContext(ctx context.Context, key K) (Result, error)
+	}); ok {
+		return c.PeekContext(ctx, key)
+	}
+	return p.inner.Peek(key), nil
 }
 
 // Reset forgets key, in the limiter and in the penalty: its ban and its

@@ -444,3 +444,24 @@ func TestPenaltyBanEndsOnRedisTime(t *testing.T) {
 	require.False(t, r.Banned, "Take once Redis's ban is over: %v", r)
 	require.False(t, r.Allowed, "the window's refusal, the first since the ban: %v", r)
 }
+
+// TestPenaltyPassesTheLimitersErrors: a Penalty over a Redis limiter
+// whose Redis is down returns the limiter's errors from its context
+// variants, as the limiter does: a Peek that failed says so.
+func TestPenaltyPassesTheLimitersErrors(t *testing.T) {
+	lim, err := redislimit.NewFixedWindow(deadClient(t), "penalty-errors", keylimit.PerHour(10),
+		redislimit.WithFailurePolicy(redislimit.FailOpen()), redislimit.WithTimeout(50*time.Millisecond))
+	require.NoError(t, err)
+	defer lim.Close()
+	p, err := redislimit.NewPenalty(deadClient(t), "penalty-errors", lim, keylimit.Ban{Refusals: 3, Within: time.Minute, For: time.Minute})
+	require.NoError(t, err)
+	defer p.Close()
+	ctx := context.Background()
+	_, want := lim.PeekContext(ctx, "k")
+	require.Error(t, want, "the limiter's PeekContext, Redis down")
+	_, err = p.PeekContext(ctx, "k")
+	require.ErrorAs(t, err, new(*redislimit.Error), "the penalty's PeekContext")
+	r, _, err := p.AdmitContext(ctx, "k", 1)
+	require.ErrorAs(t, err, new(*redislimit.Error), "the penalty's AdmitContext")
+	require.True(t, r.Allowed, "FailOpen admits")
+}
