@@ -11,8 +11,8 @@ import (
 // A monthly plan that resets at midnight on the 1st in each tenant's time
 // zone, the zone from SetKeyLimit's function, the plan from its text form.
 func ExamplePerCalendar() {
-	plan, err := keylimit.ParseLimit("3/month in Europe/Bucharest")
-	if err != nil {
+	var plan keylimit.Limit
+	if err := plan.UnmarshalText([]byte("3/month in Europe/Bucharest")); err != nil {
 		panic(err)
 	}
 	tokyo, err := time.LoadLocation("Asia/Tokyo")

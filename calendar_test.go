@@ -434,15 +434,15 @@ func TestParseCalendarLimit(t *testing.T) {
 		{"7/week in Asia/Tokyo burst 3", "7/week in Asia/Tokyo burst 3", keylimit.PerCalendar(7, keylimit.Weekly, tokyo).WithBurst(3)},
 		{"1/day", "1/d", keylimit.Per(1, 24*time.Hour)}, // no zone: a Period, as before
 	} {
-		got, err := keylimit.ParseLimit(tt.text)
+		got, err := parseLimit(tt.text)
 		require.NoError(t, err, "%q", tt.text)
-		// Zones are compared by name: ParseLimit loads its own.
+		// Zones are compared by name: UnmarshalText loads its own.
 		require.Equal(t, tt.want.String(), got.String(), "%q", tt.text)
 		require.Equal(t, tt.back, got.String(), "%q", tt.text)
 		require.Equal(t, tt.want.Calendar, got.Calendar, "%q", tt.text)
-		back, err := keylimit.ParseLimit(got.String())
+		back, err := parseLimit(got.String())
 		require.NoError(t, err, "%q: its String %q parses", tt.text, got.String())
-		require.Equal(t, got, back, "%q: String and ParseLimit round-trip, to the same *time.Location", tt.text)
+		require.Equal(t, got, back, "%q: String and UnmarshalText round-trip, to the same *time.Location", tt.text)
 	}
 	for text, msg := range map[string]string{
 		"10/day in Nowhere/Atlantis":    `keylimit: limit "10/day in Nowhere/Atlantis": zone "Nowhere/Atlantis" is not in the tz database`,
@@ -453,7 +453,7 @@ func TestParseCalendarLimit(t *testing.T) {
 		"0/month":                       `keylimit: events 0 is below 1 (in "0/month")`,
 		"10/month burst 0":              `keylimit: burst 0 is below 1`,
 	} {
-		_, err := keylimit.ParseLimit(text)
+		_, err := parseLimit(text)
 		require.ErrorContains(t, err, msg, "%q", text)
 	}
 

@@ -40,8 +40,8 @@ var quiet = keylimit.WithLogger(slog.New(slog.DiscardHandler))
 // on a mock clock.
 func TestConcurrencyBehaviour(t *testing.T) {
 	var mock *clock.Mock
-	limitertest.RunConcurrency(t, limitertest.ConcurrencyHarness{
-		New: func(t *testing.T, n int, maxHold time.Duration) (keylimit.ConcurrencyLimiter[string], error) {
+	limitertest.Run(t, limitertest.Harness{
+		Concurrency: func(t *testing.T, n int, maxHold time.Duration) (keylimit.ConcurrencyLimiter[string], error) {
 			mock = clock.NewMock()
 			c, err := keylimit.NewConcurrency[string](n, keylimit.WithClock(mock), keylimit.WithMaxHold(maxHold), quiet)
 			if err != nil {

@@ -627,11 +627,11 @@ func ExampleTokenBucket_Refund() {
 }
 
 // A limit from configuration: JSON, YAML or a flag carry it as text.
-func ExampleParseLimit() {
-	l, err := keylimit.ParseLimit("10/s burst 20")
+func ExampleLimit_UnmarshalText() {
+	var l keylimit.Limit
+	err := l.UnmarshalText([]byte("10/s burst 20"))
 	fmt.Println(l, l.WithBurst(1).FillTime(), l.BurstSize(), err)
-	_, err = keylimit.ParseLimit("10/fortnight")
-	fmt.Println(err)
+	fmt.Println(l.UnmarshalText([]byte("10/fortnight")))
 	// Output:
 	// 10/s burst 20 100ms 20 <nil>
 	// keylimit: limit "10/fortnight": period "fortnight" is neither a unit (ms, s, min, h, d) nor a duration such as 90s

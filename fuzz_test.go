@@ -802,7 +802,7 @@ func FuzzRefundsNeverOverAdmit(f *testing.F) {
 	})
 }
 
-// FuzzParseLimit: ParseLimit reads any text, of any length, without
+// FuzzParseLimit: Limit.UnmarshalText reads any text, of any length, without
 // panicking, into a valid Limit or an error of bounded length; a Limit it
 // reads formats (String) to text that reads back to the same Limit (for a
 // zone, the same *time.Location), and formats the same again. A limit per
@@ -818,7 +818,7 @@ func FuzzParseLimit(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		l, err := keylimit.ParseLimit(text)
+		l, err := parseLimit(text)
 		if err != nil {
 			require.Equal(t, keylimit.Limit{}, l, "a failed parse returns the zero Limit")
 			require.Less(t, len(err.Error()), 1024, "an error quotes a bounded part of the text")
@@ -834,7 +834,7 @@ func FuzzParseLimit(f *testing.F) {
 		} else {
 			require.NoError(t, l.Validate(), "a parsed Limit is valid")
 		}
-		again, err := keylimit.ParseLimit(l.String())
+		again, err := parseLimit(l.String())
 		require.NoError(t, err, "%q, formatted as %q", text, l.String())
 		require.Equal(t, l, again, "%q, formatted as %q", text, l.String())
 		require.Equal(t, l.String(), again.String())

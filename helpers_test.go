@@ -447,3 +447,10 @@ func textLogger(buf *bytes.Buffer) *slog.Logger {
 		},
 	}))
 }
+
+// parseLimit is Limit.UnmarshalText of text, returning the Limit.
+func parseLimit(text string) (keylimit.Limit, error) {
+	var l keylimit.Limit
+	err := l.UnmarshalText([]byte(text))
+	return l, err
+}

@@ -189,45 +189,14 @@ var periodUnits = []struct {
 	{"d", 24 * time.Hour, []string{"day"}},
 }
 
-// maxLimitText bounds the text ParseLimit reads, so that a configuration
+// maxLimitText bounds the text UnmarshalText reads, so that a configuration
 // value cannot make it do unbounded work.
 const maxLimitText = 128
 
-// ParseLimit parses the text form of a Limit: Events, a slash, and the Period
-// as a unit (ms, s, min, h, d, or their long names) or a Go duration
-// ("90s", "1m30s"), optionally followed by "burst" and the Burst:
-//
-//	100/min
-//	10/s burst 20
-//	5000/1h30m
-//
-// A period of the calendar (a FixedWindow's, see PerCalendar) is "week" or
-// "month", or any of them with "in" and a zone of the tz database; "hour"
-// and "day" are periods of the calendar only with a zone (without one they
-// are Periods, whose windows are UTC's hours and days too):
-//
-//	10000/month
-//	500/day in Europe/Bucharest
-//	50/hour in America/New_York
-//
-// An unknown zone is an error. The zone is loaded once per name
-// (time.LoadLocation: the system's tz database, or time/tzdata if the
-// program imports it), so that limits parsed from the same text are equal.
-//
-// It returns an error that says what is wrong, for text that does not parse
-// or a Limit that is not valid (see Validate).
-func ParseLimit(text string) (Limit, error) {
-	var l Limit
-	if err := l.UnmarshalText([]byte(text)); err != nil {
-		return Limit{}, err
-	}
-	return l, nil
-}
-
-// String formats l in the text form ParseLimit reads: "10/min",
+// String formats l in the text form UnmarshalText reads: "10/min",
 // "10/s burst 20", "7/1m30s", "10000/month", "500/day in Europe/Bucharest".
 // A Location not from the tz database (time.FixedZone) is written by its
-// name, which ParseLimit does not read.
+// name, which UnmarshalText does not read.
 func (l Limit) String() string {
 	b, _ := l.MarshalText()
 	return string(b)
@@ -264,9 +233,32 @@ func (l Limit) MarshalText() ([]byte, error) {
 	return b, nil
 }
 
-// UnmarshalText parses text as ParseLimit does, and checks the Limit with
-// Validate (a Limit per period of the calendar as a FixedWindow does), so that a limit loaded from JSON, YAML or a flag (flag.TextVar)
-// is known to be valid.
+// UnmarshalText parses text, the text form of a Limit, into l: Events, a slash, and the Period
+// as a unit (ms, s, min, h, d, or their long names) or a Go duration
+// ("90s", "1m30s"), optionally followed by "burst" and the Burst:
+//
+//	100/min
+//	10/s burst 20
+//	5000/1h30m
+//
+// A period of the calendar (a FixedWindow's, see PerCalendar) is "week" or
+// "month", or any of them with "in" and a zone of the tz database; "hour"
+// and "day" are periods of the calendar only with a zone (without one they
+// are Periods, whose windows are UTC's hours and days too):
+//
+//	10000/month
+//	500/day in Europe/Bucharest
+//	50/hour in America/New_York
+//
+// An unknown zone is an error. The zone is loaded once per name
+// (time.LoadLocation: the system's tz database, or time/tzdata if the
+// program imports it), so that limits parsed from the same text are equal.
+//
+// It checks the Limit with Validate (a Limit per period of the calendar as
+// a FixedWindow does), so that a limit loaded from JSON, YAML or a flag
+// (flag.TextVar) is known to be valid, and returns an error that says what
+// is wrong, for text that does not parse or a Limit that is not valid; l
+// is then unchanged.
 func (l *Limit) UnmarshalText(text []byte) error {
 	if len(text) > maxLimitText {
 		return fmt.Errorf("keylimit: a limit's text is at most %d bytes, not %d", maxLimitText, len(text))

@@ -123,12 +123,12 @@ func TestParseLimit(t *testing.T) {
 		{"1/d", keylimit.Per(1, 24*time.Hour)},
 		{"3/250ms", keylimit.Per(3, 250*time.Millisecond)},
 	} {
-		got, err := keylimit.ParseLimit(tt.text)
+		got, err := parseLimit(tt.text)
 		require.NoError(t, err, "%q", tt.text)
 		require.Equal(t, tt.want, got, "%q", tt.text)
-		back, err := keylimit.ParseLimit(got.String())
+		back, err := parseLimit(got.String())
 		require.NoError(t, err, "%q: its String %q parses", tt.text, got.String())
-		require.Equal(t, got, back, "%q: String and ParseLimit round-trip", tt.text)
+		require.Equal(t, got, back, "%q: String and UnmarshalText round-trip", tt.text)
 	}
 	for text, msg := range map[string]string{
 		"":                          `keylimit: limit "": want events/period, such as 100/min or 10/s burst 20`,
@@ -142,7 +142,7 @@ func TestParseLimit(t *testing.T) {
 		strings.Repeat("9", 200):    `keylimit: a limit's text is at most 128 bytes, not 200`,
 		"99999999999999999999999/s": `keylimit: limit "99999999999999999999999/s": events "99999999999999999999999" is not a whole number`,
 	} {
-		_, err := keylimit.ParseLimit(text)
+		_, err := parseLimit(text)
 		require.ErrorContains(t, err, msg, "%q", text)
 	}
 }

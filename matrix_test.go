@@ -2,6 +2,7 @@ package keylimit_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
@@ -14,7 +15,7 @@ import (
 func TestMatrix(t *testing.T) {
 	mock := clock.NewMock()
 	on := keylimit.WithClock(mock)
-	limitertest.RunMatrix(t, limitertest.Store{
+	limitertest.RunMatrix(t, limitertest.Harness{
 		Name:    "memory",
 		Now:     mock.Now,
 		Advance: mock.Add,
@@ -40,8 +41,8 @@ func TestMatrix(t *testing.T) {
 		Penalty: func(t *testing.T, inner keylimit.Limiter[string], b keylimit.Ban) (keylimit.Limiter[string], error) {
 			return keylimit.NewPenalty(inner, b, on)
 		},
-		Concurrency: func(t *testing.T, n int) (keylimit.ConcurrencyLimiter[string], error) {
-			return keylimit.NewConcurrency[string](n, on)
+		Concurrency: func(t *testing.T, n int, maxHold time.Duration) (keylimit.ConcurrencyLimiter[string], error) {
+			return keylimit.NewConcurrency[string](n, on, keylimit.WithMaxHold(maxHold))
 		},
 	})
 }

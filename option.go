@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit/internal/compose"
 )
 
 // Option configures a limiter. Options are passed to the constructors
@@ -13,6 +14,9 @@ import (
 // return an error. The zero Option changes nothing.
 type Option struct {
 	apply func(*options)
+	// ext is an option of redislimit's (see internal/compose.NewOption),
+	// which this package's limiters refuse.
+	ext any
 }
 
 // optionFunc is the Option that applies f.
@@ -51,11 +55,37 @@ func buildOptions(opts []Option) (options, error) {
 func applyOptions(opts []Option) options {
 	var o options
 	for _, opt := range opts {
+		if opt.ext != nil {
+			o.fail(errors.New("keylimit: an option of redislimit is not an option of an in-memory limiter"))
+		}
 		if opt.apply != nil {
 			opt.apply(&o)
 		}
 	}
 	return o
+}
+
+// redislimit's limiters take keylimit's Option: their own options, made by
+// NewOption, and WithClock, WithLogger and WithMaxHold, which SplitOptions
+// reads for them.
+func init() {
+	compose.NewOption = func(ext any) any { return Option{ext: ext} }
+	compose.SplitOptions = func(opts any) ([]any, compose.Shared, error) {
+		var exts []any
+		var own []Option
+		for _, opt := range opts.([]Option) {
+			if opt.ext != nil {
+				exts = append(exts, opt.ext)
+			} else {
+				own = append(own, opt)
+			}
+		}
+		o := applyOptions(own)
+		if o.err == nil && (o.evictSet || o.maxKeys != 0 || o.overflow != 0 || o.stats) {
+			o.err = errors.New("keylimit: WithEvictionInterval, WithMaxKeys, WithAdmitUntracked and WithStats are not options of a Redis limiter: its keys live on Redis")
+		}
+		return exts, compose.Shared{Clock: o.clock, Logger: o.logger, MaxHold: o.maxHold}, o.err
+	}
 }
 
 // WithLogger makes the limiter log through l what an operator must know,

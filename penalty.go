@@ -68,11 +68,46 @@ func (b Ban) validate() error {
 //
 // Its methods are safe for concurrent use. A key not banned costs a map
 // lookup more than the limiter's own decision; a banned one a lookup and
-// a clock read.
+// a clock read. NewPenalty keeps the bans in process; redislimit's
+// NewPenalty returns a Penalty whose refusals and bans are kept on Redis,
+// shared by a fleet, and says how it differs.
 type Penalty[K comparable] struct {
 	inner Limiter[K]
-	ban   Ban
-	keys  *shard[K, penaltyState]
+	bans  banStore[K]
+	// local is bans if they are in process, else nil: the decisions call
+	// it directly, without an interface call (see banned).
+	local *localBans[K]
+	// viaTake is set for a limiter that is not in process: AllowN asks it
+	// by Take, one call, not by AllowN and, after a refusal, Peek.
+	viaTake bool
+}
+
+// banStore is where a Penalty keeps its bans and counts the refusals
+// toward them: in process (localBans, below), or on Redis (redislimit's
+// NewPenalty makes a Penalty with its own, through internal/compose).
+type banStore[K comparable] interface {
+	// Banned returns the Result of a refusal by key's ban, if key is
+	// banned now; refuse counts the refusal in BanRefused.
+	Banned(key K, refuse bool) (Result, bool)
+	// Refused counts a refusal of key, by a limit of quota limit, that a
+	// later call could pass, and returns how long key is banned after it,
+	// if it is (by this refusal, or by another just before).
+	Refused(ctx context.Context, key K, limit int) (left time.Duration, banned bool)
+	// Forget forgets key's ban and refusals.
+	Forget(key K)
+	// AddStats sets the store's counts in st: Bans, BanRefused, and
+	// Watched or the calls the store made.
+	AddStats(st *Stats)
+	// Timers is the clock a wait for a ban's end reads and sleeps on.
+	Timers() clock.Clock
+	// Close stops what the store runs.
+	Close() error
+}
+
+// localBans keeps a Penalty's bans in process.
+type localBans[K comparable] struct {
+	ban  Ban
+	keys *shard[K, penaltyState]
 	// within and length are Ban.Within and Ban.For in ns, at most maxSpan.
 	within, length int64
 	evictor        *evictor
@@ -111,35 +146,54 @@ type penaltyState struct {
 // option is invalid. Close stops its evictor; inner is the caller's to
 // close.
 func NewPenalty[K comparable](inner Limiter[K], b Ban, opts ...Option) (*Penalty[K], error) {
+	return newPenalty(inner, b, func() (banStore[K], error) {
+		o, err := buildOptions(opts)
+		if err != nil {
+			return nil, err
+		}
+		if o.overflow == admitUntracked || o.stats {
+			return nil, errors.New("keylimit: WithAdmitUntracked and WithStats are not options of a Penalty: its limiter decides and counts")
+		}
+		if o.clock == nil {
+			if clk := clockOf(inner); clk != systemClock {
+				o.clock = clk // else nil: the monotonic fast path
+			}
+		}
+		return newLocalBans[K](b, o), nil
+	})
+}
+
+// newPenalty returns a Penalty of inner that bans by b, keeping its bans
+// in the store newBans makes once inner and b are found valid.
+func newPenalty[K comparable](inner Limiter[K], b Ban, newBans func() (banStore[K], error)) (*Penalty[K], error) {
 	if inner == nil {
 		return nil, errors.New("keylimit: NewPenalty needs a limiter to wrap")
 	}
 	if err := b.validate(); err != nil {
 		return nil, err
 	}
-	o, err := buildOptions(opts)
+	bans, err := newBans()
 	if err != nil {
 		return nil, err
 	}
-	if o.overflow == admitUntracked || o.stats {
-		return nil, errors.New("keylimit: WithAdmitUntracked and WithStats are not options of a Penalty: its limiter decides and counts")
-	}
-	if o.clock == nil {
-		if clk := clockOf(inner); clk != systemClock {
-			o.clock = clk // else nil: the monotonic fast path
-		}
-	}
-	p := &Penalty[K]{
-		inner:  inner,
+	p := &Penalty[K]{inner: inner, bans: bans, viaTake: placeOf(inner) == remote}
+	p.local, _ = bans.(*localBans[K])
+	return p, nil
+}
+
+// newLocalBans returns the store of a Penalty that bans by b in process,
+// under o's clock, key cap and eviction.
+func newLocalBans[K comparable](b Ban, o options) *localBans[K] {
+	l := &localBans[K]{
 		ban:    b,
 		within: int64(min(b.Within, maxSpan)),
 		length: int64(min(b.For, maxSpan)),
 		banned: newStripedCounts(),
 	}
-	// The hooks hold within, not p: the evictor's goroutine holds them,
-	// and p must stay collectable (see startEvictor).
-	within := p.within
-	p.keys = newShard(o, stateHooks[K, penaltyState]{
+	// The hooks hold within, not l: the evictor's goroutine holds them,
+	// and l must stay collectable (see startEvictor).
+	within := l.within
+	l.keys = newShard(o, stateHooks[K, penaltyState]{
 		newState: func(K) *penaltyState { return new(penaltyState) },
 		retireIfIdle: func(st *penaltyState, now int64) (bool, int64) {
 			return st.retireIfIdle(now, within)
@@ -150,8 +204,8 @@ func NewPenalty[K comparable](inner Limiter[K], b Ban, opts ...Option) (*Penalty
 			st.mu.Unlock()
 		},
 	})
-	p.evictor = startEvictor(p, p.keys, o, time.Duration(max(p.within, p.length)))
-	return p, nil
+	l.evictor = startEvictor(l, l.keys, o, time.Duration(max(l.within, l.length)))
+	return l
 }
 
 // A Penalty reports the limiter it wraps to quota, which announces that
@@ -166,17 +220,35 @@ func init() {
 	})
 }
 
+// redislimit's NewPenalty makes a Penalty on string keys whose bans are on
+// Redis: its store implements banStore[string].
+func init() {
+	compose.NewPenalty = func(inner, ban any, newBans func() (any, error)) (any, error) {
+		in, _ := inner.(Limiter[string])
+		return newPenalty(in, ban.(Ban), func() (banStore[string], error) {
+			bans, err := newBans()
+			if err != nil {
+				return nil, err
+			}
+			return bans.(banStore[string]), nil
+		})
+	}
+}
+
 // wrapped returns the limiter the penalty wraps.
 func (p *Penalty[K]) wrapped() any { return p.inner }
 
 // Allow is shorthand for AllowN(key, 1).
 func (p *Penalty[K]) Allow(key K) bool { return p.AllowN(key, 1) }
 
-// AllowN is Take(key, n).Allowed. It asks the limiter by its AllowN, and
-// only after a refusal by its Peek, for what judge needs: whether the
-// refusal counts, and the limit.
+// AllowN is Take(key, n).Allowed. It asks an in-process limiter by its
+// AllowN, and only after a refusal by its Peek, for what a ban needs:
+// whether the refusal counts, and the limit.
 func (p *Penalty[K]) AllowN(key K, n int) bool {
-	if _, ok := p.refuseBanned(key); ok {
+	if p.viaTake {
+		return p.Take(key, n).Allowed
+	}
+	if _, ok := p.banned(key, true); ok {
 		return false
 	}
 	if p.inner.AllowN(key, n) {
@@ -187,30 +259,29 @@ func (p *Penalty[K]) AllowN(key K, n int) bool {
 	if n > r.Limit {
 		r.RetryAfter = InfDuration
 	}
-	p.judge(key, r)
+	p.judge(context.Background(), key, r, nil)
 	return false
 }
 
 // Take refuses n events for a banned key; for any other, it is the
 // limiter's Take, whose refusal counts toward a ban.
 func (p *Penalty[K]) Take(key K, n int) Result {
-	if r, ok := p.refuseBanned(key); ok {
-		return r
-	}
-	return p.judge(key, p.inner.Take(key, n))
+	r, _ := p.TakeContext(context.Background(), key, n)
+	return r
 }
 
 // TakeContext is Take under ctx, which the limiter gets if it takes one
-// (see ContextLimiter). A ctx that has ended makes no decision.
+// (see ContextLimiter). A ctx that has ended makes no decision; the error
+// is ctx's or the limiter's.
 func (p *Penalty[K]) TakeContext(ctx context.Context, key K, n int) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	if r, ok := p.refuseBanned(key); ok {
+	if r, ok := p.banned(key, true); ok {
 		return r, nil
 	}
 	r, err := takeContext(ctx, p.inner, key, n)
-	return p.judge(key, r), err
+	return p.judge(ctx, key, r, err), err
 }
 
 // Admit is Take, and also returns the limiter's Admission, for Refund. A
@@ -237,22 +308,22 @@ func (p *Penalty[K]) admit(ctx context.Context, key K, n int, part bool) (Result
 	if err := ctx.Err(); err != nil {
 		return Result{}, Admission{}, err
 	}
-	if r, ok := p.refuseBanned(key); ok {
+	if r, ok := p.banned(key, true); ok {
 		return r, Admission{}, nil
 	}
 	rf, ok := p.inner.(Refunder[K])
 	if !ok {
 		r, err := takeContext(ctx, p.inner, key, n)
-		return p.judge(key, r), Admission{}, err
+		return p.judge(ctx, key, r, err), Admission{}, err
 	}
 	if part {
 		if pa := partOf[K](p.inner); pa != nil {
 			r, a, err := pa.admitPart(ctx, key, n)
-			return p.judge(key, r), a, err
+			return p.judge(ctx, key, r, err), a, err
 		}
 	}
 	r, a, err := admitContext(ctx, rf, key, n)
-	return p.judge(key, r), a, err
+	return p.judge(ctx, key, r, err), a, err
 }
 
 // Refund gives a, an Admission of the limiter's, back to the limiter. A
@@ -263,10 +334,14 @@ func (p *Penalty[K]) Refund(key K, a Admission) {
 	}
 }
 
-// RefundContext is Refund under ctx, for a limiter that takes one.
+// RefundContext is Refund under ctx, for a limiter that takes one; the
+// error is its RefundContext's.
 func (p *Penalty[K]) RefundContext(ctx context.Context, key K, a Admission) error {
-	if rf, ok := p.inner.(Refunder[K]); ok {
-		refundContext(ctx, rf, key, a)
+	switch rf := p.inner.(type) {
+	case contextRefunder[K]:
+		return rf.RefundContext(ctx, key, a)
+	case Refunder[K]:
+		rf.Refund(key, a)
 	}
 	return nil
 }
@@ -274,24 +349,30 @@ func (p *Penalty[K]) RefundContext(ctx context.Context, key K, a Admission) erro
 // Peek reports a banned key's ban, and any other's state by the limiter's
 // Peek. It counts nothing.
 func (p *Penalty[K]) Peek(key K) Result {
-	if r, ok := p.isBanned(key); ok {
+	if r, ok := p.bans.Banned(key, false); ok {
 		return r
 	}
 	return p.inner.Peek(key)
 }
 
-// PeekContext is Peek under ctx, for a limiter that takes one.
+// PeekContext is Peek under ctx, for a limiter that takes one; the error
+// is its PeekContext's.
 func (p *Penalty[K]) PeekContext(ctx context.Context, key K) (Result, error) {
-	if r, ok := p.isBanned(key); ok {
+	if r, ok := p.bans.Banned(key, false); ok {
 		return r, nil
 	}
-	return peekContext(ctx, p.inner, key), nil
+	if c, ok := p.inner.(interface {
+		PeekContext(ctx context.Context, key K) (Result, error)
+	}); ok {
+		return c.PeekContext(ctx, key)
+	}
+	return p.inner.Peek(key), nil
 }
 
 // Reset forgets key, in the limiter and in the penalty: its ban and its
 // refusals.
 func (p *Penalty[K]) Reset(key K) {
-	p.keys.reset(key)
+	p.bans.Forget(key)
 	p.inner.Reset(key)
 }
 
@@ -302,9 +383,9 @@ func (p *Penalty[K]) Wait(ctx context.Context, key K) error { return p.WaitN(ctx
 // (the package's WaitN). It fails at once, taking nothing, if the ban
 // outlasts ctx's deadline (ErrWouldExceedDeadline).
 func (p *Penalty[K]) WaitN(ctx context.Context, key K, n int) error {
-	timers := p.keys.clock.timers
+	timers := p.bans.Timers()
 	for {
-		r, ok := p.isBanned(key)
+		r, ok := p.bans.Banned(key, false)
 		if !ok {
 			return WaitN[K](ctx, p.inner, key, n)
 		}
@@ -320,12 +401,13 @@ func (p *Penalty[K]) WaitN(ctx context.Context, key K, n int) error {
 }
 
 // timers is the clock the penalty reads.
-func (p *Penalty[K]) timers() clock.Clock { return p.keys.clock.timers }
+func (p *Penalty[K]) timers() clock.Clock { return p.bans.Timers() }
 
 // Stats returns the limiter's Stats, if it has a Stats method, with the
 // penalty's Bans and BanRefused (added to Refused, if the limiter counts
-// its decisions). Over an All, which has no Stats, Remote says whether one
-// of its limiters' Stats say Remote.
+// its decisions), and Watched, or, with bans on Redis, the calls to Redis
+// added to the limiter's. Over an All, which has no Stats, Remote says
+// whether one of its limiters' Stats say Remote.
 func (p *Penalty[K]) Stats() Stats {
 	var st Stats
 	if s, ok := p.inner.(interface{ Stats() Stats }); ok {
@@ -333,67 +415,35 @@ func (p *Penalty[K]) Stats() Stats {
 	} else {
 		st.Remote = placeOf(p.inner) == remote
 	}
-	_, st.BanRefused = p.banned.sum()
-	st.Bans, st.Penalty = p.bans.Load(), true
-	st.Watched = p.keys.len()
+	p.bans.AddStats(&st)
+	st.Penalty = true
 	if st.Decisions {
 		st.Refused += st.BanRefused
 	}
 	return st
 }
 
-// Close stops the penalty's evictor; it does not close the limiter. It
-// returns nil.
-func (p *Penalty[K]) Close() error {
-	p.evictor.close()
-	return nil
-}
-
-// isBanned returns the Result of a refusal by key's ban, if key is banned
-// now.
-func (p *Penalty[K]) isBanned(key K) (Result, bool) {
-	if p.keys.len() == 0 {
-		return Result{}, false // no key refused lately: no hash
-	}
-	st := p.keys.load(key)
-	if st == nil {
-		return Result{}, false
-	}
-	until := st.until.Load()
-	if until == 0 {
-		return Result{}, false
-	}
-	now := p.keys.clock.now()
-	if until <= now {
-		return Result{}, false
-	}
-	left := time.Duration(until - now)
-	return Result{Limit: int(st.limit.Load()), RetryAfter: left, ResetAfter: left, RefillAfter: left, Banned: true}, true
-}
-
-// refuseBanned is isBanned, counting the refusal.
-func (p *Penalty[K]) refuseBanned(key K) (Result, bool) {
-	r, ok := p.isBanned(key)
-	if ok {
-		p.banned.add(false)
-	}
-	return r, ok
-}
+// Close stops the penalty's evictor (with bans on Redis, its subscription
+// to their announcements); it does not close the limiter. It returns nil,
+// or the subscription's error.
+func (p *Penalty[K]) Close() error { return p.bans.Close() }
 
 // judge returns the limiter's answer r for key, and counts it toward a
-// ban if it is a refusal a later call could pass.
-func (p *Penalty[K]) judge(key K, r Result) Result {
-	if r.Allowed || r.Untracked || r.Err != nil || r.RetryAfter == InfDuration {
+// ban if it is a refusal a later call could pass; err is the limiter's.
+func (p *Penalty[K]) judge(ctx context.Context, key K, r Result, err error) Result {
+	if r.Allowed || err != nil || r.Untracked || r.Err != nil || r.RetryAfter == InfDuration {
 		return r
 	}
-	// The clock is read after the limiter decided: its call may have
-	// taken a round trip, and the refusal happened at its end.
-	now := p.keys.clock.now()
-	until, ok := p.refusal(key, r.Limit, now)
-	if !ok {
+	var left time.Duration
+	var ok bool
+	if p.local != nil {
+		left, ok = p.local.Refused(ctx, key, r.Limit)
+	} else {
+		left, ok = p.bans.Refused(ctx, key, r.Limit)
+	}
+	if !ok || left <= 0 {
 		return r
 	}
-	left := time.Duration(until - now)
 	r.RetryAfter = max(r.RetryAfter, left)
 	r.ResetAfter = max(r.ResetAfter, left)
 	r.RefillAfter = max(r.RefillAfter, left) // no quota until the ban ends
@@ -401,19 +451,82 @@ func (p *Penalty[K]) judge(key K, r Result) Result {
 	return r
 }
 
+// banned is p.bans.Banned, without an interface call for bans in process.
+func (p *Penalty[K]) banned(key K, refuse bool) (Result, bool) {
+	if p.local != nil {
+		return p.local.Banned(key, refuse)
+	}
+	return p.bans.Banned(key, refuse)
+}
+
+// Banned is the refusal by key's ban, if key is banned now (see banStore).
+func (l *localBans[K]) Banned(key K, refuse bool) (Result, bool) {
+	if l.keys.len() == 0 {
+		return Result{}, false // no key refused lately: no hash
+	}
+	st := l.keys.load(key)
+	if st == nil {
+		return Result{}, false
+	}
+	until := st.until.Load()
+	if until == 0 {
+		return Result{}, false
+	}
+	now := l.keys.clock.now()
+	if until <= now {
+		return Result{}, false
+	}
+	if refuse {
+		l.banned.add(false)
+	}
+	left := time.Duration(until - now)
+	return Result{Limit: int(st.limit.Load()), RetryAfter: left, ResetAfter: left, RefillAfter: left, Banned: true}, true
+}
+
+// Refused records a refusal of key (see banStore).
+func (l *localBans[K]) Refused(_ context.Context, key K, limit int) (time.Duration, bool) {
+	// The clock is read after the limiter decided: its call may have
+	// taken a round trip, and the refusal happened at its end.
+	now := l.keys.clock.now()
+	until, ok := l.refusal(key, limit, now)
+	if !ok {
+		return 0, false
+	}
+	return time.Duration(until - now), true
+}
+
+// Forget forgets key's ban and refusals.
+func (l *localBans[K]) Forget(key K) { l.keys.reset(key) }
+
+// AddStats sets Bans, BanRefused and Watched in st.
+func (l *localBans[K]) AddStats(st *Stats) {
+	_, st.BanRefused = l.banned.sum()
+	st.Bans = l.bans.Load()
+	st.Watched = l.keys.len()
+}
+
+// Timers is the clock the bans are on.
+func (l *localBans[K]) Timers() clock.Clock { return l.keys.clock.timers }
+
+// Close stops the evictor; it returns nil.
+func (l *localBans[K]) Close() error {
+	l.evictor.close()
+	return nil
+}
+
 // refusal records a refusal of key at now, by a limit of quota limit, and
 // returns the end of the key's ban if it is banned after it (by this
 // refusal, or by another just before). A key the cap leaves no state for
 // is not banned.
-func (p *Penalty[K]) refusal(key K, limit int, now int64) (until int64, banned bool) {
-	st := p.keys.loadOrCreate(key)
+func (l *localBans[K]) refusal(key K, limit int, now int64) (until int64, banned bool) {
+	st := l.keys.loadOrCreate(key)
 	for st != nil {
 		st.mu.Lock()
 		if !st.retired {
 			break
 		}
 		st.mu.Unlock()
-		st = p.keys.replace(key, st)
+		st = l.keys.replace(key, st)
 	}
 	if st == nil {
 		return 0, false
@@ -423,7 +536,7 @@ func (p *Penalty[K]) refusal(key K, limit int, now int64) (until int64, banned b
 		return until, true
 	}
 	if st.refusals == nil {
-		st.refusals = make([]int64, p.ban.Refusals)
+		st.refusals = make([]int64, l.ban.Refusals)
 	}
 	// Refusals are kept in time order: one that read the clock before the
 	// latest, and took the lock after it, counts as at the latest's time.
@@ -434,18 +547,18 @@ func (p *Penalty[K]) refusal(key K, limit int, now int64) (until int64, banned b
 	st.count = min(st.count+1, m)
 	st.newest = now
 	// With the ring full, its oldest slot is next: the m-th latest refusal.
-	if st.count < m || now-st.refusals[st.next%m] >= p.within {
+	if st.count < m || now-st.refusals[st.next%m] >= l.within {
 		return 0, false
 	}
 	// A ban that would end at 0, "never banned", ends a moment later.
-	until = now + p.length
+	until = now + l.length
 	if until == 0 {
 		until = 1
 	}
 	st.limit.Store(int64(limit))
 	st.count, st.next = 0, 0
 	st.until.Store(until)
-	p.bans.Add(1)
+	l.bans.Add(1)
 	return until, true
 }
 

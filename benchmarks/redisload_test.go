@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/hotpath"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
@@ -68,7 +69,7 @@ func loadContenders(tb testing.TB, client *redis.Client) []struct {
 	// limiters would warn of.
 	opts := func(prefix string, more ...redislimit.Option) []redislimit.Option {
 		return append([]redislimit.Option{redislimit.WithPrefix(prefix), redislimit.WithFailurePolicy(redislimit.FailClosed()),
-			redislimit.WithTimeout(10 * time.Second), redislimit.WithLogger(slog.New(slog.DiscardHandler))}, more...)
+			redislimit.WithTimeout(10 * time.Second), keylimit.WithLogger(slog.New(slog.DiscardHandler))}, more...)
 	}
 	bucket, err := redislimit.NewTokenBucket(client, "load", redisLimit, opts("load:bucket:")...)
 	require.NoError(tb, err)

@@ -60,12 +60,15 @@ type Client struct {
 	// by Permit.Drop, any other by Release.
 	Concurrency keylimit.ConcurrencyLimiter[string]
 
-	// Key returns the key of a call, for Limiter and for the server's
-	// pauses: nil keys calls by the target of their ClientConn (every call
-	// to one server shares the client's limit and the server's pauses);
-	// ByMethod, or your own, by something else. A
+	// Key returns the key of a call, from its context and full method
+	// name, for Limiter and for the server's pauses: nil keys calls by the
+	// target of their ClientConn (every call to one server shares the
+	// client's limit and the server's pauses); Method by their method, for
+	// a server that limits each method apart; or your own. A key of your
+	// own that names the target too is a Client per ClientConn whose Key
+	// holds its target (the Clients may share Limiter and Concurrency). A
 	// call Key returns an error for is not sent; it ends with that error.
-	Key ClientKeyFunc
+	Key KeyFunc
 
 	// MaxPause is the longest pause a server's answer can put on a key: a
 	// longer delay is cut to it, so that a server that asks for a year (by
@@ -131,19 +134,6 @@ type Client struct {
 // DefaultMaxPause is the longest pause a server can put on a key of a
 // Client whose MaxPause is 0.
 const DefaultMaxPause = time.Minute
-
-// ClientKeyFunc names what a client's call waits under: the target of its
-// ClientConn (cc.Target()), its full method name, or anything of its
-// context.
-type ClientKeyFunc func(ctx context.Context, target, method string) (string, error)
-
-// byTarget keys calls by the target of their ClientConn: Client.Key's
-// default.
-func byTarget(_ context.Context, target, _ string) (string, error) { return target, nil }
-
-// ByMethod keys calls by their full method name, "/package.Service/Method",
-// whatever their target: for a server that limits each method apart.
-func ByMethod(_ context.Context, _, method string) (string, error) { return method, nil }
 
 var systemClock = clock.New()
 
@@ -254,15 +244,14 @@ func (s *watchedStream) record(o throttle.Outcome) {
 // Throttle, which it asks first, whose outcome is to be recorded. On an
 // error, it holds nothing and leaves nothing to record.
 func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (string, ticket, error) {
-	keyOf := c.Key
-	if keyOf == nil {
-		keyOf = byTarget
+	var key string
+	var err error
+	switch {
+	case c.Key != nil:
+		key, err = c.Key(ctx, method)
+	case cc != nil:
+		key = cc.Target()
 	}
-	target := ""
-	if cc != nil {
-		target = cc.Target()
-	}
-	key, err := keyOf(ctx, target, method)
 	if err == nil && (c.Throttle != 0 || c.ThrottleWindow != 0) {
 		err = c.throttling().Check("grpclimit: Client.Throttle")
 	}

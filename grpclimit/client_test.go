@@ -179,11 +179,11 @@ func TestClientPauses(t *testing.T) {
 }
 
 // Streams wait like unary calls, and a stream that ends refused pauses its
-// key. With ByMethod, a pause on one method does not hold another.
+// key. Keyed by method, a pause on one method does not hold another.
 func TestClientStreamsAndMethodKeys(t *testing.T) {
 	mock := newMock()
 	script := &scripted{script: first(refusal(codes.ResourceExhausted, durationpb.New(3*s)))}
-	b := start(t, setup{server: script.options(), client: pacedBy(&grpclimit.Client{Clock: mock, Key: grpclimit.ByMethod})})
+	b := start(t, setup{server: script.options(), client: pacedBy(&grpclimit.Client{Clock: mock, Key: grpclimit.Method})})
 
 	require.Equal(t, codes.ResourceExhausted, b.watch(t, context.Background()).code())
 	ctx, cancel := mock.WithTimeout(context.Background(), s)
@@ -199,7 +199,7 @@ func TestClientStreamsAndMethodKeys(t *testing.T) {
 // A Key that fails: the call is not sent, and ends with its error.
 func TestClientKeyError(t *testing.T) {
 	bad := errors.New("no tenant")
-	key := func(context.Context, string, string) (string, error) { return "", bad }
+	key := func(context.Context, string) (string, error) { return "", bad }
 	b := start(t, setup{client: pacedBy(&grpclimit.Client{Key: key})})
 	require.ErrorIs(t, b.check(context.Background()).err, bad)
 	require.ErrorIs(t, b.watch(t, context.Background()).err, bad)

@@ -68,7 +68,7 @@
 //		grpc.WithTransportCredentials(creds))
 //
 // Before each call a Client waits for a token of its own Limiter under the
-// call's key (the target by default, or the method: ByMethod), never past
+// call's key (the target by default, or Client.Key's), never past
 // the call's deadline. A call that ends with ResourceExhausted or
 // Unavailable and a RetryInfo detail or grpc-retry-pushback-ms pauses the
 // key for every call through the Client until then (at most MaxPause).

@@ -491,3 +491,12 @@ func (b *backend) watchOnce(ctx context.Context) error {
 	_, err = stream.Recv()
 	return err
 }
+
+// chargeReported is a Policy.Charge that charges the cost the handler
+// reported, or the whole cost if it reported none.
+func chargeReported(o quota.Outcome) int {
+	if o.Reported < 0 {
+		return o.Cost
+	}
+	return o.Reported
+}

@@ -19,6 +19,9 @@ import (
 // (see Config.Error). Wrap quota.ErrNoKey when the call lacks what the key needs,
 // so that the client is told (InvalidArgument); any other error, and an
 // empty key without one, is the server's (Internal).
+//
+// A Client's Key is a KeyFunc too: there it names what a call waits under,
+// from the client's side of the call (its outgoing context, its method).
 type KeyFunc func(ctx context.Context, method string) (string, error)
 
 // errNoKey is wrapped by the package's KeyFuncs' errors for calls that do

@@ -30,7 +30,7 @@ func TestChargeByCode(t *testing.T) {
 		Policies: []quota.Policy{{Name: "failed", Limiter: failed, Charge: func(o quota.Outcome) int {
 			seen = append(seen, o)
 			if o.Status == int(codes.Unauthenticated) {
-				return quota.ChargeReported(o)
+				return chargeReported(o)
 			}
 			return 0
 		}}},

@@ -15,8 +15,8 @@ import (
 )
 
 // Bounds of a Client's pauses. Keys are the client's own (targets, or
-// ByMethod's methods), not the server's, so few are expected; the cap is for a
-// ClientKeyFunc that keys by something unbounded.
+// methods), not the server's, so few are expected; the cap is for a
+// Client.Key that keys by something unbounded.
 const (
 	// sweepAbove is the least number of pauses at which adding one first
 	// deletes those that have ended; after a sweep, the next comes when the

@@ -238,12 +238,14 @@ func ExampleWait() {
 }
 
 // A POST is not retried unless marked idempotent, here because the partner
-// deduplicates orders by their id.
-func ExampleMarkIdempotent() {
+// deduplicates orders by their id: by an Idempotency-Key field, or, as for
+// net/http's own Transport, one whose value is nil, which marks the request
+// and is not sent.
+func ExampleTransport_idempotent() {
 	var calls atomic.Int32
 	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		fmt.Printf("partner: %s %s\n", r.Method, body)
+		fmt.Printf("partner: %s %s %q\n", r.Method, body, r.Header.Values("Idempotency-Key"))
 		if calls.Add(1) == 1 {
 			w.WriteHeader(http.StatusTooManyRequests)
 		}
@@ -251,8 +253,8 @@ func ExampleMarkIdempotent() {
 	defer partner.Close()
 
 	client := &http.Client{Transport: &httplimit.Transport{Retries: 1, Backoff: time.Millisecond}}
-	ctx := httplimit.MarkIdempotent(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, partner.URL, strings.NewReader(`{"order":42}`))
+	req, _ := http.NewRequest(http.MethodPost, partner.URL, strings.NewReader(`{"order":42}`))
+	req.Header["Idempotency-Key"] = nil
 	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Println(err)
@@ -261,8 +263,8 @@ func ExampleMarkIdempotent() {
 	resp.Body.Close()
 	fmt.Println(resp.Status)
 	// Output:
-	// partner: POST {"order":42}
-	// partner: POST {"order":42}
+	// partner: POST {"order":42} []
+	// partner: POST {"order":42} []
 	// 200 OK
 }
 

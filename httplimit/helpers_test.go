@@ -786,3 +786,12 @@ func (c *expiring) Err() error {
 		return nil
 	}
 }
+
+// chargeReported is a Policy.Charge that charges the cost the handler
+// reported, or the whole cost if it reported none.
+func chargeReported(o quota.Outcome) int {
+	if o.Reported < 0 {
+		return o.Cost
+	}
+	return o.Reported
+}

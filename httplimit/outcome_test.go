@@ -148,7 +148,7 @@ func TestChargeReportedCostHTTP(t *testing.T) {
 	h := limited(t, httplimit.Config{
 		Key:        httplimit.Header("X-API-Key"),
 		Cost:       func(*http.Request) int { return 10 },
-		Policies:   []quota.Policy{{Name: "rows", Limiter: rows, Charge: quota.ChargeReported}},
+		Policies:   []quota.Policy{{Name: "rows", Limiter: rows, Charge: chargeReported}},
 		CostHeader: "X-Rows",
 	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch v := r.URL.Query().Get("rows"); {

@@ -82,8 +82,10 @@ type Transport struct {
 
 	// Retries is the most times a request is sent again after a refusal;
 	// 0 means never. Only a request that is idempotent (GET, HEAD, OPTIONS,
-	// TRACE, PUT, DELETE, one with an Idempotency-Key field, or one whose
-	// context MarkIdempotent marked) and whose body can be replayed (none,
+	// TRACE, PUT, DELETE, or one with an Idempotency-Key or
+	// X-Idempotency-Key field: req.Header["Idempotency-Key"] = nil marks a
+	// request without sending the field, as for net/http's Transport) and
+	// whose body can be replayed (none,
 	// or Request.GetBody set, as http.NewRequest does for in-memory bodies)
 	// is retried. A retry waits for the server's pause, then Backoff, then
 	// its turn; the answers it replaces are read (up to 64 KiB) and closed.
@@ -137,7 +139,7 @@ type Transport struct {
 
 	// MaxPaused is the most keys the Transport keeps paused at once; 0
 	// means 65,536. At the cap it forgets the pauses that end first, an
-	// eighth of them, and counts them (DroppedPauses): a request under a
+	// eighth of them, and counts them (Wait.DroppedPauses): a request under a
 	// forgotten key may reach the server before the server's pause ends.
 	// It is also the most keys Throttle counts for: at the cap it forgets
 	// the eighth with the fewest recent requests.
@@ -173,6 +175,11 @@ type Wait struct {
 	// Err is the error of the wait that failed, the Err of the
 	// *TransportError RoundTrip returned; nil if the request was sent.
 	Err error
+	// DroppedPauses is how many of the server's pauses (of any key, this
+	// one's included) the Transport forgot before their end when an
+	// answer to the request paused its key, to keep no more than
+	// MaxPaused (metrics.Transport counts them).
+	DroppedPauses int
 }
 
 // Defaults of the zero Transport.
@@ -186,17 +193,6 @@ const (
 )
 
 var systemClock = clock.New()
-
-// idempotentKey is the context key of MarkIdempotent.
-type idempotentKey struct{}
-
-// MarkIdempotent returns a copy of ctx that marks the requests made with it
-// as idempotent: safe to send twice. The Transport may then retry them
-// whatever their method, a POST or a PATCH included, if their body can be
-// replayed.
-func MarkIdempotent(ctx context.Context) context.Context {
-	return context.WithValue(ctx, idempotentKey{}, true)
-}
 
 // RoundTrip sends req through Base when its key's turn comes, sends it again
 // if Retries allows and the server refused it, and returns the server's last
@@ -259,7 +255,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		now := t.clock().Now()
 		until := serverPause(resp, refused, now)
 		if !until.IsZero() {
-			t.pauses.add(key, until, now, t.maxPaused())
+			w.DroppedPauses += t.pauses.add(key, until, now, t.maxPaused())
 		}
 		if !retryable || !refused || retry == t.Retries {
 			return resp, nil
@@ -349,14 +345,6 @@ func (t *Transport) waitPause(ctx context.Context, clk clock.Clock, key string, 
 	}
 }
 
-// DroppedPauses returns how many of the server's pauses the Transport
-// forgot before they ended, because MaxPaused keys were paused at once.
-func (t *Transport) DroppedPauses() uint64 {
-	t.pauses.mu.Lock()
-	defer t.pauses.mu.Unlock()
-	return t.pauses.dropped
-}
-
 // CloseIdleConnections closes the idle connections of Base, if it has such a
 // method (http.Transport does), so that http.Client.CloseIdleConnections
 // reaches through the Transport.
@@ -434,18 +422,17 @@ func retryStatus(code int) bool {
 }
 
 // idempotent reports whether req may be sent twice: RFC 9110's idempotent
-// methods, a request with an Idempotency-Key field, or one marked by
-// MarkIdempotent.
+// methods, or a request with an Idempotency-Key or X-Idempotency-Key field,
+// even one whose value is nil (which marks it and is not sent), as
+// net/http's Transport judges.
 func idempotent(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
 	}
-	if req.Header.Get("Idempotency-Key") != "" {
-		return true
-	}
-	marked, _ := req.Context().Value(idempotentKey{}).(bool)
-	return marked
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
 }
 
 // replayable reports whether req's body can be sent again.

@@ -45,23 +45,25 @@ type pauses struct {
 // included), down to limit less an eighth, counting them in dropped: they
 // lose least by being forgotten. The next sweep then comes an eighth of
 // limit later, so each added pause pays for a bounded number of entries
-// visited.
-func (p *pauses) add(key string, until, now time.Time, limit int) {
+// visited. It returns how many pauses it dropped.
+func (p *pauses) add(key string, until, now time.Time, limit int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if cur, ok := p.ends[key]; ok {
 		if until.After(cur) {
 			p.ends[key] = until
 		}
-		return
+		return 0
 	}
 	if p.ends == nil {
 		p.ends = make(map[string]time.Time)
 	}
 	p.ends[key] = until
+	dropped := p.dropped
 	if len(p.ends) > min(max(p.sweepAt, sweepAbove), limit) {
 		p.sweep(now, limit)
 	}
+	return int(p.dropped - dropped)
 }
 
 // sweep deletes the pauses that have ended at now and, if more than limit

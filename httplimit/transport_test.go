@@ -284,46 +284,48 @@ func TestTransportRetryWaitsForTheServerPause(t *testing.T) {
 }
 
 // TestTransportRetriesOnlyWhatIsSafe: idempotent methods, and others marked
-// so by context or Idempotency-Key, with a body that can be replayed.
+// so by an Idempotency-Key or X-Idempotency-Key field (one with a nil value
+// marks the request without being sent, as for net/http's Transport), with
+// a body that can be replayed.
 func TestTransportRetriesOnlyWhatIsSafe(t *testing.T) {
 	payload := func() io.Reader { return strings.NewReader("payload") }
 	opaque := func() io.Reader { return io.MultiReader(strings.NewReader("payload")) } // no GetBody
+	key := func(name string, value []string) func(http.Header) {
+		return func(h http.Header) { h[name] = value }
+	}
+	marked := key("Idempotency-Key", nil)
 	for _, tc := range []struct {
 		name    string
 		method  string
 		body    func() io.Reader
-		ctx     func(context.Context) context.Context
-		header  string
+		mark    func(http.Header)
 		retried bool
 	}{
-		{"GET", http.MethodGet, nil, nil, "", true},
-		{"HEAD", http.MethodHead, nil, nil, "", true},
-		{"OPTIONS", http.MethodOptions, nil, nil, "", true},
-		{"DELETE", http.MethodDelete, nil, nil, "", true},
-		{"PUT with a replayable body", http.MethodPut, payload, nil, "", true},
-		{"PUT with a body it cannot replay", http.MethodPut, opaque, nil, "", false},
-		{"POST", http.MethodPost, payload, nil, "", false},
-		{"PATCH", http.MethodPatch, payload, nil, "", false},
-		{"POST marked by MarkIdempotent", http.MethodPost, payload, httplimit.MarkIdempotent, "", true},
-		{"POST with Idempotency-Key", http.MethodPost, payload, nil, "8e03978e-40d5-43e8-bc93-6894a57f9324", true},
-		{"POST marked, body it cannot replay", http.MethodPost, opaque, httplimit.MarkIdempotent, "", false},
+		{"GET", http.MethodGet, nil, nil, true},
+		{"HEAD", http.MethodHead, nil, nil, true},
+		{"OPTIONS", http.MethodOptions, nil, nil, true},
+		{"DELETE", http.MethodDelete, nil, nil, true},
+		{"PUT with a replayable body", http.MethodPut, payload, nil, true},
+		{"PUT with a body it cannot replay", http.MethodPut, opaque, nil, false},
+		{"POST", http.MethodPost, payload, nil, false},
+		{"PATCH", http.MethodPatch, payload, nil, false},
+		{"POST marked by a nil Idempotency-Key", http.MethodPost, payload, marked, true},
+		{"POST with Idempotency-Key", http.MethodPost, payload, key("Idempotency-Key", []string{"8e03978e-40d5-43e8-bc93-6894a57f9324"}), true},
+		{"POST with X-Idempotency-Key", http.MethodPost, payload, key("X-Idempotency-Key", []string{"42"}), true},
+		{"POST marked, body it cannot replay", http.MethodPost, opaque, marked, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mock := clock.NewMock()
 			srv := newPartner(t, mock, refuseFirst(1, http.StatusTooManyRequests))
 			c := &http.Client{Transport: retrying(mock, 0, nil)}
-			ctx := context.Background()
-			if tc.ctx != nil {
-				ctx = tc.ctx(ctx)
-			}
 			var body io.Reader
 			if tc.body != nil {
 				body = tc.body()
 			}
-			req, err := http.NewRequestWithContext(ctx, tc.method, srv.URL, body)
+			req, err := http.NewRequestWithContext(context.Background(), tc.method, srv.URL, body)
 			require.NoError(t, err)
-			if tc.header != "" {
-				req.Header.Set("Idempotency-Key", tc.header)
+			if tc.mark != nil {
+				tc.mark(req.Header)
 			}
 			resp, err := c.Do(req)
 			require.NoError(t, err)
@@ -793,7 +795,9 @@ func TestTransportMaxPaused(t *testing.T) {
 		h := http.Header{"Retry-After": {strconv.Itoa(100 + n)}} // key 0 ends first
 		return &http.Response{StatusCode: http.StatusTooManyRequests, Header: h, Body: http.NoBody}, nil
 	})
-	tr := &httplimit.Transport{Base: base, Key: httplimit.Header("X-Api-Key"), Clock: mock, MaxPaused: 8}
+	dropped := 0 // the requests' Wait.DroppedPauses, summed
+	tr := &httplimit.Transport{Base: base, Key: httplimit.Header("X-Api-Key"), Clock: mock, MaxPaused: 8,
+		OnWait: func(_ *http.Request, w httplimit.Wait) { dropped += w.DroppedPauses }}
 	send := func(ctx context.Context, key int) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://partner.test/", nil)
 		require.NoError(t, err)
@@ -804,7 +808,7 @@ func TestTransportMaxPaused(t *testing.T) {
 	for key := range 9 {
 		require.NoError(t, send(context.Background(), key))
 	}
-	require.Equal(t, uint64(2), tr.DroppedPauses(), "9 pauses, down to 7")
+	require.Equal(t, 2, dropped, "9 pauses, down to 7")
 	ctx, cancel := mock.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	for key := 2; key < 9; key++ {

@@ -16,42 +16,25 @@ import (
 	"github.com/keylimit/keylimit"
 )
 
-// ConcurrencyHarness describes a concurrency limiter to RunConcurrency: the
-// in-memory keylimit.Concurrency, and one on Redis.
-//
-// The suite needs the keylimit.ConcurrencyLimiter methods, and Stats (for
-// Stats.Waiting, to know that a waiter has queued before the next comes);
-// its SetLimit case runs on limiters with a SetLimit(int) error method, and
-// is skipped for the others.
-type ConcurrencyHarness struct {
-	// New returns a new limiter of n slots per key on string keys that takes
-	// slots held longer than maxHold back (never, if maxHold is 0), or the
-	// constructor's error for an invalid n or maxHold. If the limiter is an
-	// io.Closer, the suite closes it when the test ends.
-	New func(t *testing.T, n int, maxHold time.Duration) (keylimit.ConcurrencyLimiter[string], error)
-
-	// Advance moves the clock of every limiter New returned by d. Nil means
-	// a clock the test cannot move: the suite then skips the cases of the
-	// longest hold, which wait it out.
-	Advance func(d time.Duration)
-
-	// Attempts is how many acquisitions the contention case makes in all
-	// (default 20,000). A limiter behind a round trip may want fewer.
+// concurrencyHarness is what the concurrency suite needs of a Harness:
+// Harness.Concurrency as New, Advance and Attempts.
+type concurrencyHarness struct {
+	New      func(t *testing.T, n int, maxHold time.Duration) (keylimit.ConcurrencyLimiter[string], error)
+	Advance  func(d time.Duration)
 	Attempts int
 }
 
-// RunConcurrency runs every case of the concurrency suite as a subtest of t.
-func RunConcurrency(t *testing.T, h ConcurrencyHarness) {
-	if h.New == nil {
-		t.Fatal("limitertest: ConcurrencyHarness.New is nil")
+// runConcurrency runs every case of the concurrency suite on h's
+// Concurrency as a subtest of t.
+func runConcurrency(t *testing.T, h Harness) {
+	c := concurrencyHarness{New: h.Concurrency, Advance: h.Advance, Attempts: h.Attempts}
+	if c.Attempts == 0 {
+		c.Attempts = 20_000
 	}
-	if h.Attempts == 0 {
-		h.Attempts = 20_000
-	}
-	runCases(t, concurrencyCases, h, h.Advance != nil)
+	runCases(t, concurrencyCases, c, c.Advance != nil)
 }
 
-var concurrencyCases = []suiteCase[ConcurrencyHarness]{
+var concurrencyCases = []suiteCase[concurrencyHarness]{
 	{"FreshKeyHoldsNThenRefuses", false, freshKeyHoldsN},
 	{"ReleaseGivesBackOnce", false, releaseGivesBackOnce},
 	{"TryAcquireIsAllOrNothing", false, tryAcquireAllOrNothing},
@@ -67,7 +50,7 @@ var concurrencyCases = []suiteCase[ConcurrencyHarness]{
 	{"LongestHoldServesAWaiter", true, longestHoldServesAWaiter},
 }
 
-func newConcurrency(t *testing.T, h ConcurrencyHarness, n int, maxHold time.Duration) keylimit.ConcurrencyLimiter[string] {
+func newConcurrency(t *testing.T, h concurrencyHarness, n int, maxHold time.Duration) keylimit.ConcurrencyLimiter[string] {
 	t.Helper()
 	lim, err := h.New(t, n, maxHold)
 	if err != nil {
@@ -100,7 +83,7 @@ func refusedNow(t *testing.T, what string, r keylimit.Result, limit, remaining i
 	}
 }
 
-func freshKeyHoldsN(t *testing.T, h ConcurrencyHarness) {
+func freshKeyHoldsN(t *testing.T, h concurrencyHarness) {
 	lim := newConcurrency(t, h, 4, 0)
 	k := key(t, "k")
 	for i := range 4 {
@@ -120,7 +103,7 @@ func freshKeyHoldsN(t *testing.T, h ConcurrencyHarness) {
 // releaseGivesBackOnce: a Release gives back what its acquisition holds,
 // once, whichever copy of the Permit it is called on; the zero Permit's
 // gives back nothing, and neither does another key's.
-func releaseGivesBackOnce(t *testing.T, h ConcurrencyHarness) {
+func releaseGivesBackOnce(t *testing.T, h concurrencyHarness) {
 	lim := newConcurrency(t, h, 3, 0)
 	k, other := key(t, "k"), key(t, "other")
 	p, _ := lim.TryAcquire(k, 2)
@@ -147,7 +130,7 @@ func releaseGivesBackOnce(t *testing.T, h ConcurrencyHarness) {
 	expect(t, "Peek(other).Remaining after its release", lim.Peek(other).Remaining, 3)
 }
 
-func tryAcquireAllOrNothing(t *testing.T, h ConcurrencyHarness) {
+func tryAcquireAllOrNothing(t *testing.T, h concurrencyHarness) {
 	lim := newConcurrency(t, h, 5, 0)
 	k := key(t, "k")
 	_, r := lim.TryAcquire(k, 3)
@@ -159,7 +142,7 @@ func tryAcquireAllOrNothing(t *testing.T, h ConcurrencyHarness) {
 	acquired(t, "TryAcquire(2) with 2 free", r, 5, 0)
 }
 
-func impossibleAcquisitions(t *testing.T, h ConcurrencyHarness) {
+func impossibleAcquisitions(t *testing.T, h concurrencyHarness) {
 	lim := newConcurrency(t, h, 3, 0)
 	k := key(t, "k")
 	for _, n := range []int{4, 1000, -1} {
@@ -191,7 +174,7 @@ func impossibleAcquisitions(t *testing.T, h ConcurrencyHarness) {
 	expect(t, "Peek().Remaining after impossible and empty requests", lim.Peek(k).Remaining, 3)
 }
 
-func peekHoldsNothing(t *testing.T, h ConcurrencyHarness) {
+func peekHoldsNothing(t *testing.T, h concurrencyHarness) {
 	lim := newConcurrency(t, h, 2, 0)
 	k := key(t, "k")
 	r := lim.Peek(k)
@@ -281,7 +264,7 @@ func (a *acquisition) await(t *testing.T, what string) keylimit.Permit {
 	return a.permit
 }
 
-func acquireWaitsForARelease(t *testing.T, h ConcurrencyHarness) {
+func acquireWaitsForARelease(t *testing.T, h concurrencyHarness) {
 	lim := newConcurrency(t, h, 1, 0)
 	k := key(t, "k")
 	p, _ := lim.TryAcquire(k, 1)
@@ -298,7 +281,7 @@ func acquireWaitsForARelease(t *testing.T, h ConcurrencyHarness) {
 // waitersServedInOrder: a waiter for 3 of 3 slots is not overtaken by the
 // smaller ones behind it, nor by TryAcquire, though slots are free; the
 // others follow in their order as slots are released.
-func waitersServedInOrder(t *testing.T, h ConcurrencyHarness) {
+func waitersServedInOrder(t *testing.T, h concurrencyHarness) {
 	lim := newConcurrency(t, h, 3, 0)
 	k := key(t, "k")
 	first, _ := lim.TryAcquire(k, 1)
@@ -332,7 +315,7 @@ func waitersServedInOrder(t *testing.T, h ConcurrencyHarness) {
 
 // givingUpMovesTheQueueUp: a waiter whose context ends returns its error
 // and holds nothing, and the waiter behind it, which it held up, is served.
-func givingUpMovesTheQueueUp(t *testing.T, h ConcurrencyHarness) {
+func givingUpMovesTheQueueUp(t *testing.T, h concurrencyHarness) {
 	lim := newConcurrency(t, h, 2, 0)
 	k := key(t, "k")
 	held, _ := lim.TryAcquire(k, 1)
@@ -364,7 +347,7 @@ func givingUpMovesTheQueueUp(t *testing.T, h ConcurrencyHarness) {
 // deadline) and release the slots of two keys at random; the slots they
 // hold are counted, and never exceed N. Every Release is counted, and once
 // all are done, both keys have all their slots back.
-func neverAboveN(t *testing.T, h ConcurrencyHarness) {
+func neverAboveN(t *testing.T, h concurrencyHarness) {
 	const n, goroutines = 5, 16
 	lim := newConcurrency(t, h, n, 0)
 	keys := []string{key(t, "a"), key(t, "b")}
@@ -439,7 +422,7 @@ type concurrencySetter interface {
 // more in until the holders leave room under it, and fails the waiters
 // above it; a raised one serves the waiters it has room for at once; an
 // invalid one is an error and changes nothing.
-func setConcurrencyLimit(t *testing.T, h ConcurrencyHarness) {
+func setConcurrencyLimit(t *testing.T, h concurrencyHarness) {
 	lim := newConcurrency(t, h, 4, 0)
 	setter, ok := lim.(concurrencySetter)
 	if !ok {
@@ -494,7 +477,7 @@ func setConcurrencyLimit(t *testing.T, h ConcurrencyHarness) {
 	expect(t, "Peek().Remaining once all are released", lim.Peek(k).Remaining, 5)
 }
 
-func invalidConcurrencyLimits(t *testing.T, h ConcurrencyHarness) {
+func invalidConcurrencyLimits(t *testing.T, h concurrencyHarness) {
 	for _, tt := range []struct {
 		n       int
 		maxHold time.Duration
@@ -519,7 +502,7 @@ func invalidConcurrencyLimits(t *testing.T, h ConcurrencyHarness) {
 // no sooner than d after their acquisition and by 2 × d after it; the
 // Release of their Permit afterwards gives back nothing, however many
 // slots others hold by then.
-func longestHoldTakesBack(t *testing.T, h ConcurrencyHarness) {
+func longestHoldTakesBack(t *testing.T, h concurrencyHarness) {
 	const d = time.Minute
 	lim := newConcurrency(t, h, 3, d)
 	k := key(t, "k")
@@ -544,7 +527,7 @@ func longestHoldTakesBack(t *testing.T, h ConcurrencyHarness) {
 
 // longestHoldServesAWaiter: a waiter behind slots that are never released
 // is served once they are taken back, with no other call on the key.
-func longestHoldServesAWaiter(t *testing.T, h ConcurrencyHarness) {
+func longestHoldServesAWaiter(t *testing.T, h concurrencyHarness) {
 	const d = time.Minute
 	lim := newConcurrency(t, h, 2, d)
 	k := key(t, "k")

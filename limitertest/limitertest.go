@@ -19,16 +19,16 @@
 // method, its Refund case on keylimit.Refunder[string]s, and its cases that
 // step the clock on harnesses with Advance; each is skipped for the others.
 //
-// RunConcurrency is the suite of a keylimit.ConcurrencyLimiter (the
-// in-memory keylimit.Concurrency, and one on Redis): slots held and given
-// back once, first come first served waiting, SetLimit, the longest hold;
-// see ConcurrencyHarness.
+// A Harness with Concurrency instead of New runs the suite of a
+// keylimit.ConcurrencyLimiter (the in-memory keylimit.Concurrency, and one
+// on Redis): slots held and given back once, first come first served
+// waiting, SetLimit, the longest hold.
 //
 // RunMatrix is the composition matrix: every composition of limiters (All,
 // keys under limits of their own, Penalty, quota's charge by outcome,
 // calendar periods, concurrency, leases, the store's failures) over every
-// store a Store describes (in memory; redis-server, a Redis Cluster and
-// miniredis in redislimit's tests), each cell played by 64 goroutines on a
+// store a Harness describes (in memory; redis-server and a Redis Cluster in
+// redislimit's tests, miniredis in its fleet demo module's), each cell played by 64 goroutines on a
 // moving clock and checked exactly after every round. It runs a short form
 // by default; the test flag -matrix.full, or KEYLIMIT_MATRIX=full in the
 // environment, runs all of it.
@@ -47,21 +47,73 @@ import (
 	"github.com/keylimit/keylimit"
 )
 
-// Harness describes an implementation to the suite.
+// Harness describes an implementation to the suites: to Run, a rate
+// limiter by New, or a concurrency limiter by Concurrency (Run runs the
+// suite of each one set); to RunMatrix, a store: how to build each
+// feature's limiters there (Limiter, Leased, Penalty, Concurrency, Faults),
+// and how to move their time (Now, Advance). The limiters a store builds
+// are closed by the matrix when they are io.Closers. A nil feature is one
+// the store does not have: its cells are left out, and the test log says
+// so.
 type Harness struct {
 	// New returns a new limiter of l on string keys, or the constructor's
 	// error for an invalid l. If the limiter is an io.Closer, the suite
 	// closes it when the test ends.
 	New func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error)
 
-	// Advance moves the clock of every limiter New returned by d; a negative
-	// d steps it back. Nil means the limiters run on a clock the test cannot
-	// move (Redis server time): the suite then skips the cases that step
-	// the clock, and checks refill by sleeping instead.
+	// Concurrency returns a new limiter of n slots per key on string keys
+	// that takes slots held longer than maxHold back (never, if maxHold is
+	// 0), or the constructor's error for an invalid n or maxHold. If the
+	// limiter is an io.Closer, the suite closes it when the test ends. The
+	// suite needs the keylimit.ConcurrencyLimiter methods, and Stats (for
+	// Stats.Waiting, to know that a waiter has queued before the next
+	// comes); its SetLimit case runs on limiters with a SetLimit(int) error
+	// method, and is skipped for the others.
+	Concurrency func(t *testing.T, n int, maxHold time.Duration) (keylimit.ConcurrencyLimiter[string], error)
+
+	// Name names a store in its cells: "memory", "redis-server".
+	Name string
+
+	// Now reads the time of every limiter a store builds, the time Redis
+	// or its scripts decide on included. RunMatrix needs it, and Advance:
+	// every cell runs on a clock that moves.
+	Now func() time.Time
+
+	// Limiter returns a new limiter of a store, of kind ("bucket", "fixed"
+	// or "sliding": a TokenBucket, FixedWindow or SlidingWindow) under l,
+	// or, if perKey is not nil, under perKey(key) for each key. RunMatrix
+	// needs it.
+	Limiter func(t *testing.T, kind string, l keylimit.Limit, perKey func(key string) keylimit.Limit) (keylimit.Limiter[string], error)
+
+	// Leased returns instances limiters of a store, of kind ("bucket" or
+	// "fixed") under l, that count together, io.Closers: all but the last
+	// take their events in leases, and Close gives back what those hold;
+	// the last takes none.
+	Leased func(t *testing.T, kind string, l keylimit.Limit, instances int) ([]keylimit.Limiter[string], error)
+
+	// Penalty returns a Penalty of a store that bans by b the keys inner
+	// refuses.
+	Penalty func(t *testing.T, inner keylimit.Limiter[string], b keylimit.Ban) (keylimit.Limiter[string], error)
+
+	// Faults returns a FixedWindow of a store, of l, that fails closed,
+	// with a failure backoff shorter than l.Period, and a function that
+	// makes its calls fail from then on by fault: "timeout" (a call fails
+	// as one that outlasts its deadline does: its error wraps
+	// context.DeadlineExceeded), "script error" (the store answers the
+	// script with an error), or "" (they no longer fail).
+	Faults func(t *testing.T, l keylimit.Limit) (keylimit.ContextLimiter[string], func(fault string), error)
+
+	// Advance moves the clock of every limiter New, Concurrency or a
+	// store's other fields returned by d; a negative d steps it back. Nil means the limiters run on a
+	// clock the test cannot move (Redis server time): the suite then skips
+	// the cases that step the clock (of a concurrency limiter: those of
+	// the longest hold, which wait it out), and checks refill by sleeping
+	// instead.
 	Advance func(d time.Duration)
 
 	// Attempts is how many calls each contention case makes in all
-	// (default 30,000): a third of them are admitted, so that admissions
+	// (default 30,000; for a concurrency limiter, acquisitions, default
+	// 20,000): a third of a rate limiter's are admitted, so that admissions
 	// race for a long stretch. A limiter behind a network round trip may
 	// want fewer; an in-memory one can afford a million.
 	Attempts int
@@ -92,10 +144,18 @@ func (h Harness) resetPeriods() time.Duration {
 	return 1
 }
 
-// Run runs every case of the suite as a subtest of t.
+// Run runs every case of the suite as a subtest of t: of the rate
+// limiters New returns, and of the concurrency limiters Concurrency
+// returns, for each that is set.
 func Run(t *testing.T, h Harness) {
+	if h.New == nil && h.Concurrency == nil {
+		t.Fatal("limitertest: Harness.New and Harness.Concurrency are nil")
+	}
+	if h.Concurrency != nil {
+		runConcurrency(t, h)
+	}
 	if h.New == nil {
-		t.Fatal("limitertest: Harness.New is nil")
+		return
 	}
 	if h.Attempts == 0 {
 		h.Attempts = 30_000

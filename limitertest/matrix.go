@@ -21,51 +21,11 @@ import (
 // changes of clock. KEYLIMIT_MATRIX=full does the same.
 var matrixFull = flag.Bool("matrix.full", false, "limitertest: run the whole composition matrix (RunMatrix), not its short form")
 
-// Store is a store RunMatrix runs every composition on: how to build each
-// feature's limiters there, and how to move their time. The limiters a
-// store builds are closed by the matrix when they are io.Closers. A nil
-// feature is one the store does not have: its cells are left out, and the
-// test log says so.
-type Store struct {
-	// Name names the store in its cells: "memory", "redis-server".
-	Name string
-
-	// Now and Advance read and move the time of every limiter the store
-	// builds, the time Redis or its scripts decide on included. Both are
-	// required: every cell runs on a clock that moves.
-	Now     func() time.Time
-	Advance func(d time.Duration)
-
-	// Limiter returns a new limiter of kind ("bucket", "fixed" or
-	// "sliding": a TokenBucket, FixedWindow or SlidingWindow) under l, or,
-	// if perKey is not nil, under perKey(key) for each key. Required.
-	Limiter func(t *testing.T, kind string, l keylimit.Limit, perKey func(key string) keylimit.Limit) (keylimit.Limiter[string], error)
-
-	// Leased returns instances limiters of kind ("bucket" or "fixed")
-	// under l that count together, io.Closers: all but the last take
-	// their events in leases, and Close gives back what those hold; the
-	// last takes none.
-	Leased func(t *testing.T, kind string, l keylimit.Limit, instances int) ([]keylimit.Limiter[string], error)
-
-	// Penalty returns a Penalty that bans by b the keys inner refuses.
-	Penalty func(t *testing.T, inner keylimit.Limiter[string], b keylimit.Ban) (keylimit.Limiter[string], error)
-
-	// Concurrency returns a concurrency limiter of n slots per key.
-	Concurrency func(t *testing.T, n int) (keylimit.ConcurrencyLimiter[string], error)
-
-	// Faults returns a FixedWindow of l that fails closed, with a failure
-	// backoff shorter than l.Period, and a function that makes its calls
-	// fail from then on by fault: "timeout" (a call fails as one that
-	// outlasts its deadline does: its error wraps
-	// context.DeadlineExceeded), "script error" (the store answers the
-	// script with an error), or "" (they no longer fail).
-	Faults func(t *testing.T, l keylimit.Limit) (keylimit.ContextLimiter[string], func(fault string), error)
-}
-
 // RunMatrix runs every composition of limiters (All of two and of three,
 // keys under limits of their own, Penalty, quota's charge by outcome,
 // calendar periods, concurrency alone and beside a rate, leases, and the
-// store's failures) over each store, one subtest a cell,
+// store's failures) over each store, a Harness with the fields of a store
+// (Name, Now, Advance, Limiter, and the features it has), one subtest a cell,
 // store/composition/q=quota. A cell plays rounds of 64 goroutines on its
 // key while the clock moves, and checks after each round that exactly what
 // the bound allows was admitted, and Remaining.
@@ -74,7 +34,7 @@ type Store struct {
 // KEYLIMIT_MATRIX=full in the environment, or a -full flag of the test
 // binary's own set) runs four quotas, eight rounds, and the calendar
 // periods across changes of clock too. The stores run in parallel.
-func RunMatrix(t *testing.T, stores ...Store) {
+func RunMatrix(t *testing.T, stores ...Harness) {
 	full := *matrixFull || os.Getenv("KEYLIMIT_MATRIX") == "full"
 	if f := flag.Lookup("full"); f != nil && f.Value.String() == "true" {
 		full = true // the test binary's own -full, the root module's large-scale flag
@@ -111,8 +71,8 @@ func RunMatrix(t *testing.T, stores ...Store) {
 // composition is a column of the matrix.
 type composition struct {
 	name  string
-	needs func(Store) bool // nil: every store has what it needs
-	once  bool             // its quota does not matter: run with one
+	needs func(Harness) bool // nil: every store has what it needs
+	once  bool               // its quota does not matter: run with one
 	run   func(c *cell)
 }
 
@@ -130,7 +90,7 @@ func compositions(full bool) []composition {
 		cs = append(cs, composition{name: "tiers/" + k, run: func(c *cell) { c.tiers(k) }})
 	}
 	cs = append(cs,
-		composition{name: "Penalty", needs: func(s Store) bool { return s.Penalty != nil }, run: (*cell).penalty},
+		composition{name: "Penalty", needs: func(s Harness) bool { return s.Penalty != nil }, run: (*cell).penalty},
 		composition{name: "charge", run: (*cell).charge})
 	starts := []string{"newyear"}
 	if full {
@@ -141,17 +101,17 @@ func compositions(full bool) []composition {
 			cs = append(cs, composition{name: fmt.Sprintf("calendar/%v/%s", cal, start), run: func(c *cell) { c.calendar(cal, start) }})
 		}
 	}
-	conc := func(s Store) bool { return s.Concurrency != nil }
+	conc := func(s Harness) bool { return s.Concurrency != nil }
 	cs = append(cs,
 		composition{name: "concurrency", needs: conc, run: (*cell).concurrency},
 		composition{name: "concurrency+rate", needs: conc, run: (*cell).concurrencyAndRate})
 	for _, k := range []string{"bucket", "fixed"} {
-		cs = append(cs, composition{name: "leases/" + k, needs: func(s Store) bool { return s.Leased != nil },
+		cs = append(cs, composition{name: "leases/" + k, needs: func(s Harness) bool { return s.Leased != nil },
 			run: func(c *cell) { c.leases(k) }})
 	}
 	for _, f := range []string{"timeout", "script error"} {
 		cs = append(cs, composition{name: "faults/" + strings.ReplaceAll(f, " ", "-"), once: true,
-			needs: func(s Store) bool { return s.Faults != nil }, run: func(c *cell) { c.faults(f) }})
+			needs: func(s Harness) bool { return s.Faults != nil }, run: func(c *cell) { c.faults(f) }})
 	}
 	return cs
 }
@@ -160,7 +120,7 @@ func compositions(full bool) []composition {
 // under quota q.
 type cell struct {
 	t      *testing.T
-	s      Store
+	s      Harness
 	q      int
 	rounds int
 	round  int      // the round under way, for the messages
@@ -170,7 +130,7 @@ type cell struct {
 // cellFailed is the panic of a check that failed; runCell recovers it.
 type cellFailed struct{}
 
-func runCell(t *testing.T, s Store, comp composition, q, rounds int) {
+func runCell(t *testing.T, s Harness, comp composition, q, rounds int) {
 	c := &cell{t: t, s: s, q: q, rounds: rounds}
 	func() {
 		defer func() {
@@ -551,7 +511,7 @@ func (c *cell) calendar(cal keylimit.Calendar, start string) {
 // then every permit is released twice at once, once by a copy, and all
 // q are free.
 func (c *cell) concurrency() {
-	lim, err := c.s.Concurrency(c.t, c.q)
+	lim, err := c.s.Concurrency(c.t, c.q, 0)
 	c.must(err, "Concurrency")
 	c.closeLater(lim)
 	key := c.key("k")
@@ -593,7 +553,7 @@ func (c *cell) concurrency() {
 func (c *cell) concurrencyAndRate() {
 	l := per(2 * c.q)
 	rate := c.limiter("fixed", l, nil)
-	slots, err := c.s.Concurrency(c.t, c.q)
+	slots, err := c.s.Concurrency(c.t, c.q, 0)
 	c.must(err, "Concurrency")
 	c.closeLater(slots)
 	d, err := quota.New(quota.Config{Policies: []quota.Policy{

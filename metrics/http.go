@@ -30,7 +30,7 @@ var decisionBuckets = []float64{
 // tier and policy are names from the middleware's Config, never a key, so
 // the series are as many as the tiers, policies and outcomes met.
 type HTTP struct {
-	err       error // why h cannot be registered, or nil
+	Collector
 	decisions *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 
@@ -71,7 +71,7 @@ var outcomeNames = [...]string{allowed: outcomeAllowed, refused: outcomeRefused,
 // differ, or share one between middlewares of the same policies.
 // Registering h fails if name is empty or not valid UTF-8.
 func NewHTTP(name string) *HTTP {
-	h := &HTTP{err: checkName("HTTP metrics", name)}
+	h := &HTTP{Collector: Collector{err: checkName("HTTP metrics", name)}}
 	labels := prometheus.Labels{labelLimiter: name}
 	if h.err != nil {
 		labels = nil // the Vecs are never used; Describe reports h.err
@@ -90,6 +90,7 @@ func NewHTTP(name string) *HTTP {
 		Buckets:     decisionBuckets,
 	}, []string{labelTier})
 	h.series.Store(&map[httpLabels]httpSeries{})
+	h.cs = []prometheus.Collector{h.decisions, h.latency}
 	return h
 }
 
@@ -148,23 +149,4 @@ func (h *HTTP) add(l httpLabels) httpSeries {
 	m[l] = s
 	h.series.Store(&m)
 	return s
-}
-
-// Describe sends the Descs of h's series.
-func (h *HTTP) Describe(ch chan<- *prometheus.Desc) {
-	if h.err != nil {
-		ch <- prometheus.NewInvalidDesc(h.err)
-		return
-	}
-	h.decisions.Describe(ch)
-	h.latency.Describe(ch)
-}
-
-// Collect sends h's series: those of every tier, policy and outcome met.
-func (h *HTTP) Collect(ch chan<- prometheus.Metric) {
-	if h.err != nil {
-		return
-	}
-	h.decisions.Collect(ch)
-	h.latency.Collect(ch)
 }

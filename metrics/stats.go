@@ -7,13 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// StatsCollector is a prometheus.Collector of one limiter's Stats, labelled
-// limiter=name. It reads Stats when scraped and at no other time, so it adds
-// nothing to the limiter's decisions. See the package documentation for the
-// series it exports.
-type StatsCollector struct {
+// statsCollector collects one limiter's Stats, labelled limiter=name.
+type statsCollector struct {
 	lim interface{ Stats() keylimit.Stats }
-	err error // why the collector cannot be registered, or nil
 	// One Desc per series, each with the const label limiter=name.
 	keys, decisions, untracked, evicted *prometheus.Desc
 	calls, errors, fallbacks, cacheHits *prometheus.Desc
@@ -24,23 +20,25 @@ type StatsCollector struct {
 
 // NewStats returns a collector of lim's Stats (every keylimit limiter has
 // them, and every redislimit one) whose series carry the label
-// limiter=name: "login", "api". Register it once per limiter, under names
-// that differ; registering fails if the name is empty or not valid UTF-8.
-func NewStats(name string, lim interface{ Stats() keylimit.Stats }) *StatsCollector {
+// limiter=name: "login", "api". It reads Stats when scraped and at no
+// other time, so it adds nothing to the limiter's decisions; see the
+// package documentation for the series it exports. Register it once per
+// limiter, under names that differ; registering fails if the name is empty
+// or not valid UTF-8, or lim is nil.
+func NewStats(name string, lim interface{ Stats() keylimit.Stats }) *Collector {
 	labels := prometheus.Labels{labelLimiter: name}
 	err := checkName("a limiter's stats", name)
 	if err == nil && lim == nil {
 		err = fmt.Errorf("metrics: the limiter of stats %q is nil", name)
 	}
+	if err != nil {
+		return &Collector{err: err}
+	}
 	desc := func(name, help string, variable ...string) *prometheus.Desc {
-		if err != nil {
-			return prometheus.NewInvalidDesc(err)
-		}
 		return prometheus.NewDesc(namespace+"_"+name, help, variable, labels)
 	}
-	return &StatsCollector{
+	return &Collector{cs: []prometheus.Collector{&statsCollector{
 		lim:       lim,
-		err:       err,
 		keys:      desc("keys", "Keys the limiter tracks now."),
 		decisions: desc("decisions_total", "Requests the limiter decided, by outcome (allowed or refused); only from a limiter that counts them (keylimit.WithStats).", labelOutcome),
 		untracked: desc("untracked_total", "Requests for keys the key cap left untracked (keylimit.WithMaxKeys)."),
@@ -55,11 +53,11 @@ func NewStats(name string, lim interface{ Stats() keylimit.Stats }) *StatsCollec
 		banRefused: desc("ban_refusals_total", "Requests a penalty refused by a ban, without asking its limiter."),
 		limit:      desc("limit", "The limit now: an adaptive limiter's overall limit (keylimit.Adaptive), which moves, or a concurrency limiter's."),
 		shed:       desc("shed_total", "Requests an adaptive limiter shed, by criticality (critical, default or sheddable).", labelCriticality),
-	}
+	}}}
 }
 
 // Describe sends the Desc of every series c may export.
-func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range [...]*prometheus.Desc{c.keys, c.decisions, c.untracked, c.evicted, c.calls, c.errors, c.scriptErrors, c.fallbacks, c.cacheHits, c.bans, c.banRefused, c.limit, c.shed} {
 		ch <- d
 	}
@@ -74,11 +72,7 @@ func (c *StatsCollector) Describe(ch chan<- *prometheus.Desc) {
 // counters from a penalty (Stats.Penalty); the limit from a limiter that
 // reports one (Stats.Limit: an adaptive or concurrency limiter), and the
 // sheds from an adaptive one (Stats.Adaptive).
-func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.err != nil {
-		ch <- prometheus.NewInvalidMetric(c.keys, c.err)
-		return
-	}
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.lim.Stats()
 	// A count a limiter does not keep reads 0, like one that has counted
 	// nothing yet: Stats says which it keeps, and only those are sent.

@@ -23,18 +23,19 @@ var waitBuckets = []float64{0, 0.001, 0.01, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 6
 //	keylimit_transport_wait_seconds{paused}     histogram of Wait.Waited
 //	keylimit_transport_retries_total            counter, Wait.Retries summed
 //	keylimit_transport_queued_total             counter, the requests with Wait.Queued
+//	keylimit_transport_dropped_pauses_total     counter, Wait.DroppedPauses summed
 //
 // outcome is "sent", "deadline", "canceled" or "error" (see OnWait); paused
 // is "true" for the requests a server's pause held. The histogram's buckets
 // run from 0 (no wait) to 60 s. Never a key: all these
 // series exist from the start, at 0.
 type Transport struct {
-	err     error // why t cannot be registered, or nil
+	Collector
 	waits   [waitOutcomes]prometheus.Counter
 	waited  [2]prometheus.Observer // by paused: 0 false, 1 true
 	retries prometheus.Counter
 	queued  prometheus.Counter
-	cs      []prometheus.Collector // what Describe and Collect visit
+	dropped prometheus.Counter
 }
 
 // waitOutcome is the outcome label of a wait.
@@ -54,7 +55,7 @@ var waitOutcomeNames = [waitOutcomes]string{sent: "sent", deadline: "deadline", 
 // label limiter=name ("partner"). Registering t fails if name is empty or
 // not valid UTF-8.
 func NewTransport(name string) *Transport {
-	t := &Transport{err: checkName("Transport metrics", name)}
+	t := &Transport{Collector: Collector{err: checkName("Transport metrics", name)}}
 	labels := prometheus.Labels{labelLimiter: name}
 	if t.err != nil {
 		labels = nil // never collected; Describe reports t.err
@@ -84,11 +85,17 @@ func NewTransport(name string) *Transport {
 		Help:        "Requests that waited for a slot of the Transport's Concurrency, every slot of their key being held.",
 		ConstLabels: labels,
 	})
+	t.dropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace:   namespace,
+		Name:        "transport_dropped_pauses_total",
+		Help:        "Server pauses the Transport forgot before their end, to keep no more than its MaxPaused.",
+		ConstLabels: labels,
+	})
 	for o := range waitOutcomes {
 		t.waits[o] = waits.WithLabelValues(waitOutcomeNames[o])
 	}
 	t.waited[0], t.waited[1] = waited.WithLabelValues("false"), waited.WithLabelValues("true")
-	t.cs = []prometheus.Collector{waits, waited, t.retries, t.queued}
+	t.cs = []prometheus.Collector{waits, waited, t.retries, t.queued, t.dropped}
 	return t
 }
 
@@ -124,25 +131,7 @@ func (t *Transport) OnWait(r *http.Request, w httplimit.Wait) {
 	if w.Queued {
 		t.queued.Inc()
 	}
-}
-
-// Describe sends the Descs of t's series.
-func (t *Transport) Describe(ch chan<- *prometheus.Desc) {
-	if t.err != nil {
-		ch <- prometheus.NewInvalidDesc(t.err)
-		return
-	}
-	for _, c := range t.cs {
-		c.Describe(ch)
-	}
-}
-
-// Collect sends t's series.
-func (t *Transport) Collect(ch chan<- prometheus.Metric) {
-	if t.err != nil {
-		return
-	}
-	for _, c := range t.cs {
-		c.Collect(ch)
+	if w.DroppedPauses > 0 {
+		t.dropped.Add(float64(w.DroppedPauses))
 	}
 }

@@ -27,13 +27,13 @@ func TestTransportOutcomes(t *testing.T) {
 	tm := metrics.NewTransport("partner")
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(tm), "Register")
-	require.Equal(t, 8, testutil.CollectAndCount(tm), "series before any request: 4 outcomes, 2 histograms, retries, queued")
+	require.Equal(t, 9, testutil.CollectAndCount(tm), "series before any request: 4 outcomes, 2 histograms, retries, queued, dropped pauses")
 
 	wrap := func(err error) error { return &httplimit.TransportError{Key: "api.example", Err: err} }
 	for _, w := range []httplimit.Wait{
 		{Key: "api.example", Waited: 0},
 		{Key: "api.example", Waited: 300 * time.Millisecond, Queued: true},
-		{Key: "api.example", Waited: 2 * time.Second, Paused: true, Retries: 1},
+		{Key: "api.example", Waited: 2 * time.Second, Paused: true, Retries: 1, DroppedPauses: 3},
 		{Key: "api.example", Waited: 40 * time.Second, Paused: true, Retries: 2},
 		{Key: "api.example", Err: wrap(fmt.Errorf("%w (%w)", keylimit.ErrWouldExceedDeadline, context.DeadlineExceeded))},
 		{Key: "api.example", Waited: time.Millisecond, Err: wrap(context.DeadlineExceeded)},
@@ -44,6 +44,9 @@ func TestTransportOutcomes(t *testing.T) {
 		tm.OnWait(nil, w)
 	}
 	want := `
+# HELP keylimit_transport_dropped_pauses_total Server pauses the Transport forgot before their end, to keep no more than its MaxPaused.
+# TYPE keylimit_transport_dropped_pauses_total counter
+keylimit_transport_dropped_pauses_total{limiter="partner"} 3
 # HELP keylimit_transport_queued_total Requests that waited for a slot of the Transport's Concurrency, every slot of their key being held.
 # TYPE keylimit_transport_queued_total counter
 keylimit_transport_queued_total{limiter="partner"} 2

@@ -93,3 +93,12 @@ func (l *contextLimiter) TakeContext(ctx context.Context, _ string, _ int) (keyl
 type noLimit struct{ scripted }
 
 func (*noLimit) Limit() {}
+
+// chargeReported is a Policy.Charge that charges the cost the handler
+// reported, or the whole cost if it reported none.
+func chargeReported(o quota.Outcome) int {
+	if o.Reported < 0 {
+		return o.Cost
+	}
+	return o.Reported
+}

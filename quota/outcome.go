@@ -21,7 +21,17 @@ type Outcome struct {
 	// most a policy may charge it.
 	Cost int
 	// Reported is the cost the handler reported while it ran (ReportCost,
-	// or httplimit's Config.CostHeader), or -1 if it reported none.
+	// or httplimit's Config.CostHeader), or -1 if it reported none. A
+	// search API charged by the rows a query returned, admitted with the
+	// most a query may return, charges the cost reported, or the whole
+	// cost if none was:
+	//
+	//	Charge: func(o quota.Outcome) int {
+	//		if o.Reported < 0 {
+	//			return o.Cost
+	//		}
+	//		return o.Reported
+	//	},
 	Reported int
 	// Panicked says the handler panicked: Status is then what it wrote
 	// before, or 500 (HTTP) or Unknown (gRPC) if nothing.
@@ -55,16 +65,6 @@ const (
 	grpcResourceExhausted = 8
 	grpcUnavailable       = 14
 )
-
-// ChargeReported is a Policy.Charge that charges the cost the handler
-// reported, or the whole cost if it reported none: a search API charged
-// by the rows a query returned, admitted with the most a query may return.
-func ChargeReported(o Outcome) int {
-	if o.Reported >= 0 {
-		return o.Reported
-	}
-	return o.Cost
-}
 
 // ReportCost reports n as the cost of the request (or call) whose context
 // ctx is, for its policies charged by outcome (Outcome.Reported): a

@@ -78,7 +78,7 @@ func TestChargeByOutcomeSteps(t *testing.T) {
 // Verdict's Context): admitted with the most a request may cost (10), it
 // is charged what it reported and the rest is given back, exactly, on a
 // bucket and a fixed window alike; a request that reports nothing is
-// charged the whole cost (ChargeReported). ReportCost outside such a
+// charged the whole cost (chargeReported). ReportCost outside such a
 // request does nothing.
 func TestChargeReportedCost(t *testing.T) {
 	mock := clock.NewMock()
@@ -86,8 +86,8 @@ func TestChargeReportedCost(t *testing.T) {
 	window, err := keylimit.NewFixedWindow[string](keylimit.PerHour(100), keylimit.WithClock(mock))
 	require.NoError(t, err)
 	d := newDecider(t, quota.Config{Policies: []quota.Policy{
-		{Name: "bucket", Limiter: bucket, Charge: quota.ChargeReported},
-		{Name: "window", Limiter: window, Charge: quota.ChargeReported},
+		{Name: "bucket", Limiter: bucket, Charge: chargeReported},
+		{Name: "window", Limiter: window, Charge: chargeReported},
 	}})
 	require.False(t, quota.ReportCost(context.Background(), 3))
 	for _, reported := range []int{3, -1, 0, 7, 10, 12} {
@@ -114,12 +114,12 @@ func TestChargeByOutcomeConcurrent(t *testing.T) {
 	mock := clock.NewMock()
 	lim, err := keylimit.NewSlidingWindow[string](keylimit.PerMinute(50), keylimit.WithClock(mock))
 	require.NoError(t, err)
-	d := newDecider(t, quota.Config{Policies: []quota.Policy{{Name: "minute", Limiter: lim, Charge: quota.ChargeReported}}})
+	d := newDecider(t, quota.Config{Policies: []quota.Policy{{Name: "minute", Limiter: lim, Charge: chargeReported}}})
 	checkChargedConcurrently(t, d, mock, func() int { return lim.Peek("k").Remaining }, 50, time.Minute, 1)
 }
 
 // checkChargedConcurrently runs rounds of concurrent requests of key "k"
-// on d (one policy of quota quota over period, charged by ChargeReported)
+// on d (one policy of quota quota over period, charged by chargeReported)
 // with random costs and reports, moving mock by multiples of 7 s (0 to 63) between
 // rounds (never exactly period), and checks that the events charged in any
 // interval of period are at most quota and that remaining, after each
@@ -153,7 +153,7 @@ func checkChargedConcurrently(t *testing.T, d *quota.Decider, mock *clock.Mock, 
 						quota.ReportCost(v.Context(context.Background()), reported)
 					}
 					v.FinishWith(quota.Outcome{Reported: -1})
-					c := quota.ChargeReported(quota.Outcome{Cost: cost, Reported: reported})
+					c := chargeReported(quota.Outcome{Cost: cost, Reported: reported})
 					charged.Add(int64(c))
 					freed.Add(int64(cost - c))
 				}

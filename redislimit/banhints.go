@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/keylimit/keylimit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,10 +26,10 @@ const (
 	maxHintBytes = 1 << 20
 )
 
-// banHints are the keys the announcements named, waiting for a Penalty to
+// banHints are the keys the announcements named, waiting for a Penalty's store to
 // ask Redis about their bans. An announcement is only a hint: a channel is
 // anyone's to publish on, from any database, so an instance bans a key only
-// for as long as Redis says its ban has left (see Penalty.check), never
+// for as long as Redis says its ban has left (see redisBans.check), never
 // for a length a message gives. A key named again while it waits is
 // queued once; an announcement that finds the queue full is dropped, so
 // memory is bounded and the checks are one round trip at a time. An
@@ -110,7 +109,7 @@ func parseHint(payload string) (limit int, origin, key string, ok bool) {
 }
 
 // hear queues the keys Redis's announcements name, until ch is closed.
-func (p *Penalty) hear(ch <-chan *redis.Message) {
+func (p *redisBans) hear(ch <-chan *redis.Message) {
 	defer p.done.Done()
 	for msg := range ch {
 		limit, origin, key, ok := parseHint(msg.Payload)
@@ -123,7 +122,7 @@ func (p *Penalty) hear(ch <-chan *redis.Message) {
 
 // checkHints asks Redis about the keys the announcements name, one at a
 // time, until ctx ends.
-func (p *Penalty) checkHints(ctx context.Context) {
+func (p *redisBans) checkHints(ctx context.Context) {
 	defer p.done.Done()
 	for {
 		select {
@@ -143,8 +142,8 @@ func (p *Penalty) checkHints(ctx context.Context) {
 // check asks Redis how long key's ban has left, and knows it for that
 // long, at most Ban.For; it forgets a ban of key it knows that Redis does
 // not hold (a Reset, on another instance). A failed call changes nothing.
-func (p *Penalty) check(ctx context.Context, key string, limit int) {
-	// now is read before the call, as judge reads it: the ban remembered
+func (p *redisBans) check(ctx context.Context, key string, limit int) {
+	// now is read before the call, as Refused reads it: the ban remembered
 	// ends no later than Redis's.
 	now, mono := p.clock.now(), p.known.monoNow()
 	c, tctx, cancel := startCall(ctx, p.store.timeout)
@@ -162,10 +161,10 @@ func (p *Penalty) check(ctx context.Context, key string, limit int) {
 		return
 	}
 	if us == 0 {
-		// A ban recorded after now (by judge, on a refusal) is newer than
+		// A ban recorded after now (by Refused) is newer than
 		// Redis's answer, and stays.
 		p.known.forgetBefore(key, now)
 		return
 	}
-	p.remember(key, keylimit.Result{Limit: limit}, fromMicros(us), now, mono)
+	p.remember(key, limit, fromMicros(us), now, mono)
 }

@@ -80,7 +80,7 @@ func TestCalendarWindow(t *testing.T) {
 			mock := clock.NewMock()
 			mock.Set(tt.steps[0].at)
 			rlim, err := redislimit.NewFixedWindow(shared.client(t), "test", tt.limit, redislimit.WithTimeout(patient),
-				redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+				keylimit.WithClock(mock), redislimit.WithScriptClock(mock))
 			require.NoError(t, err)
 			mlim, err := keylimit.NewFixedWindow[string](tt.limit, keylimit.WithClock(mock))
 			require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestCalendarWindow(t *testing.T) {
 	mock := clock.NewMock()
 	mock.Set(at(2025, 1, 31, 23, 59))
 	rlim, err := redislimit.NewFixedWindow(shared.client(t), "test", keylimit.PerCalendar(3, keylimit.Monthly, loc),
-		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+		redislimit.WithTimeout(patient), keylimit.WithClock(mock), redislimit.WithScriptClock(mock))
 	require.NoError(t, err)
 	key := testKey(t, "values")
 	require.Equal(t, keylimit.Result{Allowed: true, Limit: 3, Remaining: 1, ResetAfter: time.Minute, RefillAfter: time.Minute}, rlim.Take(key, 2))
@@ -119,7 +119,7 @@ func TestCalendarZoneChangeOnRedis(t *testing.T) {
 	mock.Set(utc(10, 20))
 	own := keylimit.PerCalendar(3, keylimit.Daily, nil)
 	rlim, err := redislimit.NewFixedWindow(shared.client(t), "test", own, redislimit.WithTimeout(patient),
-		redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+		keylimit.WithClock(mock), redislimit.WithScriptClock(mock))
 	require.NoError(t, err)
 	mlim, err := keylimit.NewFixedWindow[string](own, keylimit.WithClock(mock))
 	require.NoError(t, err)
@@ -186,7 +186,7 @@ func TestCalendarZoneHoppingOnRedis(t *testing.T) {
 	mock.Set(start)
 	own := keylimit.PerCalendar(10, keylimit.Daily, nil)
 	rlim, err := redislimit.NewFixedWindow(shared.client(t), "test", own, redislimit.WithTimeout(patient),
-		redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+		keylimit.WithClock(mock), redislimit.WithScriptClock(mock))
 	require.NoError(t, err)
 	mlim, err := keylimit.NewFixedWindow[string](own, keylimit.WithClock(mock))
 	require.NoError(t, err)
@@ -254,7 +254,7 @@ func TestCalendarAllOnRedis(t *testing.T) {
 	start := time.Date(2026, 1, 31, 12, 0, 0, 0, loc)
 	mock := clock.NewMock()
 	mock.Set(start)
-	opts := []redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock)}
+	opts := []redislimit.Option{redislimit.WithTimeout(patient), keylimit.WithClock(mock), redislimit.WithScriptClock(mock)}
 	c := shared.client(t)
 	month, err := redislimit.NewFixedWindow(c, "month", keylimit.PerCalendar(5, keylimit.Monthly, loc), opts...)
 	require.NoError(t, err)
@@ -290,7 +290,7 @@ func TestCalendarStaleWindow(t *testing.T) {
 	ahead := skewedMock{mock, 2 * time.Hour}
 	l := keylimit.PerCalendar(2, keylimit.Hourly, loc)
 	rlim, err := redislimit.NewFixedWindow(s.client(t), "test", l, redislimit.WithTimeout(patient),
-		redislimit.WithClock(mock), redislimit.WithScriptClocks(mock, ahead))
+		keylimit.WithClock(mock), redislimit.WithScriptClocks(mock, ahead))
 	require.NoError(t, err)
 	rlim.Peek("warm") // loads the script: the call below is one EVALSHA and its repeat
 	before := s.commandStats(t)
@@ -332,7 +332,7 @@ func TestCalendarQuotaTierOnRedis(t *testing.T) {
 	loc := bucharest(t)
 	mock := clock.NewMock()
 	mock.Set(time.Date(2026, 2, 28, 23, 0, 0, 0, loc))
-	opts := []redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock)}
+	opts := []redislimit.Option{redislimit.WithTimeout(patient), keylimit.WithClock(mock), redislimit.WithScriptClock(mock)}
 	c := shared.client(t)
 	month, err := redislimit.NewFixedWindow(c, testKey(t, "month"), keylimit.PerCalendar(2, keylimit.Monthly, loc), opts...)
 	require.NoError(t, err)
@@ -369,7 +369,7 @@ func TestCalendarKeyUnderLeases(t *testing.T) {
 	mock := clock.NewMock()
 	mock.Set(time.Date(2026, 3, 29, 12, 0, 0, 0, time.UTC))
 	lim, err := redislimit.NewFixedWindow(shared.client(t), "test", keylimit.PerHour(100), redislimit.WithTimeout(patient),
-		redislimit.WithClock(mock), redislimit.WithScriptClock(mock), redislimit.WithLeases(time.Minute))
+		keylimit.WithClock(mock), redislimit.WithScriptClock(mock), redislimit.WithLeases(time.Minute))
 	require.NoError(t, err)
 	defer lim.Close()
 	daily := testKey(t, "daily")

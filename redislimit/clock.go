@@ -34,7 +34,7 @@ func clampLocal(ns int64) int64 { return min(max(ns, -maxSpan), maxLocal) }
 // system's monotonic clock too (grant.over). DESIGN.md, "Local time", says
 // why local time is not held from going back, as a keylimit limiter's is.
 type localClock struct {
-	// injected is the clock from WithClock, or nil for the system clock,
+	// injected is the clock from keylimit.WithClock, or nil for the system clock,
 	// read through start's monotonic reading so wall-clock steps never
 	// reach it.
 	injected clock.Clock
@@ -73,6 +73,6 @@ func (c *localClock) now() int64 {
 }
 
 // monoNow returns ns since the limiter's creation on the system's monotonic
-// clock, whatever WithClock gave, clamped as now is. With no injected
+// clock, whatever keylimit.WithClock gave, clamped as now is. With no injected
 // clock it is now.
 func (c *localClock) monoNow() int64 { return clampLocal(int64(time.Since(c.mono))) }

@@ -28,7 +28,7 @@ import (
 // one releases; a release of a hold that expired, or of another's, frees
 // nothing. While its Permit is held, this instance renews the hold every
 // half expiry (WithHoldExpiry, DefaultHoldExpiry), in the background, so a
-// long holder keeps its slots; WithMaxHold ends the renewals of a hold
+// long holder keeps its slots; keylimit.WithMaxHold ends the renewals of a hold
 // that old, so a holder that never releases (a lost goroutine) cannot wedge
 // its key.
 //
@@ -95,7 +95,7 @@ type Concurrency struct {
 	// limit is N on this instance; setMu serializes SetLimit.
 	limit atomic.Int64
 	setMu sync.Mutex
-	// expiry and maxHold are WithHoldExpiry's and WithMaxHold's, in µs for
+	// expiry and maxHold are WithHoldExpiry's and keylimit.WithMaxHold's, in µs for
 	// the script (boxed once); maxHoldNs is 0 without a longest hold.
 	expiry, maxHold any
 	expiryNs        int64

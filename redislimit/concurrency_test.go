@@ -36,10 +36,10 @@ func TestConcurrencySuite(t *testing.T) {
 // cluster).
 func runConcurrencySuite(t *testing.T, c redis.UniversalClient) {
 	mock := newMock()
-	limitertest.RunConcurrency(t, limitertest.ConcurrencyHarness{
-		New: func(t *testing.T, n int, maxHold time.Duration) (keylimit.ConcurrencyLimiter[string], error) {
+	limitertest.Run(t, limitertest.Harness{
+		Concurrency: func(t *testing.T, n int, maxHold time.Duration) (keylimit.ConcurrencyLimiter[string], error) {
 			opts := []redislimit.Option{redislimit.WithPrefix(testKey(t, "conc") + ":"), redislimit.WithTimeout(patient),
-				redislimit.WithClock(mock), redislimit.WithScriptClock(mock), redislimit.WithMaxHold(maxHold)}
+				keylimit.WithClock(mock), redislimit.WithScriptClock(mock), keylimit.WithMaxHold(maxHold)}
 			if maxHold > 0 {
 				opts = append(opts, redislimit.WithHoldExpiry(maxHold))
 			}
@@ -159,7 +159,7 @@ func TestConcurrencyFleetNeverAboveN(t *testing.T) {
 // hold that expired frees nothing; keys are independent.
 func TestConcurrencyFleetSharesHolds(t *testing.T) {
 	fleet := newConcurrencyFleet(t, func(t testing.TB) redis.UniversalClient { return shared.client(t) }, 2, 2,
-		redislimit.WithHoldExpiry(50*time.Millisecond), redislimit.WithMaxHold(50*time.Millisecond))
+		redislimit.WithHoldExpiry(50*time.Millisecond), keylimit.WithMaxHold(50*time.Millisecond))
 	a, b := fleet[0], fleet[1]
 	key := testKey(t, "k")
 	p, r := a.TryAcquire(key, 2)
@@ -382,14 +382,14 @@ func TestConcurrencyAbandonedAcquire(t *testing.T) {
 func TestConcurrencyOptions(t *testing.T) {
 	c := shared.client(t)
 	for _, opt := range []redislimit.Option{redislimit.WithLeases(time.Second),
-		redislimit.WithHoldExpiry(time.Microsecond), redislimit.WithMaxHold(time.Microsecond), redislimit.WithMaxHold(-time.Second)} {
+		redislimit.WithHoldExpiry(time.Microsecond), keylimit.WithMaxHold(time.Microsecond), keylimit.WithMaxHold(-time.Second)} {
 		lim, err := redislimit.NewConcurrency(c, "test", 3, opt)
 		require.Error(t, err)
 		require.Nil(t, lim)
 	}
 	_, err := redislimit.NewConcurrency(c, "test", keylimit.MaxConcurrency+1)
 	require.ErrorContains(t, err, "MaxConcurrency")
-	for _, opt := range []redislimit.Option{redislimit.WithHoldExpiry(time.Second), redislimit.WithMaxHold(time.Second)} {
+	for _, opt := range []redislimit.Option{redislimit.WithHoldExpiry(time.Second), keylimit.WithMaxHold(time.Second)} {
 		_, err := redislimit.NewTokenBucket(c, "test", keylimit.PerSecond(1), opt)
 		require.ErrorContains(t, err, "a rate limiter holds nothing")
 		inner, err := keylimit.NewFixedWindow[string](keylimit.PerSecond(1))
@@ -418,7 +418,7 @@ func TestConcurrencyPausedInstance(t *testing.T) {
 	mock := newMock()
 	prefix := testKey(t, "p") + ":"
 	paused, err := redislimit.NewConcurrency(shared.client(t), "test", 1, redislimit.WithPrefix(prefix),
-		redislimit.WithTimeout(patient), redislimit.WithHoldExpiry(expiry), redislimit.WithClock(mock), redislimit.WithLogger(logger))
+		redislimit.WithTimeout(patient), redislimit.WithHoldExpiry(expiry), keylimit.WithClock(mock), keylimit.WithLogger(logger))
 	require.NoError(t, err)
 	defer paused.Close()
 	other := newConcurrencyFleet(t, func(t testing.TB) redis.UniversalClient { return shared.client(t) }, 1, 1,
@@ -492,7 +492,7 @@ func TestConcurrencyLostReleaseRetried(t *testing.T) {
 	s := serverWith(t, "--enable-debug-command", "local")
 	ctl := s.client(t)
 	mock := newMock()
-	lim, err := redislimit.NewConcurrency(s.client(t), "test", 5, redislimit.WithHoldExpiry(expiry), redislimit.WithClock(mock),
+	lim, err := redislimit.NewConcurrency(s.client(t), "test", 5, redislimit.WithHoldExpiry(expiry), keylimit.WithClock(mock),
 		redislimit.WithFailurePolicy(redislimit.FailClosed()))
 	require.NoError(t, err)
 	defer lim.Close()
@@ -564,8 +564,8 @@ func TestConcurrencyPendingReleasesBounded(t *testing.T) {
 	c := shared.client(t)
 	f := addFaults(c)
 	mock := newMock()
-	lim, err := redislimit.NewConcurrency(c, "test", n, redislimit.WithPrefix(testKey(t, "p")+":"), redislimit.WithClock(mock),
-		redislimit.WithHoldExpiry(expiry), redislimit.WithLogger(logger), redislimit.WithTimeout(patient))
+	lim, err := redislimit.NewConcurrency(c, "test", n, redislimit.WithPrefix(testKey(t, "p")+":"), keylimit.WithClock(mock),
+		redislimit.WithHoldExpiry(expiry), keylimit.WithLogger(logger), redislimit.WithTimeout(patient))
 	require.NoError(t, err)
 	defer lim.Close()
 	key := testKey(t, "k")
@@ -610,8 +610,8 @@ func TestConcurrencyCloseRetriesReleases(t *testing.T) {
 			c := shared.client(t)
 			f := addFaults(c)
 			mock := newMock() // it stands still: the renewer never ticks
-			lim, err := redislimit.NewConcurrency(c, "test", 3, redislimit.WithPrefix(testKey(t, "p")+":"), redislimit.WithClock(mock),
-				redislimit.WithLogger(logger))
+			lim, err := redislimit.NewConcurrency(c, "test", 3, redislimit.WithPrefix(testKey(t, "p")+":"), keylimit.WithClock(mock),
+				keylimit.WithLogger(logger))
 			require.NoError(t, err)
 			key := testKey(t, "k")
 			p, r := lim.TryAcquire(key, 1)

@@ -63,7 +63,7 @@ type denyCache struct {
 	gens *[denyStripes]atomic.Uint64
 	// mono, if not nil, is the local clock whose monotonic reading ends a
 	// refusal too (localClock.monoNow): set when local time is injected
-	// (WithClock) and the scripts decide on Redis's time, which keeps pace
+	// (keylimit.WithClock) and the scripts decide on Redis's time, which keeps pace
 	// with the system's clock whatever the injected one does. A refusal
 	// then ends on the first of the two, so one clock that stands still
 	// (a test's mock) cannot keep it after Redis's has passed (issue 37.7).

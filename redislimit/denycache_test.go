@@ -22,7 +22,7 @@ func TestDenyCacheSendsNothingWhileDenied(t *testing.T) {
 		t.Run(typ.name, func(t *testing.T) {
 			mock := clock.NewMock()
 			lim, err := typ.new(s.client(t), keylimit.PerHour(5),
-				redislimit.WithTimeout(patient), redislimit.WithClock(mock))
+				redislimit.WithTimeout(patient), keylimit.WithClock(mock))
 			require.NoError(t, err)
 			pinged(t, lim)
 			key := testKey(t, "flooded")
@@ -99,7 +99,7 @@ func TestDenyCacheIsBounded(t *testing.T) {
 	s := newServer(t)
 	mock := clock.NewMock()
 	lim, err := redislimit.NewTokenBucket(s.client(t), "test", keylimit.PerMinute(1),
-		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithDenyCacheSize(2))
+		redislimit.WithTimeout(patient), keylimit.WithClock(mock), redislimit.WithDenyCacheSize(2))
 	require.NoError(t, err)
 	pinged(t, lim)
 	refuse := func(key string) {
@@ -133,7 +133,7 @@ func TestDenyCacheRemembersOnlyRedis(t *testing.T) {
 	c := shared.client(t)
 	f := addFaults(c)
 	lim, err := redislimit.NewTokenBucket(c, "closed", keylimit.PerHour(1), redislimit.WithTimeout(patient),
-		redislimit.WithClock(clock.NewMock()), redislimit.WithFailurePolicy(redislimit.FailClosed()),
+		keylimit.WithClock(clock.NewMock()), redislimit.WithFailurePolicy(redislimit.FailClosed()),
 		redislimit.WithFailureBackoff(0), redislimit.WithPrefix(testKey(t, "p")+":"))
 	require.NoError(t, err)
 
@@ -166,7 +166,7 @@ func TestDenyCacheEndsOnRedisTime(t *testing.T) {
 		t.Run(typ.name, func(t *testing.T) {
 			mock := newMock() // stands still
 			lim, err := typ.new(s.client(t), keylimit.Per(1, time.Second),
-				redislimit.WithTimeout(patient), redislimit.WithClock(mock))
+				redislimit.WithTimeout(patient), keylimit.WithClock(mock))
 			require.NoError(t, err)
 			pinged(t, lim)
 			var key string

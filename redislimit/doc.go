@@ -172,7 +172,7 @@
 // crashes; a bucket counts a lease's events from the end of its lease time,
 // so any interval holds at most Burst + its length / Interval events (a
 // window's lease ends with its window); and a lease ends on time even if
-// an instance's clock (WithClock) stops or steps back (see Time). What leases cost is events held
+// an instance's clock (keylimit.WithClock) stops or steps back (see Time). What leases cost is events held
 // idle: at most one lease per key and instance, about what that instance
 // spent on the key in one lease time and at most a tenth of the quota; it
 // goes back to Redis when its time is up (within half a lease time more),
@@ -240,7 +240,7 @@
 //
 // # What operators see
 //
-// Through log/slog (WithLogger; slog.Default() otherwise), each once, never
+// Through log/slog (keylimit.WithLogger; slog.Default() otherwise), each once, never
 // per request: at construction, what the failure policy admits; the start
 // (Warn) and end (Info) of each outage, at most one start a minute; an
 // eviction policy that can reset limits, and a server that keeps nothing on
@@ -255,10 +255,10 @@
 // Window periods must be whole microseconds; a bucket's interval may be any
 // number of nanoseconds, and its span (Burst × Interval) at most about 52
 // days, the most the script computes exactly with Lua's doubles. Local time
-// (WithClock) serves the deny cache, the failure backoff, the FailLocal
+// (keylimit.WithClock) serves the deny cache, the failure backoff, the FailLocal
 // fallback, the sleeps of Wait and WaitN, and leases: a lease, a refusal
 // remembered and a ban known end when their time is up on the local clock
-// or, if WithClock gave one, on the system's monotonic clock, whichever is
+// or, if keylimit.WithClock gave one, on the system's monotonic clock, whichever is
 // first, so a clock that stops or steps back cannot make them outlive the
 // time Redis counted.
 //

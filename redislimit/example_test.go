@@ -269,7 +269,7 @@ func ExampleWithDenyCacheSize() {
 	defer client.Close()
 	mock := clock.NewMock()
 	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerHour(1),
-		redislimit.WithDenyCacheSize(10_000), redislimit.WithClock(mock), redislimit.WithTimeout(time.Second))
+		redislimit.WithDenyCacheSize(10_000), keylimit.WithClock(mock), redislimit.WithTimeout(time.Second))
 	defer lim.Reset("kim")
 
 	lim.Allow("kim")
@@ -288,7 +288,7 @@ func ExampleWithClock() {
 	defer client.Close()
 	mock := clock.NewMock()
 	lim, _ := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(1),
-		redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailLocal(1)))
+		keylimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailLocal(1)))
 	fmt.Println(lim.Allow("lee"), lim.Allow("lee")) // the fallback decides, on the mock
 	mock.Add(time.Minute)
 	fmt.Println(lim.Allow("lee"))
@@ -368,7 +368,7 @@ func ExampleWithLogger() {
 			return a
 		},
 	}))
-	redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10), redislimit.WithLogger(logger))
+	redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10), keylimit.WithLogger(logger))
 	// Output:
 	// level=INFO msg="redislimit: limiter ready; while Redis fails, its failure policy decides" limiter=api prefix=keylimit:api:bucket:10/1m0s/10: limit=10/min policy="fail local/fleet" admits="each instance decides alone on 1/N of 10/min, N the instances announced on Redis at its last answer (1 until the first), so the fleet admits up to about 10/min"
 }

@@ -46,7 +46,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			mock := clock.NewMock() // local time: the backoff and the fallback run on it
 			var errs errorLog
 			lim, err := newLim(quickClient(t, s), keylimit.PerHour(10),
-				redislimit.WithTimeout(patient), redislimit.WithClock(mock),
+				redislimit.WithTimeout(patient), keylimit.WithClock(mock),
 				redislimit.WithFailurePolicy(c.policy), redislimit.WithOnError(errs.add))
 			require.NoError(t, err)
 			require.True(t, lim.AllowN("before", 10), "with Redis up: 10 of 10")
@@ -188,7 +188,7 @@ func TestScriptErrorIsNoOutage(t *testing.T) {
 	var errs errorLog
 	rec, logger := newLogRecorder(slog.LevelInfo)
 	opts := []redislimit.Option{redislimit.WithPrefix(testKey(t, "p") + ":"), redislimit.WithTimeout(patient),
-		redislimit.WithFailurePolicy(redislimit.FailOpen()), redislimit.WithOnError(errs.add), redislimit.WithLogger(logger)}
+		redislimit.WithFailurePolicy(redislimit.FailOpen()), redislimit.WithOnError(errs.add), keylimit.WithLogger(logger)}
 	lim, err := redislimit.NewTokenBucket(c, "script", keylimit.PerSecond(10), opts...)
 	require.NoError(t, err)
 	require.NoError(t, c.Set(ctx, lim.StateKey("garbled"), "not a time", time.Minute).Err())
@@ -301,7 +301,7 @@ func TestKillUnderLoad(t *testing.T) {
 func TestFailLocalShare(t *testing.T) {
 	client := deadClient(t)
 	lim, err := redislimit.NewTokenBucket(client, "test", keylimit.PerMinute(10),
-		redislimit.WithFailurePolicy(redislimit.FailLocal(4)), redislimit.WithClock(clock.NewMock()))
+		redislimit.WithFailurePolicy(redislimit.FailLocal(4)), keylimit.WithClock(clock.NewMock()))
 	require.NoError(t, err)
 	r := lim.Take("k", 3)
 	require.False(t, r.Allowed, "Take(3) with a local share of 2")
@@ -317,7 +317,7 @@ func TestFailLocalShare(t *testing.T) {
 // before Redis failed, and again after another SetKeyLimit.
 func TestFailLocalKeyShare(t *testing.T) {
 	lim, err := redislimit.NewTokenBucket(deadClient(t), "test", keylimit.PerMinute(10),
-		redislimit.WithFailurePolicy(redislimit.FailLocal(2)), redislimit.WithClock(clock.NewMock()))
+		redislimit.WithFailurePolicy(redislimit.FailLocal(2)), keylimit.WithClock(clock.NewMock()))
 	require.NoError(t, err)
 	require.NoError(t, lim.SetKeyLimit(func(key string) keylimit.Limit {
 		if key == "gold" {
@@ -354,7 +354,7 @@ func TestResetIgnoresTheBackoff(t *testing.T) {
 	mock := clock.NewMock()
 	var errs []error // WithOnError runs on the caller's goroutine: this one
 	lim, err := redislimit.NewTokenBucket(quickClient(t, s), "test", keylimit.PerHour(2),
-		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailClosed()),
+		redislimit.WithTimeout(patient), keylimit.WithClock(mock), redislimit.WithFailurePolicy(redislimit.FailClosed()),
 		redislimit.WithOnError(func(err error) { errs = append(errs, err) }))
 	require.NoError(t, err)
 	lim.AllowN("k", 2)
@@ -391,7 +391,7 @@ func TestBackoffSaturates(t *testing.T) {
 			client := shared.client(t)
 			f := addFaults(client)
 			mock := clock.NewMock()
-			lim, err := redislimit.NewTokenBucket(client, "test", keylimit.PerHour(10), redislimit.WithClock(mock),
+			lim, err := redislimit.NewTokenBucket(client, "test", keylimit.PerHour(10), keylimit.WithClock(mock),
 				redislimit.WithFailureBackoff(c.backoff), redislimit.WithFailurePolicy(redislimit.FailClosed()))
 			require.NoError(t, err)
 			mock.Add(c.later)
@@ -419,7 +419,7 @@ func TestFailLocalUsesTheSameAlgorithm(t *testing.T) {
 	for _, typ := range types[1:] {
 		t.Run(typ.name, func(t *testing.T) {
 			mock := clock.NewMock() // at the Unix epoch: a minute window starts now
-			lim, err := typ.new(client, keylimit.PerMinute(2), redislimit.WithClock(mock),
+			lim, err := typ.new(client, keylimit.PerMinute(2), keylimit.WithClock(mock),
 				redislimit.WithFailureBackoff(time.Hour))
 			require.NoError(t, err)
 			require.True(t, lim.AllowN("k", 2), "the fallback: 2 of 2 a minute")
@@ -427,7 +427,7 @@ func TestFailLocalUsesTheSameAlgorithm(t *testing.T) {
 			require.False(t, lim.Allow("k"), "the fallback: a third within the minute, as a bucket would admit")
 			mock.Add(30 * time.Second)
 			require.True(t, lim.Allow("k"), "the fallback, once the minute has passed")
-			big, err := typ.new(client, keylimit.PerSecond(1_000_000), redislimit.WithClock(mock))
+			big, err := typ.new(client, keylimit.PerSecond(1_000_000), keylimit.WithClock(mock))
 			require.NoError(t, err, "a quota of a million a second, above what the in-memory windows take")
 			require.True(t, big.AllowN("k", 1000), "the fallback for a quota of a million: 1000")
 		})

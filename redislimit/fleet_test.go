@@ -32,7 +32,7 @@ func TestClockSkewDoesNotMatter(t *testing.T) {
 			var fleet []keylimit.Limiter[string]
 			for _, off := range offsets {
 				lim, err := typ.new(shared.client(t), keylimit.PerMinute(4),
-					redislimit.WithTimeout(patient), redislimit.WithClock(skewedClock{clock.NewMock(), off}))
+					redislimit.WithTimeout(patient), keylimit.WithClock(skewedClock{clock.NewMock(), off}))
 				require.NoError(t, err)
 				fleet = append(fleet, lim)
 			}

@@ -41,7 +41,7 @@ func TestLeasedFleetAtScale(t *testing.T) {
 	const run, lease = time.Second, 20 * time.Millisecond
 	s := newServer(t)
 	timeClient := s.client(t)
-	quiet := redislimit.WithLogger(slog.New(slog.DiscardHandler))
+	quiet := keylimit.WithLogger(slog.New(slog.DiscardHandler))
 	for _, tc := range []struct {
 		name  string
 		keys  int

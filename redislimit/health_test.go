@@ -62,7 +62,7 @@ func TestEvictionResetsQuotas(t *testing.T) {
 			c := s.client(t)
 			rec, logger := newLogRecorder(slog.LevelDebug)
 			lim, err := redislimit.NewFixedWindow(c, "victim", keylimit.PerHour(10), redislimit.WithTimeout(patient),
-				redislimit.WithDenyCacheSize(0), redislimit.WithLogger(logger))
+				redislimit.WithDenyCacheSize(0), keylimit.WithLogger(logger))
 			require.NoError(t, err)
 			require.True(t, lim.AllowN("alice", 10), "10 of 10 an hour")
 			require.False(t, lim.Allow("alice"), "the 11th")
@@ -124,10 +124,10 @@ func TestRestartWithoutPersistence(t *testing.T) {
 			}
 			rec, logger := newLogRecorder(slog.LevelDebug)
 			lim, err := redislimit.NewFixedWindow(s.client(t), "quota", keylimit.PerHour(10), redislimit.WithTimeout(patient),
-				redislimit.WithDenyCacheSize(0), redislimit.WithFailurePolicy(redislimit.FailClosed()), redislimit.WithLogger(logger))
+				redislimit.WithDenyCacheSize(0), redislimit.WithFailurePolicy(redislimit.FailClosed()), keylimit.WithLogger(logger))
 			require.NoError(t, err)
 			cached, err := redislimit.NewFixedWindow(s.client(t), "quota", keylimit.PerHour(10), redislimit.WithTimeout(patient),
-				redislimit.WithLogger(slog.New(slog.DiscardHandler)))
+				keylimit.WithLogger(slog.New(slog.DiscardHandler)))
 			require.NoError(t, err)
 			require.True(t, lim.AllowN("alice", 10), "10 of 10 an hour")
 			require.False(t, cached.Allow("alice"), "the 11th, remembered by the deny cache")
@@ -195,7 +195,7 @@ func TestSafeEvictionPolicies(t *testing.T) {
 			s := persistentWith(t, flags...)
 			rec, logger := newLogRecorder(slog.LevelDebug)
 			lim, err := redislimit.NewTokenBucket(s.client(t), "api", keylimit.PerHour(10), redislimit.WithTimeout(patient),
-				redislimit.WithLogger(logger))
+				keylimit.WithLogger(logger))
 			require.NoError(t, err)
 			require.True(t, lim.Allow("k"))
 			for deadline := time.Now().Add(10 * time.Second); s.configGets(t) == 0; time.Sleep(5 * time.Millisecond) {
@@ -214,7 +214,7 @@ func TestConfigRefused(t *testing.T) {
 	s := serverWith(t, "--rename-command", "CONFIG", "")
 	rec, logger := newLogRecorder(slog.LevelDebug)
 	lim, err := redislimit.NewSlidingWindow(s.client(t), "api", keylimit.PerHour(10), redislimit.WithTimeout(patient),
-		redislimit.WithLogger(logger))
+		keylimit.WithLogger(logger))
 	require.NoError(t, err)
 	require.True(t, lim.Allow("k"))
 	lines := rec.waitLogged(t, configRefused)

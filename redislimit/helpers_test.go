@@ -19,6 +19,7 @@ import (
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/limitertest"
+	kquota "github.com/keylimit/keylimit/quota"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -482,7 +483,7 @@ func runSuite(t *testing.T, c redis.UniversalClient, newLim newFunc, opts ...red
 	limitertest.Run(t, limitertest.Harness{
 		New: func(t *testing.T, l keylimit.Limit) (keylimit.Limiter[string], error) {
 			return newLim(c, l, append(opts, redislimit.WithTimeout(patient),
-				redislimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
+				keylimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
 		},
 		Advance:  mock.Add,
 		Attempts: 2_000,
@@ -673,4 +674,13 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// chargeReported is a Policy.Charge that charges the cost the handler
+// reported, or the whole cost if it reported none.
+func chargeReported(o kquota.Outcome) int {
+	if o.Reported < 0 {
+		return o.Cost
+	}
+	return o.Reported
 }

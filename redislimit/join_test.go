@@ -140,7 +140,7 @@ func TestJoinedMatchesAllInMemory(t *testing.T) {
 	c := shared.client(t)
 	limits := []keylimit.Limit{keylimit.PerSecond(5), keylimit.PerMinute(7), keylimit.Per(3, 10*time.Second)}
 	mock := newMock()
-	opts := []redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock),
+	opts := []redislimit.Option{redislimit.WithTimeout(patient), keylimit.WithClock(mock), redislimit.WithScriptClock(mock),
 		redislimit.WithDenyCacheSize(0)}
 	var redisLims, memLims []keylimit.Limiter[string]
 	for i, typ := range types {
@@ -245,9 +245,9 @@ func TestJoinedWhenRedisFails(t *testing.T) {
 	c := deadClient(t)
 	mock := clock.NewMock()
 	var errsA, errsB errorLog
-	a, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(3), redislimit.WithClock(mock), redislimit.WithOnError(errsA.add))
+	a, err := redislimit.NewFixedWindow(c, "test", keylimit.PerHour(3), keylimit.WithClock(mock), redislimit.WithOnError(errsA.add))
 	require.NoError(t, err)
-	b, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(2), redislimit.WithClock(mock), redislimit.WithOnError(errsB.add))
+	b, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(2), keylimit.WithClock(mock), redislimit.WithOnError(errsB.add))
 	require.NoError(t, err)
 	lim := keylimit.All[string](a, b).(joinedLimiter)
 	key := testKey(t, "k")
@@ -446,7 +446,7 @@ func TestAllRedisFirstRefusedInMemoryUnderContention(t *testing.T) {
 // in-memory limiter before a Redis one whatever the order given, so which
 // penalty sees a refusal follows that order. An in-process
 // keylimit.Penalty given after a Redis limiter sees, and counts, a refusal
-// both would make, and Redis is not asked; a redislimit.Penalty given
+// both would make, and Redis is not asked; a Penalty on Redis given
 // before a memory limiter is not asked when memory refuses (no round
 // trip, nothing counted), and counts the refusals of its own limiter,
 // the memory limiter's take given back.
@@ -456,7 +456,7 @@ func TestPenaltiesInAllOfMemoryAndRedis(t *testing.T) {
 	mock := newMock()
 	ban := keylimit.Ban{Refusals: 2, Within: time.Minute, For: time.Hour}
 
-	t.Run("keylimit.Penalty after Redis", func(t *testing.T) {
+	t.Run("in-process Penalty after Redis", func(t *testing.T) {
 		memory, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1), keylimit.WithClock(mock))
 		require.NoError(t, err)
 		defer memory.Close()
@@ -476,7 +476,7 @@ func TestPenaltiesInAllOfMemoryAndRedis(t *testing.T) {
 		require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, before), "Redis's commands: the admission")
 	})
 
-	t.Run("redislimit.Penalty before memory", func(t *testing.T) {
+	t.Run("Redis Penalty before memory", func(t *testing.T) {
 		p, w := instance(t, c, mock, ban)
 		memory, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1), keylimit.WithClock(mock))
 		require.NoError(t, err)

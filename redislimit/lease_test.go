@@ -35,7 +35,7 @@ func leased(t *testing.T, c redis.UniversalClient, l keylimit.Limit, d time.Dura
 // onMock are the options of a limiter whose local time and scripts' time are
 // mock's.
 func onMock(mock *clock.Mock) []redislimit.Option {
-	return []redislimit.Option{redislimit.WithClock(mock), redislimit.WithScriptClock(mock)}
+	return []redislimit.Option{keylimit.WithClock(mock), redislimit.WithScriptClock(mock)}
 }
 
 // warm asks lim for key one event at a time, on a clock that stands still,
@@ -437,7 +437,7 @@ func TestLeasedFleetClocksApart(t *testing.T) {
 	fleet := make([]*redislimit.TokenBucket, len(offsets))
 	for i, off := range offsets {
 		fleet[i] = leased(t, s.client(t), l, 20*time.Millisecond, redislimit.WithFailurePolicy(redislimit.FailClosed()),
-			redislimit.WithClock(skewedClock{clock.NewMock(), off}))
+			keylimit.WithClock(skewedClock{clock.NewMock(), off}))
 		pinged(t, fleet[i])
 	}
 	timeClient := s.client(t)
@@ -563,7 +563,7 @@ func TestLeaseEndsOnTimeWhateverTheClock(t *testing.T) {
 			const period = time.Second
 			l := keylimit.Per(1000, period)
 			mock := newMock()
-			a, err := redislimit.NewFixedWindow(shared.client(t), "leased", l, redislimit.WithClock(mock),
+			a, err := redislimit.NewFixedWindow(shared.client(t), "leased", l, keylimit.WithClock(mock),
 				redislimit.WithLeases(period/2), redislimit.WithTimeout(patient))
 			require.NoError(t, err)
 			t.Cleanup(func() { a.Close() })
@@ -589,7 +589,7 @@ func TestLeaseEndsOnTimeWhateverTheClock(t *testing.T) {
 			l := keylimit.Per(1000, 500*time.Millisecond) // an event every 500 µs, full in 500 ms
 			const d = 100 * time.Millisecond
 			mock := newMock()
-			a := leased(t, shared.client(t), l, d, redislimit.WithClock(mock))
+			a := leased(t, shared.client(t), l, d, keylimit.WithClock(mock))
 			b, err := redislimit.NewTokenBucket(shared.client(t), "leased", l, redislimit.WithTimeout(patient))
 			require.NoError(t, err)
 			key := testKey(t, "k")

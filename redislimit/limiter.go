@@ -524,7 +524,7 @@ func (l *Keyed) Wait(ctx context.Context, key string) error { return l.WaitN(ctx
 // WaitN blocks until n events for key may happen across the fleet, and
 // records them: keylimit.WaitN, with each ask a TakeContext under ctx. It
 // does not reserve: it asks, and if refused sleeps for RetryAfter (on the
-// local clock, WithClock) and asks again, so a wait that fails has taken
+// local clock, keylimit.WithClock) and asks again, so a wait that fails has taken
 // nothing; under contention from other instances it may be refused again
 // after a sleep, and sleeps again.
 //
@@ -543,7 +543,7 @@ type contextTaker struct {
 	ctx context.Context
 }
 
-// Clock is the limiter's local clock (WithClock), which the wait sleeps on;
+// Clock is the limiter's local clock (keylimit.WithClock), which the wait sleeps on;
 // nil is the system clock.
 func (t contextTaker) Clock() clock.Clock { return t.l.clock.injected }
 

@@ -29,7 +29,9 @@ func TestConstructorErrors(t *testing.T) {
 		{"zero timeout", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithTimeout(0)}, "timeout 0s is not positive"},
 		{"negative deny cache", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithDenyCacheSize(-1)}, "deny cache size -1"},
 		{"negative backoff", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailureBackoff(-1)}, "backoff -1ns is negative"},
-		{"nil clock", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithClock(nil)}, "WithClock(nil)"},
+		{"nil clock", good, keylimit.PerHour(1), []redislimit.Option{keylimit.WithClock(nil)}, "WithClock(nil)"},
+		{"an in-memory option", good, keylimit.PerHour(1), []redislimit.Option{keylimit.WithMaxKeys(10)}, "WithMaxKeys, WithAdmitUntracked and WithStats are not options of a Redis limiter"},
+		{"a longest hold", good, keylimit.PerHour(1), []redislimit.Option{keylimit.WithMaxHold(time.Second)}, "WithMaxHold"},
 		{"zero policy", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailurePolicy(redislimit.FailurePolicy{})}, "zero FailurePolicy"},
 		{"FailLocal(0)", good, keylimit.PerHour(1), []redislimit.Option{redislimit.WithFailurePolicy(redislimit.FailLocal(0))}, "FailLocal(0)"},
 	} {
@@ -39,7 +41,16 @@ func TestConstructorErrors(t *testing.T) {
 			require.Nil(t, lim, "%s, %s: a limiter came with the error", typ.name, c.name)
 		}
 	}
-	_, err := redislimit.NewTokenBucket(good, "test", keylimit.Per(1, 60*24*time.Hour))
+	// The other way round: an option of this package's makes a keylimit
+	// limiter's constructor fail, and so it does a Concurrency's.
+	_, err := keylimit.NewTokenBucket[string](keylimit.PerHour(1), redislimit.WithTimeout(time.Second))
+	require.ErrorContains(t, err, "keylimit: an option of redislimit is not an option of an in-memory limiter")
+	_, err = keylimit.NewConcurrency[string](1, redislimit.WithHoldExpiry(time.Second))
+	require.ErrorContains(t, err, "keylimit: an option of redislimit is not an option of an in-memory limiter")
+	_, err = redislimit.NewConcurrency(good, "test", 1, keylimit.WithMaxHold(time.Microsecond))
+	require.ErrorContains(t, err, "redislimit: longest hold 1µs is below a millisecond")
+
+	_, err = redislimit.NewTokenBucket(good, "test", keylimit.Per(1, 60*24*time.Hour))
 	require.ErrorContains(t, err, "redislimit: burst 1 at one event per 1440h0m0s spans more than", "a bucket spanning 60 days")
 	for _, typ := range types[1:] {
 		_, err := typ.new(good, keylimit.Per(1, 1500*time.Nanosecond))

@@ -19,7 +19,7 @@ import (
 type ops struct {
 	counts counts
 	name   string // the limiter's
-	// logger is WithLogger's; nil means slog.Default() as it is when a line
+	// logger is keylimit.WithLogger's; nil means slog.Default() as it is when a line
 	// is logged, so that a slog.SetDefault after construction is followed.
 	logger *slog.Logger
 	// fleet is WithFleetSize's; 0 when not given.
@@ -70,7 +70,7 @@ type ops struct {
 
 // init sets up o, in place (it holds atomics), for the limiter named name
 // on client, whose calls wait at most timeout, whose failure policy is
-// policy and whose limit limit returns; logger and fleet are WithLogger's
+// policy and whose limit limit returns; logger and fleet are keylimit.WithLogger's
 // and WithFleetSize's.
 func (o *ops) init(name string, client redis.UniversalClient, timeout time.Duration, logger *slog.Logger, fleet int,
 	policy FailurePolicy, limit func() keylimit.Limit) {

@@ -30,8 +30,8 @@ func TestOutageIsLoggedOnce(t *testing.T) {
 	mock := clock.NewMock()
 	rec, logger := newLogRecorder(slog.LevelInfo)
 	lim, err := redislimit.NewTokenBucket(quickClient(t, s), "login", keylimit.PerMinute(5),
-		redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithFailureBackoff(0),
-		redislimit.WithFleetSize(1), redislimit.WithLogger(logger))
+		redislimit.WithTimeout(patient), keylimit.WithClock(mock), redislimit.WithFailureBackoff(0),
+		redislimit.WithFleetSize(1), keylimit.WithLogger(logger))
 	require.NoError(t, err)
 	require.True(t, lim.Allow("before"), "Allow with Redis up")
 
@@ -77,7 +77,7 @@ func TestOutageLogsAreQuiet(t *testing.T) {
 	mock := clock.NewMock()
 	rec, logger := newLogRecorder(slog.LevelInfo)
 	lim, err := redislimit.NewFixedWindow(c, "quiet", keylimit.PerHour(1000), redislimit.WithTimeout(patient),
-		redislimit.WithClock(mock), redislimit.WithFailureBackoff(0), redislimit.WithLogger(logger),
+		keylimit.WithClock(mock), redislimit.WithFailureBackoff(0), keylimit.WithLogger(logger),
 		redislimit.WithPrefix(testKey(t, "p")+":"))
 	require.NoError(t, err)
 	flap := func() {
@@ -136,7 +136,7 @@ func TestConstructionLog(t *testing.T) {
 			"fail closed", "nothing: every request is refused while Redis fails"},
 	} {
 		rec, logger := newLogRecorder(slog.LevelDebug)
-		_, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10), append(tc.opts, redislimit.WithLogger(logger))...)
+		_, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10), append(tc.opts, keylimit.WithLogger(logger))...)
 		require.NoError(t, err, tc.name)
 		lines := rec.logged(ready)
 		require.Len(t, lines, 1, "%s: lines logged at construction", tc.name)
@@ -175,7 +175,7 @@ func TestConstructionLogUnderKeyLimits(t *testing.T) {
 			"each instance decides alone on 1/2 of each key's limit, so a fleet of 3 admits up to 3/2 of each key's limit"},
 	} {
 		rec, logger := newLogRecorder(slog.LevelDebug)
-		lim, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(1), append(tc.opts, redislimit.WithLogger(logger))...)
+		lim, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(1), append(tc.opts, keylimit.WithLogger(logger))...)
 		require.NoError(t, err, tc.name)
 		lines := rec.logged(ready)
 		require.Len(t, lines, 1, "%s: lines logged at construction", tc.name)
@@ -218,7 +218,7 @@ func TestWithFleetSize(t *testing.T) {
 		{[]redislimit.Option{redislimit.WithFailurePolicy(redislimit.FailLocal(5)), redislimit.WithFleetSize(2)}, 2},
 	} {
 		lim, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10),
-			append(tc.opts, redislimit.WithClock(clock.NewMock()))...)
+			append(tc.opts, keylimit.WithClock(clock.NewMock()))...)
 		require.NoError(t, err)
 		admitted := 0
 		for range 10 {
@@ -233,7 +233,7 @@ func TestWithFleetSize(t *testing.T) {
 		want string
 	}{
 		{redislimit.WithFleetSize(0), "redislimit: WithFleetSize(0): the fleet size is below 1"},
-		{redislimit.WithLogger(nil), "redislimit: WithLogger(nil)"},
+		{keylimit.WithLogger(nil), "keylimit: WithLogger(nil)"},
 	} {
 		_, err := redislimit.NewTokenBucket(client, "api", keylimit.PerMinute(10), tc.opt)
 		require.ErrorContains(t, err, tc.want)

@@ -9,19 +9,50 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/compose"
 )
 
-// Option configures a Redis limiter. Options are passed to the constructors
-// (NewTokenBucket, NewFixedWindow, NewSlidingWindow); an invalid one makes
-// the constructor return an error. A duration longer than 2^60 ns (about 36
-// years) counts as that long, so that no time computed from it wraps.
-type Option interface {
-	apply(*options)
-}
+// Option configures a Redis limiter: it is keylimit.Option, so that
+// keylimit's keylimit.WithClock, keylimit.WithLogger and keylimit.WithMaxHold configure a Redis
+// limiter too, beside this package's options. Options are passed to the
+// constructors (NewTokenBucket, NewFixedWindow, NewSlidingWindow,
+// NewConcurrency, NewPenalty); an invalid one makes the constructor return
+// an error, and so does one of this package's given to a keylimit
+// limiter, or keylimit's WithEvictionInterval, WithMaxKeys,
+// WithAdmitUntracked or WithStats given to a Redis one. A duration longer
+// than 2^60 ns (about 36 years) counts as that long, so that no time
+// computed from it wraps.
+//
+// keylimit.WithClock makes the limiter read local time from its clock
+// instead of the system's monotonic clock. Decisions are made on Redis
+// server time; local time serves the deny cache (how long a refusal
+// lasts), the failure backoff, the FailLocal fallback limiter, the sleeps
+// of Wait and WaitN, and leases (WithLeases: their end, the wait after a
+// short fetch, the sweeper's ticks). A lease, a refusal remembered and a
+// Penalty's ban also end on the system's monotonic clock, so that a clock
+// that stops or steps back cannot stretch them past the time Redis
+// counted. Tests pass clock.NewMock() to step it by hand.
+//
+// keylimit.WithLogger sets the logger of the events operators must know
+// of, each logged once, never per request: at construction, what the
+// failure policy admits; the start (Warn) and end (Info) of a Redis
+// outage; an eviction policy that can reset limits (Warn, see Ping). The
+// default is slog.Default(), as it is when a line is logged. Lines say
+// "redislimit:" and carry the limiter's name.
+//
+// keylimit.WithMaxHold makes a Concurrency take back slots held longer
+// than its d: the hold is not renewed past d after its acquisition, and
+// expires then on Redis time, whether its instance lives or not, so a
+// holder that never releases cannot wedge its key. The slots come back to
+// every instance's next call on the key, and that call counts them in its
+// Stats.Reclaimed; the Release of their Permit afterwards frees nothing.
+// Without it, a hold is renewed until its Release. d is at least a
+// millisecond; a hold expiry longer than d is d. The rate limiters refuse
+// it.
+type Option = keylimit.Option
 
-type optionFunc func(*options)
-
-func (f optionFunc) apply(o *options) { f(o) }
+// optionFunc is the Option of this package that applies f.
+func optionFunc(f func(*options)) Option { return compose.NewOption(f).(keylimit.Option) }
 
 // options is what Option values set, before a constructor reads them.
 type options struct {
@@ -38,7 +69,7 @@ type options struct {
 	denySize  int
 	backoff   time.Duration
 	leaseTime time.Duration // WithLeases; 0: no leases
-	// holdExpiry and maxHold are WithHoldExpiry's and WithMaxHold's, which
+	// holdExpiry and maxHold are WithHoldExpiry's and keylimit.WithMaxHold's, which
 	// only a Concurrency takes; 0: not given.
 	holdExpiry, maxHold time.Duration
 	// scriptClock is withScriptClock's, which only the package's tests
@@ -73,10 +104,19 @@ func buildOptions(name string, opts []Option) (options, error) {
 	if err := checkName(name); err != nil {
 		return o, err
 	}
-	for _, opt := range opts {
-		if opt != nil {
-			opt.apply(&o)
+	exts, own, err := compose.SplitOptions(opts)
+	if err != nil {
+		return o, err
+	}
+	o.clock, o.logger = own.Clock, own.Logger
+	if own.MaxHold > 0 {
+		if own.MaxHold < time.Millisecond {
+			return o, fmt.Errorf("redislimit: longest hold %v is below a millisecond", own.MaxHold)
 		}
+		o.maxHold = min(own.MaxHold, time.Duration(maxSpan))
+	}
+	for _, ext := range exts {
+		ext.(func(*options))(&o)
 	}
 	if !o.policySet && o.fleet > 0 {
 		o.policy = FailLocal(o.fleet)
@@ -211,22 +251,6 @@ func WithFleetSize(n int) Option {
 	})
 }
 
-// WithLogger sets the logger of the events operators must know of, each
-// logged once, never per request: at construction, what the failure policy
-// admits; the start (Warn) and end (Info) of a Redis outage; an eviction
-// policy that can reset limits (Warn, see Ping). The default is
-// slog.Default(), as it is when a line is logged. Lines say "redislimit:"
-// and carry the limiter's name.
-func WithLogger(lg *slog.Logger) Option {
-	return optionFunc(func(o *options) {
-		if lg == nil {
-			o.fail(errors.New("redislimit: WithLogger(nil): pass slog.New(slog.DiscardHandler) to log nothing"))
-			return
-		}
-		o.logger = lg
-	})
-}
-
 // WithOnError makes the limiter call f with every error Redis gives it (a
 // timeout, a refused connection, a script error), each wrapped in a
 // *Error that names the operation and the key (errors.Is(err, ErrScript)
@@ -237,25 +261,6 @@ func WithLogger(lg *slog.Logger) Option {
 // (TakeContext, PeekContext, RefundContext), and counted in Stats.Errors.
 func WithOnError(f func(err error)) Option {
 	return optionFunc(func(o *options) { o.onError = f })
-}
-
-// WithClock makes the limiter read local time from c instead of the
-// system's monotonic clock. Decisions are made on Redis server time; local
-// time serves the deny cache (how long a refusal lasts), the failure
-// backoff, the FailLocal fallback limiter, the sleeps of Wait and WaitN,
-// and leases (WithLeases: their end, the wait after a short fetch, the
-// sweeper's ticks). A lease, a refusal remembered and a Penalty's ban also
-// end on the system's monotonic clock, so that a c that stops or steps back
-// cannot stretch them past the time Redis counted. Tests pass
-// clock.NewMock() to step it by hand.
-func WithClock(c clock.Clock) Option {
-	return optionFunc(func(o *options) {
-		if c == nil {
-			o.fail(errors.New("redislimit: WithClock(nil): pass clock.New() for real time"))
-			return
-		}
-		o.clock = c
-	})
 }
 
 // WithDenyCacheSize sets how many refused keys the limiter remembers in
@@ -350,33 +355,5 @@ func WithHoldExpiry(d time.Duration) Option {
 			return
 		}
 		o.holdExpiry = min(d, time.Duration(maxSpan))
-	})
-}
-
-// WithMaxHold makes a Concurrency take back slots held longer than d: the
-// hold is not renewed past d after its acquisition, and expires then on
-// Redis time, whether its instance lives or not, so a holder that never
-// releases cannot wedge its key. The slots come back to every instance's
-// next call on the key, and that call counts them in its Stats.Reclaimed;
-// the Release of their Permit afterwards frees nothing. d == 0, the
-// default, renews a hold until its Release. d is at least a millisecond;
-// a hold expiry longer than d is d. The rate limiters refuse it.
-//
-// It is keylimit.WithMaxHold for the fleet (a separate option: this
-// package's options are its own type).
-func WithMaxHold(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		switch {
-		case d == 0:
-		case d < 0:
-			// keylimit's own words, as for a negative limit.
-			_, err := keylimit.NewConcurrency[string](1, keylimit.WithMaxHold(d))
-			o.fail(err)
-			return
-		case d < time.Millisecond:
-			o.fail(fmt.Errorf("redislimit: longest hold %v is below a millisecond", d))
-			return
-		}
-		o.maxHold = min(d, time.Duration(maxSpan))
 	})
 }

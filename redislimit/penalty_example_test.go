@@ -13,7 +13,7 @@ import (
 // penalty: an account refused twice within a minute, on any instance, is
 // locked for 15 minutes on both, and each answers it without Redis.
 func ExampleNewPenalty() {
-	var fleet []*redislimit.Penalty
+	var fleet []*keylimit.Penalty[string]
 	for range 2 {
 		client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 		defer client.Close()

@@ -23,9 +23,9 @@ import (
 // instance's): NewPenalty's default.
 const loginPenalty = "keylimit:login:penalty:"
 
-func instance(t *testing.T, c redis.UniversalClient, mock *clock.Mock, b keylimit.Ban, opts ...redislimit.Option) (*redislimit.Penalty, *redislimit.FixedWindow) {
+func instance(t *testing.T, c redis.UniversalClient, mock *clock.Mock, b keylimit.Ban, opts ...redislimit.Option) (*keylimit.Penalty[string], *redislimit.FixedWindow) {
 	t.Helper()
-	opts = append([]redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock)}, opts...)
+	opts = append([]redislimit.Option{redislimit.WithTimeout(patient), keylimit.WithClock(mock), redislimit.WithScriptClock(mock)}, opts...)
 	w, err := redislimit.NewFixedWindow(c, "login", keylimit.PerHour(1), opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { w.Close() })
@@ -68,7 +68,7 @@ func TestPenaltyFleetSharesOneBan(t *testing.T) {
 	before := s.commandStats(t)
 	const flood = 1000
 	for i := range flood {
-		for _, p := range []*redislimit.Penalty{a, other} {
+		for _, p := range []*keylimit.Penalty[string]{a, other} {
 			r := p.Take(key, 1+i%3)
 			require.True(t, r.Banned, "flood call %d: %v", i, r)
 			require.Equal(t, 1, r.Limit)
@@ -158,7 +158,7 @@ func TestPenaltyUnderConcurrentTakes(t *testing.T) {
 	s := newServer(t)
 	mock := newMock() // stands still: one window, one ban
 	b := keylimit.Ban{Refusals: 5, Within: time.Minute, For: time.Hour}
-	var fleet [2]*redislimit.Penalty
+	var fleet [2]*keylimit.Penalty[string]
 	for i := range fleet {
 		fleet[i], _ = instance(t, s.client(t), mock, b)
 	}
@@ -198,7 +198,7 @@ func TestPenaltyUnderConcurrentTakes(t *testing.T) {
 func penaltyOnCluster(t *testing.T, cl *redisserver.Cluster) {
 	b := keylimit.Ban{Refusals: 2, Within: time.Minute, For: time.Hour}
 	prefix := testKey(t, "pen") + ":"
-	newInstance := func() *redislimit.Penalty {
+	newInstance := func() *keylimit.Penalty[string] {
 		c := clusterClient(t, cl)
 		w, err := redislimit.NewFixedWindow(c, "login", keylimit.PerHour(1), redislimit.WithTimeout(patient),
 			redislimit.WithPrefix(prefix+"w:"))
@@ -237,7 +237,7 @@ func TestPenaltyInAllAndWait(t *testing.T) {
 	mock := newMock()
 	p, w := instance(t, s.client(t), mock, keylimit.Ban{Refusals: 1, Within: time.Minute, For: time.Hour})
 	second, err := redislimit.NewTokenBucket(s.client(t), "second", keylimit.PerHour(1), redislimit.WithTimeout(patient),
-		redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+		keylimit.WithClock(mock), redislimit.WithScriptClock(mock))
 	require.NoError(t, err)
 	defer second.Close()
 	key := testKey(t, "k")
@@ -284,7 +284,7 @@ func TestPenaltyBehaviour(t *testing.T) {
 // channel before the first of them has been read by then (a subscriber
 // reads its channel in order). It is published again because an instance
 // may drop an announcement it has no room to check.
-func publishUntilKnown(t *testing.T, c redis.UniversalClient, p *redislimit.Penalty, key string) {
+func publishUntilKnown(t *testing.T, c redis.UniversalClient, p *keylimit.Penalty[string], key string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		require.NoError(t, c.Publish(t.Context(), loginPenalty+"bans", "1 1 sync "+key).Err())
@@ -423,7 +423,7 @@ func TestPenaltyBanEndsOnRedisTime(t *testing.T) {
 	s := newServer(t)
 	mock := newMock() // stands still
 	b := keylimit.Ban{Refusals: 2, Within: time.Minute, For: 500 * time.Millisecond}
-	opts := []redislimit.Option{redislimit.WithTimeout(patient), redislimit.WithClock(mock)}
+	opts := []redislimit.Option{redislimit.WithTimeout(patient), keylimit.WithClock(mock)}
 	prefix := testKey(t, "p") + ":"
 	w, err := redislimit.NewFixedWindow(s.client(t), "login", keylimit.PerHour(1), append(opts, redislimit.WithPrefix(prefix+"w:"))...)
 	require.NoError(t, err)
@@ -443,4 +443,25 @@ func TestPenaltyBanEndsOnRedisTime(t *testing.T) {
 	r = p.Take(key, 1)
 	require.False(t, r.Banned, "Take once Redis's ban is over: %v", r)
 	require.False(t, r.Allowed, "the window's refusal, the first since the ban: %v", r)
+}
+
+// TestPenaltyPassesTheLimitersErrors: a Penalty over a Redis limiter
+// whose Redis is down returns the limiter's errors from its context
+// variants, as the limiter does: a Peek that failed says so.
+func TestPenaltyPassesTheLimitersErrors(t *testing.T) {
+	lim, err := redislimit.NewFixedWindow(deadClient(t), "penalty-errors", keylimit.PerHour(10),
+		redislimit.WithFailurePolicy(redislimit.FailOpen()), redislimit.WithTimeout(50*time.Millisecond))
+	require.NoError(t, err)
+	defer lim.Close()
+	p, err := redislimit.NewPenalty(deadClient(t), "penalty-errors", lim, keylimit.Ban{Refusals: 3, Within: time.Minute, For: time.Minute})
+	require.NoError(t, err)
+	defer p.Close()
+	ctx := context.Background()
+	_, want := lim.PeekContext(ctx, "k")
+	require.Error(t, want, "the limiter's PeekContext, Redis down")
+	_, err = p.PeekContext(ctx, "k")
+	require.ErrorAs(t, err, new(*redislimit.Error), "the penalty's PeekContext")
+	r, _, err := p.AdmitContext(ctx, "k", 1)
+	require.ErrorAs(t, err, new(*redislimit.Error), "the penalty's AdmitContext")
+	require.True(t, r.Allowed, "FailOpen admits")
 }

@@ -44,7 +44,7 @@ func TestKeyLimitTiers(t *testing.T) {
 			mock := newMock()
 			endpoint := func(foo bool) keylimit.Limiter[string] {
 				lim, err := typ.new(c, keylimit.PerMinute(2), redislimit.WithPrefix(testKey(t, "endpoint")+":"),
-					redislimit.WithTimeout(patient), redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+					redislimit.WithTimeout(patient), keylimit.WithClock(mock), redislimit.WithScriptClock(mock))
 				require.NoError(t, err)
 				return keyLimited(t, lim, tier(foo))
 			}
@@ -133,7 +133,7 @@ func TestSetLimitSideBySideWithMemory(t *testing.T) {
 			for seed := range uint64(4) {
 				mock := newMock()
 				rl, err := typeNamed(name)(c, limits[0], redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0),
-					redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+					keylimit.WithClock(mock), redislimit.WithScriptClock(mock))
 				require.NoError(t, err)
 				ml, err := newMemory(limits[0], keylimit.WithClock(mock))
 				require.NoError(t, err)
@@ -188,7 +188,7 @@ func TestSetLimitAcrossInstances(t *testing.T) {
 			prefix := redislimit.WithPrefix(testKey(t, "shared") + ":")
 			newInstance := func() keylimit.Limiter[string] {
 				lim, err := typ.new(shared.client(t), keylimit.PerHour(10), prefix, redislimit.WithTimeout(patient),
-					redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+					keylimit.WithClock(mock), redislimit.WithScriptClock(mock))
 				require.NoError(t, err)
 				return lim
 			}
@@ -258,7 +258,7 @@ func TestSetKeyLimit(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			mock := newMock()
 			rl, err := typeNamed(name)(c, keylimit.PerMinute(5), redislimit.WithTimeout(patient),
-				redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+				keylimit.WithClock(mock), redislimit.WithScriptClock(mock))
 			require.NoError(t, err)
 			ml, err := newMemory(keylimit.PerMinute(5), keylimit.WithClock(mock))
 			require.NoError(t, err)

@@ -39,7 +39,7 @@ func TestChargeByOutcomeOnRedis(t *testing.T) {
 			// answers the final Peek from the cache, until it expires.
 			lim, err := tc.new(shared.client(t), tc.l, redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0))
 			require.NoError(t, err)
-			d, err := kquota.New(kquota.Config{Policies: []kquota.Policy{{Name: "charged", Limiter: lim, Charge: kquota.ChargeReported}}})
+			d, err := kquota.New(kquota.Config{Policies: []kquota.Policy{{Name: "charged", Limiter: lim, Charge: chargeReported}}})
 			require.NoError(t, err)
 			key := testKey(t, "charged")
 			var charged, freed, admitted atomic.Int64
@@ -58,7 +58,7 @@ func TestChargeByOutcomeOnRedis(t *testing.T) {
 								kquota.ReportCost(v.Context(ctx), reported)
 							}
 							v.FinishWith(kquota.Outcome{Reported: -1})
-							c := kquota.ChargeReported(kquota.Outcome{Cost: cost, Reported: reported})
+							c := chargeReported(kquota.Outcome{Cost: cost, Reported: reported})
 							charged.Add(int64(c))
 							freed.Add(int64(cost - c))
 						}

@@ -46,7 +46,7 @@ func TestRefillAfterTable(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			mock := newMock() // on a minute
 			t0 := mock.Now()
-			lim, err := typeNamed(row.typ)(c, row.limit, redislimit.WithTimeout(patient), redislimit.WithClock(mock),
+			lim, err := typeNamed(row.typ)(c, row.limit, redislimit.WithTimeout(patient), keylimit.WithClock(mock),
 				redislimit.WithScriptClock(mock), redislimit.WithDenyCacheSize(0), redislimit.WithPrefix(testKey(t, "refill")+":"))
 			require.NoError(t, err)
 			d, err := fields.New(fields.Config{Policies: []fields.Policy{{Name: "p", Limiter: lim}}})

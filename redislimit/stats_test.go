@@ -17,7 +17,7 @@ func TestStats(t *testing.T) {
 	c := shared.client(t)
 	f := addFaults(c)
 	lim, err := redislimit.NewFixedWindow(c, "stats", keylimit.PerHour(3), redislimit.WithTimeout(patient),
-		redislimit.WithClock(clock.NewMock()), redislimit.WithPrefix(testKey(t, "p")+":"))
+		keylimit.WithClock(clock.NewMock()), redislimit.WithPrefix(testKey(t, "p")+":"))
 	require.NoError(t, err)
 	require.Equal(t, keylimit.Stats{Decisions: true, Remote: true}, lim.Stats(), "a new limiter's")
 

@@ -115,7 +115,7 @@ var (
 )
 
 // WindowOf returns the window key counts in at the limiter's local time
-// (WithClock's, or the system's), under the key's limit: for a limit per
+// (keylimit.WithClock's, or the system's), under the key's limit: for a limit per
 // period of the calendar, its period in its zone. Redis decides on its own
 // clock, which at a boundary may be in the next window already. A quota
 // policy's w is the window's length (quota.Policy.Window).

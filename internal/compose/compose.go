@@ -3,10 +3,19 @@
 // for it: keylimit.All asks whether its limiters can decide together in
 // one step (redislimit's, one script call), and quota which limiter a
 // wrapper (a Penalty) reports the window of. Each package registers its
-// functions from an init function; the compositions ask here.
+// functions from an init function; the compositions ask here. The other
+// way round, redislimit makes a keylimit.Penalty whose bans are on Redis
+// by NewPenalty, and reads keylimit's Options by NewOption and
+// SplitOptions, which keylimit sets.
 package compose
 
-import "sync"
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
 
 var (
 	mu     sync.RWMutex // protects joins, inners and tries
@@ -91,4 +100,32 @@ func TryContext(l any) (any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// NewPenalty, set by keylimit's init, returns a *keylimit.Penalty[string]
+// that wraps inner (a keylimit.Limiter[string]) and bans by ban (a
+// keylimit.Ban), its bans kept in the store newBans returns, called once
+// inner and ban are found valid: redislimit's NewPenalty, whose store
+// keeps them on Redis, implements keylimit's banStore.
+var NewPenalty func(inner, ban any, newBans func() (any, error)) (any, error)
+
+// NewOption, set by keylimit's init, returns a keylimit.Option that
+// carries ext, an option of redislimit's (a func(*options) of its own),
+// which keylimit's limiters refuse: redislimit's limiters take
+// keylimit.Option, so that keylimit's WithClock, WithLogger and
+// WithMaxHold are theirs too.
+var NewOption func(ext any) any
+
+// SplitOptions, set by keylimit's init, reads opts, a []keylimit.Option,
+// for a redislimit limiter: the ext of each option NewOption made, in
+// order, and what keylimit's own options set, or the first invalid one's
+// error (one of keylimit's options that a Redis limiter has no use for
+// included).
+var SplitOptions func(opts any) (exts []any, own Shared, err error)
+
+// Shared is what keylimit's options set for a redislimit limiter.
+type Shared struct {
+	Clock   clock.Clock   // WithClock's; nil if not given
+	Logger  *slog.Logger  // WithLogger's; nil if not given
+	MaxHold time.Duration // WithMaxHold's; 0 if not given
 }

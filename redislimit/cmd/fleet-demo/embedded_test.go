@@ -78,14 +78,15 @@ func TestEmbeddedCalendarAsServer(t *testing.T) {
 			build := func(c redis.UniversalClient) keylimit.Limiter[string] {
 				var parts []keylimit.Limiter[string]
 				for i, text := range tt.limits {
-					l, err := keylimit.ParseLimit(text)
+					var l keylimit.Limit
+					err := l.UnmarshalText([]byte(text))
 					require.NoError(t, err)
 					name := tt.name + "-" + string(rune('a'+i))
 					var lim keylimit.Limiter[string]
 					if l.Calendar == 0 {
-						lim, err = redislimit.NewTokenBucket(c, name, l, onError, redislimit.WithTimeout(5*time.Second), redislimit.WithClock(mock))
+						lim, err = redislimit.NewTokenBucket(c, name, l, onError, redislimit.WithTimeout(5*time.Second), keylimit.WithClock(mock))
 					} else {
-						lim, err = redislimit.NewFixedWindow(c, name, l, onError, redislimit.WithTimeout(5*time.Second), redislimit.WithClock(mock))
+						lim, err = redislimit.NewFixedWindow(c, name, l, onError, redislimit.WithTimeout(5*time.Second), keylimit.WithClock(mock))
 					}
 					require.NoError(t, err)
 					parts = append(parts, lim)
@@ -94,7 +95,8 @@ func TestEmbeddedCalendarAsServer(t *testing.T) {
 			}
 			var memParts []keylimit.Limiter[string]
 			for _, text := range tt.limits {
-				l, err := keylimit.ParseLimit(text)
+				var l keylimit.Limit
+				err := l.UnmarshalText([]byte(text))
 				require.NoError(t, err)
 				var lim keylimit.Limiter[string]
 				if l.Calendar == 0 {
@@ -161,7 +163,7 @@ func TestEmbeddedZoneChangeAsServer(t *testing.T) {
 	own := keylimit.PerCalendar(3, keylimit.Daily, nil)
 	var lims []keyLimiter
 	for _, c := range []*redis.Client{server, embedded} {
-		lim, err := redislimit.NewFixedWindow(c, "zones", own, redislimit.WithTimeout(5*time.Second), redislimit.WithClock(mock),
+		lim, err := redislimit.NewFixedWindow(c, "zones", own, redislimit.WithTimeout(5*time.Second), keylimit.WithClock(mock),
 			redislimit.WithFailurePolicy(redislimit.FailClosed()))
 		require.NoError(t, err)
 		lims = append(lims, lim)
