@@ -415,9 +415,9 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 	if record == nil {
 		return sum, Admission{}, firstErr
 	}
-	record.key, record.once.n = key, n
+	record.key = key
 	record.parts = append([]Admission(nil), adms...) // a copy: adms may be on this stack
-	return sum, Admission{N: n, By: a, state: record, once: &record.once}, firstErr
+	return sum, Admission{N: n, By: a, state: record, once: &record.once, slot: uint64(min(max(n, 0), maxOnceN)) << 6}, firstErr
 }
 
 // allAdmission is the state of an Admission of All: the admission of each
@@ -426,7 +426,7 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 type allAdmission[K comparable] struct {
 	key   K
 	parts []Admission
-	once  refundOnce
+	once  onceBlock // its slot 0 is the Admission's
 }
 
 // undo refunds adms, the admissions of the first limiters asked, in

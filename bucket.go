@@ -116,7 +116,7 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 		return nil, err
 	}
 	b := &TokenBucket[K]{policy: pol}
-	b.Keyed.of = b
+	b.Keyed = Keyed[K]{of: b, bucket: b}
 	b.keys = newShard(o, stateHooks[K, bucketState]{
 		newState: func(key K) *bucketState {
 			st := new(bucketState)
@@ -154,13 +154,6 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 // n == 0 is always allowed and takes nothing. n < 0, or n above the burst,
 // can never pass: the Result is refused with RetryAfter InfDuration.
 func (b *TokenBucket[K]) Take(key K, n int) Result { return b.admit(key, n, nil) }
-
-// admitKey is Admit.
-func (b *TokenBucket[K]) admitKey(key K, n int) (Result, Admission) {
-	var a Admission
-	r := b.admit(key, n, &a)
-	return r, a.handOut()
-}
 
 // admitPart is Admit for All, without the once (see partAdmitter).
 func (b *TokenBucket[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {

@@ -42,7 +42,7 @@ type SlidingCounter[K comparable] struct {
 // unreachable.
 func NewSlidingCounter[K comparable](l Limit, opts ...Option) (*SlidingCounter[K], error) {
 	c := new(SlidingCounter[K])
-	c.Keyed.of = &c.w
+	c.Keyed = Keyed[K]{of: &c.w, window: &c.w}
 	if err := initWindowLimiter(&c.w, c, l, opts, true); err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ type FixedWindow[K comparable] struct {
 // garbage collector finds it unreachable.
 func NewFixedWindow[K comparable](l Limit, opts ...Option) (*FixedWindow[K], error) {
 	f := new(FixedWindow[K])
-	f.Keyed.of = &f.w
+	f.Keyed = Keyed[K]{of: &f.w, window: &f.w}
 	if err := initWindowLimiter(&f.w, f, l, opts, false); err != nil {
 		return nil, err
 	}

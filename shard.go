@@ -65,6 +65,8 @@ type shard[K comparable, S any] struct {
 	// resets counts Reset calls, so that a Refund can tell whether one came
 	// between an admission and its refund (see Admission).
 	resets atomic.Uint64
+	// onces are the onces of the Admissions Admit hands out.
+	onces onces
 }
 
 // stateHooks are what a shard needs to know of a limiter's per-key state.
@@ -93,6 +95,7 @@ func newShard[K comparable, S any](o options, hooks stateHooks[K, S]) *shard[K, 
 		logger:   o.logger,
 	}
 	s.clock.init(o.clock)
+	s.onces.init()
 	s.nextIdle.Store(minTime)
 	if o.stats {
 		s.counts.decisions = newStripedCounts()

@@ -136,7 +136,7 @@ func NewSlidingWindow[K comparable](l Limit, opts ...Option) (*SlidingWindow[K],
 		}),
 		policy: pol,
 	}
-	s.Keyed.of = s
+	s.Keyed = Keyed[K]{of: s, sliding: s}
 	s.evictor = startEvictor(s, s.keys, o, l.Period)
 	return s, nil
 }
@@ -163,13 +163,6 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 // n == 0 is always allowed and records nothing. n < 0, or n above Events,
 // can never pass: the Result is refused with RetryAfter InfDuration.
 func (s *SlidingWindow[K]) Take(key K, n int) Result { return s.admit(key, n, nil) }
-
-// admitKey is Admit.
-func (s *SlidingWindow[K]) admitKey(key K, n int) (Result, Admission) {
-	var a Admission
-	r := s.admit(key, n, &a)
-	return r, a.handOut()
-}
 
 // admitPart is Admit for All, without the once (see partAdmitter).
 func (s *SlidingWindow[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {

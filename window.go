@@ -736,13 +736,6 @@ func (r *windowRules) fitsAt(v windowView, n uint64) int64 {
 // Take is the window types' Take.
 func (w *windowLimiter[K]) Take(key K, n int) Result { return w.admit(key, n, nil, nil) }
 
-// admitKey is Admit.
-func (w *windowLimiter[K]) admitKey(key K, n int) (Result, Admission) {
-	var a Admission
-	r := w.admit(key, n, &a, w.owner)
-	return r, a.handOut()
-}
-
 // admitPart is Admit for All, without the once (see partAdmitter).
 func (w *windowLimiter[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
 	var a Admission
