@@ -595,15 +595,16 @@ func (a *all[K]) Refund(key K, adm Admission) { _ = a.RefundContext(context.Back
 // returns ctx's error if ctx ended before every part was given back.
 func (a *all[K]) RefundContext(ctx context.Context, key K, adm Admission) error {
 	rec, ok := adm.state.(*allAdmission[K])
-	if !ok || adm.By != a || rec.key != key {
+	if !ok || !madeBy(adm.By, a) || rec.key != key {
 		return nil
 	}
-	if adm, ok = adm.claim(); !ok {
+	n, ok := adm.claim()
+	if !ok {
 		return nil
 	}
 	for at, p := range rec.parts {
 		if r := a.views[a.asked(at)].refunder; r != nil {
-			p.N = min(p.N, adm.N) // a partial refund of adm is one of each part
+			p.N = min(p.N, n) // a partial refund of adm is one of each part
 			refundContext(ctx, r, key, p)
 		}
 	}

@@ -153,18 +153,18 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 //
 // n == 0 is always allowed and takes nothing. n < 0, or n above the burst,
 // can never pass: the Result is refused with RetryAfter InfDuration.
-func (b *TokenBucket[K]) Take(key K, n int) Result { return b.admit(key, n, nil) }
+func (b *TokenBucket[K]) Take(key K, n int) Result { return b.admit(key, n, nil, nil) }
 
 // admitPart is Admit for All, without the once (see partAdmitter).
 func (b *TokenBucket[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
 	var a Admission
-	r := b.admit(key, n, &a)
+	r := b.admit(key, n, &a, nil)
 	return r, a, nil
 }
 
 // admit is Take, and when a is not nil and the tokens are taken, fills in
-// their Admission.
-func (b *TokenBucket[K]) admit(key K, n int, a *Admission) Result {
+// their Admission, with a once from o if o is not nil (Admit's).
+func (b *TokenBucket[K]) admit(key K, n int, a *Admission, o *onces) Result {
 	if n <= 0 {
 		return impossible(b.Peek(key), n)
 	}
@@ -178,7 +178,12 @@ func (b *TokenBucket[K]) admit(key K, n int, a *Admission) Result {
 		return impossible(b.Peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: d.next, By: b, state: d.st, key: d.key, unit: c.arith.interval}
+			var once *onceBlock
+			var slot uint64
+			if o != nil {
+				once, slot = o.take(d.key, n)
+			}
+			*a = Admission{N: n, Mark: d.next, By: b, state: d.st, key: d.key, unit: c.arith.interval, once: once, slot: slot}
 		}
 	}
 	return c.arith.result(v == admitted, &d)
@@ -368,25 +373,28 @@ func (b *TokenBucket[K]) stop() { b.evictor.close() }
 func (b *TokenBucket[K]) limits() keyLimits[K] { return b.policy }
 
 // refundKey is Refund.
-func (b *TokenBucket[K]) refundKey(key K, a Admission) {
-	if a.By != b || !b.keys.ofKey(key, a) {
+func (b *TokenBucket[K]) refundKey(key K, a *Admission) {
+	if !madeBy(a.By, b) || !b.keys.ofKey(key, a) {
 		return
 	}
-	if a, ok := a.claim(); ok {
-		b.refund(a)
+	if n, ok := a.claim(); ok {
+		b.refundMoving(a, n, nil)
 	}
 }
 
-// refund is Refund, and returns how far it moved the TAT back, in ns.
-func (b *TokenBucket[K]) refund(a Admission) int64 { return b.refundMoving(a, nil) }
+// refund gives back what a, an Admission of the bucket's own (a
+// reservation's), still holds, and returns how far it moved the TAT back,
+// in ns.
+func (b *TokenBucket[K]) refund(a *Admission) int64 { return b.refundMoving(a, a.N, nil) }
 
-// refundMoving is refund, where movable, if not nil, reports whether every
-// admission in the TAT after a's (tat, in intervals of interval ns) is one
-// the caller moves up by what is given back: then none keeps its time, and
-// the refund counts from now, not from tat − tau (see giveBack).
-func (b *TokenBucket[K]) refundMoving(a Admission, movable func(tat, interval int64) bool) int64 {
+// refundMoving is refund of n of a's events, where movable, if not nil,
+// reports whether every admission in the TAT after a's (tat, in intervals
+// of interval ns) is one the caller moves up by what is given back: then
+// none keeps its time, and the refund counts from now, not from tat − tau
+// (see giveBack).
+func (b *TokenBucket[K]) refundMoving(a *Admission, n int, movable func(tat, interval int64) bool) int64 {
 	st, ok := a.state.(*bucketState)
-	if !ok || a.N <= 0 || a.By != b {
+	if !ok || n <= 0 || !madeBy(a.By, b) {
 		return 0
 	}
 	for {
@@ -411,7 +419,7 @@ func (b *TokenBucket[K]) refundMoving(a Admission, movable func(tat, interval in
 		if movable == nil || !movable(tat, g.interval) {
 			now = max(now, tat-g.tau)
 		}
-		back := min(int64(a.N)*g.interval, a.Mark-now, tat-now)
+		back := min(int64(n)*g.interval, a.Mark-now, tat-now)
 		if back <= 0 {
 			return 0
 		}

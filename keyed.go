@@ -97,17 +97,13 @@ func (k *Keyed[K]) Admit(key K, n int) (r Result, a Admission) {
 // enough for the wrapper each limiter type has of Admit to inline, so that
 // the two, 160 bytes, are not returned through one more frame.
 func (k *Keyed[K]) admit(key K, n int, r *Result, a *Admission) {
-	var o *onces
 	switch {
 	case k.bucket != nil:
-		*r, o = k.bucket.admit(key, n, a), &k.bucket.keys.onces
+		*r = k.bucket.admit(key, n, a, &k.bucket.keys.onces)
 	case k.window != nil:
-		*r, o = k.window.admit(key, n, a, k.window.owner), &k.window.keys.onces
+		*r = k.window.admit(key, n, a, &k.window.keys.onces)
 	default:
-		*r, o = k.sliding.admit(key, n, a), &k.sliding.keys.onces
-	}
-	if a.N > 0 {
-		o.handOut(a, a.key)
+		*r = k.sliding.admit(key, n, a, &k.sliding.keys.onces)
 	}
 }
 
@@ -119,11 +115,11 @@ func (k *Keyed[K]) admit(key K, n int, r *Result, a *Admission) {
 func (k *Keyed[K]) Refund(key K, a Admission) {
 	switch {
 	case k.bucket != nil:
-		k.bucket.refundKey(key, a)
+		k.bucket.refundKey(key, &a)
 	case k.window != nil:
-		k.window.refund(key, a, k.window.owner)
+		k.window.refund(key, &a)
 	default:
-		k.sliding.refundKey(key, a)
+		k.sliding.refundKey(key, &a)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Limiter is what every keyed limiter in this module does: TokenBucket,
@@ -128,44 +129,63 @@ func (o *onces) init() {
 	o.mask = uint64(n - 1)
 }
 
-// handOut gives a, an Admission an in-memory limiter just made for the key
-// whose hash is h, the once its copies share, if it took anything. Allow
-// and Take make no Admission and take no slot. a.N must be positive.
-func (o *onces) handOut(a *Admission, h uint64) {
+// take returns the once and slot (Admission.once, Admission.slot) of an
+// admission of n >= 1 events of the key whose hash is h. Allow and Take
+// make no Admission and take no slot.
+func (o *onces) take(h uint64, n int) (*onceBlock, uint64) {
+	if b := o.stripes[h&o.mask].cur.Load(); b != nil {
+		if i := b.next.Add(1) - 1; i < 64 {
+			return b, uint64(min(n, maxOnceN))<<6 | i
+		}
+	}
+	return o.takeNew(h, n)
+}
+
+// takeNew is take when the stripe's block is full (or there is none yet):
+// it puts a new block in, taking its first slot, unless another admission
+// did first.
+func (o *onces) takeNew(h uint64, n int) (*onceBlock, uint64) {
 	s := &o.stripes[h&o.mask]
 	for {
 		b := s.cur.Load()
 		if b != nil {
 			if i := b.next.Add(1) - 1; i < 64 {
-				a.once, a.slot = b, uint64(min(a.N, maxOnceN))<<6|i
-				return
+				return b, uint64(min(n, maxOnceN))<<6 | i
 			}
 		}
 		nb := new(onceBlock)
 		nb.next.Store(1)
 		if s.cur.CompareAndSwap(b, nb) {
-			a.once, a.slot = nb, uint64(min(a.N, maxOnceN))<<6
-			return
+			return nb, uint64(min(n, maxOnceN)) << 6
 		}
 	}
 }
 
 // claim is the once of a Refund of a, which the caller has found to be its
 // own and of its key: it reports false if a Refund of a or of a copy of it
-// came first, and otherwise returns a with N at most what the admission
-// took. An Admission without a once is one this package made for its own
-// use, which its maker refunds at most once.
-func (a Admission) claim() (Admission, bool) {
+// came first, and otherwise returns what the Refund may give back: a.N, at
+// most what the admission took. An Admission without a once is one this
+// package made for its own use, which its maker refunds at most once.
+func (a *Admission) claim() (int, bool) {
 	o := a.once
 	if o == nil {
-		return a, true
+		return a.N, true
 	}
 	bit := uint64(1) << (a.slot & 63)
 	if o.done.Or(bit)&bit != 0 {
-		return a, false
+		return 0, false
 	}
-	a.N = min(a.N, int(a.slot>>6))
-	return a, true
+	return min(a.N, int(a.slot>>6)), true
+}
+
+// madeBy reports whether by, an Admission's By, is lim, a limiter of this
+// package (a pointer): by == lim, compared word by word, which for a
+// pointer is equality. (In generic code, by == lim calls
+// runtime.efaceeq.)
+func madeBy(by, lim any) bool {
+	type eface struct{ typ, data unsafe.Pointer }
+	x, y := (*eface)(unsafe.Pointer(&by)), (*eface)(unsafe.Pointer(&lim))
+	return x.typ == y.typ && x.data == y.data
 }
 
 // partAdmitter is implemented by this package's limiters that make

@@ -111,7 +111,7 @@ func (s *shard[K, S]) hash(key K) uint64 { return maphash.Comparable(s.seed, key
 
 // ofKey reports whether a is an Admission made for key (see Admission.key):
 // a Refund gives back nothing of another key's.
-func (s *shard[K, S]) ofKey(key K, a Admission) bool { return a.key == s.hash(key) }
+func (s *shard[K, S]) ofKey(key K, a *Admission) bool { return a.key == s.hash(key) }
 
 // load returns the state of key, or nil. Lock-free.
 func (s *shard[K, S]) load(key K) *S { return s.lookup(s.hash(key)) }

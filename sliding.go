@@ -162,18 +162,18 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 //
 // n == 0 is always allowed and records nothing. n < 0, or n above Events,
 // can never pass: the Result is refused with RetryAfter InfDuration.
-func (s *SlidingWindow[K]) Take(key K, n int) Result { return s.admit(key, n, nil) }
+func (s *SlidingWindow[K]) Take(key K, n int) Result { return s.admit(key, n, nil, nil) }
 
 // admitPart is Admit for All, without the once (see partAdmitter).
 func (s *SlidingWindow[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
 	var a Admission
-	r := s.admit(key, n, &a)
+	r := s.admit(key, n, &a, nil)
 	return r, a, nil
 }
 
 // admit is Take, and when a is not nil and the events are recorded, fills
-// in their Admission.
-func (s *SlidingWindow[K]) admit(key K, n int, a *Admission) Result {
+// in their Admission, with a once from o if o is not nil (Admit's).
+func (s *SlidingWindow[K]) admit(key K, n int, a *Admission, o *onces) Result {
 	if n <= 0 {
 		return impossible(s.Peek(key), n)
 	}
@@ -191,7 +191,12 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission) Result {
 		return impossible(s.Peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: d.t, By: s, state: d.st, key: d.key, epoch: epoch}
+			var once *onceBlock
+			var slot uint64
+			if o != nil {
+				once, slot = o.take(d.key, n)
+			}
+			*a = Admission{N: n, Mark: d.t, By: s, state: d.st, key: d.key, epoch: epoch, once: once, slot: slot}
 		}
 	}
 	return c.arith.result(d)
@@ -603,15 +608,16 @@ func packPos(head, phantoms, size int) uint64 {
 func (s *SlidingWindow[K]) resetKey(key K) { resetKey(s.keys, key, (*slidingState).retire) }
 
 // refundKey is Refund.
-func (s *SlidingWindow[K]) refundKey(key K, a Admission) {
+func (s *SlidingWindow[K]) refundKey(key K, a *Admission) {
 	st, ok := a.state.(*slidingState)
-	if !ok || a.By != s || !s.keys.ofKey(key, a) {
+	if !ok || !madeBy(a.By, s) || !s.keys.ofKey(key, a) {
 		return
 	}
-	if a, ok = a.claim(); !ok || a.N <= 0 {
+	n, ok := a.claim()
+	if !ok || n <= 0 {
 		return
 	}
-	for !st.refund(a.Mark, a.N) {
+	for !st.refund(a.Mark, n) {
 		// Moved by a change of limit: the entries went along, at the same
 		// times, unless a Reset came between.
 		if s.keys.resets.Load() != a.epoch {

@@ -568,8 +568,9 @@ func (w *windowLimiter[K]) allowN(key K, n int) bool {
 }
 
 // admit is Take for both types, and when a is not nil and the events are
-// admitted, fills in their Admission.
-func (w *windowLimiter[K]) admit(key K, n int, a *Admission, by any) Result {
+// admitted, fills in their Admission, with a once from o if o is not nil
+// (Admit's).
+func (w *windowLimiter[K]) admit(key K, n int, a *Admission, o *onces) Result {
 	if n <= 0 {
 		return impossible(w.peek(key), n)
 	}
@@ -587,7 +588,12 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission, by any) Result {
 		return impossible(w.peek(key), n)
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: int64(d.view.w), By: by, state: d.st, key: d.key, epoch: epoch, unit: c.arith.grid.period}
+			var once *onceBlock
+			var slot uint64
+			if o != nil {
+				once, slot = o.take(d.key, n)
+			}
+			*a = Admission{N: n, Mark: int64(d.view.w), By: w.owner, state: d.st, key: d.key, epoch: epoch, unit: c.arith.grid.period, once: once, slot: slot}
 		}
 	}
 	return c.arith.result(v == admitted, &d)
@@ -643,12 +649,13 @@ func (w *windowLimiter[K]) observe(key K) (uint64, *keyConfig[windowRules]) {
 // It follows the key to the state a change of limit moved it to, if the
 // windows are the same and no Reset came between. An Admission of another
 // key gives back nothing.
-func (w *windowLimiter[K]) refund(key K, a Admission, by any) {
+func (w *windowLimiter[K]) refund(key K, a *Admission) {
 	st, ok := a.state.(*windowState)
-	if !ok || a.By != by || !w.keys.ofKey(key, a) {
+	if !ok || !madeBy(a.By, w.owner) || !w.keys.ofKey(key, a) {
 		return
 	}
-	if a, ok = a.claim(); !ok || a.N <= 0 {
+	n, ok := a.claim()
+	if !ok || n <= 0 {
 		return
 	}
 	for {
@@ -674,7 +681,7 @@ func (w *windowLimiter[K]) refund(key K, a Admission, by any) {
 		if r.grid.period != a.unit {
 			return // moved to windows of another length: the window is gone
 		}
-		word, ok := r.refund(old, uint64(a.Mark), uint64(a.N))
+		word, ok := r.refund(old, uint64(a.Mark), uint64(n))
 		if !ok || st.word.CompareAndSwap(old, word) {
 			return
 		}
@@ -739,7 +746,7 @@ func (w *windowLimiter[K]) Take(key K, n int) Result { return w.admit(key, n, ni
 // admitPart is Admit for All, without the once (see partAdmitter).
 func (w *windowLimiter[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
 	var a Admission
-	r := w.admit(key, n, &a, w.owner)
+	r := w.admit(key, n, &a, nil)
 	return r, a, nil
 }
 
@@ -748,9 +755,6 @@ func (w *windowLimiter[K]) peekKey(key K) Result { return w.peek(key) }
 
 // resetKey is Reset.
 func (w *windowLimiter[K]) resetKey(key K) { w.reset(key) }
-
-// refundKey is Refund.
-func (w *windowLimiter[K]) refundKey(key K, a Admission) { w.refund(key, a, w.owner) }
 
 // stats is Stats.
 func (w *windowLimiter[K]) stats() Stats { return w.keys.stats() }
