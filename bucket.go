@@ -163,7 +163,8 @@ func (b *TokenBucket[K]) admitPart(_ context.Context, key K, n int) (Result, Adm
 }
 
 // admit is Take, and when a is not nil and the tokens are taken, fills in
-// their Admission, with a once from o if o is not nil (Admit's).
+// their Admission, a zero Admission until then, with a once from o if o is
+// not nil (Admit's).
 func (b *TokenBucket[K]) admit(key K, n int, a *Admission, o *onces) Result {
 	if n <= 0 {
 		return impossible(b.Peek(key), n)
@@ -178,12 +179,12 @@ func (b *TokenBucket[K]) admit(key K, n int, a *Admission, o *onces) Result {
 		return impossible(b.Peek(key), n)
 	case admitted:
 		if a != nil {
-			var once *onceBlock
-			var slot uint64
+			// Field by field: *a is zero, and a literal would be built
+			// and then copied.
+			a.N, a.Mark, a.By, a.state, a.key, a.unit = n, d.next, b, d.st, d.key, c.arith.interval
 			if o != nil {
-				once, slot = o.take(d.key, n)
+				a.once, a.slot = o.take(d.key, n)
 			}
-			*a = Admission{N: n, Mark: d.next, By: b, state: d.st, key: d.key, unit: c.arith.interval, once: once, slot: slot}
 		}
 	}
 	return c.arith.result(v == admitted, &d)

@@ -90,7 +90,7 @@ func (k *Keyed[K]) Peek(key K) Result {
 // Admit allocates once every 64 admissions.
 func (k *Keyed[K]) Admit(key K, n int) (r Result, a Admission) {
 	k.admit(key, n, &r, &a)
-	return r, a
+	return // naked: return r, a copies both once more
 }
 
 // admit is Admit, writing its Result and Admission to r and a: a call small

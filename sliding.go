@@ -172,7 +172,8 @@ func (s *SlidingWindow[K]) admitPart(_ context.Context, key K, n int) (Result, A
 }
 
 // admit is Take, and when a is not nil and the events are recorded, fills
-// in their Admission, with a once from o if o is not nil (Admit's).
+// in their Admission, a zero Admission until then, with a once from o if o
+// is not nil (Admit's).
 func (s *SlidingWindow[K]) admit(key K, n int, a *Admission, o *onces) Result {
 	if n <= 0 {
 		return impossible(s.Peek(key), n)
@@ -191,12 +192,12 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission, o *onces) Result {
 		return impossible(s.Peek(key), n)
 	case admitted:
 		if a != nil {
-			var once *onceBlock
-			var slot uint64
+			// Field by field: *a is zero, and a literal would be built
+			// and then copied.
+			a.N, a.Mark, a.By, a.state, a.key, a.epoch = n, d.t, s, d.st, d.key, epoch
 			if o != nil {
-				once, slot = o.take(d.key, n)
+				a.once, a.slot = o.take(d.key, n)
 			}
-			*a = Admission{N: n, Mark: d.t, By: s, state: d.st, key: d.key, epoch: epoch, once: once, slot: slot}
 		}
 	}
 	return c.arith.result(d)

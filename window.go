@@ -568,8 +568,8 @@ func (w *windowLimiter[K]) allowN(key K, n int) bool {
 }
 
 // admit is Take for both types, and when a is not nil and the events are
-// admitted, fills in their Admission, with a once from o if o is not nil
-// (Admit's).
+// admitted, fills in their Admission, a zero Admission until then, with a
+// once from o if o is not nil (Admit's).
 func (w *windowLimiter[K]) admit(key K, n int, a *Admission, o *onces) Result {
 	if n <= 0 {
 		return impossible(w.peek(key), n)
@@ -588,12 +588,12 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission, o *onces) Result {
 		return impossible(w.peek(key), n)
 	case admitted:
 		if a != nil {
-			var once *onceBlock
-			var slot uint64
+			// Field by field: *a is zero, and a literal would be built
+			// and then copied.
+			a.N, a.Mark, a.By, a.state, a.key, a.epoch, a.unit = n, int64(d.view.w), w.owner, d.st, d.key, epoch, c.arith.grid.period
 			if o != nil {
-				once, slot = o.take(d.key, n)
+				a.once, a.slot = o.take(d.key, n)
 			}
-			*a = Admission{N: n, Mark: int64(d.view.w), By: w.owner, state: d.st, key: d.key, epoch: epoch, unit: c.arith.grid.period, once: once, slot: slot}
 		}
 	}
 	return c.arith.result(v == admitted, &d)
