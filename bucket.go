@@ -153,41 +153,53 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 //
 // n == 0 is always allowed and takes nothing. n < 0, or n above the burst,
 // can never pass: the Result is refused with RetryAfter InfDuration.
-func (b *TokenBucket[K]) Take(key K, n int) Result { return b.admit(key, n, nil, nil) }
+func (b *TokenBucket[K]) Take(key K, n int) (r Result) {
+	b.admit(key, n, nil, nil, &r)
+	return
+}
 
 // admitPart is Admit for All, without the once (see partAdmitter).
 func (b *TokenBucket[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
 	var a Admission
-	r := b.admit(key, n, &a, nil)
+	var r Result
+	b.admit(key, n, &a, nil, &r)
 	return r, a, nil
 }
 
-// admit is Take, and when a is not nil and the tokens are taken, fills in
-// their Admission, a zero Admission until then, with a once from o if o is
-// not nil (Admit's).
-func (b *TokenBucket[K]) admit(key K, n int, a *Admission, o *onces) Result {
+// admit is Take, writing its Result to r, and when a is not nil and the
+// tokens are taken, fills in their Admission, with a once from o if o is
+// not nil (Admit's). *r and *a are zero until then: an admission writes
+// only the fields it sets, where a Result or an Admission returned by
+// value is copied at each return (issue 36).
+func (b *TokenBucket[K]) admit(key K, n int, a *Admission, o *onces, r *Result) {
 	if n <= 0 {
-		return impossible(b.Peek(key), n)
+		*r = impossible(b.Peek(key), n)
+		return
 	}
 	var d bucketDecision
 	c, v := b.decide(key, n, &d)
 	b.keys.counts.admits(v, b.keys.overflow)
 	switch v {
 	case untracked:
-		return b.keys.untracked(c.arith.burst, n)
+		*r = b.keys.untracked(c.arith.burst, n)
+		return
 	case never:
-		return impossible(b.Peek(key), n)
-	case admitted:
-		if a != nil {
-			// Field by field: *a is zero, and a literal would be built
-			// and then copied.
-			a.N, a.Mark, a.By, a.state, a.key, a.unit = n, d.next, b, d.st, d.key, c.arith.interval
-			if o != nil {
-				a.once, a.slot = o.take(d.key, n)
-			}
+		*r = impossible(b.Peek(key), n)
+		return
+	case refused:
+		*r = c.arith.refused(d.now, d.base, d.next)
+		return
+	}
+	// Admitted.
+	if a != nil {
+		// Field by field: *a is zero, and a literal would be built and
+		// then copied.
+		a.N, a.Mark, a.By, a.state, a.key, a.unit = n, d.next, b, d.st, d.key, c.arith.interval
+		if o != nil {
+			a.once, a.slot = o.take(d.key, n)
 		}
 	}
-	return c.arith.result(v == admitted, &d)
+	c.arith.allowedTo(r, d.now, d.next)
 }
 
 // bucketDecision is a decision on n tokens made at now: base is max(TAT,
@@ -455,6 +467,13 @@ func (g *gcra) allowed(now, tat int64) Result {
 		ResetAfter:  time.Duration(tat - now),
 		RefillAfter: g.refill(now, tat, k),
 	}
+}
+
+// allowedTo is allowed, written to r, a zero Result, field by field.
+func (g *gcra) allowedTo(r *Result, now, tat int64) {
+	k := g.remaining(now, tat)
+	r.Allowed, r.Limit, r.Remaining = true, g.burst, k
+	r.ResetAfter, r.RefillAfter = time.Duration(tat-now), g.refill(now, tat, k)
 }
 
 // refused reports a refusal: base is max(TAT, now), next what the TAT would

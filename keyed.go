@@ -99,11 +99,11 @@ func (k *Keyed[K]) Admit(key K, n int) (r Result, a Admission) {
 func (k *Keyed[K]) admit(key K, n int, r *Result, a *Admission) {
 	switch {
 	case k.bucket != nil:
-		*r = k.bucket.admit(key, n, a, &k.bucket.keys.onces)
+		k.bucket.admit(key, n, a, &k.bucket.keys.onces, r)
 	case k.window != nil:
-		*r = k.window.admit(key, n, a, &k.window.keys.onces)
+		k.window.admit(key, n, a, &k.window.keys.onces, r)
 	default:
-		*r = k.sliding.admit(key, n, a, &k.sliding.keys.onces)
+		k.sliding.admit(key, n, a, &k.sliding.keys.onces, r)
 	}
 }
 

@@ -162,21 +162,26 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 //
 // n == 0 is always allowed and records nothing. n < 0, or n above Events,
 // can never pass: the Result is refused with RetryAfter InfDuration.
-func (s *SlidingWindow[K]) Take(key K, n int) Result { return s.admit(key, n, nil, nil) }
+func (s *SlidingWindow[K]) Take(key K, n int) (r Result) {
+	s.admit(key, n, nil, nil, &r)
+	return
+}
 
 // admitPart is Admit for All, without the once (see partAdmitter).
 func (s *SlidingWindow[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
 	var a Admission
-	r := s.admit(key, n, &a, nil)
+	var r Result
+	s.admit(key, n, &a, nil, &r)
 	return r, a, nil
 }
 
-// admit is Take, and when a is not nil and the events are recorded, fills
-// in their Admission, a zero Admission until then, with a once from o if o
-// is not nil (Admit's).
-func (s *SlidingWindow[K]) admit(key K, n int, a *Admission, o *onces) Result {
+// admit is Take, writing its Result to r, and when a is not nil and the
+// events are recorded, fills in their Admission, with a once from o if o is
+// not nil (Admit's). *r and *a are zero until then (see TokenBucket.admit).
+func (s *SlidingWindow[K]) admit(key K, n int, a *Admission, o *onces, r *Result) {
 	if n <= 0 {
-		return impossible(s.Peek(key), n)
+		*r = impossible(s.Peek(key), n)
+		return
 	}
 	var epoch uint64
 	if a != nil {
@@ -187,9 +192,11 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission, o *onces) Result {
 	s.keys.counts.admits(v, s.keys.overflow)
 	switch v {
 	case untracked:
-		return s.keys.untracked(c.arith.events, n)
+		*r = s.keys.untracked(c.arith.events, n)
+		return
 	case never:
-		return impossible(s.Peek(key), n)
+		*r = impossible(s.Peek(key), n)
+		return
 	case admitted:
 		if a != nil {
 			// Field by field: *a is zero, and a literal would be built
@@ -200,7 +207,7 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission, o *onces) Result {
 			}
 		}
 	}
-	return c.arith.result(d)
+	c.arith.resultTo(r, &d)
 }
 
 // peekKey is Peek.
@@ -464,8 +471,14 @@ func (r *slidingRules) fitsOne(st *slidingState, pos uint64, now int64) (t int64
 }
 
 // result reports decision d as a Result.
-func (r *slidingRules) result(d slidingDecision) Result {
-	res := Result{Allowed: d.ok, Limit: r.events, Remaining: r.events - d.count}
+func (r *slidingRules) result(d slidingDecision) (res Result) {
+	r.resultTo(&res, &d)
+	return
+}
+
+// resultTo is result, written to res, a zero Result, field by field.
+func (r *slidingRules) resultTo(res *Result, d *slidingDecision) {
+	res.Allowed, res.Limit, res.Remaining = d.ok, r.events, r.events-d.count
 	if d.count > 0 {
 		res.ResetAfter = time.Duration(d.newest + r.period - d.now)
 		res.RefillAfter = time.Duration(d.oldest + r.period - d.now)
@@ -473,7 +486,6 @@ func (r *slidingRules) result(d slidingDecision) Result {
 	if !d.ok {
 		res.RetryAfter = time.Duration(d.leave - d.now)
 	}
-	return res
 }
 
 // judgeSnapshot judges n events at now on st without its lock, into d, and

@@ -258,9 +258,15 @@ type windowDecision struct {
 }
 
 // result reports d as a Result.
-func (r *windowRules) result(ok bool, d *windowDecision) Result {
+func (r *windowRules) result(ok bool, d *windowDecision) (res Result) {
+	r.resultTo(&res, ok, d)
+	return
+}
+
+// resultTo is result, written to res, a zero Result, field by field.
+func (r *windowRules) resultTo(res *Result, ok bool, d *windowDecision) {
 	v := d.view
-	res := Result{Allowed: ok, Limit: int(r.events)}
+	res.Allowed, res.Limit = ok, int(r.events)
 	if w := r.weight(v) + v.cur; w < r.events {
 		res.Remaining = int(r.events - w)
 	}
@@ -277,7 +283,6 @@ func (r *windowRules) result(ok bool, d *windowDecision) Result {
 		// One more than Remaining fits from when the count drops by one.
 		res.RefillAfter = time.Duration(r.fitsAt(v, uint64(res.Remaining)+1) - d.now)
 	}
-	return res
 }
 
 // idleAt returns the earliest time at which a state holding word is
@@ -567,12 +572,14 @@ func (w *windowLimiter[K]) allowN(key K, n int) bool {
 	return w.keys.counts.admits(v, w.keys.overflow)
 }
 
-// admit is Take for both types, and when a is not nil and the events are
-// admitted, fills in their Admission, a zero Admission until then, with a
-// once from o if o is not nil (Admit's).
-func (w *windowLimiter[K]) admit(key K, n int, a *Admission, o *onces) Result {
+// admit is Take for both types, writing its Result to r, and when a is not
+// nil and the events are admitted, fills in their Admission, with a once
+// from o if o is not nil (Admit's). *r and *a are zero until then (see
+// TokenBucket.admit).
+func (w *windowLimiter[K]) admit(key K, n int, a *Admission, o *onces, r *Result) {
 	if n <= 0 {
-		return impossible(w.peek(key), n)
+		*r = impossible(w.peek(key), n)
+		return
 	}
 	var epoch uint64
 	if a != nil {
@@ -583,9 +590,11 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission, o *onces) Result {
 	w.keys.counts.admits(v, w.keys.overflow)
 	switch v {
 	case untracked:
-		return w.keys.untracked(int(c.arith.events), n)
+		*r = w.keys.untracked(int(c.arith.events), n)
+		return
 	case never:
-		return impossible(w.peek(key), n)
+		*r = impossible(w.peek(key), n)
+		return
 	case admitted:
 		if a != nil {
 			// Field by field: *a is zero, and a literal would be built
@@ -596,7 +605,7 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission, o *onces) Result {
 			}
 		}
 	}
-	return c.arith.result(v == admitted, &d)
+	c.arith.resultTo(r, v == admitted, &d)
 }
 
 // peek is Peek for both types.
@@ -741,12 +750,16 @@ func (r *windowRules) fitsAt(v windowView, n uint64) int64 {
 // a windowLimiter, which is their Keyed's limiter (see keyedLimiter).
 
 // Take is the window types' Take.
-func (w *windowLimiter[K]) Take(key K, n int) Result { return w.admit(key, n, nil, nil) }
+func (w *windowLimiter[K]) Take(key K, n int) (r Result) {
+	w.admit(key, n, nil, nil, &r)
+	return
+}
 
 // admitPart is Admit for All, without the once (see partAdmitter).
 func (w *windowLimiter[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
 	var a Admission
-	r := w.admit(key, n, &a, nil)
+	var r Result
+	w.admit(key, n, &a, nil, &r)
 	return r, a, nil
 }
 
