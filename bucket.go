@@ -334,14 +334,15 @@ func scaleUp(x, mul, div int64) int64 {
 	return int64(min(q, uint64(maxSpan)))
 }
 
-// peekKey is Peek.
-func (b *TokenBucket[K]) peekKey(key K) Result {
+// peekKey is Peek, writing its Result to r, a zero Result.
+func (b *TokenBucket[K]) peekKey(key K, r *Result) {
 	now := b.keys.clock.now()
 	tat, c := b.observe(key)
 	if c.err != nil {
-		return Result{Limit: c.arith.burst, RetryAfter: InfDuration, Err: c.err}
+		*r = Result{Limit: c.arith.burst, RetryAfter: InfDuration, Err: c.err}
+		return
 	}
-	return c.arith.peek(now, tat)
+	c.arith.peekTo(r, now, tat)
 }
 
 // observe returns key's TAT and the limit it is under, or freshTAT and the
@@ -499,11 +500,13 @@ func (g *gcra) refill(now, tat int64, k int) time.Duration {
 	return time.Duration(tat - now - g.tau + int64(k+1)*g.interval)
 }
 
-// peek reports what a request of one token would meet at now.
-func (g *gcra) peek(now, tat int64) Result {
+// peekTo writes to r, a zero Result, what a request of one token would
+// meet at now.
+func (g *gcra) peekTo(r *Result, now, tat int64) {
 	base := max(tat, now)
 	if next := base + g.interval; next-now > g.tau {
-		return g.refused(now, base, next)
+		*r = g.refused(now, base, next)
+		return
 	}
-	return g.allowed(now, base)
+	g.allowedTo(r, now, base)
 }

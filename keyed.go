@@ -75,14 +75,21 @@ func (k *Keyed[K]) SetKeyLimit(f func(key K) Limit) error { return k.of.limits()
 // Peek reports key's state now without recording anything: Allowed tells
 // whether Allow(key) would pass, RetryAfter how long until it would. Peek
 // does not create the key.
-func (k *Keyed[K]) Peek(key K) Result {
+func (k *Keyed[K]) Peek(key K) (r Result) {
+	k.peek(key, &r)
+	return // naked, as Admit's
+}
+
+// peek is Peek, writing its Result to r, a zero Result (see admit).
+func (k *Keyed[K]) peek(key K, r *Result) {
 	switch {
 	case k.bucket != nil:
-		return k.bucket.peekKey(key)
+		k.bucket.peekKey(key, r)
 	case k.window != nil:
-		return k.window.peek(key)
+		k.window.peekTo(key, r)
+	default:
+		k.sliding.peekKey(key, r)
 	}
-	return k.sliding.peekKey(key)
 }
 
 // Admit is Take, and also returns what an admission took, for Refund. The

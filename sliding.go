@@ -210,8 +210,8 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission, o *onces, r *Result
 	c.arith.resultTo(r, &d)
 }
 
-// peekKey is Peek.
-func (s *SlidingWindow[K]) peekKey(key K) Result {
+// peekKey is Peek, writing its Result to res, a zero Result.
+func (s *SlidingWindow[K]) peekKey(key K, res *Result) {
 	now := s.keys.clock.now()
 	d := slidingDecision{report: true}
 	for {
@@ -219,10 +219,12 @@ func (s *SlidingWindow[K]) peekKey(key K) Result {
 		if st == nil {
 			c := s.policy.resolve(key)
 			if c.err != nil {
-				return Result{Limit: c.arith.events, RetryAfter: InfDuration, Err: c.err}
+				*res = Result{Limit: c.arith.events, RetryAfter: InfDuration, Err: c.err}
+				return
 			}
 			c.arith.judge(nil, 0, now, 1, &d)
-			return c.arith.result(d)
+			c.arith.resultTo(res, &d)
+			return
 		}
 		c := st.cfg
 		if c.stale() {
@@ -230,16 +232,19 @@ func (s *SlidingWindow[K]) peekKey(key K) Result {
 			continue
 		}
 		if c.err != nil {
-			return Result{Limit: c.arith.events, RetryAfter: InfDuration, Err: c.err}
+			*res = Result{Limit: c.arith.events, RetryAfter: InfDuration, Err: c.err}
+			return
 		}
 		r := &c.arith
 		for range 4 {
 			if r.judgeSnapshot(st, now, 1, &d) {
-				return r.result(d)
+				r.resultTo(res, &d)
+				return
 			}
 		}
 		if r.judgeLocked(st, now, &d) {
-			return r.result(d)
+			r.resultTo(res, &d)
+			return
 		}
 		runtime.Gosched() // moved: the map shows the new state in a moment
 	}

@@ -609,15 +609,22 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission, o *onces, r *Result
 }
 
 // peek is Peek for both types.
-func (w *windowLimiter[K]) peek(key K) Result {
+func (w *windowLimiter[K]) peek(key K) (res Result) {
+	w.peekTo(key, &res)
+	return
+}
+
+// peekTo is peek, writing its Result to res, a zero Result.
+func (w *windowLimiter[K]) peekTo(key K, res *Result) {
 	d := windowDecision{now: w.keys.clock.now(), n: 1}
 	word, c := w.observe(key)
 	if c.err != nil {
-		return Result{Limit: int(c.arith.events), RetryAfter: InfDuration, Err: c.err}
+		*res = Result{Limit: int(c.arith.events), RetryAfter: InfDuration, Err: c.err}
+		return
 	}
 	r := &c.arith
 	d.view = r.view(word, d.now)
-	return r.result(r.fits(d.view, 1), &d)
+	r.resultTo(res, r.fits(d.view, 1), &d)
 }
 
 // windowOf is FixedWindow.WindowOf.
@@ -762,9 +769,6 @@ func (w *windowLimiter[K]) admitPart(_ context.Context, key K, n int) (Result, A
 	w.admit(key, n, &a, nil, &r)
 	return r, a, nil
 }
-
-// peekKey is Peek.
-func (w *windowLimiter[K]) peekKey(key K) Result { return w.peek(key) }
 
 // resetKey is Reset.
 func (w *windowLimiter[K]) resetKey(key K) { w.reset(key) }
