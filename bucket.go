@@ -159,11 +159,9 @@ func (b *TokenBucket[K]) Take(key K, n int) (r Result) {
 }
 
 // admitPart is Admit for All, without the once (see partAdmitter).
-func (b *TokenBucket[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
-	var a Admission
-	var r Result
+func (b *TokenBucket[K]) admitPart(_ context.Context, key K, n int) (r Result, a Admission, err error) {
 	b.admit(key, n, &a, nil, &r)
-	return r, a, nil
+	return // naked, as Admit's
 }
 
 // admit is Take, writing its Result to r, and when a is not nil and the
@@ -187,7 +185,7 @@ func (b *TokenBucket[K]) admit(key K, n int, a *Admission, o *onces, r *Result) 
 		*r = impossible(b.Peek(key), n)
 		return
 	case refused:
-		*r = c.arith.refused(d.now, d.base, d.next)
+		c.arith.refusedTo(r, d.now, d.base, d.next)
 		return
 	}
 	// Admitted.
@@ -490,6 +488,13 @@ func (g *gcra) refused(now, base, next int64) Result {
 	}
 }
 
+// refusedTo is refused, written to r, a zero Result, field by field.
+func (g *gcra) refusedTo(r *Result, now, base, next int64) {
+	k := g.remaining(now, base)
+	r.Limit, r.Remaining, r.RetryAfter = g.burst, k, time.Duration(next-now-g.tau)
+	r.ResetAfter, r.RefillAfter = time.Duration(base-now), g.refill(now, base, k)
+}
+
 // refill is the time until a bucket whose TAT is tat, holding k whole
 // tokens at now (g.remaining), holds one more: when the TAT is (k+1)
 // intervals less than tau ahead; 0 if the bucket is full.
@@ -505,7 +510,7 @@ func (g *gcra) refill(now, tat int64, k int) time.Duration {
 func (g *gcra) peekTo(r *Result, now, tat int64) {
 	base := max(tat, now)
 	if next := base + g.interval; next-now > g.tau {
-		*r = g.refused(now, base, next)
+		g.refusedTo(r, now, base, next)
 		return
 	}
 	g.allowedTo(r, now, base)

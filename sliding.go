@@ -168,11 +168,9 @@ func (s *SlidingWindow[K]) Take(key K, n int) (r Result) {
 }
 
 // admitPart is Admit for All, without the once (see partAdmitter).
-func (s *SlidingWindow[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
-	var a Admission
-	var r Result
+func (s *SlidingWindow[K]) admitPart(_ context.Context, key K, n int) (r Result, a Admission, err error) {
 	s.admit(key, n, &a, nil, &r)
-	return r, a, nil
+	return // naked, as Admit's
 }
 
 // admit is Take, writing its Result to r, and when a is not nil and the

@@ -762,14 +762,6 @@ func (w *windowLimiter[K]) Take(key K, n int) (r Result) {
 	return
 }
 
-// admitPart is Admit for All, without the once (see partAdmitter).
-func (w *windowLimiter[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
-	var a Admission
-	var r Result
-	w.admit(key, n, &a, nil, &r)
-	return r, a, nil
-}
-
 // resetKey is Reset.
 func (w *windowLimiter[K]) resetKey(key K) { w.reset(key) }
 
