@@ -120,9 +120,11 @@ type onceStripe struct {
 // cacheLine is the size the stripes of onces are padded to.
 const cacheLine = 64
 
+// init makes 4 stripes per processor, at least 8 and at most 256: 512
+// bytes to 16 KiB a limiter.
 func (o *onces) init() {
 	n := 8
-	for n < 4*runtime.GOMAXPROCS(0) && n < 1024 {
+	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
 		n *= 2
 	}
 	o.stripes = make([]onceStripe, n)
