@@ -415,9 +415,9 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 	if record == nil {
 		return sum, Admission{}, firstErr
 	}
-	record.key, record.once.n = key, n
+	record.key = key
 	record.parts = append([]Admission(nil), adms...) // a copy: adms may be on this stack
-	return sum, Admission{N: n, By: a, state: record, once: &record.once}, firstErr
+	return sum, Admission{N: n, By: a, state: record, once: &record.once, slot: uint64(min(max(n, 0), maxOnceN)) << 6}, firstErr
 }
 
 // allAdmission is the state of an Admission of All: the admission of each
@@ -426,7 +426,7 @@ func (a *all[K]) take(ctx context.Context, key K, n int, each []Result, record *
 type allAdmission[K comparable] struct {
 	key   K
 	parts []Admission
-	once  refundOnce
+	once  onceBlock // its slot 0 is the Admission's
 }
 
 // undo refunds adms, the admissions of the first limiters asked, in
@@ -595,15 +595,16 @@ func (a *all[K]) Refund(key K, adm Admission) { _ = a.RefundContext(context.Back
 // returns ctx's error if ctx ended before every part was given back.
 func (a *all[K]) RefundContext(ctx context.Context, key K, adm Admission) error {
 	rec, ok := adm.state.(*allAdmission[K])
-	if !ok || adm.By != a || rec.key != key {
+	if !ok || !madeBy(adm.By, a) || rec.key != key {
 		return nil
 	}
-	if adm, ok = adm.claim(); !ok {
+	n, ok := adm.claim()
+	if !ok {
 		return nil
 	}
 	for at, p := range rec.parts {
 		if r := a.views[a.asked(at)].refunder; r != nil {
-			p.N = min(p.N, adm.N) // a partial refund of adm is one of each part
+			p.N = min(p.N, n) // a partial refund of adm is one of each part
 			refundContext(ctx, r, key, p)
 		}
 	}

@@ -89,17 +89,41 @@ func BenchmarkAllowRefusedRefilling(b *testing.B) {
 }
 
 // BenchmarkAdmit is BenchmarkAllow's rows for Admit: what an Admission
-// handed to a caller costs beside a bare Allow, its once-state included
-// (All asks each limiter but the last for one without it).
+// handed to a caller costs beside a bare Allow, its once included (All asks
+// each limiter but the last for one without it).
 func BenchmarkAdmit(b *testing.B) {
 	for _, bl := range benchLimiters[1:5] {
-		hotpath.Run(b, bl.name, hotpath.Loose, func(l hotpath.Limit) (hotpath.Allower, error) {
-			lim, err := bl.new(l)
-			if err != nil {
-				return nil, err
-			}
-			return admitter{lim.(keylimit.Refunder[string])}, nil
-		})
+		hotpath.Run(b, bl.name, hotpath.Loose, viewed(bl.new, func(r keylimit.Refunder[string]) hotpath.Allower { return admitter{r} }))
+	}
+}
+
+// BenchmarkAdmitRefund is BenchmarkAdmit's rows for an Admit followed by the
+// Refund of its Admission: what a charge-by-outcome policy (quota's
+// Policy.Charge) pays for a request it does not charge.
+func BenchmarkAdmitRefund(b *testing.B) {
+	for _, bl := range benchLimiters[1:5] {
+		hotpath.Run(b, bl.name, hotpath.Loose, viewed(bl.new, func(r keylimit.Refunder[string]) hotpath.Allower { return admitRefunder{admitter{r}} }))
+	}
+}
+
+// BenchmarkPeek is BenchmarkAllow's rows for Peek, which records nothing.
+func BenchmarkPeek(b *testing.B) {
+	for _, bl := range benchLimiters[1:5] {
+		hotpath.Run(b, bl.name, hotpath.Loose, viewed(bl.new, func(r keylimit.Refunder[string]) hotpath.Allower {
+			return peeker{admitter{r}, r.(keylimit.Limiter[string])}
+		}))
+	}
+}
+
+// viewed builds the limiters of newL, each seen by the harness through
+// view: a Refunder, called through that interface as quota and All call it.
+func viewed(newL func(hotpath.Limit) (hotpath.Allower, error), view func(keylimit.Refunder[string]) hotpath.Allower) func(hotpath.Limit) (hotpath.Allower, error) {
+	return func(l hotpath.Limit) (hotpath.Allower, error) {
+		lim, err := newL(l)
+		if err != nil {
+			return nil, err
+		}
+		return view(lim.(keylimit.Refunder[string])), nil
 	}
 }
 
@@ -112,6 +136,23 @@ func (a admitter) Allow(key string) bool {
 }
 
 func (a admitter) Close() error { return a.Refunder.(interface{ Close() error }).Close() }
+
+// admitRefunder's Allow is Admit(key, 1), then the Refund of its Admission.
+type admitRefunder struct{ admitter }
+
+func (a admitRefunder) Allow(key string) bool {
+	r, adm := a.Admit(key, 1)
+	a.Refund(key, adm)
+	return r.Allowed
+}
+
+// peeker's Allow is Peek(key).Allowed, lim being the Refunder.
+type peeker struct {
+	admitter
+	lim keylimit.Limiter[string]
+}
+
+func (p peeker) Allow(key string) bool { return p.lim.Peek(key).Allowed }
 
 // BenchmarkWaitContended is 64 goroutines waiting on one key of a bucket of
 // 20,000 a second, burst 1 (an event every 50 µs): each op is one Wait that

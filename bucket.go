@@ -116,7 +116,7 @@ func NewTokenBucket[K comparable](l Limit, opts ...Option) (*TokenBucket[K], err
 		return nil, err
 	}
 	b := &TokenBucket[K]{policy: pol}
-	b.Keyed.of = b
+	b.Keyed = Keyed[K]{of: b, bucket: b}
 	b.keys = newShard(o, stateHooks[K, bucketState]{
 		newState: func(key K) *bucketState {
 			st := new(bucketState)
@@ -153,42 +153,51 @@ func (b *TokenBucket[K]) AllowN(key K, n int) bool {
 //
 // n == 0 is always allowed and takes nothing. n < 0, or n above the burst,
 // can never pass: the Result is refused with RetryAfter InfDuration.
-func (b *TokenBucket[K]) Take(key K, n int) Result { return b.admit(key, n, nil) }
-
-// admitKey is Admit.
-func (b *TokenBucket[K]) admitKey(key K, n int) (Result, Admission) {
-	var a Admission
-	r := b.admit(key, n, &a)
-	return r, a.handOut()
+func (b *TokenBucket[K]) Take(key K, n int) (r Result) {
+	b.admit(key, n, nil, nil, &r)
+	return
 }
 
 // admitPart is Admit for All, without the once (see partAdmitter).
-func (b *TokenBucket[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
-	var a Admission
-	r := b.admit(key, n, &a)
-	return r, a, nil
+func (b *TokenBucket[K]) admitPart(_ context.Context, key K, n int) (r Result, a Admission, err error) {
+	b.admit(key, n, &a, nil, &r)
+	return // naked, as Admit's
 }
 
-// admit is Take, and when a is not nil and the tokens are taken, fills in
-// their Admission.
-func (b *TokenBucket[K]) admit(key K, n int, a *Admission) Result {
+// admit is Take, writing its Result to r, and when a is not nil and the
+// tokens are taken, fills in their Admission, with a once from o if o is
+// not nil (Admit's). *r and *a are zero until then: an admission writes
+// only the fields it sets, where a Result or an Admission returned by
+// value is copied at each return (issue 36).
+func (b *TokenBucket[K]) admit(key K, n int, a *Admission, o *onces, r *Result) {
 	if n <= 0 {
-		return impossible(b.Peek(key), n)
+		*r = impossible(b.Peek(key), n)
+		return
 	}
 	var d bucketDecision
 	c, v := b.decide(key, n, &d)
 	b.keys.counts.admits(v, b.keys.overflow)
 	switch v {
 	case untracked:
-		return b.keys.untracked(c.arith.burst, n)
+		*r = b.keys.untracked(c.arith.burst, n)
+		return
 	case never:
-		return impossible(b.Peek(key), n)
-	case admitted:
-		if a != nil {
-			*a = Admission{N: n, Mark: d.next, By: b, state: d.st, key: d.key, unit: c.arith.interval}
+		*r = impossible(b.Peek(key), n)
+		return
+	case refused:
+		c.arith.refusedTo(r, d.now, d.base, d.next)
+		return
+	}
+	// Admitted.
+	if a != nil {
+		// Field by field: *a is zero, and a literal would be built and
+		// then copied.
+		a.N, a.Mark, a.By, a.state, a.key, a.unit = n, d.next, b, d.st, d.key, c.arith.interval
+		if o != nil {
+			a.once, a.slot = o.take(d.key, n)
 		}
 	}
-	return c.arith.result(v == admitted, &d)
+	c.arith.allowedTo(r, d.now, d.next)
 }
 
 // bucketDecision is a decision on n tokens made at now: base is max(TAT,
@@ -323,14 +332,15 @@ func scaleUp(x, mul, div int64) int64 {
 	return int64(min(q, uint64(maxSpan)))
 }
 
-// peekKey is Peek.
-func (b *TokenBucket[K]) peekKey(key K) Result {
+// peekKey is Peek, writing its Result to r, a zero Result.
+func (b *TokenBucket[K]) peekKey(key K, r *Result) {
 	now := b.keys.clock.now()
 	tat, c := b.observe(key)
 	if c.err != nil {
-		return Result{Limit: c.arith.burst, RetryAfter: InfDuration, Err: c.err}
+		*r = Result{Limit: c.arith.burst, RetryAfter: InfDuration, Err: c.err}
+		return
 	}
-	return c.arith.peek(now, tat)
+	c.arith.peekTo(r, now, tat)
 }
 
 // observe returns key's TAT and the limit it is under, or freshTAT and the
@@ -375,25 +385,28 @@ func (b *TokenBucket[K]) stop() { b.evictor.close() }
 func (b *TokenBucket[K]) limits() keyLimits[K] { return b.policy }
 
 // refundKey is Refund.
-func (b *TokenBucket[K]) refundKey(key K, a Admission) {
-	if a.By != b || !b.keys.ofKey(key, a) {
+func (b *TokenBucket[K]) refundKey(key K, a *Admission) {
+	if !madeBy(a.By, b) || !b.keys.ofKey(key, a) {
 		return
 	}
-	if a, ok := a.claim(); ok {
-		b.refund(a)
+	if n, ok := a.claim(); ok {
+		b.refundMoving(a, n, nil)
 	}
 }
 
-// refund is Refund, and returns how far it moved the TAT back, in ns.
-func (b *TokenBucket[K]) refund(a Admission) int64 { return b.refundMoving(a, nil) }
+// refund gives back what a, an Admission of the bucket's own (a
+// reservation's), still holds, and returns how far it moved the TAT back,
+// in ns.
+func (b *TokenBucket[K]) refund(a *Admission) int64 { return b.refundMoving(a, a.N, nil) }
 
-// refundMoving is refund, where movable, if not nil, reports whether every
-// admission in the TAT after a's (tat, in intervals of interval ns) is one
-// the caller moves up by what is given back: then none keeps its time, and
-// the refund counts from now, not from tat − tau (see giveBack).
-func (b *TokenBucket[K]) refundMoving(a Admission, movable func(tat, interval int64) bool) int64 {
+// refundMoving is refund of n of a's events, where movable, if not nil,
+// reports whether every admission in the TAT after a's (tat, in intervals
+// of interval ns) is one the caller moves up by what is given back: then
+// none keeps its time, and the refund counts from now, not from tat − tau
+// (see giveBack).
+func (b *TokenBucket[K]) refundMoving(a *Admission, n int, movable func(tat, interval int64) bool) int64 {
 	st, ok := a.state.(*bucketState)
-	if !ok || a.N <= 0 || a.By != b {
+	if !ok || n <= 0 || !madeBy(a.By, b) {
 		return 0
 	}
 	for {
@@ -418,7 +431,7 @@ func (b *TokenBucket[K]) refundMoving(a Admission, movable func(tat, interval in
 		if movable == nil || !movable(tat, g.interval) {
 			now = max(now, tat-g.tau)
 		}
-		back := min(int64(a.N)*g.interval, a.Mark-now, tat-now)
+		back := min(int64(n)*g.interval, a.Mark-now, tat-now)
 		if back <= 0 {
 			return 0
 		}
@@ -455,6 +468,13 @@ func (g *gcra) allowed(now, tat int64) Result {
 	}
 }
 
+// allowedTo is allowed, written to r, a zero Result, field by field.
+func (g *gcra) allowedTo(r *Result, now, tat int64) {
+	k := g.remaining(now, tat)
+	r.Allowed, r.Limit, r.Remaining = true, g.burst, k
+	r.ResetAfter, r.RefillAfter = time.Duration(tat-now), g.refill(now, tat, k)
+}
+
 // refused reports a refusal: base is max(TAT, now), next what the TAT would
 // have become had the request been admitted.
 func (g *gcra) refused(now, base, next int64) Result {
@@ -468,6 +488,13 @@ func (g *gcra) refused(now, base, next int64) Result {
 	}
 }
 
+// refusedTo is refused, written to r, a zero Result, field by field.
+func (g *gcra) refusedTo(r *Result, now, base, next int64) {
+	k := g.remaining(now, base)
+	r.Limit, r.Remaining, r.RetryAfter = g.burst, k, time.Duration(next-now-g.tau)
+	r.ResetAfter, r.RefillAfter = time.Duration(base-now), g.refill(now, base, k)
+}
+
 // refill is the time until a bucket whose TAT is tat, holding k whole
 // tokens at now (g.remaining), holds one more: when the TAT is (k+1)
 // intervals less than tau ahead; 0 if the bucket is full.
@@ -478,11 +505,13 @@ func (g *gcra) refill(now, tat int64, k int) time.Duration {
 	return time.Duration(tat - now - g.tau + int64(k+1)*g.interval)
 }
 
-// peek reports what a request of one token would meet at now.
-func (g *gcra) peek(now, tat int64) Result {
+// peekTo writes to r, a zero Result, what a request of one token would
+// meet at now.
+func (g *gcra) peekTo(r *Result, now, tat int64) {
 	base := max(tat, now)
 	if next := base + g.interval; next-now > g.tau {
-		return g.refused(now, base, next)
+		g.refusedTo(r, now, base, next)
+		return
 	}
-	return g.allowed(now, base)
+	g.allowedTo(r, now, base)
 }

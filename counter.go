@@ -42,7 +42,7 @@ type SlidingCounter[K comparable] struct {
 // unreachable.
 func NewSlidingCounter[K comparable](l Limit, opts ...Option) (*SlidingCounter[K], error) {
 	c := new(SlidingCounter[K])
-	c.Keyed.of = &c.w
+	c.Keyed = Keyed[K]{of: &c.w, window: &c.w}
 	if err := initWindowLimiter(&c.w, c, l, opts, true); err != nil {
 		return nil, err
 	}
@@ -67,6 +67,7 @@ func (c *SlidingCounter[K]) AllowN(key K, n int) bool { return c.w.allowN(key, n
 func (c *SlidingCounter[K]) Take(key K, n int) Result { return c.w.Take(key, n) }
 
 // admitPart is Admit for All, without the once (see partAdmitter).
-func (c *SlidingCounter[K]) admitPart(ctx context.Context, key K, n int) (Result, Admission, error) {
-	return c.w.admitPart(ctx, key, n)
+func (c *SlidingCounter[K]) admitPart(_ context.Context, key K, n int) (r Result, a Admission, err error) {
+	c.w.admit(key, n, &a, nil, &r)
+	return // naked, as Admit's
 }

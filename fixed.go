@@ -45,7 +45,7 @@ type FixedWindow[K comparable] struct {
 // garbage collector finds it unreachable.
 func NewFixedWindow[K comparable](l Limit, opts ...Option) (*FixedWindow[K], error) {
 	f := new(FixedWindow[K])
-	f.Keyed.of = &f.w
+	f.Keyed = Keyed[K]{of: &f.w, window: &f.w}
 	if err := initWindowLimiter(&f.w, f, l, opts, false); err != nil {
 		return nil, err
 	}
@@ -76,6 +76,7 @@ func (f *FixedWindow[K]) AllowN(key K, n int) bool { return f.w.allowN(key, n) }
 func (f *FixedWindow[K]) Take(key K, n int) Result { return f.w.Take(key, n) }
 
 // admitPart is Admit for All, without the once (see partAdmitter).
-func (f *FixedWindow[K]) admitPart(ctx context.Context, key K, n int) (Result, Admission, error) {
-	return f.w.admitPart(ctx, key, n)
+func (f *FixedWindow[K]) admitPart(_ context.Context, key K, n int) (r Result, a Admission, err error) {
+	f.w.admit(key, n, &a, nil, &r)
+	return // naked, as Admit's
 }

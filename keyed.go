@@ -13,18 +13,21 @@ import (
 // own algorithm. A Keyed is made by their constructors only; its zero value
 // is not usable.
 type Keyed[K comparable] struct {
-	of keyedLimiter[K] // the limiter that embeds this Keyed
+	of keyedLimiter[K] // the limiter that embeds this Keyed, for the cold methods
+	// The same limiter, as the concrete type of its engine, for the hot
+	// methods (Peek, Admit, Refund, WaitN): exactly one is set. A call
+	// through of is an interface call into a generic method, by way of its
+	// dictionary wrapper, about 190 instructions of Admit's (issue 36);
+	// these are direct calls.
+	bucket  *TokenBucket[K]
+	window  *windowLimiter[K] // a FixedWindow's or a SlidingCounter's
+	sliding *SlidingWindow[K]
 }
 
-// keyedLimiter is what each limiter type gives its Keyed: the parts of a
-// method that depend on its algorithm.
+// keyedLimiter is what each limiter type gives its Keyed for the methods
+// off the hot path: the parts of a method that depend on its algorithm.
 type keyedLimiter[K comparable] interface {
-	Take(key K, n int) Result
-	peekKey(key K) Result
-	admitKey(key K, n int) (Result, Admission)
-	refundKey(key K, a Admission)
 	resetKey(key K)
-	waitKey(ctx context.Context, key K, n int) error
 	limits() keyLimits[K]
 	stats() Stats
 	timers() clock.Clock
@@ -72,18 +75,60 @@ func (k *Keyed[K]) SetKeyLimit(f func(key K) Limit) error { return k.of.limits()
 // Peek reports key's state now without recording anything: Allowed tells
 // whether Allow(key) would pass, RetryAfter how long until it would. Peek
 // does not create the key.
-func (k *Keyed[K]) Peek(key K) Result { return k.of.peekKey(key) }
+func (k *Keyed[K]) Peek(key K) (r Result) {
+	k.peek(key, &r)
+	return // naked, as Admit's
+}
 
-// Admit is Take, and also returns what an admission took, for Refund. An
-// admission allocates 16 bytes: the once its Admission's copies share.
-func (k *Keyed[K]) Admit(key K, n int) (Result, Admission) { return k.of.admitKey(key, n) }
+// peek is Peek, writing its Result to r, a zero Result (see admit).
+func (k *Keyed[K]) peek(key K, r *Result) {
+	switch {
+	case k.bucket != nil:
+		k.bucket.peekKey(key, r)
+	case k.window != nil:
+		k.window.peekTo(key, r)
+	default:
+		k.sliding.peekKey(key, r)
+	}
+}
+
+// Admit is Take, and also returns what an admission took, for Refund. The
+// once an admission's copies share is one bit of a 16-byte block, which
+// Admit allocates once every 64 admissions.
+func (k *Keyed[K]) Admit(key K, n int) (r Result, a Admission) {
+	k.admit(key, n, &r, &a)
+	return // naked: return r, a copies both once more
+}
+
+// admit is Admit, writing its Result and Admission to r and a: a call small
+// enough for the wrapper each limiter type has of Admit to inline, so that
+// the two, 160 bytes, are not returned through one more frame.
+func (k *Keyed[K]) admit(key K, n int, r *Result, a *Admission) {
+	switch {
+	case k.bucket != nil:
+		k.bucket.admit(key, n, a, &k.bucket.keys.onces, r)
+	case k.window != nil:
+		k.window.admit(key, n, a, &k.window.keys.onces, r)
+	default:
+		k.sliding.admit(key, n, a, &k.sliding.keys.onces, r)
+	}
+}
 
 // Refund gives back what a, an Admission the limiter made for key, still
 // holds, at most once (see Refunder): a bucket's tokens that have not
 // refilled since, a window's events while their window lasts, a sliding
 // log's entries still in it. After a Reset of the key it gives back
 // nothing, and so it does for an Admission of another key.
-func (k *Keyed[K]) Refund(key K, a Admission) { k.of.refundKey(key, a) }
+func (k *Keyed[K]) Refund(key K, a Admission) {
+	switch {
+	case k.bucket != nil:
+		k.bucket.refundKey(key, &a)
+	case k.window != nil:
+		k.window.refund(key, &a)
+	default:
+		k.sliding.refundKey(key, &a)
+	}
+}
 
 // Reset forgets key: its next event meets a full quota. Admissions that race
 // with Reset happen either wholly before it (and are forgotten) or after it.
@@ -116,7 +161,15 @@ func (k *Keyed[K]) Wait(ctx context.Context, key K) error { return k.WaitN(ctx, 
 // its RetryAfter and asks again, so the first to ask once there is room
 // wins (a window cannot set aside a place in its future without counting
 // it now).
-func (k *Keyed[K]) WaitN(ctx context.Context, key K, n int) error { return k.of.waitKey(ctx, key, n) }
+func (k *Keyed[K]) WaitN(ctx context.Context, key K, n int) error {
+	switch {
+	case k.bucket != nil:
+		return k.bucket.waitKey(ctx, key, n)
+	case k.window != nil:
+		return k.window.waitKey(ctx, key, n)
+	}
+	return k.sliding.waitKey(ctx, key, n)
+}
 
 // timers is the clock the limiter reads, for WaitN and All.
 func (k *Keyed[K]) timers() clock.Clock { return k.of.timers() }

@@ -2,7 +2,9 @@ package keylimit
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Limiter is what every keyed limiter in this module does: TokenBucket,
@@ -73,47 +75,119 @@ type Admission struct {
 	key   uint64
 	epoch uint64
 	unit  int64
-	// once is what the copies of an admitted Admission share, so that only
-	// the first Refund of any of them gives back. Admit allocates it, once
-	// per admission, only when it admits; nil in the Admissions this package
-	// makes for its own use (see partAdmitter) and never hands out.
-	once *refundOnce
+	// once and slot are what the copies of an admitted Admission share, so
+	// that only the first Refund of any of them gives back: bit slot&63 of
+	// once.done, set by that Refund, and slot>>6, what the admission took
+	// (at most maxOnceN), above which no copy gives back (a raised N is
+	// ignored, as on Redis). Admit takes the slot from its limiter's
+	// onces; once is nil in the Admissions this package makes for its own
+	// use (see partAdmitter) and never hands out.
+	once *onceBlock
+	slot uint64
 }
 
-// refundOnce is the once of one in-memory admission's Refunds: done is set
-// by the first, and n is what the admission took, above which no copy
-// gives back (a raised N is ignored, as on Redis). An atomic.Bool and an
-// int, so Admit's one allocation is 16 bytes.
-type refundOnce struct {
-	done atomic.Bool
-	n    int
+// onceBlock is the once of the Refunds of up to 64 in-memory admissions:
+// bit i of done is set by the first Refund of the admission handed slot i,
+// or of any copy of it. Blocks are handed out by onces, one slot an
+// admission; a block lives as long as an Admission of it does. 16 bytes,
+// with no pointers.
+type onceBlock struct {
+	done atomic.Uint64
+	next atomic.Uint64 // slots taken; those from 64 on are not in the block
 }
 
-// handOut returns a, an Admission an in-memory limiter just made, as Admit
-// hands it to its caller: with the once-state its copies share, if it
-// took anything. This is Admit's one allocation; Allow and Take make none.
-func (a Admission) handOut() Admission {
-	if a.N > 0 {
-		a.once = &refundOnce{n: a.N}
+// maxOnceN is the most events an Admission's slot records: a Refund of
+// one that took more gives back at most this many (2^57 − 1).
+const maxOnceN = 1<<57 - 1
+
+// onces hands out the slots of Admissions' onces (Admission.once) for one
+// limiter: a slot is one atomic add on the current block of a stripe, and
+// a new block of 16 bytes is allocated every 64 slots of a stripe. So an
+// Admit allocates 1/64 of a block where a once of its own cost an
+// allocation every time. A key's admissions use the stripe of its hash;
+// there are a few stripes per processor, each on its own cache line, so
+// that admissions of different keys rarely write the same line.
+type onces struct {
+	stripes []onceStripe
+	mask    uint64
+}
+
+type onceStripe struct {
+	cur atomic.Pointer[onceBlock]
+	_   [cacheLine - 8]byte
+}
+
+// cacheLine is the size the stripes of onces are padded to.
+const cacheLine = 64
+
+// init makes 4 stripes per processor, at least 8 and at most 256: 512
+// bytes to 16 KiB a limiter.
+func (o *onces) init() {
+	n := 8
+	for n < 4*runtime.GOMAXPROCS(0) && n < 256 {
+		n *= 2
 	}
-	return a
+	o.stripes = make([]onceStripe, n)
+	o.mask = uint64(n - 1)
+}
+
+// take returns the once and slot (Admission.once, Admission.slot) of an
+// admission of n >= 1 events of the key whose hash is h. Allow and Take
+// make no Admission and take no slot.
+func (o *onces) take(h uint64, n int) (*onceBlock, uint64) {
+	if b := o.stripes[h&o.mask].cur.Load(); b != nil {
+		if i := b.next.Add(1) - 1; i < 64 {
+			return b, uint64(min(n, maxOnceN))<<6 | i
+		}
+	}
+	return o.takeNew(h, n)
+}
+
+// takeNew is take when the stripe's block is full (or there is none yet):
+// it puts a new block in, taking its first slot, unless another admission
+// did first.
+func (o *onces) takeNew(h uint64, n int) (*onceBlock, uint64) {
+	s := &o.stripes[h&o.mask]
+	for {
+		b := s.cur.Load()
+		if b != nil {
+			if i := b.next.Add(1) - 1; i < 64 {
+				return b, uint64(min(n, maxOnceN))<<6 | i
+			}
+		}
+		nb := new(onceBlock)
+		nb.next.Store(1)
+		if s.cur.CompareAndSwap(b, nb) {
+			return nb, uint64(min(n, maxOnceN)) << 6
+		}
+	}
 }
 
 // claim is the once of a Refund of a, which the caller has found to be its
 // own and of its key: it reports false if a Refund of a or of a copy of it
-// came first, and otherwise returns a with N at most what the admission
-// took. An Admission without the once-state is one this package made for
-// its own use, which its maker refunds at most once.
-func (a Admission) claim() (Admission, bool) {
+// came first, and otherwise returns what the Refund may give back: a.N, at
+// most what the admission took. An Admission without a once is one this
+// package made for its own use, which its maker refunds at most once.
+func (a *Admission) claim() (int, bool) {
 	o := a.once
 	if o == nil {
-		return a, true
+		return a.N, true
 	}
-	if !o.done.CompareAndSwap(false, true) {
-		return a, false
+	bit := uint64(1) << (a.slot & 63)
+	if o.done.Or(bit)&bit != 0 {
+		return 0, false
 	}
-	a.N = min(a.N, o.n)
-	return a, true
+	return min(a.N, int(a.slot>>6)), true
+}
+
+// madeBy reports whether by, an Admission's By, is lim, a limiter of this
+// package (a pointer): by == lim, compared word by word, which for a
+// pointer is equality. (In generic code, by == lim calls
+// runtime.efaceeq.)
+func madeBy(by, lim any) bool {
+	type eface struct{ typ, data unsafe.Pointer }
+	x, y := (*eface)(unsafe.Pointer(&by)), (*eface)(unsafe.Pointer(&lim))
+	return x.typ == y.typ && x.data == y.data
 }
 
 // partAdmitter is implemented by this package's limiters that make

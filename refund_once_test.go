@@ -108,3 +108,37 @@ func TestRefundOfCopiesGivesBackOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestRefundOnceAcrossBlocks: 300 admissions of one key, more than the 64
+// that share one block of onces, each refunded by 4 goroutines at once
+// through copies: each gives back its event once, and the key is whole
+// again, exactly.
+func TestRefundOnceAcrossBlocks(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			l, _ := k.mock(t, keylimit.PerHour(300))
+			lim := l.(keylimit.Refunder[string])
+			adms := make([]keylimit.Admission, 300)
+			for i := range adms {
+				var r keylimit.Result
+				r, adms[i] = lim.Admit("many", 1)
+				require.True(t, r.Allowed, "admission %d", i)
+			}
+			require.Zero(t, remaining(lim, "many"))
+			var wg sync.WaitGroup
+			for _, a := range adms {
+				for range 4 {
+					c := a
+					wg.Go(func() { lim.Refund("many", c) })
+				}
+			}
+			wg.Wait()
+			require.Equal(t, 300, remaining(lim, "many"), "each admission given back once")
+			_, a := lim.Admit("many", 300)
+			lim.Refund("many", adms[0])
+			require.Zero(t, remaining(lim, "many"), "an old Admission's second Refund gives back nothing")
+			lim.Refund("many", a)
+			require.Equal(t, 300, remaining(lim, "many"))
+		})
+	}
+}

@@ -81,7 +81,7 @@ func (r *reservation[K]) delay() time.Duration {
 // not refilled since. Only the first Cancel does anything.
 func (r *reservation[K]) cancel() {
 	if r.ok && r.canceled.CompareAndSwap(false, true) {
-		r.b.refund(r.adm)
+		r.b.refund(&r.adm)
 	}
 }
 
@@ -255,9 +255,9 @@ func (b *TokenBucket[K]) cancel(key K, w *waiter) {
 // changes the TAT, which breaks the chain: the refund then keeps their times.
 func (b *TokenBucket[K]) giveBack(w *waiter, behind []*waiter) int64 {
 	if len(behind) == 0 {
-		return b.refund(w.adm)
+		return b.refund(&w.adm)
 	}
-	return b.refundMoving(w.adm, func(tat, interval int64) bool {
+	return b.refundMoving(&w.adm, w.adm.N, func(tat, interval int64) bool {
 		end := w.adm.Mark
 		for _, x := range behind {
 			if x.adm.state != w.adm.state || x.adm.unit != interval || x.adm.Mark != end+int64(x.adm.N)*interval {

@@ -65,6 +65,8 @@ type shard[K comparable, S any] struct {
 	// resets counts Reset calls, so that a Refund can tell whether one came
 	// between an admission and its refund (see Admission).
 	resets atomic.Uint64
+	// onces are the onces of the Admissions Admit hands out.
+	onces onces
 }
 
 // stateHooks are what a shard needs to know of a limiter's per-key state.
@@ -93,6 +95,7 @@ func newShard[K comparable, S any](o options, hooks stateHooks[K, S]) *shard[K, 
 		logger:   o.logger,
 	}
 	s.clock.init(o.clock)
+	s.onces.init()
 	s.nextIdle.Store(minTime)
 	if o.stats {
 		s.counts.decisions = newStripedCounts()
@@ -108,7 +111,7 @@ func (s *shard[K, S]) hash(key K) uint64 { return maphash.Comparable(s.seed, key
 
 // ofKey reports whether a is an Admission made for key (see Admission.key):
 // a Refund gives back nothing of another key's.
-func (s *shard[K, S]) ofKey(key K, a Admission) bool { return a.key == s.hash(key) }
+func (s *shard[K, S]) ofKey(key K, a *Admission) bool { return a.key == s.hash(key) }
 
 // load returns the state of key, or nil. Lock-free.
 func (s *shard[K, S]) load(key K) *S { return s.lookup(s.hash(key)) }

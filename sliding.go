@@ -136,7 +136,7 @@ func NewSlidingWindow[K comparable](l Limit, opts ...Option) (*SlidingWindow[K],
 		}),
 		policy: pol,
 	}
-	s.Keyed.of = s
+	s.Keyed = Keyed[K]{of: s, sliding: s}
 	s.evictor = startEvictor(s, s.keys, o, l.Period)
 	return s, nil
 }
@@ -162,27 +162,24 @@ func (s *SlidingWindow[K]) AllowN(key K, n int) bool {
 //
 // n == 0 is always allowed and records nothing. n < 0, or n above Events,
 // can never pass: the Result is refused with RetryAfter InfDuration.
-func (s *SlidingWindow[K]) Take(key K, n int) Result { return s.admit(key, n, nil) }
-
-// admitKey is Admit.
-func (s *SlidingWindow[K]) admitKey(key K, n int) (Result, Admission) {
-	var a Admission
-	r := s.admit(key, n, &a)
-	return r, a.handOut()
+func (s *SlidingWindow[K]) Take(key K, n int) (r Result) {
+	s.admit(key, n, nil, nil, &r)
+	return
 }
 
 // admitPart is Admit for All, without the once (see partAdmitter).
-func (s *SlidingWindow[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
-	var a Admission
-	r := s.admit(key, n, &a)
-	return r, a, nil
+func (s *SlidingWindow[K]) admitPart(_ context.Context, key K, n int) (r Result, a Admission, err error) {
+	s.admit(key, n, &a, nil, &r)
+	return // naked, as Admit's
 }
 
-// admit is Take, and when a is not nil and the events are recorded, fills
-// in their Admission.
-func (s *SlidingWindow[K]) admit(key K, n int, a *Admission) Result {
+// admit is Take, writing its Result to r, and when a is not nil and the
+// events are recorded, fills in their Admission, with a once from o if o is
+// not nil (Admit's). *r and *a are zero until then (see TokenBucket.admit).
+func (s *SlidingWindow[K]) admit(key K, n int, a *Admission, o *onces, r *Result) {
 	if n <= 0 {
-		return impossible(s.Peek(key), n)
+		*r = impossible(s.Peek(key), n)
+		return
 	}
 	var epoch uint64
 	if a != nil {
@@ -193,19 +190,26 @@ func (s *SlidingWindow[K]) admit(key K, n int, a *Admission) Result {
 	s.keys.counts.admits(v, s.keys.overflow)
 	switch v {
 	case untracked:
-		return s.keys.untracked(c.arith.events, n)
+		*r = s.keys.untracked(c.arith.events, n)
+		return
 	case never:
-		return impossible(s.Peek(key), n)
+		*r = impossible(s.Peek(key), n)
+		return
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: d.t, By: s, state: d.st, key: d.key, epoch: epoch}
+			// Field by field: *a is zero, and a literal would be built
+			// and then copied.
+			a.N, a.Mark, a.By, a.state, a.key, a.epoch = n, d.t, s, d.st, d.key, epoch
+			if o != nil {
+				a.once, a.slot = o.take(d.key, n)
+			}
 		}
 	}
-	return c.arith.result(d)
+	c.arith.resultTo(r, &d)
 }
 
-// peekKey is Peek.
-func (s *SlidingWindow[K]) peekKey(key K) Result {
+// peekKey is Peek, writing its Result to res, a zero Result.
+func (s *SlidingWindow[K]) peekKey(key K, res *Result) {
 	now := s.keys.clock.now()
 	d := slidingDecision{report: true}
 	for {
@@ -213,10 +217,12 @@ func (s *SlidingWindow[K]) peekKey(key K) Result {
 		if st == nil {
 			c := s.policy.resolve(key)
 			if c.err != nil {
-				return Result{Limit: c.arith.events, RetryAfter: InfDuration, Err: c.err}
+				*res = Result{Limit: c.arith.events, RetryAfter: InfDuration, Err: c.err}
+				return
 			}
 			c.arith.judge(nil, 0, now, 1, &d)
-			return c.arith.result(d)
+			c.arith.resultTo(res, &d)
+			return
 		}
 		c := st.cfg
 		if c.stale() {
@@ -224,16 +230,19 @@ func (s *SlidingWindow[K]) peekKey(key K) Result {
 			continue
 		}
 		if c.err != nil {
-			return Result{Limit: c.arith.events, RetryAfter: InfDuration, Err: c.err}
+			*res = Result{Limit: c.arith.events, RetryAfter: InfDuration, Err: c.err}
+			return
 		}
 		r := &c.arith
 		for range 4 {
 			if r.judgeSnapshot(st, now, 1, &d) {
-				return r.result(d)
+				r.resultTo(res, &d)
+				return
 			}
 		}
 		if r.judgeLocked(st, now, &d) {
-			return r.result(d)
+			r.resultTo(res, &d)
+			return
 		}
 		runtime.Gosched() // moved: the map shows the new state in a moment
 	}
@@ -465,8 +474,14 @@ func (r *slidingRules) fitsOne(st *slidingState, pos uint64, now int64) (t int64
 }
 
 // result reports decision d as a Result.
-func (r *slidingRules) result(d slidingDecision) Result {
-	res := Result{Allowed: d.ok, Limit: r.events, Remaining: r.events - d.count}
+func (r *slidingRules) result(d slidingDecision) (res Result) {
+	r.resultTo(&res, &d)
+	return
+}
+
+// resultTo is result, written to res, a zero Result, field by field.
+func (r *slidingRules) resultTo(res *Result, d *slidingDecision) {
+	res.Allowed, res.Limit, res.Remaining = d.ok, r.events, r.events-d.count
 	if d.count > 0 {
 		res.ResetAfter = time.Duration(d.newest + r.period - d.now)
 		res.RefillAfter = time.Duration(d.oldest + r.period - d.now)
@@ -474,7 +489,6 @@ func (r *slidingRules) result(d slidingDecision) Result {
 	if !d.ok {
 		res.RetryAfter = time.Duration(d.leave - d.now)
 	}
-	return res
 }
 
 // judgeSnapshot judges n events at now on st without its lock, into d, and
@@ -610,15 +624,16 @@ func packPos(head, phantoms, size int) uint64 {
 func (s *SlidingWindow[K]) resetKey(key K) { resetKey(s.keys, key, (*slidingState).retire) }
 
 // refundKey is Refund.
-func (s *SlidingWindow[K]) refundKey(key K, a Admission) {
+func (s *SlidingWindow[K]) refundKey(key K, a *Admission) {
 	st, ok := a.state.(*slidingState)
-	if !ok || a.By != s || !s.keys.ofKey(key, a) {
+	if !ok || !madeBy(a.By, s) || !s.keys.ofKey(key, a) {
 		return
 	}
-	if a, ok = a.claim(); !ok || a.N <= 0 {
+	n, ok := a.claim()
+	if !ok || n <= 0 {
 		return
 	}
-	for !st.refund(a.Mark, a.N) {
+	for !st.refund(a.Mark, n) {
 		// Moved by a change of limit: the entries went along, at the same
 		// times, unless a Reset came between.
 		if s.keys.resets.Load() != a.epoch {

@@ -258,9 +258,15 @@ type windowDecision struct {
 }
 
 // result reports d as a Result.
-func (r *windowRules) result(ok bool, d *windowDecision) Result {
+func (r *windowRules) result(ok bool, d *windowDecision) (res Result) {
+	r.resultTo(&res, ok, d)
+	return
+}
+
+// resultTo is result, written to res, a zero Result, field by field.
+func (r *windowRules) resultTo(res *Result, ok bool, d *windowDecision) {
 	v := d.view
-	res := Result{Allowed: ok, Limit: int(r.events)}
+	res.Allowed, res.Limit = ok, int(r.events)
 	if w := r.weight(v) + v.cur; w < r.events {
 		res.Remaining = int(r.events - w)
 	}
@@ -277,7 +283,6 @@ func (r *windowRules) result(ok bool, d *windowDecision) Result {
 		// One more than Remaining fits from when the count drops by one.
 		res.RefillAfter = time.Duration(r.fitsAt(v, uint64(res.Remaining)+1) - d.now)
 	}
-	return res
 }
 
 // idleAt returns the earliest time at which a state holding word is
@@ -567,11 +572,14 @@ func (w *windowLimiter[K]) allowN(key K, n int) bool {
 	return w.keys.counts.admits(v, w.keys.overflow)
 }
 
-// admit is Take for both types, and when a is not nil and the events are
-// admitted, fills in their Admission.
-func (w *windowLimiter[K]) admit(key K, n int, a *Admission, by any) Result {
+// admit is Take for both types, writing its Result to r, and when a is not
+// nil and the events are admitted, fills in their Admission, with a once
+// from o if o is not nil (Admit's). *r and *a are zero until then (see
+// TokenBucket.admit).
+func (w *windowLimiter[K]) admit(key K, n int, a *Admission, o *onces, r *Result) {
 	if n <= 0 {
-		return impossible(w.peek(key), n)
+		*r = impossible(w.peek(key), n)
+		return
 	}
 	var epoch uint64
 	if a != nil {
@@ -582,27 +590,41 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission, by any) Result {
 	w.keys.counts.admits(v, w.keys.overflow)
 	switch v {
 	case untracked:
-		return w.keys.untracked(int(c.arith.events), n)
+		*r = w.keys.untracked(int(c.arith.events), n)
+		return
 	case never:
-		return impossible(w.peek(key), n)
+		*r = impossible(w.peek(key), n)
+		return
 	case admitted:
 		if a != nil {
-			*a = Admission{N: n, Mark: int64(d.view.w), By: by, state: d.st, key: d.key, epoch: epoch, unit: c.arith.grid.period}
+			// Field by field: *a is zero, and a literal would be built
+			// and then copied.
+			a.N, a.Mark, a.By, a.state, a.key, a.epoch, a.unit = n, int64(d.view.w), w.owner, d.st, d.key, epoch, c.arith.grid.period
+			if o != nil {
+				a.once, a.slot = o.take(d.key, n)
+			}
 		}
 	}
-	return c.arith.result(v == admitted, &d)
+	c.arith.resultTo(r, v == admitted, &d)
 }
 
 // peek is Peek for both types.
-func (w *windowLimiter[K]) peek(key K) Result {
+func (w *windowLimiter[K]) peek(key K) (res Result) {
+	w.peekTo(key, &res)
+	return
+}
+
+// peekTo is peek, writing its Result to res, a zero Result.
+func (w *windowLimiter[K]) peekTo(key K, res *Result) {
 	d := windowDecision{now: w.keys.clock.now(), n: 1}
 	word, c := w.observe(key)
 	if c.err != nil {
-		return Result{Limit: int(c.arith.events), RetryAfter: InfDuration, Err: c.err}
+		*res = Result{Limit: int(c.arith.events), RetryAfter: InfDuration, Err: c.err}
+		return
 	}
 	r := &c.arith
 	d.view = r.view(word, d.now)
-	return r.result(r.fits(d.view, 1), &d)
+	r.resultTo(res, r.fits(d.view, 1), &d)
 }
 
 // windowOf is FixedWindow.WindowOf.
@@ -643,12 +665,13 @@ func (w *windowLimiter[K]) observe(key K) (uint64, *keyConfig[windowRules]) {
 // It follows the key to the state a change of limit moved it to, if the
 // windows are the same and no Reset came between. An Admission of another
 // key gives back nothing.
-func (w *windowLimiter[K]) refund(key K, a Admission, by any) {
+func (w *windowLimiter[K]) refund(key K, a *Admission) {
 	st, ok := a.state.(*windowState)
-	if !ok || a.By != by || !w.keys.ofKey(key, a) {
+	if !ok || !madeBy(a.By, w.owner) || !w.keys.ofKey(key, a) {
 		return
 	}
-	if a, ok = a.claim(); !ok || a.N <= 0 {
+	n, ok := a.claim()
+	if !ok || n <= 0 {
 		return
 	}
 	for {
@@ -674,7 +697,7 @@ func (w *windowLimiter[K]) refund(key K, a Admission, by any) {
 		if r.grid.period != a.unit {
 			return // moved to windows of another length: the window is gone
 		}
-		word, ok := r.refund(old, uint64(a.Mark), uint64(a.N))
+		word, ok := r.refund(old, uint64(a.Mark), uint64(n))
 		if !ok || st.word.CompareAndSwap(old, word) {
 			return
 		}
@@ -734,30 +757,13 @@ func (r *windowRules) fitsAt(v windowView, n uint64) int64 {
 // a windowLimiter, which is their Keyed's limiter (see keyedLimiter).
 
 // Take is the window types' Take.
-func (w *windowLimiter[K]) Take(key K, n int) Result { return w.admit(key, n, nil, nil) }
-
-// admitKey is Admit.
-func (w *windowLimiter[K]) admitKey(key K, n int) (Result, Admission) {
-	var a Admission
-	r := w.admit(key, n, &a, w.owner)
-	return r, a.handOut()
+func (w *windowLimiter[K]) Take(key K, n int) (r Result) {
+	w.admit(key, n, nil, nil, &r)
+	return
 }
-
-// admitPart is Admit for All, without the once (see partAdmitter).
-func (w *windowLimiter[K]) admitPart(_ context.Context, key K, n int) (Result, Admission, error) {
-	var a Admission
-	r := w.admit(key, n, &a, w.owner)
-	return r, a, nil
-}
-
-// peekKey is Peek.
-func (w *windowLimiter[K]) peekKey(key K) Result { return w.peek(key) }
 
 // resetKey is Reset.
 func (w *windowLimiter[K]) resetKey(key K) { w.reset(key) }
-
-// refundKey is Refund.
-func (w *windowLimiter[K]) refundKey(key K, a Admission) { w.refund(key, a, w.owner) }
 
 // stats is Stats.
 func (w *windowLimiter[K]) stats() Stats { return w.keys.stats() }
