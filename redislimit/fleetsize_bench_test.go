@@ -115,7 +115,7 @@ func fleetOutage(b *testing.B, n int, limit keylimit.Limit, opt redislimit.Optio
 	const warm, run = 2500 * time.Millisecond, 3 * time.Second
 	s := newServer(b)
 	timeClient := s.client(b)
-	quiet := redislimit.WithLogger(slog.New(slog.DiscardHandler))
+	quiet := keylimit.WithLogger(slog.New(slog.DiscardHandler))
 	prefix := redislimit.WithPrefix(testKey(b, "outage") + ":")
 	fleet := make([]*redislimit.TokenBucket, n)
 	hooks := make([]*stallHook, n)

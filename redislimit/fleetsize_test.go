@@ -47,7 +47,7 @@ func TestFleetSizeSharesTheLimit(t *testing.T) {
 			mock := newMock()
 			prefix := redislimit.WithPrefix(testKey(t, "fleet") + ":")
 			fleet, faults := liveFleet(t, 10, func(c redis.UniversalClient, opts ...redislimit.Option) (keylimit.Limiter[string], error) {
-				return typ.new(c, keylimit.PerMinute(100), append(opts, prefix, redislimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
+				return typ.new(c, keylimit.PerMinute(100), append(opts, prefix, keylimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
 			})
 			for _, lim := range fleet {
 				require.Equal(t, 1, redislimit.FleetSize(lim), "the size known before any announcement")
@@ -125,7 +125,7 @@ func TestFleetSizeOverride(t *testing.T) {
 			prefix := redislimit.WithPrefix(p)
 			fleet, faults := liveFleet(t, 3, func(c redis.UniversalClient, opts ...redislimit.Option) (*redislimit.TokenBucket, error) {
 				return redislimit.NewTokenBucket(c, "fleet", keylimit.PerMinute(100),
-					append(opts, prefix, tc.opt, redislimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
+					append(opts, prefix, tc.opt, keylimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
 			})
 			for _, lim := range fleet {
 				require.True(t, lim.Allow("up"), "a call Redis answers")
@@ -157,7 +157,7 @@ func TestFleetSizeUnderKeyLimits(t *testing.T) {
 	prefix := redislimit.WithPrefix(testKey(t, "fleet") + ":")
 	fleet, faults := liveFleet(t, 4, func(c redis.UniversalClient, opts ...redislimit.Option) (*redislimit.FixedWindow, error) {
 		return redislimit.NewFixedWindow(c, "fleet", keylimit.PerMinute(10),
-			append(opts, prefix, redislimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
+			append(opts, prefix, keylimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
 	})
 	for _, lim := range fleet {
 		require.NoError(t, lim.SetKeyLimit(func(key string) keylimit.Limit {
@@ -193,7 +193,7 @@ func TestFleetSizeConcurrency(t *testing.T) {
 	mock := newMock()
 	prefix := redislimit.WithPrefix(testKey(t, "fleet") + ":")
 	fleet, faults := liveFleet(t, 4, func(c redis.UniversalClient, opts ...redislimit.Option) (*redislimit.Concurrency, error) {
-		lim, err := redislimit.NewConcurrency(c, "fleet", 8, append(opts, prefix, redislimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
+		lim, err := redislimit.NewConcurrency(c, "fleet", 8, append(opts, prefix, keylimit.WithClock(mock), redislimit.WithScriptClock(mock))...)
 		if err == nil {
 			t.Cleanup(func() { lim.Close() })
 		}
@@ -252,7 +252,7 @@ func TestFleetSizeUntrustedReply(t *testing.T) {
 	c.AddHook(hook)
 	f := addFaults(c)
 	lim, err := redislimit.NewTokenBucket(c, "fleet", keylimit.PerMinute(100), redislimit.WithFleetBeats(true),
-		redislimit.WithPrefix(testKey(t, "fleet")+":"), redislimit.WithClock(mock), redislimit.WithScriptClock(mock))
+		redislimit.WithPrefix(testKey(t, "fleet")+":"), keylimit.WithClock(mock), redislimit.WithScriptClock(mock))
 	require.NoError(t, err)
 	require.Equal(t, 1, redislimit.Announce(lim))
 	for _, r := range []any{int64(3), "garbage", int64(0), int64(-7), 2.5, []any{int64(5)}, nil} {
@@ -303,7 +303,7 @@ func TestFleetAnnouncementsStopOnClose(t *testing.T) {
 	mock := newMock()
 	c := shared.client(t)
 	lim, err := redislimit.NewTokenBucket(c, "fleet", keylimit.PerMinute(1000), redislimit.WithFleetBeats(true),
-		redislimit.WithPrefix(testKey(t, "fleet")+":"), redislimit.WithClock(mock), redislimit.WithScriptClock(mock),
+		redislimit.WithPrefix(testKey(t, "fleet")+":"), keylimit.WithClock(mock), redislimit.WithScriptClock(mock),
 		redislimit.WithTimeout(patient))
 	require.NoError(t, err)
 	key := redislimit.FleetKey(lim)
