@@ -22,22 +22,28 @@ import (
 // downstream).
 //
 // Fairness: a key's own limit adapts from its own calls only, so a tenant
-// whose calls slow down shrinks its own limit, not the others'. Under the
-// overall limit the rule is max-min fair: while the total held is below
-// the overall limit, any key within its own limit is admitted; once the
-// total reaches it, a key is admitted only while it holds less than its
-// fair share, the overall limit over the keys holding slots (itself
-// counted), so the tenant that takes most is refused first and one that
-// takes little still passes. Those admissions may take the total above the
-// overall limit, never above twice it nor above the ceiling.
+// whose calls slow down shrinks its own limit, not the others'; and
+// latency cuts a key's limit only in a window in which the key held more
+// than half the overall limit, so the queue a heavy key causes does not
+// shrink a light key's limit (drops cut any key's). Under the overall limit
+// the rule is max-min fair: while the total held is below the overall
+// limit, any key within its own limit is admitted; once the total reaches
+// it, a key is admitted only while it holds less than its fair share, the
+// overall limit over the keys holding slots (itself counted), rounded up,
+// so the tenant that takes most is refused first and one that takes
+// little still passes. Those admissions may take the total above the
+// overall limit, never above the hard bound: twice the overall limit, and
+// the ceiling at most.
 //
 // Priorities (Criticality, from Acquire's context; TryAcquire is Default):
 // against each limit, the key's and the overall one, a Sheddable request
 // is admitted only while what is held, with it, stays within three
 // quarters of the limit (at least 1 slot), a Default one within the limit,
-// and a Critical one within a quarter more (at least one more), never above
-// the ceiling. So under pressure sheddable work is shed first and critical
-// work last. Stats counts the refusals by criticality (Stats.Shed).
+// and a Critical one within twice the limit (at least one more), never
+// above the ceiling: a Critical request passes whenever the total is below
+// the hard bound. So under pressure sheddable work is shed first and
+// critical work last. Stats counts the refusals by criticality
+// (Stats.Shed).
 //
 // A key starts at the overall limit of the moment it is first seen, with
 // the overall baseline latency (see AIMD and Gradient), and is
@@ -343,20 +349,34 @@ func (c *adCore) reserve(h, n int64, crit Criticality) (int64, bool) {
 
 // fits reports whether the overall limit admits n more slots at
 // criticality crit for a key holding h, with t held in all: within the
-// limit's room, or, for a key below its fair share of the room (over the
-// keys holding slots, itself counted), within twice the room and the
-// ceiling.
+// limit's room, or, for a key below its fair share of the room, within the
+// hard bound, twice the limit and the ceiling at most. A Critical request
+// is admitted whenever the total stays within the hard bound (its room).
 func (c *adCore) fits(h, t, n int64, crit Criticality) bool {
-	room := crit.room(c.all.limit.Load(), c.ceiling)
+	all := c.all.limit.Load()
+	room := crit.room(all, c.ceiling)
 	if t+n <= room {
 		return true
 	}
+	return h+n <= c.share(room, h) && t+n <= hardBound(all, c.ceiling)
+}
+
+// share is the fair share of room of a key holding h: room over the keys
+// holding slots (itself counted), rounded up, so that a few light keys
+// beside a heavy one are not held to less than they use (a share of 7
+// slots over 4 keys is 2, not 1; the hard bound caps the sum).
+func (c *adCore) share(room, h int64) int64 {
 	keys := c.active.Load()
 	if h == 0 {
 		keys++ // this key, which holds nothing yet
 	}
-	return h+n <= room/max(keys, 1) && t+n <= min(2*room, c.ceiling)
+	keys = max(keys, 1)
+	return (room + keys - 1) / keys
 }
+
+// hardBound is the most an Adaptive's keys hold in all under the overall
+// limit all: twice it, and the ceiling at most.
+func hardBound(all, ceiling int64) int64 { return min(2*all, ceiling) }
 
 // admitted is the Result of an admission that left the key holding h and
 // the total at t, under the key's limit lk.

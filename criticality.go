@@ -17,8 +17,8 @@ const (
 	// Default is the criticality of a request that says none: admitted up
 	// to the limit.
 	Default Criticality = iota
-	// Critical requests are shed last: they may use a reserve above the
-	// limit (never above the ceiling).
+	// Critical requests are shed last: admitted up to twice the limit
+	// (never above the ceiling), an Adaptive's hard bound.
 	Critical
 	// Sheddable requests are shed first: admitted only below three quarters
 	// of the limit.
@@ -52,14 +52,14 @@ func (c Criticality) valid() Criticality {
 
 // room is how many slots a request of criticality c may see held, with
 // itself, under limit, with ceiling the most ever: Sheddable three quarters
-// of limit (at least 1), Default limit, Critical a quarter more (at least
-// one more), up to ceiling.
+// of limit (at least 1), Default limit, Critical twice limit (the hard
+// bound: at least one more), up to ceiling.
 func (c Criticality) room(limit, ceiling int64) int64 {
 	switch c {
 	case Sheddable:
 		return max(limit*3/4, 1)
 	case Critical:
-		return max(min(limit+max(limit/4, 1), ceiling), limit)
+		return max(min(2*limit, ceiling), limit)
 	}
 	return limit
 }
