@@ -30,7 +30,8 @@ import (
 // limit, any key within its own limit is admitted; once the total reaches
 // it, a key is admitted only while it holds less than its fair share, the
 // overall limit over the keys holding slots (itself counted), rounded up,
-// so the tenant that takes most is refused first and one that takes
+// and one slot more while other keys hold any (for the bursts of a key
+// whose demand is about its share), so the tenant that takes most is refused first and one that takes
 // little still passes. Those admissions may take the total above the
 // overall limit, never above the hard bound: twice the overall limit, and
 // the ceiling at most.
@@ -362,16 +363,21 @@ func (c *adCore) fits(h, t, n int64, crit Criticality) bool {
 }
 
 // share is the fair share of room of a key holding h: room over the keys
-// holding slots (itself counted), rounded up, so that a few light keys
-// beside a heavy one are not held to less than they use (a share of 7
-// slots over 4 keys is 2, not 1; the hard bound caps the sum).
+// holding slots (itself counted), rounded up, and, if another key holds
+// any, one slot more, so that
+// light keys beside a heavy one are not held to less than they use, nor
+// refused at every burst (a limit of 4 over 4 keys gives each 2: a key
+// whose demand is its equal share needs a little more at times); the hard
+// bound caps the sum.
 func (c *adCore) share(room, h int64) int64 {
 	keys := c.active.Load()
 	if h == 0 {
 		keys++ // this key, which holds nothing yet
 	}
-	keys = max(keys, 1)
-	return (room + keys - 1) / keys
+	if keys <= 1 {
+		return room
+	}
+	return (room+keys-1)/keys + 1
 }
 
 // hardBound is the most an Adaptive's keys hold in all under the overall

@@ -107,23 +107,24 @@ func TestAdaptiveCriticalityOrder(t *testing.T) {
 }
 
 // Max-min fairness under the overall limit: a heavy key takes the whole
-// overall limit (20); then a second key still gets its fair share (20/2),
-// and the heavy one nothing more; a third gets 20/3 rounded up, 7 (a
-// share rounds up, so that light keys beside a heavy one are not held to
-// less than they use).
+// overall limit (20); then a second key still gets its fair share (20/2,
+// and one more while another key holds slots: 11), and the heavy one
+// nothing more; a third gets 20/3 rounded up, and one more, 8 (so that
+// light keys beside a heavy one are not held to less than they use, nor
+// refused at every burst).
 func TestAdaptiveFairShareExact(t *testing.T) {
 	a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
 	heavy := grab(a, "heavy", 300, keylimit.Default)
 	require.Len(t, heavy, 20)
 	small := grab(a, "small", 300, keylimit.Default)
-	require.Len(t, small, 10, "a key below its fair share is admitted beyond the overall limit")
+	require.Len(t, small, 11, "a key below its fair share is admitted beyond the overall limit")
 	require.Empty(t, grab(a, "heavy", 300, keylimit.Default), "a key at or above its fair share is refused")
 	require.False(t, a.Peek("heavy").Allowed, "Peek says so")
 	require.True(t, a.Peek("third").Allowed, "and that a new key below its share would pass")
 	third := grab(a, "third", 300, keylimit.Default)
-	require.Len(t, third, 7)
+	require.Len(t, third, 8)
 	fourth := grab(a, "fourth", 300, keylimit.Default)
-	require.Len(t, fourth, 3, "its share is 5, but twice the overall limit bounds the total: 40")
+	require.Len(t, fourth, 1, "its share is 6, but twice the overall limit bounds the total: 40")
 	releaseAll(fourth)
 	releaseAll(heavy)
 	releaseAll(small)
@@ -185,9 +186,10 @@ func TestAdaptiveNeverAboveUnderRace(t *testing.T) {
 // Fairness under goroutines: a heavy key's 64 goroutines take the whole
 // overall limit (20, exactly); then three light keys, each with 16
 // goroutines at once, still get their fair share, 20 over the keys active
-// when they ask, rounded up: at most 20/2 each, and at least 3 (20/4 is 5,
-// but for the last to ask after the others took 10 and 7, whom twice the
-// limit, 40, leaves 3), and the heavy one nothing more.
+// when they ask, rounded up, and one more: at most 20/2 + 1 each, and at
+// least 1 (20/4 + 1 is 6, but for the last to ask after the others took 11
+// and 8, whom twice the limit, 40, leaves 1), and the heavy one nothing
+// more.
 func TestAdaptiveFairShareUnderRace(t *testing.T) {
 	a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
 	heavy := grab(a, "heavy", 64, keylimit.Default)
@@ -208,8 +210,8 @@ func TestAdaptiveFairShareUnderRace(t *testing.T) {
 	require.Len(t, heavy, 20, "the heavy key is at its fair share and more: refused")
 	total := len(heavy)
 	for key, ps := range light {
-		require.GreaterOrEqual(t, len(ps), 3, key)
-		require.LessOrEqual(t, len(ps), 10, key)
+		require.GreaterOrEqual(t, len(ps), 1, key)
+		require.LessOrEqual(t, len(ps), 11, key)
 		total += len(ps)
 		releaseAll(ps)
 	}
