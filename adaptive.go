@@ -40,9 +40,9 @@ import (
 // against each limit, the key's and the overall one, a Sheddable request
 // is admitted only while what is held, with it, stays within three
 // quarters of the limit (at least 1 slot), a Default one within the limit,
-// and a Critical one within twice the limit (at least one more), never
-// above the ceiling: a Critical request passes whenever the total is below
-// the hard bound. So under pressure sheddable work is shed first and
+// and a Critical one within twice the overall limit (at least one more),
+// never above the ceiling, whatever its key's own limit: a Critical request
+// passes whenever the total is below the hard bound. So under pressure sheddable work is shed first and
 // critical work last. Stats counts the refusals by criticality
 // (Stats.Shed).
 //
@@ -314,7 +314,7 @@ func (c *adCore) take(st *adState, n int64, crit Criticality) (p Permit, r Resul
 			return Permit{}, Result{}, true
 		}
 		lk := st.ctl.limit.Load()
-		if h+n > crit.room(lk, c.ceiling) {
+		if h+n > c.keyRoom(lk, crit) {
 			return Permit{}, c.report(st, h, c.total.Load(), n, lk, crit), false
 		}
 		t, ok := c.reserve(h, n, crit)
@@ -380,6 +380,18 @@ func (c *adCore) share(room, h int64) int64 {
 	return (room+keys-1)/keys + 1
 }
 
+// keyRoom is how many slots a request of criticality crit may see its key
+// hold, with itself, under the key's limit lk: its room under lk, but for
+// a Critical request, which the key's limit does not bound (only the
+// overall hard bound does): a key's limit is cut by the latency its own
+// Default work makes, and its critical work must not pay for that.
+func (c *adCore) keyRoom(lk int64, crit Criticality) int64 {
+	if crit == Critical {
+		return c.ceiling
+	}
+	return crit.room(lk, c.ceiling)
+}
+
 // hardBound is the most an Adaptive's keys hold in all under the overall
 // limit all: twice it, and the ceiling at most.
 func hardBound(all, ceiling int64) int64 { return min(2*all, ceiling) }
@@ -397,7 +409,7 @@ func (c *adCore) report(st *adState, h, t, n, lk int64, crit Criticality) Result
 	all := c.all.limit.Load()
 	free := max(min(lk-h, all-t), 0)
 	r := Result{Limit: int(lk), Remaining: int(free)}
-	roomKey, roomAll := crit.room(lk, c.ceiling), crit.room(all, c.ceiling)
+	roomKey, roomAll := c.keyRoom(lk, crit), crit.room(all, c.ceiling)
 	if h+n <= roomKey && c.fits(h, t, n, crit) {
 		r.Allowed = true
 		return r

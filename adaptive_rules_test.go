@@ -160,3 +160,54 @@ func TestAdaptiveLightKeyNotCutByHeavyLatency(t *testing.T) {
 	step(true)
 	require.Equal(t, 10, a.Peek("light").Limit)
 }
+
+// A Critical request passes whenever the total stays within the hard
+// bound (twice the overall limit), even for the key most above its share:
+// the heavy key holds the overall limit (20), a light key its share and
+// one more (11); the heavy key's Default requests are refused, its
+// Critical ones pass to a total of 40 (9 more), and then are refused too.
+func TestAdaptiveCriticalToTheHardBound(t *testing.T) {
+	a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
+	heavy := grab(a, "heavy", 100, keylimit.Default)
+	require.Len(t, heavy, 20)
+	light := grab(a, "light", 100, keylimit.Default)
+	require.Len(t, light, 11)
+	require.Empty(t, grab(a, "heavy", 100, keylimit.Default))
+	crit := grab(a, "heavy", 100, keylimit.Critical)
+	require.Len(t, crit, 9, "critical work passes to the hard bound")
+	require.Equal(t, [3]uint64{100 + 100 + 100 - 20 - 11, 100 - 9, 0}, a.Stats().Shed)
+	releaseAll(heavy)
+	releaseAll(light)
+	releaseAll(crit)
+}
+
+// A key's own limit does not bound its Critical requests, only the hard
+// bound does: key a holds 8 while key b makes three windows with one call
+// in flight; b's limit, not in use, comes down from 16 (the overall limit
+// it started at) to 9, 5, 3, while the overall one, busy with 9 in flight,
+// doubles to 32, then, with 9 under half of it, comes down to 25 and 21
+// (half the way to 18 each). Then b's Default requests get 3, its
+// Critical ones the rest of the hard bound, 42 − 11.
+func TestAdaptiveCriticalNotBoundByTheKeyLimit(t *testing.T) {
+	a, mock := newAdaptive(t, keylimit.AIMD(1, 64))
+	for _, n := range []int{1, 2, 4, 8} { // slow start: 1 → 16
+		window16(t, a, mock, "a", n, 10*time.Millisecond, false)
+	}
+	require.Equal(t, [2]int{16, 16}, limits(a, "a"))
+	held := grab(a, "a", 8, keylimit.Default)
+	require.Len(t, held, 8)
+	var got []int
+	for range 3 {
+		window16(t, a, mock, "b", 1, 10*time.Millisecond, false)
+		got = append(got, a.Peek("b").Limit)
+	}
+	require.Equal(t, []int{9, 5, 3}, got)
+	require.Equal(t, 21, a.Stats().Limit)
+	def := grab(a, "b", 100, keylimit.Default)
+	require.Len(t, def, 3)
+	crit := grab(a, "b", 100, keylimit.Critical)
+	require.Len(t, crit, 42-11)
+	releaseAll(held)
+	releaseAll(def)
+	releaseAll(crit)
+}

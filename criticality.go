@@ -17,8 +17,9 @@ const (
 	// Default is the criticality of a request that says none: admitted up
 	// to the limit.
 	Default Criticality = iota
-	// Critical requests are shed last: admitted up to twice the limit
-	// (never above the ceiling), an Adaptive's hard bound.
+	// Critical requests are shed last: an Adaptive admits them whenever
+	// all its keys hold less than twice the overall limit (its hard bound,
+	// never above the ceiling), whatever the key's own limit.
 	Critical
 	// Sheddable requests are shed first: admitted only below three quarters
 	// of the limit.
