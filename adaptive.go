@@ -33,14 +33,14 @@ import (
 // and one slot more while other keys hold any (for the bursts of a key
 // whose demand is about its share), so the tenant that takes most is refused first and one that takes
 // little still passes. Those admissions may take the total above the
-// overall limit, never above the hard bound: twice the overall limit, and
-// the ceiling at most.
+// overall limit, never above twice it (and the ceiling); the hard bound,
+// three times the overall limit, is Critical requests' alone.
 //
 // Priorities (Criticality, from Acquire's context; TryAcquire is Default):
 // against each limit, the key's and the overall one, a Sheddable request
 // is admitted only while what is held, with it, stays within three
 // quarters of the limit (at least 1 slot), a Default one within the limit,
-// and a Critical one within twice the overall limit (at least one more),
+// and a Critical one within three times the overall limit,
 // never above the ceiling, whatever its key's own limit: a Critical request
 // passes whenever the total is below the hard bound. So under pressure sheddable work is shed first and
 // critical work last. Stats counts the refusals by criticality
@@ -351,7 +351,7 @@ func (c *adCore) reserve(h, n int64, crit Criticality) (int64, bool) {
 // fits reports whether the overall limit admits n more slots at
 // criticality crit for a key holding h, with t held in all: within the
 // limit's room, or, for a key below its fair share of the room, within the
-// hard bound, twice the limit and the ceiling at most. A Critical request
+// share bound, twice the limit (see shareBound). A Critical request
 // is admitted whenever the total stays within the hard bound (its room).
 func (c *adCore) fits(h, t, n int64, crit Criticality) bool {
 	all := c.all.limit.Load()
@@ -359,7 +359,7 @@ func (c *adCore) fits(h, t, n int64, crit Criticality) bool {
 	if t+n <= room {
 		return true
 	}
-	return h+n <= c.share(room, h) && t+n <= hardBound(all, c.ceiling)
+	return h+n <= c.share(room, h) && t+n <= shareBound(all, c.ceiling)
 }
 
 // share is the fair share of room of a key holding h: room over the keys
@@ -392,9 +392,11 @@ func (c *adCore) keyRoom(lk int64, crit Criticality) int64 {
 	return crit.room(lk, c.ceiling)
 }
 
-// hardBound is the most an Adaptive's keys hold in all under the overall
-// limit all: twice it, and the ceiling at most.
-func hardBound(all, ceiling int64) int64 { return min(2*all, ceiling) }
+// shareBound is the most the fair-share admissions (Default and
+// Sheddable) may take the total to under the overall limit all: twice it,
+// and the ceiling at most. Between it and the hard bound, three times the
+// limit, only Critical requests pass.
+func shareBound(all, ceiling int64) int64 { return min(2*all, ceiling) }
 
 // admitted is the Result of an admission that left the key holding h and
 // the total at t, under the key's limit lk.

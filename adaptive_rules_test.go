@@ -162,10 +162,10 @@ func TestAdaptiveLightKeyNotCutByHeavyLatency(t *testing.T) {
 }
 
 // A Critical request passes whenever the total stays within the hard
-// bound (twice the overall limit), even for the key most above its share:
-// the heavy key holds the overall limit (20), a light key its share and
-// one more (11); the heavy key's Default requests are refused, its
-// Critical ones pass to a total of 40 (9 more), and then are refused too.
+// bound (three times the overall limit), even for the key most above its
+// share: the heavy key holds the overall limit (20), a light key its share
+// and one more (11); the heavy key's Default requests are refused, its
+// Critical ones pass to a total of 60 (29 more), and then are refused too.
 func TestAdaptiveCriticalToTheHardBound(t *testing.T) {
 	a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
 	heavy := grab(a, "heavy", 100, keylimit.Default)
@@ -174,8 +174,8 @@ func TestAdaptiveCriticalToTheHardBound(t *testing.T) {
 	require.Len(t, light, 11)
 	require.Empty(t, grab(a, "heavy", 100, keylimit.Default))
 	crit := grab(a, "heavy", 100, keylimit.Critical)
-	require.Len(t, crit, 9, "critical work passes to the hard bound")
-	require.Equal(t, [3]uint64{100 + 100 + 100 - 20 - 11, 100 - 9, 0}, a.Stats().Shed)
+	require.Len(t, crit, 29, "critical work passes to the hard bound")
+	require.Equal(t, [3]uint64{100 + 100 + 100 - 20 - 11, 100 - 29, 0}, a.Stats().Shed)
 	releaseAll(heavy)
 	releaseAll(light)
 	releaseAll(crit)
@@ -187,7 +187,7 @@ func TestAdaptiveCriticalToTheHardBound(t *testing.T) {
 // it started at) to 9, 5, 3, while the overall one, busy with 9 in flight,
 // doubles to 32, then, with 9 under half of it, comes down to 25 and 21
 // (half the way to 18 each). Then b's Default requests get 3, its
-// Critical ones the rest of the hard bound, 42 − 11.
+// Critical ones the rest of the hard bound, 63 − 11.
 func TestAdaptiveCriticalNotBoundByTheKeyLimit(t *testing.T) {
 	a, mock := newAdaptive(t, keylimit.AIMD(1, 64))
 	for _, n := range []int{1, 2, 4, 8} { // slow start: 1 → 16
@@ -206,7 +206,7 @@ func TestAdaptiveCriticalNotBoundByTheKeyLimit(t *testing.T) {
 	def := grab(a, "b", 100, keylimit.Default)
 	require.Len(t, def, 3)
 	crit := grab(a, "b", 100, keylimit.Critical)
-	require.Len(t, crit, 42-11)
+	require.Len(t, crit, 63-11)
 	releaseAll(held)
 	releaseAll(def)
 	releaseAll(crit)

@@ -68,14 +68,14 @@ func releaseAll(ps []keylimit.Permit) {
 
 // With no release, the limits stand still: many goroutines on one key get
 // exactly the room of their criticality under the starting limit (the
-// floor, 20): Sheddable 15, Default 20, Critical 40 (twice the limit, the
-// hard bound; it was a quarter more, 25, which left critical work refused
+// floor, 20): Sheddable 15, Default 20, Critical 60 (three times the
+// limit, the hard bound; it was a quarter more, 25, which left critical work refused
 // while the server had room).
 func TestAdaptiveCriticalityRoomExact(t *testing.T) {
 	for _, c := range []struct {
 		crit keylimit.Criticality
 		want int
-	}{{keylimit.Sheddable, 15}, {keylimit.Default, 20}, {keylimit.Critical, 40}} {
+	}{{keylimit.Sheddable, 15}, {keylimit.Default, 20}, {keylimit.Critical, 60}} {
 		a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
 		require.Equal(t, 20, a.Stats().Limit)
 		got := grab(a, "k", 200, c.crit)
@@ -88,7 +88,7 @@ func TestAdaptiveCriticalityRoomExact(t *testing.T) {
 
 // Under pressure sheddable work goes first and critical last: with the
 // key holding 15 (three quarters of 20), a sheddable request is refused, a
-// default one passes to 20, a critical one to 40 (the hard bound).
+// default one passes to 20, a critical one to 60 (the hard bound).
 func TestAdaptiveCriticalityOrder(t *testing.T) {
 	a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
 	held := grab(a, "k", 15, keylimit.Default)
@@ -98,9 +98,9 @@ func TestAdaptiveCriticalityOrder(t *testing.T) {
 	require.Len(t, def, 5)
 	require.Empty(t, grab(a, "k", 50, keylimit.Sheddable))
 	crit := grab(a, "k", 50, keylimit.Critical)
-	require.Len(t, crit, 20)
+	require.Len(t, crit, 40)
 	st := a.Stats()
-	require.Equal(t, [3]uint64{45, 30, 100}, st.Shed) // Default, Critical, Sheddable
+	require.Equal(t, [3]uint64{45, 10, 100}, st.Shed) // Default, Critical, Sheddable
 	releaseAll(held)
 	releaseAll(def)
 	releaseAll(crit)

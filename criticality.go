@@ -18,7 +18,7 @@ const (
 	// to the limit.
 	Default Criticality = iota
 	// Critical requests are shed last: an Adaptive admits them whenever
-	// all its keys hold less than twice the overall limit (its hard bound,
+	// all its keys hold less than three times the overall limit (its hard bound,
 	// never above the ceiling), whatever the key's own limit.
 	Critical
 	// Sheddable requests are shed first: admitted only below three quarters
@@ -53,14 +53,14 @@ func (c Criticality) valid() Criticality {
 
 // room is how many slots a request of criticality c may see held, with
 // itself, under limit, with ceiling the most ever: Sheddable three quarters
-// of limit (at least 1), Default limit, Critical twice limit (the hard
-// bound: at least one more), up to ceiling.
+// of limit (at least 1), Default limit, Critical three times limit (the
+// hard bound), up to ceiling.
 func (c Criticality) room(limit, ceiling int64) int64 {
 	switch c {
 	case Sheddable:
 		return max(limit*3/4, 1)
 	case Critical:
-		return max(min(2*limit, ceiling), limit)
+		return max(min(3*limit, ceiling), limit)
 	}
 	return limit
 }
