@@ -31,20 +31,21 @@ import (
 // it, a key is admitted only while it holds less than its fair share, the
 // overall limit over the keys holding slots (itself counted), rounded up,
 // and one slot more while other keys hold any (for the bursts of a key
-// whose demand is about its share), so the tenant that takes most is refused first and one that takes
-// little still passes. Those admissions may take the total above the
-// overall limit, never above twice it (and the ceiling); the hard bound,
-// three times the overall limit, is Critical requests' alone.
+// whose demand is about its share), so the tenant that takes most is
+// refused first and one that takes little still passes. Those admissions
+// may take the total above the overall limit, never above twice it (and
+// the ceiling); the hard bound, three times the overall limit, is Critical
+// requests' alone.
 //
 // Priorities (Criticality, from Acquire's context; TryAcquire is Default):
 // against each limit, the key's and the overall one, a Sheddable request
 // is admitted only while what is held, with it, stays within three
-// quarters of the limit (at least 1 slot), a Default one within the limit,
-// and a Critical one within three times the overall limit,
-// never above the ceiling, whatever its key's own limit: a Critical request
-// passes whenever the total is below the hard bound. So under pressure sheddable work is shed first and
-// critical work last. Stats counts the refusals by criticality
-// (Stats.Shed).
+// quarters of the limit (at least 1 slot), a Default one within the limit
+// (and the fair-share rule above). A Critical request is admitted whenever
+// the total, with it, stays within the hard bound, three times the overall
+// limit and the ceiling at most, whatever its key's own limit. So under
+// pressure sheddable work is shed first and critical work last. Stats
+// counts the refusals by criticality (Stats.Shed).
 //
 // A key starts at the overall limit of the moment it is first seen, with
 // the overall baseline latency (see AIMD and Gradient), and is
