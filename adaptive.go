@@ -22,22 +22,30 @@ import (
 // downstream).
 //
 // Fairness: a key's own limit adapts from its own calls only, so a tenant
-// whose calls slow down shrinks its own limit, not the others'. Under the
-// overall limit the rule is max-min fair: while the total held is below
-// the overall limit, any key within its own limit is admitted; once the
-// total reaches it, a key is admitted only while it holds less than its
-// fair share, the overall limit over the keys holding slots (itself
-// counted), so the tenant that takes most is refused first and one that
-// takes little still passes. Those admissions may take the total above the
-// overall limit, never above twice it nor above the ceiling.
+// whose calls slow down shrinks its own limit, not the others'; and
+// latency cuts a key's limit only in a window in which the key held more
+// than half the overall limit, so the queue a heavy key causes does not
+// shrink a light key's limit (drops cut any key's). Under the overall limit
+// the rule is max-min fair: while the total held is below the overall
+// limit, any key within its own limit is admitted; once the total reaches
+// it, a key is admitted only while it holds less than its fair share, the
+// overall limit over the keys holding slots (itself counted), rounded up,
+// and one slot more while other keys hold any (for the bursts of a key
+// whose demand is about its share), so the tenant that takes most is
+// refused first and one that takes little still passes. Those admissions
+// may take the total above the overall limit, never above twice it (and
+// the ceiling); the hard bound, three times the overall limit, is Critical
+// requests' alone.
 //
 // Priorities (Criticality, from Acquire's context; TryAcquire is Default):
 // against each limit, the key's and the overall one, a Sheddable request
 // is admitted only while what is held, with it, stays within three
-// quarters of the limit (at least 1 slot), a Default one within the limit,
-// and a Critical one within a quarter more (at least one more), never above
-// the ceiling. So under pressure sheddable work is shed first and critical
-// work last. Stats counts the refusals by criticality (Stats.Shed).
+// quarters of the limit (at least 1 slot), a Default one within the limit
+// (and the fair-share rule above). A Critical request is admitted whenever
+// the total, with it, stays within the hard bound, three times the overall
+// limit and the ceiling at most, whatever its key's own limit. So under
+// pressure sheddable work is shed first and critical work last. Stats
+// counts the refusals by criticality (Stats.Shed).
 //
 // A key starts at the overall limit of the moment it is first seen, with
 // the overall baseline latency (see AIMD and Gradient), and is
@@ -307,7 +315,7 @@ func (c *adCore) take(st *adState, n int64, crit Criticality) (p Permit, r Resul
 			return Permit{}, Result{}, true
 		}
 		lk := st.ctl.limit.Load()
-		if h+n > crit.room(lk, c.ceiling) {
+		if h+n > c.keyRoom(lk, crit) {
 			return Permit{}, c.report(st, h, c.total.Load(), n, lk, crit), false
 		}
 		t, ok := c.reserve(h, n, crit)
@@ -343,20 +351,53 @@ func (c *adCore) reserve(h, n int64, crit Criticality) (int64, bool) {
 
 // fits reports whether the overall limit admits n more slots at
 // criticality crit for a key holding h, with t held in all: within the
-// limit's room, or, for a key below its fair share of the room (over the
-// keys holding slots, itself counted), within twice the room and the
-// ceiling.
+// limit's room, or, for a key below its fair share of the room, within the
+// share bound, twice the limit (see shareBound). A Critical request
+// is admitted whenever the total stays within the hard bound (its room).
 func (c *adCore) fits(h, t, n int64, crit Criticality) bool {
-	room := crit.room(c.all.limit.Load(), c.ceiling)
+	all := c.all.limit.Load()
+	room := crit.room(all, c.ceiling)
 	if t+n <= room {
 		return true
 	}
+	return h+n <= c.share(room, h) && t+n <= shareBound(all, c.ceiling)
+}
+
+// share is the fair share of room of a key holding h: room over the keys
+// holding slots (itself counted), rounded up, and, if another key holds
+// any, one slot more, so that
+// light keys beside a heavy one are not held to less than they use, nor
+// refused at every burst (a limit of 4 over 4 keys gives each 2: a key
+// whose demand is its equal share needs a little more at times); the hard
+// bound caps the sum.
+func (c *adCore) share(room, h int64) int64 {
 	keys := c.active.Load()
 	if h == 0 {
 		keys++ // this key, which holds nothing yet
 	}
-	return h+n <= room/max(keys, 1) && t+n <= min(2*room, c.ceiling)
+	if keys <= 1 {
+		return room
+	}
+	return (room+keys-1)/keys + 1
 }
+
+// keyRoom is how many slots a request of criticality crit may see its key
+// hold, with itself, under the key's limit lk: its room under lk, but for
+// a Critical request, which the key's limit does not bound (only the
+// overall hard bound does): a key's limit is cut by the latency its own
+// Default work makes, and its critical work must not pay for that.
+func (c *adCore) keyRoom(lk int64, crit Criticality) int64 {
+	if crit == Critical {
+		return c.ceiling
+	}
+	return crit.room(lk, c.ceiling)
+}
+
+// shareBound is the most the fair-share admissions (Default and
+// Sheddable) may take the total to under the overall limit all: twice it,
+// and the ceiling at most. Between it and the hard bound, three times the
+// limit, only Critical requests pass.
+func shareBound(all, ceiling int64) int64 { return min(2*all, ceiling) }
 
 // admitted is the Result of an admission that left the key holding h and
 // the total at t, under the key's limit lk.
@@ -371,7 +412,7 @@ func (c *adCore) report(st *adState, h, t, n, lk int64, crit Criticality) Result
 	all := c.all.limit.Load()
 	free := max(min(lk-h, all-t), 0)
 	r := Result{Limit: int(lk), Remaining: int(free)}
-	roomKey, roomAll := crit.room(lk, c.ceiling), crit.room(all, c.ceiling)
+	roomKey, roomAll := c.keyRoom(lk, crit), crit.room(all, c.ceiling)
 	if h+n <= roomKey && c.fits(h, t, n, crit) {
 		r.Allowed = true
 		return r

@@ -12,8 +12,9 @@ import (
 // A server that finds its concurrency from the latency of its calls: a
 // backend of 8 workers, 10 ms a call, with a queue in front, so that n
 // calls at once take 10 ms × ⌈n/8⌉. Gradient(1, 1000) starts at its floor,
-// doubles until the queue shows, and holds the backend busy with a short
-// queue; when half the workers are lost, the limit follows. The mock clock
+// doubles until the queue shows, and holds the backend busy with a queue
+// of at most a call (9 in flight over 8 workers); when half the workers
+// are lost, the limit follows, to the workers. The mock clock
 // makes the figures independent of the machine.
 func ExampleAdaptive() {
 	mock := clock.NewMock()
@@ -45,8 +46,8 @@ func ExampleAdaptive() {
 	fmt.Println("4 workers:", lim.Stats().Limit)
 	// Output:
 	// start: 1
-	// 8 workers: 16
-	// 4 workers: 8
+	// 8 workers: 9
+	// 4 workers: 4
 }
 
 // AIMD starts at its floor, doubles a busy limit after each window of 16
@@ -105,7 +106,8 @@ func ExampleWithCriticality() {
 	lim, _ := keylimit.NewAdaptive[string](keylimit.AIMD(8, 16), keylimit.WithClock(clock.NewMock()))
 	defer lim.Close()
 	ctx := context.Background()
-	// The limit is 8: sheddable work may fill 6 of it, default 8, critical 10.
+	// The limit is 8: sheddable work may fill 6 of it, default 8, critical
+	// 16 (twice the limit, the hard bound; here the ceiling too).
 	for _, c := range []keylimit.Criticality{keylimit.Sheddable, keylimit.Default, keylimit.Critical} {
 		n := 0
 		cctx, cancel := context.WithTimeout(keylimit.WithCriticality(ctx, c), time.Millisecond)
@@ -123,7 +125,7 @@ func ExampleWithCriticality() {
 	// Output:
 	// true held after this criticality: 6
 	// true held after this criticality: 2
-	// true held after this criticality: 2
+	// true held after this criticality: 8
 	// shed: 1 1 1
 }
 

@@ -18,34 +18,49 @@ type Algorithm struct {
 // AIMD is additive increase, multiplicative decrease. A limit starts at
 // the floor, in slow start: it doubles after each busy window of samples
 // (16 releases, in flight reaching half the limit at one of them) until a
-// window's mean latency is above twice the baseline, or a call is dropped
+// window's mean latency is above 1.5 × the baseline, or a call is dropped
 // (Permit.Drop). From then on, after each window, it falls by a tenth if a
-// call was dropped or the mean was above twice the baseline, grows by one
-// if the window was busy, and otherwise stays. The baseline is as
-// Gradient's. The limit never leaves [floor, ceiling]; NewAdaptive reports
-// an invalid floor or ceiling.
+// call was dropped or the mean was above 1.5 × the baseline, grows by one
+// if the window was busy, and otherwise (the limit not in use) moves half
+// the way down to twice the most in flight in the window. The tolerance
+// of 1.5 keeps the queue it allows to half a call's service time, so that
+// the latency of admitted calls stays within a few times the unloaded one.
+// The baseline, and which limits latency may cut, are as Gradient's. The
+// limit never leaves [floor, ceiling]; NewAdaptive reports an invalid
+// floor or ceiling.
 func AIMD(floor, ceiling int) Algorithm {
-	return Algorithm{ctl: aimd{add: 1, backoff: 0.9, tolerance: 2}, floor: floor, ceiling: ceiling}
+	return Algorithm{ctl: aimd{add: 1, backoff: 0.9, tolerance: 1.5}, floor: floor, ceiling: ceiling}
 }
 
 // Gradient moves the limit by the ratio of the service's latency to the
 // latency now. A limit starts at the floor, in slow start as AIMD's, until
-// a window's mean latency is above 1.5 × the baseline or a call is
+// a window's mean latency is above 1.2 × the baseline or a call is
 // dropped. From then on, after each window of samples (16 releases), the
-// gradient is 1.5 × the baseline over the window's mean, within [0.5, 1],
+// gradient is 1.2 × the baseline over the window's mean, within [0.5, 1],
 // lowered by the share of calls dropped, and the limit moves a fifth of
-// the way to limit × gradient + √limit (the allowance of a queue). A window
-// that was not busy (in flight never reached half the limit) and dropped
-// nothing leaves the limit as it was: it says nothing of more load.
+// the way to limit × gradient + √limit / 2 (the allowance of a queue: at a
+// limit of 16 the limit stays where the mean is about 1.4 × the
+// baseline). A window that was not busy (in flight never reached half the
+// limit) and dropped nothing says nothing of more load: the limit moves
+// half the way down to twice the most in flight in it, so a limit not in
+// use (one slow start took too high, one another limit keeps from being
+// reached) comes down to what is used.
 //
 // The baseline is the lowest window mean seen. It rises only while the
-// limit is as low as latency takes it (the floor, or 4, where a gradient
-// of 0.5 and the queue allowance meet), an eighth of the way to the mean a
-// window: latency that a limit so low does not bring down is the service's
-// own, not a queue's. The limit never leaves [floor, ceiling]; NewAdaptive reports an
-// invalid floor or ceiling.
+// limit is as low as latency takes it (the floor), an eighth of the way to
+// the mean a window: latency that a limit so low does not bring down is
+// the service's own, not a queue's.
+//
+// A key's own limit is cut by latency only in a window in which the key
+// held more than half the overall limit at a release (so one key at most,
+// the one that makes most of the queue): latency that a heavy key's queue
+// causes does not shrink the limits of the light keys beside it, and
+// their limits follow their own use (the rules above). Drops cut any
+// key's limit. The overall limit learns from every call.
+// The limit never leaves [floor, ceiling]; NewAdaptive reports an invalid
+// floor or ceiling.
 func Gradient(floor, ceiling int) Algorithm {
-	return Algorithm{ctl: gradient{tolerance: 1.5, smoothing: 0.2, least: 0.5}, floor: floor, ceiling: ceiling}
+	return Algorithm{ctl: gradient{tolerance: 1.2, smoothing: 0.2, least: 0.5, allowance: 0.5}, floor: floor, ceiling: ceiling}
 }
 
 // check returns an error if a cannot make an Adaptive.
@@ -78,6 +93,11 @@ type window struct {
 	meanNs float64 // their mean latency, in ns
 	drops  int64   // of them dropped (Permit.Drop)
 	busy   bool    // in flight reached half the limit at a release
+	peak   int64   // the most in flight at a release
+	// latency says the window's latency may cut the limit: always the
+	// overall one's; a key's only if it held more than half the overall
+	// limit at a release (see Gradient).
+	latency bool
 	// atFloor says the limit was as low as the algorithm takes it for
 	// latency (controller.lowest) through the window.
 	atFloor bool
@@ -113,7 +133,7 @@ func (e *estimate) slowStart(w window, tolerance float64) (float64, bool) {
 	if e.started {
 		return 0, false
 	}
-	if w.drops > 0 || e.base > 0 && w.meanNs > tolerance*e.base {
+	if w.drops > 0 || w.latency && e.base > 0 && w.meanNs > tolerance*e.base {
 		e.started = true
 		return 0, false
 	}
@@ -121,7 +141,19 @@ func (e *estimate) slowStart(w window, tolerance float64) (float64, bool) {
 	if w.busy {
 		return e.limit * 2, true
 	}
-	return e.limit, true
+	return e.unused(w), true
+}
+
+// unused is the next limit after a window that was not busy and dropped
+// nothing: half the way down to twice the most in flight in it (the limit
+// is not in use, and a limit far above what is used means nothing, and
+// lets a burst through that it should not). A window with no samples
+// leaves it.
+func (e *estimate) unused(w window) float64 {
+	if w.n == 0 {
+		return e.limit
+	}
+	return min(e.limit, (e.limit+float64(2*w.peak))/2)
 }
 
 // learn moves e's baseline with window w.
@@ -143,7 +175,7 @@ func (a aimd) next(e *estimate, w window) float64 {
 	if l, ok := e.slowStart(w, a.tolerance); ok {
 		return l
 	}
-	slow := e.base > 0 && w.meanNs > a.tolerance*e.base
+	slow := w.latency && e.base > 0 && w.meanNs > a.tolerance*e.base
 	e.learn(w)
 	switch {
 	case w.drops > 0 || slow:
@@ -151,14 +183,17 @@ func (a aimd) next(e *estimate, w window) float64 {
 	case w.busy:
 		return e.limit + a.add
 	}
-	return e.limit
+	return e.unused(w)
 }
 
-type gradient struct{ tolerance, smoothing, least float64 }
+type gradient struct{ tolerance, smoothing, least, allowance float64 }
 
-// lowest is the limit where limit × least + √limit stays: 4 for a least
-// gradient of 0.5; the floor if higher.
-func (g gradient) lowest(floor float64) float64 { return max(floor, 1/((1-g.least)*(1-g.least))) }
+// lowest is the limit where limit × least + allowance × √limit stays: 1
+// for a least gradient of 0.5 and an allowance of 0.5; the floor if higher.
+func (g gradient) lowest(floor float64) float64 {
+	r := g.allowance / (1 - g.least)
+	return max(floor, r*r)
+}
 
 func (g gradient) next(e *estimate, w window) float64 {
 	if l, ok := e.slowStart(w, g.tolerance); ok {
@@ -166,17 +201,20 @@ func (g gradient) next(e *estimate, w window) float64 {
 	}
 	base := e.base
 	e.learn(w)
-	if !w.busy && w.drops == 0 || w.n == 0 {
+	if w.n == 0 {
 		return e.limit
 	}
+	if !w.busy && w.drops == 0 {
+		return e.unused(w)
+	}
 	grad := 1.0
-	if base > 0 && w.meanNs > 0 {
+	if w.latency && base > 0 && w.meanNs > 0 {
 		grad = min(max(g.tolerance*base/w.meanNs, g.least), 1)
 	}
 	if w.drops > 0 {
 		grad = min(grad, max(1-float64(w.drops)/float64(w.n), g.least))
 	}
-	target := e.limit*grad + math.Sqrt(e.limit)
+	target := e.limit*grad + g.allowance*math.Sqrt(e.limit)
 	return e.limit*(1-g.smoothing) + target*g.smoothing
 }
 
@@ -200,11 +238,10 @@ type control struct {
 	meanNs, baseNs atomic.Int64
 	started        atomic.Bool
 	// The window being gathered: samples, their latency in ns, drops, and
-	// whether in flight reached half the limit at a release.
-	n, sumNs, drops atomic.Int64
-	busy            atomic.Bool
-	mu              sync.Mutex // protects est; TryLocked by the release that fills a window
-	est             estimate
+	// the most in flight at a release (busy if at least half the limit).
+	n, sumNs, drops, peak atomic.Int64
+	mu                    sync.Mutex // protects est; TryLocked by the release that fills a window
+	est                   estimate
 }
 
 // init starts the control at limit, with the baseline and the slow start
@@ -222,8 +259,7 @@ func (c *control) init(limit int64, from *control) {
 // sample adds a release of latency ns, dropped or not, that found inFlight
 // slots held (itself included), and folds the window if it is full.
 func (c *control) sample(a *adCore, ns int64, drop bool, inFlight int64) {
-	if inFlight*2 >= c.limit.Load() && !c.busy.Load() {
-		c.busy.Store(true)
+	for p := c.peak.Load(); inFlight > p && !c.peak.CompareAndSwap(p, inFlight); p = c.peak.Load() {
 	}
 	c.sumNs.Add(ns)
 	if drop {
@@ -242,7 +278,9 @@ func (c *control) fold(a *adCore) {
 		return // another fold took it
 	}
 	n := c.n.Swap(0)
-	w := window{n: n, meanNs: float64(c.sumNs.Swap(0)) / float64(n), drops: c.drops.Swap(0), busy: c.busy.Swap(false),
+	peak := c.peak.Swap(0)
+	w := window{n: n, meanNs: float64(c.sumNs.Swap(0)) / float64(n), drops: c.drops.Swap(0),
+		busy: 2*peak >= c.limit.Load(), peak: peak, latency: c == &a.all || 2*peak > a.all.limit.Load(),
 		atFloor: c.est.limit < a.alg.lowest(float64(a.floor))+1}
 	c.est.limit = min(max(a.alg.next(&c.est, w), float64(a.floor)), float64(a.ceiling))
 	c.limit.Store(int64(c.est.limit))

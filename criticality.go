@@ -17,8 +17,9 @@ const (
 	// Default is the criticality of a request that says none: admitted up
 	// to the limit.
 	Default Criticality = iota
-	// Critical requests are shed last: they may use a reserve above the
-	// limit (never above the ceiling).
+	// Critical requests are shed last: an Adaptive admits them whenever
+	// all its keys hold less than three times the overall limit (its hard bound,
+	// never above the ceiling), whatever the key's own limit.
 	Critical
 	// Sheddable requests are shed first: admitted only below three quarters
 	// of the limit.
@@ -52,14 +53,14 @@ func (c Criticality) valid() Criticality {
 
 // room is how many slots a request of criticality c may see held, with
 // itself, under limit, with ceiling the most ever: Sheddable three quarters
-// of limit (at least 1), Default limit, Critical a quarter more (at least
-// one more), up to ceiling.
+// of limit (at least 1), Default limit, Critical three times limit (the
+// hard bound), up to ceiling.
 func (c Criticality) room(limit, ceiling int64) int64 {
 	switch c {
 	case Sheddable:
 		return max(limit*3/4, 1)
 	case Critical:
-		return max(min(limit+max(limit/4, 1), ceiling), limit)
+		return max(min(3*limit, ceiling), limit)
 	}
 	return limit
 }

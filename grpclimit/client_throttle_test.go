@@ -234,8 +234,10 @@ func TestClientThrottleMustBeValid(t *testing.T) {
 }
 
 // TestClientDropsTheSlotOfAFailure: with a keylimit.Adaptive for
-// Concurrency (AIMD from 1 to 100: the limit starts at 10 and falls by a
-// tenth after a window of 16 releases with a drop), 32 calls one at a
+// Concurrency (AIMD from 1 to 100: the limit starts at the floor, 1; slow
+// start doubles it after each window of 16 releases, busy with one call at
+// a time, to 4 after 32; a window with a drop ends slow start and cuts it
+// by a tenth, to the floor), 32 calls one at a
 // time, unary or streams, give their slots back by Drop when the server
 // fails them, and the limit falls; by Release when it accepts them, and it
 // stays.
@@ -249,7 +251,7 @@ func TestClientDropsTheSlotOfAFailure(t *testing.T) {
 				adaptive, err := keylimit.NewAdaptive[string](keylimit.AIMD(1, 100), keylimit.WithClock(newMock()))
 				require.NoError(t, err)
 				defer adaptive.Close()
-				require.Equal(t, 10, adaptive.Stats().Limit)
+				require.Equal(t, 1, adaptive.Stats().Limit)
 				var reached atomic.Int32
 				pace := &grpclimit.Client{Concurrency: adaptive}
 				b := start(t, setup{server: failing(&reached, func() codes.Code { return tc.code }), client: pacedBy(pace)})
@@ -263,9 +265,9 @@ func TestClientDropsTheSlotOfAFailure(t *testing.T) {
 				}
 				require.Equal(t, int32(32), reached.Load())
 				if tc.dropped {
-					require.Less(t, adaptive.Stats().Limit, 10, "the slots went back by Drop")
+					require.Equal(t, 1, adaptive.Stats().Limit, "the slots went back by Drop: slow start ended, the limit cut to the floor")
 				} else {
-					require.Equal(t, 10, adaptive.Stats().Limit, "the slots went back by Release")
+					require.Equal(t, 4, adaptive.Stats().Limit, "the slots went back by Release: slow start doubled the limit twice")
 				}
 			})
 		}

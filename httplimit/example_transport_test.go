@@ -379,16 +379,17 @@ func ExampleTransport_throttle() {
 // many requests a partner takes at once: a request the partner refuses (or
 // fails, or that times out) gives its slot back by Permit.Drop, and the
 // limit falls; others give it back by Release, and the Adaptive raises the
-// limit while the partner keeps up. Here AIMD starts at 10, the geometric
-// mean of 1 and 100, and falls by a tenth for each 16 requests with a
-// refusal among them.
+// limit while the partner keeps up. Here AIMD(8, 100) starts at its
+// floor, 8: the 32 refusals, two windows of 16 with a drop, would cut it
+// by a tenth each, but never below the floor; AIMD(1, 100) would start at
+// 1 and stay there.
 func ExampleTransport_adaptive() {
 	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer partner.Close()
 
-	adaptive, _ := keylimit.NewAdaptive[string](keylimit.AIMD(1, 100), keylimit.WithClock(clock.NewMock()))
+	adaptive, _ := keylimit.NewAdaptive[string](keylimit.AIMD(8, 100), keylimit.WithClock(clock.NewMock()))
 	defer adaptive.Close()
 	client := &http.Client{Transport: &httplimit.Transport{Concurrency: adaptive}}
 	fmt.Println("limit:", adaptive.Stats().Limit)
@@ -403,6 +404,6 @@ func ExampleTransport_adaptive() {
 	}
 	fmt.Println("after 32 refusals:", adaptive.Stats().Limit)
 	// Output:
-	// limit: 10
+	// limit: 8
 	// after 32 refusals: 8
 }

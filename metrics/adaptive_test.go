@@ -21,7 +21,10 @@ func TestStatsAdaptive(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(metrics.NewStats("backend", a)))
 	var held []keylimit.Permit
-	for _, key := range []string{"a", "b", "c", "d", "e"} { // the fifth is over the limit, and over its fair share
+	// Four keys fill the limit; a's second slot is within its fair share (4
+	// over 4 keys, and one more while others hold slots: 2); its third is
+	// over the limit and over its share: shed.
+	for _, key := range []string{"a", "b", "c", "d", "a", "a"} {
 		p, _ := a.TryAcquire(key, 1)
 		held = append(held, p)
 	}
