@@ -173,9 +173,13 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 //	go test -run XXX -bench BenchmarkLeasedFleet -benchtime 1x
 func BenchmarkLeasedFleet(b *testing.B) {
 	s := newServer(b)
-	const lease, run = 20 * time.Millisecond, 3 * time.Second
+	const lease = 20 * time.Millisecond
+	run, sizes := 3*time.Second, []int{10, 100, 1000}
+	if testing.Short() { // CI runs every benchmark once, to see that it runs
+		run, sizes = 300*time.Millisecond, sizes[:2]
+	}
 	limit := keylimit.PerSecond(10_000).WithBurst(100)
-	for _, n := range []int{10, 100, 1000} {
+	for _, n := range sizes {
 		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
 			var f fleetRun
 			for range b.N {

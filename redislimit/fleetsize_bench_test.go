@@ -112,7 +112,10 @@ type outageResult struct {
 
 // fleetOutage runs one BenchmarkFleetOutage scenario.
 func fleetOutage(b *testing.B, n int, limit keylimit.Limit, opt redislimit.Option, mode string) outageResult {
-	const warm, run = 2500 * time.Millisecond, 3 * time.Second
+	warm, run := 2500*time.Millisecond, 3*time.Second
+	if testing.Short() { // CI runs every benchmark once, to see that it runs
+		warm, run = 300*time.Millisecond, 600*time.Millisecond
+	}
 	s := newServer(b)
 	timeClient := s.client(b)
 	quiet := keylimit.WithLogger(slog.New(slog.DiscardHandler))
