@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,9 +37,11 @@ func TestEmbeddedCalendarAsServer(t *testing.T) {
 	defer srv.Stop()
 	mr := miniredis.RunT(t)
 
-	var now time.Time // the step's, for redis-server's calls
+	// The step's time, for redis-server's calls: atomic, since a limiter's
+	// fleet announcements go out on goroutines of their own.
+	var now atomic.Pointer[time.Time]
 	server := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
-	server.AddHook(stepClock{func() time.Time { return now }})
+	server.AddHook(stepClock{func() time.Time { return loadTime(&now) }})
 	embedded := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer server.Close()
 	defer embedded.Close()
@@ -109,7 +112,7 @@ func TestEmbeddedCalendarAsServer(t *testing.T) {
 			}
 			onServer, onEmbedded, inMemory := build(server), build(embedded), joined(memParts)
 			for i, step := range steps {
-				now = step
+				now.Store(&step)
 				mr.SetTime(step)
 				mock.Set(step)
 				for j, n := range tt.takes {
@@ -141,9 +144,9 @@ func TestEmbeddedZoneChangeAsServer(t *testing.T) {
 	require.NoError(t, err)
 	defer srv.Stop()
 	mr := miniredis.RunT(t)
-	var now time.Time
+	var now atomic.Pointer[time.Time] // read by announcements' goroutines too
 	server := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
-	server.AddHook(stepClock{func() time.Time { return now }})
+	server.AddHook(stepClock{func() time.Time { return loadTime(&now) }})
 	embedded := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer server.Close()
 	defer embedded.Close()
@@ -182,7 +185,8 @@ func TestEmbeddedZoneChangeAsServer(t *testing.T) {
 		{utc(10, 23, 59, 59), false, 1}, {utc(11, 0, 0, 0), false, 1}, {utc(11, 20, 59, 59), false, 1},
 		{utc(11, 21, 0, 0), false, 2}, {utc(11, 21, 0, 0), false, 2}, {utc(11, 21, 0, 0), false, 0},
 	} {
-		now = step.at
+		at := step.at
+		now.Store(&at)
 		mr.SetTime(step.at)
 		mock.Set(step.at)
 		if step.move {
@@ -254,4 +258,12 @@ func (stepClock) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// loadTime returns the time p holds, or the zero time before any.
+func loadTime(p *atomic.Pointer[time.Time]) time.Time {
+	if t := p.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
 }
