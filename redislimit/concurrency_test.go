@@ -159,7 +159,10 @@ func TestConcurrencyFleetNeverAboveN(t *testing.T) {
 // hold that expired frees nothing; keys are independent.
 func TestConcurrencyFleetSharesHolds(t *testing.T) {
 	fleet := newConcurrencyFleet(t, func(t testing.TB) redis.UniversalClient { return shared.client(t) }, 2, 2,
-		redislimit.WithHoldExpiry(50*time.Millisecond), keylimit.WithMaxHold(50*time.Millisecond))
+		// Holds of 500 ms, not shorter: a hold that expired while the
+		// machine stalled between two calls below would be reclaimed too
+		// (seen once under load with 50 ms).
+		redislimit.WithHoldExpiry(500*time.Millisecond), keylimit.WithMaxHold(500*time.Millisecond))
 	a, b := fleet[0], fleet[1]
 	key := testKey(t, "k")
 	p, r := a.TryAcquire(key, 2)
