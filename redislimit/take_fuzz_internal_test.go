@@ -1,0 +1,47 @@
+package redislimit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/keylimit/keylimit"
+	"github.com/stretchr/testify/require"
+)
+
+// FuzzFreshReply feeds the readers of a plain take's fresh state (take.go:
+// "@seconds ns a interval", "@seconds µs n period", "@entry"), which come
+// from the server, any reply: none panics, and a reply read is an admission
+// within the limit, its times within [0, InfDuration).
+func FuzzFreshReply(f *testing.F) {
+	for _, seed := range []string{
+		"@1735689600 123456789 100000000 100000000", "@1735689600 500000 1 1000000", "@1735689600123456",
+		"@-5 0 1 1", "@9223372036854775807 999999999 9223372036854775807 1", "@1 2 3", "@1 2 3 4 5", "1 2 3 4",
+		"@x 1 1 1", "@1  1 1", "@-9223372036854775808 -1 1 -1", "",
+	} {
+		f.Add(seed, uint8(1))
+	}
+	limit := keylimit.PerSecond(10)
+	s := &store{}
+	kinds := []struct {
+		k     *keyLimit
+		fresh func(*keyLimit, int, string) (keylimit.Result, int64, bool)
+	}{
+		{newKeyLimit(s, &bucketAlgorithm, limit), bucketFresh},
+		{newKeyLimit(s, &fixedAlgorithm, limit), fixedFresh},
+		{newKeyLimit(s, &slidingAlgorithm, limit), slidingFresh},
+	}
+	f.Fuzz(func(t *testing.T, reply string, n uint8) {
+		for _, kind := range kinds {
+			r, _, ok := kind.fresh(kind.k, int(n%12), reply)
+			if !ok {
+				continue
+			}
+			require.True(t, r.Allowed)
+			require.Equal(t, 10, r.Limit)
+			require.True(t, r.Remaining >= 0 && r.Remaining <= r.Limit, "Remaining %d", r.Remaining)
+			for _, d := range []time.Duration{r.ResetAfter, r.RefillAfter} {
+				require.True(t, d >= 0 && d < keylimit.InfDuration, "a time of %v from %q", d, reply)
+			}
+		}
+	})
+}
