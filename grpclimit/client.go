@@ -243,7 +243,7 @@ func (s *watchedStream) record(o throttle.Outcome) {
 // Concurrency it holds (the zero Permit if none) and the decision of
 // Throttle, which it asks first, whose outcome is to be recorded. On an
 // error, it holds nothing and leaves nothing to record.
-func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (string, ticket, error) {
+func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (string, throttle.Ticket, error) {
 	var key string
 	var err error
 	switch {
@@ -256,11 +256,11 @@ func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (
 		err = c.throttling().Check("grpclimit: Client.Throttle")
 	}
 	if err != nil {
-		return "", ticket{}, err
+		return "", throttle.Ticket{}, err
 	}
 	counted, err := c.admit(key)
 	if err != nil {
-		return "", ticket{}, &WaitError{Key: key, Method: method, Until: c.pausedUntil(key, c.clock().Now()), Err: err}
+		return "", throttle.Ticket{}, &WaitError{Key: key, Method: method, Until: c.pausedUntil(key, c.clock().Now()), Err: err}
 	}
 	clk := c.clock()
 	// The server's pause first, so that a paused key does not hold tokens
@@ -280,10 +280,10 @@ func (c *Client) wait(ctx context.Context, cc *grpc.ClientConn, method string) (
 	if err == nil {
 		err = c.waitPause(ctx, key, clk)
 	}
-	tk := ticket{slot: slot, counted: counted}
+	tk := throttle.Ticket{Slot: slot, Counted: counted}
 	if err != nil {
 		c.end(key, tk, throttle.Forgotten)
-		return "", ticket{}, &WaitError{Key: key, Method: method, Until: c.pausedUntil(key, clk.Now()), Err: err}
+		return "", throttle.Ticket{}, &WaitError{Key: key, Method: method, Until: c.pausedUntil(key, clk.Now()), Err: err}
 	}
 	return key, tk, nil
 }

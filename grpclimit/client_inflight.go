@@ -39,17 +39,17 @@ func calls(n int) string {
 // StreamDesc's: whether the server may send more than one message. If ctx
 // ends first, the stream fails if its deadline passed, and is not counted
 // if it was cancelled.
-func watch(ctx context.Context, cs grpc.ClientStream, c *Client, key string, serverStreams bool, tk ticket) *watchedStream {
-	s := &watchedStream{ClientStream: cs, c: c, key: key, counted: tk.counted}
-	s.slot = streamSlot{permit: tk.slot, serverStreams: serverStreams, held: tk.slot != (keylimit.Permit{})}
-	if ctx.Done() != nil && (s.slot.held || tk.counted) {
+func watch(ctx context.Context, cs grpc.ClientStream, c *Client, key string, serverStreams bool, tk throttle.Ticket) *watchedStream {
+	s := &watchedStream{ClientStream: cs, c: c, key: key, counted: tk.Counted}
+	s.slot = streamSlot{permit: tk.Slot, serverStreams: serverStreams, held: tk.Slot != (keylimit.Permit{})}
+	if ctx.Done() != nil && (s.slot.held || tk.Counted) {
 		// The function may run before AfterFunc returns: it reads nothing
 		// that is written after (not stop).
 		s.slot.stop = context.AfterFunc(ctx, func() {
 			o := callOutcome(status.FromContextError(ctx.Err()).Err())
 			s.record(o)
 			if s.slot.held {
-				releaseSlot(s.slot.permit, o == throttle.Failed)
+				throttle.Release(s.slot.permit, o == throttle.Failed)
 			}
 		})
 	}
@@ -80,7 +80,7 @@ func (s *streamSlot) afterRecv(err error, failed bool) {
 	}
 }
 
-// release gives the slot back, by Drop if failed (releaseSlot).
+// release gives the slot back, by Drop if failed (throttle.Release).
 func (s *streamSlot) release(failed bool) {
 	if !s.held {
 		return
@@ -88,5 +88,5 @@ func (s *streamSlot) release(failed bool) {
 	if s.stop != nil {
 		s.stop()
 	}
-	releaseSlot(s.permit, failed)
+	throttle.Release(s.permit, failed)
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"math/rand/v2"
 
-	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/throttle"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -16,21 +15,6 @@ import (
 // or failed too many of its recent calls under the key. The call's
 // *WaitError has the status Unavailable.
 var ErrThrottled = errors.New("grpclimit: throttled locally: the server refused or failed too many recent calls")
-
-// throttledError is the Err of a *WaitError for a call Throttle rejected:
-// it says with what probability, and why.
-type throttledError struct{ d throttle.Decision }
-
-func (e *throttledError) Error() string { return "grpclimit: throttled locally, " + e.d.String() }
-
-func (e *throttledError) Is(target error) bool { return target == ErrThrottled }
-
-// ticket is what one call holds while it is out: its slot of Concurrency
-// (the zero Permit if none), and whether Throttle waits for its outcome.
-type ticket struct {
-	slot    keylimit.Permit
-	counted bool
-}
 
 // throttling returns the Client's adaptive throttling.
 func (c *Client) throttling() throttle.Config {
@@ -50,16 +34,16 @@ func (c *Client) admit(key string) (bool, error) {
 	}
 	d := c.throttle.Admit(key, c.clock().Now(), c.throttling(), u)
 	if !d.Send {
-		return false, &throttledError{d}
+		return false, &throttle.Rejected{Prefix: "grpclimit: ", Sentinel: ErrThrottled, Decision: d}
 	}
 	return true, nil
 }
 
 // end records the outcome o of a unary call in Throttle and gives back its
 // slot, by Drop if o is a failure.
-func (c *Client) end(key string, tk ticket, o throttle.Outcome) {
-	c.record(key, tk.counted, o)
-	releaseSlot(tk.slot, o == throttle.Failed)
+func (c *Client) end(key string, tk throttle.Ticket, o throttle.Outcome) {
+	c.record(key, tk.Counted, o)
+	throttle.Release(tk.Slot, o == throttle.Failed)
 }
 
 func (c *Client) record(key string, counted bool, o throttle.Outcome) {
@@ -85,15 +69,4 @@ func callOutcome(err error) throttle.Outcome {
 		return throttle.Failed
 	}
 	return throttle.Accepted
-}
-
-// releaseSlot gives slot back: by Drop if drop is set, so that a
-// keylimit.Adaptive hears that the server refused or failed and lowers its
-// limit; else by Release.
-func releaseSlot(slot keylimit.Permit, drop bool) {
-	if drop {
-		slot.Drop()
-		return
-	}
-	slot.Release()
 }

@@ -283,13 +283,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // requests are sent: a turn taken first and then held while its request
 // waits for a slot would let the waiters of a rate go out together once
 // slots free up.
-func (t *Transport) wait(ctx context.Context, key string, notBefore time.Time, w *Wait) (ticket, error) {
+func (t *Transport) wait(ctx context.Context, key string, notBefore time.Time, w *Wait) (throttle.Ticket, error) {
 	if err := ctx.Err(); err != nil {
-		return ticket{}, err // a request whose context has ended costs no turn
+		return throttle.Ticket{}, err // a request whose context has ended costs no turn
 	}
 	counted, err := t.admit(key)
 	if err != nil {
-		return ticket{}, err
+		return throttle.Ticket{}, err
 	}
 	clk := t.clock()
 	var start time.Time
@@ -310,10 +310,10 @@ func (t *Transport) wait(ctx context.Context, key string, notBefore time.Time, w
 	if t.OnWait != nil {
 		w.Waited += clk.Since(start)
 	}
-	tk := ticket{slot: slot, counted: counted}
+	tk := throttle.Ticket{Slot: slot, Counted: counted}
 	if err != nil {
 		t.end(key, tk, throttle.Forgotten)
-		return ticket{}, err
+		return throttle.Ticket{}, err
 	}
 	return tk, nil
 }

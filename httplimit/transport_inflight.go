@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/throttle"
 )
 
 // acquireSlot takes one of key's slots of lim for a request, waiting for it
@@ -30,14 +31,14 @@ func acquireSlot(ctx context.Context, lim keylimit.ConcurrencyLimiter[string], k
 // made to give the slot back once it is read to its end (or fails) or
 // closed, or once ctx ends. A body with nothing to read (nil or
 // http.NoBody) gives it back at once; the zero slot leaves body as it is.
-// The slot goes back by Drop (releaseSlot) if failed says the answer is a
+// The slot goes back by Drop (throttle.Release) if failed says the answer is a
 // failure, if reading the body fails, or if ctx's deadline passes first.
 func holdBody(ctx context.Context, body io.ReadCloser, slot keylimit.Permit, failed bool) io.ReadCloser {
 	if slot == (keylimit.Permit{}) {
 		return body
 	}
 	if body == nil || body == http.NoBody {
-		releaseSlot(slot, failed)
+		throttle.Release(slot, failed)
 		return body
 	}
 	h := &heldBody{ReadCloser: body, slot: slot, failed: failed}
@@ -45,7 +46,7 @@ func holdBody(ctx context.Context, body io.ReadCloser, slot keylimit.Permit, fai
 		// A request whose context ends is over, read or not: net/http
 		// closes its connection (HTTP/1) or resets its stream (HTTP/2).
 		h.stop = context.AfterFunc(ctx, func() {
-			releaseSlot(slot, failed || errors.Is(ctx.Err(), context.DeadlineExceeded))
+			throttle.Release(slot, failed || errors.Is(ctx.Err(), context.DeadlineExceeded))
 		})
 	}
 	if wb, ok := body.(io.ReadWriteCloser); ok {
@@ -85,7 +86,7 @@ func (b *heldBody) release(failed bool) {
 	if b.stop != nil {
 		b.stop()
 	}
-	releaseSlot(b.slot, b.failed || failed)
+	throttle.Release(b.slot, b.failed || failed)
 }
 
 // heldWriteBody is a heldBody that can be written to, as the body of a 101

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/throttle"
 )
 
@@ -14,21 +13,6 @@ import (
 // matches (errors.Is): the Transport sent nothing, because the partner
 // refused or failed too many of its recent requests under the key.
 var ErrThrottled = errors.New("httplimit: throttled locally: the partner refused or failed too many recent requests")
-
-// throttledError is the Err of a *TransportError for a send Throttle
-// rejected: it says with what probability, and why.
-type throttledError struct{ d throttle.Decision }
-
-func (e *throttledError) Error() string { return "httplimit: throttled locally, " + e.d.String() }
-
-func (e *throttledError) Is(target error) bool { return target == ErrThrottled }
-
-// ticket is what one send holds while it is out: its slot of Concurrency
-// (the zero Permit if none), and whether Throttle waits for its outcome.
-type ticket struct {
-	slot    keylimit.Permit
-	counted bool
-}
 
 // throttling returns the Transport's adaptive throttling.
 func (t *Transport) throttling() throttle.Config {
@@ -44,23 +28,23 @@ func (t *Transport) admit(key string) (bool, error) {
 	}
 	d := t.throttle.Admit(key, t.clock().Now(), t.throttling(), t.random())
 	if !d.Send {
-		return false, &throttledError{d}
+		return false, &throttle.Rejected{Prefix: "httplimit: ", Sentinel: ErrThrottled, Decision: d}
 	}
 	return true, nil
 }
 
 // end ends a send that has no body to hold its slot: it records o in
 // Throttle and gives the slot back, by Drop if o is a failure.
-func (t *Transport) end(key string, tk ticket, o throttle.Outcome) {
-	t.record(key, tk.counted, o)
-	releaseSlot(tk.slot, o == throttle.Failed)
+func (t *Transport) end(key string, tk throttle.Ticket, o throttle.Outcome) {
+	t.record(key, tk.Counted, o)
+	throttle.Release(tk.Slot, o == throttle.Failed)
 }
 
 // hold records the outcome o of the answer resp in Throttle and returns
 // its body, made to give the send's slot back when it ends (holdBody).
-func (t *Transport) hold(ctx context.Context, key string, tk ticket, resp *http.Response, o throttle.Outcome) io.ReadCloser {
-	t.record(key, tk.counted, o)
-	return holdBody(ctx, resp.Body, tk.slot, o == throttle.Failed)
+func (t *Transport) hold(ctx context.Context, key string, tk throttle.Ticket, resp *http.Response, o throttle.Outcome) io.ReadCloser {
+	t.record(key, tk.Counted, o)
+	return holdBody(ctx, resp.Body, tk.Slot, o == throttle.Failed)
 }
 
 func (t *Transport) record(key string, counted bool, o throttle.Outcome) {
@@ -86,15 +70,4 @@ func sendFailure(ctx context.Context) throttle.Outcome {
 		return throttle.Forgotten
 	}
 	return throttle.Failed
-}
-
-// releaseSlot gives slot back: by Drop if drop is set, so that a
-// keylimit.Adaptive hears that the partner refused or failed and lowers its
-// limit; else by Release.
-func releaseSlot(slot keylimit.Permit, drop bool) {
-	if drop {
-		slot.Drop()
-		return
-	}
-	slot.Release()
 }
