@@ -51,7 +51,7 @@ func NewSlidingCounter[K comparable](l Limit, opts ...Option) (*SlidingCounter[K
 
 // Allow reports whether one event for key may happen now, and counts it if
 // so. Allow is shorthand for AllowN(key, 1).
-func (c *SlidingCounter[K]) Allow(key K) bool { return c.w.allowN(key, 1) }
+func (c *SlidingCounter[K]) Allow(key K) bool { return c.w.allow(key) }
 
 // AllowN reports whether n events for key may happen now, and counts all n if
 // so; otherwise it counts nothing. AllowN is Take(key, n).Allowed without the

@@ -60,7 +60,7 @@ func (f *FixedWindow[K]) WindowOf(key K) (start, end time.Time) { return f.w.win
 
 // Allow reports whether one event for key may happen now, and counts it if
 // so. Allow is shorthand for AllowN(key, 1).
-func (f *FixedWindow[K]) Allow(key K) bool { return f.w.allowN(key, 1) }
+func (f *FixedWindow[K]) Allow(key K) bool { return f.w.allow(key) }
 
 // AllowN reports whether n events for key may happen now, and counts all n if
 // so; otherwise it counts nothing. AllowN is Take(key, n).Allowed without the

@@ -96,9 +96,36 @@ func (st *shardStats) admits(v verdict, o overflowPolicy) bool {
 	return st.record(v, o)
 }
 
+// count counts a decision with verdict v, o deciding for an untracked key,
+// if anything counts it: admits for a decision that returns its verdict
+// to a caller that tells admission by allows.
+func (st *shardStats) count(v verdict, o overflowPolicy) {
+	if st.decisions != nil || v == untracked {
+		st.record(v, o)
+	}
+}
+
+// allows reports whether a decision with verdict v admits, o deciding for
+// an untracked key: admits without the counting, for a hot path whose
+// decision counted itself.
+func (o overflowPolicy) allows(v verdict) bool {
+	return v == admitted || v == untracked && o == admitUntracked
+}
+
+// passes is allows as a bit for each verdict: v admits if passes>>v&1 is 1.
+func (o overflowPolicy) passes() uint8 {
+	var p uint8
+	for v := range untracked + 1 {
+		if o.allows(v) {
+			p |= 1 << v
+		}
+	}
+	return p
+}
+
 // record is admits' slow path.
 func (st *shardStats) record(v verdict, o overflowPolicy) bool {
-	ok := v == admitted || v == untracked && o == admitUntracked
+	ok := o.allows(v)
 	if v == untracked {
 		st.untracked.Add(1)
 	}

@@ -114,9 +114,10 @@ func (r *windowRules) end(w uint64) int64 {
 type windowRules struct {
 	grid    windowGrid
 	events  uint64
-	shift   uint // bits of each count
-	wshift  uint // where the window index starts: shift × the number of counts
-	sliding bool // SlidingCounter: the previous window's count weighs on the current one
+	shift   uint   // bits of each count, below 64
+	wshift  uint   // where the window index starts: shift × the number of counts, below 64
+	mask    uint64 // a count's bits: 1<<shift − 1
+	sliding bool   // SlidingCounter: the previous window's count weighs on the current one
 	// plain is a FixedWindow of a Period (not sliding, no Calendar): its
 	// decisions in the word's window take the short path in decide.
 	plain bool
@@ -158,6 +159,7 @@ func newWindowRules(l Limit, startUnix int64, sliding bool) (windowRules, error)
 		events:  uint64(l.Events),
 		shift:   shift,
 		wshift:  shift * counts,
+		mask:    1<<shift - 1,
 		sliding: sliding,
 		plain:   !sliding && l.Calendar == 0,
 	}, nil
@@ -250,6 +252,8 @@ func (r *windowRules) fits(v windowView, n uint64) bool {
 // windowDecision is a decision on n events made at now, on view (which
 // holds the n events when admitted).
 type windowDecision struct {
+	c    *keyConfig[windowRules] // the limit decided under
+	v    verdict
 	now  int64
 	view windowView
 	n    uint64
@@ -466,23 +470,30 @@ func initWindowLimiter[K comparable, T any](w *windowLimiter[K], owner *T, l Lim
 	return nil
 }
 
-// decide counts n >= 1 events for key if they fit, and returns the limit it
-// decided under and its verdict, with the decision in d when admitted or
-// refused.
-func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[windowRules], verdict) {
+// decide counts n >= 1 events for key if they fit, and reports whether
+// Allow passes them: admitted, or untracked under WithOverflow's admission.
+// It counts the verdict for Stats (see shardStats.count). Unless d is nil,
+// it writes there the limit it decided under and its verdict, and the
+// decision when admitted or refused. Allow's call, with d nil, is so small
+// that each type's Allow inlines it, and calls decide itself (go build
+// -gcflags=-m: "inlining call to (*windowLimiter[go.shape.string]).allow"):
+// one frame fewer on every call.
+//
+// The loop works on locals and writes d once, when it returns: d is the
+// caller's, in memory, and a view written there would be read back.
+func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) bool {
 	h := w.keys.hash(key)
 	st := w.keys.lookup(h)
 	if st == nil {
 		// A request that can never pass must not create the key.
 		if c := w.policy.resolve(key); c.err != nil || uint64(n) > c.arith.events {
-			return c, never
+			return w.finish(d, c, never)
 		}
-		st = w.keys.loadOrCreate(key)
+		if st = w.keys.loadOrCreate(key); st == nil {
+			return w.finish(d, w.policy.resolve(key), untracked)
+		}
 	}
-	d.n = uint64(n)
-	if st == nil {
-		return w.policy.resolve(key), untracked
-	}
+	un := uint64(n)
 	// The clock is read before the word, after the state was found: the
 	// word's load and its CAS are then a few instructions apart, so another
 	// caller of a hot key rarely takes the line between them. A reading
@@ -491,61 +502,95 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 	// it only if the word did not move while the clock was read (see
 	// DESIGN.md, "Stale clock readings").
 	seen := st.word.Load() // the word before the reading
-	d.now = w.keys.clock.now()
+	var now int64
+	if clk := &w.keys.clock; clk.injected == nil {
+		// timeSource.now's system clock, by hand: now is too large to
+		// inline, and its call is 20 instructions of a refusal's 450.
+		now = clampTime(int64(time.Since(clk.start)))
+	} else {
+		now = clk.now()
+	}
 	old := st.word.Load()
 	var bo backoff
 	for {
 		c := st.cfg
 		if old >= movedWord || c.stale() {
 			if st = w.settle(key, st, old); st == nil {
-				return w.policy.resolve(key), untracked
+				return w.finish(d, w.policy.resolve(key), untracked)
 			}
 			// Another state: only a reading taken after it decides on it.
 			seen = st.word.Load()
-			d.now, old = w.keys.clock.now(), st.word.Load()
+			now, old = w.keys.clock.now(), st.word.Load()
 			continue
 		}
 		r := &c.arith
-		if c.err != nil || d.n > r.events {
-			return c, never
+		if c.err != nil || un > r.events {
+			return w.finish(d, c, never)
 		}
-		last := old >> r.wshift
-		own := r.grid.cal == nil && last != 0 && d.now < r.grid.end(last)
-		switch {
-		case own:
-			// In its word's own window, the common case, in a few
-			// instructions between the load and the CAS.
-			d.view = r.inOwnWindow(old, last, d.now)
-		case r.grid.cal != nil:
-			d.view = r.atCalendar(old, d.now)
-		default:
-			d.view = r.at(old, d.now)
+		// In its word's own window, the common case, the view is the
+		// word's counts, in a few instructions between the load and the
+		// CAS; otherwise at or atCalendar finds the window.
+		var v windowView
+		own := false
+		if last := old >> (r.wshift & 63); r.grid.cal == nil && last != 0 {
+			if end := r.grid.end(last); now < end {
+				own = true
+				v.w, v.cur = last, old&r.mask
+				if r.sliding {
+					v.previous = old >> (r.shift & 63) & r.mask
+					v.elapsed = max(now-(end-r.grid.period), 0)
+				}
+			}
 		}
-		if !r.fits(d.view, d.n) {
+		if !own {
+			if r.grid.cal != nil {
+				v = r.atCalendar(old, now)
+			} else {
+				v = r.at(old, now)
+			}
+		}
+		if !r.fits(v, un) {
 			if old == seen {
-				return c, refused
+				if d != nil {
+					d.c, d.v, d.now, d.view, d.n = c, refused, now, v, un
+				}
+				w.keys.counts.count(refused, w.keys.overflow)
+				return false
 			}
 			// The word moved while the clock was read: the reading may
 			// be older than an admission it now holds. A reading taken
 			// after the load decides.
-			seen, d.now = old, w.keys.clock.now()
+			seen, now = old, w.keys.clock.now()
 			continue
 		}
-		d.view.cur += d.n
-		next := old + d.n // the count is the word's low bits
+		v.cur += un
+		next := old + un // the count is the word's low bits
 		if !own {
-			next = r.pack(d.view)
+			next = r.pack(v)
 		}
 		if st.word.CompareAndSwap(old, next) {
-			d.st, d.key = st, h
-			return c, admitted
+			if d != nil {
+				d.c, d.v, d.now, d.view, d.n, d.st, d.key = c, admitted, now, v, un, st, h
+			}
+			w.keys.counts.count(admitted, w.keys.overflow)
+			return true
 		}
 		// Lost to another caller of the key: let it run on, then try
 		// afresh (see backoff).
 		bo.wait()
 		seen = st.word.Load()
-		d.now, old = w.keys.clock.now(), st.word.Load()
+		now, old = w.keys.clock.now(), st.word.Load()
 	}
+}
+
+// finish is decide's return for a verdict off the hot path, never or
+// untracked, decided under c.
+func (w *windowLimiter[K]) finish(d *windowDecision, c *keyConfig[windowRules], v verdict) bool {
+	if d != nil {
+		d.c, d.v = c, v
+	}
+	w.keys.counts.count(v, w.keys.overflow)
+	return w.keys.overflow.allows(v)
 }
 
 // settle returns the state to go on with when st, key's state, which held
@@ -562,14 +607,16 @@ func (w *windowLimiter[K]) settle(key K, st *windowState, old uint64) *windowSta
 	return st
 }
 
+// allow is Allow for both types: allowN(key, 1), small enough to inline
+// into each type's Allow (see decide).
+func (w *windowLimiter[K]) allow(key K) bool { return w.decide(key, 1, nil) }
+
 // allowN is AllowN for both types.
 func (w *windowLimiter[K]) allowN(key K, n int) bool {
 	if n <= 0 {
 		return n == 0
 	}
-	var d windowDecision
-	_, v := w.decide(key, n, &d)
-	return w.keys.counts.admits(v, w.keys.overflow)
+	return w.decide(key, n, nil)
 }
 
 // admit is Take for both types, writing its Result to r, and when a is not
@@ -586,8 +633,8 @@ func (w *windowLimiter[K]) admit(key K, n int, a *Admission, o *onces, r *Result
 		epoch = w.keys.resets.Load() // before: a Reset after this may forget the admission
 	}
 	var d windowDecision
-	c, v := w.decide(key, n, &d)
-	w.keys.counts.admits(v, w.keys.overflow)
+	w.decide(key, n, &d) // counted there
+	c, v := d.c, d.v
 	switch v {
 	case untracked:
 		*r = w.keys.untracked(int(c.arith.events), n)
