@@ -46,7 +46,8 @@ func (b *TokenBucket[K]) reserveN(key K, n int, maxDelay time.Duration) *reserva
 		return r
 	}
 	d := bucketDecision{ahead: min(int64(maxDelay), int64(maxSpan))}
-	c, v := b.decide(key, n, &d)
+	b.decide(key, n, &d)
+	c, v := d.c, d.v
 	b.keys.counts.admits(v, b.keys.overflow)
 	switch v {
 	case untracked:
@@ -128,8 +129,8 @@ func (b *TokenBucket[K]) waitQueued(ctx context.Context, key K, n int) error {
 	// waits, the TAT is more than tau ahead of now, and no Take fits.
 	if n > 0 {
 		var d bucketDecision
-		if _, v := b.decide(key, n, &d); v == admitted {
-			b.keys.counts.admits(v, b.keys.overflow)
+		if b.decide(key, n, &d); d.v == admitted {
+			b.keys.counts.admits(admitted, b.keys.overflow)
 			return nil
 		}
 	}
