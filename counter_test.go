@@ -250,3 +250,52 @@ func TestSlidingCounterAgainstSlidingWindow(t *testing.T) {
 }
 
 func pct(n, of int) float64 { return 100 * float64(n) / float64(of) }
+
+// TestDecisionsAgreeWithPeek: at every step of a random walk of a mock
+// clock, near window boundaries, across one window and across many, Allow
+// and Take of one event decide as Peek, a moment before, said they would,
+// and a refused Take reports what Peek reported. Peek finds the key's
+// window by the general arithmetic; Allow and Take by the shortcuts of
+// their hot path (the word's own window, a SlidingCounter's next window,
+// Allow's judgement without a report), which this holds to it.
+func TestDecisionsAgreeWithPeek(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			lim, mock := k.mock(t, keylimit.PerSecond(5))
+			rng := rand.New(rand.NewPCG(38, uint64(len(k.name))))
+			allowed := 0
+			for i := range 4000 {
+				switch rng.IntN(8) {
+				case 0: // to a moment around a boundary
+					now := mock.Now().UnixNano()
+					next := (now/int64(time.Second) + 1) * int64(time.Second)
+					mock.Add(time.Duration(next-now) + time.Duration(rng.Int64N(3)-1))
+				case 1: // over one or more windows
+					mock.Add(time.Duration(1+rng.Int64N(3)) * time.Second)
+				default:
+					mock.Add(time.Duration(rng.Int64N(int64(300 * time.Millisecond))))
+				}
+				key := string(rune('a' + rng.IntN(3)))
+				for range 1 + rng.IntN(7) {
+					peek := lim.Peek(key)
+					if rng.IntN(2) == 0 {
+						ok := lim.Allow(key)
+						require.Equal(t, peek.Allowed, ok, "step %d: Allow against Peek %+v", i, peek)
+						if ok {
+							allowed++
+						}
+						continue
+					}
+					r := lim.Take(key, 1)
+					require.Equal(t, peek.Allowed, r.Allowed, "step %d: Take %+v against Peek %+v", i, r, peek)
+					if r.Allowed {
+						allowed++
+					} else {
+						require.Equal(t, peek, r, "step %d: a refused Take reports as Peek", i)
+					}
+				}
+			}
+			require.Greater(t, allowed, 1000, "the walk admits often, and refuses often")
+		})
+	}
+}

@@ -529,20 +529,29 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) bool {
 		}
 		// In its word's own window, the common case, the view is the
 		// word's counts, in a few instructions between the load and the
-		// CAS; otherwise at or atCalendar finds the window.
+		// CAS. A SlidingCounter's word is often a window behind: a flood
+		// refused after a boundary writes nothing, so the word stays in
+		// the window before until an admission; its view there is as
+		// short. Otherwise at or atCalendar finds the window.
 		var v windowView
-		own := false
+		own, known := false, false
 		if last := old >> (r.wshift & 63); r.grid.cal == nil && last != 0 {
-			if end := r.grid.end(last); now < end {
-				own = true
+			switch end := r.grid.end(last); {
+			case now < end:
+				own, known = true, true
 				v.w, v.cur = last, old&r.mask
 				if r.sliding {
 					v.previous = old >> (r.shift & 63) & r.mask
 					v.elapsed = max(now-(end-r.grid.period), 0)
 				}
+			case r.sliding && now-end < r.grid.period:
+				// The next window (windows are aligned: it starts at
+				// end), where the word's current count is the previous.
+				known = true
+				v = windowView{w: last + 1, previous: old & r.mask, elapsed: now - end}
 			}
 		}
-		if !own {
+		if !known {
 			if r.grid.cal != nil {
 				v = r.atCalendar(old, now)
 			} else {
