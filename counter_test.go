@@ -257,7 +257,10 @@ func pct(n, of int) float64 { return 100 * float64(n) / float64(of) }
 // and a refused Take reports what Peek reported. Peek finds the key's
 // window by the general arithmetic; Allow and Take by the shortcuts of
 // their hot path (the word's own window, a SlidingCounter's next window,
-// Allow's judgement without a report), which this holds to it.
+// Allow's judgement without a report), which this holds to it. The window
+// types' decisions are also held to a model of their quota, counts of
+// admissions by aligned second (the SlidingWindow's, admission times), so
+// that a shortcut and Peek cannot agree on a wrong window.
 func TestDecisionsAgreeWithPeek(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -265,6 +268,36 @@ func TestDecisionsAgreeWithPeek(t *testing.T) {
 			lim := k.on(t, mock, keylimit.PerSecond(5))
 			rng := rand.New(rand.NewPCG(38, uint64(len(k.name))))
 			allowed, refused := 0, 0
+			type admission struct {
+				key string
+				at  int64
+			}
+			var log []admission // every admission, in time order
+			model := func(key string, now int64) bool {
+				const events, period = 5, int64(time.Second)
+				var prev, cur, inWindow int64
+				for _, a := range log {
+					switch {
+					case a.key != key:
+					case a.at/period == now/period:
+						cur++
+					case a.at/period == now/period-1:
+						prev++
+					}
+					if a.key == key && a.at > now-period {
+						inWindow++
+					}
+				}
+				switch k {
+				case fixedWindow:
+					return cur+1 <= events
+				case slidingCounter:
+					return cur+1 <= events && prev*(period-now%period) <= (events-cur-1)*period
+				case slidingWindow:
+					return inWindow+1 <= events
+				}
+				return true // the bucket: Peek's word only
+			}
 			for i := range 20000 {
 				switch rng.IntN(8) {
 				case 0: // to a moment around a boundary
@@ -278,12 +311,20 @@ func TestDecisionsAgreeWithPeek(t *testing.T) {
 				}
 				key := string(rune('a' + rng.IntN(3)))
 				for range 1 + rng.IntN(7) {
+					now := mock.Now().UnixNano()
+					for len(log) > 0 && log[0].at <= now-2*int64(time.Second) {
+						log = log[1:] // weighs on no decision any more
+					}
 					peek := lim.Peek(key)
+					if k != tokenBucket {
+						require.Equal(t, model(key, now), peek.Allowed, "step %d: Peek %+v against the model", i, peek)
+					}
 					if rng.IntN(2) == 0 {
 						ok := lim.Allow(key)
 						require.Equal(t, peek.Allowed, ok, "step %d: Allow against Peek %+v", i, peek)
 						if ok {
 							allowed++
+							log = append(log, admission{key, now})
 						} else {
 							refused++
 						}
@@ -293,6 +334,7 @@ func TestDecisionsAgreeWithPeek(t *testing.T) {
 					require.Equal(t, peek.Allowed, r.Allowed, "step %d: Take %+v against Peek %+v", i, r, peek)
 					if r.Allowed {
 						allowed++
+						log = append(log, admission{key, now})
 					} else {
 						refused++
 						require.Equal(t, peek, r, "step %d: a refused Take reports as Peek", i)

@@ -527,36 +527,38 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) bool {
 		if c.err != nil || un > r.events {
 			return w.finish(d, c, never)
 		}
-		// In its word's own window, the common case, the view is the
-		// word's counts, in a few instructions between the load and the
-		// CAS. A SlidingCounter's word is often a window behind: a flood
-		// refused after a boundary writes nothing, so the word stays in
-		// the window before until an admission; its view there is as
-		// short. Otherwise at or atCalendar finds the window.
+		// On a grid of a Period, the view is found in line: in the word's
+		// own window, the common case, it is the word's counts, in a few
+		// instructions between the load and the CAS. A SlidingCounter's
+		// word is often a window behind (a flood refused after a boundary
+		// writes nothing, so the word stays there until an admission),
+		// where the word's count is the previous one; any later window
+		// starts empty. (A new key's word, 0, is in window 0, which ends at
+		// the grid's base, before every time.) These are at's cases,
+		// without its call; a Calendar's windows take atCalendar.
 		var v windowView
-		own, known := false, false
-		if last := old >> (r.wshift & 63); r.grid.cal == nil && last != 0 {
+		own := false
+		if r.grid.cal == nil {
+			last := old >> (r.wshift & 63)
 			switch end := r.grid.end(last); {
 			case now < end:
-				own, known = true, true
+				own = true
 				v.w, v.cur = last, old&r.mask
 				if r.sliding {
 					v.previous = old >> (r.shift & 63) & r.mask
 					v.elapsed = max(now-(end-r.grid.period), 0)
 				}
 			case r.sliding && now-end < r.grid.period:
-				// The next window (windows are aligned: it starts at
-				// end), where the word's current count is the previous.
-				known = true
+				// The next window: windows are aligned, it starts at end.
 				v = windowView{w: last + 1, previous: old & r.mask, elapsed: now - end}
+			default:
+				v.w = r.grid.index(now)
+				if r.sliding {
+					v.elapsed = now - r.grid.start(v.w)
+				}
 			}
-		}
-		if !known {
-			if r.grid.cal != nil {
-				v = r.atCalendar(old, now)
-			} else {
-				v = r.at(old, now)
-			}
+		} else {
+			v = r.atCalendar(old, now)
 		}
 		if !r.fits(v, un) {
 			if old == seen {
