@@ -53,7 +53,7 @@ var (
 
 // constantsLua begins the full script with the Go constants its lease
 // arithmetic shares with lease.go, so that the two cannot drift apart.
-var constantsLua = fmt.Sprintf("local leaseShare, maxLeaseShare = %d, %d\n", leaseShare, maxLeaseShare)
+var constantsLua = fmt.Sprintf("local leaseShare, maxLeaseShare, minShare, maxPace = %d, %d, %d, %d\n", leaseShare, maxLeaseShare, minShare, maxPace)
 
 // needsFull is a plain script's reply when the decision is the full
 // script's.
@@ -101,6 +101,10 @@ type store struct {
 	// takes makes the plain takes' calls, in pipelines when many are under
 	// way (see coalescer).
 	takes coalescer
+	// instance names this instance to a bucket's paced leases (the fleet
+	// on a key: lua/bucket.lua's fleet): random, so that instances differ;
+	// boxed once, set before the first call.
+	instance any
 }
 
 // redisKey is the Redis key of key's state: prefix{key}, the key between
@@ -298,14 +302,18 @@ type decision struct {
 	leasing leaseArgs
 }
 
-// leaseArgs are the three arguments of modeLease after the limiter's (see
+// leaseArgs are the five arguments of modeLease after the limiter's (see
 // lua/prelude.lua), and what it granted. (No interface here: one would make
 // the compiler move every decision's parts to the heap.)
 type leaseArgs struct {
-	want    int   // the most events to lease beyond n
-	hold    int64 // the lease time in ns
-	give    int64 // the events an ended lease gives back, from marks[0]
+	want int   // the most events to lease beyond n
+	hold int64 // the lease time in ns
+	give int64 // the events an ended lease gives back, from marks[0]
+	// period is the instance's lease time (WithLeases), ns; a bucket's
+	// lease with period > 0 is paced, under the share rule.
+	period  int64
 	granted int64 // the reply's sixth integer: the events leased beyond n
+	pace    int64 // the reply's seventh: ns before the instance asks again (0: none)
 }
 
 // run makes the script call d in mode, with a deadline s.timeout from now
@@ -346,7 +354,10 @@ again:
 		args = append(args, p.alg.arg, p1, p2, mark)
 	}
 	if mode == modeLease {
-		args = append(args, d.leasing.want, d.leasing.hold, d.leasing.give)
+		args = append(args, d.leasing.want, d.leasing.hold, d.leasing.give, d.leasing.period, s.instance)
+		if d.leasing.period > 0 && d.parts[0].step > 0 {
+			keys = append(keys, keys[0]+fleetSuffix)
+		}
 	}
 	if s.clock != nil {
 		now := s.clock.c.Now()
@@ -365,8 +376,8 @@ again:
 	}
 	if mode == modeLease {
 		var ok bool
-		if d.leasing.granted, ok = parseLeaseReply(reply, d.parts, res, marks, d.leasing.want); !ok {
-			return fmt.Errorf("redislimit: the script replied %q to a lease of up to %d, want six integers", reply, d.leasing.want)
+		if d.leasing.granted, d.leasing.pace, ok = parseLeaseReply(reply, d.parts, res, marks, d.leasing.want, d.leasing.period); !ok {
+			return fmt.Errorf("redislimit: the script replied %q to a lease of up to %d, want seven integers", reply, d.leasing.want)
 		}
 		return nil
 	}
@@ -416,20 +427,42 @@ func wrongType(err error) bool {
 }
 
 // parseLeaseReply reads the script's reply to a lease of up to want events
-// beyond n: parseReply's five integers for the one limiter, then the events
-// leased, which it returns; it reports whether the reply was well formed,
-// with 0 <= leased <= want (a reply cannot lease more than was asked).
-func parseLeaseReply(s string, parts []*keyLimit, res []keylimit.Result, marks []int64, want int) (int64, bool) {
+// beyond n, for an instance whose lease time is period: parseReply's five
+// integers for the one limiter, then the events leased and the pace, which
+// it returns; it reports whether the reply was well formed, with 0 <=
+// leased <= want (a reply cannot lease more than was asked) and 0 <= pace
+// <= maxPace × period (0 if period is 0, or the call was refused).
+func parseLeaseReply(s string, parts []*keyLimit, res []keylimit.Result, marks []int64, want int, period int64) (leased, pace int64, ok bool) {
 	i := strings.LastIndexByte(s, ' ')
 	if i < 0 {
-		return 0, false
+		return 0, 0, false
 	}
-	leased, err := strconv.ParseInt(s[i+1:], 10, 64)
+	pace, err := strconv.ParseInt(s[i+1:], 10, 64)
+	if err != nil || pace < 0 || pace > paceLimit(period) {
+		return 0, 0, false
+	}
+	s = s[:i]
+	if i = strings.LastIndexByte(s, ' '); i < 0 {
+		return 0, 0, false
+	}
+	leased, err = strconv.ParseInt(s[i+1:], 10, 64)
 	if err != nil || leased < 0 || leased > int64(want) || !parseReply(s[:i], parts, res, marks) {
-		return 0, false
+		return 0, 0, false
 	}
-	return leased, true
+	if !res[0].Allowed && (leased != 0 || pace != 0) {
+		return 0, 0, false
+	}
+	return leased, pace, true
 }
+
+// paceLimit is the longest pace a reply may give an instance whose lease
+// time is period: maxPace periods, within maxSpan.
+func paceLimit(period int64) int64 { return min(max(period, 0), maxSpan/maxPace) * maxPace }
+
+// fleetSuffix names, beside a bucket's state prefix{key}, the instances
+// that leased the key lately (lua/bucket.lua's fleet), in its hash slot: no
+// key's state has this name (see redisKey).
+const fleetSuffix = ":lf"
 
 // parseReply reads the script's reply, five integers per limiter, "allowed
 // remaining retry-after reset-after mark", and a sixth, refill-after, for

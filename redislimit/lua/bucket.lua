@@ -204,27 +204,93 @@ if uses.bucket then
     return reply(1, remaining(s, s.base), 0, s.base)
   end
 
-  -- lease admits k (which fits) and takes up to want more, all to be spent
-  -- within hold ns, counted from max(TAT, now + hold) (see above). Once
-  -- the bucket would hold, after k, less than refills in hold and than a
-  -- 1/maxLeaseShare of its burst (the most a lease takes), a lease takes
-  -- at most 1/leaseShare of what it holds and leaves
-  -- the rest to the next fetch, so that on a key a fleet drains, each
-  -- fetch gets some, whatever their order (DESIGN.md, "Leases"). If not
-  -- one more fits so, it is admit.
-  -- The mark is the TAT written.
+  -- grant takes k (which fits) and up to want more, all to be spent
+  -- within hold ns, counted from max(TAT, now + hold) (see above), and
+  -- returns the events taken beyond k and the TAT written, ahead of now.
+  -- Once the bucket would hold, after k, less than refills in hold and
+  -- than a 1/maxLeaseShare of its burst (the most a lease takes), and
+  -- share is false, a lease takes at most 1/leaseShare of what it holds
+  -- and leaves the rest to the next fetch, so that on a key a fleet
+  -- drains, each fetch gets some, whatever their order (DESIGN.md,
+  -- "Leases"); a paced lease (share true) is fair by its pace instead,
+  -- and takes up to what the bucket holds. If not one more fits so, it
+  -- is admit.
   -- leaseShare and maxLeaseShare are lease.go's constants, which
   -- scripts.go puts at the start of the script.
-  function bucket.lease(s, k, want, hold)
+  local function grant(s, k, want, hold, share)
     local from = math.max(s.base, hold)
     local x = math.min(want, math.floor((s.tau - from) / s.interval) - k)
     local left = math.floor((s.tau - s.base) / s.interval) - k
-    if left < math.min(s.burst / maxLeaseShare, hold / s.interval) then x = math.min(x, math.floor(left / leaseShare)) end
-    if x < 1 then
-      return bucket.admit(s, k) .. ' 0'
+    if not share and left < math.min(s.burst / maxLeaseShare, hold / s.interval) then
+      x = math.min(x, math.floor(left / leaseShare))
     end
-    local next = from + (k + x) * s.interval
+    if x < 1 then
+      return 0, s.base + k * s.interval
+    end
     s.hold = math.max(s.hold, hold)
-    return reply(1, remaining(s, next), 0, next, store(s, next)) .. string.format(' %d', x)
+    return x, from + (k + x) * s.interval
+  end
+
+  -- lease admits k (which fits) and leases up to want more (grant). The
+  -- mark is the TAT written. The reply is admit's, then the events leased
+  -- and the pace (0: none, see paced).
+  function bucket.lease(s, k, want, hold)
+    local x, next = grant(s, k, want, hold, false)
+    return reply(1, remaining(s, next), 0, next, store(s, next)) .. string.format(' %d 0', x)
+  end
+
+  -- fleet returns how many instances leased the key lately, id (this
+  -- call's) included: KEYS[2] is a sorted set of instance ids scored by
+  -- the ms of their last lease call on the server's clock. An instance
+  -- counts for a window of max(4 × period, 3 × the fleet's scaled lease
+  -- period) after its last call (the set's count before the oldest are
+  -- dropped is the fleet the window is made for), so that one paced
+  -- (below) counts between its calls. Four commands a call; the set holds
+  -- the instances of one window, and expires two windows after the last
+  -- call.
+  local function fleet(id, period, interval)
+    local ms = now_s * 1000 + math.floor(now_ns / 1e6)
+    redis.call('ZADD', KEYS[2], ms, id)
+    local c = redis.call('ZCARD', KEYS[2])
+    local w = math.ceil(math.max(4 * period, 3 * minShare * c * interval) / 1e6)
+    local gone = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('(%d', ms - w))
+    redis.call('PEXPIRE', KEYS[2], ttl(2 * w))
+    return math.max(c - gone, 1)
+  end
+
+  -- paced is a lease under the share rule (DESIGN.md, "Leases at
+  -- scale"), for the instance id whose lease time is period. With a the
+  -- instances that leased the key lately (fleet): if a fleet's share of a
+  -- lease time's refill is minShare events or more (minShare × a ×
+  -- interval <= period), or the instance is alone, it is lease. A larger
+  -- fleet's lease period scales: P = minShare × a × interval, in which
+  -- each instance's fair share is minShare events. A call takes k and up
+  -- to want more, at most minShare in all (k alone if k is more), at most
+  -- what the bucket holds beside the lease time, and the reply says when
+  -- the instance may ask again: pace = (k + x) × a × interval, the time
+  -- the fleet's refill takes to give each instance as many, times 1 - L /
+  -- M, where L is what the bucket holds after it and M what fits beside
+  -- the lease time, so that a bucket the fleet leaves filling (instances
+  -- that ask less, or come back late) is drained by shorter paces
+  -- (max-min: what one does not take goes to those that keep asking); at
+  -- most maxPace periods. The lease is grant's: the bound does not depend
+  -- on the pace, which only the instance keeps. Refused (k does not fit):
+  -- refused's reply, pace 0.
+  function bucket.paced(s, k, want, hold, period, id)
+    local a = fleet(id, period, s.interval)
+    if not bucket.fits(s, k) then
+      return bucket.refused(s, k) .. ' 0 0'
+    end
+    if a == 1 or minShare * a * s.interval <= period then
+      return bucket.lease(s, k, want, hold)
+    end
+    local x, next = grant(s, k, math.max(math.min(want, minShare - k), 0), hold, true)
+    local most = math.floor((s.tau - hold) / s.interval)
+    local pace = 0
+    if most > 0 then
+      local f = 1 - remaining(s, next) / most
+      if f > 0 then pace = math.floor(math.min((k + x) * a * s.interval * f, maxPace * period)) end
+    end
+    return reply(1, remaining(s, next), 0, next, store(s, next)) .. string.format(' %d %d', x, pace)
   end
 end
