@@ -93,6 +93,7 @@ type leaseKey struct {
 	asked   int64  // events the last fetch asked for: n, and what it wanted
 	short   bool   // the last fetch got less than it asked for
 	paced   bool   // Redis gave the last fetch a pace: the key is in a fleet's share
+	refused bool   // Redis refused the last fetch
 	leased  *grant // the last fetch's lease; nil if it leased nothing
 	retired bool   // the sweeper has removed the key: find its entry anew
 }
@@ -366,11 +367,18 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 	var est int64
 	if e.k == k {
 		switch elapsed := now - e.back; {
-		case e.short || e.paced:
-			// Redis had less, or paced the key: it asks as much again (a
-			// paced key's calls meanwhile were refused in process, so what
-			// it spent tells nothing of what it would).
+		case e.paced:
+			// Redis paced the key: its calls meanwhile were refused in
+			// process, so what it spent tells nothing of what it would. It
+			// asks for the most, of which Redis gives its share.
+			est = int64(n + most)
+		case e.short:
 			est = e.asked
+		case e.refused && elapsed < d:
+			// Refused, and asked again within a lease time: a key a fleet
+			// contends for. One more than n makes the fetch a lease, which
+			// counts the instance in the key's fleet and may pace it.
+			est = int64(n) + 1
 		case elapsed <= 0:
 			est = 2 * e.size
 		default:
@@ -426,7 +434,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 	r, got, pace := res[0], d.leasing.granted, d.leasing.pace
 	if !r.Allowed {
 		ls.deny.recordEach(key, n, r, now, mono, nil, gen) // mono is read if the cache ends on it
-		e.fetched(now, k, n, want, r, 0, 0, nil, ls, false)
+		e.fetched(now, k, n, want, r, 0, pace, nil, ls, false)
 		return r, keylimit.Admission{}, nil
 	}
 	if got == 0 {
@@ -434,6 +442,9 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
 	}
 	life := ls.time(k)
+	if d.leasing.life > 0 {
+		life = d.leasing.life // a paced lease, as long as the bucket's debt
+	}
 	if k.step == 0 {
 		// A window's lease ends with its window, which ends no earlier than
 		// ResetAfter after now (now was read before Redis's clock was).
@@ -477,7 +488,7 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 		e.size = int64(n) + got
 	}
 	e.short = want > 0 && e.size < e.asked && (!r.Allowed || int64(r.Remaining) < leaseShare*(e.asked-e.size))
-	e.paced = pace > 0
+	e.paced, e.refused = pace > 0, !r.Allowed && !failed
 	if p != nil {
 		e.cur.Store(p)
 	}
@@ -496,6 +507,11 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 		} else if r.Allowed {
 			wait = max(wait, clampSpan(r.ResetAfter))
 		}
+	}
+	if !r.Allowed && pace > 0 {
+		// A refusal's pace: a random part of it, from half, so that the
+		// instances refused together do not come back together.
+		pace = pace/2 + rand.Int64N(pace/2+1)
 	}
 	wait = max(wait, pace)
 	e.wait.Store(&leaseWait{until: now + wait, k: k, res: r, at: now})

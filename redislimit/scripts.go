@@ -314,6 +314,7 @@ type leaseArgs struct {
 	period  int64
 	granted int64 // the reply's sixth integer: the events leased beyond n
 	pace    int64 // the reply's seventh: ns before the instance asks again (0: none)
+	life    int64 // the reply's eighth: the lease's time, ns (0: hold)
 }
 
 // run makes the script call d in mode, with a deadline s.timeout from now
@@ -376,8 +377,8 @@ again:
 	}
 	if mode == modeLease {
 		var ok bool
-		if d.leasing.granted, d.leasing.pace, ok = parseLeaseReply(reply, d.parts, res, marks, d.leasing.want, d.leasing.period); !ok {
-			return fmt.Errorf("redislimit: the script replied %q to a lease of up to %d, want seven integers", reply, d.leasing.want)
+		if d.leasing.granted, d.leasing.pace, d.leasing.life, ok = parseLeaseReply(reply, d.parts, res, marks, d.leasing.want, d.leasing.period); !ok {
+			return fmt.Errorf("redislimit: the script replied %q to a lease of up to %d, want eight integers", reply, d.leasing.want)
 		}
 		return nil
 	}
@@ -428,31 +429,32 @@ func wrongType(err error) bool {
 
 // parseLeaseReply reads the script's reply to a lease of up to want events
 // beyond n, for an instance whose lease time is period: parseReply's five
-// integers for the one limiter, then the events leased and the pace, which
-// it returns; it reports whether the reply was well formed, with 0 <=
-// leased <= want (a reply cannot lease more than was asked) and 0 <= pace
-// <= maxPace × period (0 if period is 0, or the call was refused).
-func parseLeaseReply(s string, parts []*keyLimit, res []keylimit.Result, marks []int64, want int, period int64) (leased, pace int64, ok bool) {
-	i := strings.LastIndexByte(s, ' ')
-	if i < 0 {
-		return 0, 0, false
+// integers for the one limiter, then the events leased, the pace and the
+// lease's time, which it returns; it reports whether the reply was well
+// formed, with 0 <= leased <= want (a reply cannot lease more than was
+// asked), 0 <= pace <= maxPace × period (0 if period is 0) and 0 <= life
+// <= the limit's span (0: the lease time asked); a refusal leases nothing.
+func parseLeaseReply(s string, parts []*keyLimit, res []keylimit.Result, marks []int64, want int, period int64) (leased, pace, life int64, ok bool) {
+	var v [3]int64
+	for j := 2; j >= 0; j-- {
+		i := strings.LastIndexByte(s, ' ')
+		if i < 0 {
+			return 0, 0, 0, false
+		}
+		x, err := strconv.ParseInt(s[i+1:], 10, 64)
+		if err != nil || x < 0 {
+			return 0, 0, 0, false
+		}
+		v[j], s = x, s[:i]
 	}
-	pace, err := strconv.ParseInt(s[i+1:], 10, 64)
-	if err != nil || pace < 0 || pace > paceLimit(period) {
-		return 0, 0, false
+	leased, pace, life = v[0], v[1], v[2]
+	if leased > int64(want) || pace > paceLimit(period) || life > parts[0].span || !parseReply(s, parts, res, marks) {
+		return 0, 0, 0, false
 	}
-	s = s[:i]
-	if i = strings.LastIndexByte(s, ' '); i < 0 {
-		return 0, 0, false
+	if !res[0].Allowed && leased != 0 {
+		return 0, 0, 0, false
 	}
-	leased, err = strconv.ParseInt(s[i+1:], 10, 64)
-	if err != nil || leased < 0 || leased > int64(want) || !parseReply(s[:i], parts, res, marks) {
-		return 0, 0, false
-	}
-	if !res[0].Allowed && (leased != 0 || pace != 0) {
-		return 0, 0, false
-	}
-	return leased, pace, true
+	return leased, pace, life, true
 }
 
 // paceLimit is the longest pace a reply may give an instance whose lease

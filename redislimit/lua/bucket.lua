@@ -206,7 +206,12 @@ if uses.bucket then
 
   -- grant takes k (which fits) and up to want more, all to be spent
   -- within hold ns, counted from max(TAT, now + hold) (see above), and
-  -- returns the events taken beyond k and the TAT written, ahead of now.
+  -- returns the events taken beyond k, the TAT written, ahead of now, and
+  -- the lease's time. A paced lease (share true) lasts as long as the
+  -- bucket's debt, base, if that is longer than hold: counted from its
+  -- end, it moves the TAT as one of hold does, so it costs the fleet
+  -- nothing, and gives an instance whose host runs it late longer to
+  -- spend it.
   -- Once the bucket would hold, after k, less than refills in hold and
   -- than a 1/maxLeaseShare of its burst (the most a lease takes), and
   -- share is false, a lease takes at most 1/leaseShare of what it holds
@@ -218,6 +223,7 @@ if uses.bucket then
   -- leaseShare and maxLeaseShare are lease.go's constants, which
   -- scripts.go puts at the start of the script.
   local function grant(s, k, want, hold, share)
+    if share then hold = math.max(hold, s.base) end
     local from = math.max(s.base, hold)
     local x = math.min(want, math.floor((s.tau - from) / s.interval) - k)
     local left = math.floor((s.tau - s.base) / s.interval) - k
@@ -228,15 +234,15 @@ if uses.bucket then
       return 0, s.base + k * s.interval
     end
     s.hold = math.max(s.hold, hold)
-    return x, from + (k + x) * s.interval
+    return x, from + (k + x) * s.interval, hold
   end
 
   -- lease admits k (which fits) and leases up to want more (grant). The
-  -- mark is the TAT written. The reply is admit's, then the events leased
-  -- and the pace (0: none, see paced).
+  -- mark is the TAT written. The reply is admit's, then the events leased,
+  -- the pace (0: none, see paced) and the lease's time (0: hold).
   function bucket.lease(s, k, want, hold)
     local x, next = grant(s, k, want, hold, false)
-    return reply(1, remaining(s, next), 0, next, store(s, next)) .. string.format(' %d 0', x)
+    return reply(1, remaining(s, next), 0, next, store(s, next)) .. string.format(' %d 0 0', x)
   end
 
   -- fleet returns how many instances leased the key lately, id (this
@@ -267,30 +273,40 @@ if uses.bucket then
   -- each instance's fair share is minShare events. A call takes k and up
   -- to want more, at most minShare in all (k alone if k is more), at most
   -- what the bucket holds beside the lease time, and the reply says when
-  -- the instance may ask again: pace = (k + x) × a × interval, the time
-  -- the fleet's refill takes to give each instance as many, times 1 - L /
-  -- M, where L is what the bucket holds after it and M what fits beside
-  -- the lease time, so that a bucket the fleet leaves filling (instances
-  -- that ask less, or come back late) is drained by shorter paces
-  -- (max-min: what one does not take goes to those that keep asking); at
-  -- most maxPace periods. The lease is grant's: the bound does not depend
-  -- on the pace, which only the instance keeps. Refused (k does not fit):
-  -- refused's reply, pace 0.
+  -- the instance may ask again, its pace: (k + x) × a × interval, the
+  -- time the fleet's refill takes to give each instance as many, times f.
+  -- f steers what the bucket holds after a call, L, to a set point S (2 ×
+  -- minShare, at most half of M, what fits beside the lease time): f =
+  -- (M - L) / (M - S), at most 2, 0 once L >= M. Below S, paces a little
+  -- longer let the bucket hold enough for whole shares; above it, shorter
+  -- ones drain a bucket the fleet leaves filling (instances that ask less,
+  -- or come back late): max-min, what one does not take goes to those
+  -- that keep asking. A call k does not fit is refused, with a pace of k ×
+  -- a × interval (the instance waits a random part of it, from half): a
+  -- fleet that finds the bucket empty does not ask again at once. A pace
+  -- is at most maxPace periods. The lease is grant's (lasting as long as
+  -- the bucket's debt, if longer than hold): the bound does not depend on
+  -- the pace, which only the instance keeps.
   function bucket.paced(s, k, want, hold, period, id)
     local a = fleet(id, period, s.interval)
+    local large = a > 1 and minShare * a * s.interval > period
     if not bucket.fits(s, k) then
-      return bucket.refused(s, k) .. ' 0 0'
+      local pace = 0
+      if large then pace = math.min(k * a * s.interval, maxPace * period) end
+      return bucket.refused(s, k) .. string.format(' 0 %d 0', pace)
     end
-    if a == 1 or minShare * a * s.interval <= period then
+    if not large then
       return bucket.lease(s, k, want, hold)
     end
-    local x, next = grant(s, k, math.max(math.min(want, minShare - k), 0), hold, true)
+    local x, next, life = grant(s, k, math.max(math.min(want, minShare - k), 0), hold, true)
     local most = math.floor((s.tau - hold) / s.interval)
     local pace = 0
     if most > 0 then
-      local f = 1 - remaining(s, next) / most
+      local set = math.min(2 * minShare, math.floor(most / 2))
+      local f = math.min((most - remaining(s, next)) / (most - set), 2)
       if f > 0 then pace = math.floor(math.min((k + x) * a * s.interval * f, maxPace * period)) end
     end
-    return reply(1, remaining(s, next), 0, next, store(s, next)) .. string.format(' %d %d', x, pace)
+    if x < 1 then life = 0 end
+    return reply(1, remaining(s, next), 0, next, store(s, next)) .. string.format(' %d %d %d', x, pace, life)
   end
 end

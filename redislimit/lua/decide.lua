@@ -35,7 +35,7 @@ if limiters == 1 then
       return alg.paced(s, n, want, hold, tonumber(ARGV[10]), ARGV[11])
     end
     if alg.fits(s, n) then return alg.lease(s, n, want, hold) end
-    return alg.refused(s, n) .. ' 0 0'
+    return alg.refused(s, n) .. ' 0 0 0'
   end
   return alg.refund(s, n, ARGV[6])
 end

@@ -35,8 +35,8 @@
 -- allocations than an array. allowed is 0 or 1; the unit of the times is
 -- the algorithm's; mark is an admission's, 0 for anything else. A "lease"
 -- reply has a sixth: the events leased beyond n (0: a plain admission, or
--- none), and a seventh: the pace, the ns before the instance asks again
--- (0: no pace).
+-- none), a seventh: the pace, the ns before the instance asks again (0:
+-- no pace), and an eighth: the lease's time in ns (0: hold).
 
 -- Redis 3.2 to 4: replicate this script's writes, not the script, so that
 -- reading TIME before writing is allowed. Redis 5 and later always do (7
