@@ -336,13 +336,14 @@ func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (key
 		ch := make(chan struct{})
 		e.fetch = ch
 		want := e.want(n, k, now, ls.d)
+		paced := e.paced && e.k == k
 		e.waiting = 0
 		var give int64
 		if p != nil {
 			give = p.end()
 		}
 		e.mu.Unlock()
-		r, a, err := ls.fetch(ctx, key, n, k, e, want, p, give, now)
+		r, a, err := ls.fetch(ctx, key, n, k, e, want, paced, p, give, now)
 		e.mu.Lock()
 		e.fetch = nil
 		e.mu.Unlock()
@@ -366,12 +367,25 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 	}
 	var est int64
 	if e.k == k {
+		var unspent int64 // what the last lease held when it ended
+		if p := e.leased; p != nil {
+			if u := p.left.Load(); u != ended {
+				unspent = max(u, 0)
+			} else {
+				unspent = p.unused
+			}
+		}
 		switch elapsed := now - e.back; {
+		case e.paced && unspent > 0:
+			// Paced, and its lease ran out unspent: the host runs this
+			// instance later than a lease lasts. It asks for none beyond
+			// n, until a lease is spent again.
+			est = int64(n)
 		case e.paced:
 			// Redis paced the key: its calls meanwhile were refused in
 			// process, so what it spent tells nothing of what it would. It
-			// asks for the most, of which Redis gives its share.
-			est = int64(n + most)
+			// asks for twice its last, of which Redis gives its share.
+			est = max(2*e.size, int64(n)+1)
 		case e.short:
 			est = e.asked
 		case e.refused && elapsed < d:
@@ -382,15 +396,7 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 		case elapsed <= 0:
 			est = 2 * e.size
 		default:
-			spent := e.size
-			if p := e.leased; p != nil {
-				if u := p.left.Load(); u != ended {
-					spent -= max(u, 0)
-				} else {
-					spent -= p.unused
-				}
-			}
-			est = int64(min(float64(spent)*float64(d)/float64(elapsed), float64(2*e.size)))
+			est = int64(min(float64(e.size-unspent)*float64(d)/float64(elapsed), float64(2*e.size)))
 		}
 	}
 	est = max(est, int64(n+e.waiting))
@@ -399,16 +405,17 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 
 // fetch takes n events for key under k at local time now, and leases up to
 // want more, in one script call that also gives back the give events old,
-// the key's last lease, left unused; a key that wants none is a plain take.
+// the key's last lease, left unused; a key that wants none is a plain take,
+// unless Redis paced it (paced: it stays in the fleet's count and pace).
 // It records what it got in e.
-func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *leaseKey, want int,
+func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *leaseKey, want int, paced bool,
 	old *grant, give int64, now int64) (keylimit.Result, keylimit.Admission, error) {
 	if old != nil && old.k != k {
 		// Taken under another limit: given back under it, on its own.
 		_ = ls.giveBack(ctx, key, old, give)
 		old, give = nil, 0
 	}
-	if want == 0 && give == 0 {
+	if want == 0 && give == 0 && !paced {
 		r, a, err := ls.deny.take(ctx, key, n, k, now)
 		e.fetched(now, k, n, 0, r, 0, 0, nil, ls, err != nil)
 		return r, a, err

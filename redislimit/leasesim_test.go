@@ -262,8 +262,9 @@ func TestPaceModelMatchesScript(t *testing.T) {
 // rtt there and back (the script runs at its middle). A fraction hot of
 // the instances ask as BenchmarkLeasedFleet's goroutines do: without
 // pause, sleeping for RetryAfter when refused; the others ask slow times a
-// second each, at random. An instance that sleeps wakes up to late after
-// it meant to, at random, as goroutines on a busy host do.
+// second each, at random. An instance that sleeps, or waits for a reply,
+// wakes up to late after it could, at random, as goroutines on a busy host
+// do (a lease's time counts from its call, so a late reply shortens it).
 type simConfig struct {
 	n           int
 	rate, burst int64
@@ -445,9 +446,19 @@ func simulate(c simConfig) simResult {
 		// A fetch: want as lease.go's want, give what the lease left.
 		var est int64
 		if in.known {
+			var unspent int64
+			if p := in.leased; p != nil {
+				if p == in.cur && p.left >= 0 {
+					unspent = p.left
+				} else {
+					unspent = in.unused
+				}
+			}
 			switch elapsed := now - in.back; {
+			case in.paced && unspent > 0:
+				est = 1
 			case in.paced:
-				est = most + 1
+				est = max(2*in.size, 2)
 			case in.short:
 				est = in.asked
 			case in.refused && elapsed < d:
@@ -455,15 +466,7 @@ func simulate(c simConfig) simResult {
 			case elapsed <= 0:
 				est = 2 * in.size
 			default:
-				spent := in.size
-				if p := in.leased; p != nil {
-					if p == in.cur && p.left >= 0 {
-						spent -= p.left
-					} else {
-						spent -= in.unused
-					}
-				}
-				est = int64(min(float64(spent)*float64(d)/float64(elapsed), float64(2*in.size)))
+				est = int64(min(float64(in.size-unspent)*float64(d)/float64(elapsed), float64(2*in.size)))
 			}
 		}
 		in.want = min(max(est-1, 0), most)
@@ -475,7 +478,7 @@ func simulate(c simConfig) simResult {
 			in.cur = nil
 		}
 		at := start + now + rtt/2
-		in.plain = in.want == 0 && give == 0
+		in.plain = in.want == 0 && give == 0 && !in.paced
 		if in.plain {
 			in.reply = m.take(at, interval, tau, 1)
 		} else {
@@ -499,7 +502,9 @@ func simulate(c simConfig) simResult {
 				simStats["unpaced events"] += 1 + in.reply.leased
 			}
 		}
-		in.callAt, in.fetching, in.next = now, true, now+rtt
+		// The goroutine waits for the reply, and wakes late as from a sleep:
+		// a lease's time counts from the call.
+		in.callAt, in.fetching, in.next = now, true, now+rtt+late()
 		heap.Fix(&q, 0)
 	}
 	for _, in := range q {
@@ -512,34 +517,59 @@ func simulate(c simConfig) simResult {
 
 // BenchmarkLeaseSim reports, for fleets of 10 to 10,000 instances on one
 // key of 10,000/s with a burst of 100 and leases of 20 ms (issue 39's), 3
-// s simulated: the fraction of the bound admitted, the longest an instance
+// s simulated, or 5 granted lease periods if longer (20 s at 10,000): the fraction of the bound admitted, the longest an instance
 // that asks without pause went without an admission (in configured lease
 // times, and in the lease periods the share rule grants: max(lease time,
 // minShare × instances × interval)), and the script calls per second and
 // per admission. uniform: every instance asks without pause; skewed: a
-// tenth do, the others ask 5 times a second each; late20ms: uniform, on a
-// host that wakes a sleeping goroutine up to 20 ms late, at random.
+// tenth do, the others ask 5 times a second each; late5ms, late20ms:
+// uniform, on a host that wakes a goroutine up to 5 or 20 ms late, at
+// random (this machine's, loaded: 5 to 50 ms, at worst 1.6 s).
 func BenchmarkLeaseSim(b *testing.B) {
 	for _, demand := range []struct {
 		name      string
 		hot, slow float64
 		late      time.Duration
-	}{{"uniform", 1, 0, 0}, {"skewed", 0.1, 5, 0}, {"late20ms", 1, 0, 20 * time.Millisecond}} {
+	}{{"uniform", 1, 0, 0}, {"skewed", 0.1, 5, 0}, {"late5ms", 1, 0, 5 * time.Millisecond}, {"late20ms", 1, 0, 20 * time.Millisecond}} {
 		for _, n := range []int{10, 100, 1000, 10_000} {
 			b.Run(fmt.Sprintf("%s/instances=%d", demand.name, n), func(b *testing.B) {
-				c := simConfig{n: n, rate: 10_000, burst: 100, d: 20 * time.Millisecond, run: 3 * time.Second,
+				c := simConfig{n: n, rate: 10_000, burst: 100, d: 20 * time.Millisecond,
 					rtt: 200 * time.Microsecond, hot: demand.hot, slow: demand.slow, late: demand.late, seed: 1}
+				period := max(c.d, time.Duration(minShare*int64(n))*time.Second/time.Duration(c.rate))
+				c.run = max(3*time.Second, 5*period)
 				var res simResult
 				for range b.N {
 					res = simulate(c)
 				}
-				period := max(c.d, time.Duration(minShare*int64(n))*time.Second/time.Duration(c.rate))
 				b.ReportMetric(float64(res.admitted)/float64(res.bound), "admitted/bound")
 				b.ReportMetric(float64(res.starved)/float64(c.d), "starved/lease")
 				b.ReportMetric(float64(res.starved)/float64(period), "starved/period")
 				b.ReportMetric(float64(res.calls)/c.run.Seconds(), "calls/s")
 				b.ReportMetric(float64(res.calls)/float64(max(res.admitted, 1)), "calls/admission")
 			})
+		}
+	}
+}
+
+// TestLeaseSimShareRule holds the simulated fleet (deterministic: the
+// model is the script's) to issue 39's targets on one key of 10,000/s with
+// a burst of 100 and leases of 20 ms, every instance asking without pause:
+// never above the bound; at least 0.9 of it at 10, 100 and 1,000
+// instances; no instance without an admission for more than two lease
+// periods as the share rule grants them (max(20 ms, minShare × instances
+// × 0.1 ms)); and at 100 instances at most 0.5 script calls per
+// admission (main before the share rule: 1.6 to 2.6 on the real fleet).
+func TestLeaseSimShareRule(t *testing.T) {
+	for _, n := range []int{10, 100, 1000} {
+		c := simConfig{n: n, rate: 10_000, burst: 100, d: 20 * time.Millisecond, run: 2 * time.Second,
+			rtt: 200 * time.Microsecond, hot: 1, seed: 1}
+		period := max(c.d, time.Duration(minShare*int64(n))*100*time.Microsecond)
+		res := simulate(c)
+		require.LessOrEqual(t, res.admitted, res.bound, "%d instances: admitted", n)
+		require.GreaterOrEqual(t, float64(res.admitted), 0.9*float64(res.bound), "%d instances: admitted", n)
+		require.LessOrEqual(t, res.starved, 2*period, "%d instances: the longest without an admission (period %v)", n, period)
+		if n == 100 {
+			require.LessOrEqual(t, float64(res.calls), 0.5*float64(res.admitted), "%d instances: script calls", n)
 		}
 	}
 }
