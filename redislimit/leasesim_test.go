@@ -73,7 +73,7 @@ func (m *paceModel) count(now, period, interval int64, id string) int64 {
 	}
 	m.fleet[id] = ms
 	c := int64(len(m.fleet))
-	w := int64(math.Ceil(float64(max(4*period, 3*minShare*c*interval)) / 1e6))
+	w := int64(math.Ceil(float64(max(64*period, 3*minShare*c*interval)) / 1e6))
 	gone := int64(0)
 	for i, at := range m.fleet {
 		if at < ms-w {

@@ -248,17 +248,20 @@ if uses.bucket then
   -- fleet returns how many instances leased the key lately, id (this
   -- call's) included: KEYS[2] is a sorted set of instance ids scored by
   -- the ms of their last lease call on the server's clock. An instance
-  -- counts for a window of max(4 × period, 3 × the fleet's scaled lease
+  -- counts for a window of max(64 × period, 3 × the fleet's scaled lease
   -- period) after its last call (the set's count before the oldest are
   -- dropped is the fleet the window is made for), so that one paced
-  -- (below) counts between its calls. Four commands a call; the set holds
+  -- (below), or run late by its host, counts between its calls: a fleet
+  -- counted short gets shares too large, which instances late to spend
+  -- them lose; one counted long (instances gone count a window more) gets
+  -- shorter paces from the set point (paced). Four commands a call; the set holds
   -- the instances of one window, and expires two windows after the last
   -- call.
   local function fleet(id, period, interval)
     local ms = now_s * 1000 + math.floor(now_ns / 1e6)
     redis.call('ZADD', KEYS[2], ms, id)
     local c = redis.call('ZCARD', KEYS[2])
-    local w = math.ceil(math.max(4 * period, 3 * minShare * c * interval) / 1e6)
+    local w = math.ceil(math.max(64 * period, 3 * minShare * c * interval) / 1e6)
     local gone = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('(%d', ms - w))
     redis.call('PEXPIRE', KEYS[2], ttl(2 * w))
     return math.max(c - gone, 1)
