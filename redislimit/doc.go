@@ -222,7 +222,7 @@
 //     bucket hold whole shares. Until then the instance refuses the key in
 //     process, with a RetryAfter of what is left of its pace;
 //   - a call refused for an empty bucket comes back after a random part
-//     (from half) of n × a × Interval, not at once;
+//     (from half) of n × a × Interval / 2, not at once;
 //   - an instance whose lease ran out unspent (its host ran it later than
 //     the lease lasted) asks for n alone until a lease is spent again.
 //
@@ -235,9 +235,9 @@
 // whatever the paces; the pace is a promise the instances keep, for
 // fairness and for Redis's load, not for the bound. What the rule gives, in
 // a simulation of the script (BenchmarkLeaseSim; 10,000/s, burst 100, 20
-// ms leases, every instance asking): at least 0.98 of the bound from 10 to
+// ms leases, every instance asking): at least 0.96 of the bound from 10 to
 // 10,000 instances, no instance that keeps asking without an admission for
-// more than two periods P, and 0.36 script calls per admission at 100
+// more than 1.6 periods P, and 0.37 script calls per admission at 100
 // instances. A host that wakes goroutines late loses events: a lease lasts
 // at most Burst × Interval (10 ms there), and a lease its instance comes
 // back to later is lost to the fleet. Fixed windows take no share rule.

@@ -146,7 +146,7 @@ func (m *paceModel) lease(now, interval, tau, k, want, hold, give, mark, period 
 	if base+k*interval > tau {
 		pace := int64(0)
 		if large {
-			pace = min(k*a*interval, maxPace*period)
+			pace = min(floorDiv(k*a*interval, 2), maxPace*period)
 		}
 		return paceReply{remaining: remaining(base), retry: base + k*interval - tau, reset: base, pace: pace, fleet: a}
 	}

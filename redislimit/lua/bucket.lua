@@ -285,8 +285,8 @@ if uses.bucket then
   -- ones drain a bucket the fleet leaves filling (instances that ask less,
   -- or come back late): max-min, what one does not take goes to those
   -- that keep asking. A call k does not fit is refused, with a pace of k ×
-  -- a × interval (the instance waits a random part of it, from half): a
-  -- fleet that finds the bucket empty does not ask again at once. A pace
+  -- a × interval / 2 (the instance waits a random part of it, from half):
+  -- a fleet that finds the bucket empty does not ask again at once. A pace
   -- is at most maxPace periods. The lease is grant's (lasting as long as
   -- the bucket's debt, if longer than hold): the bound does not depend on
   -- the pace, which only the instance keeps.
@@ -295,7 +295,7 @@ if uses.bucket then
     local large = a > 1 and minShare * a * s.interval > period
     if not bucket.fits(s, k) then
       local pace = 0
-      if large then pace = math.min(k * a * s.interval, maxPace * period) end
+      if large then pace = math.min(math.floor(k * a * s.interval / 2), maxPace * period) end
       return bucket.refused(s, k) .. string.format(' 0 %d 0', pace)
     end
     if not large then
