@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"cmp"
 	"context"
 	"sync/atomic"
 	"time"
@@ -157,16 +158,18 @@ func (c *charges) end() {
 	}
 }
 
-// admitCharged admits cost for key in each policy of t charged by outcome,
-// under ctx when the limiter takes one, writing each Result into each at
-// the policy's index and each Admission into adms. If one refuses (or ctx
-// ends), it gives back what the ones before it took and returns the
-// index in t.policies of the one that refused, and whether it refused only
-// for what requests in flight hold (heldOnly); else -1.
-func (t *tier) admitCharged(ctx context.Context, key string, cost int, each []keylimit.Result, adms []keylimit.Admission) (keylimit.Result, int, bool, error) {
+// admitCharged admits cost for key in the policies t.charged[from:to],
+// charged by outcome, under ctx when the limiter takes one, writing each
+// Result into each at the policy's index and each Admission into
+// s.charges.adms, counted in s.charged, until one refuses or ctx ends
+// after a limiter failed. It returns their Results combined, or the
+// refusing one's, the refusal, and the first error.
+func (t *tier) admitCharged(ctx context.Context, key string, cost int, each []keylimit.Result, s *apartSum, from, to int) (keylimit.Result, refusal, error) {
 	var sum keylimit.Result
 	var firstErr error
-	for i, at := range t.charged {
+	adms := s.charges.adms
+	for i := from; i < to; i++ {
+		at := t.charged[i]
 		p := t.policies[at]
 		// Entered before the limiter is asked, so that a refusal sees every
 		// request whose admission it met (see holds).
@@ -178,24 +181,25 @@ func (t *tier) admitCharged(ctx context.Context, key string, cost int, each []ke
 		} else {
 			r, adms[i] = p.refunder.Admit(key, cost)
 		}
-		if firstErr == nil {
-			firstErr = err
-		}
-		if !r.Allowed || err != nil && ctx.Err() != nil {
-			only := !r.Allowed && heldOnly(&r, cost, p.holds.others(key, cost, mark))
+		firstErr = cmp.Or(firstErr, err)
+		if !r.Allowed {
+			only := heldOnly(&r, cost, p.holds.others(key, cost, mark))
 			each[at] = r
 			p.holds.leave(key, cost, 0)
-			t.undoCharged(key, cost, adms[:i])
-			return r, at, only, firstErr
+			return r, refusal{refused: true, only: only, at: at}, firstErr
 		}
 		each[at] = r
-		if i == 0 {
+		s.charged = i + 1 // given back by undo, if the request does not proceed
+		if i == from {
 			sum = r
 		} else {
 			sum = sum.And(r)
 		}
+		if err != nil && ctx.Err() != nil {
+			return r, refusal{}, firstErr // takeApart gives it back
+		}
 	}
-	return sum, -1, false, firstErr
+	return sum, refusal{}, firstErr
 }
 
 // undoCharged gives back adms, the admissions of cost of t's first charged

@@ -145,8 +145,9 @@ type policy struct {
 	// the policy then sheds (Decision.Shed) rather than refuses, and its
 	// permit is dropped when the request ends in overload (FinishWith).
 	tryCtx func(ctx context.Context, key string, n int) (keylimit.Permit, keylimit.Result)
-	// charge is Policy.Charge; refunder and ctxRefunder are the limiter as
-	// a Refunder (and a ContextLimiter, if it is one), set with charge.
+	// charge is Policy.Charge; ctxRefunder is the limiter as a
+	// ContextLimiter, if it is one, set with charge. refunder is the
+	// limiter as a Refunder, if it is one (a charged policy's always is).
 	charge      func(Outcome) int
 	refunder    keylimit.Refunder[string]
 	ctxRefunder contextRefunder
@@ -159,7 +160,10 @@ type policy struct {
 	remaining string
 	// remote: the limiter's Stats say Remote, so that its Peek is a round
 	// trip, which a refused request does not make (see peekOthers).
-	remote bool
+	// inProcess: its Stats say it is not (an in-memory limiter's), so that
+	// takeApart asks it before any other (see plan). A limiter without
+	// Stats is neither.
+	remote, inProcess bool
 }
 
 // derivedWindow is a w and the Limit it was derived from.
@@ -211,10 +215,10 @@ func compilePolicy(p Policy) (*policy, error) {
 			return nil, fmt.Errorf("policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
 		}
 	}
-	c.remote = isRemote(p.Limiter) || isRemote(p.Concurrency)
+	c.remote, c.inProcess = p.place()
+	c.refunder, _ = p.Limiter.(keylimit.Refunder[string])
 	if p.Charge != nil {
-		var ok bool
-		if c.refunder, ok = p.Limiter.(keylimit.Refunder[string]); !ok {
+		if c.refunder == nil {
 			return nil, fmt.Errorf("policy %q: charged by outcome, its limiter (%T) must be able to Refund", p.Name, p.Limiter)
 		}
 		c.ctxRefunder, _ = p.Limiter.(contextRefunder)
@@ -224,10 +228,24 @@ func compilePolicy(p Policy) (*policy, error) {
 	return c, nil
 }
 
-// isRemote reports whether l is a limiter whose Stats say Remote.
-func isRemote(l any) bool {
+// place reports where p's limiter keeps its state (see placeOf).
+func (p *Policy) place() (remote, inProcess bool) {
+	if p.Concurrency != nil {
+		return placeOf(p.Concurrency)
+	}
+	return placeOf(p.Limiter)
+}
+
+// placeOf reports whether l is a limiter whose Stats say Remote (remote),
+// or one whose Stats say it is not (inProcess); a limiter without Stats is
+// neither.
+func placeOf(l any) (remote, inProcess bool) {
 	st, ok := l.(interface{ Stats() keylimit.Stats })
-	return ok && st.Stats().Remote
+	if !ok {
+		return false, false
+	}
+	r := st.Stats().Remote
+	return r, !r
 }
 
 // windowSeconds is the policy's w for key now: a limiter's Limit may

@@ -1,6 +1,10 @@
 package quota_test
 
 import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,28 +18,28 @@ import (
 // limiter's do: it counts the calls that would be round trips.
 type remote struct {
 	*keylimit.TokenBucket[string]
-	calls int
+	calls atomic.Int64
 }
 
 func (r *remote) Stats() keylimit.Stats { return keylimit.Stats{Remote: true} }
 
 func (r *remote) Take(key string, n int) keylimit.Result {
-	r.calls++
+	r.calls.Add(1)
 	return r.TokenBucket.Take(key, n)
 }
 
 func (r *remote) Admit(key string, n int) (keylimit.Result, keylimit.Admission) {
-	r.calls++
+	r.calls.Add(1)
 	return r.TokenBucket.Admit(key, n)
 }
 
 func (r *remote) Refund(key string, a keylimit.Admission) {
-	r.calls++
+	r.calls.Add(1)
 	r.TokenBucket.Refund(key, a)
 }
 
 func (r *remote) Peek(key string) keylimit.Result {
-	r.calls++
+	r.calls.Add(1)
 	return r.TokenBucket.Peek(key)
 }
 
@@ -81,7 +85,7 @@ func TestRefusedInProcessAsksNoRemotePolicy(t *testing.T) {
 				last = got
 			}
 			require.Equal(t, 1, admitted, "admitted of 100")
-			require.Equal(t, 1, rem.calls, "the remote limiter's calls for 100 requests")
+			require.Equal(t, int64(1), rem.calls.Load(), "the remote limiter's calls for 100 requests")
 			require.Equal(t, 499, rem.TokenBucket.Peek("k").Remaining, "the remote limiter's Remaining")
 			require.Equal(t, 50, banned, "refusals by the ban: from the 50th refusal on, the 51st request")
 			require.Equal(t, quota.Refuse, last.action)
@@ -93,5 +97,182 @@ func TestRefusedInProcessAsksNoRemotePolicy(t *testing.T) {
 			}
 			require.Equal(t, want, last, "a refusal's fields: without the remote policy")
 		})
+	}
+}
+
+// remoteSlots is a Concurrency whose Stats say Remote, as a
+// redislimit.Concurrency's do: it counts the calls that would be round
+// trips, its Permits' Releases included.
+type remoteSlots struct {
+	*keylimit.Concurrency[string]
+	calls atomic.Int64
+}
+
+func (c *remoteSlots) Stats() keylimit.Stats { return keylimit.Stats{Remote: true} }
+
+func (c *remoteSlots) TryAcquire(key string, n int) (keylimit.Permit, keylimit.Result) {
+	c.calls.Add(1)
+	p, r := c.Concurrency.TryAcquire(key, n)
+	if !r.Allowed {
+		return p, r
+	}
+	return keylimit.NewPermit(func() {
+		c.calls.Add(1)
+		p.Release()
+	}), r
+}
+
+func (c *remoteSlots) Peek(key string) keylimit.Result {
+	c.calls.Add(1)
+	return c.Concurrency.Peek(key)
+}
+
+// kind is how a policy of a test counts.
+type kind string
+
+const (
+	rate    kind = "rate"        // a TokenBucket
+	slots   kind = "concurrency" // a Concurrency
+	charged kind = "charged"     // a TokenBucket charged by outcome, the whole cost
+)
+
+var kinds = []kind{rate, slots, charged}
+
+// testPolicy is a Policy of a test and what the test reads of it.
+type testPolicy struct {
+	quota.Policy
+	calls     *atomic.Int64        // a remote limiter's calls; nil in process
+	remaining func(key string) int // the limiter's Remaining for key, read without a call
+}
+
+// newPolicy returns a Policy named name of kind k, n a key (n an hour for a
+// rate, on mock's frozen time: nothing refills), remote if isRemote (its
+// Stats say Remote, and it counts its calls).
+func newPolicy(t *testing.T, name string, k kind, n int, isRemote bool, mock *clock.Mock) testPolicy {
+	t.Helper()
+	if k == slots {
+		c := newConcurrency(t, n)
+		p := testPolicy{Policy: quota.Policy{Name: name, Concurrency: c}, remaining: func(key string) int { return c.Peek(key).Remaining }}
+		if isRemote {
+			rc := &remoteSlots{Concurrency: c}
+			p.Concurrency, p.calls = rc, &rc.calls
+		}
+		return p
+	}
+	b := newBucket(t, keylimit.PerHour(n), mock)
+	p := testPolicy{Policy: quota.Policy{Name: name, Limiter: b}, remaining: func(key string) int { return b.Peek(key).Remaining }}
+	if isRemote {
+		rb := &remote{TokenBucket: b}
+		p.Limiter, p.calls = rb, &rb.calls
+	}
+	if k == charged {
+		p.Charge = chargeReported
+	}
+	return p
+}
+
+// TestRefusedInProcessCostsNoRemoteCall (issue 38): a policy in process
+// with a quota of 1 and a remote one of 500, each of every kind (a rate, a
+// concurrency policy, a rate charged by outcome), in either order: of 100
+// requests of one key, the policy in process refuses 99, and the remote
+// limiter is called once, for the one admitted. (A remote concurrency
+// policy, or a remote charged one, beside a rate or charged policy in
+// process was asked first, and gave back after each refusal: 199 calls.)
+// The admitted request is counted by each policy exactly once, the refused
+// ones by none; it holds its slots until it ends, when it is charged its
+// whole cost, and a remote slot's release is the one call more.
+func TestRefusedInProcessCostsNoRemoteCall(t *testing.T) {
+	for _, local := range kinds {
+		for _, far := range kinds {
+			if local == slots && far == slots {
+				continue // a tier holds one concurrency policy
+			}
+			for _, remoteFirst := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/remote-%s/remoteFirst=%v", local, far, remoteFirst), func(t *testing.T) {
+					mock := clock.NewMock()
+					lp := newPolicy(t, "local", local, 1, false, mock)
+					rp := newPolicy(t, "remote", far, 500, true, mock)
+					ps := []quota.Policy{lp.Policy, rp.Policy}
+					if remoteFirst {
+						ps[0], ps[1] = ps[1], ps[0]
+					}
+					d := newDecider(t, quota.Config{Policies: ps})
+					var admitted []quota.Verdict
+					for range 100 {
+						v, err := d.Decide(context.Background(), "k", "", 1)
+						require.NoError(t, err)
+						if v.Action() == quota.Proceed {
+							admitted = append(admitted, v)
+						}
+					}
+					require.Len(t, admitted, 1, "admitted of 100")
+					require.Equal(t, int64(1), rp.calls.Load(), "the remote limiter's calls for 100 decisions")
+					require.Equal(t, [2]int{0, 499}, [2]int{lp.remaining("k"), rp.remaining("k")}, "Remaining (in process, remote), the admitted request in flight")
+					admitted[0].FinishWith(quota.Outcome{Status: 200, Reported: -1})
+					want, calls := [2]int{0, 499}, int64(1)
+					if local == slots {
+						want[0] = 1
+					}
+					if far == slots {
+						want[1], calls = 500, 2
+					}
+					require.Equal(t, want, [2]int{lp.remaining("k"), rp.remaining("k")}, "Remaining (in process, remote), once it ended")
+					require.Equal(t, calls, rp.calls.Load(), "the remote limiter's calls, once it ended")
+				})
+			}
+		}
+	}
+}
+
+// TestRemoteRefusalGivesBackInProcess: the in process policy is asked
+// first, and what it took is given back when the remote one refuses. 16
+// goroutines decide 25 requests each of one key, against a policy in
+// process of 20 (a rate, or a rate charged by outcome) and a remote one of
+// 5 (5 slots, or a rate charged by outcome), in either order, the admitted
+// ones in flight until all are decided: exactly 5 are admitted, and the
+// policy in process has 15 left, what the 5 took. Once they end, charged
+// their whole cost, each policy has counted each of them once.
+func TestRemoteRefusalGivesBackInProcess(t *testing.T) {
+	for _, local := range []kind{rate, charged} {
+		for _, far := range []kind{slots, charged} {
+			for _, remoteFirst := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/remote-%s/remoteFirst=%v", local, far, remoteFirst), func(t *testing.T) {
+					mock := clock.NewMock()
+					lp := newPolicy(t, "local", local, 20, false, mock)
+					rp := newPolicy(t, "remote", far, 5, true, mock)
+					ps := []quota.Policy{lp.Policy, rp.Policy}
+					if remoteFirst {
+						ps[0], ps[1] = ps[1], ps[0]
+					}
+					d := newDecider(t, quota.Config{Policies: ps})
+					var mu sync.Mutex
+					var admitted []quota.Verdict
+					var wg sync.WaitGroup
+					for range 16 {
+						wg.Go(func() {
+							for range 25 {
+								v, err := d.Decide(context.Background(), "k", "", 1)
+								if err == nil && v.Action() == quota.Proceed {
+									mu.Lock()
+									admitted = append(admitted, v)
+									mu.Unlock()
+								}
+							}
+						})
+					}
+					wg.Wait()
+					require.Len(t, admitted, 5, "admitted of 400")
+					require.Equal(t, [2]int{15, 0}, [2]int{lp.remaining("k"), rp.remaining("k")}, "Remaining (in process, remote), the admitted in flight")
+					for _, v := range admitted {
+						v.FinishWith(quota.Outcome{Status: 200, Reported: -1})
+					}
+					want := [2]int{15, 0}
+					if far == slots {
+						want[1] = 5
+					}
+					require.Equal(t, want, [2]int{lp.remaining("k"), rp.remaining("k")}, "Remaining (in process, remote), once they ended")
+				})
+			}
+		}
 	}
 }
