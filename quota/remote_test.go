@@ -50,13 +50,16 @@ func (r *remote) Peek(key string) keylimit.Result {
 // called once, for the one admitted (it was 100 times: a Peek per refusal,
 // for the fields). A refusal's fields leave the remote policy out: its
 // state is not known without a round trip. The in-memory policy is a
-// Penalty, which counts every refusal: its ban of 50 refusals starts.
+// Penalty, which counts every refusal: its ban of 50 refusals starts. With
+// a remote concurrency policy first (remote-inflight), the Penalty is
+// asked before it, and it too is called once and left out of the fields.
 func TestRefusedInProcessAsksNoRemotePolicy(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		remoteFirst bool
-		inflight    bool
-	}{{"memory-first", false, false}, {"remote-first", true, false}, {"remote-first/inflight", true, true}} {
+		name                  string
+		remoteFirst           bool
+		inflight, remoteSlots bool
+	}{{"memory-first", false, false, false}, {"remote-first", true, false, false}, {"remote-first/inflight", true, true, false},
+		{"remote-first/remote-inflight", true, false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			mock := clock.NewMock()
 			rem := &remote{TokenBucket: newBucket(t, keylimit.PerHour(500), mock)}
@@ -70,6 +73,10 @@ func TestRefusedInProcessAsksNoRemotePolicy(t *testing.T) {
 			}
 			if tc.inflight {
 				ps = append(ps, quota.Concurrent("inflight", 1000, keylimit.WithClock(mock)))
+			}
+			slots := &remoteSlots{Concurrency: newConcurrency(t, 1000, keylimit.WithClock(mock))}
+			if tc.remoteSlots {
+				ps = append([]quota.Policy{{Name: "inflight", Concurrency: slots}}, ps...)
 			}
 			d := newDecider(t, quota.Config{Policies: ps})
 			admitted, banned := 0, 0
@@ -87,6 +94,10 @@ func TestRefusedInProcessAsksNoRemotePolicy(t *testing.T) {
 			require.Equal(t, 1, admitted, "admitted of 100")
 			require.Equal(t, int64(1), rem.calls.Load(), "the remote limiter's calls for 100 requests")
 			require.Equal(t, 499, rem.TokenBucket.Peek("k").Remaining, "the remote limiter's Remaining")
+			if tc.remoteSlots {
+				require.Equal(t, int64(1), slots.calls.Load(), "the remote concurrency limiter's calls for 100 requests")
+				require.Equal(t, 999, slots.Concurrency.Peek("k").Remaining, "the remote concurrency limiter's Remaining")
+			}
 			require.Equal(t, 50, banned, "refusals by the ban: from the 50th refusal on, the 51st request")
 			require.Equal(t, quota.Refuse, last.action)
 			require.Equal(t, "second", last.policy, "the binding policy")
