@@ -96,36 +96,64 @@ func boolInt(b bool) int {
 // limiter failed (a failure policy answered): the request does not
 // proceed, and takeApart has given back what it took.
 func (t *tier) takeApart(ctx context.Context, key string, cost int, each []keylimit.Result) (_ keylimit.Result, _ keylimit.Permit, _ *charges, held uint64, ended bool) {
-	// t.local's admissions, on this stack: not in s, whose content
-	// escapes (Result.And's arguments do).
-	var buf [inlinePolicies]keylimit.Admission
-	local := buf[:]
-	if len(t.local) > len(buf) {
-		local = make([]keylimit.Admission, len(t.local))
+	a := apartTake{ctx: ctx, key: key, cost: cost, each: each}
+	if len(t.local) > 0 {
+		a.local = t.admissions()
+		defer t.admissionsPool.Put(a.local)
 	}
-	var s apartSum
 	for _, st := range t.steps {
-		r, ref, err := t.takeStep(ctx, key, cost, each, st, &s, local)
-		s.err = cmp.Or(s.err, err)
+		ref, err := t.takeStep(st, &a)
+		if a.err == nil { // not cmp.Or: comparing interfaces costs a call
+			a.err = err
+		}
 		if !ref.refused && (err == nil || ctx.Err() == nil) {
-			s.and(r)
 			continue
 		}
-		s.undo(t, key, cost, local)
+		a.undo(t)
 		if !ref.refused { // admitted, but ctx ended: asked no further
-			return r, keylimit.Permit{}, nil, 0, true
+			return a.sum, keylimit.Permit{}, nil, 0, true
 		}
 		held = t.peekOthers(key, cost, each, ref.at)
 		if ref.only && ref.at < 64 {
 			held |= 1 << ref.at
 		}
-		return r, keylimit.Permit{}, nil, held, s.err != nil && ctx.Err() != nil
+		return a.sum, keylimit.Permit{}, nil, held, a.err != nil && ctx.Err() != nil
 	}
-	if s.err != nil && ctx.Err() != nil {
-		s.undo(t, key, cost, local)
-		return s.sum, keylimit.Permit{}, nil, 0, true
+	if a.err != nil && ctx.Err() != nil {
+		a.undo(t)
+		return a.sum, keylimit.Permit{}, nil, 0, true
 	}
-	return s.sum, s.permit, s.charges, 0, false
+	return a.sum, a.permit, a.charges, 0, false
+}
+
+// apartTake is a request that takeApart decides, and what its steps have
+// taken so far.
+type apartTake struct {
+	ctx  context.Context
+	key  string
+	cost int
+	each []keylimit.Result // each policy's Result, in the tier's order
+	// sum is the Results of the policies that admitted, combined
+	// (Result.And); after a refusal, the refusing step's Result.
+	sum      keylimit.Result
+	asked    bool // sum holds a policy's Result
+	permit   keylimit.Permit
+	charges  *charges
+	charged  int                   // how many of charges.adms are admitted: a prefix
+	local    *[]keylimit.Admission // t.local's admissions, from t.admissionsPool
+	admitted int                   // how many of local are admitted: a prefix
+	err      error                 // the first step's error
+}
+
+// admissions returns a slice for the admissions of t.local, from a pool:
+// an array on the stack would be zeroed on every request of the tier.
+// Put it back when done.
+func (t *tier) admissions() *[]keylimit.Admission {
+	if p, ok := t.admissionsPool.Get().(*[]keylimit.Admission); ok {
+		return p
+	}
+	a := make([]keylimit.Admission, len(t.local))
+	return &a
 }
 
 // refusal says whether a step of takeApart refused, and by which policy:
@@ -137,59 +165,58 @@ type refusal struct {
 	at            int
 }
 
-// takeStep takes cost of key in the step st, into s (and t.local's
-// admissions into local), writing each policy's Result into each at its
-// index. It returns the step's Result (its policies' Results combined, or
-// the refusing one's), whether it refused, and the first error of its
-// limiters. The step's admissions are in s, to give back, even if one
-// refused.
-func (t *tier) takeStep(ctx context.Context, key string, cost int, each []keylimit.Result, st step, s *apartSum, local []keylimit.Admission) (keylimit.Result, refusal, error) {
+// takeStep takes a's cost of its key in the step st, into a, writing each
+// policy's Result into a.each at its index. It returns the refusal, if the
+// step refused, and the first error of its limiters. The step's
+// admissions are in a, to give back, even if one of its policies refused.
+func (t *tier) takeStep(st step, a *apartTake) (refusal, error) {
 	switch st.kind {
 	case stepHeld:
-		permit, r := t.policies[t.held].tryAcquire(ctx, key, cost)
-		each[t.held] = r
-		s.permit = permit
-		return r, refusal{refused: !r.Allowed, at: t.held}, nil
+		permit, r := t.policies[t.held].tryAcquire(a.ctx, a.key, a.cost)
+		a.each[t.held], a.permit = r, permit
+		return a.fold(r, t.held), nil
 	case stepCharged:
-		if s.charges == nil {
-			s.charges = &charges{tier: t, key: key, cost: cost, adms: make([]keylimit.Admission, len(t.charged))}
-			s.charges.reported.Store(-1)
+		if a.charges == nil {
+			a.charges = &charges{tier: t, key: a.key, cost: a.cost, adms: make([]keylimit.Admission, len(t.charged))}
+			a.charges.reported.Store(-1)
 		}
-		return t.admitCharged(ctx, key, cost, each, s, st.from, st.to)
+		return t.admitCharged(a, st.from, st.to)
 	case stepLocal:
-		r, ref := t.admitLocal(key, cost, each, local)
-		s.local = ref.admitted
-		return r, ref.refusal, nil
+		return t.admitLocal(a), nil
 	}
-	r, err := t.takePlain(ctx, key, cost, each)
-	return r, refusal{refused: !r.Allowed, at: -1}, err
+	r, err := t.takePlain(a.ctx, a.key, a.cost, a.each)
+	return a.fold(r, -1), err
 }
 
-// admitLocal admits cost for key in each policy of t.local, plain ones in
-// process, one by one, writing each Result into each at the policy's
-// index and each Admission into local, until one refuses.
-func (t *tier) admitLocal(key string, cost int, each []keylimit.Result, local []keylimit.Admission) (keylimit.Result, localRefusal) {
-	var sum keylimit.Result
+// fold adds r, the Result of policy at (-1: of the plain take), to a.sum
+// if it admitted; otherwise it makes r a.sum, and returns the refusal.
+func (a *apartTake) fold(r keylimit.Result, at int) refusal {
+	switch {
+	case !r.Allowed:
+		a.sum = r
+		return refusal{refused: true, at: at}
+	case a.asked:
+		a.sum = a.sum.And(r)
+	default:
+		a.sum, a.asked = r, true
+	}
+	return refusal{}
+}
+
+// admitLocal admits a's cost in each policy of t.local, plain ones in
+// process, one by one, writing each Result into a.each at the policy's
+// index and each Admission into a.local, until one refuses.
+func (t *tier) admitLocal(a *apartTake) refusal {
 	for k, at := range t.local {
-		r, adm := t.policies[at].refunder.Admit(key, cost)
-		each[at] = r
+		r, adm := t.policies[at].refunder.Admit(a.key, a.cost)
+		a.each[at] = r
 		if !r.Allowed {
-			return r, localRefusal{refusal{refused: true, at: at}, k}
+			return a.fold(r, at)
 		}
-		local[k] = adm
-		if k == 0 {
-			sum = r
-		} else {
-			sum = sum.And(r)
-		}
+		(*a.local)[k], a.admitted = adm, k+1
+		a.fold(r, at)
 	}
-	return sum, localRefusal{admitted: len(t.local)}
-}
-
-// localRefusal is admitLocal's refusal, and how many it admitted.
-type localRefusal struct {
-	refusal
-	admitted int
+	return refusal{}
 }
 
 // tryAcquire takes cost slots of key from p, a concurrency policy, under
@@ -201,37 +228,17 @@ func (p *policy) tryAcquire(ctx context.Context, key string, cost int) (keylimit
 	return p.held.TryAcquire(key, cost)
 }
 
-// apartSum is what the steps of takeApart have taken so far.
-type apartSum struct {
-	sum     keylimit.Result // the steps' Results, combined (Result.And)
-	asked   bool            // sum holds a step's Result
-	permit  keylimit.Permit
-	charges *charges
-	charged int   // how many of charges.adms are admitted: a prefix
-	local   int   // how many of t.local are admitted: a prefix
-	err     error // the first step's error
-}
-
-// and adds a step that admitted, with r.
-func (s *apartSum) and(r keylimit.Result) {
-	if s.asked {
-		s.sum = s.sum.And(r)
-	} else {
-		s.sum, s.asked = r, true
-	}
-}
-
 // undo gives back what the steps of a request that does not proceed have
-// taken, the last first: the plain policies' admissions in process (in
-// local), the charged policies', the slots.
-func (s *apartSum) undo(t *tier, key string, cost int, local []keylimit.Admission) {
-	for k := s.local - 1; k >= 0; k-- {
-		t.policies[t.local[k]].refunder.Refund(key, local[k])
+// taken, the last first: the plain policies' admissions in process, the
+// charged policies', the slots.
+func (a *apartTake) undo(t *tier) {
+	for k := a.admitted - 1; k >= 0; k-- {
+		t.policies[t.local[k]].refunder.Refund(a.key, (*a.local)[k])
 	}
-	if s.charges != nil {
-		t.undoCharged(key, cost, s.charges.adms[:s.charged])
+	if a.charges != nil {
+		t.undoCharged(a.key, a.cost, a.charges.adms[:a.charged])
 	}
-	s.permit.Release()
+	a.permit.Release()
 }
 
 // takePlain takes cost of key from the tier's plain policies in one take,

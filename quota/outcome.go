@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"cmp"
 	"context"
 	"sync/atomic"
 	"time"
@@ -158,48 +157,47 @@ func (c *charges) end() {
 	}
 }
 
-// admitCharged admits cost for key in the policies t.charged[from:to],
-// charged by outcome, under ctx when the limiter takes one, writing each
-// Result into each at the policy's index and each Admission into
-// s.charges.adms, counted in s.charged, until one refuses or ctx ends
-// after a limiter failed. It returns their Results combined, or the
-// refusing one's, the refusal, and the first error.
-func (t *tier) admitCharged(ctx context.Context, key string, cost int, each []keylimit.Result, s *apartSum, from, to int) (keylimit.Result, refusal, error) {
-	var sum keylimit.Result
+// admitCharged admits a's cost of its key in the policies
+// t.charged[from:to], charged by outcome, under a.ctx when the limiter
+// takes one, writing each Result into a.each at the policy's index and
+// each Admission into a.charges.adms, counted in a.charged, until one
+// refuses or a.ctx ends after a limiter failed. It returns the refusal, and
+// the first error.
+func (t *tier) admitCharged(a *apartTake, from, to int) (refusal, error) {
 	var firstErr error
-	adms := s.charges.adms
+	adms := a.charges.adms
 	for i := from; i < to; i++ {
 		at := t.charged[i]
 		p := t.policies[at]
 		// Entered before the limiter is asked, so that a refusal sees every
 		// request whose admission it met (see holds).
-		mark := p.holds.enter(key, cost)
+		mark := p.holds.enter(a.key, a.cost)
 		var r keylimit.Result
 		var err error
 		if p.ctxRefunder != nil {
-			r, adms[i], err = p.ctxRefunder.AdmitContext(ctx, key, cost)
+			r, adms[i], err = p.ctxRefunder.AdmitContext(a.ctx, a.key, a.cost)
 		} else {
-			r, adms[i] = p.refunder.Admit(key, cost)
+			r, adms[i] = p.refunder.Admit(a.key, a.cost)
 		}
-		firstErr = cmp.Or(firstErr, err)
+		if firstErr == nil {
+			firstErr = err
+		}
 		if !r.Allowed {
-			only := heldOnly(&r, cost, p.holds.others(key, cost, mark))
-			each[at] = r
-			p.holds.leave(key, cost, 0)
-			return r, refusal{refused: true, only: only, at: at}, firstErr
+			only := heldOnly(&r, a.cost, p.holds.others(a.key, a.cost, mark))
+			a.each[at] = r
+			p.holds.leave(a.key, a.cost, 0)
+			ref := a.fold(r, at)
+			ref.only = only
+			return ref, firstErr
 		}
-		each[at] = r
-		s.charged = i + 1 // given back by undo, if the request does not proceed
-		if i == from {
-			sum = r
-		} else {
-			sum = sum.And(r)
-		}
-		if err != nil && ctx.Err() != nil {
-			return r, refusal{}, firstErr // takeApart gives it back
+		a.each[at] = r
+		a.charged = i + 1 // given back by undo, if the request does not proceed
+		a.fold(r, at)
+		if err != nil && a.ctx.Err() != nil {
+			return refusal{}, firstErr // takeApart gives it back
 		}
 	}
-	return sum, refusal{}, firstErr
+	return refusal{}, firstErr
 }
 
 // undoCharged gives back adms, the admissions of cost of t's first charged

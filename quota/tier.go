@@ -43,6 +43,9 @@ type tier struct {
 	// and if apart len(plain) more, for the plain policies' Results before
 	// takeApart puts them in the tier's order.
 	resultsPool sync.Pool
+	// admissionsPool holds *[]keylimit.Admission for takeApart: of
+	// len(local), for their admissions.
+	admissionsPool sync.Pool
 }
 
 // policyField is a RateLimit-Policy value and the q and w it was made from.
