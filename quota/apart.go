@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"cmp"
 	"context"
 	"slices"
 
@@ -40,14 +39,18 @@ const (
 // an Admission to give back by.
 func (t *tier) plan() {
 	in := func(i int) bool { return t.policies[i].inProcess }
-	// A prefix of t.charged is what takeApart has admitted of them.
-	slices.SortStableFunc(t.charged, func(a, b int) int {
-		return cmp.Compare(boolInt(!in(a)), boolInt(!in(b)))
-	})
-	local := 0 // the charged policies in process
-	for local < len(t.charged) && in(t.charged[local]) {
-		local++
+	// Those in process first: then what takeApart has admitted of them is
+	// a prefix of t.charged.
+	var near, far []int
+	for _, i := range t.charged {
+		if in(i) {
+			near = append(near, i)
+		} else {
+			far = append(far, i)
+		}
 	}
+	t.charged = append(near, far...)
+	local := len(near) // the charged policies in process
 	heldIn := t.held >= 0 && in(t.held)
 	if t.held >= 0 && !heldIn || local < len(t.charged) {
 		rest := t.plain[:0]
@@ -73,18 +76,11 @@ func (t *tier) plan() {
 	add(len(t.plain) > 0, step{kind: stepPlain})
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // takeApart decides a request of a tier that cannot be decided in one
 // take: one with a concurrency policy (t.held) or policies charged by
 // outcome (t.charged). It asks the policies in the order of t.steps (see
-// plan), and stops at a refusal, giving back what the steps before took,
-// last first. The slots come before the rate policies in each place
+// plan), and stops at a refusal, giving back what the steps before took.
+// The slots come before the rate policies in each place
 // because giving them back (Permit.Release) is exact at any time; the
 // plain policies of the last take come last because their take returns no
 // Admission to give back by. A refused request asks the policies it did
@@ -229,8 +225,8 @@ func (p *policy) tryAcquire(ctx context.Context, key string, cost int) (keylimit
 }
 
 // undo gives back what the steps of a request that does not proceed have
-// taken, the last first: the plain policies' admissions in process, the
-// charged policies', the slots.
+// taken: the plain policies' admissions in process, the charged
+// policies', the slots.
 func (a *apartTake) undo(t *tier) {
 	for k := a.admitted - 1; k >= 0; k-- {
 		t.policies[t.local[k]].refunder.Refund(a.key, (*a.local)[k])

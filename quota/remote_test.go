@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -286,4 +287,72 @@ func TestRemoteRefusalGivesBackInProcess(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRefusedInProcessGivesBackInProcess: with a remote concurrency policy
+// first, two rate policies in process are asked before it, one by one; a
+// request the second refuses gives back what the first took, and asks the
+// remote policy nothing. Of 5 requests under "hour" 10 and "second" 1, one
+// is admitted: "hour" counted it alone, and the remote slots were asked
+// once.
+func TestRefusedInProcessGivesBackInProcess(t *testing.T) {
+	mock := clock.NewMock()
+	slots := &remoteSlots{Concurrency: newConcurrency(t, 100)}
+	hour, second := newBucket(t, keylimit.PerHour(10), mock), newBucket(t, keylimit.PerSecond(1), mock)
+	d := newDecider(t, quota.Config{Policies: []quota.Policy{
+		{Name: "inflight", Concurrency: slots}, {Name: "hour", Limiter: hour}, {Name: "second", Limiter: second},
+	}})
+	var actions []quota.Action
+	for range 5 {
+		got, _ := decide(t, d, "k", "", 1)
+		actions = append(actions, got.action)
+	}
+	require.Equal(t, []quota.Action{quota.Proceed, quota.Refuse, quota.Refuse, quota.Refuse, quota.Refuse}, actions)
+	require.Equal(t, 9, hour.Peek("k").Remaining, "what hour took of the refused requests was given back")
+	require.Equal(t, int64(1), slots.calls.Load(), "the remote slots' calls")
+	require.Equal(t, 99, slots.Concurrency.Peek("k").Remaining, "the admitted request holds its slot")
+}
+
+// hangsUp is a remote limiter whose AdmitContext admits, and then ends the
+// request's context and fails, as a Redis limiter's failure policy
+// admits a request whose client hung up while Redis did not answer.
+type hangsUp struct {
+	*remote
+	cancel func()
+}
+
+func (l *hangsUp) AdmitContext(_ context.Context, key string, n int) (keylimit.Result, keylimit.Admission, error) {
+	r, a := l.Admit(key, n)
+	l.cancel()
+	return r, a, errors.New("the store is down: admitted by the failure policy")
+}
+
+func (l *hangsUp) RefundContext(_ context.Context, key string, a keylimit.Admission) error {
+	l.Refund(key, a)
+	return nil
+}
+
+// TestContextEndedGivesBackEverything: a request whose context ends while
+// a remote policy charged by outcome fails (its failure policy admitting)
+// gets the context's error, and holds nothing anywhere: the slot and the
+// rate policy in process asked before are given back, and so is the
+// remote policy's own admission (it was kept: only the charged policies
+// before it were given back).
+func TestContextEndedGivesBackEverything(t *testing.T) {
+	mock := clock.NewMock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	far := &hangsUp{remote: &remote{TokenBucket: newBucket(t, keylimit.PerHour(500), mock)}, cancel: cancel}
+	hour := newBucket(t, keylimit.PerHour(10), mock)
+	inflight := newConcurrency(t, 2)
+	d := newDecider(t, quota.Config{Policies: []quota.Policy{
+		{Name: "charged", Limiter: far, Charge: chargeReported},
+		{Name: "hour", Limiter: hour},
+		{Name: "inflight", Concurrency: inflight},
+	}})
+	_, err := d.Decide(ctx, "k", "", 1)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 500, far.TokenBucket.Peek("k").Remaining, "the remote policy's admission, given back")
+	require.Equal(t, 10, hour.Peek("k").Remaining, "the rate policy in process, given back")
+	require.Equal(t, 2, inflight.Peek("k").Remaining, "the slot, given back")
 }
