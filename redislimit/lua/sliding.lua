@@ -6,15 +6,15 @@
 -- events admissions.
 --
 -- KEYS[i]  the admission times in µs since the Unix epoch, oldest first,
---          in one of two shapes: a log of at most short entries (set
---          before the script: take.go's slidingShort) is a string, '@' and the entries
---          separated by spaces, which a take reads and writes in one
---          command each; a longer one is a list, and stays one until it
---          expires (so is an older version's list, which this version
---          reads as it is). An older version fails on the string
---          (WRONGTYPE) rather than misread it. The key expires when its
---          newest entry leaves the window, and the state is the same as
---          none.
+--          in one of two shapes. A log of at most short entries (set
+--          before the script: take.go's slidingShort) is a string, '@'
+--          and the entries separated by spaces, which a take reads and
+--          writes in one command each; a longer one is a list, and stays
+--          one until it expires (so is an older version's list, which
+--          this version reads as it is). An older version fails on the
+--          string (WRONGTYPE) rather than misread it. The key expires when
+--          its newest entry leaves the window, and the state is the same
+--          as none.
 -- Parameters: the period in µs (the caller requires a whole number of µs),
 -- and the events per period.
 -- Remaining is in events; times in the reply are in µs, the resolution of
