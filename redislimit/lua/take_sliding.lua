@@ -96,10 +96,15 @@ if not list then
     entry, px = string.format('%d', now), string.format('%d', math.ceil((now + period - clock) / 1000 + life))
   end
   if count + n <= short then
-    local log = '@'
-    if count > 0 then log = '@' .. string.sub(stored, from) .. ' ' end
-    if n > 1 then log = log .. string.rep(entry .. ' ', n - 1) end
-    log = log .. entry
+    local log
+    if n == 1 and count > 0 and from == 2 then
+      log = stored .. ' ' .. entry -- none left the window: the usual case
+    else
+      log = '@'
+      if count > 0 then log = '@' .. string.sub(stored, from) .. ' ' end
+      if n > 1 then log = log .. string.rep(entry .. ' ', n - 1) end
+      log = log .. entry
+    end
     redis.call('SET', key, log, 'PX', px)
     if now == clock then return log end
   else
