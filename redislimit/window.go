@@ -31,8 +31,10 @@ type FixedWindow struct {
 // holds more than Events admissions for a key, across the fleet.
 //
 // Each decision is one Lua script call (lua/sliding.lua). The key's state
-// is a list of its admission times, at most Events long (about 10 to 20
-// bytes each in Redis), expiring when the newest leaves the window.
+// is its admission times in the window, at most Events of them (about 10
+// to 20 bytes each in Redis), expiring when the newest leaves the window:
+// a string of up to 8 times, which a take reads and writes in one command
+// each (a key without state costs TIME and one SET), or a list of more.
 // RetryAfter is when enough of the oldest entries have left (oldest +
 // Period - now for one event); ResetAfter when the newest has. All methods
 // are safe for concurrent use.
