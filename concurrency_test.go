@@ -121,7 +121,7 @@ func TestConcurrencyOptionErrors(t *testing.T) {
 	}
 	c := newConcurrency(t, 1)
 	require.EqualError(t, c.SetLimit(keylimit.MaxConcurrency+1), "keylimit: concurrency limit 1048576 is above MaxConcurrency (1048575)")
-	require.Equal(t, 1, c.Limit())
+	require.Equal(t, 1, c.Stats().Limit)
 	for _, k := range kinds {
 		lim, err := k.new(keylimit.PerSecond(1), keylimit.WithMaxHold(time.Second))
 		require.EqualError(t, err, "keylimit: WithMaxHold is an option of a Concurrency: a rate limiter holds nothing", k.name)
@@ -485,7 +485,7 @@ func TestConcurrencyHammer(t *testing.T) {
 	require.Equal(t, uint64(acquired.Load()), st.Admitted)
 	require.Zero(t, st.Waiting)
 	for _, k := range keys {
-		require.Equal(t, c.Limit(), c.Peek(k).Remaining, "key %s once every holder released", k)
+		require.Equal(t, c.Stats().Limit, c.Peek(k).Remaining, "key %s once every holder released", k)
 	}
 	waitFor(t, "every key to be evicted", func() bool { return c.Stats().Keys == 0 })
 	t.Logf("%d acquired, %d refused, %d gave up, %d SetLimits, %d evictions", acquired.Load(), refused.Load(), canceled.Load(), phase.Load(), st.Evicted)

@@ -627,16 +627,6 @@ func (w *windowLimiter[K]) peekTo(key K, res *Result) {
 	r.resultTo(res, r.fits(d.view, 1), &d)
 }
 
-// windowOf is FixedWindow.WindowOf.
-func (w *windowLimiter[K]) windowOf(key K) (start, end time.Time) {
-	now := w.keys.clock.now()
-	word, c := w.observe(key)
-	r := &c.arith
-	v := r.view(word, now)
-	base := w.keys.clock.startUnix
-	return time.Unix(0, base+r.start(v.w)), time.Unix(0, base+r.end(v.w))
-}
-
 // observe returns key's word and the limit it is under, or 0 (empty) and
 // the key's limit for a key not tracked. A state under a stale limit is
 // moved to the current one first.

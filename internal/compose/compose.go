@@ -18,10 +18,11 @@ import (
 )
 
 var (
-	mu     sync.RWMutex // protects joins, inners and tries
+	mu     sync.RWMutex // protects joins, inners, tries and clocks
 	joins  []func(ls []any) (any, bool)
 	inners []func(l any) (any, bool)
 	tries  []func(l any) (any, bool)
+	clocks []func(l any) (clock.Clock, bool)
 )
 
 // RegisterJoin adds f, which returns a limiter that decides for all of ls
@@ -100,6 +101,30 @@ func TryContext(l any) (any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// RegisterClock adds f, which returns the clock a limiter l reads its
+// time from (keylimit.WithClock's; nil for the system's), or false if l is
+// none f knows. quota reads a calendar period's bounds at the limiter's
+// time, through ClockOf.
+func RegisterClock(f func(l any) (clock.Clock, bool)) {
+	mu.Lock()
+	defer mu.Unlock()
+	clocks = append(clocks, f)
+}
+
+// ClockOf returns the clock l reads its time from, or nil for the system's
+// (or if no registered function knows l).
+func ClockOf(l any) clock.Clock {
+	mu.RLock()
+	fs := clocks
+	mu.RUnlock()
+	for _, f := range fs {
+		if c, ok := f(l); ok {
+			return c
+		}
+	}
+	return nil
 }
 
 // NewPenalty, set by keylimit's init, returns a *keylimit.Penalty[string]

@@ -70,7 +70,7 @@ func staticLimit(num, den int) func(c config, next http.Handler) (http.Handler, 
 			return nil, nil, err
 		}
 		h, err := limited(next, quota.Policy{Name: "inflight", Concurrency: lim})
-		return h, func() limits { return limits{float64(lim.Limit()), float64(lim.Limit()), math.NaN()} }, err
+		return h, func() limits { return limits{float64(n), float64(n), math.NaN()} }, err
 	}
 }
 
