@@ -329,7 +329,7 @@ func (c *adCore) take(st *adState, n int64, crit Criticality) (p Permit, r Resul
 			return c.permit(st, n), c.admitted(h+n, t+n, lk), false
 		}
 		c.total.Add(-n) // the key's CAS lost: give the reservation back, judge afresh
-		bo.wait()
+		bo.Wait()
 	}
 }
 

@@ -469,7 +469,7 @@ func (c *concCore) take(st *concState, n int64) (p Permit, ok, gone bool, w uint
 func (c *concCore) takeLoop(st *concState, n int64, lost bool) (p Permit, ok, gone bool, w uint64, limit int64) {
 	var bo backoff
 	if lost {
-		bo.waitWithin(holdFirst, holdMost)
+		bo.WaitWithin(holdFirst, holdMost)
 	}
 	for {
 		limit = c.limit.Load()
@@ -490,7 +490,7 @@ func (c *concCore) takeLoop(st *concState, n int64, lost bool) (p Permit, ok, go
 		}
 		next := (adv + uint64(n)) &^ concSpare
 		if !st.word.CompareAndSwap(w, next) {
-			bo.waitWithin(holdFirst, holdMost) // let the winner run on
+			bo.WaitWithin(holdFirst, holdMost) // let the winner run on
 			continue
 		}
 		if freed > 0 {
@@ -579,7 +579,7 @@ func (c *concCore) releaseOwn(st *concState, p uint64) {
 			}
 			break
 		}
-		bo.wait() // lost to another caller of the key: let it run on
+		bo.Wait() // lost to another caller of the key: let it run on
 	}
 	if gen%64 == 0 {
 		st.sample(c.clock.now() - at)
@@ -609,7 +609,7 @@ func (c *concCore) release(st *concState, n, at int64, timed bool) {
 		if c.releaseWord(st, w, n, at, timed) {
 			return
 		}
-		bo.wait() // lost to another caller of the key: let it run on
+		bo.Wait() // lost to another caller of the key: let it run on
 	}
 }
 

@@ -542,7 +542,7 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) (*keyConfig[w
 		}
 		// Lost to another caller of the key: let it run on, then try
 		// afresh (see backoff).
-		bo.wait()
+		bo.Wait()
 		seen = st.word.Load()
 		d.now, old = w.keys.clock.now(), st.word.Load()
 	}
