@@ -521,3 +521,20 @@ func TestConcurrencyAcquireErrors(t *testing.T) {
 	require.EqualError(t, err, "keylimit: acquire 2 slots: context deadline exceeded")
 	require.True(t, strings.HasPrefix(err.Error(), "keylimit: "))
 }
+
+// Drop on another limiter's Permit is its Release.
+func TestDropIsReleaseElsewhere(t *testing.T) {
+	c, err := keylimit.NewConcurrency[string](1)
+	require.NoError(t, err)
+	defer c.Close()
+	p, r := c.TryAcquire("k", 1)
+	require.True(t, r.Allowed)
+	p.Drop()
+	require.True(t, c.Peek("k").Allowed)
+	calls := 0
+	np := keylimit.NewPermit(func() { calls++ })
+	np.Drop()
+	np.Release()
+	require.Equal(t, 1, calls)
+	keylimit.Permit{}.Drop() // the zero Permit holds nothing
+}

@@ -60,7 +60,7 @@ type Policy struct {
 	//
 	// A tier holds at most one concurrency policy, and its Window stays 0.
 	//
-	// A keylimit.Adaptive here is asked at the criticality the request's
+	// An adaptive.Limiter here is asked at the criticality the request's
 	// context carries (keylimit.WithCriticality), sheds rather than
 	// refuses (Decision.Shed: HTTP 503, gRPC Unavailable), and learns from
 	// how each request ends: FinishWith gives its slot back with
@@ -136,7 +136,7 @@ type policy struct {
 	clock   clock.Clock                         // with window 0: the limiter's (keylimit.WithClock's), nil for the system's
 	held    keylimit.ConcurrencyLimiter[string] // a concurrency policy's limiter (limiter is nil)
 	// tryCtx is held's TryAcquire under the request's context, if held
-	// decides by it (a keylimit.Adaptive, by the request's criticality):
+	// decides by it (an adaptive.Limiter, by the request's criticality):
 	// the policy then sheds (Decision.Shed) rather than refuses, and its
 	// permit is dropped when the request ends in overload (FinishWith).
 	tryCtx func(ctx context.Context, key string, n int) (keylimit.Permit, keylimit.Result)

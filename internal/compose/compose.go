@@ -79,7 +79,7 @@ func Inner(l any) (any, bool) {
 }
 
 // RegisterTryContext adds f, which returns, for a concurrency limiter l that
-// decides by the request's context (keylimit.Adaptive, by its
+// decides by the request's context (adaptive.Limiter, by its
 // criticality), its TryAcquire under a context: a
 // func(ctx context.Context, key string, n int) (keylimit.Permit, keylimit.Result),
 // or false if l is none f knows.
