@@ -2,7 +2,9 @@
 // of other packages of this repository, so that no limiter exports a method
 // for it: keylimit.All asks whether its limiters can decide together in
 // one step (redislimit's, one script call), and quota which limiter a
-// wrapper (a Penalty) reports the window of. Each package registers its
+// wrapper (a Penalty) reports the window of, the clock a window reads its
+// time from, and an adaptive.Limiter's TryAcquire at a request's
+// criticality. Each package registers its
 // functions from an init function; the compositions ask here. The other
 // way round, redislimit makes a keylimit.Penalty whose bans are on Redis
 // by NewPenalty, and reads keylimit's Options by NewOption and
