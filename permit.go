@@ -8,8 +8,8 @@ import (
 )
 
 // ConcurrencyLimiter bounds how many slots of each key are held at once:
-// Concurrency in memory, and limiters of the same contract in other
-// modules. A rate limit bounds how often; this bounds how many at once.
+// Concurrency in memory, adaptive.Limiter, whose limits find themselves,
+// and limiters of the same contract in other modules. A rate limit bounds how often; this bounds how many at once.
 //
 // It is not a Limiter: Take would acquire slots with nothing to give them
 // back by, so an acquisition returns a Permit, and the slots are held until
@@ -62,10 +62,10 @@ func (p Permit) Release() {
 }
 
 // Drop gives back the slots the permit holds, as Release does, and tells
-// an adaptive limiter (package adaptive) that the call failed from
-// overload: it timed out, was refused, or was shed downstream. The limiter
-// counts the call's latency and the drop, and lowers its limits. For any
-// other limiter's permit it is Release.
+// an adaptive.Limiter that the call failed from overload: it timed out,
+// was refused, or was shed downstream. The limiter counts the call's
+// latency and the drop, and lowers its limits. For any other limiter's
+// permit it is Release.
 func (p Permit) Drop() {
 	if p.h == nil {
 		return
