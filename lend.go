@@ -112,18 +112,16 @@ func (l lentStore) NextIdle() *atomic.Int64 { return &l.s.nextIdle }
 // once. It allocates nothing (the record is pooled).
 func (l lentStore) Permit(core, st unsafe.Pointer, n int64) Permit {
 	h := lentHoldPool.Get().(*lentHold)
-	h.owner, h.state, h.n, h.at, h.clock = core, st, int32(n), l.s.clock.now(), &l.s.clock
+	h.owner, h.state, h.n, h.at = core, st, int32(n), l.s.clock.now()
 	return Permit{h: &h.hold, gen: h.gen.Load()}
 }
 
-// lentHold is a lent store's acquisition record: a hold (its gen, n and at),
-// the borrower's core and state it holds slots of, and the store's clock.
-// Pooled; a Release reads its fields only after its CAS on gen won, as for
-// a Concurrency's.
+// lentHold is a lent store's acquisition record: a hold (its gen, n and at)
+// and the borrower's core and state it holds slots of. Pooled; a Release
+// reads its fields only after its CAS on gen won, as for a Concurrency's.
 type lentHold struct {
 	hold         // first: a *hold of kind holdLent is a *lentHold
 	owner, state unsafe.Pointer
-	clock        *timeSource
 }
 
 var lentHoldPool = sync.Pool{New: func() any {
@@ -138,10 +136,10 @@ func (h *lentHold) release(gen uint64, drop bool) {
 	if !h.gen.CompareAndSwap(gen, gen+1) {
 		return
 	}
-	core, st, n, ns := h.owner, h.state, int64(h.n), max(h.clock.now()-h.at, 0)
-	h.owner, h.state, h.clock = nil, nil, nil
+	core, st, n, at := h.owner, h.state, int64(h.n), h.at
+	h.owner, h.state = nil, nil
 	lentHoldPool.Put(h)
-	keystore.Release(core, st, n, ns, drop)
+	keystore.Release(core, st, n, at, drop)
 }
 
 // asLentHold is the lentHold whose hold h is.

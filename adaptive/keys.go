@@ -131,8 +131,8 @@ func (t *timeSource) now() int64 { return t.Now() }
 // A Permit's first Release or Drop of a record the store made gives its
 // slots back here.
 func init() {
-	keystore.Release = func(core, st unsafe.Pointer, n, ns int64, drop bool) {
-		(*adCore)(core).release((*adState)(st), n, ns, drop)
+	keystore.Release = func(core, st unsafe.Pointer, n, at int64, drop bool) {
+		(*adCore)(core).release((*adState)(st), n, at, drop)
 	}
 }
 

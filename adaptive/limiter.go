@@ -437,9 +437,9 @@ func (c *adCore) permit(st *adState, n int64) keylimit.Permit {
 	return c.clock.Permit(unsafe.Pointer(c), unsafe.Pointer(st), n)
 }
 
-// release gives back n slots of st held for ns (the call's latency), and
-// samples the call.
-func (c *adCore) release(st *adState, n, ns int64, drop bool) {
+// release gives back n slots of st acquired at at, and samples the call.
+func (c *adCore) release(st *adState, n, at int64, drop bool) {
+	ns := max(c.clock.now()-at, 0)
 	left := st.held.Add(-n)
 	if left == 0 {
 		c.active.Add(-1)

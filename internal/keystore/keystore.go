@@ -38,11 +38,10 @@ type Hooks struct {
 var Lend func(opts any, hooks Hooks) (store, owner any, capped bool, err error)
 
 // Release, set by the borrower's init, gives back the n slots of state st
-// of the borrower's core, held for ns (from acquisition to release, on the
-// store's clock), as a success or dropped (Permit.Drop): a Permit's first
-// Release or Drop of a record the store made for the borrower calls it
-// once.
-var Release func(core, st unsafe.Pointer, n, ns int64, drop bool)
+// of the borrower's core, acquired at at (the store's time), as a success
+// or dropped (Permit.Drop): a Permit's first Release or Drop of a record
+// the store made for the borrower calls it once.
+var Release func(core, st unsafe.Pointer, n, at int64, drop bool)
 
 // Verdict is what a limiter's decision answers, for the store to count
 // (Stats) and to turn into an answer.
