@@ -43,7 +43,7 @@ type Decision struct {
 	// a retry passes once one of them has ended free.
 	InFlight bool
 	// Shed reports a refusal by an adaptive concurrency policy (a
-	// keylimit.Adaptive in Policy.Concurrency): the server is short of
+	// adaptive.Limiter in Policy.Concurrency): the server is short of
 	// capacity, not the client over a quota. Its Action is Refuse; an
 	// adapter answers it as overload: HTTP 503 with the problem type
 	// temporary-reduced-capacity, gRPC Unavailable, with Retry-After and

@@ -72,7 +72,7 @@
 //
 // # Shedding load
 //
-// A keylimit.Adaptive as a policy's Concurrency finds the server's capacity
+// An adaptive.Limiter as a policy's Concurrency finds the server's capacity
 // from latency: it is asked at the criticality the request's context
 // carries (keylimit.WithCriticality), a refusal is a shed
 // (Decision.Shed: the adapter answers 503 with the problem type

@@ -39,7 +39,7 @@ type Outcome struct {
 	// Expired says the request's context reached its deadline before the
 	// handler returned: a timeout, whatever the status.
 	//
-	// An adaptive concurrency policy (keylimit.Adaptive) learns from the
+	// An adaptive concurrency policy (adaptive.Limiter) learns from the
 	// outcome: a request ended by overload gives its slot back with
 	// keylimit.Permit.Drop. Overload is a panic, Expired, an HTTP status
 	// 503 or 504, or a gRPC code Unavailable, DeadlineExceeded or
@@ -99,7 +99,7 @@ type charges struct {
 
 // NeedsOutcome reports whether the request proceeded holding what its end
 // must be told of: admissions of policies charged by outcome, or a slot of
-// an adaptive concurrency policy (keylimit.Adaptive). The adapter then
+// an adaptive concurrency policy (adaptive.Limiter). The adapter then
 // gives the handler Context's context, and ends the request with
 // FinishWith and its Outcome rather than Finish.
 func (v *Verdict) NeedsOutcome() bool {

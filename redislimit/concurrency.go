@@ -336,10 +336,6 @@ func (c *Concurrency) fleetChanged(k int) {
 // keys that are empty or hold a '}'.
 func (c *Concurrency) StateKey(key string) string { return c.store.redisKey(key) }
 
-// Limit returns the slots each key may hold at once by this instance's
-// count: the limit the limiter was made with, or the last SetLimit set.
-func (c *Concurrency) Limit() int { return int(c.limit.Load()) }
-
 // SetLimit makes n the slots each key may hold at once, on this instance
 // (each instance sends its own with every acquisition: set it on each). It
 // returns an error, and changes nothing, if n is below 1 or above
@@ -998,11 +994,13 @@ func (c *Concurrency) renew(ctx context.Context, period time.Duration) {
 // holds (of any instance) that this instance's calls dropped (a key whose
 // holds have all expired is deleted by Redis a minute later, and what it
 // held is counted by no one if no call came meanwhile); Waiting the
-// Acquires waiting on this instance now.
+// Acquires waiting on this instance now; Limit this instance's N (the
+// limit it was made with, or the last SetLimit set).
 func (c *Concurrency) Stats() keylimit.Stats {
 	st := c.ops.counts.stats()
 	st.Reclaimed = c.reclaimed.Load()
 	st.Waiting = int(c.waiting.Load())
+	st.Limit = int(c.limit.Load())
 	return st
 }
 

@@ -406,7 +406,7 @@ func TestConcurrencyOptions(t *testing.T) {
 	defer lim.Close()
 	require.Equal(t, "keylimit:test:concurrency:{k}", lim.StateKey("k"))
 	require.Error(t, lim.SetLimit(0))
-	require.Equal(t, 3, lim.Limit())
+	require.Equal(t, 3, lim.Stats().Limit)
 	require.NoError(t, lim.Ping(context.Background()))
 }
 

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/compose"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -116,15 +118,16 @@ var (
 	_ keylimit.ContextLimiter[string] = (*SlidingWindow)(nil)
 )
 
-// WindowOf returns the window key counts in at the limiter's local time
-// (keylimit.WithClock's, or the system's), under the key's limit: for a limit per
-// period of the calendar, its period in its zone. Redis decides on its own
-// clock, which at a boundary may be in the next window already. A quota
-// policy's w is the window's length (quota.Policy.Window).
-func (w *FixedWindow) WindowOf(key string) (start, end time.Time) {
-	now := time.Now()
-	if c := w.clock.injected; c != nil {
-		now = c.Now()
-	}
-	return w.LimitOf(key).WindowAt(now)
+// quota reads a calendar period's bounds (LimitOf(key).WindowAt) at the
+// limiter's local time (keylimit.WithClock's, or the system's). Redis
+// decides on its own clock, which at a boundary may be in the next window
+// already.
+func init() {
+	compose.RegisterClock(func(l any) (clock.Clock, bool) {
+		w, ok := l.(*FixedWindow)
+		if !ok {
+			return nil, false
+		}
+		return w.clock.injected, true
+	})
 }
