@@ -37,8 +37,8 @@
 // script reads the time from the server (TIME), never from the caller, so
 // instances whose clocks disagree by minutes still agree. The script is
 // under lua/, commented: a bucket keeps its theoretical arrival time to the
-// nanosecond, a fixed window its window and count, a sliding window the list
-// of its admission times.
+// nanosecond, a fixed window its window and count, a sliding window its
+// admission times.
 //
 // The limit a key is under travels with each call; the state records what
 // it needs to be read under another limit (a bucket the interval of its

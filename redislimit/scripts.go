@@ -48,12 +48,18 @@ var (
 	script            = redis.NewScript(constantsLua + preludeLua + bucketLua + fixedLua + slidingLua + calendarLua + decideLua)
 	takeBucketScript  = redis.NewScript(takeBucketLua)
 	takeFixedScript   = redis.NewScript(takeFixedLua)
-	takeSlidingScript = redis.NewScript(takeSlidingLua)
+	takeSlidingScript = redis.NewScript(slidingConstantsLua + takeSlidingLua)
 )
 
 // constantsLua begins the full script with the Go constants its lease
-// arithmetic shares with lease.go, so that the two cannot drift apart.
-var constantsLua = fmt.Sprintf("local leaseShare, maxLeaseShare, minShare, maxPace = %d, %d, %d, %d\n", leaseShare, maxLeaseShare, minShare, maxPace)
+// arithmetic shares with lease.go, and the sliding log's with take.go, so
+// that the two cannot drift apart.
+var constantsLua = fmt.Sprintf("local leaseShare, maxLeaseShare, minShare, maxPace = %d, %d, %d, %d\n",
+	leaseShare, maxLeaseShare, minShare, maxPace) + slidingConstantsLua
+
+// slidingConstantsLua: the most entries of a sliding log kept as a string
+// (lua/sliding.lua), which the full script and the plain take share.
+var slidingConstantsLua = fmt.Sprintf("local short = %d\n", slidingShort)
 
 // needsFull is a plain script's reply when the decision is the full
 // script's.
