@@ -308,7 +308,7 @@ func (b *TokenBucket[K]) decide(key K, n int, d *bucketDecision) bool {
 		}
 		// Lost to another caller of the key: let it run on, then try
 		// afresh (see backoff).
-		bo.wait()
+		bo.Wait()
 		c0, seen = st.cfg.Load(), st.tat.Load()
 		now, tat = b.keys.clock.now(), st.tat.Load()
 	}

@@ -44,7 +44,7 @@ func ExamplePerCalendar() {
 	// Bucharest's at 22:00 UTC; both are February then.
 	mock.Set(time.Date(2026, 1, 31, 22, 0, 0, 0, time.UTC)) // midnight in Bucharest
 	fmt.Println("bucharest-srl on 1 February:", month.Take("bucharest-srl", 1))
-	start, end := month.WindowOf("tokyo-corp")
+	start, end := month.LimitOf("tokyo-corp").WindowAt(mock.Now())
 	fmt.Println("tokyo-corp's month:", start.In(tokyo).Format(time.DateTime), "to", end.In(tokyo).Format(time.DateTime))
 	// Output:
 	// bucharest-srl 3/month in Europe/Bucharest

@@ -118,7 +118,7 @@ func TestCalendarDSTDays(t *testing.T) {
 		{time.Date(2026, 10, 25, 1, 30, 0, 0, time.UTC), 1, refused(2, 0, 20*time.Hour+30*time.Minute, 20*time.Hour+30*time.Minute)},
 		{at(10, 26, 0, 0), 2, allowed(2, 0, 24*time.Hour)},
 	})
-	start, end := w.WindowOf("k")
+	start, end := w.LimitOf("k").WindowAt(mock.Now())
 	require.Equal(t, at(10, 26, 0, 0).Unix(), start.Unix())
 	require.Equal(t, at(10, 27, 0, 0).Unix(), end.Unix())
 }

@@ -210,10 +210,6 @@ func WithMaxHold(d time.Duration) Option {
 	})
 }
 
-// Limit returns the slots each key may hold at once: the limit the
-// Concurrency was made with, or the last SetLimit set.
-func (c *Concurrency[K]) Limit() int { return int(c.core.limit.Load()) }
-
 // SetLimit makes n the slots each key may hold at once. It returns an
 // error, and changes nothing, if n is below 1 or above MaxConcurrency.
 //
@@ -310,7 +306,7 @@ func (c *Concurrency[K]) Acquire(ctx context.Context, key K, n int) (Permit, err
 	st := c.keys.loadOrCreate(key)
 	for {
 		if st == nil {
-			r := c.keys.untracked(c.Limit(), n)
+			r := c.keys.untracked(int(c.core.limit.Load()), n)
 			c.keys.counts.admits(untracked, c.keys.overflow)
 			if r.Allowed {
 				return Permit{}, nil
@@ -364,13 +360,14 @@ func (c *Concurrency[K]) Peek(key K) Result {
 }
 
 // Stats returns what the limiter has counted (see Stats and WithStats):
-// with Limit, N, Reclaimed, the slots taken back from holds past WithMaxHold, and
-// Waiting, the Acquires waiting now.
+// with Limit, the slots each key may hold at once (N, or the last
+// SetLimit's), Reclaimed, the slots taken back from holds past
+// WithMaxHold, and Waiting, the Acquires waiting now.
 func (c *Concurrency[K]) Stats() Stats {
 	st := c.keys.stats()
 	st.Reclaimed = c.core.reclaimed.Load()
 	st.Waiting = int(c.core.waiting.Load())
-	st.Limit = c.Limit()
+	st.Limit = int(c.core.limit.Load())
 	return st
 }
 
@@ -472,7 +469,7 @@ func (c *concCore) take(st *concState, n int64) (p Permit, ok, gone bool, w uint
 func (c *concCore) takeLoop(st *concState, n int64, lost bool) (p Permit, ok, gone bool, w uint64, limit int64) {
 	var bo backoff
 	if lost {
-		bo.waitWithin(holdFirst, holdMost)
+		bo.WaitWithin(holdFirst, holdMost)
 	}
 	for {
 		limit = c.limit.Load()
@@ -493,7 +490,7 @@ func (c *concCore) takeLoop(st *concState, n int64, lost bool) (p Permit, ok, go
 		}
 		next := (adv + uint64(n)) &^ concSpare
 		if !st.word.CompareAndSwap(w, next) {
-			bo.waitWithin(holdFirst, holdMost) // let the winner run on
+			bo.WaitWithin(holdFirst, holdMost) // let the winner run on
 			continue
 		}
 		if freed > 0 {
@@ -582,7 +579,7 @@ func (c *concCore) releaseOwn(st *concState, p uint64) {
 			}
 			break
 		}
-		bo.wait() // lost to another caller of the key: let it run on
+		bo.Wait() // lost to another caller of the key: let it run on
 	}
 	if gen%64 == 0 {
 		st.sample(c.clock.now() - at)
@@ -612,7 +609,7 @@ func (c *concCore) release(st *concState, n, at int64, timed bool) {
 		if c.releaseWord(st, w, n, at, timed) {
 			return
 		}
-		bo.wait() // lost to another caller of the key: let it run on
+		bo.Wait() // lost to another caller of the key: let it run on
 	}
 }
 

@@ -121,7 +121,7 @@ func TestConcurrencyOptionErrors(t *testing.T) {
 	}
 	c := newConcurrency(t, 1)
 	require.EqualError(t, c.SetLimit(keylimit.MaxConcurrency+1), "keylimit: concurrency limit 1048576 is above MaxConcurrency (1048575)")
-	require.Equal(t, 1, c.Limit())
+	require.Equal(t, 1, c.Stats().Limit)
 	for _, k := range kinds {
 		lim, err := k.new(keylimit.PerSecond(1), keylimit.WithMaxHold(time.Second))
 		require.EqualError(t, err, "keylimit: WithMaxHold is an option of a Concurrency: a rate limiter holds nothing", k.name)
@@ -485,7 +485,7 @@ func TestConcurrencyHammer(t *testing.T) {
 	require.Equal(t, uint64(acquired.Load()), st.Admitted)
 	require.Zero(t, st.Waiting)
 	for _, k := range keys {
-		require.Equal(t, c.Limit(), c.Peek(k).Remaining, "key %s once every holder released", k)
+		require.Equal(t, c.Stats().Limit, c.Peek(k).Remaining, "key %s once every holder released", k)
 	}
 	waitFor(t, "every key to be evicted", func() bool { return c.Stats().Keys == 0 })
 	t.Logf("%d acquired, %d refused, %d gave up, %d SetLimits, %d evictions", acquired.Load(), refused.Load(), canceled.Load(), phase.Load(), st.Evicted)
@@ -520,4 +520,21 @@ func TestConcurrencyAcquireErrors(t *testing.T) {
 	_, err = c.Acquire(ctx, "k", 2)
 	require.EqualError(t, err, "keylimit: acquire 2 slots: context deadline exceeded")
 	require.True(t, strings.HasPrefix(err.Error(), "keylimit: "))
+}
+
+// Drop on another limiter's Permit is its Release.
+func TestDropIsReleaseElsewhere(t *testing.T) {
+	c, err := keylimit.NewConcurrency[string](1)
+	require.NoError(t, err)
+	defer c.Close()
+	p, r := c.TryAcquire("k", 1)
+	require.True(t, r.Allowed)
+	p.Drop()
+	require.True(t, c.Peek("k").Allowed)
+	calls := 0
+	np := keylimit.NewPermit(func() { calls++ })
+	np.Drop()
+	np.Release()
+	require.Equal(t, 1, calls)
+	keylimit.Permit{}.Drop() // the zero Permit holds nothing
 }

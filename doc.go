@@ -35,9 +35,9 @@
 // its calls run at once: at most N slots of a key held at once, acquired
 // with TryAcquire or Acquire (waiting, first come, first served) and given
 // back by the Release of the Permit an acquisition returns (a
-// ConcurrencyLimiter, not a Limiter). Adaptive is one whose limits find
-// themselves: each key's, and an overall one, move between a floor and a
-// ceiling (AIMD or Gradient) from the latency of its calls and those
+// ConcurrencyLimiter, not a Limiter). Package adaptive's Limiter is one
+// whose limits find themselves: each key's, and an overall one, move
+// between a floor and a ceiling from the latency of its calls and those
 // dropped for overload (Permit.Drop), fair between keys, shedding
 // Sheddable requests first and Critical ones last (WithCriticality).
 //

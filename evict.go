@@ -3,11 +3,12 @@ package keylimit
 import (
 	"fmt"
 	"log/slog"
-	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/keylimit/keylimit/internal/keystore"
 )
 
 // Eviction: a limiter forgets a key once the key's state is indistinguishable
@@ -22,8 +23,8 @@ import (
 // and none is lost.
 
 const (
-	minTime = math.MinInt64
-	maxTime = math.MaxInt64
+	minTime = keystore.MinTime
+	maxTime = keystore.MaxTime
 )
 
 // WithEvictionInterval sets how often, in real time, the limiter sweeps out

@@ -2,7 +2,9 @@ package keylimit
 
 import (
 	"context"
-	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/keylimit/keylimit/internal/compose"
 )
 
 // FixedWindow limits each key to Limit.Events per window of Limit.Period.
@@ -52,11 +54,17 @@ func NewFixedWindow[K comparable](l Limit, opts ...Option) (*FixedWindow[K], err
 	return f, nil
 }
 
-// WindowOf returns the window a decision for key would count in now, on
-// the window's clock and under the key's limit: for a Calendar limit, the
-// period of the calendar in its zone (a day of 23 or 25 hours when the zone
-// changes its clock). It creates no key.
-func (f *FixedWindow[K]) WindowOf(key K) (start, end time.Time) { return f.w.windowOf(key) }
+// quota reads a calendar period's bounds (LimitOf(key).WindowAt) at the
+// window's time.
+func init() {
+	compose.RegisterClock(func(l any) (clock.Clock, bool) {
+		f, ok := l.(*FixedWindow[string])
+		if !ok {
+			return nil, false
+		}
+		return f.w.keys.clock.injected, true
+	})
+}
 
 // Allow reports whether one event for key may happen now, and counts it if
 // so. Allow is shorthand for AllowN(key, 1).

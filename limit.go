@@ -9,12 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/keylimit/keylimit/internal/keystore"
 )
 
 // maxSpan bounds every span a limiter stores (Burst × interval, a window's
 // Period): 2^60 ns, about 36 years. With times clamped to the horizon (see
 // clock.go), a timestamp plus two spans stays below 2^62 and never overflows.
-const maxSpan = time.Duration(1 << 60)
+const maxSpan = keystore.MaxSpan
 
 // InfDuration is the RetryAfter of a request that can never pass, because it
 // asks for more events than the limit admits at once.

@@ -8,8 +8,8 @@ import (
 )
 
 // ConcurrencyLimiter bounds how many slots of each key are held at once:
-// Concurrency in memory, and limiters of the same contract in other
-// modules. A rate limit bounds how often; this bounds how many at once.
+// Concurrency in memory, adaptive.Limiter, whose limits find themselves,
+// and limiters of the same contract in other modules. A rate limit bounds how often; this bounds how many at once.
 //
 // It is not a Limiter: Take would acquire slots with nothing to give them
 // back by, so an acquisition returns a Permit, and the slots are held until
@@ -62,16 +62,16 @@ func (p Permit) Release() {
 }
 
 // Drop gives back the slots the permit holds, as Release does, and tells
-// an Adaptive that the call failed from overload: it timed out, was
-// refused, or was shed downstream. The Adaptive counts the call's latency
-// and the drop, and lowers its limits. For any other limiter's permit it
-// is Release.
+// an adaptive.Limiter that the call failed from overload: it timed out,
+// was refused, or was shed downstream. The limiter counts the call's
+// latency and the drop, and lowers its limits. For any other limiter's
+// permit it is Release.
 func (p Permit) Drop() {
 	if p.h == nil {
 		return
 	}
-	if p.h.kind == holdAdaptive {
-		asAdHold(p.h).release(p.gen, true)
+	if p.h.kind == holdLent {
+		asLentHold(p.h).release(p.gen, true)
 		return
 	}
 	p.h.release(p.gen)
@@ -110,13 +110,13 @@ type hold struct {
 	// the epoch), else only if timed.
 	at   int64
 	n    int32 // slots held, at most MaxConcurrency
-	kind uint8 // holdConcurrency, or holdAdaptive for an *adHold; set when the record is made, never changed
+	kind uint8 // holdConcurrency, or holdLent for a *lentHold; set when the record is made, never changed
 }
 
 // The kinds of hold record.
 const (
 	holdConcurrency = iota // a Concurrency's, or NewPermit's (core nil)
-	holdAdaptive           // an Adaptive's: an *adHold
+	holdLent               // a lent store's (package adaptive's limiter's): a *lentHold
 )
 
 // holdPool recycles the records of released holds, but for each key's own
@@ -131,8 +131,8 @@ func (h *hold) release(gen uint64) {
 		h.core.releaseOwn(h.st, gen&^permitOwn)
 		return
 	}
-	if h.kind == holdAdaptive {
-		asAdHold(h).release(gen, false)
+	if h.kind == holdLent {
+		asLentHold(h).release(gen, false)
 		return
 	}
 	if !h.gen.CompareAndSwap(gen, gen+1) {

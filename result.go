@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/keylimit/keylimit/internal/keystore"
 )
 
 // Result reports one decision and the state of the key after it.
@@ -112,14 +114,15 @@ func (r Result) And(o Result) Result {
 	return r
 }
 
-// verdict is what a limiter's decide answers.
-type verdict uint8
+// verdict is what a limiter's decide answers (internal/keystore, which
+// package adaptive's limiter shares).
+type verdict = keystore.Verdict
 
 const (
-	admitted  verdict = iota
-	refused           // not now
-	never             // n above the key's quota, or its limit is invalid
-	untracked         // the key cap left no place for the key
+	admitted  = keystore.Admitted
+	refused   = keystore.Refused   // not now
+	never     = keystore.Never     // n above the key's quota, or its limit is invalid
+	untracked = keystore.Untracked // the key cap left no place for the key
 )
 
 // impossible answers, from a Peek of the key, a request that needs no

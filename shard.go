@@ -196,8 +196,11 @@ func (s *shard[K, S]) sweepAtCap() bool {
 // replace swaps the retired state old of key for a fresh one and returns the
 // state now mapped, which is another caller's if one replaced old first. It
 // returns nil if old was removed meanwhile and the key cap has no place left.
-func (s *shard[K, S]) replace(key K, old *S) *S {
-	p, _ := s.m.Compute(s.hash(key), func(cur *S, loaded bool) (*S, bool) {
+func (s *shard[K, S]) replace(key K, old *S) *S { return s.replaceAt(key, s.hash(key), old) }
+
+// replaceAt is replace for the key whose hash is h.
+func (s *shard[K, S]) replaceAt(key K, h uint64, old *S) *S {
+	p, _ := s.m.Compute(h, func(cur *S, loaded bool) (*S, bool) {
 		if loaded && cur != old {
 			return cur, false
 		}

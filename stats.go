@@ -15,7 +15,8 @@ type Stats struct {
 	// limiter whose state is in a remote store: it counts Calls, Errors,
 	// Fallbacks and CacheHits, and not Keys, Untracked or Evicted. Penalty
 	// reports a Penalty (or a Redis one), which counts Bans and BanRefused.
-	// Adaptive reports an Adaptive, which reports Limit and counts Shed.
+	// Adaptive reports an adaptive.Limiter, which reports Limit and
+	// counts Shed.
 	// A count a limiter does not keep reads 0.
 	Decisions, Remote, Penalty, Adaptive bool
 
@@ -37,10 +38,10 @@ type Stats struct {
 	Reclaimed uint64
 	Waiting   int
 
-	// Limit is the limit now: an Adaptive's overall limit, which moves, or
+	// Limit is the limit now: an adaptive.Limiter's overall limit, which moves, or
 	// a Concurrency's N. A rate limiter leaves it 0.
 	Limit int
-	// Shed counts the requests an Adaptive refused, by their Criticality
+	// Shed counts the requests an adaptive.Limiter refused, by their Criticality
 	// (Shed[Critical], Shed[Default], Shed[Sheddable]); other limiters
 	// leave it 0.
 	Shed [3]uint64

@@ -588,7 +588,7 @@ func (w *windowLimiter[K]) decide(key K, n int, d *windowDecision) bool {
 		}
 		// Lost to another caller of the key: let it run on, then try
 		// afresh (see backoff).
-		bo.wait()
+		bo.Wait()
 		seen = st.word.Load()
 		now, old = w.keys.clock.now(), st.word.Load()
 	}
@@ -683,16 +683,6 @@ func (w *windowLimiter[K]) peekTo(key K, res *Result) {
 	r := &c.arith
 	d.view = r.view(word, d.now)
 	r.resultTo(res, r.fits(d.view, 1), &d)
-}
-
-// windowOf is FixedWindow.WindowOf.
-func (w *windowLimiter[K]) windowOf(key K) (start, end time.Time) {
-	now := w.keys.clock.now()
-	word, c := w.observe(key)
-	r := &c.arith
-	v := r.view(word, now)
-	base := w.keys.clock.startUnix
-	return time.Unix(0, base+r.start(v.w)), time.Unix(0, base+r.end(v.w))
 }
 
 // observe returns key's word and the limit it is under, or 0 (empty) and

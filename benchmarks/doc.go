@@ -22,7 +22,7 @@
 //   - overload (issue 40): cmd/overload, a command (about two minutes),
 //     loads a server of known capacity, whose capacity halves midway, at
 //     1.5 times it from four tenants, behind no limit, static concurrency
-//     limits twice too high and twice too low, and keylimit's Adaptive
+//     limits twice too high and twice too low, and keylimit's adaptive.Limiter
 //     (AIMD and Gradient) through httplimit; it prints each one's goodput,
 //     latency, recovery, fairness between tenants and critical success,
 //     judges issue 40's targets (PASS or FAIL), measures

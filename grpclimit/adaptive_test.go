@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 	"github.com/keylimit/keylimit/grpclimit"
 	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ import (
 // Config.Criticality) uses the reserve above the limit; a call that ends
 // gives its slot back.
 func TestAdaptivePolicyShedsUnavailable(t *testing.T) {
-	a, err := keylimit.NewAdaptive[string](keylimit.AIMD(1, 2), keylimit.WithClock(newMock())) // limit 1, critical 2
+	a, err := adaptive.New[string](adaptive.AIMD(1, 2), keylimit.WithClock(newMock())) // limit 1, critical 2
 	require.NoError(t, err)
 	defer a.Close()
 	srv := newServer(t, grpclimit.Config{
@@ -63,7 +64,7 @@ func TestAdaptivePolicyShedsUnavailable(t *testing.T) {
 // call of the key holds the only slot, the slot is freed 100 ms later, and
 // the one retry grpc-go makes passes.
 func TestGRPCRetryPolicyObeysShedPushback(t *testing.T) {
-	a, err := keylimit.NewAdaptive[string](keylimit.AIMD(1, 2), keylimit.WithClock(newMock())) // limit 1
+	a, err := adaptive.New[string](adaptive.AIMD(1, 2), keylimit.WithClock(newMock())) // limit 1
 	require.NoError(t, err)
 	defer a.Close()
 	var mu sync.Mutex

@@ -54,7 +54,7 @@ type Client struct {
 	// under its context, first come, first served with a
 	// *keylimit.Concurrency; if the context ends first, the call ends with
 	// a *WaitError, unsent, holding nothing. nil means no cap. With a
-	// *keylimit.Adaptive the cap finds the server's capacity: the slot of a
+	// *adaptive.Limiter the cap finds the server's capacity: the slot of a
 	// call that fails (as Throttle counts failures: ResourceExhausted,
 	// Unavailable, DeadlineExceeded, Internal, Unknown, DataLoss) goes back
 	// by Permit.Drop, any other by Release.

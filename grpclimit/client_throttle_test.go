@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 	"github.com/keylimit/keylimit/grpclimit"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -233,7 +234,7 @@ func TestClientThrottleMustBeValid(t *testing.T) {
 	require.Zero(t, reached.Load())
 }
 
-// TestClientDropsTheSlotOfAFailure: with a keylimit.Adaptive for
+// TestClientDropsTheSlotOfAFailure: with an adaptive.Limiter for
 // Concurrency (AIMD from 1 to 100: the limit starts at the floor, 1; slow
 // start doubles it after each window of 16 releases, busy with one call at
 // a time, to 4 after 32; a window with a drop ends slow start and cuts it
@@ -248,7 +249,7 @@ func TestClientDropsTheSlotOfAFailure(t *testing.T) {
 			dropped bool
 		}{{codes.OK, false}, {codes.NotFound, false}, {codes.Unavailable, true}, {codes.ResourceExhausted, true}, {codes.Internal, true}} {
 			t.Run(fmt.Sprintf("stream=%v/%v", stream, tc.code), func(t *testing.T) {
-				adaptive, err := keylimit.NewAdaptive[string](keylimit.AIMD(1, 100), keylimit.WithClock(newMock()))
+				adaptive, err := adaptive.New[string](adaptive.AIMD(1, 100), keylimit.WithClock(newMock()))
 				require.NoError(t, err)
 				defer adaptive.Close()
 				require.Equal(t, 1, adaptive.Stats().Limit)

@@ -83,6 +83,6 @@
 // (calls + 1)) over its recent calls, so it stops hammering a server that
 // refuses or fails, and comes back soon after it recovers; a rejected
 // call's *WaitError matches ErrThrottled and has the status Unavailable.
-// With a *keylimit.Adaptive as Concurrency, a failed call gives its slot
+// With an *adaptive.Limiter as Concurrency, a failed call gives its slot
 // back by Permit.Drop, and the limit falls.
 package grpclimit

@@ -44,7 +44,7 @@ type Config struct {
 	Skip func(ctx context.Context, method string) bool
 
 	// Criticality says how much a call matters to an adaptive concurrency
-	// policy (keylimit.Adaptive in quota.Policy.Concurrency), which sheds
+	// policy (adaptive.Limiter in quota.Policy.Concurrency), which sheds
 	// Sheddable calls first and Critical ones last. nil leaves the
 	// criticality the call's context carries (keylimit.WithCriticality, set
 	// by an earlier interceptor), Default if none. It is read for the

@@ -8,16 +8,17 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
-// newAdaptive returns an Adaptive of alg on a mock clock, closed when the
+// newAdaptive returns an adaptive.Limiter of alg on a mock clock, closed when the
 // test ends.
-func newAdaptive(t *testing.T, alg keylimit.Algorithm) *keylimit.Adaptive[string] {
+func newAdaptive(t *testing.T, alg adaptive.Algorithm) *adaptive.Limiter[string] {
 	t.Helper()
-	a, err := keylimit.NewAdaptive[string](alg, keylimit.WithClock(clock.NewMock()))
+	a, err := adaptive.New[string](alg, keylimit.WithClock(clock.NewMock()))
 	require.NoError(t, err)
 	t.Cleanup(func() { a.Close() })
 	return a
@@ -41,7 +42,7 @@ func (n *nested) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // temporary-reduced-capacity and a Retry-After; a critical one (from
 // Config.Criticality) uses the reserve above the limit.
 func TestAdaptivePolicySheds503(t *testing.T) {
-	a := newAdaptive(t, keylimit.AIMD(1, 2)) // limit 1: a critical request may take 2
+	a := newAdaptive(t, adaptive.AIMD(1, 2)) // limit 1: a critical request may take 2
 	n := &nested{}
 	mw := limited(t, httplimit.Config{
 		Key:      httplimit.Header("X-API-Key"),
@@ -81,7 +82,7 @@ func TestAdaptivePolicyLearnsFromStatus(t *testing.T) {
 	for _, c := range []struct {
 		status, want int
 	}{{http.StatusOK, 2}, {http.StatusServiceUnavailable, 1}, {http.StatusGatewayTimeout, 1}} {
-		a := newAdaptive(t, keylimit.AIMD(1, 10)) // starts at 1, in slow start
+		a := newAdaptive(t, adaptive.AIMD(1, 10)) // starts at 1, in slow start
 		h := limited(t, httplimit.Config{
 			Key:      httplimit.Header("X-API-Key"),
 			Policies: []quota.Policy{{Name: "capacity", Concurrency: a}},

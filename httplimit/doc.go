@@ -128,7 +128,7 @@
 // is 503 Service Unavailable, a problem of the draft's type
 // temporary-reduced-capacity: the server is full, not the client over its
 // limit. So is a request an adaptive concurrency policy sheds
-// (keylimit.Adaptive in quota.Policy.Concurrency, quota.Decision.Shed: the
+// (adaptive.Limiter in quota.Policy.Concurrency, quota.Decision.Shed: the
 // server is short of capacity), with its Retry-After; its requests are
 // asked at the criticality Config.Criticality gives them, and a handler's
 // 503 or 504, a panic or an expired deadline tells it of overload. The
@@ -179,7 +179,7 @@
 // max(0, (requests − 2 × accepts) / (requests + 1)) over its recent
 // requests (ThrottleWindow), so it stops hammering a partner that refuses
 // or fails, and sends everything again soon after it recovers; a rejected
-// request's *TransportError matches ErrThrottled. With a *keylimit.Adaptive
+// request's *TransportError matches ErrThrottled. With an *adaptive.Limiter
 // as Transport.Concurrency, the Transport learns how many requests the
 // partner takes at once: a refused or failed request gives its slot back
 // by Permit.Drop, and the limit falls.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 	"github.com/keylimit/keylimit/httplimit"
 )
 
@@ -375,10 +376,10 @@ func ExampleTransport_throttle() {
 	// 4 httplimit: throttled locally, rejected with probability 0.75 = (requests 3.0 − K 2 × accepts 0.0) / (requests + 1), counted over 1s
 }
 
-// With a keylimit.Adaptive as its Concurrency, the Transport learns how
+// With an adaptive.Limiter as its Concurrency, the Transport learns how
 // many requests a partner takes at once: a request the partner refuses (or
 // fails, or that times out) gives its slot back by Permit.Drop, and the
-// limit falls; others give it back by Release, and the Adaptive raises the
+// limit falls; others give it back by Release, and the limiter raises the
 // limit while the partner keeps up. Here AIMD(8, 100) starts at its
 // floor, 8: the 32 refusals, two windows of 16 with a drop, would cut it
 // by a tenth each, but never below the floor; AIMD(1, 100) would start at
@@ -389,7 +390,7 @@ func ExampleTransport_adaptive() {
 	}))
 	defer partner.Close()
 
-	adaptive, _ := keylimit.NewAdaptive[string](keylimit.AIMD(8, 100), keylimit.WithClock(clock.NewMock()))
+	adaptive, _ := adaptive.New[string](adaptive.AIMD(8, 100), keylimit.WithClock(clock.NewMock()))
 	defer adaptive.Close()
 	client := &http.Client{Transport: &httplimit.Transport{Concurrency: adaptive}}
 	fmt.Println("limit:", adaptive.Stats().Limit)

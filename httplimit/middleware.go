@@ -45,7 +45,7 @@ type Config struct {
 	Cost func(r *http.Request) int
 
 	// Criticality says how much a request matters to an adaptive
-	// concurrency policy (keylimit.Adaptive in quota.Policy.Concurrency),
+	// concurrency policy (adaptive.Limiter in quota.Policy.Concurrency),
 	// which sheds Sheddable requests first and Critical ones last: from a
 	// header of a trusted proxy, a route, the key. nil leaves the
 	// criticality the request's context carries (keylimit.WithCriticality,

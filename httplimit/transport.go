@@ -54,7 +54,7 @@ type Transport struct {
 	// *TransportError, having sent nothing and holding nothing. A body
 	// never read to its end nor closed holds its slot until the context
 	// ends: give the limiter keylimit.WithMaxHold to take such slots back.
-	// nil means no cap. With a *keylimit.Adaptive the cap finds the
+	// nil means no cap. With an *adaptive.Limiter the cap finds the
 	// partner's capacity: the slot of a send whose answer is a refusal
 	// (Refused) or a 5xx, or that fails (an error of Base, its body failing
 	// or its deadline passing), goes back by Permit.Drop, any other by

@@ -14,6 +14,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/stretchr/testify/require"
 )
@@ -202,7 +203,7 @@ func TestTransportThrottleMustBeValid(t *testing.T) {
 	require.EqualError(t, err, "httplimit: Transport.ThrottleWindow is -1s: it must not be negative")
 }
 
-// TestTransportDropsTheSlotOfAFailure: with a keylimit.Adaptive for
+// TestTransportDropsTheSlotOfAFailure: with an adaptive.Limiter for
 // Concurrency (AIMD from 1 to 100: the limit starts at the floor, 1; slow
 // start doubles it after each window of 16 releases, busy with one call at
 // a time, to 4 after 32; a window with a drop ends slow start and cuts it
@@ -246,7 +247,7 @@ func TestTransportDropsTheSlotOfAFailure(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			adaptive, err := keylimit.NewAdaptive[string](keylimit.AIMD(1, 100), keylimit.WithClock(clock.NewMock()))
+			adaptive, err := adaptive.New[string](adaptive.AIMD(1, 100), keylimit.WithClock(clock.NewMock()))
 			require.NoError(t, err)
 			defer adaptive.Close()
 			require.Equal(t, 1, adaptive.Stats().Limit)

@@ -5,17 +5,18 @@ import (
 	"testing"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 	"github.com/keylimit/keylimit/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 )
 
-// An Adaptive's overall limit is a gauge and its sheds a counter by
+// An adaptive.Limiter's overall limit is a gauge and its sheds a counter by
 // criticality, never by key; a Concurrency's limit is the gauge alone, and
 // a rate limiter has neither.
 func TestStatsAdaptive(t *testing.T) {
-	a, err := keylimit.NewAdaptive[string](keylimit.AIMD(4, 8)) // starts at its floor, 4
+	a, err := adaptive.New[string](adaptive.AIMD(4, 8)) // starts at its floor, 4
 	require.NoError(t, err)
 	defer a.Close()
 	reg := prometheus.NewPedanticRegistry()
@@ -34,7 +35,7 @@ func TestStatsAdaptive(t *testing.T) {
 		}
 	}()
 	want := `
-# HELP keylimit_limit The limit now: an adaptive limiter's overall limit (keylimit.Adaptive), which moves, or a concurrency limiter's.
+# HELP keylimit_limit The limit now: an adaptive limiter's overall limit (adaptive.Limiter), which moves, or a concurrency limiter's.
 # TYPE keylimit_limit gauge
 keylimit_limit{limiter="backend"} 4
 # HELP keylimit_shed_total Requests an adaptive limiter shed, by criticality (critical, default or sheddable).
@@ -52,7 +53,7 @@ keylimit_shed_total{criticality="sheddable",limiter="backend"} 0
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, testutil.GatherAndCompare(gatherer(metrics.NewStats("inflight", c)), strings.NewReader(`
-# HELP keylimit_limit The limit now: an adaptive limiter's overall limit (keylimit.Adaptive), which moves, or a concurrency limiter's.
+# HELP keylimit_limit The limit now: an adaptive limiter's overall limit (adaptive.Limiter), which moves, or a concurrency limiter's.
 # TYPE keylimit_limit gauge
 keylimit_limit{limiter="inflight"} 3
 `), "keylimit_limit", "keylimit_shed_total"))

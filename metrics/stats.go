@@ -51,7 +51,7 @@ func NewStats(name string, lim interface{ Stats() keylimit.Stats }) *Collector {
 		cacheHits:  desc("store_cache_hits_total", "Refusals answered from the local deny cache, without a round trip."),
 		bans:       desc("bans_total", "Bans a penalty (keylimit.Penalty) started: keys refused too often, refused outright for a while."),
 		banRefused: desc("ban_refusals_total", "Requests a penalty refused by a ban, without asking its limiter."),
-		limit:      desc("limit", "The limit now: an adaptive limiter's overall limit (keylimit.Adaptive), which moves, or a concurrency limiter's."),
+		limit:      desc("limit", "The limit now: an adaptive limiter's overall limit (adaptive.Limiter), which moves, or a concurrency limiter's."),
 		shed:       desc("shed_total", "Requests an adaptive limiter shed, by criticality (critical, default or sheddable).", labelCriticality),
 	}}}
 }

@@ -6,15 +6,16 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 	"github.com/keylimit/keylimit/quota"
 	"github.com/stretchr/testify/require"
 )
 
-// newAdaptive returns an Adaptive of alg on a mock clock, closed when the
+// newAdaptive returns an adaptive.Limiter of alg on a mock clock, closed when the
 // test ends.
-func newAdaptive(t testing.TB, alg keylimit.Algorithm) *keylimit.Adaptive[string] {
+func newAdaptive(t testing.TB, alg adaptive.Algorithm) *adaptive.Limiter[string] {
 	t.Helper()
-	a, err := keylimit.NewAdaptive[string](alg, keylimit.WithClock(clock.NewMock()))
+	a, err := adaptive.New[string](alg, keylimit.WithClock(clock.NewMock()))
 	require.NoError(t, err)
 	t.Cleanup(func() { a.Close() })
 	return a
@@ -24,7 +25,7 @@ func newAdaptive(t testing.TB, alg keylimit.Algorithm) *keylimit.Adaptive[string
 // Decision.Shed, with a Retry-After; a static one's is not. Its requests
 // are asked at their context's criticality, and need their outcome.
 func TestAdaptivePolicySheds(t *testing.T) {
-	a := newAdaptive(t, keylimit.AIMD(8, 16)) // starts at its floor, 8: sheddable 6, critical 10
+	a := newAdaptive(t, adaptive.AIMD(8, 16)) // starts at its floor, 8: sheddable 6, critical 10
 	d := newDecider(t, quota.Config{Policies: []quota.Policy{{Name: "capacity", Concurrency: a}}})
 	ctx := context.Background()
 	sheddable := keylimit.WithCriticality(ctx, keylimit.Sheddable)
@@ -92,7 +93,7 @@ func TestAdaptivePolicyLearnsFromOutcome(t *testing.T) {
 		{"grpc deadline", quota.Outcome{Status: 4}, 1},
 		{"grpc resource exhausted", quota.Outcome{Status: 8}, 1},
 	} {
-		a := newAdaptive(t, keylimit.AIMD(1, 10)) // starts at 1, in slow start
+		a := newAdaptive(t, adaptive.AIMD(1, 10)) // starts at 1, in slow start
 		d := newDecider(t, quota.Config{Policies: []quota.Policy{{Name: "capacity", Concurrency: a}}})
 		for range 16 { // one window
 			v, err := d.Decide(context.Background(), "k", "", 1)

@@ -43,7 +43,7 @@ type Decision struct {
 	// a retry passes once one of them has ended free.
 	InFlight bool
 	// Shed reports a refusal by an adaptive concurrency policy (a
-	// keylimit.Adaptive in Policy.Concurrency): the server is short of
+	// adaptive.Limiter in Policy.Concurrency): the server is short of
 	// capacity, not the client over a quota. Its Action is Refuse; an
 	// adapter answers it as overload: HTTP 503 with the problem type
 	// temporary-reduced-capacity, gRPC Unavailable, with Retry-After and
@@ -144,7 +144,11 @@ func (t *tier) take(ctx context.Context, key string, cost int, tk *taken) error 
 	switch {
 	case t.apart:
 		tk.each = t.results()
-		tk.res, tk.permit, tk.charges, tk.held, err = t.takeApart(ctx, key, cost, *tk.each)
+		var ended bool // takeApart gave back what it took
+		if tk.res, tk.permit, tk.charges, tk.held, ended = t.takeApart(ctx, key, cost, *tk.each); ended {
+			t.resultsPool.Put(tk.each)
+			return ctx.Err()
+		}
 	case t.each != nil:
 		// One call: every policy's own Result, no Peek after an admission.
 		tk.each = t.results()
@@ -155,10 +159,6 @@ func (t *tier) take(ctx context.Context, key string, cost int, tk *taken) error 
 		tk.res = t.decider.Take(key, cost)
 	}
 	if err != nil && ctx.Err() != nil {
-		tk.permit.Release() // what takeApart took, if the context ended after
-		if tk.charges != nil {
-			t.undoCharged(key, cost, tk.charges.adms)
-		}
 		if tk.each != nil {
 			t.resultsPool.Put(tk.each)
 		}

@@ -28,16 +28,18 @@
 // the key's limit, the server's fault), and the values of the RateLimit
 // and RateLimit-Policy fields.
 //
-// Of the rate policies, those whose limiters are in the process are asked
-// before remote ones (their Stats say Remote: redislimit's), and a request
-// one of them refuses asks no remote one, to take or to Peek: no round
-// trip. (A tier's concurrency policy and its policies charged by outcome
-// are asked before its other rate policies, wherever they are.) Of the
+// The policies whose limiters are in the process are asked before the
+// others (remote ones, whose Stats say Remote: redislimit's; and those
+// without Stats), whatever their kind and the order given: a request one
+// of them refuses asks no remote one, to take, to give back or to Peek: no
+// round trip. In each place, a concurrency policy is asked first, then the
+// policies charged by outcome, then the other rate policies; what those in
+// process took is given back in process if a remote one refuses. Of the
 // remote policies, the fields of a refused request have members only for
-// those whose answer refused it (one Redis script answers for all the Redis
-// policies on one client): the others' state is not known without a round
-// trip, and their last answer is not kept. A client reads the policies it
-// is told of, the one that refused it among them.
+// those whose answer refused it (one Redis script answers for all the
+// Redis policies on one client): the others' state is not known without a
+// round trip, and their last answer is not kept. A client reads the
+// policies it is told of, the one that refused it among them.
 //
 // The binding policy of a refused request is the one that refused, or one
 // whose quota the cost exceeds, before one that is only short now: such a
@@ -70,7 +72,7 @@
 //
 // # Shedding load
 //
-// A keylimit.Adaptive as a policy's Concurrency finds the server's capacity
+// An adaptive.Limiter as a policy's Concurrency finds the server's capacity
 // from latency: it is asked at the criticality the request's context
 // carries (keylimit.WithCriticality), a refusal is a shed
 // (Decision.Shed: the adapter answers 503 with the problem type

@@ -39,7 +39,7 @@ type Outcome struct {
 	// Expired says the request's context reached its deadline before the
 	// handler returned: a timeout, whatever the status.
 	//
-	// An adaptive concurrency policy (keylimit.Adaptive) learns from the
+	// An adaptive concurrency policy (adaptive.Limiter) learns from the
 	// outcome: a request ended by overload gives its slot back with
 	// keylimit.Permit.Drop. Overload is a panic, Expired, an HTTP status
 	// 503 or 504, or a gRPC code Unavailable, DeadlineExceeded or
@@ -99,7 +99,7 @@ type charges struct {
 
 // NeedsOutcome reports whether the request proceeded holding what its end
 // must be told of: admissions of policies charged by outcome, or a slot of
-// an adaptive concurrency policy (keylimit.Adaptive). The adapter then
+// an adaptive concurrency policy (adaptive.Limiter). The adapter then
 // gives the handler Context's context, and ends the request with
 // FinishWith and its Outcome rather than Finish.
 func (v *Verdict) NeedsOutcome() bool {
@@ -157,45 +157,47 @@ func (c *charges) end() {
 	}
 }
 
-// admitCharged admits cost for key in each policy of t charged by outcome,
-// under ctx when the limiter takes one, writing each Result into each at
-// the policy's index and each Admission into adms. If one refuses (or ctx
-// ends), it gives back what the ones before it took and returns the
-// index in t.policies of the one that refused, and whether it refused only
-// for what requests in flight hold (heldOnly); else -1.
-func (t *tier) admitCharged(ctx context.Context, key string, cost int, each []keylimit.Result, adms []keylimit.Admission) (keylimit.Result, int, bool, error) {
-	var sum keylimit.Result
+// admitCharged admits a's cost of its key in the policies
+// t.charged[from:to], charged by outcome, under a.ctx when the limiter
+// takes one, writing each Result into a.each at the policy's index and
+// each Admission into a.charges.adms, counted in a.charged, until one
+// refuses or a.ctx ends after a limiter failed. It returns the refusal, and
+// the first error.
+func (t *tier) admitCharged(a *apartTake, from, to int) (refusal, error) {
 	var firstErr error
-	for i, at := range t.charged {
+	adms := a.charges.adms
+	for i := from; i < to; i++ {
+		at := t.charged[i]
 		p := t.policies[at]
 		// Entered before the limiter is asked, so that a refusal sees every
 		// request whose admission it met (see holds).
-		mark := p.holds.enter(key, cost)
+		mark := p.holds.enter(a.key, a.cost)
 		var r keylimit.Result
 		var err error
 		if p.ctxRefunder != nil {
-			r, adms[i], err = p.ctxRefunder.AdmitContext(ctx, key, cost)
+			r, adms[i], err = p.ctxRefunder.AdmitContext(a.ctx, a.key, a.cost)
 		} else {
-			r, adms[i] = p.refunder.Admit(key, cost)
+			r, adms[i] = p.refunder.Admit(a.key, a.cost)
 		}
 		if firstErr == nil {
 			firstErr = err
 		}
-		if !r.Allowed || err != nil && ctx.Err() != nil {
-			only := !r.Allowed && heldOnly(&r, cost, p.holds.others(key, cost, mark))
-			each[at] = r
-			p.holds.leave(key, cost, 0)
-			t.undoCharged(key, cost, adms[:i])
-			return r, at, only, firstErr
+		if !r.Allowed {
+			only := heldOnly(&r, a.cost, p.holds.others(a.key, a.cost, mark))
+			a.each[at] = r
+			p.holds.leave(a.key, a.cost, 0)
+			ref := a.fold(r, at)
+			ref.only = only
+			return ref, firstErr
 		}
-		each[at] = r
-		if i == 0 {
-			sum = r
-		} else {
-			sum = sum.And(r)
+		a.each[at] = r
+		a.charged = i + 1 // given back by undo, if the request does not proceed
+		a.fold(r, at)
+		if err != nil && a.ctx.Err() != nil {
+			return refusal{}, firstErr // takeApart gives it back
 		}
 	}
-	return sum, -1, false, firstErr
+	return refusal{}, firstErr
 }
 
 // undoCharged gives back adms, the admissions of cost of t's first charged

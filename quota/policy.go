@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/compose"
 	"github.com/keylimit/keylimit/internal/ratefields"
@@ -45,7 +46,7 @@ type Policy struct {
 	// limiter it wraps). For a *keylimit.TokenBucket w is the time an
 	// empty bucket takes to refill fully, Burst × Period / Events; for a
 	// limit per period of the calendar (keylimit.PerCalendar), the length of
-	// the key's current period (its limiter's WindowOf, if it has one); for
+	// the key's current period at the limiter's time (LimitOf(key).WindowAt); for
 	// any other limiter, the Period. New reports an error if Window is 0 and the
 	// limiter reports neither.
 	Window time.Duration
@@ -59,7 +60,7 @@ type Policy struct {
 	//
 	// A tier holds at most one concurrency policy, and its Window stays 0.
 	//
-	// A keylimit.Adaptive here is asked at the criticality the request's
+	// An adaptive.Limiter here is asked at the criticality the request's
 	// context carries (keylimit.WithCriticality), sheds rather than
 	// refuses (Decision.Shed: HTTP 503, gRPC Unavailable), and learns from
 	// how each request ends: FinishWith gives its slot back with
@@ -124,13 +125,6 @@ type keyLimitReporter interface {
 	LimitOf(key string) keylimit.Limit
 }
 
-// windowReporter is a limiter that tells the window a key counts in now,
-// as keylimit.FixedWindow does: for a limit per period of the calendar,
-// the w of its current period.
-type windowReporter interface {
-	WindowOf(key string) (start, end time.Time)
-}
-
 // policy is a Policy checked by New.
 type policy struct {
 	name    string
@@ -139,14 +133,16 @@ type policy struct {
 	window  int64                               // Policy.Window in seconds, rounded up; 0: ask the limiter
 	limits  limitReporter                       // with window 0: the limiter, if it reports its Limit
 	limitOf keyLimitReporter                    // with window 0: the limiter, if it reports each key's
+	clock   clock.Clock                         // with window 0: the limiter's (keylimit.WithClock's), nil for the system's
 	held    keylimit.ConcurrencyLimiter[string] // a concurrency policy's limiter (limiter is nil)
 	// tryCtx is held's TryAcquire under the request's context, if held
-	// decides by it (a keylimit.Adaptive, by the request's criticality):
+	// decides by it (an adaptive.Limiter, by the request's criticality):
 	// the policy then sheds (Decision.Shed) rather than refuses, and its
 	// permit is dropped when the request ends in overload (FinishWith).
 	tryCtx func(ctx context.Context, key string, n int) (keylimit.Permit, keylimit.Result)
-	// charge is Policy.Charge; refunder and ctxRefunder are the limiter as
-	// a Refunder (and a ContextLimiter, if it is one), set with charge.
+	// charge is Policy.Charge; ctxRefunder is the limiter as a
+	// ContextLimiter, if it is one, set with charge. refunder is the
+	// limiter as a Refunder, if it is one (a charged policy's always is).
 	charge      func(Outcome) int
 	refunder    keylimit.Refunder[string]
 	ctxRefunder contextRefunder
@@ -159,7 +155,10 @@ type policy struct {
 	remaining string
 	// remote: the limiter's Stats say Remote, so that its Peek is a round
 	// trip, which a refused request does not make (see peekOthers).
-	remote bool
+	// inProcess: its Stats say it is not (an in-memory limiter's), so that
+	// takeApart asks it before any other (see plan). A limiter without
+	// Stats is neither.
+	remote, inProcess bool
 }
 
 // derivedWindow is a w and the Limit it was derived from.
@@ -207,14 +206,15 @@ func compilePolicy(p Policy) (*policy, error) {
 		}
 		c.limits, _ = l.(limitReporter)
 		c.limitOf, _ = l.(keyLimitReporter)
+		c.clock = compose.ClockOf(l)
 		if c.limits == nil && c.limitOf == nil {
 			return nil, fmt.Errorf("policy %q: set its Window: the limiter (%T) does not report its Limit", p.Name, p.Limiter)
 		}
 	}
-	c.remote = isRemote(p.Limiter) || isRemote(p.Concurrency)
+	c.remote, c.inProcess = p.place()
+	c.refunder, _ = p.Limiter.(keylimit.Refunder[string])
 	if p.Charge != nil {
-		var ok bool
-		if c.refunder, ok = p.Limiter.(keylimit.Refunder[string]); !ok {
+		if c.refunder == nil {
 			return nil, fmt.Errorf("policy %q: charged by outcome, its limiter (%T) must be able to Refund", p.Name, p.Limiter)
 		}
 		c.ctxRefunder, _ = p.Limiter.(contextRefunder)
@@ -224,10 +224,24 @@ func compilePolicy(p Policy) (*policy, error) {
 	return c, nil
 }
 
-// isRemote reports whether l is a limiter whose Stats say Remote.
-func isRemote(l any) bool {
+// place reports where p's limiter keeps its state (see placeOf).
+func (p *Policy) place() (remote, inProcess bool) {
+	if p.Concurrency != nil {
+		return placeOf(p.Concurrency)
+	}
+	return placeOf(p.Limiter)
+}
+
+// placeOf reports whether l is a limiter whose Stats say Remote (remote),
+// or one whose Stats say it is not (inProcess); a limiter without Stats is
+// neither.
+func placeOf(l any) (remote, inProcess bool) {
 	st, ok := l.(interface{ Stats() keylimit.Stats })
-	return ok && st.Stats().Remote
+	if !ok {
+		return false, false
+	}
+	r := st.Stats().Remote
+	return r, !r
 }
 
 // windowSeconds is the policy's w for key now: a limiter's Limit may
@@ -249,10 +263,11 @@ func (p *policy) windowSeconds(key string) int64 {
 		// The length of the period the key is in: a month's, a day's of
 		// 23 or 25 hours. Computed on every request (the limiter keeps
 		// the period's bounds; no division here).
-		start, end := l.WindowAt(time.Now())
-		if wr, ok := p.limiter.(windowReporter); ok {
-			start, end = wr.WindowOf(key)
+		now := time.Now()
+		if p.clock != nil {
+			now = p.clock.Now()
 		}
+		start, end := l.WindowAt(now)
 		return ratefields.Seconds(end.Sub(start))
 	}
 	if d := p.derived.Load(); d != nil && d.limit == l {

@@ -16,16 +16,20 @@ type tier struct {
 	name     string
 	policies []*policy
 	// held is the index of the tier's concurrency policy, or -1 if it has
-	// none (see takeHeld).
+	// none.
 	held int
-	// charged are the indexes of the policies charged by outcome, and
-	// plain of the others but held, which decider takes from; apart says
-	// the tier has held or charged policies (see takeApart).
-	charged, plain []int
-	apart          bool
-	// decider takes a request's cost from every rate policy or from none:
-	// the one limiter, or keylimit.All of them; nil if the tier has only a
-	// concurrency policy.
+	// charged are the indexes of the policies charged by outcome, those
+	// in process first; local of the other rate policies that takeApart
+	// admits one by one in process before a remote step (see plan), and
+	// plain of the rest, which decider takes from; apart says the tier has
+	// held or charged policies (see takeApart).
+	charged, local, plain []int
+	apart                 bool
+	// steps is the order in which takeApart asks the policies (see plan).
+	steps []step
+	// decider takes a request's cost from every plain policy or from
+	// none: the one limiter, or keylimit.All of them; nil if the tier has
+	// none.
 	decider keylimit.Limiter[string]
 	// each is decider if it reports each policy's Result (keylimit.All
 	// does), with two policies or more; withCtx is decider if it takes a
@@ -39,6 +43,9 @@ type tier struct {
 	// and if apart len(plain) more, for the plain policies' Results before
 	// takeApart puts them in the tier's order.
 	resultsPool sync.Pool
+	// admissionsPool holds *[]keylimit.Admission for takeApart: of
+	// len(local), for their admissions.
+	admissionsPool sync.Pool
 }
 
 // policyField is a RateLimit-Policy value and the q and w it was made from.
@@ -55,7 +62,6 @@ func compileTier(name string, ps []Policy) (*tier, error) {
 		return nil, fmt.Errorf("tier %q has no policies", name)
 	}
 	t := &tier{name: name, held: -1}
-	limiters := make([]keylimit.Limiter[string], 0, len(ps))
 	var last *policy // the last rate policy
 	for _, p := range ps {
 		c, err := compilePolicy(p)
@@ -65,44 +71,47 @@ func compileTier(name string, ps []Policy) (*tier, error) {
 		if slices.ContainsFunc(t.policies, func(o *policy) bool { return o.name == c.name }) {
 			return nil, fmt.Errorf("two policies are named %q", c.name)
 		}
-		if c.held != nil {
-			if t.held >= 0 {
-				return nil, fmt.Errorf("policies %q and %q are both concurrency policies: a tier holds at most one", t.policies[t.held].name, c.name)
-			}
+		switch {
+		case c.held != nil && t.held >= 0:
+			return nil, fmt.Errorf("policies %q and %q are both concurrency policies: a tier holds at most one", t.policies[t.held].name, c.name)
+		case c.held != nil:
 			t.held = len(t.policies)
-			t.policies = append(t.policies, c)
-			continue
-		}
-		if c.charge != nil {
+		case c.charge != nil:
 			t.charged = append(t.charged, len(t.policies))
-			t.policies = append(t.policies, c)
-			continue
-		}
-		// keylimit.All would panic: it must be able to give back what the
-		// policies before a refusing one took.
-		if last != nil {
-			if _, ok := last.limiter.(keylimit.Refunder[string]); !ok {
+		default:
+			// keylimit.All would panic: it must be able to give back what
+			// the policies before a refusing one took.
+			if last != nil && last.refunder == nil {
 				return nil, fmt.Errorf("policy %q: its limiter (%T) cannot Refund, so it must be the last policy", last.name, last.limiter)
 			}
+			last = c
+			t.plain = append(t.plain, len(t.policies))
 		}
-		last = c
-		t.plain = append(t.plain, len(t.policies))
 		t.policies = append(t.policies, c)
-		limiters = append(limiters, c.limiter)
 	}
 	t.apart = t.held >= 0 || len(t.charged) > 0
+	if t.apart {
+		t.plan()
+	}
+	t.compileDecider()
+	return t, nil
+}
+
+// compileDecider makes t's decider of its plain policies.
+func (t *tier) compileDecider() {
+	limiters := make([]keylimit.Limiter[string], 0, len(t.plain))
+	for _, i := range t.plain {
+		limiters = append(limiters, t.policies[i].limiter)
+	}
 	switch len(limiters) {
 	case 0:
-		return t, nil
 	case 1:
 		t.decider = limiters[0]
+		t.withCtx, _ = t.decider.(contextTaker)
 	default:
 		t.decider = keylimit.All(limiters...)
 		t.each, _ = t.decider.(eachTaker)
-		return t, nil
 	}
-	t.withCtx, _ = t.decider.(contextTaker)
-	return t, nil
 }
 
 // results returns a slice for each policy's Result, from a pool: passed to

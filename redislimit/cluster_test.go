@@ -43,6 +43,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Concurrency", func(t *testing.T) { concurrencyOnCluster(t, cl, c) })
 	t.Run("Penalty", func(t *testing.T) { penaltyOnCluster(t, cl) })
 	t.Run("Leases", func(t *testing.T) { leasesOnCluster(t, c) })
+	t.Run("PacedLeases", func(t *testing.T) { pacedLeasesOnCluster(t, c) })
 	t.Run("Failover", func(t *testing.T) { failover(t, cl) })
 }
 
@@ -72,6 +73,59 @@ func leasesOnCluster(t *testing.T, c *redis.ClusterClient) {
 			require.Equal(t, 500, warmed+roundRobin(fleet, key), "key %q, window %d: events admitted", key, window)
 			mock.Add(time.Minute)
 		}
+	}
+	require.Zero(t, errs.len(), "errors, the first: %v", firstError(&errs))
+}
+
+// pacedLeasesOnCluster: three leased TokenBuckets of 100/s (a burst of 10)
+// with leases of 20 ms on a cluster client, a fleet large enough for the
+// share rule (4 × 3 × 10 ms > 20 ms), asked in turn each 5 ms of a mock
+// clock for a second, on keys in different slots (a key beginning with '}'
+// among them): the fleet's set beside each key's state shares its slot (no
+// call fails, no CROSSSLOT), each key admits no more than its bound (10 +
+// 100 over the second), every instance admits, and the instances are
+// paced (refused in process with a RetryAfter longer than an interval).
+func pacedLeasesOnCluster(t *testing.T, c *redis.ClusterClient) {
+	mock := newMock()
+	var errs errorLog
+	prefix := testKey(t, "p") + ":"
+	limit := keylimit.PerSecond(100).WithBurst(10)
+	var fleet []*redislimit.TokenBucket
+	for range 3 {
+		b, err := redislimit.NewTokenBucket(c, "paced", limit,
+			append(onMock(mock), redislimit.WithLeases(20*time.Millisecond), redislimit.WithTimeout(patient),
+				redislimit.WithPrefix(prefix), redislimit.WithOnError(errs.add))...)
+		require.NoError(t, err)
+		t.Cleanup(func() { b.Close() })
+		fleet = append(fleet, b)
+	}
+	for _, key := range []string{"a", "b", "c", "}d", "{e}"} {
+		admitted := make([]int, len(fleet))
+		paced := 0
+		for step := range 200 {
+			for i, b := range fleet {
+				for range 20 {
+					r := b.Take(key, 1)
+					if !r.Allowed {
+						if r.RetryAfter > 10*time.Millisecond {
+							paced++
+						}
+						break
+					}
+					admitted[i]++
+				}
+			}
+			if step < 199 {
+				mock.Add(5 * time.Millisecond)
+			}
+		}
+		total := admitted[0] + admitted[1] + admitted[2]
+		require.LessOrEqual(t, total, 10+100, "key %q: events admitted over the second (each instance: %v)", key, admitted)
+		for i, a := range admitted {
+			require.Positive(t, a, "key %q: instance %d admitted nothing (each: %v)", key, i, admitted)
+		}
+		require.Positive(t, paced, "key %q: refusals with a pace", key)
+		t.Logf("key %q: %d of the bound 110 admitted (each instance: %v), %d paced refusals", key, total, admitted, paced)
 	}
 	require.Zero(t, errs.len(), "errors, the first: %v", firstError(&errs))
 }

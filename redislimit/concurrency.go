@@ -121,9 +121,12 @@ type Concurrency struct {
 	dropped int
 	closed  bool
 
-	stop      chan struct{} // closed by Close; the renewer then returns
-	renewed   chan struct{} // closed when the renewer has returned
-	closeOnce sync.Once
+	stop    chan struct{} // closed by Close; the renewer then returns
+	renewed chan struct{} // closed when the renewer has returned
+	// endRenewal cancels the renewer's calls, the one in flight too, so
+	// that Close does not wait a timeout for each live hold.
+	endRenewal context.CancelFunc
+	closeOnce  sync.Once
 }
 
 // The polling of the oldest waiter of a key on an instance: the first wait
@@ -301,7 +304,9 @@ func NewConcurrency(client redis.UniversalClient, name string, n int, opts ...Op
 	}
 	c.ops.log().Debug("redislimit: concurrency limiter", "limiter", o.name, "prefix", prefix, "limit", n,
 		"hold_expiry", expiry, "max_hold", o.maxHold, "policy", o.policy.String(), "admits", c.admits())
-	go c.renew(expiry / 2)
+	renewal, end := context.WithCancel(context.Background())
+	c.endRenewal = end
+	go c.renew(renewal, expiry/2)
 	return c, nil
 }
 
@@ -330,10 +335,6 @@ func (c *Concurrency) fleetChanged(k int) {
 // expiry). See the rate limiters' StateKey for
 // keys that are empty or hold a '}'.
 func (c *Concurrency) StateKey(key string) string { return c.store.redisKey(key) }
-
-// Limit returns the slots each key may hold at once by this instance's
-// count: the limit the limiter was made with, or the last SetLimit set.
-func (c *Concurrency) Limit() int { return int(c.limit.Load()) }
 
 // SetLimit makes n the slots each key may hold at once, on this instance
 // (each instance sends its own with every acquisition: set it on each). It
@@ -937,10 +938,11 @@ func parseConcReply(s string) (concReply, bool) {
 }
 
 // renew retries the failed releases and renews every live hold of this
-// instance each period, until Close, one script call each; a hold past the
+// instance each period, until Close, one script call each under ctx, which
+// Close cancels: it stops between two calls and within one. A hold past the
 // longest hold is left to expire. A renewal that finds a hold gone marks it
 // lost and logs it.
-func (c *Concurrency) renew(period time.Duration) {
+func (c *Concurrency) renew(ctx context.Context, period time.Duration) {
 	defer close(c.renewed)
 	tick, stop := c.clock.ticker(max(period, time.Millisecond/2))
 	defer stop()
@@ -950,7 +952,7 @@ func (c *Concurrency) renew(period time.Duration) {
 			return
 		case <-tick:
 		}
-		c.retryReleases(context.Background(), c.stop)
+		c.retryReleases(ctx, c.stop)
 		c.logDropped()
 		c.mu.Lock()
 		holds := make([]*concHold, 0, len(c.holds))
@@ -961,10 +963,13 @@ func (c *Concurrency) renew(period time.Duration) {
 		now := c.clock.now()
 		lost := 0
 		for _, h := range holds {
+			if ctx.Err() != nil {
+				return // Close: the holds left are not renewed
+			}
 			if c.maxHoldNs > 0 && now-h.at >= c.maxHoldNs {
 				continue // Redis lets it expire at the longest hold
 			}
-			rep, err := c.call(context.Background(), modeRenew, h.key, h.id, 1, 1)
+			rep, err := c.call(ctx, modeRenew, h.key, h.id, 1, 1)
 			if err == nil && !rep.ok {
 				h.lost.Store(true)
 				c.mu.Lock()
@@ -989,11 +994,13 @@ func (c *Concurrency) renew(period time.Duration) {
 // holds (of any instance) that this instance's calls dropped (a key whose
 // holds have all expired is deleted by Redis a minute later, and what it
 // held is counted by no one if no call came meanwhile); Waiting the
-// Acquires waiting on this instance now.
+// Acquires waiting on this instance now; Limit this instance's N (the
+// limit it was made with, or the last SetLimit set).
 func (c *Concurrency) Stats() keylimit.Stats {
 	st := c.ops.counts.stats()
 	st.Reclaimed = c.reclaimed.Load()
 	st.Waiting = int(c.waiting.Load())
+	st.Limit = int(c.limit.Load())
 	return st
 }
 
@@ -1020,6 +1027,7 @@ func (c *Concurrency) Ping(ctx context.Context) error {
 func (c *Concurrency) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.stop)
+		c.endRenewal()
 		<-c.renewed
 		c.mu.Lock()
 		c.closed = true

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -405,7 +406,7 @@ func TestConcurrencyOptions(t *testing.T) {
 	defer lim.Close()
 	require.Equal(t, "keylimit:test:concurrency:{k}", lim.StateKey("k"))
 	require.Error(t, lim.SetLimit(0))
-	require.Equal(t, 3, lim.Limit())
+	require.Equal(t, 3, lim.Stats().Limit)
 	require.NoError(t, lim.Ping(context.Background()))
 }
 
@@ -640,4 +641,60 @@ func TestConcurrencyCloseRetriesReleases(t *testing.T) {
 			require.Equal(t, tt.held, h, "holds left after Close")
 		})
 	}
+}
+
+// stuckRenewals makes every renewal script call hang until its context
+// ends, as on a Redis that stopped answering, counts them, and keeps how
+// the last one's context ended.
+type stuckRenewals struct {
+	on    atomic.Bool
+	calls atomic.Int64
+	ended atomic.Value // error
+}
+
+func (s *stuckRenewals) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *stuckRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if s.on.Load() && slices.Contains(cmd.Args(), any("renew")) {
+			s.calls.Add(1)
+			<-ctx.Done()
+			s.ended.Store(ctx.Err())
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (s *stuckRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestConcurrencyCloseEndsRenewals: Close stops the renewer within the
+// renewal in flight. With live holds and a renewal that hangs until its
+// timeout (10 s here), Close had waited for the timeout, and the renewer
+// had then gone on to the next hold; now Close cancels the call in flight
+// and no other renewal starts.
+func TestConcurrencyCloseEndsRenewals(t *testing.T) {
+	const holds = 20
+	const expiry = time.Hour
+	c := shared.client(t)
+	stuck := new(stuckRenewals)
+	c.AddHook(stuck)
+	mock := newMock()
+	lim, err := redislimit.NewConcurrency(c, "test", holds, redislimit.WithPrefix(testKey(t, "p")+":"), keylimit.WithClock(mock),
+		redislimit.WithHoldExpiry(expiry), redislimit.WithTimeout(patient), redislimit.WithFailurePolicy(redislimit.FailClosed()))
+	require.NoError(t, err)
+	key := testKey(t, "k")
+	for range holds {
+		_, r := lim.TryAcquire(key, 1)
+		require.True(t, r.Allowed)
+	}
+	stuck.on.Store(true)
+	mock.Add(expiry / 2) // a renewal period: the renewer ticks, and hangs on the first hold
+	require.True(t, waitFor(func() bool { return stuck.calls.Load() == 1 }, 5*time.Second), "the renewer's first call")
+	require.NoError(t, lim.Close())
+	require.Equal(t, int64(1), stuck.calls.Load(), "renewals started by the time Close returned")
+	require.ErrorIs(t, stuck.ended.Load().(error), context.Canceled, "how the renewal in flight ended: cancelled by Close, not timed out")
 }

@@ -1,6 +1,8 @@
 package redislimit
 
 import (
+	"time"
+
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 )
@@ -87,3 +89,10 @@ const (
 	FleetPeriod = fleetPeriod
 	FleetMax    = fleetMax
 )
+
+// LeasePeriod is the lease period the share rule grants a fleet of n
+// instances on one key of l with leases of d: d, or minShare × n × l's
+// interval if that is longer (lua/bucket.lua's paced).
+func LeasePeriod(d time.Duration, n int, l keylimit.Limit) time.Duration {
+	return max(d, time.Duration(minShare*n)*l.WithBurst(1).FillTime())
+}

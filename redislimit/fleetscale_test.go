@@ -5,7 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -165,10 +168,14 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 // TokenBucket with leases of 20 ms, FailClosed, on a client of its own),
 // one hot key at 10,000/s with a burst of 100, 3 s. It reports the
 // fraction of the bound admitted (never above 1: runFleet checks it), the
-// longest an instance went without an admission (in lease times, and in
-// rounds: the time the limit takes to give each instance an event, at
-// least a lease time) and the script calls per admission. The machine runs
-// Redis and the fleet: the figures include its scheduling (late, in ms).
+// longest an instance went without an admission, in configured lease
+// times (starved/lease) and in the lease periods the share rule grants
+// (starved/period: max(lease time, minShare × instances × interval), the
+// time in which the refill gives each instance minShare events; package
+// doc, "Leases at scale"), the script calls per admission, how late the
+// machine ran goroutines (late-ms) and its load average (load1, from
+// /proc/loadavg before the run): the machine runs Redis and the fleet, and
+// the figures include its scheduling.
 //
 //	go test -run XXX -bench BenchmarkLeasedFleet -benchtime 1x
 func BenchmarkLeasedFleet(b *testing.B) {
@@ -182,15 +189,28 @@ func BenchmarkLeasedFleet(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
 			var f fleetRun
+			load := loadAverage()
 			for range b.N {
 				f = runFleet(b, s, n, 1, limit, lease, run)
 			}
-			round := max(lease, time.Duration(n)*limit.WithBurst(1).FillTime())
+			period := redislimit.LeasePeriod(lease, n, limit)
 			b.ReportMetric(f.fraction(), "admitted/bound")
 			b.ReportMetric(float64(f.worst)/float64(lease), "starved/lease")
-			b.ReportMetric(float64(f.worst)/float64(round), "starved/round")
+			b.ReportMetric(float64(f.worst)/float64(period), "starved/period")
 			b.ReportMetric(float64(f.calls)/float64(max(f.total, 1)), "calls/admission")
 			b.ReportMetric(float64(f.late)/float64(time.Millisecond), "late-ms")
+			b.ReportMetric(load, "load1")
 		})
 	}
+}
+
+// loadAverage is the machine's load average over the last minute, from
+// /proc/loadavg (0 where there is none).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return f
 }

@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,16 @@ func maxLease(k *keyLimit) int { return k.quota / maxLeaseShare }
 // bucket holds beyond the request (lua/bucket.lua has it from scripts.go),
 // so that the fetches of a fleet on a key nearly empty each get some.
 const leaseShare = 8
+
+// minShare is the fewest events a paced lease (the share rule, DESIGN.md
+// "Leases at scale") gives an instance that asks for as many: a fleet's
+// scaled lease period is max(the lease time, minShare × instances ×
+// interval), so that an instance of a large fleet calls Redis at most once
+// for minShare events (lua/bucket.lua has it from scripts.go).
+const minShare = 4
+
+// maxPace bounds the pace of a paced lease, in lease times.
+const maxPace = 1024
 
 // maxWaits is how many fetches of other calls a call waits for before it is
 // refused without a round trip of its own.
@@ -81,6 +92,8 @@ type leaseKey struct {
 	size    int64  // events the last fetch took: n, and what it leased
 	asked   int64  // events the last fetch asked for: n, and what it wanted
 	short   bool   // the last fetch got less than it asked for
+	paced   bool   // Redis gave the last fetch a pace: the key is in a fleet's share
+	refused bool   // Redis refused the last fetch
 	leased  *grant // the last fetch's lease; nil if it leased nothing
 	retired bool   // the sweeper has removed the key: find its entry anew
 }
@@ -136,6 +149,7 @@ type leaseWait struct {
 // outside the package's tests).
 func newLeases(deny *denyCache, g *guard, clk *localClock, d time.Duration, onRedisTime bool) *leases {
 	ld := clampSpan(d)
+	g.store.instance = strconv.FormatUint(rand.Uint64(), 36)
 	return &leases{deny: deny, guard: g, clock: clk, d: ld, idle: 2 * ld, every: max(time.Duration(ld/2), time.Millisecond),
 		monoEnds: onRedisTime && clk.injected != nil, m: xsync.NewMapOf[string, *leaseKey](), stop: make(chan struct{})}
 }
@@ -322,13 +336,14 @@ func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (key
 		ch := make(chan struct{})
 		e.fetch = ch
 		want := e.want(n, k, now, ls.d)
+		paced := e.paced && e.k == k
 		e.waiting = 0
 		var give int64
 		if p != nil {
 			give = p.end()
 		}
 		e.mu.Unlock()
-		r, a, err := ls.fetch(ctx, key, n, k, e, want, p, give, now)
+		r, a, err := ls.fetch(ctx, key, n, k, e, want, paced, p, give, now)
 		e.mu.Lock()
 		e.fetch = nil
 		e.mu.Unlock()
@@ -352,21 +367,36 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 	}
 	var est int64
 	if e.k == k {
+		var unspent int64 // what the last lease held when it ended
+		if p := e.leased; p != nil {
+			if u := p.left.Load(); u != ended {
+				unspent = max(u, 0)
+			} else {
+				unspent = p.unused
+			}
+		}
 		switch elapsed := now - e.back; {
+		case e.paced && unspent > 0:
+			// Paced, and its lease ran out unspent: the host runs this
+			// instance later than a lease lasts. It asks for none beyond
+			// n, until a lease is spent again.
+			est = int64(n)
+		case e.paced:
+			// Redis paced the key: its calls meanwhile were refused in
+			// process, so what it spent tells nothing of what it would. It
+			// asks for twice its last, of which Redis gives its share.
+			est = max(2*e.size, int64(n)+1)
 		case e.short:
 			est = e.asked
+		case e.refused && elapsed < d:
+			// Refused, and asked again within a lease time: a key a fleet
+			// contends for. One more than n makes the fetch a lease, which
+			// counts the instance in the key's fleet and may pace it.
+			est = int64(n) + 1
 		case elapsed <= 0:
 			est = 2 * e.size
 		default:
-			spent := e.size
-			if p := e.leased; p != nil {
-				if u := p.left.Load(); u != ended {
-					spent -= max(u, 0)
-				} else {
-					spent -= p.unused
-				}
-			}
-			est = int64(min(float64(spent)*float64(d)/float64(elapsed), float64(2*e.size)))
+			est = int64(min(float64(e.size-unspent)*float64(d)/float64(elapsed), float64(2*e.size)))
 		}
 	}
 	est = max(est, int64(n+e.waiting))
@@ -375,18 +405,19 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 
 // fetch takes n events for key under k at local time now, and leases up to
 // want more, in one script call that also gives back the give events old,
-// the key's last lease, left unused; a key that wants none is a plain take.
+// the key's last lease, left unused; a key that wants none is a plain take,
+// unless Redis paced it (paced: it stays in the fleet's count and pace).
 // It records what it got in e.
-func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *leaseKey, want int,
+func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *leaseKey, want int, paced bool,
 	old *grant, give int64, now int64) (keylimit.Result, keylimit.Admission, error) {
 	if old != nil && old.k != k {
 		// Taken under another limit: given back under it, on its own.
 		_ = ls.giveBack(ctx, key, old, give)
 		old, give = nil, 0
 	}
-	if want == 0 && give == 0 {
+	if want == 0 && give == 0 && !paced {
 		r, a, err := ls.deny.take(ctx, key, n, k, now)
-		e.fetched(now, k, n, 0, r, 0, nil, ls, err != nil)
+		e.fetched(now, k, n, 0, r, 0, 0, nil, ls, err != nil)
 		return r, a, err
 	}
 	var res [1]keylimit.Result
@@ -397,27 +428,30 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		in[0], give = old.markFor(give)
 		ls.deny.forget(key)
 	}
-	d := decision{key: key, n: n, parts: parts[:], marks: in[:], leasing: leaseArgs{want: want, hold: ls.time(k), give: give}}
+	d := decision{key: key, n: n, parts: parts[:], marks: in[:], leasing: leaseArgs{want: want, hold: ls.time(k), give: give, period: ls.d}}
 	var mono int64
 	if ls.monoEnds {
 		mono = ls.clock.monoNow() // before the call, as now was
 	}
 	gen := ls.deny.gen(key)
 	if err := ls.guard.call(ctx, modeLease, &d, now, res[:], marks[:]); err != nil {
-		e.fetched(now, k, n, want, keylimit.Result{Limit: k.quota}, 0, nil, ls, true)
+		e.fetched(now, k, n, want, keylimit.Result{Limit: k.quota}, 0, 0, nil, ls, true)
 		return ls.guard.failed(ctx, "take", key, k, n, err)
 	}
-	r, got := res[0], d.leasing.granted
+	r, got, pace := res[0], d.leasing.granted, d.leasing.pace
 	if !r.Allowed {
 		ls.deny.recordEach(key, n, r, now, mono, nil, gen) // mono is read if the cache ends on it
-		e.fetched(now, k, n, want, r, 0, nil, ls, false)
+		e.fetched(now, k, n, want, r, 0, pace, nil, ls, false)
 		return r, keylimit.Admission{}, nil
 	}
 	if got == 0 {
-		e.fetched(now, k, n, want, r, 0, nil, ls, false)
+		e.fetched(now, k, n, want, r, 0, pace, nil, ls, false)
 		return r, keylimit.Admission{N: n, Mark: marks[0], By: k}, nil
 	}
 	life := ls.time(k)
+	if d.leasing.life > 0 {
+		life = d.leasing.life // a paced lease, as long as the bucket's debt
+	}
 	if k.step == 0 {
 		// A window's lease ends with its window, which ends no earlier than
 		// ResetAfter after now (now was read before Redis's clock was).
@@ -428,7 +462,7 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 		p.monoUntil = max(mono+life, 1)
 	}
 	p.left.Store(got)
-	e.fetched(now, k, n, want, r, got, p, ls, false)
+	e.fetched(now, k, n, want, r, got, pace, p, ls, false)
 	if ls.closed.Load() {
 		// Close may have passed this key already: give the lease back now.
 		e.mu.Lock()
@@ -442,14 +476,16 @@ func (ls *leases) fetch(ctx context.Context, key string, n int, k *keyLimit, e *
 
 // fetched records in e a fetch made at local time now for n events under k,
 // wanting want more, on ls: Redis's Result r, the events got beyond n and
-// their lease p (nil if none). If it got less than it asked because Redis
-// had too little (less than leaseShare times what was missing; not
-// because a lease did not fit beside a bucket nearly full), no fetch is
-// made before more could have come back: for a bucket, the refill of
-// leaseShare times what was missing, at most the lease time d, of which
-// half and a random part of the rest; a window's end. A fetch that failed
-// (failed) sets no wait: the failure policy and its backoff answer.
-func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Result, got int64, p *grant, ls *leases, failed bool) {
+// their lease p (nil if none), and the pace Redis gave (0: none). If it got
+// less than it asked because Redis had too little (less than leaseShare
+// times what was missing; not because a lease did not fit beside a bucket
+// nearly full), no fetch is made before more could have come back: for a
+// bucket, the refill of leaseShare times what was missing, at most the
+// lease time d, of which half and a random part of the rest; a window's
+// end. A paced fetch makes none before its pace is up (the share rule:
+// lua/bucket.lua's paced). A fetch that failed (failed) sets no wait: the
+// failure policy and its backoff answer.
+func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Result, got, pace int64, p *grant, ls *leases, failed bool) {
 	d, back := ls.d, ls.clock.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -459,22 +495,32 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 		e.size = int64(n) + got
 	}
 	e.short = want > 0 && e.size < e.asked && (!r.Allowed || int64(r.Remaining) < leaseShare*(e.asked-e.size))
+	e.paced, e.refused = pace > 0, !r.Allowed && !failed
 	if p != nil {
 		e.cur.Store(p)
 	}
-	if !e.short || failed {
+	if (!e.short && !e.paced) || failed {
 		e.wait.Store(nil)
 		return
 	}
-	wait := clampSpan(r.RetryAfter)
-	if k.step > 0 {
-		// A random part, so that the instances a fetch left short do not
-		// come back together, to an empty bucket.
-		w := min(d, leaseShare*(e.asked-e.size)*k.step)
-		wait = max(wait, w/2+rand.Int64N(w/2+1))
-	} else if r.Allowed {
-		wait = max(wait, clampSpan(r.ResetAfter))
+	var wait int64
+	if e.short {
+		wait = clampSpan(r.RetryAfter)
+		if k.step > 0 {
+			// A random part, so that the instances a fetch left short do not
+			// come back together, to an empty bucket.
+			w := min(d, leaseShare*(e.asked-e.size)*k.step)
+			wait = max(wait, w/2+rand.Int64N(w/2+1))
+		} else if r.Allowed {
+			wait = max(wait, clampSpan(r.ResetAfter))
+		}
 	}
+	if !r.Allowed && pace > 0 {
+		// A refusal's pace: a random part of it, from half, so that the
+		// instances refused together do not come back together.
+		pace = pace/2 + rand.Int64N(pace/2+1)
+	}
+	wait = max(wait, pace)
 	e.wait.Store(&leaseWait{until: now + wait, k: k, res: r, at: now})
 }
 

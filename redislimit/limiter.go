@@ -14,7 +14,7 @@ import (
 )
 
 // Keyed is what the three Redis rate limiters share: every method but
-// their constructors (and FixedWindow's WindowOf). TokenBucket, FixedWindow
+// their constructors. TokenBucket, FixedWindow
 // and SlidingWindow embed it; a Keyed is made by their constructors only,
 // and its zero value is not usable. Its methods are keylimit.Keyed's, each
 // deciding on Redis, and the context variants of keylimit.ContextLimiter,

@@ -48,12 +48,18 @@ var (
 	script            = redis.NewScript(constantsLua + preludeLua + bucketLua + fixedLua + slidingLua + calendarLua + decideLua)
 	takeBucketScript  = redis.NewScript(takeBucketLua)
 	takeFixedScript   = redis.NewScript(takeFixedLua)
-	takeSlidingScript = redis.NewScript(takeSlidingLua)
+	takeSlidingScript = redis.NewScript(slidingConstantsLua + takeSlidingLua)
 )
 
 // constantsLua begins the full script with the Go constants its lease
-// arithmetic shares with lease.go, so that the two cannot drift apart.
-var constantsLua = fmt.Sprintf("local leaseShare, maxLeaseShare = %d, %d\n", leaseShare, maxLeaseShare)
+// arithmetic shares with lease.go, and the sliding log's with take.go, so
+// that the two cannot drift apart.
+var constantsLua = fmt.Sprintf("local leaseShare, maxLeaseShare, minShare, maxPace = %d, %d, %d, %d\n",
+	leaseShare, maxLeaseShare, minShare, maxPace) + slidingConstantsLua
+
+// slidingConstantsLua: the most entries of a sliding log kept as a string
+// (lua/sliding.lua), which the full script and the plain take share.
+var slidingConstantsLua = fmt.Sprintf("local short = %d\n", slidingShort)
 
 // needsFull is a plain script's reply when the decision is the full
 // script's.
@@ -101,6 +107,10 @@ type store struct {
 	// takes makes the plain takes' calls, in pipelines when many are under
 	// way (see coalescer).
 	takes coalescer
+	// instance names this instance to a bucket's paced leases (the fleet
+	// on a key: lua/bucket.lua's fleet): random, so that instances differ;
+	// boxed once, set before the first call.
+	instance any
 }
 
 // redisKey is the Redis key of key's state: prefix{key}, the key between
@@ -298,14 +308,19 @@ type decision struct {
 	leasing leaseArgs
 }
 
-// leaseArgs are the three arguments of modeLease after the limiter's (see
+// leaseArgs are the five arguments of modeLease after the limiter's (see
 // lua/prelude.lua), and what it granted. (No interface here: one would make
 // the compiler move every decision's parts to the heap.)
 type leaseArgs struct {
-	want    int   // the most events to lease beyond n
-	hold    int64 // the lease time in ns
-	give    int64 // the events an ended lease gives back, from marks[0]
+	want int   // the most events to lease beyond n
+	hold int64 // the lease time in ns
+	give int64 // the events an ended lease gives back, from marks[0]
+	// period is the instance's lease time (WithLeases), ns; a bucket's
+	// lease with period > 0 is paced, under the share rule.
+	period  int64
 	granted int64 // the reply's sixth integer: the events leased beyond n
+	pace    int64 // the reply's seventh: ns before the instance asks again (0: none)
+	life    int64 // the reply's eighth: the lease's time, ns (0: hold)
 }
 
 // run makes the script call d in mode, with a deadline s.timeout from now
@@ -346,7 +361,10 @@ again:
 		args = append(args, p.alg.arg, p1, p2, mark)
 	}
 	if mode == modeLease {
-		args = append(args, d.leasing.want, d.leasing.hold, d.leasing.give)
+		args = append(args, d.leasing.want, d.leasing.hold, d.leasing.give, d.leasing.period, s.instance)
+		if d.leasing.period > 0 && d.parts[0].step > 0 {
+			keys = append(keys, keys[0]+fleetSuffix)
+		}
 	}
 	if s.clock != nil {
 		now := s.clock.c.Now()
@@ -365,8 +383,8 @@ again:
 	}
 	if mode == modeLease {
 		var ok bool
-		if d.leasing.granted, ok = parseLeaseReply(reply, d.parts, res, marks, d.leasing.want); !ok {
-			return fmt.Errorf("redislimit: the script replied %q to a lease of up to %d, want six integers", reply, d.leasing.want)
+		if d.leasing.granted, d.leasing.pace, d.leasing.life, ok = parseLeaseReply(reply, d.parts, res, marks, d.leasing.want, d.leasing.period); !ok {
+			return fmt.Errorf("redislimit: the script replied %q to a lease of up to %d, want eight integers", reply, d.leasing.want)
 		}
 		return nil
 	}
@@ -416,20 +434,43 @@ func wrongType(err error) bool {
 }
 
 // parseLeaseReply reads the script's reply to a lease of up to want events
-// beyond n: parseReply's five integers for the one limiter, then the events
-// leased, which it returns; it reports whether the reply was well formed,
-// with 0 <= leased <= want (a reply cannot lease more than was asked).
-func parseLeaseReply(s string, parts []*keyLimit, res []keylimit.Result, marks []int64, want int) (int64, bool) {
-	i := strings.LastIndexByte(s, ' ')
-	if i < 0 {
-		return 0, false
+// beyond n, for an instance whose lease time is period: parseReply's five
+// integers for the one limiter, then the events leased, the pace and the
+// lease's time, which it returns; it reports whether the reply was well
+// formed, with 0 <= leased <= want (a reply cannot lease more than was
+// asked), 0 <= pace <= maxPace × period (0 if period is 0) and 0 <= life
+// <= the limit's span (0: the lease time asked); a refusal leases nothing.
+func parseLeaseReply(s string, parts []*keyLimit, res []keylimit.Result, marks []int64, want int, period int64) (leased, pace, life int64, ok bool) {
+	var v [3]int64
+	for j := 2; j >= 0; j-- {
+		i := strings.LastIndexByte(s, ' ')
+		if i < 0 {
+			return 0, 0, 0, false
+		}
+		x, err := strconv.ParseInt(s[i+1:], 10, 64)
+		if err != nil || x < 0 {
+			return 0, 0, 0, false
+		}
+		v[j], s = x, s[:i]
 	}
-	leased, err := strconv.ParseInt(s[i+1:], 10, 64)
-	if err != nil || leased < 0 || leased > int64(want) || !parseReply(s[:i], parts, res, marks) {
-		return 0, false
+	leased, pace, life = v[0], v[1], v[2]
+	if leased > int64(want) || pace > paceLimit(period) || life > parts[0].span || !parseReply(s, parts, res, marks) {
+		return 0, 0, 0, false
 	}
-	return leased, true
+	if !res[0].Allowed && leased != 0 {
+		return 0, 0, 0, false
+	}
+	return leased, pace, life, true
 }
+
+// paceLimit is the longest pace a reply may give an instance whose lease
+// time is period: maxPace periods, within maxSpan.
+func paceLimit(period int64) int64 { return min(max(period, 0), maxSpan/maxPace) * maxPace }
+
+// fleetSuffix names, beside a bucket's state prefix{key}, the instances
+// that leased the key lately (lua/bucket.lua's fleet), in its hash slot: no
+// key's state has this name (see redisKey).
+const fleetSuffix = ":lf"
 
 // parseReply reads the script's reply, five integers per limiter, "allowed
 // remaining retry-after reset-after mark", and a sixth, refill-after, for

@@ -64,25 +64,33 @@ func FuzzParseReply(f *testing.F) {
 }
 
 // FuzzParseLeaseReply feeds parseLeaseReply any reply to a lease of up to
-// want events: it never panics, and reads a reply only if it is six
-// integers whose last, the events leased, is within [0, want].
+// want events, for an instance of lease time period: it never panics, and
+// reads a reply only if it is eight integers whose sixth, the events
+// leased, is within [0, want], whose seventh, the pace, is within [0,
+// maxPace × period], and whose eighth, the lease's time, within [0, the
+// limit's span]; a refusal leases nothing.
 func FuzzParseLeaseReply(f *testing.F) {
 	for _, seed := range []string{
-		"1 9000 0 120000000 1735689600120000000 99", "1 9000 0 0 1735689600120000000 0", "0 0 100000 100000 0 0",
-		"1 2 3 4 5", "1 2 3 4 5 -1", "1 2 3 4 5 101", "1 2 3 4 5 9223372036854775807", "1 2 3 4 5 6 7", " ", "",
+		"1 9000 0 120000000 1735689600120000000 99 0 0", "1 9000 0 0 1735689600120000000 0 0 0", "0 0 100000 100000 0 0 0 0",
+		"1 9000 0 120000000 1735689600120000000 3 40000000 9000", "0 0 100000 100000 0 0 5 0", "0 0 100000 100000 0 2 0 0",
+		"1 2 3 4 5 6 7", "1 2 3 4 5 -1 0 0", "1 2 3 4 5 6 -1 0", "1 2 3 4 5 6 0 -1", "1 2 3 4 5 101 0 0", "1 2 3 4 5 1 9223372036854775807 0",
+		"1 2 3 4 5 9223372036854775807 0 0", "1 2 3 4 5 1 0 9223372036854775807", "1 2 3 4 5 6 7 8 9", " ", "", "1 2 3 4 5 6 99999999999 0",
 	} {
-		f.Add(seed, uint16(100))
+		f.Add(seed, uint16(100), int64(20_000_000))
 	}
-	parts := []*keyLimit{{alg: &algorithm{name: "bucket", unit: time.Nanosecond}, quota: 1000}}
-	f.Fuzz(func(t *testing.T, reply string, want uint16) {
+	parts := []*keyLimit{{alg: &algorithm{name: "bucket", unit: time.Nanosecond}, quota: 1000, step: 1_000_000, span: 1_000_000_000}}
+	f.Fuzz(func(t *testing.T, reply string, want uint16, period int64) {
 		res := make([]keylimit.Result, 1)
 		marks := make([]int64, 1)
-		leased, ok := parseLeaseReply(reply, parts, res, marks, int(want))
+		leased, pace, life, ok := parseLeaseReply(reply, parts, res, marks, int(want), period)
 		if !ok {
 			return
 		}
-		require.Len(t, strings.Fields(reply), 6, "a lease reply read")
+		require.Len(t, strings.Fields(reply), 8, "a lease reply read")
 		require.True(t, leased >= 0 && leased <= int64(want), "leased %d of at most %d", leased, want)
+		require.True(t, pace >= 0 && pace <= paceLimit(period) && (period > 0 || pace == 0), "pace %d for a lease time of %d", pace, period)
+		require.True(t, life >= 0 && life <= parts[0].span, "a lease time of %d", life)
+		require.True(t, res[0].Allowed || leased == 0, "a refusal leased %d", leased)
 		require.True(t, res[0].Remaining >= 0 && res[0].Remaining <= 1000, "Remaining %d", res[0].Remaining)
 	})
 }

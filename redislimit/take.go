@@ -82,22 +82,57 @@ func fixedFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool)
 	return r, window, true
 }
 
-// slidingTakeArgs: n, the period (µs) and events, lua/sliding.lua's.
-func slidingTakeArgs(k *keyLimit, n int, _ int64) [3]any {
-	return [3]any{n, k.param1, k.param2}
+// slidingTakeArgs: n, the expiry in ms of a log whose newest entry is now
+// (the period, rounded up), and "events period" (µs).
+func slidingTakeArgs(k *keyLimit, n int, life int64) [3]any {
+	period := int64(k.limit.Period / time.Microsecond)
+	return [3]any{n, (period+999)/1000 + life, strconv.Itoa(k.limit.Events) + " " + strconv.FormatInt(period, 10)}
 }
 
-// slidingFresh reads "@entry", the entry a take of one event wrote for a
-// key without a log: the mark; the log's one entry leaves a period later.
+// slidingShort is the most entries a sliding log keeps in a string, "@e1
+// e2 …" (lua/sliding.lua); a longer log is a list.
+const slidingShort = 8
+
+// slidingFresh reads "@e1 e2 … ek", the log of the short shape a take of n
+// wrote at the server's time: the entries are those in the window, oldest
+// first, the last n of them the admission's, at the time of the take (the
+// mark). So Remaining is the limit's events less k; the log is full a
+// period after ek, and more quota comes back when e1 leaves the window.
+// A reply that cannot be such a log (more than slidingShort or the limit's
+// events, fewer than n, out of order, spanning a period, or not all of the
+// last n at ek) is malformed.
 func slidingFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
-	entry, err := strconv.ParseInt(strings.TrimPrefix(reply, "@"), 10, 64)
-	if err != nil || n != 1 {
+	s, found := strings.CutPrefix(reply, "@")
+	period := int64(k.limit.Period / time.Microsecond)
+	if !found || n < 1 || period <= 0 {
 		return keylimit.Result{}, 0, false
 	}
-	period := duration(int64(k.limit.Period/time.Microsecond), time.Microsecond)
-	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: max(k.quota-n, 0), ResetAfter: period}
-	r.RefillAfter = k.refillAfter(r, period)
-	return r, entry, true
+	var first, last int64
+	entries, atLast := 0, 0 // atLast: the trailing entries equal to last
+	for more := true; more; {
+		var field string
+		field, s, more = strings.Cut(s, " ")
+		e, err := strconv.ParseInt(field, 10, 64)
+		if err != nil || entries == slidingShort || entries > 0 && e < last {
+			return keylimit.Result{}, 0, false
+		}
+		if entries == 0 {
+			first = e
+		}
+		if entries > 0 && e == last {
+			atLast++
+		} else {
+			atLast = 1
+		}
+		last = e
+		entries++
+	}
+	if entries < n || entries > k.quota || atLast < n || last-first < 0 || last-first >= period { // (< 0: a difference beyond int64)
+		return keylimit.Result{}, 0, false
+	}
+	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: k.quota - entries, ResetAfter: duration(period, time.Microsecond)}
+	r.RefillAfter = k.refillAfter(r, duration(period-(last-first), time.Microsecond))
+	return r, last, true
 }
 
 // freshFields reads the four integers of a fresh state, "@a b c d".

@@ -9,7 +9,7 @@ import (
 )
 
 // FuzzFreshReply feeds the readers of a plain take's fresh state (take.go:
-// "@seconds ns a interval", "@seconds µs n period", "@entry"), which come
+// "@seconds ns a interval", "@seconds µs n period", "@e1 e2 …"), which come
 // from the server, any reply: none panics, and a reply read is an admission
 // within the limit, its times within [0, InfDuration).
 func FuzzFreshReply(f *testing.F) {
@@ -17,6 +17,11 @@ func FuzzFreshReply(f *testing.F) {
 		"@1735689600 123456789 100000000 100000000", "@1735689600 500000 1 1000000", "@1735689600123456",
 		"@-5 0 1 1", "@9223372036854775807 999999999 9223372036854775807 1", "@1 2 3", "@1 2 3 4 5", "1 2 3 4",
 		"@x 1 1 1", "@1  1 1", "@-9223372036854775808 -1 1 -1", "",
+		// sliding logs of the short shape: in order, within a period,
+		// ending with n entries of the admission's time
+		"@1735689600123456 1735689600523456 1735689600923456", "@1735689600123456 1735689600123456",
+		"@1735689600923456 1735689600123456", "@1735689600123456 1735689601123456", "@1 2 3 4 5 6 7 8 9",
+		"@-9223372036854775808 9223372036854775807", "@1735689600123456 ", "@ 1735689600123456",
 	} {
 		f.Add(seed, uint8(1))
 	}

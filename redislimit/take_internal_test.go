@@ -36,18 +36,20 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 		t.Run(alg.name, func(t *testing.T) {
 			const cases = 600
 			decided, full := 0, 0
+			shapes := map[string]int{} // of the logs the plain take of a sliding log admitted on
 			for i := range cases {
 				now := [2]int64{1_764_650_000 + r.Int64N(1000), r.Int64N(1e9)}
 				n, p1, p2, write := plainCase(r, alg, now)
 				k := caseLimit(alg, p1, p2)
 				fullKey, plainKey := fmt.Sprintf("full:%d", i), fmt.Sprintf("plain:%d", i)
+				began := time.Now() // the expiries are on Redis's real time: see below
 				write(ctx, c, fullKey)
 				write(ctx, c, plainKey)
-				began := time.Now() // the expiries are on Redis's real time: see below
 				want, err := script.Run(ctx, c, []string{fullKey}, "take", n, alg.name, p1, p2, 0, now[0], now[1]).Text()
 				require.NoError(t, err, "case %d: the full script", i)
 				args := k.plainArgs(int(n), true)
 				got, err := alg.take.Run(ctx, c, []string{plainKey}, args[0], args[1], args[2], now[0], now[1]).Text()
+				took := time.Since(began)
 				if alg == &fixedAlgorithm && wrongType(err) {
 					// An older version's hash: the limiter hands the take to the
 					// full script, as for "full".
@@ -62,30 +64,46 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 					continue
 				}
 				decided++
+				if alg == &slidingAlgorithm && got[0] != '0' {
+					shapes[c.Type(ctx, plainKey).Val()]++
+					if got[0] == '@' {
+						shapes["log replied"]++
+					}
+				}
 				wantRes, wantMark := parseCase(t, k, int(n), want)
 				gotRes, gotMark := parseCase(t, k, int(n), got)
 				require.Equal(t, wantRes, gotRes, "case %d: take %d under (%d, %d) at %v: the Results of %q and %q", i, n, p1, p2, now, want, got)
 				require.Equal(t, wantMark, gotMark, "case %d: take %d under (%d, %d) at %v: the marks of %q and %q", i, n, p1, p2, now, want, got)
 				require.Equal(t, stateMeaning(t, alg, dumpState(ctx, t, c, fullKey)), stateMeaning(t, alg, before), "case %d: the states left", i)
-				fullTTL, plainTTL := c.PTTL(ctx, fullKey).Val(), c.PTTL(ctx, plainKey).Val()
-				// Each expiry counts from the real time its script ran, and each
-				// TTL is read at another moment: they differ by no more than the
-				// time these calls took, however busy the machine.
-				spread := float64(max(time.Since(began).Milliseconds()+2, 50))
+				// Each expiry is a time on Redis's real clock (ms since the
+				// epoch): that of the write or the script that set it, all of
+				// which ran within took, plus a TTL the test's time decides. Two
+				// equal TTLs so end no further apart than took (and a ms of
+				// rounding each), however busy the machine; the expiries are
+				// compared as times, so the moments they are read at do not
+				// count. (-1 for none, as a test's writer may leave a state.)
+				fullAt, plainAt := c.PExpireTime(ctx, fullKey).Val(), c.PExpireTime(ctx, plainKey).Val()
+				spread := float64(took.Milliseconds() + 2)
 				if alg == &fixedAlgorithm && got[0] == '@' && p1 <= int64(freshLinger/time.Microsecond) {
 					// A window's first state expires one period after its time:
 					// at the window's end or later, never earlier.
-					require.GreaterOrEqual(t, float64(plainTTL.Milliseconds()), float64(fullTTL.Milliseconds())-spread, "case %d: the expiries (ms)", i)
-					require.LessOrEqual(t, float64(plainTTL.Milliseconds()), float64((p1+999)/1000+3_600_000)+spread, "case %d: the expiries (ms)", i)
+					require.GreaterOrEqual(t, float64(plainAt.Milliseconds()), float64(fullAt.Milliseconds())-spread, "case %d: the expiries (ms)", i)
+					latest := began.Add(took).UnixMilli() + (p1+999)/1000 + 3_600_000
+					require.LessOrEqual(t, float64(plainAt.Milliseconds()), float64(latest)+2, "case %d: the expiries (ms)", i)
 					continue
 				}
-				require.InDelta(t, fullTTL.Milliseconds(), plainTTL.Milliseconds(), spread, "case %d: the expiries (ms)", i)
+				require.InDelta(t, fullAt.Milliseconds(), plainAt.Milliseconds(), spread, "case %d: the expiries (ms)", i)
 			}
 			t.Logf("%s: %d cases decided by the plain script, %d handed to the full one", alg.name, decided, full)
 			require.Greater(t, decided, cases/2, "cases the plain script decided")
 			if alg == &slidingAlgorithm {
 				// A sliding log's state means the same under any limit.
 				require.Zero(t, full, "cases handed to the full script")
+				// Admissions wrote both shapes, and replied with the log.
+				t.Logf("sliding: admissions on the shapes: %v", shapes)
+				require.Greater(t, shapes["string"], cases/20, "admissions that left a string")
+				require.Greater(t, shapes["list"], cases/20, "admissions that left a list")
+				require.Greater(t, shapes["log replied"], cases/20, "admissions replied with the log")
 				return
 			}
 			require.Greater(t, full, cases/20, "cases handed to the full script")
@@ -227,7 +245,8 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 // of up to events + 2 admissions (more than events: a limit lowered since),
 // in order, from before the window of period µs to ahead of now (a clock
 // stepped back), some of them at the same time, with the expiry its writer
-// gave it.
+// gave it; a log of up to slidingShort entries is mostly a string, as this
+// version writes it, and otherwise a list, as an older version wrote it.
 func slidingCase(r *rand.Rand, period, events int64, now [2]int64) func(context.Context, *redis.Client, string) {
 	nowUS := now[0]*1e6 + now[1]/1e3
 	var log []any
@@ -243,14 +262,20 @@ func slidingCase(r *rand.Rand, period, events int64, now [2]int64) func(context.
 			log = append(log, nowUS+r.Int64N(period)) // ahead of now
 		}
 	}
+	short := len(log) <= slidingShort && r.IntN(4) > 0
 	return func(ctx context.Context, c *redis.Client, key string) {
 		c.Del(ctx, key)
 		if len(log) == 0 {
 			return
 		}
-		c.RPush(ctx, key, log...)
 		newest := log[len(log)-1].(int64)
-		c.PExpire(ctx, key, time.Duration(max(newest+period-nowUS, 0)/1000+3_600_000)*time.Millisecond)
+		ttl := time.Duration(max(newest+period-nowUS, 0)/1000+3_600_000) * time.Millisecond
+		if short {
+			c.Set(ctx, key, "@"+fmt.Sprint(log...), ttl)
+			return
+		}
+		c.RPush(ctx, key, log...)
+		c.PExpire(ctx, key, ttl)
 	}
 }
 
@@ -275,9 +300,10 @@ func dumpState(ctx context.Context, t *testing.T, c *redis.Client, key string) s
 
 // TestPlainTakeOfAFreshKey: a take under each algorithm with a plain script
 // runs that script alone (the full script is never loaded, after SCRIPT
-// FLUSH), and on a key with no state the plain take of a bucket or a fixed
-// window writes it without reading it first: TIME and SET, no GET. Counted in INFO
-// commandstats, which counts the commands scripts run.
+// FLUSH), and on a key with no state the plain take writes it without
+// reading it first: TIME and SET, no GET. A sliding log's key taken again
+// within its period costs one SET more. Counted in INFO commandstats, which
+// counts the commands scripts run.
 func TestPlainTakeOfAFreshKey(t *testing.T) {
 	s, err := redisserver.Start(0)
 	require.NoError(t, err)
@@ -287,26 +313,30 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 	ctx := context.Background()
 	l := keylimit.Per(1e9, time.Second).WithBurst(1e9) // loose: every take an admission
 	for _, tc := range []struct {
-		alg  *algorithm
-		ran  map[string]int64 // the commands a take of a fresh key runs
-		make func() (*Keyed, error)
+		alg *algorithm
+		ran map[string]int64 // the commands a take of a fresh key runs
+		// again: those a second take of the key runs, nil if not checked
+		again map[string]int64
+		make  func() (*Keyed, error)
 	}{
-		{&bucketAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, func() (*Keyed, error) {
+		{&bucketAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, nil, func() (*Keyed, error) {
 			b, err := NewTokenBucket(c, "fresh", l, WithPrefix("fresh:bucket:"))
 			if err != nil {
 				return nil, err
 			}
 			return &b.Keyed, nil
 		}},
-		{&fixedAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, func() (*Keyed, error) {
+		{&fixedAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, nil, func() (*Keyed, error) {
 			w, err := NewFixedWindow(c, "fresh", l, WithPrefix("fresh:fixed:"))
 			if err != nil {
 				return nil, err
 			}
 			return &w.Keyed, nil
 		}},
-		{&slidingAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "lrange": 1, "rpush": 1, "pexpire": 1}, func() (*Keyed, error) {
-			w, err := NewSlidingWindow(c, "fresh", l, WithPrefix("fresh:sliding:"))
+		{&slidingAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, map[string]int64{"evalsha": 1, "time": 1, "set": 2}, func() (*Keyed, error) {
+			// A log that lives an hour: the second take finds it, however
+			// long the machine stalls between the two.
+			w, err := NewSlidingWindow(c, "fresh", keylimit.Per(1e9, time.Hour), WithPrefix("fresh:sliding:"))
 			if err != nil {
 				return nil, err
 			}
@@ -327,6 +357,14 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 			loaded, err := c.ScriptExists(ctx, tc.alg.take.Hash(), script.Hash()).Result()
 			require.NoError(t, err)
 			require.Equal(t, []bool{true, false}, loaded, "the scripts the take loaded: the plain one, the full one")
+			if tc.again == nil {
+				return
+			}
+			require.NoError(t, c.ConfigResetStat(ctx).Err())
+			r = lim.Take("k", 1)
+			require.True(t, r.Allowed, "the second take: %+v", r)
+			require.Equal(t, 1_000_000_000-2, r.Remaining, "the second take: %+v", r)
+			require.Equal(t, tc.again, commandsRun(t, c), "the commands the second take of a key ran")
 		})
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/compose"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -31,8 +33,10 @@ type FixedWindow struct {
 // holds more than Events admissions for a key, across the fleet.
 //
 // Each decision is one Lua script call (lua/sliding.lua). The key's state
-// is a list of its admission times, at most Events long (about 10 to 20
-// bytes each in Redis), expiring when the newest leaves the window.
+// is its admission times in the window, at most Events of them (about 10
+// to 20 bytes each in Redis), expiring when the newest leaves the window:
+// a string of up to 8 times, which a take reads and writes in one command
+// each (a key without state costs TIME and one SET), or a list of more.
 // RetryAfter is when enough of the oldest entries have left (oldest +
 // Period - now for one event); ResetAfter when the newest has. All methods
 // are safe for concurrent use.
@@ -114,15 +118,16 @@ var (
 	_ keylimit.ContextLimiter[string] = (*SlidingWindow)(nil)
 )
 
-// WindowOf returns the window key counts in at the limiter's local time
-// (keylimit.WithClock's, or the system's), under the key's limit: for a limit per
-// period of the calendar, its period in its zone. Redis decides on its own
-// clock, which at a boundary may be in the next window already. A quota
-// policy's w is the window's length (quota.Policy.Window).
-func (w *FixedWindow) WindowOf(key string) (start, end time.Time) {
-	now := time.Now()
-	if c := w.clock.injected; c != nil {
-		now = c.Now()
-	}
-	return w.LimitOf(key).WindowAt(now)
+// quota reads a calendar period's bounds (LimitOf(key).WindowAt) at the
+// limiter's local time (keylimit.WithClock's, or the system's). Redis
+// decides on its own clock, which at a boundary may be in the next window
+// already.
+func init() {
+	compose.RegisterClock(func(l any) (clock.Clock, bool) {
+		w, ok := l.(*FixedWindow)
+		if !ok {
+			return nil, false
+		}
+		return w.clock.injected, true
+	})
 }

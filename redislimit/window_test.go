@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,4 +185,47 @@ func TestSlidingLargeN(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2499, n, "entries in the log")
 	require.False(t, lim.AllowN(key, 2) || !lim.Allow(key) || lim.Allow(key), "after 2499 of 2500: want AllowN(2) refused, Allow admitted, then refused")
+}
+
+// TestSlidingLogShapes: a sliding log of up to 8 entries is a string, which
+// an older version, reading a list, fails on (WRONGTYPE) rather than
+// misread; a take that makes it longer turns it into a list of every
+// entry, which stays one; a refund on the string removes its admission's
+// entry; Remaining is exact throughout.
+func TestSlidingLogShapes(t *testing.T) {
+	c := shared.client(t)
+	ctx := context.Background()
+	lim, err := redislimit.NewSlidingWindow(c, "test", keylimit.PerHour(20), redislimit.WithTimeout(patient))
+	require.NoError(t, err)
+	key := testKey(t, "k")
+	state := stateKey(lim, key)
+	var marks []keylimit.Admission
+	for i := 1; i <= 8; i++ {
+		r, a := lim.Admit(key, 1)
+		require.True(t, r.Allowed && r.Remaining == 20-i, "take %d: %+v", i, r)
+		marks = append(marks, a)
+		require.Equal(t, "string", c.Type(ctx, state).Val(), "the log of %d entries", i)
+		require.Len(t, strings.Fields(c.Get(ctx, state).Val()), i, "the log of %d entries: %q", i, c.Get(ctx, state).Val())
+	}
+	require.ErrorContains(t, c.LLen(ctx, state).Err(), "WRONGTYPE", "an older version's read of the string")
+	require.ErrorContains(t, c.LRange(ctx, state, -8, -1).Err(), "WRONGTYPE", "an older version's read of the string")
+
+	lim.Refund(key, marks[7])
+	require.Equal(t, 13, lim.Peek(key).Remaining, "after a refund of one of 8")
+	require.Len(t, strings.Fields(c.Get(ctx, state).Val()), 7, "the log after the refund: %q", c.Get(ctx, state).Val())
+	pttl := c.PTTL(ctx, state).Val()
+	require.True(t, pttl > 59*time.Minute && pttl <= time.Hour, "the log's expiry after the refund: %v", pttl)
+
+	r := lim.Take(key, 2)
+	require.True(t, r.Allowed && r.Remaining == 11, "a take of 2 on 7 entries: %+v", r)
+	require.Equal(t, "list", c.Type(ctx, state).Val(), "the log of 9 entries")
+	require.EqualValues(t, 9, c.LLen(ctx, state).Val(), "the log of 9 entries")
+	pttl = c.PTTL(ctx, state).Val()
+	require.True(t, pttl > 59*time.Minute && pttl <= time.Hour, "the list's expiry: %v", pttl)
+	for i := 10; i <= 20; i++ {
+		r := lim.Take(key, 1)
+		require.True(t, r.Allowed && r.Remaining == 20-i, "take %d: %+v", i, r)
+	}
+	require.False(t, lim.Allow(key), "the 21st take within the hour")
+	require.EqualValues(t, 20, c.LLen(ctx, state).Val(), "the log of 20 entries")
 }

@@ -2,7 +2,9 @@
 // of other packages of this repository, so that no limiter exports a method
 // for it: keylimit.All asks whether its limiters can decide together in
 // one step (redislimit's, one script call), and quota which limiter a
-// wrapper (a Penalty) reports the window of. Each package registers its
+// wrapper (a Penalty) reports the window of, the clock a window reads its
+// time from, and an adaptive.Limiter's TryAcquire at a request's
+// criticality. Each package registers its
 // functions from an init function; the compositions ask here. The other
 // way round, redislimit makes a keylimit.Penalty whose bans are on Redis
 // by NewPenalty, and reads keylimit's Options by NewOption and
@@ -18,10 +20,11 @@ import (
 )
 
 var (
-	mu     sync.RWMutex // protects joins, inners and tries
+	mu     sync.RWMutex // protects joins, inners, tries and clocks
 	joins  []func(ls []any) (any, bool)
 	inners []func(l any) (any, bool)
 	tries  []func(l any) (any, bool)
+	clocks []func(l any) (clock.Clock, bool)
 )
 
 // RegisterJoin adds f, which returns a limiter that decides for all of ls
@@ -78,7 +81,7 @@ func Inner(l any) (any, bool) {
 }
 
 // RegisterTryContext adds f, which returns, for a concurrency limiter l that
-// decides by the request's context (keylimit.Adaptive, by its
+// decides by the request's context (adaptive.Limiter, by its
 // criticality), its TryAcquire under a context: a
 // func(ctx context.Context, key string, n int) (keylimit.Permit, keylimit.Result),
 // or false if l is none f knows.
@@ -100,6 +103,30 @@ func TryContext(l any) (any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// RegisterClock adds f, which returns the clock a limiter l reads its
+// time from (keylimit.WithClock's; nil for the system's), or false if l is
+// none f knows. quota reads a calendar period's bounds at the limiter's
+// time, through ClockOf.
+func RegisterClock(f func(l any) (clock.Clock, bool)) {
+	mu.Lock()
+	defer mu.Unlock()
+	clocks = append(clocks, f)
+}
+
+// ClockOf returns the clock l reads its time from, or nil for the system's
+// (or if no registered function knows l).
+func ClockOf(l any) clock.Clock {
+	mu.RLock()
+	fs := clocks
+	mu.RUnlock()
+	for _, f := range fs {
+		if c, ok := f(l); ok {
+			return c
+		}
+	}
+	return nil
 }
 
 // NewPenalty, set by keylimit's init, returns a *keylimit.Penalty[string]

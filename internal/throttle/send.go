@@ -24,7 +24,7 @@ type Ticket struct {
 }
 
 // Release gives slot back: by Drop if drop is set, so that a
-// keylimit.Adaptive hears that the partner refused or failed and lowers its
+// adaptive.Limiter hears that the partner refused or failed and lowers its
 // limit; else by Release.
 func Release(slot keylimit.Permit, drop bool) {
 	if drop {

@@ -204,27 +204,112 @@ if uses.bucket then
     return reply(1, remaining(s, s.base), 0, s.base)
   end
 
-  -- lease admits k (which fits) and takes up to want more, all to be spent
-  -- within hold ns, counted from max(TAT, now + hold) (see above). Once
-  -- the bucket would hold, after k, less than refills in hold and than a
-  -- 1/maxLeaseShare of its burst (the most a lease takes), a lease takes
-  -- at most 1/leaseShare of what it holds and leaves
-  -- the rest to the next fetch, so that on a key a fleet drains, each
-  -- fetch gets some, whatever their order (DESIGN.md, "Leases"). If not
-  -- one more fits so, it is admit.
-  -- The mark is the TAT written.
+  -- grant takes k (which fits) and up to want more, all to be spent
+  -- within hold ns, counted from max(TAT, now + hold) (see above), and
+  -- returns the events taken beyond k, the TAT written, ahead of now, and
+  -- the lease's time. A paced lease (share true) lasts as long as the
+  -- bucket's debt, base, if that is longer than hold: counted from its
+  -- end, it moves the TAT as one of hold does, so it costs the fleet
+  -- nothing, and gives an instance whose host runs it late longer to
+  -- spend it.
+  -- Once the bucket would hold, after k, less than refills in hold and
+  -- than a 1/maxLeaseShare of its burst (the most a lease takes), and
+  -- share is false, a lease takes at most 1/leaseShare of what it holds
+  -- and leaves the rest to the next fetch, so that on a key a fleet
+  -- drains, each fetch gets some, whatever their order (DESIGN.md,
+  -- "Leases"); a paced lease (share true) is fair by its pace instead,
+  -- and takes up to what the bucket holds. If not one more fits so, it
+  -- is admit.
   -- leaseShare and maxLeaseShare are lease.go's constants, which
   -- scripts.go puts at the start of the script.
-  function bucket.lease(s, k, want, hold)
+  local function grant(s, k, want, hold, share)
+    if share then hold = math.max(hold, s.base) end
     local from = math.max(s.base, hold)
     local x = math.min(want, math.floor((s.tau - from) / s.interval) - k)
     local left = math.floor((s.tau - s.base) / s.interval) - k
-    if left < math.min(s.burst / maxLeaseShare, hold / s.interval) then x = math.min(x, math.floor(left / leaseShare)) end
-    if x < 1 then
-      return bucket.admit(s, k) .. ' 0'
+    if not share and left < math.min(s.burst / maxLeaseShare, hold / s.interval) then
+      x = math.min(x, math.floor(left / leaseShare))
     end
-    local next = from + (k + x) * s.interval
+    if x < 1 then
+      return 0, s.base + k * s.interval
+    end
     s.hold = math.max(s.hold, hold)
-    return reply(1, remaining(s, next), 0, next, store(s, next)) .. string.format(' %d', x)
+    return x, from + (k + x) * s.interval, hold
+  end
+
+  -- lease admits k (which fits) and leases up to want more (grant). The
+  -- mark is the TAT written. The reply is admit's, then the events leased,
+  -- the pace (0: none, see paced) and the lease's time (0: hold).
+  function bucket.lease(s, k, want, hold)
+    local x, next = grant(s, k, want, hold, false)
+    return reply(1, remaining(s, next), 0, next, store(s, next)) .. string.format(' %d 0 0', x)
+  end
+
+  -- fleet returns how many instances leased the key lately, id (this
+  -- call's) included: KEYS[2] is a sorted set of instance ids scored by
+  -- the ms of their last lease call on the server's clock. An instance
+  -- counts for a window of max(64 × period, 3 × the fleet's scaled lease
+  -- period) after its last call (the set's count before the oldest are
+  -- dropped is the fleet the window is made for), so that one paced
+  -- (below), or run late by its host, counts between its calls: a fleet
+  -- counted short gets shares too large, which instances late to spend
+  -- them lose; one counted long (instances gone count a window more) gets
+  -- shorter paces from the set point (paced). Four commands a call; the set holds
+  -- the instances of one window, and expires two windows after the last
+  -- call.
+  local function fleet(id, period, interval)
+    local ms = now_s * 1000 + math.floor(now_ns / 1e6)
+    redis.call('ZADD', KEYS[2], ms, id)
+    local c = redis.call('ZCARD', KEYS[2])
+    local w = math.ceil(math.max(64 * period, 3 * minShare * c * interval) / 1e6)
+    local gone = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('(%d', ms - w))
+    redis.call('PEXPIRE', KEYS[2], ttl(2 * w))
+    return math.max(c - gone, 1)
+  end
+
+  -- paced is a lease under the share rule (DESIGN.md, "Leases at
+  -- scale"), for the instance id whose lease time is period. With a the
+  -- instances that leased the key lately (fleet): if a fleet's share of a
+  -- lease time's refill is minShare events or more (minShare × a ×
+  -- interval <= period), or the instance is alone, it is lease. A larger
+  -- fleet's lease period scales: P = minShare × a × interval, in which
+  -- each instance's fair share is minShare events. A call takes k and up
+  -- to want more, at most minShare in all (k alone if k is more), at most
+  -- what the bucket holds beside the lease time, and the reply says when
+  -- the instance may ask again, its pace: (k + x) × a × interval, the
+  -- time the fleet's refill takes to give each instance as many, times f.
+  -- f steers what the bucket holds after a call, L, to a set point S (2 ×
+  -- minShare, at most half of M, what fits beside the lease time): f =
+  -- (M - L) / (M - S), at most 2, 0 once L >= M. Below S, paces a little
+  -- longer let the bucket hold enough for whole shares; above it, shorter
+  -- ones drain a bucket the fleet leaves filling (instances that ask less,
+  -- or come back late): max-min, what one does not take goes to those
+  -- that keep asking. A call k does not fit is refused, with a pace of k ×
+  -- a × interval / 2 (the instance waits a random part of it, from half):
+  -- a fleet that finds the bucket empty does not ask again at once. A pace
+  -- is at most maxPace periods. The lease is grant's (lasting as long as
+  -- the bucket's debt, if longer than hold): the bound does not depend on
+  -- the pace, which only the instance keeps.
+  function bucket.paced(s, k, want, hold, period, id)
+    local a = fleet(id, period, s.interval)
+    local large = a > 1 and minShare * a * s.interval > period
+    if not bucket.fits(s, k) then
+      local pace = 0
+      if large then pace = math.min(math.floor(k * a * s.interval / 2), maxPace * period) end
+      return bucket.refused(s, k) .. string.format(' 0 %d 0', pace)
+    end
+    if not large then
+      return bucket.lease(s, k, want, hold)
+    end
+    local x, next, life = grant(s, k, math.max(math.min(want, minShare - k), 0), hold, true)
+    local most = math.floor((s.tau - hold) / s.interval)
+    local pace = 0
+    if most > 0 then
+      local set = math.min(2 * minShare, math.floor(most / 2))
+      local f = math.min((most - remaining(s, next)) / (most - set), 2)
+      if f > 0 then pace = math.floor(math.min((k + x) * a * s.interval * f, maxPace * period)) end
+    end
+    if x < 1 then life = 0 end
+    return reply(1, remaining(s, next), 0, next, store(s, next)) .. string.format(' %d %d %d', x, pace, life)
   end
 end

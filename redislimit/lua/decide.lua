@@ -6,7 +6,9 @@
 -- it does not fit reports its refusal, and the others what a peek would.
 -- peek: each reports a peek. refund: each gives back its own admission (its
 -- mark), as far as it still holds. lease: one limiter gives back what an
--- ended lease left unused, then takes n and leases up to want more.
+-- ended lease left unused, then takes n and leases up to want more (a
+-- bucket's, with the fleet's set as KEYS[2], under the share rule: paced
+-- in bucket.lua).
 
 -- stale is the reply to a call whose calendar window does not hold the
 -- server's time (calendar.lua's read marks the state so): an error reply
@@ -29,8 +31,11 @@ if limiters == 1 then
   elseif mode == 'lease' then
     local want, hold, give = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
     if give > 0 then alg.giveback(s, give, ARGV[6]) end
+    if alg.paced and #KEYS == 2 then
+      return alg.paced(s, n, want, hold, tonumber(ARGV[10]), ARGV[11])
+    end
     if alg.fits(s, n) then return alg.lease(s, n, want, hold) end
-    return alg.refused(s, n) .. ' 0'
+    return alg.refused(s, n) .. ' 0 0 0'
   end
   return alg.refund(s, n, ARGV[6])
 end

@@ -108,13 +108,15 @@ if uses.fixed then
   counted(fixed, store)
 
   -- lease admits k (which fits) and takes up to want more in this window;
-  -- hold does not matter here. If not one more fits, it is admit.
+  -- hold does not matter here. If not one more fits, it is admit. The
+  -- reply ends with the events leased, a pace of 0 (no pace: see
+  -- bucket.lua's paced) and a lease time of 0 (the window's).
   function fixed.lease(s, k, want, hold)
     local x = math.min(want, s.events - s.count - k)
     if x < 1 then
-      return fixed.admit(s, k) .. ' 0'
+      return fixed.admit(s, k) .. ' 0 0 0'
     end
     store(s, s.count + k + x)
-    return reply(1, s.events - s.count - k - x, 0, s.left, s.windowText) .. string.format(' %d', x)
+    return reply(1, s.events - s.count - k - x, 0, s.left, s.windowText) .. string.format(' %d 0 0', x)
   end
 end

@@ -20,9 +20,13 @@
 --   admission to give back, which "take" returned when it admitted (the
 --   algorithm's file says what it is); for "lease" the mark of the ended
 --   lease to give back from; otherwise 0.
--- For "lease", three more: want, the most events to take beyond n; hold,
---   the lease time in ns, within which the instance spends them; and the
---   events the ended lease left unused (0: none to give back).
+-- For "lease", five more: want, the most events to take beyond n; hold,
+--   the lease time in ns, within which the instance spends them; the
+--   events the ended lease left unused (0: none to give back); period,
+--   the instance's lease time (WithLeases) in ns; and the instance's id. A
+--   bucket's lease may name a second key, KEYS[2], the instances that
+--   leased the key lately (a sorted set): the lease is then paced, under
+--   the share rule (bucket.lua's paced).
 -- Then, only in the package's own tests, two more: the time, in seconds
 -- since the Unix epoch and ns within the second, instead of the server's.
 --
@@ -31,7 +35,8 @@
 -- allocations than an array. allowed is 0 or 1; the unit of the times is
 -- the algorithm's; mark is an admission's, 0 for anything else. A "lease"
 -- reply has a sixth: the events leased beyond n (0: a plain admission, or
--- none).
+-- none), a seventh: the pace, the ns before the instance asks again (0:
+-- no pace), and an eighth: the lease's time in ns (0: hold).
 
 -- Redis 3.2 to 4: replicate this script's writes, not the script, so that
 -- reading TIME before writing is allowed. Redis 5 and later always do (7
@@ -44,10 +49,12 @@ local limiters = #KEYS
 if mode ~= 'take' and mode ~= 'peek' and mode ~= 'refund' and mode ~= 'lease' then
   return redis.error_reply('redislimit: unknown mode ' .. tostring(mode))
 end
--- extra: the arguments after the limiters' (a lease's three).
+-- extra: the arguments after the limiters' (a lease's five).
 local extra = 0
 if mode == 'lease' then
-  extra = 3
+  extra = 5
+  -- A bucket's paced lease names the fleet's set too (bucket.lua).
+  if limiters == 2 and ARGV[3] == 'bucket' then limiters = 1 end
   if limiters ~= 1 or (ARGV[3] ~= 'bucket' and ARGV[3] ~= 'fixed') then
     return redis.error_reply('redislimit: a lease is for one bucket or fixed window')
   end

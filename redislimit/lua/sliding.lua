@@ -5,9 +5,16 @@
 -- (now - period, now]. So no interval of length period ever holds more than
 -- events admissions.
 --
--- KEYS[i]  a list of admission times in µs since the Unix epoch, oldest
---          first; it expires when its newest entry leaves the window, and
---          the state is the same as none.
+-- KEYS[i]  the admission times in µs since the Unix epoch, oldest first,
+--          in one of two shapes. A log of at most short entries (set
+--          before the script: take.go's slidingShort) is a string, '@'
+--          and the entries separated by spaces, which a take reads and
+--          writes in one command each; a longer one is a list, and stays
+--          one until it expires (so is an older version's list, which
+--          this version reads as it is). An older version fails on the
+--          string (WRONGTYPE) rather than misread it. The key expires when
+--          its newest entry leaves the window, and the state is the same
+--          as none.
 -- Parameters: the period in µs (the caller requires a whole number of µs),
 -- and the events per period.
 -- Remaining is in events; times in the reply are in µs, the resolution of
@@ -18,16 +25,35 @@
 -- (Result.RefillAfter; 0 for an empty window).
 --
 -- A change of limit needs nothing: the times mean the same under any
--- limit. The list holds at most events entries of the window, more only
+-- limit. The log holds at most events entries of the window, more only
 -- after the limit was lowered, until they leave it.
 
 if uses.sliding then
   local sliding = {}
   algs.sliding = sliding
 
-  -- at: the admission time at index i of s's list.
+  -- at: the admission time at index i of s's log (from 0; -1 the newest).
   local function at(s, i)
+    if s.texts then
+      if i < 0 then i = #s.texts + i end
+      return tonumber(s.texts[i + 1])
+    end
     return tonumber(redis.call('LINDEX', s.key, i))
+  end
+
+  -- store writes the entries texts (a table, oldest first; in the window,
+  -- or after a refund those left) as the log of s, which expires in life
+  -- µs: the short shape if they are few enough, else a list.
+  local function store(s, texts, life)
+    if #texts <= short then
+      redis.call('SET', s.key, '@' .. table.concat(texts, ' '), 'PX', ttl(life / 1000))
+      return
+    end
+    if s.stored then redis.call('DEL', s.key) end
+    for from = 1, #texts, 1000 do
+      redis.call('RPUSH', s.key, unpack(texts, from, math.min(from + 999, #texts)))
+    end
+    redis.call('PEXPIRE', s.key, ttl(life / 1000))
   end
 
   -- leaves: µs until the entry at index i leaves the window, on the
@@ -58,7 +84,19 @@ if uses.sliding then
   function sliding.read(key, period, events)
     local clock = now_s * 1e6 + now_us -- µs since the Unix epoch
     local s = {key = key, period = period, events = events, clock = clock, now = clock, newest = 0, first = 0}
-    s.len = redis.call('LLEN', key)
+    -- The short shape, or none, in one GET; a list fails it (WRONGTYPE).
+    local log = redis.pcall('GET', key)
+    if type(log) ~= 'table' then
+      s.texts, s.stored = {}, log
+      if log then
+        for e in string.gmatch(log, '[^@ ]+') do s.texts[#s.texts + 1] = e end
+      end
+      s.len = #s.texts
+    elseif string.find(log.err or '', 'WRONGTYPE', 1, true) then
+      s.len = redis.call('LLEN', key)
+    else
+      error(log.err, 0)
+    end
     if s.len > 0 then
       s.newest = at(s, -1)
       -- Time only moves forward inside the state: if the server's clock
@@ -100,11 +138,22 @@ if uses.sliding then
   end
 
   function sliding.admit(s, k)
+    local entry = string.format('%d', s.now)
+    -- The key expires when its newest entry leaves the window on the
+    -- server's clock.
+    local life = s.now + s.period - s.clock
+    if s.texts then
+      -- The entries in the window and k copies of now.
+      local texts = {}
+      for i = s.first + 1, s.len do texts[#texts + 1] = s.texts[i] end
+      for i = 1, k do texts[#texts + 1] = entry end
+      store(s, texts, life)
+      return answer(1, s.events - s.count - k, 0, life, entry, s, s.oldest or s.now)
+    end
     if s.first > 0 then
       redis.call('LTRIM', s.key, s.first, -1)
     end
     -- Push k copies of now, in chunks that stay within Lua's stack.
-    local entry = string.format('%d', s.now)
     local todo = k
     while todo > 0 do
       local chunk = math.min(todo, 1000)
@@ -113,9 +162,6 @@ if uses.sliding then
       redis.call('RPUSH', s.key, unpack(batch))
       todo = todo - chunk
     end
-    -- The key expires when its newest entry leaves the window on the
-    -- server's clock.
-    local life = s.now + s.period - s.clock
     redis.call('PEXPIRE', s.key, ttl(life / 1000))
     return answer(1, s.events - s.count - k, 0, life, entry, s, s.oldest or s.now)
   end
@@ -127,7 +173,18 @@ if uses.sliding then
     if not string.match(mark, '^%-?%d+$') then
       error('redislimit: refund of a malformed mark ' .. mark, 0)
     end
-    local removed = redis.call('LREM', s.key, -k, mark)
+    local removed = 0
+    if s.texts then
+      -- As LREM from the newest end: up to k entries equal to mark.
+      for i = s.len, 1, -1 do
+        if removed < k and s.texts[i] == mark then
+          table.remove(s.texts, i)
+          removed = removed + 1
+        end
+      end
+    else
+      removed = redis.call('LREM', s.key, -k, mark)
+    end
     local count, first = s.count, s.first - removed
     if tonumber(mark) > s.now - s.period then
       count, first = count - removed, s.first
@@ -137,7 +194,11 @@ if uses.sliding then
       return answer(1, s.events, 0, 0, nil, s, nil)
     end
     local life = at(s, -1) + s.period - s.clock
-    redis.call('PEXPIRE', s.key, ttl(life / 1000))
+    if s.texts then
+      if removed > 0 then store(s, s.texts, life) end
+    else
+      redis.call('PEXPIRE', s.key, ttl(life / 1000))
+    end
     return answer(1, s.events - count, 0, life, nil, s, at(s, first))
   end
 end

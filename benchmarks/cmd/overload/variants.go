@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 	"github.com/keylimit/keylimit/httplimit"
 	"github.com/keylimit/keylimit/quota"
 )
@@ -35,8 +36,8 @@ var variants = []variant{
 	}},
 	{"static-2x-high", staticLimit(2, 1)},
 	{"static-2x-low", staticLimit(1, 2)},
-	{"adaptive-aimd", adaptive(keylimit.AIMD)},
-	{"adaptive-gradient", adaptive(keylimit.Gradient)},
+	{"adaptive-aimd", adaptiveLimit(adaptive.AIMD)},
+	{"adaptive-gradient", adaptiveLimit(adaptive.Gradient)},
 }
 
 // Adaptive limits range over [adaptiveFloor, adaptiveCeiling] slots: a
@@ -44,11 +45,11 @@ var variants = []variant{
 // 4) might choose, 8 times it either way.
 const adaptiveFloor, adaptiveCeiling = 1, 64
 
-// adaptive is a variant of a keylimit.Adaptive under alg, through
+// adaptiveLimit is a variant of an adaptive.Limiter under alg, through
 // httplimit's middleware as a concurrency policy, keyed by tenant.
-func adaptive(alg func(floor, ceiling int) keylimit.Algorithm) func(c config, next http.Handler) (http.Handler, func() limits, error) {
+func adaptiveLimit(alg func(floor, ceiling int) adaptive.Algorithm) func(c config, next http.Handler) (http.Handler, func() limits, error) {
 	return func(c config, next http.Handler) (http.Handler, func() limits, error) {
-		lim, err := keylimit.NewAdaptive[string](alg(adaptiveFloor, adaptiveCeiling))
+		lim, err := adaptive.New[string](alg(adaptiveFloor, adaptiveCeiling))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -70,7 +71,7 @@ func staticLimit(num, den int) func(c config, next http.Handler) (http.Handler, 
 			return nil, nil, err
 		}
 		h, err := limited(next, quota.Policy{Name: "inflight", Concurrency: lim})
-		return h, func() limits { return limits{float64(lim.Limit()), float64(lim.Limit()), math.NaN()} }, err
+		return h, func() limits { return limits{float64(n), float64(n), math.NaN()} }, err
 	}
 }
 

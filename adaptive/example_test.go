@@ -1,4 +1,4 @@
-package keylimit_test
+package adaptive_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 )
 
 // A server that finds its concurrency from the latency of its calls: a
@@ -16,9 +17,9 @@ import (
 // of at most a call (9 in flight over 8 workers); when half the workers
 // are lost, the limit follows, to the workers. The mock clock
 // makes the figures independent of the machine.
-func ExampleAdaptive() {
+func ExampleLimiter() {
 	mock := clock.NewMock()
-	lim, err := keylimit.NewAdaptive[string](keylimit.Gradient(1, 1000), keylimit.WithClock(mock))
+	lim, err := adaptive.New[string](adaptive.Gradient(1, 1000), keylimit.WithClock(mock))
 	if err != nil {
 		panic(err)
 	}
@@ -54,7 +55,7 @@ func ExampleAdaptive() {
 // samples in slow start, and cuts it by a tenth at a window with a drop.
 func ExampleAIMD() {
 	mock := clock.NewMock()
-	lim, _ := keylimit.NewAdaptive[string](keylimit.AIMD(2, 10), keylimit.WithClock(mock))
+	lim, _ := adaptive.New[string](adaptive.AIMD(2, 10), keylimit.WithClock(mock))
 	defer lim.Close()
 	call := func(n int, drop bool) {
 		for range n {
@@ -80,7 +81,7 @@ func ExampleAIMD() {
 
 // Gradient's floor and ceiling bound the limit whatever the latency.
 func ExampleGradient() {
-	lim, _ := keylimit.NewAdaptive[string](keylimit.Gradient(5, 5))
+	lim, _ := adaptive.New[string](adaptive.Gradient(5, 5))
 	defer lim.Close()
 	fmt.Println(lim.Stats().Limit)
 	// Output: 5
@@ -88,8 +89,8 @@ func ExampleGradient() {
 
 // Drop ends a call that failed from overload: the permit's slots are given
 // back, and the limiter learns.
-func ExamplePermit_Drop() {
-	lim, _ := keylimit.NewAdaptive[string](keylimit.AIMD(2, 2))
+func Example_drop() {
+	lim, _ := adaptive.New[string](adaptive.AIMD(2, 2))
 	defer lim.Close()
 	p, r := lim.TryAcquire("partner", 1)
 	fmt.Println(r.Allowed, lim.Peek("partner").Remaining)
@@ -101,9 +102,9 @@ func ExamplePermit_Drop() {
 }
 
 // A request's criticality travels in its context; under pressure an
-// Adaptive sheds sheddable requests first and critical ones last.
-func ExampleWithCriticality() {
-	lim, _ := keylimit.NewAdaptive[string](keylimit.AIMD(8, 16), keylimit.WithClock(clock.NewMock()))
+// adaptive limiter sheds sheddable requests first and critical ones last.
+func ExampleLimiter_Acquire() {
+	lim, _ := adaptive.New[string](adaptive.AIMD(8, 16), keylimit.WithClock(clock.NewMock()))
 	defer lim.Close()
 	ctx := context.Background()
 	// The limit is 8: sheddable work may fill 6 of it, default 8, critical
@@ -129,16 +130,9 @@ func ExampleWithCriticality() {
 	// shed: 1 1 1
 }
 
-// The zero value of Criticality is Default, what a context without one
-// carries.
-func ExampleCriticalityOf() {
-	fmt.Println(keylimit.CriticalityOf(context.Background()) == keylimit.Default)
-	// Output: true
-}
-
-// NewAdaptive refuses a floor below 1 or a ceiling below the floor.
-func ExampleNewAdaptive() {
-	_, err := keylimit.NewAdaptive[string](keylimit.Gradient(10, 5))
+// New refuses a floor below 1 or a ceiling below the floor.
+func ExampleNew() {
+	_, err := adaptive.New[string](adaptive.Gradient(10, 5))
 	fmt.Println(err)
-	// Output: keylimit: adaptive ceiling 5 is below its floor 10
+	// Output: adaptive: ceiling 5 is below its floor 10
 }

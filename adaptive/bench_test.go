@@ -1,19 +1,21 @@
-package keylimit_test
+package adaptive_test
 
 import (
 	"strconv"
 	"testing"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 )
 
-// BenchmarkAcquireRelease is a TryAcquire and a Release of one slot, an
-// Adaptive's beside a Concurrency's, on keys held by one call at a time:
+// BenchmarkAcquireRelease is a TryAcquire and a Release of one slot, a
+// Limiter's beside a keylimit.Concurrency's, on keys held by one call at a
+// time:
 //
-//	go test -run '^$' -bench '^BenchmarkAcquireRelease' -cpu 1,2 .
+//	go test -run '^$' -bench '^BenchmarkAcquireRelease' -cpu 1,2 ./adaptive
 //
 // Names read as BenchmarkAcquireRelease/<limiter>/keys=<n>/<serial|parallel>.
-// An Adaptive reads the clock twice a hold (its latency) and writes the
+// A Limiter reads the clock twice a hold (its latency) and writes the
 // overall counts, which a Concurrency does not have.
 func BenchmarkAcquireRelease(b *testing.B) {
 	type acquirer interface {
@@ -26,9 +28,9 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}{
 		{"concurrency", func() (acquirer, error) { return keylimit.NewConcurrency[string](1 << 16) }},
 		{"adaptive-gradient", func() (acquirer, error) {
-			return keylimit.NewAdaptive[string](keylimit.Gradient(1<<16, 1<<16))
+			return adaptive.New[string](adaptive.Gradient(1<<16, 1<<16))
 		}},
-		{"adaptive-aimd", func() (acquirer, error) { return keylimit.NewAdaptive[string](keylimit.AIMD(1<<16, 1<<16)) }},
+		{"adaptive-aimd", func() (acquirer, error) { return adaptive.New[string](adaptive.AIMD(1<<16, 1<<16)) }},
 	}
 	for _, l := range limiters {
 		for _, nkeys := range []int{1, 10000} {

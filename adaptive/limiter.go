@@ -1,17 +1,18 @@
-package keylimit
+package adaptive
 
 import (
 	"context"
 	"fmt"
-	"sync"
+	"io"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
+	"github.com/keylimit/keylimit"
 	"github.com/keylimit/keylimit/internal/compose"
 )
 
-// Adaptive is a concurrency limiter whose limits find themselves: each key
+// Limiter is a concurrency limiter whose limits find themselves: each key
 // may hold a number of slots at once that an Algorithm (AIMD or Gradient)
 // moves between a floor and a ceiling from the latency of the calls it
 // admitted and from the calls dropped for overload (Permit.Drop), and all
@@ -56,13 +57,13 @@ import (
 //
 // Its Result.Limit is the key's current limit. Stats.Limit is the overall
 // current limit.
-type Adaptive[K comparable] struct {
+type Limiter[K comparable] struct {
 	keys    *shard[K, adState]
-	core    *adCore // not inline: every hold points to it, and must not hold the limiter
-	evictor *evictor
+	core    *adCore   // not inline: every hold points to it, and must not hold the limiter
+	evictor io.Closer // the store's; held by the limiter alone (see newShard)
 }
 
-var _ ConcurrencyLimiter[string] = (*Adaptive[string])(nil)
+var _ keylimit.ConcurrencyLimiter[string] = (*Limiter[string])(nil)
 
 // adState is one key's state.
 type adState struct {
@@ -76,7 +77,7 @@ type adState struct {
 // adRetired marks a retired state: below any count of slots.
 const adRetired = -1 << 62
 
-// adCore is what an Adaptive's holds and keys share: everything but the map.
+// adCore is what a Limiter's holds and keys share: everything but the map.
 type adCore struct {
 	clock          *timeSource
 	alg            controller
@@ -94,30 +95,26 @@ type adCore struct {
 	capped   bool
 }
 
-// NewAdaptive returns an Adaptive whose limits alg moves. It returns an
-// error if alg is the zero Algorithm, its floor is below 1, its ceiling is
-// below the floor or above MaxConcurrency, or an option is invalid
-// (WithMaxHold is a Concurrency's). The overall limit starts at the floor,
+// New returns a Limiter whose limits alg moves. It returns an error if alg
+// is the zero Algorithm, its floor is below 1, its ceiling is below the
+// floor or above keylimit.MaxConcurrency, or an option is invalid
+// (keylimit.WithMaxHold is a Concurrency's). The overall limit starts at the floor,
 // in slow start (see AIMD and Gradient).
 //
 // Call Close when done with it to stop its evictor at once; a limiter
 // dropped without Close stops it once the garbage collector finds it
 // unreachable.
-func NewAdaptive[K comparable](alg Algorithm, opts ...Option) (*Adaptive[K], error) {
-	o, err := buildOptions(opts)
-	if err != nil {
-		return nil, err
-	}
+func New[K comparable](alg Algorithm, opts ...keylimit.Option) (*Limiter[K], error) {
 	if err := alg.check(); err != nil {
 		return nil, err
 	}
-	core := &adCore{alg: alg.ctl, floor: int64(alg.floor), ceiling: int64(alg.ceiling), capped: o.maxKeys > 0}
+	core := &adCore{alg: alg.ctl, floor: int64(alg.floor), ceiling: int64(alg.ceiling)}
 	core.all.init(int64(alg.floor), nil)
 	ch := make(chan struct{})
 	core.wake.Store(&ch)
-	a := &Adaptive[K]{core: core}
-	a.keys = newShard(o, stateHooks[K, adState]{
-		newState: func(K) *adState {
+	a := &Limiter[K]{core: core}
+	keys, evictor, err := newShard(opts, stateHooks[K, adState]{
+		newState: func() *adState {
 			st := new(adState)
 			st.ctl.init(core.all.limit.Load(), &core.all)
 			return st
@@ -129,16 +126,19 @@ func NewAdaptive[K comparable](alg Algorithm, opts ...Option) (*Adaptive[K], err
 			return false, maxTime // a key goes idle at a release, which says so (adCore.release)
 		},
 	})
-	core.clock, core.nextIdle = &a.keys.clock, &a.keys.nextIdle
-	a.evictor = startEvictor(a, a.keys, o, 0)
+	if err != nil {
+		return nil, err
+	}
+	a.keys, a.evictor = keys, evictor
+	core.clock, core.nextIdle, core.capped = &a.keys.clock, a.keys.nextIdle, a.keys.capped
 	return a, nil
 }
 
 func init() {
-	// quota asks a policy's Adaptive under the request's context, for its
+	// quota asks a policy's Limiter under the request's context, for its
 	// criticality, through this: no exported method for plumbing.
 	compose.RegisterTryContext(func(l any) (any, bool) {
-		a, ok := l.(*Adaptive[string])
+		a, ok := l.(*Limiter[string])
 		if !ok {
 			return nil, false
 		}
@@ -147,12 +147,12 @@ func init() {
 }
 
 // tryContext is TryAcquire at the criticality ctx carries.
-func (a *Adaptive[K]) tryContext(ctx context.Context, key K, n int) (Permit, Result) {
-	return a.try(key, n, CriticalityOf(ctx))
+func (a *Limiter[K]) tryContext(ctx context.Context, key K, n int) (keylimit.Permit, keylimit.Result) {
+	return a.try(key, n, keylimit.CriticalityOf(ctx))
 }
 
 // TryAcquire acquires n of key's slots, as a Default request, if the key's
-// limit and the overall limit admit them now (see Adaptive for the rule),
+// limit and the overall limit admit them now (see Limiter for the rule),
 // and reports the decision; it never waits. Release the Permit when the
 // call succeeded, Drop it when it failed from overload. A refused call
 // holds nothing, and its Permit is the zero Permit.
@@ -166,10 +166,12 @@ func (a *Adaptive[K]) tryContext(ctx context.Context, key K, n int) (Permit, Res
 // n == 0 is always allowed and holds nothing. n < 0, or n above the
 // ceiling, can never pass: the Result is refused with RetryAfter
 // InfDuration.
-func (a *Adaptive[K]) TryAcquire(key K, n int) (Permit, Result) { return a.try(key, n, Default) }
+func (a *Limiter[K]) TryAcquire(key K, n int) (keylimit.Permit, keylimit.Result) {
+	return a.try(key, n, keylimit.Default)
+}
 
 // try is TryAcquire at criticality crit, counted.
-func (a *Adaptive[K]) try(key K, n int, crit Criticality) (Permit, Result) {
+func (a *Limiter[K]) try(key K, n int, crit keylimit.Criticality) (keylimit.Permit, keylimit.Result) {
 	p, r, v := a.decide(key, n, crit)
 	if n != 0 {
 		a.count(v, crit)
@@ -178,17 +180,17 @@ func (a *Adaptive[K]) try(key K, n int, crit Criticality) (Permit, Result) {
 }
 
 // decide is TryAcquire at criticality crit, with its verdict, uncounted.
-func (a *Adaptive[K]) decide(key K, n int, crit Criticality) (Permit, Result, verdict) {
+func (a *Limiter[K]) decide(key K, n int, crit keylimit.Criticality) (keylimit.Permit, keylimit.Result, verdict) {
 	c := a.core
 	if n <= 0 || int64(n) > c.ceiling {
-		return Permit{}, impossible(a.Peek(key), n), never
+		return keylimit.Permit{}, a.keys.impossible(a.Peek(key), n), never
 	}
 	st := a.keys.loadOrCreate(key)
 	for {
 		if st == nil {
-			return Permit{}, a.keys.untracked(int(c.all.limit.Load()), n), untracked
+			return keylimit.Permit{}, a.keys.untracked(int(c.all.limit.Load()), n), untracked
 		}
-		p, r, gone := c.take(st, int64(n), crit.valid())
+		p, r, gone := c.take(st, int64(n), crit)
 		if !gone {
 			if !r.Allowed {
 				return p, r, refused
@@ -201,10 +203,10 @@ func (a *Adaptive[K]) decide(key K, n int, crit Criticality) (Permit, Result, ve
 
 // count counts a request's verdict v, for Stats: a refusal is a shed of
 // its criticality.
-func (a *Adaptive[K]) count(v verdict, crit Criticality) {
-	a.keys.counts.admits(v, a.keys.overflow)
+func (a *Limiter[K]) count(v verdict, crit keylimit.Criticality) {
+	a.keys.admits(v)
 	if v == refused {
-		a.core.shed[crit.valid()].Add(1)
+		a.core.shed[crit].Add(1)
 	}
 }
 
@@ -219,19 +221,19 @@ func (a *Adaptive[K]) count(v verdict, crit Criticality) {
 // pass (n < 0, or above the ceiling: ErrExceedsLimit). If ctx ends first,
 // it returns ctx's error, wrapped, holding nothing. n == 0 returns the
 // zero Permit at once.
-func (a *Adaptive[K]) Acquire(ctx context.Context, key K, n int) (Permit, error) {
+func (a *Limiter[K]) Acquire(ctx context.Context, key K, n int) (keylimit.Permit, error) {
 	if err := ctx.Err(); err != nil {
-		return Permit{}, fmt.Errorf("keylimit: acquire %s: %w", slots(n), err)
+		return keylimit.Permit{}, fmt.Errorf("adaptive: acquire %s: %w", slots(n), err)
 	}
 	c := a.core
 	switch {
 	case n == 0:
-		return Permit{}, nil
+		return keylimit.Permit{}, nil
 	case n < 0 || int64(n) > c.ceiling:
-		a.keys.counts.admits(never, a.keys.overflow)
-		return Permit{}, fmt.Errorf("%w: %s can never be held at once under an adaptive ceiling of %d", ErrExceedsLimit, slots(n), c.ceiling)
+		a.keys.admits(never)
+		return keylimit.Permit{}, fmt.Errorf("%w: %s can never be held at once under an adaptive ceiling of %d", keylimit.ErrExceedsLimit, slots(n), c.ceiling)
 	}
-	crit := CriticalityOf(ctx)
+	crit := keylimit.CriticalityOf(ctx)
 	for {
 		wake := c.wake.Load() // before the try: a release after it closes this one
 		p, r, v := a.decide(key, n, crit)
@@ -241,7 +243,7 @@ func (a *Adaptive[K]) Acquire(ctx context.Context, key K, n int) (Permit, error)
 		}
 		if err := c.wait(ctx, *wake, r.RetryAfter); err != nil {
 			a.count(v, crit) // once for the request, however many tries
-			return Permit{}, fmt.Errorf("keylimit: acquire %s: %w", slots(n), err)
+			return keylimit.Permit{}, fmt.Errorf("adaptive: acquire %s: %w", slots(n), err)
 		}
 	}
 }
@@ -266,7 +268,7 @@ func (c *adCore) wait(ctx context.Context, wake chan struct{}, d time.Duration) 
 // TryAcquire(key, 1) would pass, Limit is the key's current limit (the
 // overall one for a key not seen), Remaining how many slots a Default
 // request could take. Peek does not create the key.
-func (a *Adaptive[K]) Peek(key K) Result {
+func (a *Limiter[K]) Peek(key K) keylimit.Result {
 	c := a.core
 	st := a.keys.load(key)
 	var h int64
@@ -278,14 +280,14 @@ func (a *Adaptive[K]) Peek(key K) Result {
 			lk = st.ctl.limit.Load()
 		}
 	}
-	return c.report(st, h, c.total.Load(), 1, lk, Default)
+	return c.report(st, h, c.total.Load(), 1, lk, keylimit.Default)
 }
 
 // Stats returns what the limiter has counted (see Stats and WithStats):
 // with Adaptive set, Limit the overall current limit, Shed the requests
 // refused, by criticality (a TryAcquire refused, an Acquire that gave up),
 // and Waiting the Acquires waiting now.
-func (a *Adaptive[K]) Stats() Stats {
+func (a *Limiter[K]) Stats() keylimit.Stats {
 	c := a.core
 	st := a.keys.stats()
 	st.Adaptive = true
@@ -300,27 +302,26 @@ func (a *Adaptive[K]) Stats() Stats {
 // Close stops the limiter's evictor. The limiter still answers after
 // Close, exactly, but no longer forgets idle keys in the background. It
 // returns nil.
-func (a *Adaptive[K]) Close() error {
-	a.evictor.close()
-	return nil
+func (a *Limiter[K]) Close() error {
+	return a.evictor.Close()
 }
 
 // take acquires n slots of st at criticality crit if its limit and the
 // overall limit admit them. gone reports a retired st (nothing decided).
-func (c *adCore) take(st *adState, n int64, crit Criticality) (p Permit, r Result, gone bool) {
+func (c *adCore) take(st *adState, n int64, crit keylimit.Criticality) (p keylimit.Permit, r keylimit.Result, gone bool) {
 	var bo backoff
 	for {
 		h := st.held.Load()
 		if h < 0 {
-			return Permit{}, Result{}, true
+			return keylimit.Permit{}, keylimit.Result{}, true
 		}
 		lk := st.ctl.limit.Load()
 		if h+n > c.keyRoom(lk, crit) {
-			return Permit{}, c.report(st, h, c.total.Load(), n, lk, crit), false
+			return keylimit.Permit{}, c.report(st, h, c.total.Load(), n, lk, crit), false
 		}
 		t, ok := c.reserve(h, n, crit)
 		if !ok {
-			return Permit{}, c.report(st, h, t, n, lk, crit), false
+			return keylimit.Permit{}, c.report(st, h, t, n, lk, crit), false
 		}
 		if st.held.CompareAndSwap(h, h+n) {
 			if h == 0 {
@@ -329,15 +330,15 @@ func (c *adCore) take(st *adState, n int64, crit Criticality) (p Permit, r Resul
 			return c.permit(st, n), c.admitted(h+n, t+n, lk), false
 		}
 		c.total.Add(-n) // the key's CAS lost: give the reservation back, judge afresh
-		bo.wait()
+		bo.Wait()
 	}
 }
 
 // reserve adds n to the total held, for a key holding h, at criticality
-// crit, if the overall limit admits it (see Adaptive): below it, or for a
+// crit, if the overall limit admits it (see Limiter): below it, or for a
 // key below its fair share, to twice it and the ceiling at most. It returns
 // the total before, and whether it reserved.
-func (c *adCore) reserve(h, n int64, crit Criticality) (int64, bool) {
+func (c *adCore) reserve(h, n int64, crit keylimit.Criticality) (int64, bool) {
 	for {
 		t := c.total.Load()
 		if !c.fits(h, t, n, crit) {
@@ -354,9 +355,9 @@ func (c *adCore) reserve(h, n int64, crit Criticality) (int64, bool) {
 // limit's room, or, for a key below its fair share of the room, within the
 // share bound, twice the limit (see shareBound). A Critical request
 // is admitted whenever the total stays within the hard bound (its room).
-func (c *adCore) fits(h, t, n int64, crit Criticality) bool {
+func (c *adCore) fits(h, t, n int64, crit keylimit.Criticality) bool {
 	all := c.all.limit.Load()
-	room := crit.room(all, c.ceiling)
+	room := room(crit, all, c.ceiling)
 	if t+n <= room {
 		return true
 	}
@@ -386,11 +387,11 @@ func (c *adCore) share(room, h int64) int64 {
 // a Critical request, which the key's limit does not bound (only the
 // overall hard bound does): a key's limit is cut by the latency its own
 // Default work makes, and its critical work must not pay for that.
-func (c *adCore) keyRoom(lk int64, crit Criticality) int64 {
-	if crit == Critical {
+func (c *adCore) keyRoom(lk int64, crit keylimit.Criticality) int64 {
+	if crit == keylimit.Critical {
 		return c.ceiling
 	}
-	return crit.room(lk, c.ceiling)
+	return room(crit, lk, c.ceiling)
 }
 
 // shareBound is the most the fair-share admissions (Default and
@@ -401,18 +402,18 @@ func shareBound(all, ceiling int64) int64 { return min(2*all, ceiling) }
 
 // admitted is the Result of an admission that left the key holding h and
 // the total at t, under the key's limit lk.
-func (c *adCore) admitted(h, t, lk int64) Result {
+func (c *adCore) admitted(h, t, lk int64) keylimit.Result {
 	free := min(lk-h, c.all.limit.Load()-t)
-	return Result{Allowed: true, Limit: int(lk), Remaining: int(max(free, 0))}
+	return keylimit.Result{Allowed: true, Limit: int(lk), Remaining: int(max(free, 0))}
 }
 
 // report is the Result of a request of n slots, refused or asked by Peek,
 // of a key holding h (st, nil if unknown) under limit lk, with t held in all.
-func (c *adCore) report(st *adState, h, t, n, lk int64, crit Criticality) Result {
+func (c *adCore) report(st *adState, h, t, n, lk int64, crit keylimit.Criticality) keylimit.Result {
 	all := c.all.limit.Load()
 	free := max(min(lk-h, all-t), 0)
-	r := Result{Limit: int(lk), Remaining: int(free)}
-	roomKey, roomAll := c.keyRoom(lk, crit), crit.room(all, c.ceiling)
+	r := keylimit.Result{Limit: int(lk), Remaining: int(free)}
+	roomKey, roomAll := c.keyRoom(lk, crit), room(crit, all, c.ceiling)
 	if h+n <= roomKey && c.fits(h, t, n, crit) {
 		r.Allowed = true
 		return r
@@ -430,42 +431,11 @@ func (c *adCore) report(st *adState, h, t, n, lk int64, crit Criticality) Result
 	return r
 }
 
-// adHold is an Adaptive's acquisition record: a hold (its gen, n and at)
-// and the limiter and key it holds slots of. Pooled; a Release reads its
-// fields only after its CAS on gen won, as for a Concurrency's.
-type adHold struct {
-	hold // first: a *hold of kind holdAdaptive is an *adHold
-	ad   *adCore
-	ast  *adState
+// permit makes the Permit of n slots of st, acquired now: a record of the
+// store's pool, whose first Release or Drop calls release (keys.go).
+func (c *adCore) permit(st *adState, n int64) keylimit.Permit {
+	return c.clock.Permit(unsafe.Pointer(c), unsafe.Pointer(st), n)
 }
-
-var adHoldPool = sync.Pool{New: func() any {
-	h := new(adHold)
-	h.kind = holdAdaptive
-	return h
-}}
-
-// permit makes the Permit of n slots of st, acquired now.
-func (c *adCore) permit(st *adState, n int64) Permit {
-	h := adHoldPool.Get().(*adHold)
-	h.ad, h.ast, h.n, h.at = c, st, int32(n), c.clock.now()
-	return Permit{h: &h.hold, gen: h.gen.Load()}
-}
-
-// release gives back the slots of the Permit of generation gen, once, as a
-// success or dropped.
-func (h *adHold) release(gen uint64, drop bool) {
-	if !h.gen.CompareAndSwap(gen, gen+1) {
-		return
-	}
-	c, st, n, at := h.ad, h.ast, int64(h.n), h.at
-	h.ad, h.ast = nil, nil
-	adHoldPool.Put(h)
-	c.release(st, n, at, drop)
-}
-
-// asAdHold is the adHold whose hold h is.
-func asAdHold(h *hold) *adHold { return (*adHold)(unsafe.Pointer(h)) }
 
 // release gives back n slots of st acquired at at, and samples the call.
 func (c *adCore) release(st *adState, n, at int64, drop bool) {

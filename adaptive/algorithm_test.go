@@ -1,4 +1,4 @@
-package keylimit_test
+package adaptive_test
 
 import (
 	"testing"
@@ -6,13 +6,14 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 	"github.com/stretchr/testify/require"
 )
 
 // window16 makes one window of samples (16 releases) on key: rounds of
 // inFlight slots taken at once, held for latency on the mock clock and
 // released (dropped if drop). inFlight divides 16.
-func window16(t *testing.T, a *keylimit.Adaptive[string], mock *clock.Mock, key string, inFlight int, latency time.Duration, drop bool) {
+func window16(t *testing.T, a *adaptive.Limiter[string], mock *clock.Mock, key string, inFlight int, latency time.Duration, drop bool) {
 	t.Helper()
 	for range 16 / inFlight {
 		ps := make([]keylimit.Permit, 0, inFlight)
@@ -33,7 +34,7 @@ func window16(t *testing.T, a *keylimit.Adaptive[string], mock *clock.Mock, key 
 }
 
 // limits is the overall limit and key's.
-func limits(a *keylimit.Adaptive[string], key string) [2]int {
+func limits(a *adaptive.Limiter[string], key string) [2]int {
 	return [2]int{a.Stats().Limit, a.Peek(key).Limit}
 }
 
@@ -43,7 +44,7 @@ func limits(a *keylimit.Adaptive[string], key string) [2]int {
 // not more than half the overall 16, so that window's latency does not cut
 // it: busy, it doubles on to 32.
 func TestAIMDToleranceExact(t *testing.T) {
-	a, mock := newAdaptive(t, keylimit.AIMD(4, 100))
+	a, mock := newAdaptive(t, adaptive.AIMD(4, 100))
 	window16(t, a, mock, "k", 4, 10*time.Millisecond, false)
 	require.Equal(t, [2]int{8, 8}, limits(a, "k"))
 	window16(t, a, mock, "k", 4, 14*time.Millisecond, false)
@@ -63,7 +64,7 @@ func TestAIMDToleranceExact(t *testing.T) {
 // limit a fifth of the way there, 15.12. At the baseline latency it grows
 // by a fifth of √limit / 2 a window.
 func TestGradientToleranceExact(t *testing.T) {
-	a, mock := newAdaptive(t, keylimit.Gradient(4, 100))
+	a, mock := newAdaptive(t, adaptive.Gradient(4, 100))
 	window16(t, a, mock, "k", 4, 10*time.Millisecond, false)
 	require.Equal(t, 8, a.Stats().Limit)
 	window16(t, a, mock, "k", 8, 12*time.Millisecond, false)
@@ -83,7 +84,7 @@ func TestGradientToleranceExact(t *testing.T) {
 // start (latency never rose) doubles it, to 9. Both algorithms, the overall
 // limit and the key's.
 func TestAdaptiveUnusedLimitDecays(t *testing.T) {
-	for _, alg := range []keylimit.Algorithm{keylimit.AIMD(1, 64), keylimit.Gradient(1, 64)} {
+	for _, alg := range []adaptive.Algorithm{adaptive.AIMD(1, 64), adaptive.Gradient(1, 64)} {
 		a, mock := newAdaptive(t, alg)
 		for _, want := range []int{2, 4, 8, 16, 32, 64} {
 			window16(t, a, mock, "k", min(want/2, 16), 10*time.Millisecond, false)
@@ -105,7 +106,7 @@ func TestAdaptiveUnusedLimitDecays(t *testing.T) {
 // the baseline), in the same rounds. The heavy key and the overall limit
 // are cut; the light key is not; its own drops cut it.
 func TestAdaptiveLightKeyNotCutByHeavyLatency(t *testing.T) {
-	a, mock := newAdaptive(t, keylimit.AIMD(4, 32))
+	a, mock := newAdaptive(t, adaptive.AIMD(4, 32))
 	window16(t, a, mock, "heavy", 4, 10*time.Millisecond, false) // overall and heavy 8
 	window16(t, a, mock, "heavy", 4, 10*time.Millisecond, false) // 16
 	require.Equal(t, [2]int{16, 16}, limits(a, "heavy"))
@@ -167,7 +168,7 @@ func TestAdaptiveLightKeyNotCutByHeavyLatency(t *testing.T) {
 // and one more (11); the heavy key's Default requests are refused, its
 // Critical ones pass to a total of 60 (29 more), and then are refused too.
 func TestAdaptiveCriticalToTheHardBound(t *testing.T) {
-	a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
+	a, _ := newAdaptive(t, adaptive.AIMD(20, 100))
 	heavy := grab(a, "heavy", 100, keylimit.Default)
 	require.Len(t, heavy, 20)
 	light := grab(a, "light", 100, keylimit.Default)
@@ -189,7 +190,7 @@ func TestAdaptiveCriticalToTheHardBound(t *testing.T) {
 // (half the way to 18 each). Then b's Default requests get 3, its
 // Critical ones the rest of the hard bound, 63 − 11.
 func TestAdaptiveCriticalNotBoundByTheKeyLimit(t *testing.T) {
-	a, mock := newAdaptive(t, keylimit.AIMD(1, 64))
+	a, mock := newAdaptive(t, adaptive.AIMD(1, 64))
 	for _, n := range []int{1, 2, 4, 8} { // slow start: 1 → 16
 		window16(t, a, mock, "a", n, 10*time.Millisecond, false)
 	}

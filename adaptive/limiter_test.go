@@ -1,8 +1,9 @@
-package keylimit_test
+package adaptive_test
 
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,14 +11,15 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 	"github.com/stretchr/testify/require"
 )
 
 // newAdaptive is an Adaptive of alg on a mock clock, closed when t ends.
-func newAdaptive(t testing.TB, alg keylimit.Algorithm) (*keylimit.Adaptive[string], *clock.Mock) {
+func newAdaptive(t testing.TB, alg adaptive.Algorithm) (*adaptive.Limiter[string], *clock.Mock) {
 	t.Helper()
 	mock := clock.NewMock()
-	a, err := keylimit.NewAdaptive[string](alg, keylimit.WithClock(mock))
+	a, err := adaptive.New[string](alg, keylimit.WithClock(mock))
 	require.NoError(t, err)
 	t.Cleanup(func() { a.Close() })
 	return a, mock
@@ -27,7 +29,7 @@ func newAdaptive(t testing.TB, alg keylimit.Algorithm) (*keylimit.Adaptive[strin
 // criticality crit, and returns the permits admitted: TryAcquire for
 // Default, else Acquire under a context that carries crit and ends soon
 // (the mock clock stands still and nothing is released, so it tries once).
-func grab(a *keylimit.Adaptive[string], key string, goroutines int, crit keylimit.Criticality) []keylimit.Permit {
+func grab(a *adaptive.Limiter[string], key string, goroutines int, crit keylimit.Criticality) []keylimit.Permit {
 	var mu sync.Mutex
 	var got []keylimit.Permit
 	var wg sync.WaitGroup
@@ -76,7 +78,7 @@ func TestAdaptiveCriticalityRoomExact(t *testing.T) {
 		crit keylimit.Criticality
 		want int
 	}{{keylimit.Sheddable, 15}, {keylimit.Default, 20}, {keylimit.Critical, 60}} {
-		a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
+		a, _ := newAdaptive(t, adaptive.AIMD(20, 100))
 		require.Equal(t, 20, a.Stats().Limit)
 		got := grab(a, "k", 200, c.crit)
 		require.Len(t, got, c.want, "criticality %d", c.crit)
@@ -90,7 +92,7 @@ func TestAdaptiveCriticalityRoomExact(t *testing.T) {
 // key holding 15 (three quarters of 20), a sheddable request is refused, a
 // default one passes to 20, a critical one to 60 (the hard bound).
 func TestAdaptiveCriticalityOrder(t *testing.T) {
-	a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
+	a, _ := newAdaptive(t, adaptive.AIMD(20, 100))
 	held := grab(a, "k", 15, keylimit.Default)
 	require.Len(t, held, 15)
 	require.Empty(t, grab(a, "k", 50, keylimit.Sheddable))
@@ -113,7 +115,7 @@ func TestAdaptiveCriticalityOrder(t *testing.T) {
 // light keys beside a heavy one are not held to less than they use, nor
 // refused at every burst).
 func TestAdaptiveFairShareExact(t *testing.T) {
-	a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
+	a, _ := newAdaptive(t, adaptive.AIMD(20, 100))
 	heavy := grab(a, "heavy", 300, keylimit.Default)
 	require.Len(t, heavy, 20)
 	small := grab(a, "small", 300, keylimit.Default)
@@ -137,9 +139,9 @@ func TestAdaptiveFairShareExact(t *testing.T) {
 // held in all, nor by one key, and everything is given back; with a
 // moving limit (Gradient), never more than the ceiling.
 func TestAdaptiveNeverAboveUnderRace(t *testing.T) {
-	for _, alg := range []keylimit.Algorithm{keylimit.AIMD(12, 12), keylimit.Gradient(2, 12)} {
+	for _, alg := range []adaptive.Algorithm{adaptive.AIMD(12, 12), adaptive.Gradient(2, 12)} {
 		const ceiling = 12
-		a, err := keylimit.NewAdaptive[string](alg)
+		a, err := adaptive.New[string](alg)
 		require.NoError(t, err)
 		var total, maxTotal, maxKey atomic.Int64
 		var perKey [4]atomic.Int64
@@ -191,7 +193,7 @@ func TestAdaptiveNeverAboveUnderRace(t *testing.T) {
 // and 8, whom twice the limit, 40, leaves 1), and the heavy one nothing
 // more.
 func TestAdaptiveFairShareUnderRace(t *testing.T) {
-	a, _ := newAdaptive(t, keylimit.AIMD(20, 100))
+	a, _ := newAdaptive(t, adaptive.AIMD(20, 100))
 	heavy := grab(a, "heavy", 64, keylimit.Default)
 	require.Len(t, heavy, 20)
 	var mu sync.Mutex
@@ -221,7 +223,7 @@ func TestAdaptiveFairShareUnderRace(t *testing.T) {
 
 // With floor == ceiling the limit cannot move: 1,000 goroutines on one key get exactly N, and N again once they release.
 func TestAdaptiveFixedLimitExact(t *testing.T) {
-	a, _ := newAdaptive(t, keylimit.Gradient(7, 7))
+	a, _ := newAdaptive(t, adaptive.Gradient(7, 7))
 	for range 3 {
 		got := grab(a, "k", 1000, keylimit.Default)
 		require.Len(t, got, 7)
@@ -232,7 +234,7 @@ func TestAdaptiveFixedLimitExact(t *testing.T) {
 // A Permit's release happens once, whichever of Release and Drop comes
 // first and however many copies.
 func TestAdaptiveReleaseOnce(t *testing.T) {
-	a, _ := newAdaptive(t, keylimit.Gradient(2, 2))
+	a, _ := newAdaptive(t, adaptive.Gradient(2, 2))
 	p1, r := a.TryAcquire("k", 1)
 	require.True(t, r.Allowed)
 	p2, _ := a.TryAcquire("k", 1)
@@ -250,26 +252,9 @@ func TestAdaptiveReleaseOnce(t *testing.T) {
 	require.Equal(t, 2, a.Peek("k").Remaining)
 }
 
-// Drop on another limiter's Permit is its Release.
-func TestDropIsReleaseElsewhere(t *testing.T) {
-	c, err := keylimit.NewConcurrency[string](1)
-	require.NoError(t, err)
-	defer c.Close()
-	p, r := c.TryAcquire("k", 1)
-	require.True(t, r.Allowed)
-	p.Drop()
-	require.True(t, c.Peek("k").Allowed)
-	calls := 0
-	np := keylimit.NewPermit(func() { calls++ })
-	np.Drop()
-	np.Release()
-	require.Equal(t, 1, calls)
-	keylimit.Permit{}.Drop() // the zero Permit holds nothing
-}
-
 // Acquire waits for a release, and gives up with its context.
 func TestAdaptiveAcquireWaits(t *testing.T) {
-	a, _ := newAdaptive(t, keylimit.AIMD(1, 1))
+	a, _ := newAdaptive(t, adaptive.AIMD(1, 1))
 	p, r := a.TryAcquire("k", 1)
 	require.True(t, r.Allowed)
 	done := make(chan error, 1)
@@ -302,25 +287,25 @@ func TestAdaptiveAcquireWaits(t *testing.T) {
 
 func TestNewAdaptiveErrors(t *testing.T) {
 	for _, c := range []struct {
-		alg  keylimit.Algorithm
+		alg  adaptive.Algorithm
 		want string
 	}{
-		{keylimit.Algorithm{}, "needs an Algorithm"},
-		{keylimit.AIMD(0, 10), "floor 0 is below 1"},
-		{keylimit.Gradient(5, 4), "ceiling 4 is below its floor 5"},
-		{keylimit.Gradient(1, keylimit.MaxConcurrency+1), "above MaxConcurrency"},
+		{adaptive.Algorithm{}, "needs an Algorithm"},
+		{adaptive.AIMD(0, 10), "floor 0 is below 1"},
+		{adaptive.Gradient(5, 4), "ceiling 4 is below its floor 5"},
+		{adaptive.Gradient(1, keylimit.MaxConcurrency+1), "above MaxConcurrency"},
 	} {
-		_, err := keylimit.NewAdaptive[string](c.alg)
+		_, err := adaptive.New[string](c.alg)
 		require.ErrorContains(t, err, c.want)
 	}
-	_, err := keylimit.NewAdaptive[string](keylimit.AIMD(1, 2), keylimit.WithMaxHold(time.Second))
+	_, err := adaptive.New[string](adaptive.AIMD(1, 2), keylimit.WithMaxHold(time.Second))
 	require.Error(t, err)
 }
 
 // drive runs rounds on one key of a on its mock clock: each round takes
 // every slot it can, lets latency pass, and releases them all (dropping
 // them if drop), and returns the overall and the key's limit after.
-func drive(a *keylimit.Adaptive[string], mock *clock.Mock, rounds int, latency time.Duration, drop bool) (overall, key int) {
+func drive(a *adaptive.Limiter[string], mock *clock.Mock, rounds int, latency time.Duration, drop bool) (overall, key int) {
 	for range rounds {
 		var ps []keylimit.Permit
 		for {
@@ -348,8 +333,8 @@ func drive(a *keylimit.Adaptive[string], mock *clock.Mock, rounds int, latency t
 func TestAdaptiveConverges(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		alg  keylimit.Algorithm
-	}{{"aimd", keylimit.AIMD(2, 200)}, {"gradient", keylimit.Gradient(2, 200)}} {
+		alg  adaptive.Algorithm
+	}{{"aimd", adaptive.AIMD(2, 200)}, {"gradient", adaptive.Gradient(2, 200)}} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, drop := range []bool{false, true} {
 				a, mock := newAdaptive(t, c.alg)
@@ -376,7 +361,7 @@ func TestAdaptiveConverges(t *testing.T) {
 // A key's limit adapts from its own calls: a key whose calls slow down
 // shrinks its own limit, not another key's.
 func TestAdaptiveKeyLimitIsItsOwn(t *testing.T) {
-	a, mock := newAdaptive(t, keylimit.Gradient(2, 200))
+	a, mock := newAdaptive(t, adaptive.Gradient(2, 200))
 	drive(a, mock, 30, 10*time.Millisecond, false)
 	other, _ := a.TryAcquire("quiet", 1) // a key starts at the overall limit
 	before := a.Peek("quiet").Limit
@@ -388,7 +373,7 @@ func TestAdaptiveKeyLimitIsItsOwn(t *testing.T) {
 }
 
 func TestAdaptiveAllocs(t *testing.T) {
-	a, _ := newAdaptive(t, keylimit.Gradient(10, 100))
+	a, _ := newAdaptive(t, adaptive.Gradient(10, 100))
 	p, _ := a.TryAcquire("k", 1)
 	p.Release()
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -403,21 +388,12 @@ func TestAdaptiveAllocs(t *testing.T) {
 	require.Zero(t, allocs)
 }
 
-func TestCriticalityOf(t *testing.T) {
-	ctx := context.Background()
-	require.Equal(t, keylimit.Default, keylimit.CriticalityOf(ctx))
-	require.Equal(t, keylimit.Sheddable, keylimit.CriticalityOf(keylimit.WithCriticality(ctx, keylimit.Sheddable)))
-	require.Equal(t, keylimit.Default, keylimit.CriticalityOf(keylimit.WithCriticality(ctx, 7)))
-	var zero keylimit.Criticality
-	require.Equal(t, keylimit.Default, zero)
-}
-
 // serveQueue runs rounds of a service of workers workers, each call
 // service long, on the mock clock: each round takes every slot the key
 // "svc" may hold, and a call's latency is its wait in the queue plus its
 // service (n calls take service × ⌈n/workers⌉). It returns the most the
 // overall limit was after round skip.
-func serveQueue(a *keylimit.Adaptive[string], mock *clock.Mock, rounds, skip, workers int, service time.Duration) (most int) {
+func serveQueue(a *adaptive.Limiter[string], mock *clock.Mock, rounds, skip, workers int, service time.Duration) (most int) {
 	for i := range rounds {
 		var ps []keylimit.Permit
 		for {
@@ -443,7 +419,7 @@ func serveQueue(a *keylimit.Adaptive[string], mock *clock.Mock, rounds, skip, wo
 // run, where a baseline that followed the means would let it grow to the
 // ceiling. Halve the workers, and the limit follows them down.
 func TestAdaptiveQueueDoesNotDrift(t *testing.T) {
-	for _, alg := range []keylimit.Algorithm{keylimit.AIMD(1, 1000), keylimit.Gradient(1, 1000)} {
+	for _, alg := range []adaptive.Algorithm{adaptive.AIMD(1, 1000), adaptive.Gradient(1, 1000)} {
 		a, mock := newAdaptive(t, alg)
 		most := serveQueue(a, mock, 2000, 200, 8, 10*time.Millisecond)
 		require.LessOrEqual(t, most, 24)
@@ -458,7 +434,7 @@ func TestAdaptiveQueueDoesNotDrift(t *testing.T) {
 // however many) is learnt: the limit falls to the floor, where the
 // baseline follows the latency, and grows back.
 func TestAdaptiveLearnsASlowerService(t *testing.T) {
-	for _, alg := range []keylimit.Algorithm{keylimit.AIMD(2, 200), keylimit.Gradient(2, 200)} {
+	for _, alg := range []adaptive.Algorithm{adaptive.AIMD(2, 200), adaptive.Gradient(2, 200)} {
 		a, mock := newAdaptive(t, alg)
 		up, _ := drive(a, mock, 40, 10*time.Millisecond, false)
 		drive(a, mock, 40, 30*time.Millisecond, false)
@@ -473,7 +449,7 @@ func TestAdaptiveLearnsASlowerService(t *testing.T) {
 // tracked one holds a slot, and tracked once that key is idle: it is
 // forgotten, and starts again from the overall limit.
 func TestAdaptiveKeyCap(t *testing.T) {
-	a, err := keylimit.NewAdaptive[string](keylimit.AIMD(2, 4), keylimit.WithClock(clock.NewMock()), keylimit.WithMaxKeys(1))
+	a, err := adaptive.New[string](adaptive.AIMD(2, 4), keylimit.WithClock(clock.NewMock()), keylimit.WithMaxKeys(1))
 	require.NoError(t, err)
 	defer a.Close()
 	p, r := a.TryAcquire("a", 1)
@@ -490,4 +466,39 @@ func TestAdaptiveKeyCap(t *testing.T) {
 	require.Equal(t, 1, st.Keys)
 	require.Equal(t, uint64(1), st.Evicted)
 	require.Equal(t, uint64(1), st.Untracked)
+}
+
+// A Limiter dropped without Close stops its evictor once it is garbage,
+// as keylimit's limiters do: the store it borrows from keylimit (see
+// keys.go) is held by the evictor's goroutine, the evictor's owner by the
+// limiter alone, whatever its permits and keys hold.
+func TestForgottenCloseDoesNotLeakTheEvictor(t *testing.T) {
+	runtime.GC()
+	before := runtime.NumGoroutine()
+	func() {
+		for range 20 {
+			a, err := adaptive.New[string](adaptive.AIMD(1, 4), keylimit.WithEvictionInterval(time.Millisecond))
+			require.NoError(t, err)
+			p, r := a.TryAcquire("k", 1)
+			require.True(t, r.Allowed)
+			p.Drop()
+		}
+	}()
+	require.GreaterOrEqual(t, runtime.NumGoroutine(), before+20, "each limiter runs an evictor")
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > before; {
+		require.True(t, time.Now().Before(deadline), "the evictors of unreachable limiters did not stop: %d goroutines, %d before", runtime.NumGoroutine(), before)
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+
+	a, err := adaptive.New[string](adaptive.AIMD(1, 4))
+	require.NoError(t, err)
+	require.Equal(t, before+1, runtime.NumGoroutine())
+	require.NoError(t, a.Close())
+	require.NoError(t, a.Close(), "Close twice is fine")
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "Close did not stop the evictor")
+	}
+	_, r := a.TryAcquire("k", 1)
+	require.True(t, r.Allowed, "a closed limiter still answers")
 }

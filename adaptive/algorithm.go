@@ -1,15 +1,17 @@
-package keylimit
+package adaptive
 
 import (
 	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
+
+	"github.com/keylimit/keylimit"
 )
 
-// Algorithm is how an Adaptive moves a limit between a floor and a ceiling
+// Algorithm is how a Limiter moves a limit between a floor and a ceiling
 // from the latency and the outcome of the calls it admitted: AIMD or
-// Gradient. The zero Algorithm is none, and NewAdaptive refuses it.
+// Gradient. The zero Algorithm is none, and New refuses it.
 type Algorithm struct {
 	ctl            controller
 	floor, ceiling int
@@ -26,7 +28,7 @@ type Algorithm struct {
 // of 1.5 keeps the queue it allows to half a call's service time, so that
 // the latency of admitted calls stays within a few times the unloaded one.
 // The baseline, and which limits latency may cut, are as Gradient's. The
-// limit never leaves [floor, ceiling]; NewAdaptive reports an invalid
+// limit never leaves [floor, ceiling]; New reports an invalid
 // floor or ceiling.
 func AIMD(floor, ceiling int) Algorithm {
 	return Algorithm{ctl: aimd{add: 1, backoff: 0.9, tolerance: 1.5}, floor: floor, ceiling: ceiling}
@@ -57,23 +59,23 @@ func AIMD(floor, ceiling int) Algorithm {
 // causes does not shrink the limits of the light keys beside it, and
 // their limits follow their own use (the rules above). Drops cut any
 // key's limit. The overall limit learns from every call.
-// The limit never leaves [floor, ceiling]; NewAdaptive reports an invalid
+// The limit never leaves [floor, ceiling]; New reports an invalid
 // floor or ceiling.
 func Gradient(floor, ceiling int) Algorithm {
 	return Algorithm{ctl: gradient{tolerance: 1.2, smoothing: 0.2, least: 0.5, allowance: 0.5}, floor: floor, ceiling: ceiling}
 }
 
-// check returns an error if a cannot make an Adaptive.
+// check returns an error if a cannot make a Limiter.
 func (a Algorithm) check() error {
 	switch {
 	case a.ctl == nil:
-		return fmt.Errorf("keylimit: an Adaptive needs an Algorithm (AIMD or Gradient)")
+		return fmt.Errorf("adaptive: a Limiter needs an Algorithm (AIMD or Gradient)")
 	case a.floor < 1:
-		return fmt.Errorf("keylimit: adaptive floor %d is below 1", a.floor)
+		return fmt.Errorf("adaptive: floor %d is below 1", a.floor)
 	case a.ceiling < a.floor:
-		return fmt.Errorf("keylimit: adaptive ceiling %d is below its floor %d", a.ceiling, a.floor)
-	case a.ceiling > MaxConcurrency:
-		return fmt.Errorf("keylimit: adaptive ceiling %d is above MaxConcurrency (%d)", a.ceiling, MaxConcurrency)
+		return fmt.Errorf("adaptive: ceiling %d is below its floor %d", a.ceiling, a.floor)
+	case a.ceiling > keylimit.MaxConcurrency:
+		return fmt.Errorf("adaptive: ceiling %d is above MaxConcurrency (%d)", a.ceiling, keylimit.MaxConcurrency)
 	}
 	return nil
 }
@@ -221,7 +223,7 @@ func (g gradient) next(e *estimate, w window) float64 {
 // windowSamples is how many releases make a window.
 const windowSamples = 16
 
-// control is one limit an Adaptive adapts, a key's or the overall one, and
+// control is one limit a Limiter adapts, a key's or the overall one, and
 // the window of samples it gathers. Samples are added with atomic adds, and
 // the release that fills a window folds it into the estimate under mu. A
 // sample added while a window is folded may have its latency counted in

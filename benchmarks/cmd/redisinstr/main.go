@@ -1,0 +1,202 @@
+// Command redisinstr counts the instructions redis-server spends in the
+// script of one decision, for redis_rate and redislimit's three types, each
+// built as a user builds it (WithPrefix, and a timeout that a server under
+// valgrind meets), under BenchmarkRedisCPU's loose limit (a billion a
+// second with a burst of a billion: every decision an admission).
+//
+//	go run ./cmd/redisinstr                  # from benchmarks/: 4,000 calls a row
+//	go run ./cmd/redisinstr -n 1000 -only slidingwindow
+//
+// Each contender and each case runs on a redis-server of its own under
+// callgrind, which counts only inside evalShaCommand (valgrind
+// --tool=callgrind --toggle-collect=evalShaCommand): the script and the
+// commands it runs, not the networking. Two cases: fresh, n takes of n
+// distinct keys without state (the common case of a loose limit whose keys
+// come back after a period); again, each of those keys taken twice in a
+// row, the second take within a period of the first (the steady state of a
+// key that comes back sooner), whose figure is the instructions of the
+// second take: (again's total - fresh's) / n. The calls are counted from
+// INFO commandstats (evalsha), so the first one, which finds the script not
+// loaded, is counted too.
+//
+// Instructions do not move with the machine's load, as time does: this is
+// the figure to compare contenders by on a shared machine (BENCHMARKS.md).
+// valgrind must be installed.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/redislimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// running is the server under valgrind, if one runs: a fatal error
+// stops it.
+var running *exec.Cmd
+
+// limit is BenchmarkRedisCPU's cpuLimit.
+var limit = keylimit.Per(1_000_000_000, time.Second).WithBurst(1_000_000_000)
+
+func main() {
+	n := flag.Int("n", 4000, "takes of distinct keys per case")
+	server := flag.String("server", "redis-server", "the server binary")
+	only := flag.String("only", "", "comma-separated contenders (redis_rate, bucket, fixedwindow, slidingwindow); all if empty")
+	keep := flag.String("keep", "", "a directory to keep callgrind's files in (for callgrind_annotate); none kept if empty")
+	flag.Parse()
+	dir := *keep
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "redisinstr-"); err != nil {
+			fatalf("%v", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	names := []string{"redis_rate", "bucket", "fixedwindow", "slidingwindow"}
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	fmt.Printf("| contender | fresh instructions/call | again instructions/call (second take) |\n|---|---:|---:|\n")
+	for _, name := range names {
+		fresh, freshCalls := count(dir, *server, name, *n, false)
+		again, againCalls := count(dir, *server, name, *n, true)
+		second := float64(again-fresh) / float64(againCalls-freshCalls)
+		fmt.Printf("| %s | %.1fk | %.1fk |\n", name, float64(fresh)/float64(freshCalls)/1000, second/1000)
+	}
+}
+
+// count runs n decisions of contender name (each key twice in a row if
+// again) on a fresh server under callgrind, and returns the instructions
+// counted in evalShaCommand and the EVALSHA calls.
+func count(dir, server, name string, n int, again bool) (int64, int64) {
+	port := freePort()
+	out := filepath.Join(dir, fmt.Sprintf("cg.%s.%v", name, again))
+	cmd := exec.Command("valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand", "--callgrind-out-file="+out,
+		server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		fatalf("%v", err)
+	}
+	running = cmd
+	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), ReadTimeout: time.Minute, WriteTimeout: time.Minute, ContextTimeoutEnabled: true})
+	ctx := context.Background()
+	for start := time.Now(); client.Ping(ctx).Err() != nil; time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 2*time.Minute {
+			fatalf("%s under valgrind did not answer", server)
+		}
+	}
+	allow := contender(client, name)
+	for i := range n {
+		key := "k" + strconv.Itoa(i)
+		if !allow(key) || again && !allow(key) {
+			fatalf("%s: a take of %s refused under a loose limit", name, key)
+		}
+	}
+	calls := evalshaCalls(client)
+	client.Shutdown(ctx) // its reply is the connection's end
+	client.Close()
+	if err := cmd.Wait(); err != nil {
+		fatalf("%s under valgrind: %v", server, err)
+	}
+	running = nil
+	return totals(out), calls
+}
+
+// contender returns the decision of contender name on client.
+func contender(client *redis.Client, name string) func(string) bool {
+	opts := []redislimit.Option{redislimit.WithPrefix("cpu:" + name + ":"), redislimit.WithTimeout(time.Minute)}
+	var lim interface{ Allow(string) bool }
+	var err error
+	switch name {
+	case "redis_rate":
+		rr := redis_rate.NewLimiter(client)
+		rl := redis_rate.Limit{Rate: limit.Events, Burst: limit.BurstSize(), Period: limit.Period}
+		return func(key string) bool {
+			res, err := rr.Allow(context.Background(), key, rl)
+			return err == nil && res.Allowed > 0
+		}
+	case "bucket":
+		lim, err = redislimit.NewTokenBucket(client, "cpu", limit, opts...)
+	case "fixedwindow":
+		lim, err = redislimit.NewFixedWindow(client, "cpu", limit, opts...)
+	case "slidingwindow":
+		lim, err = redislimit.NewSlidingWindow(client, "cpu", limit, opts...)
+	default:
+		fatalf("no contender %q", name)
+	}
+	if err != nil {
+		fatalf("%v", err)
+	}
+	return lim.Allow
+}
+
+// evalshaCalls returns the EVALSHA calls INFO commandstats counts.
+func evalshaCalls(client *redis.Client) int64 {
+	info, err := client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		fatalf("%v", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:calls="); ok {
+			calls, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.ParseInt(calls, 10, 64)
+			if err != nil {
+				fatalf("%v", err)
+			}
+			return v
+		}
+	}
+	fatalf("no EVALSHA in INFO commandstats")
+	return 0
+}
+
+// totals reads the instructions of a callgrind output file.
+func totals(file string) int64 {
+	f, err := os.Open(file)
+	if err != nil {
+		fatalf("%v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "totals: "); ok {
+			v, err := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			if err != nil {
+				fatalf("%v", err)
+			}
+			return v
+		}
+	}
+	fatalf("no totals in %s", file)
+	return 0
+}
+
+// freePort returns a port of 127.0.0.1 nobody listens on now.
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fatalf("%v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// fatalf stops the server that runs, if any, and exits with the message.
+func fatalf(format string, v ...any) {
+	if running != nil && running.Process != nil {
+		running.Process.Kill()
+	}
+	log.Fatalf(format, v...)
+}
