@@ -48,7 +48,6 @@ type shard[K comparable, S any] struct {
 	count    atomic.Int64
 	maxKeys  int64 // 0: no cap
 	overflow overflowPolicy
-	passes   uint8 // a bit for each verdict that admits: overflow.allows, for an inlined Allow
 
 	// sweepMu serializes sweeps (the evictor's and those made at the key
 	// cap). nextIdle, written under sweepMu by the last sweep and lowered by
@@ -93,7 +92,6 @@ func newShard[K comparable, S any](o options, hooks stateHooks[K, S]) *shard[K, 
 		hooks:    hooks,
 		maxKeys:  int64(o.maxKeys),
 		overflow: o.overflow,
-		passes:   o.overflow.passes(),
 		logger:   o.logger,
 	}
 	s.clock.init(o.clock)

@@ -113,17 +113,6 @@ func (o overflowPolicy) allows(v verdict) bool {
 	return v == admitted || v == untracked && o == admitUntracked
 }
 
-// passes is allows as a bit for each verdict: v admits if passes>>v&1 is 1.
-func (o overflowPolicy) passes() uint8 {
-	var p uint8
-	for v := range untracked + 1 {
-		if o.allows(v) {
-			p |= 1 << v
-		}
-	}
-	return p
-}
-
 // record is admits' slow path.
 func (st *shardStats) record(v verdict, o overflowPolicy) bool {
 	ok := o.allows(v)
