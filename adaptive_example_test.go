@@ -46,7 +46,7 @@ func ExampleAdaptive() {
 	fmt.Println("4 workers:", lim.Stats().Limit)
 	// Output:
 	// start: 1
-	// 8 workers: 9
+	// 8 workers: 8
 	// 4 workers: 4
 }
 

@@ -13,9 +13,11 @@ import (
 func TestHoldSizes(t *testing.T) {
 	require.Equal(t, uintptr(40), unsafe.Sizeof(hold{}))
 	require.Equal(t, uintptr(64), unsafe.Sizeof(concState{}))
-	// An Adaptive's key: its held slots and its control (limit, window,
-	// estimate, the fold's mutex).
-	require.Equal(t, uintptr(104), unsafe.Sizeof(adState{}))
+	// An Adaptive's key: its held slots, when it last released one and its
+	// place among the recent keys (for the slots kept for it), and its
+	// control (limit, window, refusals and last peak, estimate, the fold's
+	// mutex).
+	require.Equal(t, uintptr(136), unsafe.Sizeof(adState{}))
 }
 
 // The room of each criticality under a limit, and the ceiling: Critical's
