@@ -442,6 +442,7 @@ func (c *adCore) shares(st *adState, h, all int64) (share, kept int64, pressed b
 	if h == 0 {
 		keys++ // st, which holds nothing yet
 	}
+	keys = max(keys, 1) // active may not count st yet: it moves after st's CAS
 	base := (all + keys - 1) / keys
 	for i := range others {
 		s := base
