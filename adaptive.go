@@ -43,7 +43,8 @@ import (
 //     At most half the limit is kept, so below half of it any key passes;
 //   - or, for a key within its fair share, while the total stays within
 //     the burst bound: the limit for a pressed key; for another, a quarter
-//     more (one slot at least; the ceiling at most).
+//     more, or one slot more for each counted key not pressed if that is
+//     more (up to half the limit; one slot at least; the ceiling at most).
 //
 // So the tenant that takes most is refused first, cannot take the slot a
 // light tenant released a moment ago and is about to ask for again, and
@@ -394,14 +395,14 @@ func (c *adCore) fits(st *adState, h, t, n int64, crit Criticality) bool {
 	if crit == Critical {
 		return false
 	}
-	share, kept, pressed := c.shares(st, h, all)
+	share, kept, pressed, light := c.shares(st, h, all)
 	if t+n+kept <= room {
 		return true
 	}
 	if pressed {
 		return h+n <= share && t+n <= room
 	}
-	return h+n <= share && t+n <= burstBound(room, c.ceiling)
+	return h+n <= share && t+n <= burstBound(room, light, c.ceiling)
 }
 
 // shares returns the fair share, under the overall limit all, of key st
@@ -410,13 +411,14 @@ func (c *adCore) fits(st *adState, h, t, n int64, crit Criticality) bool {
 // the last recentKeys to release one that did so within the last window's
 // mean latency (a key whose next call comes within about one latency of
 // its last needs its slot back). The fair share is all over them (st
-// counted), rounded up, and one slot more for a key not pressed (see
-// control.pressed) while there are others: a key whose demand is about
-// its share needs a little more at times, and the key pressing for more
-// than it gets does not. Kept for each other recent key is what it held
+// counted): rounded down for a pressed key (see control.pressed); rounded
+// up, and one slot more while there are others, for another: a key whose
+// demand is about its share needs a little more at times, and the key
+// pressing for more than it gets does not. Kept for each other recent key is what it held
 // at most in its last window (control.lastPeak), up to its own share,
-// less what it holds; all kept are at most half of all.
-func (c *adCore) shares(st *adState, h, all int64) (share, kept int64, pressed bool) {
+// less what it holds; all kept are at most half of all. pressed is st's,
+// and light the keys counted (st too) that are not pressed.
+func (c *adCore) shares(st *adState, h, all int64) (share, kept int64, pressed bool, light int64) {
 	var held, claim [recentKeys]int64
 	var plus [recentKeys]bool
 	others, resting := int64(0), int64(0)
@@ -433,6 +435,9 @@ func (c *adCore) shares(st *adState, h, all int64) (share, kept int64, pressed b
 		}
 		held[others], claim[others] = oh, max(o.ctl.lastPeak.Load(), o.ctl.peak.Load(), 1)
 		plus[others] = !o.ctl.pressed.Load()
+		if plus[others] {
+			light++
+		}
 		others++
 		if oh == 0 {
 			resting++
@@ -460,7 +465,10 @@ func (c *adCore) shares(st *adState, h, all int64) (share, kept int64, pressed b
 	default:
 		share = base
 	}
-	return share, min(kept, all/2), pressed
+	if !pressed {
+		light++
+	}
+	return share, min(kept, all/2), pressed, light
 }
 
 // remember puts st among the recent keys, unless it is there already.
@@ -486,12 +494,16 @@ func (c *adCore) keyRoom(lk int64, crit Criticality) int64 {
 	return crit.room(lk, c.ceiling)
 }
 
-// burstBound is the most the admissions within a key's fair share
-// (Default and Sheddable) may take the total to, with room the room of
-// their criticality under the overall limit: a quarter of it more (at
-// least one slot), and the ceiling at most. Above it only Critical
-// requests pass, to the hard bound.
-func burstBound(room, ceiling int64) int64 { return min(room+max(room/4, 1), ceiling) }
+// burstBound is the most the admissions within a key's fair share of a
+// key not pressed (Default and Sheddable) may take the total to, with room
+// the room of their criticality under the overall limit and light the
+// keys counted that are not pressed: a quarter of room more, or a slot
+// for each light key if that is more (up to half of room; one slot at
+// least), and the ceiling at most. Above it only Critical requests pass,
+// to the hard bound.
+func burstBound(room, light, ceiling int64) int64 {
+	return min(room+max(room/4, min(light, room/2), 1), ceiling)
+}
 
 // admitted is the Result of an admission that left the key holding h and
 // the total at t, under the key's limit lk.

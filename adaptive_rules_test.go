@@ -293,3 +293,28 @@ func TestAdaptiveCriticalNotBoundByTheKeyLimit(t *testing.T) {
 	releaseAll(def)
 	releaseAll(crit)
 }
+
+// The burst band above the overall limit is a quarter of it, or a slot
+// for each key counted that is not pressed if that is more, up to half
+// the limit: at a limit of 8 (no window folded yet), four light keys that
+// have each just released a slot keep 4 slots from the heavy key, which
+// gets 4; then the light keys, asking in turn, take their shares (8/5
+// rounded up, and one more: 3) to a total of 12, the limit and one slot
+// for each of the 5 keys up to half the limit (a quarter, 2, would have
+// stopped them at 10).
+func TestAdaptiveBurstBandPerLightKey(t *testing.T) {
+	a, _ := newAdaptive(t, keylimit.AIMD(8, 100))
+	light := []string{"a", "b", "c", "d"}
+	for _, k := range light {
+		p, r := a.TryAcquire(k, 1)
+		require.True(t, r.Allowed)
+		p.Release()
+	}
+	require.Len(t, grab(a, "heavy", 100, keylimit.Default), 4, "a slot kept for each light key")
+	var got []int
+	for _, k := range light {
+		got = append(got, len(grab(a, k, 100, keylimit.Default)))
+	}
+	require.Equal(t, []int{3, 3, 2, 0}, got)
+	require.Equal(t, 8, a.Stats().Limit)
+}
