@@ -44,7 +44,8 @@ func limits(a *keylimit.Adaptive[string], key string) [2]int {
 // not more than half the overall 16, so that window's latency does not
 // cut it: busy, it doubles on to 32. From then on a window above the
 // tolerance cuts by a tenth, or, further above it, by the ratio of the
-// tolerance to the latency (at most by half): at 1.6 ×, 0.9; at 3 ×, 0.5.
+// tolerance to the latency (at most by 30%): at 1.6 ×, 0.9; at 2 ×, 0.75;
+// at 3 ×, 0.7.
 func TestAIMDToleranceExact(t *testing.T) {
 	a, mock := newAdaptive(t, keylimit.AIMD(4, 100))
 	window16(t, a, mock, "k", 4, 10*time.Millisecond, false)
@@ -58,10 +59,13 @@ func TestAIMDToleranceExact(t *testing.T) {
 	// window's latency did not end, ends now: back to 16.
 	window16(t, a, mock, "k", 8, 16*time.Millisecond, false)
 	require.Equal(t, [2]int{7, 16}, limits(a, "k"))
-	// 4 in flight, more than half the overall 7, at 30 ms, 3 × the
-	// baseline: both are halved, 3.6 (the floor, 4) and 8.
+	// 4 in flight, more than half the overall 7, at 20 ms, 2 × the
+	// baseline: both are cut by a quarter, 5.4 and 12; then at 30 ms, 3 ×,
+	// by 30% (not more), 3.78 (the floor, 4) and 8.4.
+	window16(t, a, mock, "k", 4, 20*time.Millisecond, false)
+	require.Equal(t, [2]int{5, 12}, limits(a, "k"), "further above the tolerance: a deeper cut")
 	window16(t, a, mock, "k", 4, 30*time.Millisecond, false)
-	require.Equal(t, [2]int{4, 8}, limits(a, "k"), "far above the tolerance: a deeper cut (the overall one to its floor)")
+	require.Equal(t, [2]int{4, 8}, limits(a, "k"), "3 ×: cut by 30% at most (the overall one to its floor)")
 }
 
 // Gradient's tolerance is 1.2 × the baseline, and its queue allowance

@@ -22,9 +22,10 @@ type Algorithm struct {
 // to where it was before the last doubling (the last limit that did not
 // queue), or a call is dropped (Permit.Drop). From then on, after each
 // window: if the mean was above 1.5 × the baseline, it falls by the ratio
-// of 1.5 × the baseline to the mean, by a tenth at least and by half at
+// of 1.5 × the baseline to the mean, by a tenth at least and by 30% at
 // most (a queue far above the tolerance, as when the service loses
-// capacity, is drained in a window or two, not ten); else it falls by a
+// capacity, is drained in a few windows, not ten; a stall of the machine
+// does not halve it); else it falls by a
 // tenth if a call was dropped, grows by one if the window was busy, and
 // otherwise (the limit not in use) moves half the way down to twice the
 // most in flight in the window. The tolerance of 1.5 keeps the queue it
@@ -190,8 +191,8 @@ func (a aimd) next(e *estimate, w window) float64 {
 	switch {
 	case slow:
 		// the further above the tolerance, the deeper the cut: at least a
-		// tenth, at most a half
-		return e.limit * min(a.backoff, max(a.tolerance*e.base/w.meanNs, 0.5))
+		// tenth, at most 30%
+		return e.limit * min(a.backoff, max(a.tolerance*e.base/w.meanNs, 0.7))
 	case w.drops > 0:
 		return e.limit * a.backoff
 	case w.busy:
