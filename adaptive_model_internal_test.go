@@ -57,7 +57,7 @@ func (q *modelQueue) Pop() any {
 // light tenant, slow start's overshoot kept, a cut of a tenth a window)
 // this model gave t2 and t3 89% and 80% of their demand after the drop,
 // and a p99 of 3.2 × (AIMD) and 3.5 × (Gradient) there, as the benchmark
-// did; now at least 94% and 2.5 × (AIMD), 2.9 × (Gradient).
+// did; now at least 95% and 2.2 × (AIMD), 2.3 × (Gradient).
 func TestAdaptiveOverloadModel(t *testing.T) {
 	for _, c := range []struct {
 		name string

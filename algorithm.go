@@ -46,9 +46,9 @@ func AIMD(floor, ceiling int) Algorithm {
 // the window's mean, within [0.5, 1], lowered by the share of calls
 // dropped, and the limit moves a fifth of the way to limit × gradient +
 // √limit / 2 (the allowance of a queue: at a limit of 16 the limit stays
-// where the mean is about 1.4 × the baseline); half the way, when latency
-// above the tolerance puts that below the limit, so that a queue is
-// drained faster than it is built. A window that was not busy (in flight never reached half the
+// where the mean is about 1.4 × the baseline); 70% of the way, when
+// latency above the tolerance puts that below the limit, so that a queue
+// is drained faster than it is built. A window that was not busy (in flight never reached half the
 // limit) and dropped nothing says nothing of more load: the limit moves
 // half the way down to twice the most in flight in it, so a limit not in
 // use (one slow start took too high, one another limit keeps from being
@@ -68,7 +68,7 @@ func AIMD(floor, ceiling int) Algorithm {
 // The limit never leaves [floor, ceiling]; NewAdaptive reports an invalid
 // floor or ceiling.
 func Gradient(floor, ceiling int) Algorithm {
-	return Algorithm{ctl: gradient{tolerance: 1.2, smoothing: 0.2, down: 0.5, least: 0.5, allowance: 0.5}, floor: floor, ceiling: ceiling}
+	return Algorithm{ctl: gradient{tolerance: 1.2, smoothing: 0.2, down: 0.7, least: 0.5, allowance: 0.5}, floor: floor, ceiling: ceiling}
 }
 
 // check returns an error if a cannot make an Adaptive.
