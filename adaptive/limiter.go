@@ -27,26 +27,42 @@ import (
 // latency cuts a key's limit only in a window in which the key held more
 // than half the overall limit, so the queue a heavy key causes does not
 // shrink a light key's limit (drops cut any key's). Under the overall limit
-// the rule is max-min fair: while the total held is below the overall
-// limit, any key within its own limit is admitted; once the total reaches
-// it, a key is admitted only while it holds less than its fair share, the
-// overall limit over the keys holding slots (itself counted), rounded up,
-// and one slot more while other keys hold any (for the bursts of a key
-// whose demand is about its share), so the tenant that takes most is
-// refused first and one that takes little still passes. Those admissions
-// may take the total above the overall limit, never above twice it (and
-// the ceiling); the hard bound, three times the overall limit, is Critical
-// requests' alone.
+// the rule is max-min fair, and a slot a key has just released is kept for
+// it while it may come back for it. The keys counted are those holding
+// slots and those that released one within the last window's mean latency
+// (among the last 16 keys to release one): a key whose next call comes
+// within about a latency of its last needs its slot again. A key's fair
+// share is the overall limit over them (itself counted): rounded down for
+// a key pressing for more than it gets (refused at least as often as it
+// released, over its last window of samples), rounded up and one slot more
+// for any other while there are others (for the bursts of a key whose
+// demand is about its share). A request is admitted, within its key's
+// limit:
+//   - while the total held, with it, stays within the overall limit less
+//     the slots kept for the other counted keys: for each, what it held at
+//     most in its last window, up to its share, less what it holds now.
+//     At most half the limit is kept, so below half of it any key passes;
+//   - or, for a key within its fair share, while the total stays within
+//     the burst bound: the limit for a pressed key; for another, a quarter
+//     more, or one slot more for each counted key not pressed if that is
+//     more (up to half the limit; one slot at least; the ceiling at most).
+//
+// So the tenant that takes most is refused first, cannot take the slot a
+// light tenant released a moment ago and is about to ask for again, and
+// the light tenants pass; the total stays near the limit, so its queue,
+// and the latency of what is admitted, stay short. The hard bound, three
+// times the overall limit, is Critical requests' alone.
 //
 // Priorities (Criticality, from Acquire's context; TryAcquire is Default):
 // against each limit, the key's and the overall one, a Sheddable request
 // is admitted only while what is held, with it, stays within three
 // quarters of the limit (at least 1 slot), a Default one within the limit
-// (and the fair-share rule above). A Critical request is admitted whenever
+// (the rule above, with three quarters of the limit in the place of the
+// limit for a Sheddable one). A Critical request is admitted whenever
 // the total, with it, stays within the hard bound, three times the overall
-// limit and the ceiling at most, whatever its key's own limit. So under
-// pressure sheddable work is shed first and critical work last. Stats
-// counts the refusals by criticality (Stats.Shed).
+// limit and the ceiling at most, whatever its key's own limit and share.
+// So under pressure sheddable work is shed first and critical work last.
+// Stats counts the refusals by criticality (Stats.Shed).
 //
 // A key starts at the overall limit of the moment it is first seen, with
 // the overall baseline latency (see AIMD and Gradient), and is
@@ -71,6 +87,11 @@ type adState struct {
 	// retired the state, after which nothing writes it. An acquisition
 	// adds by CAS from a value it judged; a release subtracts.
 	held atomic.Int64
+	// last is when the key last released a slot, on the limiter's clock;
+	// slot is where adCore.recent last took it, plus one (0: never, -1:
+	// being put there).
+	last atomic.Int64
+	slot atomic.Int32
 	ctl  control // the key's own limit
 }
 
@@ -93,7 +114,15 @@ type adCore struct {
 	wake     atomic.Pointer[chan struct{}]
 	nextIdle *atomic.Int64
 	capped   bool
+	// recent is the last keys to release a slot, for the shares kept for
+	// keys recently active (see Adaptive); recentNext is where the next
+	// one goes.
+	recent     [recentKeys]atomic.Pointer[adState]
+	recentNext atomic.Uint32
 }
+
+// recentKeys is how many recently active keys a Limiter keeps shares for.
+const recentKeys = 16
 
 // New returns a Limiter whose limits alg moves. It returns an error if alg
 // is the zero Algorithm, its floor is below 1, its ceiling is below the
@@ -317,10 +346,12 @@ func (c *adCore) take(st *adState, n int64, crit keylimit.Criticality) (p keylim
 		}
 		lk := st.ctl.limit.Load()
 		if h+n > c.keyRoom(lk, crit) {
+			st.ctl.refused.Add(1)
 			return keylimit.Permit{}, c.report(st, h, c.total.Load(), n, lk, crit), false
 		}
-		t, ok := c.reserve(h, n, crit)
+		t, ok := c.reserve(st, h, n, crit)
 		if !ok {
+			st.ctl.refused.Add(1)
 			return keylimit.Permit{}, c.report(st, h, t, n, lk, crit), false
 		}
 		if st.held.CompareAndSwap(h, h+n) {
@@ -334,14 +365,13 @@ func (c *adCore) take(st *adState, n int64, crit keylimit.Criticality) (p keylim
 	}
 }
 
-// reserve adds n to the total held, for a key holding h, at criticality
-// crit, if the overall limit admits it (see Limiter): below it, or for a
-// key below its fair share, to twice it and the ceiling at most. It returns
-// the total before, and whether it reserved.
-func (c *adCore) reserve(h, n int64, crit keylimit.Criticality) (int64, bool) {
+// reserve adds n to the total held, for key st holding h, at criticality
+// crit, if the overall limit admits it (see fits). It returns the total
+// before, and whether it reserved.
+func (c *adCore) reserve(st *adState, h, n int64, crit keylimit.Criticality) (int64, bool) {
 	for {
 		t := c.total.Load()
-		if !c.fits(h, t, n, crit) {
+		if !c.fits(st, h, t, n, crit) {
 			return t, false
 		}
 		if c.total.CompareAndSwap(t, t+n) {
@@ -351,35 +381,106 @@ func (c *adCore) reserve(h, n int64, crit keylimit.Criticality) (int64, bool) {
 }
 
 // fits reports whether the overall limit admits n more slots at
-// criticality crit for a key holding h, with t held in all: within the
-// limit's room, or, for a key below its fair share of the room, within the
-// share bound, twice the limit (see shareBound). A Critical request
-// is admitted whenever the total stays within the hard bound (its room).
-func (c *adCore) fits(h, t, n int64, crit keylimit.Criticality) bool {
+// criticality crit for key st (nil: one not seen) holding h, with t held
+// in all (see Limiter): a Critical request within the hard bound (its
+// room); another within its room, less the slots kept for the other
+// recently active keys (while the total stays within half the room none
+// are: what is kept is at most half the limit); or, for a key within its
+// fair share, within the burst bound.
+func (c *adCore) fits(st *adState, h, t, n int64, crit keylimit.Criticality) bool {
 	all := c.all.limit.Load()
 	room := room(crit, all, c.ceiling)
-	if t+n <= room {
+	if t+n <= room/2 || crit == keylimit.Critical && t+n <= room {
 		return true
 	}
-	return h+n <= c.share(room, h) && t+n <= shareBound(all, c.ceiling)
+	if crit == keylimit.Critical {
+		return false
+	}
+	share, kept, pressed, light := c.shares(st, h, all)
+	if t+n+kept <= room {
+		return true
+	}
+	if pressed {
+		return h+n <= share && t+n <= room
+	}
+	return h+n <= share && t+n <= burstBound(room, light, c.ceiling)
 }
 
-// share is the fair share of room of a key holding h: room over the keys
-// holding slots (itself counted), rounded up, and, if another key holds
-// any, one slot more, so that
-// light keys beside a heavy one are not held to less than they use, nor
-// refused at every burst (a limit of 4 over 4 keys gives each 2: a key
-// whose demand is its equal share needs a little more at times); the hard
-// bound caps the sum.
-func (c *adCore) share(room, h int64) int64 {
-	keys := c.active.Load()
+// shares returns the fair share, under the overall limit all, of key st
+// (nil: one not seen) holding h, and the slots kept for the other recently
+// active keys. The keys counted are those holding slots and those among
+// the last recentKeys to release one that did so within the last window's
+// mean latency (a key whose next call comes within about one latency of
+// its last needs its slot back). The fair share is all over them (st
+// counted): rounded down for a pressed key (see control.pressed); rounded
+// up, and one slot more while there are others, for another: a key whose
+// demand is about its share needs a little more at times, and the key
+// pressing for more than it gets does not. Kept for each other recent key is what it held
+// at most in its last window (control.lastPeak), up to its own share,
+// less what it holds; all kept are at most half of all. pressed is st's,
+// and light the keys counted (st too) that are not pressed.
+func (c *adCore) shares(st *adState, h, all int64) (share, kept int64, pressed bool, light int64) {
+	var held, claim [recentKeys]int64
+	var plus [recentKeys]bool
+	others, resting := int64(0), int64(0)
+	now := c.clock.now()
+	within := c.all.meanNs.Load()
+	for i := range c.recent {
+		o := c.recent[i].Load()
+		if o == nil || o == st {
+			continue
+		}
+		oh := o.held.Load()
+		if oh < 0 || oh == 0 && now-o.last.Load() > within {
+			continue
+		}
+		held[others], claim[others] = oh, max(o.ctl.lastPeak.Load(), o.ctl.peak.Load(), 1)
+		plus[others] = !o.ctl.pressed.Load()
+		if plus[others] {
+			light++
+		}
+		others++
+		if oh == 0 {
+			resting++
+		}
+	}
+	keys := c.active.Load() + resting
 	if h == 0 {
-		keys++ // this key, which holds nothing yet
+		keys++ // st, which holds nothing yet
 	}
-	if keys <= 1 {
-		return room
+	keys = max(keys, 1) // active may not count st yet: it moves after st's CAS
+	base := (all + keys - 1) / keys
+	for i := range others {
+		s := base
+		if plus[i] {
+			s++
+		}
+		kept += max(min(claim[i], s)-held[i], 0)
 	}
-	return (room+keys-1)/keys + 1
+	pressed = st != nil && st.ctl.pressed.Load()
+	switch {
+	case pressed:
+		share = max(all/keys, 1)
+	case keys > 1:
+		share = base + 1
+	default:
+		share = base
+	}
+	if !pressed {
+		light++
+	}
+	return share, min(kept, all/2), pressed, light
+}
+
+// remember puts st among the recent keys, unless it is there already.
+func (c *adCore) remember(st *adState) {
+	i := st.slot.Load()
+	if i > 0 && c.recent[i-1].Load() == st || i < 0 || !st.slot.CompareAndSwap(i, -1) {
+		return
+	}
+	j := c.recentNext.Add(1) % recentKeys
+	c.recent[j].Store(st)
+	st.slot.Store(int32(j) + 1)
 }
 
 // keyRoom is how many slots a request of criticality crit may see its key
@@ -394,11 +495,16 @@ func (c *adCore) keyRoom(lk int64, crit keylimit.Criticality) int64 {
 	return room(crit, lk, c.ceiling)
 }
 
-// shareBound is the most the fair-share admissions (Default and
-// Sheddable) may take the total to under the overall limit all: twice it,
-// and the ceiling at most. Between it and the hard bound, three times the
-// limit, only Critical requests pass.
-func shareBound(all, ceiling int64) int64 { return min(2*all, ceiling) }
+// burstBound is the most the admissions within a key's fair share of a
+// key not pressed (Default and Sheddable) may take the total to, with room
+// the room of their criticality under the overall limit and light the
+// keys counted that are not pressed: a quarter of room more, or a slot
+// for each light key if that is more (up to half of room; one slot at
+// least), and the ceiling at most. Above it only Critical requests pass,
+// to the hard bound.
+func burstBound(room, light, ceiling int64) int64 {
+	return min(room+max(room/4, min(light, room/2), 1), ceiling)
+}
 
 // admitted is the Result of an admission that left the key holding h and
 // the total at t, under the key's limit lk.
@@ -414,7 +520,7 @@ func (c *adCore) report(st *adState, h, t, n, lk int64, crit keylimit.Criticalit
 	free := max(min(lk-h, all-t), 0)
 	r := keylimit.Result{Limit: int(lk), Remaining: int(free)}
 	roomKey, roomAll := c.keyRoom(lk, crit), room(crit, all, c.ceiling)
-	if h+n <= roomKey && c.fits(h, t, n, crit) {
+	if h+n <= roomKey && c.fits(st, h, t, n, crit) {
 		r.Allowed = true
 		return r
 	}
@@ -439,7 +545,10 @@ func (c *adCore) permit(st *adState, n int64) keylimit.Permit {
 
 // release gives back n slots of st acquired at at, and samples the call.
 func (c *adCore) release(st *adState, n, at int64, drop bool) {
-	ns := max(c.clock.now()-at, 0)
+	now := c.clock.now()
+	ns := max(now-at, 0)
+	st.last.Store(now)
+	c.remember(st)
 	left := st.held.Add(-n)
 	if left == 0 {
 		c.active.Add(-1)

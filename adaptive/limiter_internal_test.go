@@ -8,10 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A key's state is pinned at its size: its held slots and its control
-// (limit, window, estimate, the fold's mutex).
+// A key's state is pinned at its size: its held slots, when it last
+// released one and its place among the recent keys (for the slots kept for
+// it), and its control (limit, window, refusals and last peak, estimate,
+// the fold's mutex).
 func TestStateSize(t *testing.T) {
-	require.Equal(t, uintptr(104), unsafe.Sizeof(adState{}))
+	require.Equal(t, uintptr(136), unsafe.Sizeof(adState{}))
 }
 
 // The room of each criticality under a limit, and the ceiling: Critical's

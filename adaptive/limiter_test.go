@@ -109,27 +109,32 @@ func TestAdaptiveCriticalityOrder(t *testing.T) {
 }
 
 // Max-min fairness under the overall limit: a heavy key takes the whole
-// overall limit (20); then a second key still gets its fair share (20/2,
-// and one more while another key holds slots: 11), and the heavy one
-// nothing more; a third gets 20/3 rounded up, and one more, 8 (so that
-// light keys beside a heavy one are not held to less than they use, nor
-// refused at every burst).
+// overall limit (20); then a second key, below its fair share (20/2, and
+// one more while another key holds slots: 11), takes the burst band above
+// the limit (a quarter of it: 5, to 25), and the heavy one, above its
+// share, nothing more; nor a third key, for the band is taken. Once the
+// heavy key gives back 10, the third takes its share (20/3 rounded up,
+// and one more: 8), the second 2 more to the band, 7, and the heavy key,
+// at 10, above its share, still nothing.
 func TestAdaptiveFairShareExact(t *testing.T) {
 	a, _ := newAdaptive(t, adaptive.AIMD(20, 100))
 	heavy := grab(a, "heavy", 300, keylimit.Default)
 	require.Len(t, heavy, 20)
 	small := grab(a, "small", 300, keylimit.Default)
-	require.Len(t, small, 11, "a key below its fair share is admitted beyond the overall limit")
+	require.Len(t, small, 5, "a key below its fair share is admitted to the burst band above the overall limit")
 	require.Empty(t, grab(a, "heavy", 300, keylimit.Default), "a key at or above its fair share is refused")
 	require.False(t, a.Peek("heavy").Allowed, "Peek says so")
-	require.True(t, a.Peek("third").Allowed, "and that a new key below its share would pass")
+	require.False(t, a.Peek("third").Allowed, "and that a new key would not pass: the band is taken")
+	require.Empty(t, grab(a, "third", 300, keylimit.Default))
+	releaseAll(heavy[10:])
 	third := grab(a, "third", 300, keylimit.Default)
 	require.Len(t, third, 8)
-	fourth := grab(a, "fourth", 300, keylimit.Default)
-	require.Len(t, fourth, 1, "its share is 6, but twice the overall limit bounds the total: 40")
-	releaseAll(fourth)
-	releaseAll(heavy)
+	more := grab(a, "small", 300, keylimit.Default)
+	require.Len(t, more, 2)
+	require.Empty(t, grab(a, "heavy", 300, keylimit.Default))
+	releaseAll(heavy[:10])
 	releaseAll(small)
+	releaseAll(more)
 	releaseAll(third)
 	require.True(t, a.Peek("heavy").Allowed)
 }
@@ -187,11 +192,9 @@ func TestAdaptiveNeverAboveUnderRace(t *testing.T) {
 
 // Fairness under goroutines: a heavy key's 64 goroutines take the whole
 // overall limit (20, exactly); then three light keys, each with 16
-// goroutines at once, still get their fair share, 20 over the keys active
-// when they ask, rounded up, and one more: at most 20/2 + 1 each, and at
-// least 1 (20/4 + 1 is 6, but for the last to ask after the others took 11
-// and 8, whom twice the limit, 40, leaves 1), and the heavy one nothing
-// more.
+// goroutines at once, beside 16 more of the heavy key's, take exactly the
+// burst band above the limit between them (5, to 25), none more than its
+// share (20/2 + 1, for the first to ask), and the heavy one nothing more.
 func TestAdaptiveFairShareUnderRace(t *testing.T) {
 	a, _ := newAdaptive(t, adaptive.AIMD(20, 100))
 	heavy := grab(a, "heavy", 64, keylimit.Default)
@@ -210,14 +213,13 @@ func TestAdaptiveFairShareUnderRace(t *testing.T) {
 	wg.Go(func() { heavy = append(heavy, grab(a, "heavy", 16, keylimit.Default)...) })
 	wg.Wait()
 	require.Len(t, heavy, 20, "the heavy key is at its fair share and more: refused")
-	total := len(heavy)
+	lights := 0
 	for key, ps := range light {
-		require.GreaterOrEqual(t, len(ps), 1, key)
 		require.LessOrEqual(t, len(ps), 11, key)
-		total += len(ps)
+		lights += len(ps)
 		releaseAll(ps)
 	}
-	require.LessOrEqual(t, total, 40)
+	require.Equal(t, 5, lights, "the burst band, exactly")
 	releaseAll(heavy)
 }
 
@@ -392,8 +394,8 @@ func TestAdaptiveAllocs(t *testing.T) {
 // service long, on the mock clock: each round takes every slot the key
 // "svc" may hold, and a call's latency is its wait in the queue plus its
 // service (n calls take service × ⌈n/workers⌉). It returns the most the
-// overall limit was after round skip.
-func serveQueue(a *adaptive.Limiter[string], mock *clock.Mock, rounds, skip, workers int, service time.Duration) (most int) {
+// overall limit was after round skip, and its mean over those rounds.
+func serveQueue(a *adaptive.Limiter[string], mock *clock.Mock, rounds, skip, workers int, service time.Duration) (most int, mean float64) {
 	for i := range rounds {
 		var ps []keylimit.Permit
 		for {
@@ -409,24 +411,27 @@ func serveQueue(a *adaptive.Limiter[string], mock *clock.Mock, rounds, skip, wor
 		}
 		if i >= skip {
 			most = max(most, a.Stats().Limit)
+			mean += float64(a.Stats().Limit) / float64(rounds-skip)
 		}
 	}
-	return most
+	return most, mean
 }
 
 // A queue that lasts is not taken for the service's latency: against 8
-// workers, each algorithm holds the limit near 8 (within 3×) for a long
+// workers, each algorithm holds the limit near 8 (within 3×, and 8 on
+// average, so the workers are kept busy: a limit of 9 doubles the latency
+// here, and AIMD's cut for it, to 7, is undone in two windows) for a long
 // run, where a baseline that followed the means would let it grow to the
 // ceiling. Halve the workers, and the limit follows them down.
 func TestAdaptiveQueueDoesNotDrift(t *testing.T) {
 	for _, alg := range []adaptive.Algorithm{adaptive.AIMD(1, 1000), adaptive.Gradient(1, 1000)} {
 		a, mock := newAdaptive(t, alg)
-		most := serveQueue(a, mock, 2000, 200, 8, 10*time.Millisecond)
+		most, mean := serveQueue(a, mock, 2000, 200, 8, 10*time.Millisecond)
 		require.LessOrEqual(t, most, 24)
-		require.GreaterOrEqual(t, a.Stats().Limit, 8, "the workers are kept busy")
-		most = serveQueue(a, mock, 500, 100, 4, 10*time.Millisecond)
+		require.GreaterOrEqual(t, mean, 7.9, "the workers are kept busy")
+		most, mean = serveQueue(a, mock, 500, 100, 4, 10*time.Millisecond)
 		require.LessOrEqual(t, most, 12)
-		require.GreaterOrEqual(t, a.Stats().Limit, 4)
+		require.GreaterOrEqual(t, mean, 3.9)
 	}
 }
 
