@@ -15,10 +15,10 @@ import (
 // Limiter is a concurrency limiter whose limits find themselves: each key
 // may hold a number of slots at once that an Algorithm (AIMD or Gradient)
 // moves between a floor and a ceiling from the latency of the calls it
-// admitted and from the calls dropped for overload (Permit.Drop), and all
+// admitted and from the calls dropped for overload (keylimit.Permit.Drop), and all
 // keys together hold no more than an overall limit, which adapts the same
 // way from every key's calls. Latency is measured by the limiter, on its
-// clock (WithClock), from acquisition to release: Release is a success,
+// clock (keylimit.WithClock), from acquisition to release: Release is a success,
 // Drop a call that failed from overload (timed out, refused or shed
 // downstream).
 //
@@ -53,7 +53,7 @@ import (
 // and the latency of what is admitted, stay short. The hard bound, three
 // times the overall limit, is Critical requests' alone.
 //
-// Priorities (Criticality, from Acquire's context; TryAcquire is Default):
+// Priorities (keylimit.Criticality, from Acquire's context; TryAcquire is Default):
 // against each limit, the key's and the overall one, a Sheddable request
 // is admitted only while what is held, with it, stays within three
 // quarters of the limit (at least 1 slot), a Default one within the limit
@@ -62,12 +62,12 @@ import (
 // the total, with it, stays within the hard bound, three times the overall
 // limit and the ceiling at most, whatever its key's own limit and share.
 // So under pressure sheddable work is shed first and critical work last.
-// Stats counts the refusals by criticality (Stats.Shed).
+// Stats counts the refusals by criticality (keylimit.Stats.Shed).
 //
 // A key starts at the overall limit of the moment it is first seen, with
 // the overall baseline latency (see AIMD and Gradient), and is
-// forgotten like any idle key once it holds nothing (WithEvictionInterval,
-// WithMaxKeys), its limit with it. TryAcquire and Release take no lock and,
+// forgotten like any idle key once it holds nothing (keylimit.WithEvictionInterval,
+// keylimit.WithMaxKeys), its limit with it. TryAcquire and Release take no lock and,
 // for a key seen before, allocate nothing; the release that completes a
 // window of samples (16) moves the limit under a lock only it tries.
 //
@@ -115,7 +115,7 @@ type adCore struct {
 	nextIdle *atomic.Int64
 	capped   bool
 	// recent is the last keys to release a slot, for the shares kept for
-	// keys recently active (see Adaptive); recentNext is where the next
+	// keys recently active (see Limiter); recentNext is where the next
 	// one goes.
 	recent     [recentKeys]atomic.Pointer[adState]
 	recentNext atomic.Uint32
