@@ -814,7 +814,7 @@ func (ls *leases) due(e *leaseKey, now int64) (at, mono int64) {
 		// The fetch's end reminds the sweeper (slow) if it is due sooner;
 		// until then the key is due as it was, if later than now (a scan
 		// during a fetch does not make every fetch a wake-up).
-		if r := e.last + ls.idle; r > now {
+		if r := e.quiet() + ls.idle; r > now {
 			at = r
 		}
 		return at, mono
@@ -824,14 +824,24 @@ func (ls *leases) due(e *leaseKey, now int64) (at, mono int64) {
 	if live && p.left.Load() > 0 {
 		at, mono = p.until, p.monoEnd()
 	}
-	r := e.last + ls.idle
+	r := e.quiet() + ls.idle
 	if live {
 		r = max(r, p.until)
 	}
-	if w := e.wait.Load(); w != nil && now < w.until {
-		r = max(r, w.until)
-	}
 	return min(at, r), mono
+}
+
+// quiet is the local time from which e has had no fetch, nor wait: its
+// last fetch's, or the end of its wait, if later. A key is forgotten
+// ls.idle after it, so that one the share rule paces for longer than idle
+// is not forgotten as its pace ends, to be asked as a rare key again. The
+// caller holds e.mu.
+func (e *leaseKey) quiet() int64 {
+	q := e.last
+	if w := e.wait.Load(); w != nil {
+		q = max(q, w.until)
+	}
+	return q
 }
 
 // monoEnd is p's end on the monotonic clock, never if it has none.
@@ -891,17 +901,14 @@ func (ls *leases) scan() (at, mono int64) {
 
 // sweepKey ends e's lease if its time is up at local time now, and returns
 // what it held, and forgets key if it has had no lease, wait or fetch for
-// ls.idle. The caller holds e.mu, and no fetch is under way.
+// ls.idle (see quiet). The caller holds e.mu, and no fetch is under way.
 func (ls *leases) sweepKey(key string, e *leaseKey, now int64) (int64, *grant, bool) {
 	var u int64
 	p := e.cur.Load()
 	if p != nil && p.over(now, ls.clock) {
 		u = p.end()
 	}
-	if w := e.wait.Load(); w != nil && now < w.until {
-		return u, p, false
-	}
-	if (p == nil || p.left.Load() == ended) && now-e.last >= ls.idle {
+	if (p == nil || p.left.Load() == ended) && now-e.quiet() >= ls.idle {
 		e.retired = true
 		ls.m.Compute(key, func(cur *leaseKey, loaded bool) (*leaseKey, bool) { return cur, !loaded || cur == e })
 		return u, p, true
