@@ -117,3 +117,6 @@ func SweeperWakes(lim keylimit.Limiter[string]) (int64, bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// SweeperWakeCount is how many times lim's lease sweeper has woken, now.
+func SweeperWakeCount(lim keylimit.Limiter[string]) int64 { return limiterOf(lim).leases.wakes.Load() }
