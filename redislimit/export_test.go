@@ -110,7 +110,7 @@ func SweeperWakes(lim keylimit.Limiter[string]) (int64, bool) {
 			return w, false
 		}
 		mono := ls.monoNext.Load()
-		if ls.parked.Load() != nil && ls.kicks.Load() == ls.kicked.Load() && ls.next.Load() > l.clock.now() &&
+		if ls.parked.Load() != nil && ls.kicks.Load() == ls.kicked.Load() && len(ls.kick) == 0 && ls.next.Load() > l.clock.now() &&
 			(mono == never || mono > l.clock.monoNow()) && ls.wakes.Load() == w {
 			return w, true
 		}

@@ -795,10 +795,11 @@ func (ls *leases) sleep(at, mono int64) bool {
 // (next is never while it scans).
 func (ls *leases) remind(at, mono int64) {
 	if at < ls.next.Load() || mono < ls.monoNext.Load() {
+		ls.kicks.Add(1) // before the send: the tests must not see it received and not sent
 		select {
 		case ls.kick <- struct{}{}:
-			ls.kicks.Add(1)
 		default:
+			ls.kicks.Add(-1)
 		}
 	}
 }
