@@ -76,3 +76,14 @@ func (c *localClock) now() int64 {
 // clock, whatever keylimit.WithClock gave, clamped as now is. With no injected
 // clock it is now.
 func (c *localClock) monoNow() int64 { return clampLocal(int64(time.Since(c.mono))) }
+
+// timer returns a channel that receives once, d from now on this clock,
+// and a function that stops it.
+func (c *localClock) timer(d time.Duration) (<-chan time.Time, func() bool) {
+	if c.injected == nil {
+		t := time.NewTimer(d)
+		return t.C, t.Stop
+	}
+	t := c.injected.Timer(d)
+	return t.C, t.Stop
+}

@@ -96,3 +96,27 @@ const (
 func LeasePeriod(d time.Duration, n int, l keylimit.Limit) time.Duration {
 	return max(d, time.Duration(minShare*n)*l.WithBurst(1).FillTime())
 }
+
+// SweeperWakes waits until lim's lease sweeper sleeps with nothing
+// pending (no timer of its due, no remind unread), or has stopped, and
+// returns how many times it has woken, and whether it runs: the tests on a
+// mock clock count its wake-ups.
+func SweeperWakes(lim keylimit.Limiter[string]) (int64, bool) {
+	l := limiterOf(lim)
+	ls := l.leases
+	for {
+		w := ls.wakes.Load()
+		if !ls.running.Load() {
+			return w, false
+		}
+		mono := ls.monoNext.Load()
+		if ls.parked.Load() != nil && ls.kicks.Load() == ls.kicked.Load() && len(ls.kick) == 0 && ls.next.Load() > l.clock.now() &&
+			(mono == never || mono > l.clock.monoNow()) && ls.wakes.Load() == w {
+			return w, true
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// SweeperWakeCount is how many times lim's lease sweeper has woken, now.
+func SweeperWakeCount(lim keylimit.Limiter[string]) int64 { return limiterOf(lim).leases.wakes.Load() }

@@ -76,6 +76,7 @@ type fleetRun struct {
 	calls       int64 // script calls
 	starved     int   // instances admitted nothing
 	worst, late time.Duration
+	wakes       int64 // the fleet's lease sweepers' wake-ups during the run
 }
 
 // fraction is the fleet's admissions of the keys' bound.
@@ -137,12 +138,19 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 			longest[i] = max(longest[i], time.Since(last))
 		})
 	}
+	wakes := func() (w int64) {
+		for _, lim := range fleet {
+			w += redislimit.SweeperWakeCount(lim)
+		}
+		return w
+	}
+	woke := wakes()
 	probe := schedprobe.Start()
 	close(begin)
 	time.Sleep(run)
 	stop.Store(true)
 	wg.Wait()
-	f := fleetRun{keys: nkeys, late: probe.Stop()}
+	f := fleetRun{keys: nkeys, late: probe.Stop(), wakes: wakes() - woke}
 	end := redisTime(t, timeClient)
 	for _, lim := range fleet {
 		require.NoError(t, lim.Close())
@@ -173,7 +181,8 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 // (starved/period: max(lease time, minShare × instances × interval), the
 // time in which the refill gives each instance minShare events; package
 // doc, "Leases at scale"), the script calls per admission, how late the
-// machine ran goroutines (late-ms) and its load average (load1, from
+// machine ran goroutines (late-ms), the wake-ups of the fleet's lease
+// sweepers per second (sweeper-wakes/s) and its load average (load1, from
 // /proc/loadavg before the run): the machine runs Redis and the fleet, and
 // the figures include its scheduling.
 //
@@ -199,6 +208,7 @@ func BenchmarkLeasedFleet(b *testing.B) {
 			b.ReportMetric(float64(f.worst)/float64(period), "starved/period")
 			b.ReportMetric(float64(f.calls)/float64(max(f.total, 1)), "calls/admission")
 			b.ReportMetric(float64(f.late)/float64(time.Millisecond), "late-ms")
+			b.ReportMetric(float64(f.wakes)/run.Seconds(), "sweeper-wakes/s")
 			b.ReportMetric(load, "load1")
 		})
 	}

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -58,9 +59,8 @@ type leases struct {
 	monoEnds bool
 	// idle is how long a key with no lease is remembered after its last
 	// fetch: long enough to tell a hot key from a rare one.
-	idle  int64
-	every time.Duration // how often the sweeper runs
-	m     *xsync.MapOf[string, *leaseKey]
+	idle int64
+	m    *xsync.MapOf[string, *leaseKey]
 
 	sweeping sync.Mutex  // held by sweepOnce, returns included: one sweep at a time
 	mu       sync.Mutex  // protects the start of the sweeper, and closing
@@ -68,7 +68,26 @@ type leases struct {
 	running  atomic.Bool // the sweeper runs; written under mu
 	stop     chan struct{}
 	wg       sync.WaitGroup // the sweeper, and the returns SetLimit starts
+
+	// The sweeper sleeps until it has something to do (see sweep): next is
+	// the local time it wakes at, monoNext the time on the monotonic clock
+	// (leases with monoUntil), never if none; both are never while it
+	// scans. A change that makes something due earlier sends on kick
+	// (remind), which holds one wake-up.
+	next, monoNext atomic.Int64
+	kick           chan struct{}
+	// For the tests (SweeperWakes): the times the sweeper woke, the
+	// reminds sent on kick and received, and the timer it sleeps on (nil
+	// while it runs).
+	wakes, kicks, kicked atomic.Int64
+	parked               atomic.Pointer[sweepParked]
 }
+
+// never is a sweeper's wake-up time when it has nothing to wait for.
+const never = math.MaxInt64
+
+// sweepParked is the timer the sweeper sleeps on (nil: none).
+type sweepParked struct{ at <-chan time.Time }
 
 // leaseKey is what this instance keeps of one key.
 type leaseKey struct {
@@ -150,8 +169,12 @@ type leaseWait struct {
 func newLeases(deny *denyCache, g *guard, clk *localClock, d time.Duration, onRedisTime bool) *leases {
 	ld := clampSpan(d)
 	g.store.instance = strconv.FormatUint(rand.Uint64(), 36)
-	return &leases{deny: deny, guard: g, clock: clk, d: ld, idle: 2 * ld, every: max(time.Duration(ld/2), time.Millisecond),
-		monoEnds: onRedisTime && clk.injected != nil, m: xsync.NewMapOf[string, *leaseKey](), stop: make(chan struct{})}
+	ls := &leases{deny: deny, guard: g, clock: clk, d: ld, idle: 2 * ld,
+		monoEnds: onRedisTime && clk.injected != nil, m: xsync.NewMapOf[string, *leaseKey](), stop: make(chan struct{}),
+		kick: make(chan struct{}, 1)}
+	ls.next.Store(never)
+	ls.monoNext.Store(never)
+	return ls
 }
 
 // take decides n events (n >= 1) for key under k at local time now: from
@@ -346,8 +369,10 @@ func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (key
 		r, a, err := ls.fetch(ctx, key, n, k, e, want, paced, p, give, now)
 		e.mu.Lock()
 		e.fetch = nil
+		at, mono := ls.due(e, ls.clock.now())
 		e.mu.Unlock()
 		close(ch)
+		ls.remind(at, mono)
 		return r, a, err
 	}
 }
@@ -547,6 +572,11 @@ func (ls *leases) refund(ctx context.Context, key string, p *grant, n int) error
 			break
 		}
 		if p.left.CompareAndSwap(v, min(v+int64(n), p.granted)) {
+			if v == 0 {
+				// The lease holds events again: the sweeper gives them
+				// back at its end.
+				ls.remind(p.until, p.monoEnd())
+			}
 			return nil
 		}
 		now = ls.clock.now()
@@ -597,7 +627,9 @@ func (ls *leases) forget(key string) {
 		}
 		e.wait.Store(nil)
 		e.k, e.leased = nil, nil
+		at, mono := ls.due(e, ls.clock.now())
 		e.mu.Unlock()
+		ls.remind(at, mono)
 	}
 }
 
@@ -630,6 +662,7 @@ func (ls *leases) endAll() []held {
 // background (under the old limits: see bucket.lua).
 func (ls *leases) limitChanged() {
 	hs := ls.endAll()
+	ls.remind(math.MinInt64, never) // the waits ended: keys may retire sooner
 	if len(hs) == 0 {
 		return
 	}
@@ -679,32 +712,145 @@ func (ls *leases) wake() {
 	go ls.sweep()
 }
 
-// sweep runs sweepOnce every ls.every on the local clock, until Close, or
-// until no key is left (a key added later starts it again), so that a
-// limiter whose keys are idle leaves no goroutine behind.
+// sweep is the sweeper: it sleeps until something is due (see due), on the
+// local clock, and on the monotonic one for a lease's monoUntil, then
+// sweeps (scan), until Close, or until no key is left (a key added later
+// starts it again), so that a limiter whose keys are idle leaves no
+// goroutine behind. It does not tick: while no lease holding events is
+// live it wakes only to forget a key, or when remind says that something
+// is due sooner than it sleeps for (a new lease, a refund to a spent one).
+// A lease's events are given back once its end is due on either clock,
+// as late as the goroutine runs after its timer.
 func (ls *leases) sweep() {
 	defer ls.wg.Done()
-	tick, stop := ls.clock.ticker(ls.every)
-	defer stop()
+	select {
+	case <-ls.kick: // a wake-up for the sweeper before: this scan sees what it was for
+		ls.kicked.Add(1)
+	default:
+	}
 	for {
-		select {
-		case <-ls.stop:
-			return
-		case <-tick:
-		}
-		ls.sweepOnce()
-		if ls.m.Size() > 0 {
+		ls.next.Store(never)
+		ls.monoNext.Store(never)
+		at, mono := ls.scan()
+		ls.next.Store(at)
+		ls.monoNext.Store(mono)
+		if ls.m.Size() == 0 {
+			ls.mu.Lock()
+			ls.running.Store(false)
+			ls.mu.Unlock()
+			// A key added meanwhile may have seen running still set, and
+			// not started a sweeper: this one goes on for it.
+			if ls.m.Size() == 0 || !ls.resume() {
+				return
+			}
 			continue
 		}
-		ls.mu.Lock()
-		ls.running.Store(false)
-		ls.mu.Unlock()
-		// A key added meanwhile may have seen running still set, and not
-		// started a sweeper: this one goes on for it.
-		if ls.m.Size() == 0 || !ls.resume() {
+		if !ls.sleep(at, mono) {
 			return
 		}
 	}
+}
+
+// sleep waits until local time at, or monotonic time mono, or a remind,
+// and reports false if the limiter was closed meanwhile.
+func (ls *leases) sleep(at, mono int64) bool {
+	var local, sys <-chan time.Time
+	if at != never {
+		d := at - ls.clock.now()
+		if d <= 0 {
+			return true
+		}
+		c, stop := ls.clock.timer(time.Duration(d))
+		defer stop()
+		local = c
+	}
+	if mono != never {
+		d := mono - ls.clock.monoNow()
+		if d <= 0 {
+			return true
+		}
+		t := time.NewTimer(time.Duration(d))
+		defer t.Stop()
+		sys = t.C
+	}
+	ls.parked.Store(&sweepParked{at: local})
+	defer ls.parked.Store(nil)
+	select {
+	case <-ls.stop:
+		return false
+	case <-ls.kick:
+		ls.wakes.Add(1)
+		ls.kicked.Add(1)
+		return true
+	case <-local:
+	case <-sys:
+	}
+	ls.wakes.Add(1)
+	return true
+}
+
+// remind wakes the sweeper if it sleeps past local time at or monotonic
+// time mono: something is due then. The caller has made the change first,
+// so that a scan under way either sees it or is followed by another
+// (next is never while it scans).
+func (ls *leases) remind(at, mono int64) {
+	if at < ls.next.Load() || mono < ls.monoNext.Load() {
+		ls.kicks.Add(1) // before the send: the tests must not see it received and not sent
+		select {
+		case ls.kick <- struct{}{}:
+		default:
+			ls.kicks.Add(-1)
+		}
+	}
+}
+
+// due returns when the sweeper next has something to do for e, at local
+// time now, on the local clock and on the monotonic one (never for none):
+// end e's lease, if it is live and holds events to give back; forget the
+// key, once it has had no lease, wait or fetch for ls.idle (a lease that
+// holds nothing is ended then). The caller holds e.mu.
+func (ls *leases) due(e *leaseKey, now int64) (at, mono int64) {
+	at, mono = never, never
+	if e.fetch != nil {
+		// The fetch's end reminds the sweeper (slow) if it is due sooner;
+		// until then the key is due as it was, if later than now (a scan
+		// during a fetch does not make every fetch a wake-up).
+		if r := e.quiet() + ls.idle; r > now {
+			at = r
+		}
+		return at, mono
+	}
+	p := e.cur.Load()
+	live := p != nil && p.left.Load() != ended
+	if live && p.left.Load() > 0 {
+		at, mono = p.until, p.monoEnd()
+	}
+	r := e.quiet() + ls.idle
+	if live {
+		r = max(r, p.until)
+	}
+	return min(at, r), mono
+}
+
+// quiet is the local time from which e has had no fetch, nor wait: its
+// last fetch's, or the end of its wait, if later. A key is forgotten
+// ls.idle after it, so that one the share rule paces for longer than idle
+// is not forgotten as its pace ends, to be asked as a rare key again. The
+// caller holds e.mu.
+func (e *leaseKey) quiet() int64 {
+	q := e.last
+	if w := e.wait.Load(); w != nil {
+		q = max(q, w.until)
+	}
+	return q
+}
+
+// monoEnd is p's end on the monotonic clock, never if it has none.
+func (p *grant) monoEnd() int64 {
+	if p.monoUntil == 0 {
+		return never
+	}
+	return p.monoUntil
 }
 
 // resume marks the sweeper running again, unless another has started or
@@ -721,33 +867,52 @@ func (ls *leases) resume() bool {
 
 // sweepOnce ends the leases whose time is up and gives back what they held,
 // and forgets the keys that have had no lease, wait or fetch for ls.idle.
-func (ls *leases) sweepOnce() {
+func (ls *leases) sweepOnce() { ls.scan() }
+
+// scan is sweepOnce, and returns when it next has something to do (due),
+// over the keys left: on the local clock and on the monotonic one, never
+// for none.
+func (ls *leases) scan() (at, mono int64) {
 	ls.sweeping.Lock()
 	defer ls.sweeping.Unlock()
+	at, mono = never, never
 	now := ls.clock.now()
 	var hs []held
 	ls.m.Range(func(key string, e *leaseKey) bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		if e.fetch != nil {
-			return true
-		}
-		p := e.cur.Load()
-		if p != nil && p.over(now, ls.clock) {
-			if u := p.end(); u > 0 {
+		if e.fetch == nil {
+			u, p, retired := ls.sweepKey(key, e, now)
+			if u > 0 {
 				hs = append(hs, held{key, p, u})
 			}
+			if retired {
+				return true
+			}
 		}
-		if w := e.wait.Load(); w != nil && now < w.until {
-			return true
-		}
-		if (p == nil || p.left.Load() == ended) && now-e.last >= ls.idle {
-			e.retired = true
-			ls.m.Compute(key, func(cur *leaseKey, loaded bool) (*leaseKey, bool) { return cur, !loaded || cur == e })
-		}
+		a, m := ls.due(e, now)
+		at, mono = min(at, a), min(mono, m)
 		return true
 	})
 	for _, h := range hs {
 		_ = ls.giveBack(context.Background(), h.key, h.p, h.u)
 	}
+	return at, mono
+}
+
+// sweepKey ends e's lease if its time is up at local time now, and returns
+// what it held, and forgets key if it has had no lease, wait or fetch for
+// ls.idle (see quiet). The caller holds e.mu, and no fetch is under way.
+func (ls *leases) sweepKey(key string, e *leaseKey, now int64) (int64, *grant, bool) {
+	var u int64
+	p := e.cur.Load()
+	if p != nil && p.over(now, ls.clock) {
+		u = p.end()
+	}
+	if (p == nil || p.left.Load() == ended) && now-e.quiet() >= ls.idle {
+		e.retired = true
+		ls.m.Compute(key, func(cur *leaseKey, loaded bool) (*leaseKey, bool) { return cur, !loaded || cur == e })
+		return u, p, true
+	}
+	return u, p, false
 }

@@ -259,6 +259,57 @@ func TestLeaseTimeIsUp(t *testing.T) {
 	require.Equal(t, 1, redislimit.LeaseHeld(lim, key), "the lease sized by what the key spent")
 }
 
+// TestLeaseSweeperSleepsUntilDue (issue 39): the lease sweeper wakes only
+// when something is due, on the limiter's clock: the end of a lease that
+// holds events, which it gives back then, and the time to forget a key.
+// A lease of 100 events taken at t0 with leases of 100 ms, and the clock
+// stepped 10 ms at a time: the sweeper wakes once at t0 + 100 ms, and the
+// events are back in Redis then; while no lease is live it does not wake
+// until t0 + 200 ms, when it forgets the key, and stops. The sweeper that
+// ticked every 50 ms woke at t0 + 50 ms, and 4 times by t0 + 200 ms.
+func TestLeaseSweeperSleepsUntilDue(t *testing.T) {
+	mock := newMock()
+	c := shared.client(t)
+	l := keylimit.PerSecond(1000)
+	const d, step = 100 * time.Millisecond, 10 * time.Millisecond
+	lim := leased(t, c, l, d, onMock(mock)...)
+	plain, err := redislimit.NewTokenBucket(c, "leased", l, append(onMock(mock), redislimit.WithTimeout(patient))...)
+	require.NoError(t, err)
+	key := testKey(t, "k")
+	warm(t, lim, key, 100)
+	held := redislimit.LeaseHeld(lim, key)
+	inRedis := plain.Peek(key).Remaining
+	woke, running := redislimit.SweeperWakes(lim)
+	require.True(t, running, "the sweeper, with a key remembered")
+	t.Logf("the sweeper woke %d times while the key fetched leases", woke)
+	t0 := mock.Now()
+	advance := func(to time.Duration, wakes int64, what string) {
+		t.Helper()
+		for mock.Since(t0) < to {
+			mock.Add(step)
+			w, _ := redislimit.SweeperWakes(lim)
+			require.Equal(t, woke+wakes, w, "wake-ups of the sweeper at t0 + %v, %s", mock.Since(t0), what)
+		}
+	}
+	advance(d-step, 0, "while the lease lasts")
+	require.Equal(t, held, redislimit.LeaseHeld(lim, key), "the lease before its end")
+
+	mock.Add(step)
+	w, running := redislimit.SweeperWakes(lim)
+	require.Equal(t, woke+1, w, "wake-ups of the sweeper at the lease's end")
+	require.True(t, running, "the sweeper, with the key remembered")
+	require.Zero(t, redislimit.LeaseHeld(lim, key), "the lease after its end")
+	refill := int(d / l.WithBurst(1).FillTime())
+	require.Equal(t, inRedis+refill+held, plain.Peek(key).Remaining, "tokens in Redis after the sweeper gave back %d", held)
+
+	advance(2*d-step, 1, "with no lease live")
+	mock.Add(step)
+	w, running = redislimit.SweeperWakes(lim)
+	require.Equal(t, woke+2, w, "wake-ups of the sweeper when the key is forgotten")
+	require.False(t, running, "the sweeper, once no key is left")
+	advance(10*d, 2, "with no key")
+}
+
 // TestLeaseWaitsForTheRefill: a hot key that drained the bucket is refused
 // in process, without a round trip, until the bucket could hold leaseShare
 // (8) times what its last fetch missed (at most a lease time, less a random

@@ -28,7 +28,7 @@ import (
 // server time; local time serves the deny cache (how long a refusal
 // lasts), the failure backoff, the FailLocal fallback limiter, the sleeps
 // of Wait and WaitN, and leases (WithLeases: their end, the wait after a
-// short fetch, the sweeper's ticks). A lease, a refusal remembered and a
+// short fetch, the sweeper's timers). A lease, a refusal remembered and a
 // Penalty's ban also end on the system's monotonic clock, so that a clock
 // that stops or steps back cannot stretch them past the time Redis
 // counted. Tests pass clock.NewMock() to step it by hand.
