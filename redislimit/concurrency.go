@@ -129,38 +129,11 @@ type Concurrency struct {
 	closeOnce  sync.Once
 }
 
-// The polling of the oldest waiter of a key on an instance: the first wait
-// after a refusal, doubled after each up to pollCap's, at most the last.
-// The last is short: a slot freed on another instance waits for the first
-// waiter in the fleet's queue to ask again. concTicketTTL is how long a waiter's ticket stays in
-// the queue in Redis without its waiter asking: a waiter that vanished
-// holds up the queue that long at most.
-const (
-	concPollMin   = 2 * time.Millisecond
-	concPollMax   = 25 * time.Millisecond
-	concTicketTTL = time.Second
-)
-
-// concTicketTTLµs is concTicketTTL for the script, and noTicket the
-// ticket of a call that has none, boxed once.
-var (
-	concTicketTTLµs any = int64(concTicketTTL / time.Microsecond)
-	noTicket        any = ""
-)
-
 var (
 	//go:embed lua/concurrency.lua
 	concurrencyLua string
 
 	concScript = redis.NewScript(concurrencyLua)
-)
-
-// concPendingMax is the most failed releases a limiter keeps for retry:
-// about 100 KB with short keys. concDrainTimeout bounds Close's last try
-// of them.
-const (
-	concPendingMax   = 1024
-	concDrainTimeout = time.Second
 )
 
 // The modes the concurrency script takes, boxed once.
@@ -171,46 +144,6 @@ var (
 	modePeekC   any = "peek"
 	modeDequeue any = "leave"
 )
-
-// concQueue is the Acquires of one key waiting on this instance, oldest
-// first: only the first asks Redis.
-type concQueue struct {
-	waiters []*concWaiter
-}
-
-// concWaiter is one Acquire in a queue.
-type concWaiter struct {
-	n int
-	// head is set, under the limiter's mu, once the waiter is first in its
-	// queue.
-	head atomic.Bool
-	// wake is signalled (without blocking: it holds one signal) when the
-	// waiter becomes the head, the key is released on this instance, or the
-	// limit changes.
-	wake chan struct{}
-}
-
-// concHold is one live hold of this instance: what its Permit releases and
-// the renewer renews.
-type concHold struct {
-	key string
-	id  string
-	at  int64 // local ns of the acquisition
-	// lost is set when a renewal found the hold gone from Redis: expired
-	// (the instance paused, or Redis unreachable, past the expiry).
-	lost atomic.Bool
-}
-
-// concPending is a release whose call failed, for the renewer to retry.
-// Releasing a hold that is not there frees nothing, so a retry is safe.
-type concPending struct {
-	key, id string
-	at      int64 // local ns when it was queued
-	// unsure marks the clean-up of an acquisition whose reply was lost: the
-	// script, sent, may still run after a release, so a retry that finds no
-	// hold keeps it queued, until retryReleases drops it for its age.
-	unsure bool
-}
 
 // concReply is the script's reply.
 type concReply struct {
@@ -423,13 +356,6 @@ func (c *Concurrency) TryAcquireContext(ctx context.Context, key string, n int) 
 	return p, r, err
 }
 
-// queued reports whether an Acquire of key waits on this instance.
-func (c *Concurrency) queued(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.queues[key] != nil
-}
-
 // try asks Redis for n slots of key under limit, once; if the call fails,
 // the failure policy answers.
 func (c *Concurrency) try(ctx context.Context, key string, n int, limit int64) (keylimit.Permit, keylimit.Result, error) {
@@ -473,112 +399,6 @@ func (c *Concurrency) tryQueued(ctx context.Context, key string, n int, limit in
 	c.mu.Unlock()
 	return keylimit.NewPermit(func() { c.release(h) }),
 		keylimit.Result{Allowed: true, Limit: int(limit), Remaining: int(max(limit-rep.held, 0))}, -1, nil
-}
-
-// cleanUp releases key's hold id, whose acquisition's reply was lost. Unless
-// this call finds and releases it, the renewer tries again, for one and a
-// half hold expiries: a script still on its way may record the hold after
-// this release.
-func (c *Concurrency) cleanUp(key, id string) {
-	if rep, err := c.call(context.Background(), modeRelease, key, id, 1, 1); err != nil || !rep.ok {
-		c.queueRelease(key, id, true)
-	}
-}
-
-// queueRelease keeps the release of key's hold id for the renewer to
-// retry, unless Close has begun; unsure is concPending's. At the cap the
-// oldest is dropped: its hold, if any, expires on its own.
-func (c *Concurrency) queueRelease(key, id string, unsure bool) {
-	now := c.clock.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	if len(c.pending) >= concPendingMax {
-		c.pending[0] = concPending{} // for the garbage collector
-		c.pending = c.pending[1:]
-		c.dropped++
-	}
-	c.pending = append(c.pending, concPending{key: key, id: id, at: now, unsure: unsure})
-}
-
-// retryReleases retries the pending releases, oldest first, each one script
-// call, until one fails short of Redis (Redis is still out of reach: the
-// rest wait for the next try), ctx ends, or stop is closed. It asks Redis
-// even within the failure backoff, as a Reset does: a release never
-// retried would hold its slots, unnoticed, until the hold expiry. A release
-// queued more than one and a half hold expiries ago is dropped untried: its
-// hold has expired (the half is for a script that landed late, and drift
-// between the clocks).
-func (c *Concurrency) retryReleases(ctx context.Context, stop <-chan struct{}) {
-	c.mu.Lock()
-	batch := c.pending
-	c.pending = nil
-	c.mu.Unlock()
-	keep := batch[:0] // the batch is this call's: keep writes behind the loop
-	for i, p := range batch {
-		now := c.clock.now()
-		if now-p.at > c.expiryNs+c.expiryNs/2 {
-			continue
-		}
-		if stopped(stop) || ctx.Err() != nil {
-			keep = append(keep, batch[i:]...)
-			break
-		}
-		rep, err := c.run(ctx, now, modeRelease, p.key, p.id, 1, 1)
-		if err != nil && !isReply(err) {
-			keep = append(keep, batch[i:]...)
-			break
-		}
-		if err != nil || (p.unsure && !rep.ok) {
-			keep = append(keep, p)
-			continue
-		}
-		if rep.ok {
-			c.wake(p.key)
-		}
-	}
-	clear(batch[len(keep):])
-	c.mu.Lock()
-	// The releases queued meanwhile are newer: they go behind.
-	c.pending = append(keep, c.pending...)
-	if over := len(c.pending) - concPendingMax; over > 0 {
-		clear(c.pending[:over])
-		c.pending = c.pending[over:]
-		c.dropped += over
-	}
-	c.mu.Unlock()
-}
-
-// stopped reports whether stop is closed; a nil stop never is.
-func stopped(stop <-chan struct{}) bool {
-	select {
-	case <-stop:
-		return true
-	default:
-		return false
-	}
-}
-
-// isReply reports whether err is an error reply of Redis's (Redis was
-// reached), as opposed to a timeout or a connection's failure.
-func isReply(err error) bool {
-	var reply redis.Error
-	return errors.As(err, &reply) && !errors.Is(err, context.DeadlineExceeded)
-}
-
-// logDropped logs the failed releases given up since the last call: those
-// the cap pushed out, and those Close could not make.
-func (c *Concurrency) logDropped() {
-	c.mu.Lock()
-	n := c.dropped
-	c.dropped = 0
-	c.mu.Unlock()
-	if n > 0 {
-		c.ops.log().Warn("redislimit: failed releases given up: their slots come back when their holds expire",
-			"limiter", c.name, "releases", n, "hold_expiry", time.Duration(c.expiryNs))
-	}
 }
 
 // refusal is the Result of a refused acquisition of n under limit.
@@ -628,110 +448,6 @@ func (c *Concurrency) failed(ctx context.Context, key string, n int, limit int64
 	return p, r, err
 }
 
-// Acquire acquires n of key's slots, waiting under ctx until the fleet
-// leaves room for them, and returns the Permit that holds them. On this
-// instance waiters are served first come, first served: the oldest asks
-// Redis, and no later Acquire or TryAcquire here goes first; across
-// instances, see the type's doc.
-//
-// It fails at once, holding nothing, if ctx has ended or n can never pass
-// (n < 0, or above N: keylimit.ErrExceedsLimit, as for a waiter whose n a
-// lowered limit leaves above N). If ctx ends first, it returns ctx's
-// error, wrapped, holding nothing, and the waiter behind it moves up.
-// n == 0 returns the zero Permit at once. While Redis fails, each ask is
-// answered by the failure policy: FailClosed keeps the caller waiting
-// until Redis answers or ctx ends.
-func (c *Concurrency) Acquire(ctx context.Context, key string, n int) (keylimit.Permit, error) {
-	if err := ctx.Err(); err != nil {
-		return keylimit.Permit{}, fmt.Errorf("redislimit: acquire %s: %w", concSlots(n), err)
-	}
-	if n == 0 {
-		return keylimit.Permit{}, nil
-	}
-	if n < 0 || int64(n) > c.limit.Load() {
-		c.ops.counts.decided(false)
-		return keylimit.Permit{}, c.exceeds(n)
-	}
-	w := c.enqueue(key, n)
-	defer c.dequeue(key, w)
-	// ticket is this waiter's place in the fleet's queue of the key, in
-	// Redis, once it is first here: queued says it may be there still, to
-	// be taken out when the waiter leaves otherwise than served by Redis.
-	ticket, queued := "", false
-	defer func() {
-		if queued {
-			_, _ = c.callQueued(context.Background(), modeDequeue, key, "", 1, 1, ticket)
-		}
-	}()
-	poll := concPollMin
-	var timer <-chan time.Time
-	stop := func() {}
-	defer func() { stop() }()
-	for {
-		limit := c.limit.Load()
-		if int64(n) > limit {
-			c.ops.counts.decided(false)
-			return keylimit.Permit{}, c.exceeds(n)
-		}
-		if w.head.Load() {
-			select { // a wake-up from before this ask is answered by it
-			case <-w.wake:
-			default:
-			}
-			if ticket == "" {
-				ticket = c.id + ".t" + strconv.FormatUint(c.seq.Add(1), 10)
-			}
-			p, r, ahead, err := c.tryQueued(ctx, key, n, limit, ticket)
-			queued = !(r.Allowed && err == nil) // served by Redis: out of the queue
-			if r.Allowed {
-				c.ops.counts.decided(true)
-				return p, nil
-			}
-			stop()
-			poll = min(poll, c.pollCap(ahead))
-			timer, stop = c.after(poll)
-			poll *= 2 // capped again before the next wait
-		}
-		select {
-		case <-w.wake:
-			poll = concPollMin
-		case <-timer:
-		case <-ctx.Done():
-			c.ops.counts.decided(false)
-			return keylimit.Permit{}, fmt.Errorf("redislimit: acquire %s: %w", concSlots(n), ctx.Err())
-		}
-	}
-}
-
-// pollCap is the longest wait before the next ask of a waiter with ahead
-// tickets before its own in the fleet's queue (-1: unknown, concPollMax).
-// A slot freed anywhere waits for the first ticket's ask, and a ticket
-// moves up a place about every hold: so a waiter asks at least every
-// (ahead + 1) eighths of the mean hold this instance has seen (4 ms before
-// the first release), between concPollMin and concPollMax, and a slot
-// freed on another instance stays free for about an eighth of a hold.
-func (c *Concurrency) pollCap(ahead int64) time.Duration {
-	if ahead < 0 {
-		return concPollMax
-	}
-	step := time.Duration(c.holdNs.Load()) / 8
-	if step == 0 {
-		step = 2 * concPollMin
-	}
-	return min(max(step, concPollMin)*time.Duration(min(ahead+1, 1<<10)), concPollMax)
-}
-
-// after returns a channel that receives once d has passed on the local
-// clock, and a function that stops it.
-func (c *Concurrency) after(d time.Duration) (<-chan time.Time, func()) {
-	if c.clock.injected == nil {
-		t := time.NewTimer(d)
-		return t.C, func() { t.Stop() }
-	}
-	t := c.clock.injected.Timer(d)
-	return t.C, func() { t.Stop() }
-}
-
 // exceeds is the error of an acquisition of n slots that can never pass.
 func (c *Concurrency) exceeds(n int) error {
 	return fmt.Errorf("%w: %s can never be held at once under a concurrency limit of %d (redislimit)",
@@ -744,80 +460,6 @@ func concSlots(n int) string {
 		return "1 slot"
 	}
 	return strconv.Itoa(n) + " slots"
-}
-
-// enqueue puts an Acquire of n slots of key at the end of key's queue.
-func (c *Concurrency) enqueue(key string, n int) *concWaiter {
-	w := &concWaiter{n: n, wake: make(chan struct{}, 1)}
-	c.mu.Lock()
-	q := c.queues[key]
-	if q == nil {
-		q = &concQueue{}
-		c.queues[key] = q
-	}
-	q.waiters = append(q.waiters, w)
-	if len(q.waiters) == 1 {
-		w.head.Store(true)
-	}
-	c.mu.Unlock()
-	c.waiting.Add(1)
-	return w
-}
-
-// dequeue takes w out of key's queue, and wakes the waiter behind it if w
-// was first.
-func (c *Concurrency) dequeue(key string, w *concWaiter) {
-	c.mu.Lock()
-	q := c.queues[key]
-	for i, x := range q.waiters {
-		if x == w {
-			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
-			break
-		}
-	}
-	if len(q.waiters) == 0 {
-		delete(c.queues, key)
-	} else if first := q.waiters[0]; !first.head.Load() {
-		first.head.Store(true)
-		signal(first.wake)
-	}
-	c.mu.Unlock()
-	c.waiting.Add(-1)
-}
-
-// release gives back h's slots in one script call (none if a renewal found
-// the hold gone), and wakes the first waiter of its key here.
-func (c *Concurrency) release(h *concHold) {
-	c.mu.Lock()
-	delete(c.holds, h)
-	c.mu.Unlock()
-	if !h.lost.Load() {
-		if _, err := c.call(context.Background(), modeRelease, h.key, h.id, 1, 1); err != nil {
-			c.queueRelease(h.key, h.id, false)
-		}
-	}
-	// The hold time, into the moving average (weight 1/8), for estimate.
-	d := max(c.clock.now()-h.at, 1)
-	for {
-		old := c.holdNs.Load()
-		next := d
-		if old != 0 {
-			next = old + (d-old)/8
-		}
-		if c.holdNs.CompareAndSwap(old, max(next, 1)) {
-			break
-		}
-	}
-	c.wake(h.key)
-}
-
-// wake wakes the first waiter of key on this instance, if any.
-func (c *Concurrency) wake(key string) {
-	c.mu.Lock()
-	if q := c.queues[key]; q != nil {
-		signal(q.waiters[0].wake)
-	}
-	c.mu.Unlock()
 }
 
 // Peek reports key's state now, holding nothing: Allowed says whether
@@ -935,55 +577,6 @@ func parseConcReply(s string) (concReply, bool) {
 		return concReply{}, false
 	}
 	return concReply{ok: v[0] == 1, held: v[1], next: duration(v[2], time.Microsecond), reclaimed: v[3], ahead: v[4]}, true
-}
-
-// renew retries the failed releases and renews every live hold of this
-// instance each period, until Close, one script call each under ctx, which
-// Close cancels: it stops between two calls and within one. A hold past the
-// longest hold is left to expire. A renewal that finds a hold gone marks it
-// lost and logs it.
-func (c *Concurrency) renew(ctx context.Context, period time.Duration) {
-	defer close(c.renewed)
-	tick, stop := c.clock.ticker(max(period, time.Millisecond/2))
-	defer stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-tick:
-		}
-		c.retryReleases(ctx, c.stop)
-		c.logDropped()
-		c.mu.Lock()
-		holds := make([]*concHold, 0, len(c.holds))
-		for h := range c.holds {
-			holds = append(holds, h)
-		}
-		c.mu.Unlock()
-		now := c.clock.now()
-		lost := 0
-		for _, h := range holds {
-			if ctx.Err() != nil {
-				return // Close: the holds left are not renewed
-			}
-			if c.maxHoldNs > 0 && now-h.at >= c.maxHoldNs {
-				continue // Redis lets it expire at the longest hold
-			}
-			rep, err := c.call(ctx, modeRenew, h.key, h.id, 1, 1)
-			if err == nil && !rep.ok {
-				h.lost.Store(true)
-				c.mu.Lock()
-				delete(c.holds, h)
-				c.mu.Unlock()
-				lost++
-			}
-		}
-		if lost > 0 {
-			c.ops.log().Warn("redislimit: holds expired before their renewal (the instance was paused, or Redis out of reach, "+
-				"for longer than half the hold expiry): their keys may run above the limit until they are released",
-				"limiter", c.name, "holds", lost, "hold_expiry", time.Duration(c.expiryNs))
-		}
-	}
 }
 
 // Stats returns what the limiter has counted: Admitted and Refused count
