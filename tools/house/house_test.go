@@ -29,8 +29,8 @@ const (
 	maxPublicNames     = 250 // of every public package together
 	maxRootInterfaces  = 4
 	maxAdapterFuncLine = 60 // lines of a non-test function in quota, httplimit, grpclimit
-	maxReadme          = 10 << 10
-	maxDesign          = 50 << 10 // every DESIGN*.md together
+	maxReadme          = 10_000
+	maxDesign          = 50_000  // every DESIGN*.md together
 )
 
 // exported matches a line of `go doc -all` that declares a name: a function,
