@@ -30,7 +30,7 @@ const (
 	maxRootInterfaces  = 4
 	maxAdapterFuncLine = 60 // lines of a non-test function in quota, httplimit, grpclimit
 	maxReadme          = 10_000
-	maxDesign          = 50_000  // every DESIGN*.md together
+	maxDesign          = 50_000 // every DESIGN*.md together
 )
 
 // exported matches a line of `go doc -all` that declares a name: a function,
