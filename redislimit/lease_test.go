@@ -310,6 +310,78 @@ func TestLeaseSweeperSleepsUntilDue(t *testing.T) {
 	advance(10*d, 2, "with no key")
 }
 
+// TestLeaseSweeperWakesOnRefund: a Refund that makes a spent lease hold
+// events again wakes the sweeper, which then wakes at the lease's end and
+// gives the refunded events back to Redis exactly then. Leases of 100 ms,
+// the clock stepped 10 ms at a time: key b leases at t0, key a at t0 + 50
+// ms, and a's lease is spent at once. At t0 + 100 ms the sweeper wakes for
+// b's end; a's lease holds nothing, so it sleeps past a's end, until b is
+// to be forgotten at t0 + 200 ms. At t0 + 120 ms one of a's admissions is
+// refunded: the sweeper wakes then, to plan again, and once more at t0 +
+// 150 ms, a's end, when the event is back in Redis. Without that wake-up it
+// would sleep until t0 + 200 ms, and the event would stay in the ended
+// lease until then.
+func TestLeaseSweeperWakesOnRefund(t *testing.T) {
+	mock := newMock()
+	c := shared.client(t)
+	l := keylimit.PerSecond(1000)
+	const d, step = 100 * time.Millisecond, 10 * time.Millisecond
+	lim := leased(t, c, l, d, onMock(mock)...)
+	plain, err := redislimit.NewTokenBucket(c, "leased", l, append(onMock(mock), redislimit.WithTimeout(patient))...)
+	require.NoError(t, err)
+	a, b := testKey(t, "a"), testKey(t, "b")
+	t0 := mock.Now()
+	warm(t, lim, b, 100)
+	woke, running := redislimit.SweeperWakes(lim)
+	require.True(t, running, "the sweeper, with a key remembered")
+	advance := func(to time.Duration, wakes int64, what string) {
+		t.Helper()
+		for mock.Since(t0) < to {
+			mock.Add(step)
+			w, _ := redislimit.SweeperWakes(lim)
+			require.Equal(t, woke+wakes, w, "wake-ups of the sweeper at t0 + %v, %s", mock.Since(t0), what)
+		}
+	}
+	advance(d/2, 0, "while b's lease lasts")
+
+	warm(t, lim, a, 100)
+	w, _ := redislimit.SweeperWakes(lim)
+	require.Equal(t, woke, w, "wake-ups of the sweeper after a's fetches, which end after b's lease")
+	held := redislimit.LeaseHeld(lim, a)
+	spent := make([]keylimit.Admission, 0, held)
+	for i := range held {
+		r, adm := lim.Admit(a, 1)
+		require.True(t, r.Allowed, "admission %d from a's lease: %v", i, r)
+		spent = append(spent, adm)
+	}
+	require.Zero(t, redislimit.LeaseHeld(lim, a), "a's lease once spent")
+	inRedis := plain.Peek(a).Remaining
+
+	advance(d-step, 0, "while b's lease lasts")
+	mock.Add(step)
+	w, running = redislimit.SweeperWakes(lim)
+	require.Equal(t, woke+1, w, "wake-ups of the sweeper at the end of b's lease")
+	require.True(t, running, "the sweeper, with keys remembered")
+	require.Zero(t, redislimit.LeaseHeld(lim, a), "a's spent lease")
+	advance(d+2*step, 1, "a's lease spent, b not yet forgotten")
+
+	lim.Refund(a, spent[0])
+	require.Equal(t, 1, redislimit.LeaseHeld(lim, a), "a's lease after the Refund")
+	w, running = redislimit.SweeperWakes(lim)
+	require.Equal(t, woke+2, w, "wake-ups of the sweeper after a Refund to a's spent lease")
+	require.True(t, running, "the sweeper, with keys remembered")
+
+	advance(d+d/2-step, 2, "while a's lease lasts")
+	require.Equal(t, 1, redislimit.LeaseHeld(lim, a), "a's lease before its end")
+	mock.Add(step)
+	w, running = redislimit.SweeperWakes(lim)
+	require.Equal(t, woke+3, w, "wake-ups of the sweeper at the end of a's lease")
+	require.True(t, running, "the sweeper, with keys remembered")
+	require.Zero(t, redislimit.LeaseHeld(lim, a), "a's lease after its end")
+	refill := int(d / l.WithBurst(1).FillTime())
+	require.Equal(t, inRedis+refill+1, plain.Peek(a).Remaining, "tokens in Redis for a after the sweeper gave back the refunded event")
+}
+
 // TestLeaseWaitsForTheRefill: a hot key that drained the bucket is refused
 // in process, without a round trip, until the bucket could hold leaseShare
 // (8) times what its last fetch missed (at most a lease time, less a random
