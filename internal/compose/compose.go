@@ -19,114 +19,87 @@ import (
 	"github.com/benbjohnson/clock"
 )
 
+// registry is the functions registered for one question: each answers for
+// the inputs it knows, false for the others.
+type registry[In, Out any] struct {
+	mu sync.RWMutex
+	fs []func(In) (Out, bool)
+}
+
+func (r *registry[In, Out]) add(f func(In) (Out, bool)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fs = append(r.fs, f)
+}
+
+// find returns the answer of the first function that knows in.
+func (r *registry[In, Out]) find(in In) (Out, bool) {
+	r.mu.RLock()
+	fs := r.fs
+	r.mu.RUnlock()
+	for _, f := range fs {
+		if out, ok := f(in); ok {
+			return out, true
+		}
+	}
+	var none Out
+	return none, false
+}
+
 var (
-	mu     sync.RWMutex // protects joins, inners, tries and clocks
-	joins  []func(ls []any) (any, bool)
-	inners []func(l any) (any, bool)
-	tries  []func(l any) (any, bool)
-	clocks []func(l any) (clock.Clock, bool)
+	joins  registry[[]any, any]
+	inners registry[any, any]
+	tries  registry[any, any]
+	clocks registry[any, clock.Clock]
 )
 
 // RegisterJoin adds f, which returns a limiter that decides for all of ls
 // at once (ls[0] first), with keylimit.All's semantics, or false if it
 // cannot join them all.
-func RegisterJoin(f func(ls []any) (any, bool)) {
-	mu.Lock()
-	defer mu.Unlock()
-	joins = append(joins, f)
-}
+func RegisterJoin(f func(ls []any) (any, bool)) { joins.add(f) }
 
 // CanJoin reports whether a function that joins limiters is registered, so
 // that a caller with none builds no slice to ask Join.
 func CanJoin() bool {
-	mu.RLock()
-	defer mu.RUnlock()
-	return len(joins) > 0
+	joins.mu.RLock()
+	defer joins.mu.RUnlock()
+	return len(joins.fs) > 0
 }
 
 // Join returns what the first registered function that can join ls
 // returns, or false if none can.
-func Join(ls []any) (any, bool) {
-	mu.RLock()
-	fs := joins
-	mu.RUnlock()
-	for _, f := range fs {
-		if j, ok := f(ls); ok {
-			return j, true
-		}
-	}
-	return nil, false
-}
+func Join(ls []any) (any, bool) { return joins.find(ls) }
 
 // RegisterInner adds f, which returns the limiter that l wraps, or false
 // if l is no wrapper f knows.
-func RegisterInner(f func(l any) (any, bool)) {
-	mu.Lock()
-	defer mu.Unlock()
-	inners = append(inners, f)
-}
+func RegisterInner(f func(l any) (any, bool)) { inners.add(f) }
 
 // Inner returns the limiter that l wraps, or false if no registered
 // function knows l.
-func Inner(l any) (any, bool) {
-	mu.RLock()
-	fs := inners
-	mu.RUnlock()
-	for _, f := range fs {
-		if in, ok := f(l); ok {
-			return in, true
-		}
-	}
-	return nil, false
-}
+func Inner(l any) (any, bool) { return inners.find(l) }
 
 // RegisterTryContext adds f, which returns, for a concurrency limiter l that
 // decides by the request's context (adaptive.Limiter, by its
 // criticality), its TryAcquire under a context: a
 // func(ctx context.Context, key string, n int) (keylimit.Permit, keylimit.Result),
 // or false if l is none f knows.
-func RegisterTryContext(f func(l any) (any, bool)) {
-	mu.Lock()
-	defer mu.Unlock()
-	tries = append(tries, f)
-}
+func RegisterTryContext(f func(l any) (any, bool)) { tries.add(f) }
 
 // TryContext returns what the first registered function that knows l
 // returns, or false if none does.
-func TryContext(l any) (any, bool) {
-	mu.RLock()
-	fs := tries
-	mu.RUnlock()
-	for _, f := range fs {
-		if t, ok := f(l); ok {
-			return t, true
-		}
-	}
-	return nil, false
-}
+func TryContext(l any) (any, bool) { return tries.find(l) }
 
 // RegisterClock adds f, which returns the clock a limiter l reads its
 // time from (keylimit.WithClock's; nil for the system's), or false if l is
 // none f knows. quota reads a calendar period's bounds at the limiter's
 // time, through ClockOf.
-func RegisterClock(f func(l any) (clock.Clock, bool)) {
-	mu.Lock()
-	defer mu.Unlock()
-	clocks = append(clocks, f)
-}
+func RegisterClock(f func(l any) (clock.Clock, bool)) { clocks.add(f) }
 
 // ClockOf returns the clock l reads its time from, or nil for the system's
 // (or if no registered function knows l).
 func ClockOf(l any) clock.Clock {
-	mu.RLock()
-	fs := clocks
-	mu.RUnlock()
-	for _, f := range fs {
-		if c, ok := f(l); ok {
-			return c
-		}
-	}
-	return nil
+	c, _ := clocks.find(l)
+	return c
 }
 
 // NewPenalty, set by keylimit's init, returns a *keylimit.Penalty[string]
