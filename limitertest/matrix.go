@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/adaptive"
 	"github.com/keylimit/keylimit/quota"
 )
 
@@ -23,7 +24,8 @@ var matrixFull = flag.Bool("matrix.full", false, "limitertest: run the whole com
 
 // RunMatrix runs every composition of limiters (All of two and of three,
 // keys under limits of their own, Penalty, quota's charge by outcome,
-// calendar periods, concurrency alone and beside a rate, leases, and the
+// calendar periods, concurrency alone and beside a rate, an in-process
+// adaptive.Limiter beside the store's rate, leases, and the
 // store's failures) over each store, a Harness with the fields of a store
 // (Name, Now, Advance, Limiter, and the features it has), one subtest a cell,
 // store/composition/q=quota. A cell plays rounds of 64 goroutines on its
@@ -104,7 +106,8 @@ func compositions(full bool) []composition {
 	conc := func(s Harness) bool { return s.Concurrency != nil }
 	cs = append(cs,
 		composition{name: "concurrency", needs: conc, run: (*cell).concurrency},
-		composition{name: "concurrency+rate", needs: conc, run: (*cell).concurrencyAndRate})
+		composition{name: "concurrency+rate", needs: conc, run: (*cell).concurrencyAndRate},
+		composition{name: "adaptive+rate", run: (*cell).adaptiveAndRate})
 	for _, k := range []string{"bucket", "fixed"} {
 		cs = append(cs, composition{name: "leases/" + k, needs: func(s Harness) bool { return s.Leased != nil },
 			run: func(c *cell) { c.leases(k) }})
@@ -551,16 +554,38 @@ func (c *cell) concurrency() {
 // slots bind, and a request refused for want of one takes nothing from the
 // rate.
 func (c *cell) concurrencyAndRate() {
-	l := per(2 * c.q)
-	rate := c.limiter("fixed", l, nil)
 	slots, err := c.s.Concurrency(c.t, c.q, 0)
 	c.must(err, "Concurrency")
 	c.closeLater(slots)
-	d, err := quota.New(quota.Config{Policies: []quota.Policy{
-		{Name: "rate", Limiter: rate, Window: period}, {Name: "inflight", Concurrency: slots}}})
-	c.must(err, "quota.New")
+	c.slotsAndRate(func() keylimit.ConcurrencyLimiter[string] { return slots })
+}
+
+// adaptiveAndRate is concurrencyAndRate with an in-process adaptive.Limiter
+// as the tier's concurrency policy, beside the store's rate: its floor and
+// ceiling both q, so that one key may hold exactly q (a lone key's fair
+// share is the whole limit, and it has no band above it). A new one each
+// round: a slot the last round's key released a moment ago is kept for it
+// (see adaptive.Limiter), which would hold this round's key to less.
+func (c *cell) adaptiveAndRate() {
+	c.slotsAndRate(func() keylimit.ConcurrencyLimiter[string] {
+		slots, err := adaptive.New[string](adaptive.AIMD(c.q, c.q))
+		c.must(err, "adaptive.New")
+		c.closeLater(slots)
+		return slots
+	})
+}
+
+// slotsAndRate runs concurrencyAndRate's rounds with the concurrency
+// policy newSlots returns for each round.
+func (c *cell) slotsAndRate(newSlots func() keylimit.ConcurrencyLimiter[string]) {
+	l := per(2 * c.q)
+	rate := c.limiter("fixed", l, nil)
 	for r := range c.rounds {
 		c.round = r
+		slots := newSlots()
+		d, err := quota.New(quota.Config{Policies: []quota.Policy{
+			{Name: "rate", Limiter: rate, Window: period}, {Name: "inflight", Concurrency: slots}}})
+		c.must(err, "quota.New")
 		c.toWindow(l, 2, period/16)
 		key := c.key("k")
 		asked := demand(r, c.q, goroutines)
