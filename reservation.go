@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // reservation is n events of a key that a TokenBucket has set aside for a
@@ -114,8 +116,12 @@ type waitQueue []*waiter
 type waiter struct {
 	adm Admission // what its reservation took: its turn is adm.Mark − tau
 	at  int64     // its turn, in the bucket's time
-	// moved is signalled when a waiter ahead of it cancelled and its turn
-	// came earlier.
+	// t wakes it at its turn. It is made, and reset when a waiter ahead
+	// of it cancels, under the queues' lock: once a cancelling WaitN has
+	// returned, every waiter behind it sleeps until its new turn.
+	t *clock.Timer
+	// moved is signalled when a waiter ahead of it cancelled and its new
+	// turn has come.
 	moved chan struct{}
 }
 
@@ -171,17 +177,19 @@ func (b *TokenBucket[K]) waitQueued(ctx context.Context, key K, n int) error {
 		q.m[key] = queue
 	}
 	*queue = append(*queue, w)
+	w.t = ts.timers.Timer(delay)
 	q.mu.Unlock()
 
-	t := ts.timers.Timer(delay)
-	defer t.Stop()
+	defer w.t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case <-w.t.C:
 			q.mu.Lock()
-			if at := w.at; at > ts.now() {
-				q.mu.Unlock() // a timer that fired early (a clock stepped back)
-				t.Reset(time.Duration(at - ts.now()))
+			if at, now := w.at, ts.now(); at > now {
+				// A timer that fired before a cancel ahead reset it, or
+				// early (a clock stepped back).
+				w.t.Reset(time.Duration(at - now))
+				q.mu.Unlock()
 				continue
 			}
 			b.leave(key, w)
@@ -189,14 +197,12 @@ func (b *TokenBucket[K]) waitQueued(ctx context.Context, key K, n int) error {
 			return nil
 		case <-w.moved:
 			q.mu.Lock()
-			at := w.at
-			if at <= ts.now() { // moved up to a turn that has come
+			if w.at <= ts.now() { // moved up to a turn that has come
 				b.leave(key, w)
 				q.mu.Unlock()
 				return nil
 			}
-			q.mu.Unlock()
-			t.Reset(time.Duration(at - ts.now()))
+			q.mu.Unlock() // its timer was reset to its new turn
 		case <-ctx.Done():
 			q.mu.Lock()
 			b.cancel(key, w)
@@ -230,9 +236,14 @@ func (b *TokenBucket[K]) cancel(key K, w *waiter) {
 	// The reservations behind w were made after it: the refund moved the
 	// TAT, the end of their chain, back by back, and each of them may come
 	// that much earlier (see DESIGN.md, "Exact refunds").
+	now := b.keys.clock.now()
 	for _, x := range behind {
 		x.at -= back
 		x.adm.Mark -= back
+		if x.at > now {
+			x.t.Reset(time.Duration(x.at - now))
+			continue
+		}
 		select {
 		case x.moved <- struct{}{}:
 		default:

@@ -186,9 +186,12 @@ type countingClock struct {
 	timers atomic.Int64
 }
 
+// Timer counts a timer once the mock has it: a test that saw the count
+// rise may move the clock, and the timer fires by the new time.
 func (c *countingClock) Timer(d time.Duration) *clock.Timer {
+	t := c.Mock.Timer(d)
 	c.timers.Add(1)
-	return c.Mock.Timer(d)
+	return t
 }
 
 // queueWaiters starts waiters 0..n-1 on key of lim, each once the one before
