@@ -37,6 +37,7 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 			const cases = 600
 			decided, full := 0, 0
 			shapes := map[string]int{} // of the logs the plain take of a sliding log admitted on
+			loggedBefore := make([]string, cases)
 			for i := range cases {
 				now := [2]int64{1_764_650_000 + r.Int64N(1000), r.Int64N(1e9)}
 				n, p1, p2, write := plainCase(r, alg, now)
@@ -45,6 +46,7 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				began := time.Now() // the expiries are on Redis's real time: see below
 				write(ctx, c, fullKey)
 				write(ctx, c, plainKey)
+				loggedBefore[i] = dumpState(ctx, t, c, plainKey)
 				want, err := script.Run(ctx, c, []string{fullKey}, "take", n, alg.name, p1, p2, 0, now[0], now[1]).Text()
 				require.NoError(t, err, "case %d: the full script", i)
 				args := k.plainArgs(int(n), true)
@@ -74,7 +76,22 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				gotRes, gotMark := parseCase(t, k, int(n), got)
 				require.Equal(t, wantRes, gotRes, "case %d: take %d under (%d, %d) at %v: the Results of %q and %q", i, n, p1, p2, now, want, got)
 				require.Equal(t, wantMark, gotMark, "case %d: take %d under (%d, %d) at %v: the marks of %q and %q", i, n, p1, p2, now, want, got)
-				require.Equal(t, stateMeaning(t, alg, dumpState(ctx, t, c, fullKey)), stateMeaning(t, alg, before), "case %d: the states left", i)
+				wrote := dumpState(ctx, t, c, fullKey)
+				if alg == &slidingAlgorithm {
+					// The plain take may leave the appendable shape, with entries
+					// that left the window, where the full script writes '@e1 e2 …':
+					// the same entries in the window, in the same type of key.
+					require.Equal(t, c.Type(ctx, fullKey).Val(), c.Type(ctx, plainKey).Val(), "case %d: the types of the states", i)
+					require.Equal(t, slidingMeaning(t, wrote, p1), slidingMeaning(t, before, p1), "case %d: the logs left, %q and %q", i, wrote, before)
+					if len(before) > 1 && before[1] >= 'a' && got[0] != '0' {
+						shapes["appendable"]++
+						if strings.Count(before, " ") == strings.Count(loggedBefore[i], " ")+1 && strings.HasPrefix(before, loggedBefore[i]) {
+							shapes["appended"]++
+						}
+					}
+				} else {
+					require.Equal(t, stateMeaning(t, alg, wrote), stateMeaning(t, alg, before), "case %d: the states left", i)
+				}
 				// Each expiry is a time on Redis's real clock (ms since the
 				// epoch): that of the write or the script that set it, all of
 				// which ran within took, plus a TTL the test's time decides. Two
@@ -92,6 +109,14 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 					require.LessOrEqual(t, float64(plainAt.Milliseconds()), float64(latest)+2, "case %d: the expiries (ms)", i)
 					continue
 				}
+				if alg == &slidingAlgorithm && len(before) > 1 && before[1] >= 'a' {
+					// An appendable log outlives its newest entry's window by
+					// up to an epoch (and a ms, and one of rounding).
+					_, epoch := slidingEpoch(p1)
+					require.GreaterOrEqual(t, float64(plainAt.Milliseconds()), float64(fullAt.Milliseconds())-spread, "case %d: the expiries (ms)", i)
+					require.LessOrEqual(t, float64(plainAt.Milliseconds()), float64(fullAt.Milliseconds()+epoch/1000+2)+spread, "case %d: the expiries (ms)", i)
+					continue
+				}
 				require.InDelta(t, fullAt.Milliseconds(), plainAt.Milliseconds(), spread, "case %d: the expiries (ms)", i)
 			}
 			t.Logf("%s: %d cases decided by the plain script, %d handed to the full one", alg.name, decided, full)
@@ -104,6 +129,8 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				require.Greater(t, shapes["string"], cases/20, "admissions that left a string")
 				require.Greater(t, shapes["list"], cases/20, "admissions that left a list")
 				require.Greater(t, shapes["log replied"], cases/20, "admissions replied with the log")
+				require.Greater(t, shapes["appendable"], cases/20, "admissions that left the appendable shape")
+				require.Greater(t, shapes["appended"], cases/20, "admissions appended to the log (APPEND)")
 				return
 			}
 			require.Greater(t, full, cases/20, "cases handed to the full script")
@@ -203,6 +230,9 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 	p1 = []int64{1e6, 1_000_007, 60e6}[r.IntN(3)] // the period, µs
 	p2 = events
 	if alg == &slidingAlgorithm {
+		if r.IntN(2) == 0 {
+			n = 1 // the take an APPEND may make
+		}
 		return n, p1, p2, slidingCase(r, p1, events, now)
 	}
 	// A state without its period (as an older version wrote it) is of the
@@ -246,7 +276,10 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 // in order, from before the window of period µs to ahead of now (a clock
 // stepped back), some of them at the same time, with the expiry its writer
 // gave it; a log of up to slidingShort entries is mostly a string, as this
-// version writes it, and otherwise a list, as an older version wrote it.
+// version writes it (two thirds of them of the appendable shape, of this limit's
+// head or another's, in this epoch or the one before, some of its entries
+// out of order as an APPEND after a clock stepped back leaves them), and
+// otherwise a list, as an older version wrote it.
 func slidingCase(r *rand.Rand, period, events int64, now [2]int64) func(context.Context, *redis.Client, string) {
 	nowUS := now[0]*1e6 + now[1]/1e3
 	var log []any
@@ -263,20 +296,78 @@ func slidingCase(r *rand.Rand, period, events int64, now [2]int64) func(context.
 		}
 	}
 	short := len(log) <= slidingShort && r.IntN(4) > 0
+	appendable := short && r.IntN(3) > 0
+	var state string
+	var ttl time.Duration
+	if appendable {
+		// The appendable shape as a SET in this epoch or the one before
+		// wrote it, and APPENDs after it: its entries are in that epoch or
+		// before, one of them maybe below the one before it; it expires a
+		// period after the epoch ends.
+		p := period
+		if r.IntN(6) == 0 {
+			p = []int64{1e6, 3e6, 59e6}[r.IntN(3)] // another limit's head
+		}
+		digits, epoch := slidingEpoch(p)
+		start := nowUS / epoch * epoch
+		if r.IntN(4) == 0 {
+			start -= epoch
+		}
+		state = slidingHead(caseLimit(&slidingAlgorithm, p, events)) + fmt.Sprintf("%016d", start)[:digits]
+		for i, e := range log {
+			v := min(e.(int64), start+epoch-1)
+			if i > 0 && r.IntN(6) == 0 {
+				v = log[i-1].(int64) - r.Int64N(period) // appended after a clock stepped back
+			}
+			state += fmt.Sprintf(" %d", v)
+		}
+		ttl = time.Duration((start+epoch+p-nowUS+999)/1000+1+3_600_000) * time.Millisecond
+	} else if len(log) > 0 {
+		newest := log[len(log)-1].(int64)
+		ttl = time.Duration(max(newest+period-nowUS, 0)/1000+3_600_000) * time.Millisecond
+		state = "@" + fmt.Sprint(log...)
+	}
 	return func(ctx context.Context, c *redis.Client, key string) {
 		c.Del(ctx, key)
 		if len(log) == 0 {
 			return
 		}
-		newest := log[len(log)-1].(int64)
-		ttl := time.Duration(max(newest+period-nowUS, 0)/1000+3_600_000) * time.Millisecond
 		if short {
-			c.Set(ctx, key, "@"+fmt.Sprint(log...), ttl)
+			c.Set(ctx, key, state, ttl)
 			return
 		}
 		c.RPush(ctx, key, log...)
 		c.PExpire(ctx, key, ttl)
 	}
+}
+
+// slidingMeaning returns what a sliding log dumped by dumpState holds in
+// the window of period µs as of its newest time: its entries there, each
+// the greatest time so far (lua/take_sliding.lua), whatever the shape.
+func slidingMeaning(t *testing.T, state string, period int64) string {
+	if state == "none" {
+		return state
+	}
+	s := strings.Trim(state, "[]")
+	if len(s) > 1 && s[0] == '@' && s[1] >= 'a' {
+		_, s, _ = strings.Cut(s, " ")
+	}
+	var times []int64
+	for _, f := range strings.Fields(strings.TrimPrefix(s, "@")) {
+		v, err := strconv.ParseInt(f, 10, 64)
+		require.NoError(t, err, "state %q", state)
+		if len(times) > 0 {
+			v = max(v, times[len(times)-1])
+		}
+		times = append(times, v)
+	}
+	var in []string
+	for _, v := range times {
+		if v > times[len(times)-1]-period {
+			in = append(in, strconv.FormatInt(v, 10))
+		}
+	}
+	return strings.Join(in, " ")
 }
 
 // dumpState returns key's state as text: a string's value, a hash's
@@ -333,7 +424,7 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 			}
 			return &w.Keyed, nil
 		}},
-		{&slidingAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, map[string]int64{"evalsha": 1, "time": 1, "set": 2}, func() (*Keyed, error) {
+		{&slidingAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, map[string]int64{"evalsha": 1, "time": 1, "set": 1, "append": 1}, func() (*Keyed, error) {
 			// A log that lives an hour: the second take finds it, however
 			// long the machine stalls between the two.
 			w, err := NewSlidingWindow(c, "fresh", keylimit.Per(1e9, time.Hour), WithPrefix("fresh:sliding:"))
