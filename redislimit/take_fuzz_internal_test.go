@@ -9,7 +9,8 @@ import (
 )
 
 // FuzzFreshReply feeds the readers of a plain take's fresh state (take.go:
-// "@seconds ns a interval", "@seconds µs n period", "@e1 e2 …"), which come
+// "@seconds ns a interval", "@seconds µs n period", "@e1 e2 …", a sliding
+// log of the appendable shape), which come
 // from the server, any reply: none panics, and a reply read is an admission
 // within the limit, its times within [0, InfDuration).
 func FuzzFreshReply(f *testing.F) {
@@ -22,6 +23,18 @@ func FuzzFreshReply(f *testing.F) {
 		"@1735689600123456 1735689600523456 1735689600923456", "@1735689600123456 1735689600123456",
 		"@1735689600923456 1735689600123456", "@1735689600123456 1735689601123456", "@1 2 3 4 5 6 7 8 9",
 		"@-9223372036854775808 9223372036854775807", "@1735689600123456 ", "@ 1735689600123456",
+		// sliding logs of the appendable shape under PerSecond(10) and
+		// PerSecond(3): a head, the epoch's 10 digits, entries of 16
+		// digits, each counting as the greatest so far; entries that left
+		// the window may remain
+		"@j81000000/10:1735689600 1735689600123456", "@j31000000/3:1735689600 1735689600123456 1735689600523456",
+		"@j81000000/10:1735689600 1735689600523456 1735689600123456", "@j81000000/10:1735689600 1735689598123456 1735689600123456",
+		"@j81000000/10:1735689600 1735689598123456", "@j81000000/11:1735689600 1735689600123456",
+		"@j81000000/10:173568960 1735689600123456", "@j81000000/10:17356896x0 1735689600123456",
+		"@j81000000/10:1735689600 173568960012345", "@j81000000/10:1735689600 +735689600123456",
+		"@j81000000/10:1735689600 -735689600123456 1735689600123456", "@j81000000/10:1735689600",
+		"@j81000000/10:1735689600 1 2 3 4 5 6 7 8 9", "@j31000000/3:1735689600 1735689600123456 1735689600223456 1735689600323456 1735689600423456",
+		"@j81000000/10:1735689600 9223372036854775 1735689600123456",
 	} {
 		f.Add(seed, uint8(1))
 	}
@@ -34,6 +47,7 @@ func FuzzFreshReply(f *testing.F) {
 		{newKeyLimit(s, &bucketAlgorithm, limit), bucketFresh},
 		{newKeyLimit(s, &fixedAlgorithm, limit), fixedFresh},
 		{newKeyLimit(s, &slidingAlgorithm, limit), slidingFresh},
+		{newKeyLimit(s, &slidingAlgorithm, keylimit.PerSecond(3)), slidingFresh},
 	}
 	f.Fuzz(func(t *testing.T, reply string, n uint8) {
 		for _, kind := range kinds {
@@ -42,10 +56,16 @@ func FuzzFreshReply(f *testing.F) {
 				continue
 			}
 			require.True(t, r.Allowed)
-			require.Equal(t, 10, r.Limit)
+			require.Equal(t, kind.k.quota, r.Limit)
 			require.True(t, r.Remaining >= 0 && r.Remaining <= r.Limit, "Remaining %d", r.Remaining)
 			for _, d := range []time.Duration{r.ResetAfter, r.RefillAfter} {
 				require.True(t, d >= 0 && d < keylimit.InfDuration, "a time of %v from %q", d, reply)
+			}
+			if kind.k.alg == &slidingAlgorithm {
+				// A log's newest time is its newest raw entry's, or after it
+				// by less than an epoch: full within two periods, and more
+				// quota no later than that.
+				require.True(t, r.ResetAfter <= 2*kind.k.limit.Period && r.RefillAfter <= r.ResetAfter, "%+v from %q", r, reply)
 			}
 		}
 	})
