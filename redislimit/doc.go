@@ -80,8 +80,9 @@
 // all its load), and keylimit.All does not join it on a cluster. Every key expires
 // on its own once its state is the same as no state at all: a bucket when
 // it is full again, a fixed window when it ends, a sliding log when its
-// newest entry leaves. Nothing needs cleaning up, and an idle key costs
-// Redis nothing.
+// newest entry leaves (or up to an epoch later, at most a period: see
+// SlidingWindow). Nothing needs cleaning up, and an idle key costs Redis
+// nothing.
 //
 // # Concurrency limits
 //

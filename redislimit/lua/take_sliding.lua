@@ -32,8 +32,7 @@
 -- min(events, short), the period in µs, '/', the events, ':' (take.go's
 -- slidingHead); epoch = the first d digits of the time of the log's last
 -- SET, 16 digits in µs: its 10^(16 - d) µs, the largest power of ten not
--- above the period (one µs of 16 digits for a shorter one), hold that
--- time; each entry is a time of 16 digits in µs, so each ' e' is 17 bytes,
+-- above the period, hold that time; each entry is a time of 16 digits in µs, so each ' e' is 17 bytes,
 -- and the byte length of the log gives its count. An entry's time is the
 -- greatest of its own and those before it: APPEND does not read the log, so
 -- an entry appended after a server's clock stepped back may be less than
