@@ -96,31 +96,41 @@ end
 local list = type(stored) == 'table'
 if list and not string.find(stored.err or '', 'WRONGTYPE', 1, true) then return stored end
 
-local slash = string.find(head, '/', 4, true)
-local period, events = tonumber(string.sub(head, 4, slash - 1)), tonumber(string.sub(head, slash + 1, -2))
-local n = tonumber(ARGV[1])
+-- The rest reads numbers, each by coercion (cheaper than tonumber's call).
+local period, events = string.match(head, '^@..(%d+)/(%d+):$')
+period, events = period + 0, events + 0
+local n = ARGV[1] + 0
 local entry = string.sub(app, 2)
-clock = clock or tonumber(entry)
+clock = clock or entry + 0
 
 if not list then
-  -- A string: the entries' texts and times, each time the greatest so
-  -- far (see above); now is the time the decision is made at, the newest
-  -- entry's if the server's clock stepped back; first the index of the
-  -- oldest entry still in the window (from 1), oldest its time, nil for
-  -- none.
-  local texts, times, now = {}, {}, clock
+  -- A string: times are its entries' times, each the greatest so far (see
+  -- above); now is the time the decision is made at, the newest entry's if
+  -- the server's clock stepped back. An appendable log's entries are read
+  -- in place, 17 bytes each from its first ' ' (at), and only read again
+  -- as text if one was out of order (sorted false); an older shape's into
+  -- texts.
+  local times, texts, at, sorted, now = {}, nil, 1, true, clock
   if stored then
-    local from = 2
-    if (string.byte(stored, 2) or 0) >= 97 then from = string.find(stored, ' ', 1, true) or #stored + 1 end
-    for e in string.gmatch(string.sub(stored, from), '[^ ]+') do
-      local t = tonumber(e)
-      if #times > 0 and t < times[#times] then
-        e, t = texts[#texts], times[#times]
+    if (string.byte(stored, 2) or 0) >= 97 then
+      at = string.find(stored, ' ', 1, true) or #stored + 1
+      for i = at + 1, #stored, 17 do
+        local t = string.sub(stored, i, i + 15) + 0
+        if #times > 0 and t < times[#times] then t, sorted = times[#times], false end
+        times[#times + 1] = t
       end
-      texts[#texts + 1], times[#times + 1] = e, t
+    else
+      texts = {}
+      for e in string.gmatch(string.sub(stored, 2), '[^ ]+') do
+        local t = tonumber(e)
+        if #times > 0 and t < times[#times] then e, t = texts[#texts], times[#times] end
+        texts[#texts + 1], times[#times + 1] = e, t
+      end
     end
     if #times > 0 and times[#times] > now then now = times[#times] end
   end
+  -- first: the index of the oldest entry still in the window (from 1),
+  -- oldest its time, nil for none.
   local first = 1
   while first <= #times and times[first] <= now - period do first = first + 1 end
   local count, oldest = #times - first + 1, times[first]
@@ -134,24 +144,49 @@ if not list then
     return string.format('0 %d %d %d 0 %d', events - count, math.min(retry, 9e18), math.min(reset, 9e18), refill)
   end
   if now ~= clock then entry = string.format('%d', now) end
-  local kept = {}
-  for i = first, #texts do kept[#kept + 1] = texts[i] end
+  -- kept: the texts of the entries in the window, when needed.
+  local kept
+  if not texts and not sorted then
+    texts = {}
+    for i = 1, #times do texts[i] = string.format('%d', times[i]) end
+  end
+  if texts then
+    kept = {}
+    for i = first, #texts do kept[#kept + 1] = texts[i] end
+  end
   local left = now + period - clock
   if count + n <= short then
-    for i = 1, n do kept[#kept + 1] = entry end
-    if now == clock and #entry == 16 and #kept[1] == 16 and string.byte(kept[1]) ~= 45 then
+    if now == clock and #app == 17 and (not kept or count == 0 or (#kept[1] == 16 and string.byte(kept[1]) ~= 45)) then
       -- Entries of 16 digits (the oldest's and the newest's are, and
-      -- those between lie between them): the appendable shape.
-      local log = prefix .. ' ' .. table.concat(kept, ' ')
+      -- those between lie between them): the appendable shape. Those of
+      -- an appendable log in order are its bytes from the oldest kept on.
+      local log, apps = nil, app
+      if n > 1 then apps = string.rep(app, n) end
+      if kept then
+        log = prefix .. string.rep(' ', math.min(count, 1)) .. table.concat(kept, ' ') .. apps
+      elseif count > 0 then
+        log = prefix .. string.sub(stored, at + 17 * (first - 1)) .. apps
+      else
+        log = prefix .. apps
+      end
       redis.call('SET', key, log, 'PX', ARGV[2])
       return log
     end
+    if not kept then
+      kept = {}
+      for i = first, #times do kept[#kept + 1] = string.sub(stored, at + 17 * (i - 1) + 1, at + 17 * (i - 1) + 16) end
+    end
+    for i = 1, n do kept[#kept + 1] = entry end
     local log = '@' .. table.concat(kept, ' ')
     redis.call('SET', key, log, 'PX', string.format('%d', math.ceil(left / 1000 + life)))
     if now == clock then return log end
   else
     -- Too long for a string: the log becomes a list, in chunks that stay
     -- within Lua's stack.
+    if not kept then
+      kept = {}
+      for i = first, #times do kept[#kept + 1] = string.sub(stored, at + 17 * (i - 1) + 1, at + 17 * (i - 1) + 16) end
+    end
     if stored then redis.call('DEL', key) end
     if #kept > 0 then redis.call('RPUSH', key, unpack(kept)) end
     local todo = n
