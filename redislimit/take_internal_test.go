@@ -393,8 +393,9 @@ func dumpState(ctx context.Context, t *testing.T, c *redis.Client, key string) s
 // runs that script alone (the full script is never loaded, after SCRIPT
 // FLUSH), and on a key with no state the plain take writes it without
 // reading it first: TIME and SET, no GET. A sliding log's key taken again
-// within its period costs one SET more. Counted in INFO commandstats, which
-// counts the commands scripts run.
+// within its epoch (here 1,000 s) costs one APPEND more, and no SET of its
+// expiry. Counted in INFO commandstats, which counts the commands scripts
+// run.
 func TestPlainTakeOfAFreshKey(t *testing.T) {
 	s, err := redisserver.Start(0)
 	require.NoError(t, err)
