@@ -480,3 +480,55 @@ func commandsRun(t *testing.T, c *redis.Client) map[string]int64 {
 	}
 	return ran
 }
+
+// TestSlidingAppendableLogUnderTheFullScript: the full script reads a log
+// of the appendable shape as the plain take does, each entry counting as
+// the greatest time so far (one appended after a clock stepped back), and
+// entries that left the window not at all: a peek counts them so, a
+// refund of an admission's mark (its time as counted) removes its entry
+// and writes '@e1 e2 …', and the plain take appends to the log of its own
+// head and epoch, replying with the Result the full script would give.
+func TestSlidingAppendableLogUnderTheFullScript(t *testing.T) {
+	s, err := redisserver.Start(0)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	k := caseLimit(&slidingAlgorithm, 1_000_000, 5) // 5 a second
+	head := slidingHead(k)
+	require.Equal(t, "@j51000000/5:", head)
+	// The times in µs: 0.05 (left the window by 0.4), 0.1, 0.3, then 0.2
+	// appended after a clock stepped back, which counts as 0.3.
+	const sec int64 = 1_764_650_000
+	log := fmt.Sprintf("%s%d %d %d %d %d", head, sec, (sec-1)*1e6+50_000, sec*1e6+100_000, sec*1e6+300_000, sec*1e6+200_000)
+	now := []any{sec, 400_000_000} // 0.4 s
+	write := func(key string) { require.NoError(t, c.Set(ctx, key, log, time.Hour).Err()) }
+
+	write("peek")
+	got, err := script.Run(ctx, c, []string{"peek"}, "peek", 1, "sliding", 1_000_000, 5, 0, now[0], now[1]).Text()
+	require.NoError(t, err)
+	require.Equal(t, "1 2 0 900000 0 700000", got, "a peek: 3 entries in the window, the newest at 0.3, the oldest at 0.1")
+
+	write("refund")
+	got, err = script.Run(ctx, c, []string{"refund"}, "refund", 1, "sliding", 1_000_000, 5, sec*1e6+300_000, now[0], now[1]).Text()
+	require.NoError(t, err)
+	require.Equal(t, "1 3 0 900000 0 700000", got, "a refund of the admission at 0.3")
+	require.Equal(t, fmt.Sprintf("@%d %d %d", (sec-1)*1e6+50_000, sec*1e6+100_000, sec*1e6+300_000), c.Get(ctx, "refund").Val(),
+		"the log the refund wrote: one entry of 0.3 gone, the one that left the window kept, as the full script keeps it")
+
+	write("plain")
+	write("full")
+	args := k.plainArgs(1, true)
+	got, err = k.alg.take.Run(ctx, c, []string{"plain"}, args[0], args[1], args[2], now[0], now[1]).Text()
+	require.NoError(t, err)
+	require.Equal(t, log+fmt.Sprintf(" %d", sec*1e6+400_000), got, "the plain take appends to a log of its head and epoch")
+	require.Equal(t, got, c.Get(ctx, "plain").Val())
+	want, err := script.Run(ctx, c, []string{"full"}, "take", 1, "sliding", 1_000_000, 5, 0, now[0], now[1]).Text()
+	require.NoError(t, err)
+	require.Equal(t, "1 1 0 1000000 1764650000400000 700000", want, "the full script's take")
+	wantRes, wantMark := parseCase(t, k, 1, want)
+	gotRes, gotMark := parseCase(t, k, 1, got)
+	require.Equal(t, wantRes, gotRes, "the Results")
+	require.Equal(t, wantMark, gotMark, "the marks")
+}
