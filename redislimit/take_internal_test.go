@@ -394,7 +394,7 @@ func dumpState(ctx context.Context, t *testing.T, c *redis.Client, key string) s
 // FLUSH), and on a key with no state the plain take writes it without
 // reading it first: TIME and SET, no GET. A sliding log's key taken again
 // within its epoch (here 1,000 s) costs one APPEND more, and no SET of its
-// expiry. Counted in INFO commandstats, which counts the commands scripts
+// expiry, and so does each take after it up to 8 entries. Counted in INFO commandstats, which counts the commands scripts
 // run.
 func TestPlainTakeOfAFreshKey(t *testing.T) {
 	s, err := redisserver.Start(0)
@@ -457,6 +457,12 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 			require.True(t, r.Allowed, "the second take: %+v", r)
 			require.Equal(t, 1_000_000_000-2, r.Remaining, "the second take: %+v", r)
 			require.Equal(t, tc.again, commandsRun(t, c), "the commands the second take of a key ran")
+			for i := 3; i <= slidingShort; i++ { // and every take up to a full string, the same
+				require.NoError(t, c.ConfigResetStat(ctx).Err())
+				r = lim.Take("k", 1)
+				require.True(t, r.Allowed && r.Remaining == 1_000_000_000-i, "take %d: %+v", i, r)
+				require.Equal(t, tc.again, commandsRun(t, c), "the commands take %d of a key ran", i)
+			}
 		})
 	}
 }
