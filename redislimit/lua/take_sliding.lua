@@ -12,7 +12,7 @@
 -- and ns (prelude.lua). short is set before this file (scripts.go). The
 -- reply is sliding.lua's six integers, or, for an admission at the
 -- server's time on a log of up to short entries, the log it wrote, from
--- which the caller reads the rest (take.go's slidingLog).
+-- which the caller reads the rest (take.go's slidingFresh).
 --
 -- What the server spends on a call is mostly its commands and the strings
 -- made and read: a redis.call costs about 3k instructions before its work,
@@ -32,8 +32,9 @@
 -- min(events, short), the period in µs, '/', the events, ':' (take.go's
 -- slidingHead); epoch = the first d digits of the time of the log's last
 -- SET, 16 digits in µs: its 10^(16 - d) µs, the largest power of ten not
--- above the period, hold that time; each entry is a time of 16 digits in µs, so each ' e' is 17 bytes,
--- and the byte length of the log gives its count. An entry's time is the
+-- above the period, hold that time; each entry is a time of 16 digits in
+-- µs, so each ' e' is 17 bytes, and the byte length of the log gives its
+-- count. An entry's time is the
 -- greatest of its own and those before it: APPEND does not read the log, so
 -- an entry appended after a server's clock stepped back may be less than
 -- the one before it, and counts as that one, which is the time the full
