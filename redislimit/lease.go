@@ -356,6 +356,16 @@ func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (key
 			e.mu.Unlock()
 			return w.refusal(now), keylimit.Admission{}, nil
 		}
+		if e.paced && now-e.quiet() > ls.d {
+			// Paced, and back more than a lease time after its pace ended:
+			// not a call the pace held back, but one of an instance that
+			// asks less than its share. What it spent says what it wants,
+			// as for any key, and one that wants no lease makes a plain
+			// take: a lease would hold events it leaves unspent, lost to
+			// the fleet (the share rule's max-min: what it does not take
+			// goes to those that keep asking), and its fleet count ends.
+			e.paced = false
+		}
 		ch := make(chan struct{})
 		e.fetch = ch
 		want := e.want(n, k, now, ls.d)
@@ -533,8 +543,11 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 		wait = clampSpan(r.RetryAfter)
 		if k.step > 0 {
 			// A random part, so that the instances a fetch left short do not
-			// come back together, to an empty bucket.
-			w := min(d, leaseShare*(e.asked-e.size)*k.step)
+			// come back together, to an empty bucket; but back before the
+			// bucket's debt (ResetAfter) falls below the lease time, for a
+			// lease then counts from its end, and the refill between the
+			// two is lost (no instance asked for it).
+			w := min(d, leaseShare*(e.asked-e.size)*k.step, max(int64(r.ResetAfter)-ls.time(k), 0))
 			wait = max(wait, w/2+rand.Int64N(w/2+1))
 		} else if r.Allowed {
 			wait = max(wait, clampSpan(r.ResetAfter))

@@ -37,6 +37,18 @@ type paceModel struct {
 	fleet    map[string]int64
 	setEnd   int64
 	noExpiry bool
+	// For the simulation's account of what the fleet did not admit: the
+	// ns of refill a full bucket lost (from seen, the last call's time),
+	// and the events given back.
+	full, seen, given, skipped int64
+}
+
+// account counts the refill a full bucket lost before a call at now.
+func (m *paceModel) account(now int64) {
+	if m.seen != 0 && now > max(m.tat, m.seen) {
+		m.full += now - max(m.tat, m.seen)
+	}
+	m.seen = now
 }
 
 // paceReply is the script's reply to a lease, as numbers (mark is the TAT
@@ -88,6 +100,7 @@ func (m *paceModel) count(now, period, interval int64, id string) int64 {
 // take is take_bucket.lua's plain take of k at now (what lease.go sends
 // for a key that wants no lease): the fleet is not counted.
 func (m *paceModel) take(now, interval, tau, k int64) paceReply {
+	m.account(now)
 	m.expire(now)
 	base := int64(0)
 	if m.has {
@@ -115,6 +128,7 @@ func (m *paceModel) expire(now int64) {
 // decide.lua makes it: give back give events of the lease whose mark is
 // mark, then paced (lua/bucket.lua).
 func (m *paceModel) lease(now, interval, tau, k, want, hold, give, mark, period int64, id string) paceReply {
+	m.account(now)
 	m.expire(now)
 	// read
 	ahead, stored, sHold := int64(0), m.has, m.hold
@@ -132,6 +146,7 @@ func (m *paceModel) lease(now, interval, tau, k, want, hold, give, mark, period 
 		skew := max(ahead-tau, 0)
 		back := min(give*interval, mark-now-skew-sHold, ahead-skew)
 		if back > 0 {
+			m.given += back / interval
 			if ahead-back > 0 {
 				store(ahead - back)
 			} else {
@@ -165,6 +180,7 @@ func (m *paceModel) lease(now, interval, tau, k, want, hold, give, mark, period 
 			return 0, base + k*interval, 0
 		}
 		sHold = max(sHold, life)
+		m.skipped += from - base
 		return x, from + (k+x)*interval, life
 	}
 	if !large {
@@ -280,6 +296,11 @@ type simConfig struct {
 type simResult struct {
 	admitted, bound, calls int64
 	starved                time.Duration
+	// Where the rest of the bound went: events leased and never spent
+	// (less those given back), refill lost to a full bucket, and the
+	// events counted ahead of the run's end; and the events the
+	// instances that ask without pause admitted.
+	unspent, full, skipped, ahead, hotAdmitted int64
 }
 
 // simLease is a lease as lease.go's grant keeps it.
@@ -355,6 +376,7 @@ func simulate(c simConfig) simResult {
 	admit := func(in *simInstance, now, events int64) {
 		res.admitted += events
 		if in.hot {
+			res.hotAdmitted += events
 			res.starved = max(res.starved, time.Duration(now-in.last))
 		}
 		in.last = now
@@ -396,7 +418,7 @@ func simulate(c simConfig) simResult {
 				var wait int64
 				if in.short {
 					wait = w.retry
-					x := min(d, leaseShare*(in.asked-in.size)*interval)
+					x := min(d, leaseShare*(in.asked-in.size)*interval, max(w.reset-hold, 0))
 					wait = max(wait, x/2+r.Int64N(x/2+1))
 				}
 				pace := w.pace
@@ -444,6 +466,9 @@ func simulate(c simConfig) simResult {
 			continue
 		}
 		// A fetch: want as lease.go's want, give what the lease left.
+		if in.paced && now-max(in.callAt, in.wait) > d {
+			in.paced = false // slow's: back long after its pace
+		}
 		var est int64
 		if in.known {
 			var unspent int64
@@ -473,6 +498,7 @@ func simulate(c simConfig) simResult {
 		var give, mark int64
 		if p := in.cur; p != nil {
 			give, mark = p.left, p.mark
+			res.unspent += p.left
 			in.unused = p.left
 			p.left = -1
 			in.cur = nil
@@ -511,7 +537,15 @@ func simulate(c simConfig) simResult {
 		if in.hot {
 			res.starved = max(res.starved, time.Duration(end-in.last))
 		}
+		if p := in.cur; p != nil && p.left > 0 {
+			res.unspent += p.left
+		}
 	}
+	m.account(start + end)
+	res.unspent -= m.given
+	res.full = m.full / interval
+	res.skipped = m.skipped / interval
+	res.ahead = max(m.tat-start-end, 0) / interval
 	return res
 }
 
@@ -550,6 +584,10 @@ func BenchmarkLeaseSim(b *testing.B) {
 				b.ReportMetric(float64(res.starved)/float64(period), "starved/period")
 				b.ReportMetric(float64(res.calls)/c.run.Seconds(), "calls/s")
 				b.ReportMetric(float64(res.calls)/float64(max(res.admitted, 1)), "calls/admission")
+				if testing.Verbose() {
+					b.Logf("lost %d of %d: unspent %d, full bucket %d, skipped to a lease's end %d, ahead %d; hot admitted %d",
+						res.bound-res.admitted, res.bound, res.unspent, res.full, res.skipped, res.ahead, res.hotAdmitted)
+				}
 			})
 		}
 	}
