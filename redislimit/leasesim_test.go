@@ -595,23 +595,34 @@ func BenchmarkLeaseSim(b *testing.B) {
 
 // TestLeaseSimShareRule holds the simulated fleet (deterministic: the
 // model is the script's) to issue 39's targets on one key of 10,000/s with
-// a burst of 100 and leases of 20 ms, every instance asking without pause:
-// never above the bound; at least 0.9 of it at 10, 100 and 1,000
-// instances; no instance without an admission for more than two lease
-// periods as the share rule grants them (max(20 ms, minShare × instances
-// × 0.1 ms)); and at 100 instances at most 0.5 script calls per
-// admission (main before the share rule: 1.6 to 2.6 on the real fleet).
+// a burst of 100 and leases of 20 ms: never above the bound; at least 0.9
+// of it at 10, 100 and 1,000 instances; no instance that asks without
+// pause without an admission for more than two lease periods as the share
+// rule grants them (max(20 ms, minShare × instances × 0.1 ms)); and at 100
+// instances at most 0.5 script calls per admission (main before the share
+// rule: 1.6 to 2.6 on the real fleet). Under uniform demand every instance
+// asks without pause; under skewed demand a tenth do and the others ask 5
+// times a second each, at random: what those leave must go to the first
+// (before leases gave it back through shorter waits and plain takes, 10
+// instances admitted 0.79 of the bound, 1,000 0.89).
 func TestLeaseSimShareRule(t *testing.T) {
-	for _, n := range []int{10, 100, 1000} {
-		c := simConfig{n: n, rate: 10_000, burst: 100, d: 20 * time.Millisecond, run: 2 * time.Second,
-			rtt: 200 * time.Microsecond, hot: 1, seed: 1}
-		period := max(c.d, time.Duration(minShare*int64(n))*100*time.Microsecond)
-		res := simulate(c)
-		require.LessOrEqual(t, res.admitted, res.bound, "%d instances: admitted", n)
-		require.GreaterOrEqual(t, float64(res.admitted), 0.9*float64(res.bound), "%d instances: admitted", n)
-		require.LessOrEqual(t, res.starved, 2*period, "%d instances: the longest without an admission (period %v)", n, period)
-		if n == 100 {
-			require.LessOrEqual(t, float64(res.calls), 0.5*float64(res.admitted), "%d instances: script calls", n)
+	for _, demand := range []struct {
+		name      string
+		hot, slow float64
+	}{{"uniform", 1, 0}, {"skewed", 0.1, 5}} {
+		for _, n := range []int{10, 100, 1000} {
+			c := simConfig{n: n, rate: 10_000, burst: 100, d: 20 * time.Millisecond, run: 2 * time.Second,
+				rtt: 200 * time.Microsecond, hot: demand.hot, slow: demand.slow, seed: 1}
+			period := max(c.d, time.Duration(minShare*int64(n))*100*time.Microsecond)
+			res := simulate(c)
+			t.Logf("%s, %d instances: admitted %.4f of the bound, the longest without an admission %.2f periods, %.3f calls per admission",
+				demand.name, n, float64(res.admitted)/float64(res.bound), float64(res.starved)/float64(period), float64(res.calls)/float64(res.admitted))
+			require.LessOrEqual(t, res.admitted, res.bound, "%s, %d instances: admitted", demand.name, n)
+			require.GreaterOrEqual(t, float64(res.admitted), 0.9*float64(res.bound), "%s, %d instances: admitted", demand.name, n)
+			require.LessOrEqual(t, res.starved, 2*period, "%s, %d instances: the longest without an admission (period %v)", demand.name, n, period)
+			if n == 100 {
+				require.LessOrEqual(t, float64(res.calls), 0.5*float64(res.admitted), "%s, %d instances: script calls", demand.name, n)
+			}
 		}
 	}
 }
