@@ -356,16 +356,6 @@ func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (key
 			e.mu.Unlock()
 			return w.refusal(now), keylimit.Admission{}, nil
 		}
-		if e.paced && now-e.quiet() > ls.d {
-			// Paced, and back more than a lease time after its pace ended:
-			// not a call the pace held back, but one of an instance that
-			// asks less than its share. What it spent says what it wants,
-			// as for any key, and one that wants no lease makes a plain
-			// take: a lease would hold events it leaves unspent, lost to
-			// the fleet (the share rule's max-min: what it does not take
-			// goes to those that keep asking), and its fleet count ends.
-			e.paced = false
-		}
 		ch := make(chan struct{})
 		e.fetch = ch
 		want := e.want(n, k, now, ls.d)

@@ -767,3 +767,39 @@ func TestLeaseRefundHasACeiling(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseLoneInstanceKeepsTheRefill: one instance that asks without pause
+// on a bucket of 1,000/s with a burst of 100 and leases of 100 ms (50 ms:
+// at most half the bucket's span), sleeping for each RetryAfter, on a mock
+// clock for 2 s. A fetch left short waits, but comes back before the
+// bucket's debt falls below the lease time: a lease counts from its end,
+// and one that starts after the debt has fallen below it skips the refill
+// between, which no one takes. So the instance admits the whole bound
+// (burst + 1,000/s over the time passed) but for the first lease's skip (a
+// full bucket has no debt: 50 ms) and what the last counted ahead of the
+// end, at most 50 ms and a lease's events; waits as long as a leaseShare
+// of the missing events' refill lost about a fifth.
+func TestLeaseLoneInstanceKeepsTheRefill(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	lim := leased(t, s.client(t), keylimit.PerSecond(1000).WithBurst(100), 100*time.Millisecond, onMock(mock)...)
+	key := testKey(t, "k")
+	start := mock.Now()
+	admitted, waits := 0, 0
+	for mock.Now().Sub(start) < 2*time.Second {
+		r := lim.Take(key, 1)
+		if r.Allowed {
+			admitted++
+			continue
+		}
+		require.Positive(t, r.RetryAfter, "a refusal's RetryAfter: %v", r)
+		mock.Add(r.RetryAfter)
+		waits++
+	}
+	elapsed := mock.Now().Sub(start)
+	bound := 100 + int(elapsed/time.Millisecond)
+	t.Logf("admitted %d of the bound %d over %v, %d waits", admitted, bound, elapsed, waits)
+	require.LessOrEqual(t, admitted, bound, "events admitted")
+	require.GreaterOrEqual(t, admitted, bound-2*50-11, "events admitted: all but the first lease's skip on a full bucket and what the last counted ahead")
+	require.Greater(t, waits, 20, "waits: the fetches were left short")
+}
