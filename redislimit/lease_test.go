@@ -803,3 +803,94 @@ func TestLeaseLoneInstanceKeepsTheRefill(t *testing.T) {
 	require.GreaterOrEqual(t, admitted, bound-2*50-11, "events admitted: all but the first lease's skip on a full bucket and what the last counted ahead")
 	require.Greater(t, waits, 20, "waits: the fetches were left short")
 }
+
+// TestLeaseRefusedKeyRemembered: a key whose fetch Redis refused is
+// remembered for refusedIdle (16) lease times after it, not two, and asked
+// in a lease call even for no lease. An instance takes a burst of 100 (a
+// plain take: the key is new), and 30 ms later asks 100 again, a plain
+// take too (what it spent in a lease time is no more), which Redis
+// refuses. Asked again 300 ms later (leases of 20 ms; the sweeper run
+// meanwhile), it makes a lease call, which marks it in the key's fleet set,
+// so that the share rule counts and paces it, not the plain take of a rare
+// key; asked 450 ms later, the key has been forgotten (320 ms after the
+// refusal), and the call is a plain take, which makes no set.
+func TestLeaseRefusedKeyRemembered(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	c := s.client(t)
+	prefix := testKey(t, "p") + ":"
+	lim := leased(t, c, keylimit.PerSecond(1000).WithBurst(100), 20*time.Millisecond, append(onMock(mock), redislimit.WithPrefix(prefix))...)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		key   string
+		after time.Duration
+		lease bool
+	}{{"a", 300 * time.Millisecond, true}, {"b", 450 * time.Millisecond, false}} {
+		set := prefix + "{" + tc.key + "}:lf" // the key's fleet (lua/bucket.lua's fleet)
+		require.True(t, lim.Take(tc.key, 100).Allowed, "key %s: the burst", tc.key)
+		mock.Add(30 * time.Millisecond)
+		sent := s.commandStats(t)
+		require.False(t, lim.Take(tc.key, 100).Allowed, "key %s: the burst again 30 ms later", tc.key)
+		require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, sent), "key %s: commands sent", tc.key)
+		require.Zero(t, c.Exists(ctx, set).Val(), "key %s: a fleet set after two plain takes", tc.key)
+		mock.Add(tc.after)
+		redislimit.SweepLeases(lim)
+		require.True(t, lim.Take(tc.key, 1).Allowed, "key %s: %v later", tc.key, tc.after)
+		members, err := c.ZRangeWithScores(ctx, set, 0, -1).Result()
+		require.NoError(t, err)
+		if tc.lease {
+			require.Len(t, members, 1, "key %s: the fleet's set after the call %v after the refusal: a lease call", tc.key, tc.after)
+		} else {
+			require.Empty(t, members, "key %s: the fleet's set after the call %v after the refusal: a plain take", tc.key, tc.after)
+		}
+	}
+}
+
+// TestLeasePacedInstanceBackLateLeasesNothing: three leased TokenBuckets of
+// 100/s (a burst of 10) with leases of 20 ms, a fleet under the share rule
+// (4 × 3 × 10 ms > 20 ms), take turns on a key on a mock clock until Redis
+// paces them. One comes back 30 ms after its pace ended, more than a lease
+// time: it asks less than its share, and its call, still a lease call (it
+// stays in the fleet's count), leases nothing beyond its own event, where
+// one asking within a lease time of the pace's end asks twice its last (a
+// lease it would leave unspent, lost to the fleet).
+func TestLeasePacedInstanceBackLateLeasesNothing(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	c := s.client(t)
+	prefix := testKey(t, "p") + ":"
+	fleet := make([]*redislimit.TokenBucket, 3)
+	for i := range fleet {
+		fleet[i] = leased(t, c, keylimit.PerSecond(100).WithBurst(10), 20*time.Millisecond, append(onMock(mock), redislimit.WithPrefix(prefix))...)
+	}
+	const key = "k"
+	set := prefix + "{" + key + "}:lf" // the key's fleet (lua/bucket.lua's fleet)
+	// Turns of 5 ms, for at least 40, until instance 0 is refused in
+	// process for its pace: Redis paced its last fetch, and admitted it.
+	var r keylimit.Result
+	for step := 0; ; step++ {
+		require.Less(t, step, 400, "instance 0 never refused for its pace")
+		for i, b := range fleet {
+			for r = b.Take(key, 1); r.Allowed; r = b.Take(key, 1) {
+			}
+			if paced, refused := redislimit.LeasePaced(b, key); i == 0 && step >= 40 && paced && !refused {
+				break
+			}
+		}
+		if paced, refused := redislimit.LeasePaced(fleet[0], key); step >= 40 && paced && !refused {
+			break
+		}
+		mock.Add(5 * time.Millisecond)
+	}
+	ctx := context.Background()
+	before, err := c.ZRangeWithScores(ctx, set, 0, -1).Result()
+	require.NoError(t, err)
+	mock.Add(r.RetryAfter + 30*time.Millisecond)
+	redislimit.SweepLeases(fleet[0])
+	r = fleet[0].Take(key, 1)
+	require.True(t, r.Allowed, "30 ms after the pace: %v", r)
+	require.Zero(t, redislimit.LeaseHeld(fleet[0], key), "events leased")
+	after, err := c.ZRangeWithScores(ctx, set, 0, -1).Result()
+	require.NoError(t, err)
+	require.NotEqual(t, before, after, "the fleet's set: a lease call marks the instance")
+}

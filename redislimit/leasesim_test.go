@@ -24,8 +24,9 @@ import (
 // instance's side is simInstance, a model of lease.go's: a lease admits
 // until spent or its time is up, a fetch sized as want sizes it, the waits
 // of fetched (short, and the pace), and the sweeper, which forgets a key
-// that had no fetch nor wait for two lease times once its lease is over
-// (what that held given back in a call of its own).
+// that had no fetch nor wait for two lease times (refusedIdle after a
+// refusal) once its lease is over (what that held given back in a call of
+// its own).
 
 // paceModel is one key's state in Redis as the script keeps it: the
 // bucket's TAT (absolute ns; has: there is a state) and the longest lease
@@ -403,6 +404,14 @@ func simulate(c simConfig) simResult {
 		}
 		in.last = now
 	}
+	// idle: leases.idleOf, how long after its last fetch or wait the
+	// sweeper forgets an instance's key.
+	idle := func(in *simInstance) int64 {
+		if in.refused && most > 0 {
+			return refusedIdle * d
+		}
+		return 2 * d
+	}
 	// sleep: the goroutine is refused with RetryAfter retry at now.
 	sleep := func(in *simInstance, now, retry int64) {
 		if in.hot {
@@ -464,9 +473,9 @@ func simulate(c simConfig) simResult {
 			continue
 		}
 		// A Take of one event at now. The sweeper has forgotten the key if
-		// it had no fetch nor wait for 2d (leases.idle), its lease over:
-		// what that held was given back at its end, in a call of its own.
-		if p := in.cur; in.known && (p == nil || now >= p.until) && now-max(in.callAt, in.wait) >= 2*d {
+		// it had no fetch nor wait for idle, its lease over: what that
+		// held was given back at its end, in a call of its own.
+		if p := in.cur; in.known && (p == nil || now >= p.until) && now-max(in.callAt, in.wait) >= idle(in) {
 			if p != nil && p.left > 0 {
 				give := p.left
 				res.unspent += give
@@ -512,7 +521,7 @@ func simulate(c simConfig) simResult {
 			switch elapsed := now - in.back; {
 			case in.paced && unspent > 0:
 				est = 1
-			case in.paced:
+			case in.paced && now-max(in.callAt, in.wait) <= d:
 				est = max(2*in.size, 2)
 			case in.short:
 				est = in.asked
@@ -534,7 +543,7 @@ func simulate(c simConfig) simResult {
 			in.cur = nil
 		}
 		at := start + now + rtt/2
-		in.plain = in.want == 0 && give == 0 && !in.paced
+		in.plain = in.want == 0 && give == 0 && !in.paced && !(in.refused && most > 0)
 		if in.plain {
 			in.reply = m.take(at, interval, tau, 1)
 		} else {
