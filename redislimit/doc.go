@@ -228,10 +228,7 @@
 //   - a call refused for an empty bucket comes back after a random part
 //     (from half) of n × a × Interval / 2, not at once;
 //   - an instance whose lease ran out unspent (its host ran it later than
-//     the lease lasted) asks for n alone until a lease is spent again, and
-//     one that comes back more than d after its pace ended asks what it
-//     spent, not twice its last share: a lease it would not spend in time
-//     is lost to the fleet;
+//     the lease lasted) asks for n alone until a lease is spent again;
 //   - a key whose call Redis refused is remembered 16 lease times (d) after
 //     it, not two, and its next call is a lease call even when it wants no
 //     lease: an instance that asks a key the fleet keeps empty less often

@@ -37,18 +37,6 @@ func LeaseHeld(lim keylimit.Limiter[string], key string) int {
 	return int(max(p.left.Load(), 0))
 }
 
-// LeasePaced reports whether Redis gave the last fetch of key in lim a
-// pace (the share rule), and whether it refused it.
-func LeasePaced(lim keylimit.Limiter[string], key string) (paced, refused bool) {
-	e, ok := limiterOf(lim).leases.m.Load(key)
-	if !ok {
-		return false, false
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.paced, e.refused
-}
-
 // PersistenceRisk is persistenceRisk, for the tests of what counts as a
 // server that keeps nothing on disk.
 func PersistenceRisk(save, aof map[string]string) error { return persistenceRisk(save, aof) }

@@ -420,14 +420,13 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 			// instance later than a lease lasts. It asks for none beyond
 			// n, until a lease is spent again.
 			est = int64(n)
-		case e.paced && now-e.quiet() <= d:
-			// Redis paced the key, and this call comes within a lease time
-			// of the pace's end: its calls meanwhile were refused in
+		case e.paced:
+			// Redis paced the key: its calls meanwhile were refused in
 			// process, so what it spent tells nothing of what it would. It
-			// asks for twice its last, of which Redis gives its share. (One
-			// that comes later asks less than its share: what it spent
-			// tells, below, and a lease beyond that would go unspent, lost
-			// to the instances that keep asking.)
+			// asks for twice its last, of which Redis gives its share. (Nor
+			// does how late after the pace it asks: a host that wakes its
+			// goroutines late makes an instance that asks without pause
+			// look like one that asks rarely.)
 			est = max(2*e.size, int64(n)+1)
 		case e.short:
 			est = e.asked

@@ -521,7 +521,7 @@ func simulate(c simConfig) simResult {
 			switch elapsed := now - in.back; {
 			case in.paced && unspent > 0:
 				est = 1
-			case in.paced && now-max(in.callAt, in.wait) <= d:
+			case in.paced:
 				est = max(2*in.size, 2)
 			case in.short:
 				est = in.asked
