@@ -250,7 +250,7 @@
 // instance without an admission for more than 1.6 periods P, and 0.37
 // script calls per admission at 100 instances; with a tenth asking without
 // pause and the others 5 times a second, at least 0.91 of the bound, and no
-// instance of the first without an admission for more than 1.6 P. A host
+// instance of the first without an admission for more than 1.8 P. A host
 // that wakes goroutines late loses events: a lease lasts at most Burst ×
 // Interval (10 ms there), and a lease its instance comes back to later is
 // lost to the fleet (woken up to 20 ms late, the fleet admits 0.3 to 0.75
