@@ -62,7 +62,7 @@ func fixedTakeArgs(k *keyLimit, n int, life int64) [3]any {
 		flag = "#"
 	}
 	count := strconv.Itoa(n)
-	head := "=" + zeros[:max(fixedCountDigits-len(count), 0)] + count + flag + strconv.FormatInt(period, 10) + " "
+	head := "=" + spaces[:max(fixedCountDigits-len(count), 0)] + count + flag + strconv.FormatInt(period, 10) + " "
 	return [3]any{head, px, k.param2}
 }
 
@@ -75,8 +75,9 @@ const freshLinger = time.Second
 // in a plain take's reply (lua/fixed.lua).
 const fixedCountDigits = 19
 
-// zeros pads a count to fixedCountDigits.
-const zeros = "0000000000000000000"
+// spaces pads a count to fixedCountDigits, on the left: not zeros, which
+// miniredis's Lua reads as octal.
+const spaces = "                   "
 
 // fixedFresh reads a plain take's admission of n under k (lua/take_fixed.lua):
 // "=n flag period seconds µs", the state it wrote for a window's first
@@ -90,7 +91,7 @@ func fixedFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool)
 	if !found || len(s) < fixedCountDigits+1 {
 		return keylimit.Result{}, 0, false
 	}
-	count, err := strconv.ParseInt(s[:fixedCountDigits], 10, 64)
+	count, err := strconv.ParseInt(strings.TrimLeft(s[:fixedCountDigits], " "), 10, 64)
 	if err != nil || count < int64(max(n, 1)) {
 		return keylimit.Result{}, 0, false
 	}

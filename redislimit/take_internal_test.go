@@ -178,7 +178,7 @@ func stateMeaning(t *testing.T, alg *algorithm, state string) string {
 		tm, period := num(f[1])*1e6+num(f[2]), num(f[0])
 		require.Equal(t, period%1e6 == 0, flag == '#', "the flag of state %q", state)
 		require.Contains(t, "#:", string(flag), "the flag of state %q", state)
-		return fmt.Sprintf("w=%d c=%d p=%s", (tm-(tm%period+period)%period)/period, num(state[1:1+fixedCountDigits]), f[0])
+		return fmt.Sprintf("w=%d c=%d p=%s", (tm-(tm%period+period)%period)/period, num(strings.TrimLeft(state[1:1+fixedCountDigits], " ")), f[0])
 	case alg == &fixedAlgorithm && strings.HasPrefix(state, "@"):
 		require.Len(t, f, 4, "state %q", state)
 		tm, period := num(f[0])*1e6+num(f[1]), num(f[3])
@@ -263,7 +263,7 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 			if period%1e6 == 0 {
 				flag = "#"
 			}
-			c.Set(ctx, key, fmt.Sprintf("=%019d%s%d %d %d", count, flag, period, in/1e6, in%1e6), ttl)
+			c.Set(ctx, key, fmt.Sprintf("=%19d%s%d %d %d", count, flag, period, in/1e6, in%1e6), ttl)
 			return
 		}
 		fields := []any{"w", w, "c", count}

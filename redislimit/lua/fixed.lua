@@ -7,8 +7,9 @@
 --
 -- KEYS[i]  a string "=count flag period seconds µs": the admissions in the
 --          window that holds the time seconds + µs (µs within the second),
---          one of period µs; count in 19 digits (a take writes it in place:
---          take_fixed.lua), flag '#' if period is a whole number of seconds
+--          one of period µs; count in 19 characters, right-aligned (a
+--          take writes it in place: take_fixed.lua; padded with spaces, not
+--          zeros, which miniredis's Lua reads as octal), flag '#' if period is a whole number of seconds
 --          and ':' if not (the plain take compares the state's period, flag
 --          and second with its own, and so needs no number to tell a take
 --          in the state's second under such a period); expiring at the end
@@ -55,7 +56,7 @@ if uses.fixed then
     end
     local start = s.window * s.period
     local sec = math.floor(start / 1e6)
-    redis.call('SET', s.key, string.format('=%019d%s%s %d %d', k, s.flag, s.periodText, sec, start - sec * 1e6), 'PX', ttl(s.left / 1000))
+    redis.call('SET', s.key, string.format('=%19d%s%s %d %d', k, s.flag, s.periodText, sec, start - sec * 1e6), 'PX', ttl(s.left / 1000))
   end
 
   -- read: s.count is the admissions in the window that holds s.at, the

@@ -9,9 +9,9 @@
 --
 -- KEYS[1] the state, "=count flag period seconds µs" (fixed.lua says the
 -- shape). ARGV: the head of a state of n events under this limit,
--- "=n flag period " (n in 19 digits, flag '#' for a period of whole
--- seconds, ':' for another; n at most events: the caller refuses a larger
--- n without a call); the expiry in ms of the state of a window's first
+-- "=n flag period " (n in 19 characters, right-aligned; flag '#' for a
+-- period of whole seconds, ':' for another; n at most events: the caller
+-- refuses a larger n without a call); the expiry in ms of the state of a window's first
 -- take (one period, rounded up: the window that holds now ends no later;
 -- or 0, for a period longer than a second: the window's end, which the
 -- script computes); events; and only in the package's tests the time,
@@ -19,8 +19,8 @@
 --
 -- The reply, for an admission, is the state of a window's first take,
 -- which it wrote (the head, then the time: "=n flag period seconds µs"),
--- or "=count seconds µs", the window's count after the take (19 digits)
--- and the time of the take; the caller reads the rest from either: the
+-- or "=count seconds µs", the window's count after the take (19
+-- characters) and the time of the take; the caller reads the rest from either: the
 -- window that holds that time, and the µs until it ends. Otherwise it is
 -- fixed.lua's five integers.
 --
@@ -31,7 +31,7 @@
 -- within the same second as the state's time, under a period of whole
 -- seconds, is in the state's window: it reads no number but the two
 -- counts and events, and writes the count alone, in place (SETRANGE, which
--- keeps the expiry), the width of the field kept by the 19 digits.
+-- keeps the expiry), the width of the field kept by its 19 characters.
 
 local s, us = ARGV[4], nil
 if s then
@@ -56,7 +56,7 @@ local e = #head + #s + 1
 if string.sub(stored, 21, e) == string.sub(fresh, 21, e) and string.byte(head, 21) == 35 then
   local count = string.sub(stored, 2, 20) + string.sub(head, 2, 20)
   if count <= ARGV[3] + 0 then
-    local text = string.format('=%019d', count)
+    local text = string.format('=%19d', count)
     redis.call('SETRANGE', KEYS[1], '0', text)
     return text .. ' ' .. s .. ' ' .. us
   end
@@ -91,7 +91,7 @@ if w ~= window then
   redis.call('SET', KEYS[1], fresh, 'PX', string.format('%d', math.ceil(left / 1000) + life))
   return fresh
 end
-local text = string.format('=%019d', count + n)
+local text = string.format('=%19d', count + n)
 if at == now then
   -- The state's time becomes now's, in the same window, so that the takes
   -- in this second find it. A state of this window expires at its end or
