@@ -45,9 +45,9 @@ func bucketFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool
 }
 
 // fixedTakeArgs: the head of a state of n events under k, "=n flag period "
-// (n in 19 digits, flag '#' for a period of whole seconds, ':' for
-// another: lua/fixed.lua's shape), the expiry of a window's first state in
-// ms, events. The expiry is one period, rounded up, for a period of at most
+// (n in 16 characters, right-aligned; flag '#' for a period of whole
+// seconds, ':' for another: lua/fixed.lua's shape), the expiry of a
+// window's first state in ms, events. The expiry is one period, rounded up, for a period of at most
 // freshLinger: the script need not compute the window's end, and the state
 // outlives it by less than freshLinger; 0 for a longer one, whose end the
 // script computes.
@@ -72,12 +72,14 @@ func fixedTakeArgs(k *keyLimit, n int, life int64) [3]any {
 const freshLinger = time.Second
 
 // fixedCountDigits is the width of a fixed window's count in its state and
-// in a plain take's reply (lua/fixed.lua).
-const fixedCountDigits = 19
+// in a plain take's reply (lua/fixed.lua): every count up to maxWindowEvents
+// fits, and the state of a period of a second or a minute is at most 44
+// bytes, which Redis keeps in one allocation with its object.
+const fixedCountDigits = 16
 
 // spaces pads a count to fixedCountDigits, on the left: not zeros, which
 // miniredis's Lua reads as octal.
-const spaces = "                   "
+const spaces = "                "
 
 // fixedFresh reads a plain take's admission of n under k (lua/take_fixed.lua):
 // "=n flag period seconds µs", the state it wrote for a window's first

@@ -263,7 +263,7 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 			if period%1e6 == 0 {
 				flag = "#"
 			}
-			c.Set(ctx, key, fmt.Sprintf("=%19d%s%d %d %d", count, flag, period, in/1e6, in%1e6), ttl)
+			c.Set(ctx, key, fmt.Sprintf("=%*d%s%d %d %d", fixedCountDigits, count, flag, period, in/1e6, in%1e6), ttl)
 			return
 		}
 		fields := []any{"w", w, "c", count}
@@ -438,4 +438,26 @@ func commandsRun(t *testing.T, c *redis.Client) map[string]int64 {
 		ran[name] = n
 	}
 	return ran
+}
+
+// TestFixedWindowEventsWithin2To53: a FixedWindow takes up to 2^53 events
+// per window, the most its script counts exactly in Lua's doubles and its
+// state holds in fixedCountDigits characters; one more is an error, from
+// NewFixedWindow and for a key given it by SetKeyLimit (its requests are
+// refused with that error), without a call to Redis.
+func TestFixedWindowEventsWithin2To53(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}) // never dialled
+	t.Cleanup(func() { c.Close() })
+	most := keylimit.Limit{Events: maxWindowEvents, Period: 210 * 24 * time.Hour} // at most one event per ns
+	require.Less(t, len(strconv.Itoa(maxWindowEvents)), fixedCountDigits+1, "the widest count fits its field")
+	w, err := NewFixedWindow(c, "most", most)
+	require.NoError(t, err, "2^53 events per window")
+	t.Cleanup(func() { w.Close() })
+	_, err = NewFixedWindow(c, "more", keylimit.Limit{Events: maxWindowEvents + 1, Period: 210 * 24 * time.Hour})
+	require.ErrorContains(t, err, "above 2^53")
+	k := newKeyLimit(&store{}, &fixedAlgorithm, keylimit.Limit{Events: maxWindowEvents + 1, Period: 210 * 24 * time.Hour})
+	r, never := k.never(1)
+	require.True(t, never, "a request under the limit is answered without a call")
+	require.ErrorContains(t, r.Err, "above 2^53")
+	require.False(t, r.Allowed)
 }

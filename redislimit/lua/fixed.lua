@@ -7,7 +7,7 @@
 --
 -- KEYS[i]  a string "=count flag period seconds µs": the admissions in the
 --          window that holds the time seconds + µs (µs within the second),
---          one of period µs; count in 19 characters, right-aligned (a
+--          one of period µs; count in 16 characters, right-aligned (a
 --          take writes it in place: take_fixed.lua; padded with spaces, not
 --          zeros, which miniredis's Lua reads as octal), flag '#' if period is a whole number of seconds
 --          and ':' if not (the plain take compares the state's period, flag
@@ -56,7 +56,7 @@ if uses.fixed then
     end
     local start = s.window * s.period
     local sec = math.floor(start / 1e6)
-    redis.call('SET', s.key, string.format('=%19d%s%s %d %d', k, s.flag, s.periodText, sec, start - sec * 1e6), 'PX', ttl(s.left / 1000))
+    redis.call('SET', s.key, string.format('=%16d%s%s %d %d', k, s.flag, s.periodText, sec, start - sec * 1e6), 'PX', ttl(s.left / 1000))
   end
 
   -- read: s.count is the admissions in the window that holds s.at, the
@@ -73,11 +73,11 @@ if uses.fixed then
       -- another shape is no state of a window: HMGET fails on it.)
       state = redis.call('HMGET', key, 'w', 'c', 'p')
     elseif byte == 61 then -- '=': "=count flag period seconds µs"
-      local f1 = string.find(state, ' ', 22, true)
+      local f1 = string.find(state, ' ', 19, true)
       local f2 = string.find(state, ' ', f1 + 1, true)
-      local p = string.sub(state, 22, f1 - 1)
+      local p = string.sub(state, 19, f1 - 1)
       local t = tonumber(string.sub(state, f1 + 1, f2 - 1)) * 1e6 + tonumber(string.sub(state, f2 + 1))
-      state = {math.floor(t / tonumber(p)), string.sub(state, 2, 20), p}
+      state = {math.floor(t / tonumber(p)), string.sub(state, 2, 17), p}
     elseif state then -- '@': "@seconds µs count period", an older version's
       local f1 = string.find(state, ' ', 2, true)
       local f2 = string.find(state, ' ', f1 + 1, true)

@@ -9,7 +9,7 @@
 --
 -- KEYS[1] the state, "=count flag period seconds µs" (fixed.lua says the
 -- shape). ARGV: the head of a state of n events under this limit,
--- "=n flag period " (n in 19 characters, right-aligned; flag '#' for a
+-- "=n flag period " (n in 16 characters, right-aligned; flag '#' for a
 -- period of whole seconds, ':' for another; n at most events: the caller
 -- refuses a larger n without a call); the expiry in ms of the state of a window's first
 -- take (one period, rounded up: the window that holds now ends no later;
@@ -19,10 +19,10 @@
 --
 -- The reply, for an admission, is the state of a window's first take,
 -- which it wrote (the head, then the time: "=n flag period seconds µs"),
--- or "=count seconds µs", the window's count after the take (19
--- characters) and the time of the take; the caller reads the rest from either: the
--- window that holds that time, and the µs until it ends. Otherwise it is
--- fixed.lua's five integers.
+-- or "=count seconds µs", the window's count after the take (16
+-- characters) and the time of the take; the caller reads the rest from
+-- either: the window that holds that time, and the µs until it ends.
+-- Otherwise it is fixed.lua's five integers.
 --
 -- As in take_bucket.lua, the take of a window's first event costs TIME and
 -- one SET, of one string made of TIME's strings and ARGV's as they are: a
@@ -31,7 +31,7 @@
 -- within the same second as the state's time, under a period of whole
 -- seconds, is in the state's window: it reads no number but the two
 -- counts and events, and writes the count alone, in place (SETRANGE, which
--- keeps the expiry), the width of the field kept by its 19 characters.
+-- keeps the expiry), the width of the field kept by its 16 characters.
 
 local s, us = ARGV[4], nil
 if s then
@@ -43,31 +43,31 @@ end
 local head, px = ARGV[1], ARGV[2]
 local fresh = head .. s .. ' ' .. us
 if px == '0' then -- a period longer than a second: the state expires at its window's end
-  local period = tonumber(string.sub(head, 22, -2))
+  local period = tonumber(string.sub(head, 19, -2))
   local left = period - (tonumber(s) * 1e6 + tonumber(us)) % period
   px = string.format('%d', math.ceil(left / 1000) + (ARGV[4] and 3600000 or 0))
 end
 local stored = redis.call('SET', KEYS[1], fresh, 'NX', 'PX', px, 'GET')
 if not stored then return fresh end
 
--- e: the end of "flag period seconds " in fresh, from byte 21. Equal in
+-- e: the end of "flag period seconds " in fresh, from byte 18. Equal in
 -- the state: the same period, and the same second.
 local e = #head + #s + 1
-if string.sub(stored, 21, e) == string.sub(fresh, 21, e) and string.byte(head, 21) == 35 then
-  local count = string.sub(stored, 2, 20) + string.sub(head, 2, 20)
+if string.sub(stored, 18, e) == string.sub(fresh, 18, e) and string.byte(head, 18) == 35 then
+  local count = string.sub(stored, 2, 17) + string.sub(head, 2, 17)
   if count <= ARGV[3] + 0 then
-    local text = string.format('=%19d', count)
+    local text = string.format('=%16d', count)
     redis.call('SETRANGE', KEYS[1], '0', text)
     return text .. ' ' .. s .. ' ' .. us
   end
 end
 if string.byte(stored) ~= 61 then return 'full' end -- '@': an older shape
 
-local f1 = string.find(stored, ' ', 22, true)
+local f1 = string.find(stored, ' ', 19, true)
 local f2 = string.find(stored, ' ', f1 + 1, true)
-local periodText = string.sub(head, 22, -2)
-if string.sub(stored, 22, f1 - 1) ~= periodText then return 'full' end
-local n, period, events = tonumber(string.sub(head, 2, 20)), tonumber(periodText), tonumber(ARGV[3])
+local periodText = string.sub(head, 19, -2)
+if string.sub(stored, 19, f1 - 1) ~= periodText then return 'full' end
+local n, period, events = tonumber(string.sub(head, 2, 17)), tonumber(periodText), tonumber(ARGV[3])
 local now, life = tonumber(s) * 1e6 + tonumber(us), 0
 if ARGV[4] then life = 3600000 end -- prelude.lua's ttl under the tests' clock
 local t = tonumber(string.sub(stored, f1 + 1, f2 - 1)) * 1e6 + tonumber(string.sub(stored, f2 + 1))
@@ -79,7 +79,7 @@ local into = at % period
 local window = (at - into) / period
 local left = period - into + at - now
 local count = 0
-if w == window then count = tonumber(string.sub(stored, 2, 20)) end
+if w == window then count = tonumber(string.sub(stored, 2, 17)) end
 
 if count + n > events then
   local reset = 0
@@ -91,12 +91,12 @@ if w ~= window then
   redis.call('SET', KEYS[1], fresh, 'PX', string.format('%d', math.ceil(left / 1000) + life))
   return fresh
 end
-local text = string.format('=%19d', count + n)
+local text = string.format('=%16d', count + n)
 if at == now then
   -- The state's time becomes now's, in the same window, so that the takes
   -- in this second find it. A state of this window expires at its end or
   -- later already: whoever wrote the window set it.
-  redis.call('SET', KEYS[1], text .. string.sub(fresh, 21), 'KEEPTTL')
+  redis.call('SET', KEYS[1], text .. string.sub(fresh, 18), 'KEEPTTL')
   return text .. ' ' .. s .. ' ' .. us
 end
 -- A state of a later window (a clock stepped back): its time stays in it.
