@@ -7,20 +7,22 @@
 --
 -- KEYS[i]  a string "=count flag period seconds µs": the admissions in the
 --          window that holds the time seconds + µs (µs within the second),
---          one of period µs; count in 16 characters, right-aligned (a
---          take writes it in place: take_fixed.lua; padded with spaces, not
---          zeros, which miniredis's Lua reads as octal), flag '#' if period is a whole number of seconds
---          and ':' if not (the plain take compares the state's period, flag
---          and second with its own, and so needs no number to tell a take
---          in the state's second under such a period); expiring at the end
---          of that window or later (the plain take of a window's first
---          event, take_fixed.lua, sets one period from its time if the
---          period is at most a second), when the state is the same as no
---          state at all. The window is stored, not trusted to expiry:
---          PEXPIRE has ms resolution and may lag, so a state left over from
---          an earlier window is recognised and ignored. The leading '='
---          keeps a version without this shape from reading it: that one
---          reads a hash, and fails on a string (WRONGTYPE).
+--          one of period µs. count takes 16 characters, right-aligned (a
+--          take writes it in place: take_fixed.lua), padded with spaces,
+--          not zeros, which miniredis's Lua reads as octal (a FixedWindow
+--          counts at most 2^53 events per window). flag is '#' if period
+--          is a whole number of seconds, ':' if not: the plain take
+--          compares the state's flag, period and second with its own, and
+--          so tells a take in the state's second under such a period
+--          without reading a number. The key expires at the end of that
+--          window or later (the plain take of a window's first event,
+--          take_fixed.lua, sets one period from its time if the period is
+--          at most a second), when the state is the same as no state at
+--          all. The window is stored, not trusted to expiry: PEXPIRE has
+--          ms resolution and may lag, so a state left over from an earlier
+--          window is recognised and ignored. The leading '=' keeps a
+--          version without this shape from reading it: that one reads a
+--          hash, and fails on a string (WRONGTYPE).
 --          Or, as versions before it wrote the state, a string
 --          "@seconds µs count period", or a hash {w = window index, c =
 --          admissions in it, p = the period}, read as the same (a hash
