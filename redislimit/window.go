@@ -18,8 +18,10 @@ import (
 //
 // Each decision is one Lua script call (lua/fixed.lua). The key's state is
 // one string, a time in its window and the window's count, expiring when
-// the window ends or up to a Period later (a hash an older version wrote is
-// read as the same).
+// the window ends or up to a Period later (a string or hash an older
+// version wrote is read as the same); a take of a key without state costs
+// Redis TIME and one SET, and one in the second of the state's time, under
+// a Period of whole seconds, one SETRANGE more. Events is at most 2^53.
 // RetryAfter and ResetAfter are the time to the window's end; Remaining is
 // Events minus the count. All methods are safe for concurrent use, and
 // admissions are exact across the fleet.
