@@ -76,7 +76,11 @@ type fleetRun struct {
 	calls       int64 // script calls
 	starved     int   // instances admitted nothing
 	worst, late time.Duration
-	wakes       int64 // the fleet's lease sweepers' wake-ups during the run
+	// worst split: the longest an instance waited for its first admission
+	// (the fleet starts at once, every instance's first call in Redis's
+	// queue together), and the longest gap after it
+	first, steady time.Duration
+	wakes         int64 // the fleet's lease sweepers' wake-ups during the run
 }
 
 // fraction is the fleet's admissions of the keys' bound.
@@ -110,6 +114,8 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 	perKey := make([]atomic.Int64, nkeys)
 	admitted, asked := make([]int64, n), make([]int64, n)
 	longest := make([]time.Duration, n) // the longest an instance asked without an admission
+	// and that split: before its first admission, and after it
+	first, steady := make([]time.Duration, n), make([]time.Duration, n)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	begin := make(chan struct{})
@@ -125,8 +131,13 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 				r := lim.Take(keys[k], 1)
 				if r.Allowed {
 					perKey[k].Add(1)
-					admitted[i]++
 					now := time.Now()
+					if admitted[i] == 0 {
+						first[i] = now.Sub(last)
+					} else {
+						steady[i] = max(steady[i], now.Sub(last))
+					}
+					admitted[i]++
 					longest[i] = max(longest[i], now.Sub(last))
 					last = now
 				} else if r.RetryAfter > 0 {
@@ -136,6 +147,11 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 				}
 			}
 			longest[i] = max(longest[i], time.Since(last))
+			if admitted[i] == 0 {
+				first[i] = longest[i]
+			} else {
+				steady[i] = max(steady[i], time.Since(last))
+			}
 		})
 	}
 	wakes := func() (w int64) {
@@ -161,6 +177,7 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 	for i := range fleet {
 		f.total, f.asks = f.total+admitted[i], f.asks+asked[i]
 		f.worst = max(f.worst, longest[i])
+		f.first, f.steady = max(f.first, first[i]), max(f.steady, steady[i])
 		if admitted[i] == 0 {
 			f.starved++
 		}
@@ -180,7 +197,10 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 // times (starved/lease) and in the lease periods the share rule grants
 // (starved/period: max(lease time, minShare × instances × interval), the
 // time in which the refill gives each instance minShare events; package
-// doc, "Leases at scale"), the script calls per admission, how late the
+// doc, "Leases at scale"), and that split in two: the longest an instance
+// waited for its first admission (first/period: every instance starts at
+// once, its first calls queued in Redis behind the others') and the
+// longest gap after one (steady/period), the script calls per admission, how late the
 // machine ran goroutines (late-ms), the wake-ups of the fleet's lease
 // sweepers per second (sweeper-wakes/s) and its load average (load1, from
 // /proc/loadavg before the run): the machine runs Redis and the fleet, and
@@ -206,6 +226,8 @@ func BenchmarkLeasedFleet(b *testing.B) {
 			b.ReportMetric(f.fraction(), "admitted/bound")
 			b.ReportMetric(float64(f.worst)/float64(lease), "starved/lease")
 			b.ReportMetric(float64(f.worst)/float64(period), "starved/period")
+			b.ReportMetric(float64(f.first)/float64(period), "first/period")
+			b.ReportMetric(float64(f.steady)/float64(period), "steady/period")
 			b.ReportMetric(float64(f.calls)/float64(max(f.total, 1)), "calls/admission")
 			b.ReportMetric(float64(f.late)/float64(time.Millisecond), "late-ms")
 			b.ReportMetric(float64(f.wakes)/run.Seconds(), "sweeper-wakes/s")

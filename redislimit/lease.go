@@ -40,6 +40,17 @@ const minShare = 4
 // maxPace bounds the pace of a paced lease, in lease times.
 const maxPace = 1024
 
+// refusedIdle: a key whose last fetch Redis refused, and that may lease,
+// is forgotten after refusedIdle lease times without a fetch or wait, not
+// leases.idle's two. An instance that asks such a key less often than
+// idle (the slow instances of a skewed fleet) would otherwise come back to
+// it each time as to a rare key, with a plain take that no pace holds back
+// and that takes the refill before the instances the share rule paces
+// (BenchmarkLeaseSim, skewed at 10,000 instances: those went 2.9 lease
+// periods without an admission). Remembered, its next call is a lease
+// call: counted in the key's fleet, and paced as they are.
+const refusedIdle = 16
+
 // maxWaits is how many fetches of other calls a call waits for before it is
 // refused without a round trip of its own.
 const maxWaits = 3
@@ -359,7 +370,10 @@ func (ls *leases) slow(ctx context.Context, key string, n int, k *keyLimit) (key
 		ch := make(chan struct{})
 		e.fetch = ch
 		want := e.want(n, k, now, ls.d)
-		paced := e.paced && e.k == k
+		// A key Redis paced, or refused (one that may lease: see
+		// refusedIdle), is asked in a lease call even for none beyond n:
+		// counted in the key's fleet, and paced as it is.
+		paced := e.k == k && (e.paced || e.refused && maxLease(k) > 0)
 		e.waiting = 0
 		var give int64
 		if p != nil {
@@ -409,7 +423,10 @@ func (e *leaseKey) want(n int, k *keyLimit, now, d int64) int {
 		case e.paced:
 			// Redis paced the key: its calls meanwhile were refused in
 			// process, so what it spent tells nothing of what it would. It
-			// asks for twice its last, of which Redis gives its share.
+			// asks for twice its last, of which Redis gives its share. (Nor
+			// does how late after the pace it asks: a host that wakes its
+			// goroutines late makes an instance that asks without pause
+			// look like one that asks rarely.)
 			est = max(2*e.size, int64(n)+1)
 		case e.short:
 			est = e.asked
@@ -533,8 +550,11 @@ func (e *leaseKey) fetched(now int64, k *keyLimit, n, want int, r keylimit.Resul
 		wait = clampSpan(r.RetryAfter)
 		if k.step > 0 {
 			// A random part, so that the instances a fetch left short do not
-			// come back together, to an empty bucket.
-			w := min(d, leaseShare*(e.asked-e.size)*k.step)
+			// come back together, to an empty bucket; but back before the
+			// bucket's debt (ResetAfter) falls below the lease time, for a
+			// lease then counts from its end, and the refill between the
+			// two is lost (no instance asked for it).
+			w := min(d, leaseShare*(e.asked-e.size)*k.step, max(int64(r.ResetAfter)-ls.time(k), 0))
 			wait = max(wait, w/2+rand.Int64N(w/2+1))
 		} else if r.Allowed {
 			wait = max(wait, clampSpan(r.ResetAfter))
@@ -807,7 +827,7 @@ func (ls *leases) remind(at, mono int64) {
 // due returns when the sweeper next has something to do for e, at local
 // time now, on the local clock and on the monotonic one (never for none):
 // end e's lease, if it is live and holds events to give back; forget the
-// key, once it has had no lease, wait or fetch for ls.idle (a lease that
+// key, once it has had no lease, wait or fetch for idleOf(e) (a lease that
 // holds nothing is ended then). The caller holds e.mu.
 func (ls *leases) due(e *leaseKey, now int64) (at, mono int64) {
 	at, mono = never, never
@@ -815,7 +835,7 @@ func (ls *leases) due(e *leaseKey, now int64) (at, mono int64) {
 		// The fetch's end reminds the sweeper (slow) if it is due sooner;
 		// until then the key is due as it was, if later than now (a scan
 		// during a fetch does not make every fetch a wake-up).
-		if r := e.quiet() + ls.idle; r > now {
+		if r := e.quiet() + ls.idleOf(e); r > now {
 			at = r
 		}
 		return at, mono
@@ -825,11 +845,21 @@ func (ls *leases) due(e *leaseKey, now int64) (at, mono int64) {
 	if live && p.left.Load() > 0 {
 		at, mono = p.until, p.monoEnd()
 	}
-	r := e.quiet() + ls.idle
+	r := e.quiet() + ls.idleOf(e)
 	if live {
 		r = max(r, p.until)
 	}
 	return min(at, r), mono
+}
+
+// idleOf is how long after quiet e's key is forgotten: ls.idle, or
+// refusedIdle lease times for a key whose last fetch Redis refused and
+// that may lease. The caller holds e.mu.
+func (ls *leases) idleOf(e *leaseKey) int64 {
+	if e.refused && e.k != nil && maxLease(e.k) > 0 {
+		return max(ls.idle, min(ls.d, maxSpan/refusedIdle)*refusedIdle)
+	}
+	return ls.idle
 }
 
 // quiet is the local time from which e has had no fetch, nor wait: its
@@ -866,7 +896,7 @@ func (ls *leases) resume() bool {
 }
 
 // sweepOnce ends the leases whose time is up and gives back what they held,
-// and forgets the keys that have had no lease, wait or fetch for ls.idle.
+// and forgets the keys that have had no lease, wait or fetch for idleOf.
 func (ls *leases) sweepOnce() { ls.scan() }
 
 // scan is sweepOnce, and returns when it next has something to do (due),
@@ -902,14 +932,14 @@ func (ls *leases) scan() (at, mono int64) {
 
 // sweepKey ends e's lease if its time is up at local time now, and returns
 // what it held, and forgets key if it has had no lease, wait or fetch for
-// ls.idle (see quiet). The caller holds e.mu, and no fetch is under way.
+// idleOf(e) (see quiet). The caller holds e.mu, and no fetch is under way.
 func (ls *leases) sweepKey(key string, e *leaseKey, now int64) (int64, *grant, bool) {
 	var u int64
 	p := e.cur.Load()
 	if p != nil && p.over(now, ls.clock) {
 		u = p.end()
 	}
-	if (p == nil || p.left.Load() == ended) && now-e.quiet() >= ls.idle {
+	if (p == nil || p.left.Load() == ended) && now-e.quiet() >= ls.idleOf(e) {
 		e.retired = true
 		ls.m.Compute(key, func(cur *leaseKey, loaded bool) (*leaseKey, bool) { return cur, !loaded || cur == e })
 		return u, p, true

@@ -767,3 +767,81 @@ func TestLeaseRefundHasACeiling(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseLoneInstanceKeepsTheRefill: one instance that asks without pause
+// on a bucket of 1,000/s with a burst of 100 and leases of 100 ms (50 ms:
+// at most half the bucket's span), sleeping for each RetryAfter, on a mock
+// clock for 2 s. A fetch left short waits, but comes back before the
+// bucket's debt falls below the lease time: a lease counts from its end,
+// and one that starts after the debt has fallen below it skips the refill
+// between, which no one takes. So the instance admits the whole bound
+// (burst + 1,000/s over the time passed) but for the first lease's skip (a
+// full bucket has no debt: 50 ms) and what the last counted ahead of the
+// end, at most 50 ms and a lease's events; waits as long as a leaseShare
+// of the missing events' refill lost about a fifth.
+func TestLeaseLoneInstanceKeepsTheRefill(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	lim := leased(t, s.client(t), keylimit.PerSecond(1000).WithBurst(100), 100*time.Millisecond, onMock(mock)...)
+	key := testKey(t, "k")
+	start := mock.Now()
+	admitted, waits := 0, 0
+	for mock.Now().Sub(start) < 2*time.Second {
+		r := lim.Take(key, 1)
+		if r.Allowed {
+			admitted++
+			continue
+		}
+		require.Positive(t, r.RetryAfter, "a refusal's RetryAfter: %v", r)
+		mock.Add(r.RetryAfter)
+		waits++
+	}
+	elapsed := mock.Now().Sub(start)
+	bound := 100 + int(elapsed/time.Millisecond)
+	t.Logf("admitted %d of the bound %d over %v, %d waits", admitted, bound, elapsed, waits)
+	require.LessOrEqual(t, admitted, bound, "events admitted")
+	require.GreaterOrEqual(t, admitted, bound-2*50-11, "events admitted: all but the first lease's skip on a full bucket and what the last counted ahead")
+	require.Greater(t, waits, 20, "waits: the fetches were left short")
+}
+
+// TestLeaseRefusedKeyRemembered: a key whose fetch Redis refused is
+// remembered for refusedIdle (16) lease times after it, not two, and asked
+// in a lease call even for no lease. An instance takes a burst of 100 (a
+// plain take: the key is new), and 30 ms later asks 100 again, a plain
+// take too (what it spent in a lease time is no more), which Redis
+// refuses. Asked again 300 ms later (leases of 20 ms; the sweeper run
+// meanwhile), it makes a lease call, which marks it in the key's fleet set,
+// so that the share rule counts and paces it, not the plain take of a rare
+// key; asked 450 ms later, the key has been forgotten (320 ms after the
+// refusal), and the call is a plain take, which makes no set.
+func TestLeaseRefusedKeyRemembered(t *testing.T) {
+	s := newServer(t)
+	mock := newMock()
+	c := s.client(t)
+	prefix := testKey(t, "p") + ":"
+	lim := leased(t, c, keylimit.PerSecond(1000).WithBurst(100), 20*time.Millisecond, append(onMock(mock), redislimit.WithPrefix(prefix))...)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		key   string
+		after time.Duration
+		lease bool
+	}{{"a", 300 * time.Millisecond, true}, {"b", 450 * time.Millisecond, false}} {
+		set := prefix + "{" + tc.key + "}:lf" // the key's fleet (lua/bucket.lua's fleet)
+		require.True(t, lim.Take(tc.key, 100).Allowed, "key %s: the burst", tc.key)
+		mock.Add(30 * time.Millisecond)
+		sent := s.commandStats(t)
+		require.False(t, lim.Take(tc.key, 100).Allowed, "key %s: the burst again 30 ms later", tc.key)
+		require.Equal(t, map[string]int64{"evalsha": 1}, s.sentSince(t, sent), "key %s: commands sent", tc.key)
+		require.Zero(t, c.Exists(ctx, set).Val(), "key %s: a fleet set after two plain takes", tc.key)
+		mock.Add(tc.after)
+		redislimit.SweepLeases(lim)
+		require.True(t, lim.Take(tc.key, 1).Allowed, "key %s: %v later", tc.key, tc.after)
+		members, err := c.ZRangeWithScores(ctx, set, 0, -1).Result()
+		require.NoError(t, err)
+		if tc.lease {
+			require.Len(t, members, 1, "key %s: the fleet's set after the call %v after the refusal: a lease call", tc.key, tc.after)
+		} else {
+			require.Empty(t, members, "key %s: the fleet's set after the call %v after the refusal: a plain take", tc.key, tc.after)
+		}
+	}
+}

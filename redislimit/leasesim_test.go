@@ -23,7 +23,10 @@ import (
 // TestPaceModelMatchesScript holds to the script on random calls; each
 // instance's side is simInstance, a model of lease.go's: a lease admits
 // until spent or its time is up, a fetch sized as want sizes it, the waits
-// of fetched (short, and the pace).
+// of fetched (short, and the pace), and the sweeper, which forgets a key
+// that had no fetch nor wait for two lease times (refusedIdle after a
+// refusal) once its lease is over (what that held given back in a call of
+// its own).
 
 // paceModel is one key's state in Redis as the script keeps it: the
 // bucket's TAT (absolute ns; has: there is a state) and the longest lease
@@ -37,6 +40,18 @@ type paceModel struct {
 	fleet    map[string]int64
 	setEnd   int64
 	noExpiry bool
+	// For the simulation's account of what the fleet did not admit: the
+	// ns of refill a full bucket lost (from seen, the last call's time),
+	// and the events given back.
+	full, seen, given, skipped int64
+}
+
+// account counts the refill a full bucket lost before a call at now.
+func (m *paceModel) account(now int64) {
+	if m.seen != 0 && now > max(m.tat, m.seen) {
+		m.full += now - max(m.tat, m.seen)
+	}
+	m.seen = now
 }
 
 // paceReply is the script's reply to a lease, as numbers (mark is the TAT
@@ -88,6 +103,7 @@ func (m *paceModel) count(now, period, interval int64, id string) int64 {
 // take is take_bucket.lua's plain take of k at now (what lease.go sends
 // for a key that wants no lease): the fleet is not counted.
 func (m *paceModel) take(now, interval, tau, k int64) paceReply {
+	m.account(now)
 	m.expire(now)
 	base := int64(0)
 	if m.has {
@@ -111,10 +127,41 @@ func (m *paceModel) expire(now int64) {
 	}
 }
 
+// refund is the script's refund of give events of the admission (a lease)
+// whose mark is mark, at now: what the sweeper sends for a lease that
+// ended holding events (bucket.lua's giveback; the reply is not modelled).
+func (m *paceModel) refund(now, interval, tau, give, mark int64) {
+	m.account(now)
+	m.expire(now)
+	if m.has {
+		m.giveBack(now, interval, tau, give, mark)
+	}
+}
+
+// giveBack is bucket.lua's giveback of give events of the admission whose
+// mark is mark, at now, on a stored state, and returns the TAT ahead of now
+// after it.
+func (m *paceModel) giveBack(now, interval, tau, give, mark int64) int64 {
+	ahead := m.tat - now
+	skew := max(ahead-tau, 0)
+	back := min(give*interval, mark-now-skew-m.hold, ahead-skew)
+	if back > 0 {
+		m.given += back / interval
+		if ahead-back > 0 {
+			m.tat = now + ahead - back
+		} else {
+			m.has, m.hold = false, 0
+		}
+		ahead -= back
+	}
+	return ahead
+}
+
 // lease is the script's lease call on a bucket with the fleet's set, as
 // decide.lua makes it: give back give events of the lease whose mark is
 // mark, then paced (lua/bucket.lua).
 func (m *paceModel) lease(now, interval, tau, k, want, hold, give, mark, period int64, id string) paceReply {
+	m.account(now)
 	m.expire(now)
 	// read
 	ahead, stored, sHold := int64(0), m.has, m.hold
@@ -129,16 +176,7 @@ func (m *paceModel) lease(now, interval, tau, k, want, hold, give, mark, period 
 		return m.tat
 	}
 	if give > 0 && stored {
-		skew := max(ahead-tau, 0)
-		back := min(give*interval, mark-now-skew-sHold, ahead-skew)
-		if back > 0 {
-			if ahead-back > 0 {
-				store(ahead - back)
-			} else {
-				m.has, m.hold = false, 0
-			}
-			ahead -= back
-		}
+		ahead = m.giveBack(now, interval, tau, give, mark)
 		base = max(ahead, 0)
 	}
 	a := m.count(now, period, interval, id)
@@ -165,6 +203,7 @@ func (m *paceModel) lease(now, interval, tau, k, want, hold, give, mark, period 
 			return 0, base + k*interval, 0
 		}
 		sHold = max(sHold, life)
+		m.skipped += from - base
 		return x, from + (k+x)*interval, life
 	}
 	if !large {
@@ -280,6 +319,11 @@ type simConfig struct {
 type simResult struct {
 	admitted, bound, calls int64
 	starved                time.Duration
+	// Where the rest of the bound went: events leased and never spent
+	// (less those given back), refill lost to a full bucket, and the
+	// events counted ahead of the run's end; and the events the
+	// instances that ask without pause admitted.
+	unspent, full, skipped, ahead, hotAdmitted int64
 }
 
 // simLease is a lease as lease.go's grant keeps it.
@@ -355,9 +399,18 @@ func simulate(c simConfig) simResult {
 	admit := func(in *simInstance, now, events int64) {
 		res.admitted += events
 		if in.hot {
+			res.hotAdmitted += events
 			res.starved = max(res.starved, time.Duration(now-in.last))
 		}
 		in.last = now
+	}
+	// idle: leases.idleOf, how long after its last fetch or wait the
+	// sweeper forgets an instance's key.
+	idle := func(in *simInstance) int64 {
+		if in.refused && most > 0 {
+			return refusedIdle * d
+		}
+		return 2 * d
 	}
 	// sleep: the goroutine is refused with RetryAfter retry at now.
 	sleep := func(in *simInstance, now, retry int64) {
@@ -396,7 +449,7 @@ func simulate(c simConfig) simResult {
 				var wait int64
 				if in.short {
 					wait = w.retry
-					x := min(d, leaseShare*(in.asked-in.size)*interval)
+					x := min(d, leaseShare*(in.asked-in.size)*interval, max(w.reset-hold, 0))
 					wait = max(wait, x/2+r.Int64N(x/2+1))
 				}
 				pace := w.pace
@@ -419,7 +472,18 @@ func simulate(c simConfig) simResult {
 			heap.Fix(&q, 0)
 			continue
 		}
-		// A Take of one event at now.
+		// A Take of one event at now. The sweeper has forgotten the key if
+		// it had no fetch nor wait for idle, its lease over: what that
+		// held was given back at its end, in a call of its own.
+		if p := in.cur; in.known && (p == nil || now >= p.until) && now-max(in.callAt, in.wait) >= idle(in) {
+			if p != nil && p.left > 0 {
+				give := p.left
+				res.unspent += give
+				m.refund(start+now, interval, tau, give, p.mark) // at its end, or later: it gives back no more
+				res.calls++
+			}
+			*in = simInstance{id: in.id, hot: in.hot, next: in.next, last: in.last, deny: in.deny}
+		}
 		if p := in.cur; p != nil && now < p.until && p.left > 0 {
 			if in.hot {
 				admit(in, now, p.left) // spent at once
@@ -473,12 +537,13 @@ func simulate(c simConfig) simResult {
 		var give, mark int64
 		if p := in.cur; p != nil {
 			give, mark = p.left, p.mark
+			res.unspent += p.left
 			in.unused = p.left
 			p.left = -1
 			in.cur = nil
 		}
 		at := start + now + rtt/2
-		in.plain = in.want == 0 && give == 0 && !in.paced
+		in.plain = in.want == 0 && give == 0 && !in.paced && !(in.refused && most > 0)
 		if in.plain {
 			in.reply = m.take(at, interval, tau, 1)
 		} else {
@@ -511,7 +576,15 @@ func simulate(c simConfig) simResult {
 		if in.hot {
 			res.starved = max(res.starved, time.Duration(end-in.last))
 		}
+		if p := in.cur; p != nil && p.left > 0 {
+			res.unspent += p.left
+		}
 	}
+	m.account(start + end)
+	res.unspent -= m.given
+	res.full = m.full / interval
+	res.skipped = m.skipped / interval
+	res.ahead = max(m.tat-start-end, 0) / interval
 	return res
 }
 
@@ -550,6 +623,10 @@ func BenchmarkLeaseSim(b *testing.B) {
 				b.ReportMetric(float64(res.starved)/float64(period), "starved/period")
 				b.ReportMetric(float64(res.calls)/c.run.Seconds(), "calls/s")
 				b.ReportMetric(float64(res.calls)/float64(max(res.admitted, 1)), "calls/admission")
+				if testing.Verbose() {
+					b.Logf("lost %d of %d: unspent %d, full bucket %d, skipped to a lease's end %d, ahead %d; hot admitted %d",
+						res.bound-res.admitted, res.bound, res.unspent, res.full, res.skipped, res.ahead, res.hotAdmitted)
+				}
 			})
 		}
 	}
@@ -557,23 +634,35 @@ func BenchmarkLeaseSim(b *testing.B) {
 
 // TestLeaseSimShareRule holds the simulated fleet (deterministic: the
 // model is the script's) to issue 39's targets on one key of 10,000/s with
-// a burst of 100 and leases of 20 ms, every instance asking without pause:
-// never above the bound; at least 0.9 of it at 10, 100 and 1,000
-// instances; no instance without an admission for more than two lease
-// periods as the share rule grants them (max(20 ms, minShare × instances
-// × 0.1 ms)); and at 100 instances at most 0.5 script calls per
-// admission (main before the share rule: 1.6 to 2.6 on the real fleet).
+// a burst of 100 and leases of 20 ms: never above the bound; at least 0.9
+// of it at 10, 100 and 1,000 instances; no instance that asks without
+// pause without an admission for more than two lease periods as the share
+// rule grants them (max(20 ms, minShare × instances × 0.1 ms)); and at 100
+// instances at most 0.5 script calls per admission (main before the share
+// rule: 1.6 to 2.6 on the real fleet). Under uniform demand every instance
+// asks without pause; under skewed demand a tenth do and the others ask 5
+// times a second each, at random: what those leave must go to the first
+// (before a fetch left short came back before the bucket's debt fell below
+// the lease time, 10 instances admitted 0.79 of the bound: the one that
+// asks without pause waited, and its next lease skipped the refill).
 func TestLeaseSimShareRule(t *testing.T) {
-	for _, n := range []int{10, 100, 1000} {
-		c := simConfig{n: n, rate: 10_000, burst: 100, d: 20 * time.Millisecond, run: 2 * time.Second,
-			rtt: 200 * time.Microsecond, hot: 1, seed: 1}
-		period := max(c.d, time.Duration(minShare*int64(n))*100*time.Microsecond)
-		res := simulate(c)
-		require.LessOrEqual(t, res.admitted, res.bound, "%d instances: admitted", n)
-		require.GreaterOrEqual(t, float64(res.admitted), 0.9*float64(res.bound), "%d instances: admitted", n)
-		require.LessOrEqual(t, res.starved, 2*period, "%d instances: the longest without an admission (period %v)", n, period)
-		if n == 100 {
-			require.LessOrEqual(t, float64(res.calls), 0.5*float64(res.admitted), "%d instances: script calls", n)
+	for _, demand := range []struct {
+		name      string
+		hot, slow float64
+	}{{"uniform", 1, 0}, {"skewed", 0.1, 5}} {
+		for _, n := range []int{10, 100, 1000} {
+			c := simConfig{n: n, rate: 10_000, burst: 100, d: 20 * time.Millisecond, run: 2 * time.Second,
+				rtt: 200 * time.Microsecond, hot: demand.hot, slow: demand.slow, seed: 1}
+			period := max(c.d, time.Duration(minShare*int64(n))*100*time.Microsecond)
+			res := simulate(c)
+			t.Logf("%s, %d instances: admitted %.4f of the bound, the longest without an admission %.2f periods, %.3f calls per admission",
+				demand.name, n, float64(res.admitted)/float64(res.bound), float64(res.starved)/float64(period), float64(res.calls)/float64(res.admitted))
+			require.LessOrEqual(t, res.admitted, res.bound, "%s, %d instances: admitted", demand.name, n)
+			require.GreaterOrEqual(t, float64(res.admitted), 0.9*float64(res.bound), "%s, %d instances: admitted", demand.name, n)
+			require.LessOrEqual(t, res.starved, 2*period, "%s, %d instances: the longest without an admission (period %v)", demand.name, n, period)
+			if n == 100 {
+				require.LessOrEqual(t, float64(res.calls), 0.5*float64(res.admitted), "%s, %d instances: script calls", demand.name, n)
+			}
 		}
 	}
 }

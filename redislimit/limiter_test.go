@@ -61,7 +61,8 @@ func TestConstructorErrors(t *testing.T) {
 // TestKeysExpireWhenFresh: every key a limiter writes expires on its own
 // when its state is the same as none: a bucket when full, a fixed window
 // when it ends (the state of a window's first take of a period of at most a
-// second: one period after it), a sliding log when its newest entry leaves. A refused call
+// second: one period after it), a sliding log when its newest entry leaves
+// (or up to an epoch and a ms later: here a second). A refused call
 // writes nothing, not even the expiry.
 func TestKeysExpireWhenFresh(t *testing.T) {
 	t.Parallel() // with the other tests that sleep on real time
@@ -103,6 +104,9 @@ func TestKeysExpireWhenFresh(t *testing.T) {
 				ceil := r.ResetAfter.Round(time.Millisecond) + time.Millisecond
 				if typ.name == "FixedWindow" {
 					ceil = l.Period
+				}
+				if typ.name == "SlidingWindow" {
+					ceil += time.Second + time.Millisecond // the log's epoch, and a ms
 				}
 				require.False(t, ttl <= 0 || ttl > ceil || ttl < r.ResetAfter-at.end.Sub(at.start)-time.Millisecond,
 					"after %v: PTTL %v, want ResetAfter rounded up, less the time passed", r, ttl)

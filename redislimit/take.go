@@ -130,57 +130,125 @@ func fixedFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool)
 	return r, window, true
 }
 
-// slidingTakeArgs: n, the expiry in ms of a log whose newest entry is now
-// (the period, rounded up), and "events period" (µs).
+// slidingTakeArgs: n, the expiry in ms of a log of the appendable shape
+// (the period and an epoch, rounded up, and a ms), and the head of that
+// shape (slidingHead).
 func slidingTakeArgs(k *keyLimit, n int, life int64) [3]any {
 	period := int64(k.limit.Period / time.Microsecond)
-	return [3]any{n, (period+999)/1000 + life, strconv.Itoa(k.limit.Events) + " " + strconv.FormatInt(period, 10)}
+	_, epoch := slidingEpoch(period)
+	return [3]any{n, (period+epoch+999)/1000 + 1 + life, slidingHead(k)}
 }
 
-// slidingShort is the most entries a sliding log keeps in a string, "@e1
-// e2 …" (lua/sliding.lua); a longer log is a list.
+// slidingShort is the most entries a sliding log keeps in a string (lua/sliding.lua); a longer log is
+// a list.
 const slidingShort = 8
 
-// slidingFresh reads "@e1 e2 … ek", the log of the short shape a take of n
-// wrote at the server's time: the entries are those in the window, oldest
-// first, the last n of them the admission's, at the time of the take (the
-// mark). So Remaining is the limit's events less k; the log is full a
-// period after ek, and more quota comes back when e1 leaves the window.
-// A reply that cannot be such a log (more than slidingShort or the limit's
-// events, fewer than n, out of order, spanning a period, or not all of the
-// last n at ek) is malformed.
-func slidingFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
-	s, found := strings.CutPrefix(reply, "@")
+// slidingEpoch returns, for a period of p µs, the digits of a time of 16
+// digits in µs that name its epoch (lua/take_sliding.lua), and the epoch's
+// length in µs: the largest power of ten not above p.
+func slidingEpoch(p int64) (digits int, length int64) {
+	length = 1
+	for length <= p/10 {
+		length *= 10
+	}
+	digits = 16
+	for l := length; l > 1; l /= 10 {
+		digits--
+	}
+	return digits, length
+}
+
+// slidingHead is the head of a sliding log of the appendable shape under
+// k's limit (lua/take_sliding.lua): '@', a letter for the epoch's digits,
+// a digit for min(events, slidingShort), the period in µs, '/', the
+// events, ':'.
+func slidingHead(k *keyLimit) string {
 	period := int64(k.limit.Period / time.Microsecond)
-	if !found || n < 1 || period <= 0 {
+	digits, _ := slidingEpoch(period)
+	return "@" + string(rune('a'+digits-1)) + string(rune('0'+min(k.limit.Events, slidingShort))) +
+		strconv.FormatInt(period, 10) + "/" + strconv.Itoa(k.limit.Events) + ":"
+}
+
+// slidingFresh reads a sliding log of at most slidingShort entries that a
+// take of n wrote at the server's time and replied (lua/take_sliding.lua),
+// in either shape:
+//   - the appendable one, k's head, the epoch's digits, then ' ' and 16
+//     digits for each entry: an entry's time is the greatest of its own and
+//     those before it; the newest raw entry is the server's time (clock),
+//     the newest time the admission's (now, the mark); entries that had left
+//     the window may remain;
+//   - '@e1 e2 …', in order, all within the window.
+//
+// Remaining is the limit's events less the entries in the window; the log
+// is full a period after now, and more quota comes back when the oldest in
+// the window leaves it. A reply that cannot be such a log (not of k's head,
+// more than slidingShort entries, fewer than n in the window or more than
+// the limit's events, the last n not at now, in the older shape out of order
+// or spanning a period) is malformed.
+func slidingFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
+	period := int64(k.limit.Period / time.Microsecond)
+	if n < 1 || period <= 0 || len(reply) < 2 {
 		return keylimit.Result{}, 0, false
 	}
-	var first, last int64
-	entries, atLast := 0, 0 // atLast: the trailing entries equal to last
+	appendable := reply[1] >= 'a'
+	var s string
+	if appendable {
+		head, ok := k.take1[2].(string) // slidingHead(k), made once
+		if !ok {
+			head = slidingHead(k)
+		}
+		rest, found := strings.CutPrefix(reply, head)
+		digits, _ := slidingEpoch(period)
+		if !found || len(rest) < digits+1 || rest[digits] != ' ' {
+			return keylimit.Result{}, 0, false
+		}
+		for _, c := range rest[:digits] {
+			if c < '0' || c > '9' {
+				return keylimit.Result{}, 0, false
+			}
+		}
+		s = rest[digits+1:]
+	} else {
+		s = reply[1:]
+	}
+	var times [slidingShort]int64
+	entries, clock := 0, int64(0)
 	for more := true; more; {
 		var field string
 		field, s, more = strings.Cut(s, " ")
-		e, err := strconv.ParseInt(field, 10, 64)
-		if err != nil || entries == slidingShort || entries > 0 && e < last {
+		if appendable && len(field) != 16 {
 			return keylimit.Result{}, 0, false
 		}
-		if entries == 0 {
-			first = e
+		e, err := strconv.ParseInt(field, 10, 64)
+		if err != nil || entries == slidingShort {
+			return keylimit.Result{}, 0, false
 		}
-		if entries > 0 && e == last {
-			atLast++
-		} else {
-			atLast = 1
+		clock = e
+		if entries > 0 && e < times[entries-1] {
+			if !appendable {
+				return keylimit.Result{}, 0, false
+			}
+			e = times[entries-1] // the greatest so far
 		}
-		last = e
+		times[entries] = e
 		entries++
 	}
-	if entries < n || entries > k.quota || atLast < n || last-first < 0 || last-first >= period { // (< 0: a difference beyond int64)
+	now := times[entries-1]
+	// first: the oldest in the window (< 0: a difference beyond int64).
+	first := 0
+	for now-times[first] >= period || now-times[first] < 0 {
+		if !appendable {
+			return keylimit.Result{}, 0, false
+		}
+		first++
+	}
+	count := entries - first
+	if count < n || count > k.quota || times[entries-n] != now || now-clock < 0 || now-clock > period {
 		return keylimit.Result{}, 0, false
 	}
-	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: k.quota - entries, ResetAfter: duration(period, time.Microsecond)}
-	r.RefillAfter = k.refillAfter(r, duration(period-(last-first), time.Microsecond))
-	return r, last, true
+	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: k.quota - count, ResetAfter: duration(now+period-clock, time.Microsecond)}
+	r.RefillAfter = k.refillAfter(r, duration(times[first]+period-clock, time.Microsecond))
+	return r, now, true
 }
 
 // freshFields reads the four integers of a fresh state, "@a b c d".

@@ -10,9 +10,9 @@ import (
 
 // FuzzFreshReply feeds the readers of a plain take's admission (take.go:
 // "@seconds ns a interval", "=n flag period seconds µs" or "=count seconds
-// µs", "@e1 e2 …"), which come from the server, any reply: none panics,
-// and a reply read is an admission within the limit, its times within [0,
-// InfDuration).
+// µs", "@e1 e2 …", a sliding log of the appendable shape), which come from
+// the server, any reply: none panics, and a reply read is an admission
+// within the limit, its times within [0, InfDuration).
 func FuzzFreshReply(f *testing.F) {
 	for _, seed := range []string{
 		"@1735689600 123456789 100000000 100000000", "@1735689600 500000 1 1000000", "@1735689600123456",
@@ -30,6 +30,18 @@ func FuzzFreshReply(f *testing.F) {
 		"=               1#0 1735689600 1", "=               1#-1000000 1 1", "=               1 1 1000000",
 		"=               1x1000000 1 1", "=               1 1 1", "=               1 -9223372036854 0",
 		"=               1#1 9223372036854 999999", "=               1#1000000 1735689600", "=-000000000000000001 1 1", "=1 1 1", "=0000000000000000010 1 1",
+		// sliding logs of the appendable shape under PerSecond(10) and
+		// PerSecond(3): a head, the epoch's 10 digits, entries of 16
+		// digits, each counting as the greatest so far; entries that left
+		// the window may remain
+		"@j81000000/10:1735689600 1735689600123456", "@j31000000/3:1735689600 1735689600123456 1735689600523456",
+		"@j81000000/10:1735689600 1735689600523456 1735689600123456", "@j81000000/10:1735689600 1735689598123456 1735689600123456",
+		"@j81000000/10:1735689600 1735689598123456", "@j81000000/11:1735689600 1735689600123456",
+		"@j81000000/10:173568960 1735689600123456", "@j81000000/10:17356896x0 1735689600123456",
+		"@j81000000/10:1735689600 173568960012345", "@j81000000/10:1735689600 +735689600123456",
+		"@j81000000/10:1735689600 -735689600123456 1735689600123456", "@j81000000/10:1735689600",
+		"@j81000000/10:1735689600 1 2 3 4 5 6 7 8 9", "@j31000000/3:1735689600 1735689600123456 1735689600223456 1735689600323456 1735689600423456",
+		"@j81000000/10:1735689600 9223372036854775 1735689600123456",
 	} {
 		f.Add(seed, uint8(1))
 	}
@@ -42,6 +54,7 @@ func FuzzFreshReply(f *testing.F) {
 		{newKeyLimit(s, &bucketAlgorithm, limit), bucketFresh},
 		{newKeyLimit(s, &fixedAlgorithm, limit), fixedFresh},
 		{newKeyLimit(s, &slidingAlgorithm, limit), slidingFresh},
+		{newKeyLimit(s, &slidingAlgorithm, keylimit.PerSecond(3)), slidingFresh},
 	}
 	f.Fuzz(func(t *testing.T, reply string, n uint8) {
 		for _, kind := range kinds {
@@ -50,10 +63,16 @@ func FuzzFreshReply(f *testing.F) {
 				continue
 			}
 			require.True(t, r.Allowed)
-			require.Equal(t, 10, r.Limit)
+			require.Equal(t, kind.k.quota, r.Limit)
 			require.True(t, r.Remaining >= 0 && r.Remaining <= r.Limit, "Remaining %d", r.Remaining)
 			for _, d := range []time.Duration{r.ResetAfter, r.RefillAfter} {
 				require.True(t, d >= 0 && d < keylimit.InfDuration, "a time of %v from %q", d, reply)
+			}
+			if kind.k.alg == &slidingAlgorithm {
+				// A log's newest time is its newest raw entry's, or after it
+				// by less than an epoch: full within two periods, and more
+				// quota no later than that.
+				require.True(t, r.ResetAfter <= 2*kind.k.limit.Period && r.RefillAfter <= r.ResetAfter, "%+v from %q", r, reply)
 			}
 		}
 	})

@@ -37,6 +37,7 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 			const cases = 600
 			decided, full := 0, 0
 			shapes := map[string]int{} // of the logs the plain take of a sliding log admitted on
+			loggedBefore := make([]string, cases)
 			for i := range cases {
 				now := [2]int64{1_764_650_000 + r.Int64N(1000), r.Int64N(1e9)}
 				n, p1, p2, write := plainCase(r, alg, now)
@@ -45,6 +46,7 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				began := time.Now() // the expiries are on Redis's real time: see below
 				write(ctx, c, fullKey)
 				write(ctx, c, plainKey)
+				loggedBefore[i] = dumpState(ctx, t, c, plainKey)
 				want, err := script.Run(ctx, c, []string{fullKey}, "take", n, alg.name, p1, p2, 0, now[0], now[1]).Text()
 				require.NoError(t, err, "case %d: the full script", i)
 				args := k.plainArgs(int(n), true)
@@ -77,7 +79,22 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				gotRes, gotMark := parseCase(t, k, int(n), got)
 				require.Equal(t, wantRes, gotRes, "case %d: take %d under (%d, %d) at %v: the Results of %q and %q", i, n, p1, p2, now, want, got)
 				require.Equal(t, wantMark, gotMark, "case %d: take %d under (%d, %d) at %v: the marks of %q and %q", i, n, p1, p2, now, want, got)
-				require.Equal(t, stateMeaning(t, alg, dumpState(ctx, t, c, fullKey)), stateMeaning(t, alg, before), "case %d: the states left", i)
+				wrote := dumpState(ctx, t, c, fullKey)
+				if alg == &slidingAlgorithm {
+					// The plain take may leave the appendable shape, with entries
+					// that left the window, where the full script writes '@e1 e2 …':
+					// the same entries in the window, in the same type of key.
+					require.Equal(t, c.Type(ctx, fullKey).Val(), c.Type(ctx, plainKey).Val(), "case %d: the types of the states", i)
+					require.Equal(t, slidingMeaning(t, wrote, p1), slidingMeaning(t, before, p1), "case %d: the logs left, %q and %q", i, wrote, before)
+					if len(before) > 1 && before[1] >= 'a' && got[0] != '0' {
+						shapes["appendable"]++
+						if strings.Count(before, " ") == strings.Count(loggedBefore[i], " ")+1 && strings.HasPrefix(before, loggedBefore[i]) {
+							shapes["appended"]++
+						}
+					}
+				} else {
+					require.Equal(t, stateMeaning(t, alg, wrote), stateMeaning(t, alg, before), "case %d: the states left", i)
+				}
 				// Each expiry is a time on Redis's real clock (ms since the
 				// epoch): that of the write or the script that set it, all of
 				// which ran within took, plus a TTL the test's time decides. Two
@@ -95,6 +112,14 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 					require.LessOrEqual(t, float64(plainAt.Milliseconds()), float64(latest)+2, "case %d: the expiries (ms)", i)
 					continue
 				}
+				if alg == &slidingAlgorithm && len(before) > 1 && before[1] >= 'a' {
+					// An appendable log outlives its newest entry's window by
+					// up to an epoch (and a ms, and one of rounding).
+					_, epoch := slidingEpoch(p1)
+					require.GreaterOrEqual(t, float64(plainAt.Milliseconds()), float64(fullAt.Milliseconds())-spread, "case %d: the expiries (ms)", i)
+					require.LessOrEqual(t, float64(plainAt.Milliseconds()), float64(fullAt.Milliseconds()+epoch/1000+2)+spread, "case %d: the expiries (ms)", i)
+					continue
+				}
 				require.InDelta(t, fullAt.Milliseconds(), plainAt.Milliseconds(), spread, "case %d: the expiries (ms)", i)
 			}
 			t.Logf("%s: %d cases decided by the plain script, %d handed to the full one", alg.name, decided, full)
@@ -107,6 +132,8 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				require.Greater(t, shapes["string"], cases/20, "admissions that left a string")
 				require.Greater(t, shapes["list"], cases/20, "admissions that left a list")
 				require.Greater(t, shapes["log replied"], cases/20, "admissions replied with the log")
+				require.Greater(t, shapes["appendable"], cases/20, "admissions that left the appendable shape")
+				require.Greater(t, shapes["appended"], cases/20, "admissions appended to the log (APPEND)")
 				return
 			}
 			require.Greater(t, full, cases/20, "cases handed to the full script")
@@ -227,6 +254,9 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 	p1 = []int64{1e6, 1_000_007, 60e6}[r.IntN(3)] // the period, µs
 	p2 = events
 	if alg == &slidingAlgorithm {
+		if r.IntN(2) == 0 {
+			n = 1 // the take an APPEND may make
+		}
 		return n, p1, p2, slidingCase(r, p1, events, now)
 	}
 	// A state without its period (as an older version wrote it) is of the
@@ -283,7 +313,10 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 // in order, from before the window of period µs to ahead of now (a clock
 // stepped back), some of them at the same time, with the expiry its writer
 // gave it; a log of up to slidingShort entries is mostly a string, as this
-// version writes it, and otherwise a list, as an older version wrote it.
+// version writes it (two thirds of them of the appendable shape, of this limit's
+// head or another's, in this epoch or the one before, some of its entries
+// out of order as an APPEND after a clock stepped back leaves them), and
+// otherwise a list, as an older version wrote it.
 func slidingCase(r *rand.Rand, period, events int64, now [2]int64) func(context.Context, *redis.Client, string) {
 	nowUS := now[0]*1e6 + now[1]/1e3
 	var log []any
@@ -300,20 +333,78 @@ func slidingCase(r *rand.Rand, period, events int64, now [2]int64) func(context.
 		}
 	}
 	short := len(log) <= slidingShort && r.IntN(4) > 0
+	appendable := short && r.IntN(3) > 0
+	var state string
+	var ttl time.Duration
+	if appendable {
+		// The appendable shape as a SET in this epoch or the one before
+		// wrote it, and APPENDs after it: its entries are in that epoch or
+		// before, one of them maybe below the one before it; it expires a
+		// period after the epoch ends.
+		p := period
+		if r.IntN(6) == 0 {
+			p = []int64{1e6, 3e6, 59e6}[r.IntN(3)] // another limit's head
+		}
+		digits, epoch := slidingEpoch(p)
+		start := nowUS / epoch * epoch
+		if r.IntN(4) == 0 {
+			start -= epoch
+		}
+		state = slidingHead(caseLimit(&slidingAlgorithm, p, events)) + fmt.Sprintf("%016d", start)[:digits]
+		for i, e := range log {
+			v := min(e.(int64), start+epoch-1)
+			if i > 0 && r.IntN(6) == 0 {
+				v = log[i-1].(int64) - r.Int64N(period) // appended after a clock stepped back
+			}
+			state += fmt.Sprintf(" %d", v)
+		}
+		ttl = time.Duration((start+epoch+p-nowUS+999)/1000+1+3_600_000) * time.Millisecond
+	} else if len(log) > 0 {
+		newest := log[len(log)-1].(int64)
+		ttl = time.Duration(max(newest+period-nowUS, 0)/1000+3_600_000) * time.Millisecond
+		state = "@" + fmt.Sprint(log...)
+	}
 	return func(ctx context.Context, c *redis.Client, key string) {
 		c.Del(ctx, key)
 		if len(log) == 0 {
 			return
 		}
-		newest := log[len(log)-1].(int64)
-		ttl := time.Duration(max(newest+period-nowUS, 0)/1000+3_600_000) * time.Millisecond
 		if short {
-			c.Set(ctx, key, "@"+fmt.Sprint(log...), ttl)
+			c.Set(ctx, key, state, ttl)
 			return
 		}
 		c.RPush(ctx, key, log...)
 		c.PExpire(ctx, key, ttl)
 	}
+}
+
+// slidingMeaning returns what a sliding log dumped by dumpState holds in
+// the window of period µs as of its newest time: its entries there, each
+// the greatest time so far (lua/take_sliding.lua), whatever the shape.
+func slidingMeaning(t *testing.T, state string, period int64) string {
+	if state == "none" {
+		return state
+	}
+	s := strings.Trim(state, "[]")
+	if len(s) > 1 && s[0] == '@' && s[1] >= 'a' {
+		_, s, _ = strings.Cut(s, " ")
+	}
+	var times []int64
+	for _, f := range strings.Fields(strings.TrimPrefix(s, "@")) {
+		v, err := strconv.ParseInt(f, 10, 64)
+		require.NoError(t, err, "state %q", state)
+		if len(times) > 0 {
+			v = max(v, times[len(times)-1])
+		}
+		times = append(times, v)
+	}
+	var in []string
+	for _, v := range times {
+		if v > times[len(times)-1]-period {
+			in = append(in, strconv.FormatInt(v, 10))
+		}
+	}
+	return strings.Join(in, " ")
 }
 
 // dumpState returns key's state as text: a string's value, a hash's
@@ -339,8 +430,9 @@ func dumpState(ctx context.Context, t *testing.T, c *redis.Client, key string) s
 // runs that script alone (the full script is never loaded, after SCRIPT
 // FLUSH), and on a key with no state the plain take writes it without
 // reading it first: TIME and SET, no GET. A sliding log's key taken again
-// within its period costs one SET more. Counted in INFO commandstats, which
-// counts the commands scripts run.
+// within its epoch (here 1,000 s) costs one APPEND more, and no SET of its
+// expiry, and so does each take after it up to 8 entries. Counted in INFO commandstats, which counts the commands scripts
+// run.
 func TestPlainTakeOfAFreshKey(t *testing.T) {
 	s, err := redisserver.Start(0)
 	require.NoError(t, err)
@@ -370,7 +462,7 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 			}
 			return &w.Keyed, nil
 		}},
-		{&slidingAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, map[string]int64{"evalsha": 1, "time": 1, "set": 2}, func() (*Keyed, error) {
+		{&slidingAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, map[string]int64{"evalsha": 1, "time": 1, "set": 1, "append": 1}, func() (*Keyed, error) {
 			// A log that lives an hour: the second take finds it, however
 			// long the machine stalls between the two.
 			w, err := NewSlidingWindow(c, "fresh", keylimit.Per(1e9, time.Hour), WithPrefix("fresh:sliding:"))
@@ -400,8 +492,9 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 			// A fixed window's second take reads no number if it is in the
 			// second of the first: the two takes are made again, on another
 			// key, until Redis's time holds one second around them.
+			var key string
 			for i := 0; ; i++ {
-				key := fmt.Sprintf("again:%d", i)
+				key = fmt.Sprintf("again:%d", i)
 				before := c.Time(ctx).Val()
 				require.True(t, lim.Take(key, 1).Allowed, "the first take")
 				require.NoError(t, c.ConfigResetStat(ctx).Err())
@@ -415,6 +508,15 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 				}
 				require.Equal(t, tc.again, ran, "the commands the second take of a key ran")
 				break
+			}
+			if tc.alg != &slidingAlgorithm {
+				return
+			}
+			for i := 3; i <= slidingShort; i++ { // and every take up to a full string, the same
+				require.NoError(t, c.ConfigResetStat(ctx).Err())
+				r = lim.Take(key, 1)
+				require.True(t, r.Allowed && r.Remaining == 1_000_000_000-i, "take %d: %+v", i, r)
+				require.Equal(t, tc.again, commandsRun(t, c), "the commands take %d of a key ran", i)
 			}
 		})
 	}
@@ -460,4 +562,56 @@ func TestFixedWindowEventsWithin2To53(t *testing.T) {
 	require.True(t, never, "a request under the limit is answered without a call")
 	require.ErrorContains(t, r.Err, "above 2^53")
 	require.False(t, r.Allowed)
+}
+
+// TestSlidingAppendableLogUnderTheFullScript: the full script reads a log
+// of the appendable shape as the plain take does, each entry counting as
+// the greatest time so far (one appended after a clock stepped back), and
+// entries that left the window not at all: a peek counts them so, a
+// refund of an admission's mark (its time as counted) removes its entry
+// and writes '@e1 e2 …', and the plain take appends to the log of its own
+// head and epoch, replying with the Result the full script would give.
+func TestSlidingAppendableLogUnderTheFullScript(t *testing.T) {
+	s, err := redisserver.Start(0)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	k := caseLimit(&slidingAlgorithm, 1_000_000, 5) // 5 a second
+	head := slidingHead(k)
+	require.Equal(t, "@j51000000/5:", head)
+	// The times in µs: 0.05 (left the window by 0.4), 0.1, 0.3, then 0.2
+	// appended after a clock stepped back, which counts as 0.3.
+	const sec int64 = 1_764_650_000
+	log := fmt.Sprintf("%s%d %d %d %d %d", head, sec, (sec-1)*1e6+50_000, sec*1e6+100_000, sec*1e6+300_000, sec*1e6+200_000)
+	now := []any{sec, 400_000_000} // 0.4 s
+	write := func(key string) { require.NoError(t, c.Set(ctx, key, log, time.Hour).Err()) }
+
+	write("peek")
+	got, err := script.Run(ctx, c, []string{"peek"}, "peek", 1, "sliding", 1_000_000, 5, 0, now[0], now[1]).Text()
+	require.NoError(t, err)
+	require.Equal(t, "1 2 0 900000 0 700000", got, "a peek: 3 entries in the window, the newest at 0.3, the oldest at 0.1")
+
+	write("refund")
+	got, err = script.Run(ctx, c, []string{"refund"}, "refund", 1, "sliding", 1_000_000, 5, sec*1e6+300_000, now[0], now[1]).Text()
+	require.NoError(t, err)
+	require.Equal(t, "1 3 0 900000 0 700000", got, "a refund of the admission at 0.3")
+	require.Equal(t, fmt.Sprintf("@%d %d %d", (sec-1)*1e6+50_000, sec*1e6+100_000, sec*1e6+300_000), c.Get(ctx, "refund").Val(),
+		"the log the refund wrote: one entry of 0.3 gone, the one that left the window kept, as the full script keeps it")
+
+	write("plain")
+	write("full")
+	args := k.plainArgs(1, true)
+	got, err = k.alg.take.Run(ctx, c, []string{"plain"}, args[0], args[1], args[2], now[0], now[1]).Text()
+	require.NoError(t, err)
+	require.Equal(t, log+fmt.Sprintf(" %d", sec*1e6+400_000), got, "the plain take appends to a log of its head and epoch")
+	require.Equal(t, got, c.Get(ctx, "plain").Val())
+	want, err := script.Run(ctx, c, []string{"full"}, "take", 1, "sliding", 1_000_000, 5, 0, now[0], now[1]).Text()
+	require.NoError(t, err)
+	require.Equal(t, "1 1 0 1000000 1764650000400000 700000", want, "the full script's take")
+	wantRes, wantMark := parseCase(t, k, 1, want)
+	gotRes, gotMark := parseCase(t, k, 1, got)
+	require.Equal(t, wantRes, gotRes, "the Results")
+	require.Equal(t, wantMark, gotMark, "the marks")
 }

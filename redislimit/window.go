@@ -36,12 +36,19 @@ type FixedWindow struct {
 //
 // Each decision is one Lua script call (lua/sliding.lua). The key's state
 // is its admission times in the window, at most Events of them (about 10
-// to 20 bytes each in Redis), expiring when the newest leaves the window:
-// a string of up to 8 times, which a take reads and writes in one command
-// each (a key without state costs TIME and one SET), or a list of more.
-// RetryAfter is when enough of the oldest entries have left (oldest +
-// Period - now for one event); ResetAfter when the newest has. All methods
-// are safe for concurrent use.
+// to 20 bytes each in Redis), expiring when the newest leaves the window
+// (below): a string of up to 8 times, or a list of more. A take of a key without
+// state costs TIME and one SET; a take of one event on a string written
+// within the same epoch appends its time (one SET that finds the string,
+// and one APPEND), where the epoch is the largest power of ten of
+// microseconds not above Period. The strings a take writes so outlive
+// their newest entry's window by up to an epoch and a millisecond, so that
+// the takes within the epoch need not set the expiry; a list, and a string
+// a refund or a joined call (keylimit.All) writes, expire when the newest
+// entry leaves. RetryAfter is when
+// enough of the oldest entries have left (oldest + Period - now for one
+// event); ResetAfter when the newest has. All methods are safe for
+// concurrent use.
 type SlidingWindow struct {
 	Keyed
 }

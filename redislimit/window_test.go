@@ -205,14 +205,14 @@ func TestSlidingLogShapes(t *testing.T) {
 		require.True(t, r.Allowed && r.Remaining == 20-i, "take %d: %+v", i, r)
 		marks = append(marks, a)
 		require.Equal(t, "string", c.Type(ctx, state).Val(), "the log of %d entries", i)
-		require.Len(t, strings.Fields(c.Get(ctx, state).Val()), i, "the log of %d entries: %q", i, c.Get(ctx, state).Val())
+		require.Equal(t, i, logEntries(c.Get(ctx, state).Val()), "the log of %d entries: %q", i, c.Get(ctx, state).Val())
 	}
 	require.ErrorContains(t, c.LLen(ctx, state).Err(), "WRONGTYPE", "an older version's read of the string")
 	require.ErrorContains(t, c.LRange(ctx, state, -8, -1).Err(), "WRONGTYPE", "an older version's read of the string")
 
 	lim.Refund(key, marks[7])
 	require.Equal(t, 13, lim.Peek(key).Remaining, "after a refund of one of 8")
-	require.Len(t, strings.Fields(c.Get(ctx, state).Val()), 7, "the log after the refund: %q", c.Get(ctx, state).Val())
+	require.Equal(t, 7, logEntries(c.Get(ctx, state).Val()), "the log after the refund: %q", c.Get(ctx, state).Val())
 	pttl := c.PTTL(ctx, state).Val()
 	require.True(t, pttl > 59*time.Minute && pttl <= time.Hour, "the log's expiry after the refund: %v", pttl)
 
@@ -228,4 +228,14 @@ func TestSlidingLogShapes(t *testing.T) {
 	}
 	require.False(t, lim.Allow(key), "the 21st take within the hour")
 	require.EqualValues(t, 20, c.LLen(ctx, state).Val(), "the log of 20 entries")
+}
+
+// logEntries counts the entries of a sliding log of either string shape:
+// '@e1 e2 …', or the appendable one, a head and an epoch before them.
+func logEntries(log string) int {
+	f := strings.Fields(log)
+	if len(f) > 0 && len(f[0]) > 1 && f[0][1] >= 'a' {
+		return len(f) - 1
+	}
+	return len(f)
 }

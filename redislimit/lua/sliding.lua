@@ -6,15 +6,19 @@
 -- events admissions.
 --
 -- KEYS[i]  the admission times in µs since the Unix epoch, oldest first,
---          in one of two shapes. A log of at most short entries (set
---          before the script: take.go's slidingShort) is a string, '@'
---          and the entries separated by spaces, which a take reads and
---          writes in one command each; a longer one is a list, and stays
---          one until it expires (so is an older version's list, which
---          this version reads as it is). An older version fails on the
---          string (WRONGTYPE) rather than misread it. The key expires when
---          its newest entry leaves the window, and the state is the same
---          as none.
+--          in one of three shapes. A log of at most short entries (set
+--          before the script: take.go's slidingShort) is a string: '@'
+--          and the entries separated by spaces, or the appendable shape
+--          that take_sliding.lua writes and appends to (a head and an
+--          epoch, then the entries; an entry counts as the greatest time
+--          of it and those before it, and entries that left the window may
+--          remain); a longer one is a list, and stays one until it expires
+--          (so is an older version's list, which this version reads as it
+--          is). An older version fails on the string (WRONGTYPE), and on
+--          the appendable shape (a number it cannot read), rather than
+--          misread it. The key expires when its newest entry leaves the
+--          window (an appendable log up to an epoch later), and the state
+--          is the same as none. This script writes '@e1 e2 …'.
 -- Parameters: the period in µs (the caller requires a whole number of µs),
 -- and the events per period.
 -- Remaining is in events; times in the reply are in µs, the resolution of
@@ -89,7 +93,16 @@ if uses.sliding then
     if type(log) ~= 'table' then
       s.texts, s.stored = {}, log
       if log then
-        for e in string.gmatch(log, '[^@ ]+') do s.texts[#s.texts + 1] = e end
+        -- '@e1 e2 …', or the appendable shape, whose entries follow its
+        -- head and epoch (take_sliding.lua), each counting as the greatest
+        -- time so far.
+        local from, top = 2, nil
+        if (string.byte(log, 2) or 0) >= 97 then from = string.find(log, ' ', 1, true) or #log + 1 end
+        for e in string.gmatch(string.sub(log, from), '[^ ]+') do
+          local t = tonumber(e)
+          if top and t < top then e = s.texts[#s.texts] else top = t end
+          s.texts[#s.texts + 1] = e
+        end
       end
       s.len = #s.texts
     elseif string.find(log.err or '', 'WRONGTYPE', 1, true) then

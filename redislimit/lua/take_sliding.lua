@@ -2,129 +2,204 @@
 -- own: take n under one limiter, as lua/sliding.lua's take does, with
 -- nothing else in the script (the full script defines its functions and
 -- tables anew on every call, which costs the server more than the decision
--- itself). A sliding log's state means the same under any limit, so this
+-- itself). A sliding log's entries mean the same under any limit, so this
 -- script never hands a take to the full one.
 --
--- KEYS[1] the log, in either of sliding.lua's shapes: a string of at most
--- short entries, or a list. ARGV: n; the expiry in ms of a log whose
--- newest entry is now (the period, rounded up); "events period" (the
--- period in µs); and only in the package's tests the time, seconds and ns
--- (prelude.lua). short is set before this file (scripts.go). The reply is
--- sliding.lua's six integers, or, for an admission on a log of the short
--- shape at the server's time, the log it wrote, from which the caller
--- reads the rest: its entries are the window's, the newest the mark.
+-- KEYS[1] the log, in any of sliding.lua's shapes. ARGV: n; the expiry in
+-- ms of a log of the appendable shape (below: the period and the head's
+-- epoch, rounded up, and a ms); the head (below), which names the period
+-- in µs and the events; and only in the package's tests the time, seconds
+-- and ns (prelude.lua). short is set before this file (scripts.go). The
+-- reply is sliding.lua's six integers, or, for an admission at the
+-- server's time on a log of up to short entries, the log it wrote, from
+-- which the caller reads the rest (take.go's slidingFresh).
 --
--- As in take_bucket.lua, the common case costs TIME and one SET: a key
--- without a log takes one event by writing the log of that one entry
--- unless the key exists (NX), reading it in the same command (GET), with
--- no number read or printed on the server. A key that comes back within a
--- period costs one SET more.
+-- What the server spends on a call is mostly its commands and the strings
+-- made and read: a redis.call costs about 3k instructions before its work,
+-- a Lua function call or a new string about 1k, reading a number 1k. So the
+-- common cases read no number on the server:
+--
+-- A key without a log: TIME and one SET, which writes the log of one entry
+-- unless the key exists (NX) and reads it in the same command (GET).
+--
+-- A key that comes back soon: the log that SET read, if it is of the
+-- appendable shape under this head and epoch with room for one more entry,
+-- takes the entry by one APPEND. That shape is
+--
+--   head epoch ' e1' ' e2' ...
+--
+-- head = '@', a letter for the epoch's digits d ('a' + d - 1), a digit for
+-- min(events, short), the period in µs, '/', the events, ':' (take.go's
+-- slidingHead); epoch = the first d digits of the time of the log's last
+-- SET, 16 digits in µs: its 10^(16 - d) µs, the largest power of ten not
+-- above the period, hold that time; each entry is a time of 16 digits in
+-- µs, so each ' e' is 17 bytes, and the byte length of the log gives its
+-- count. An entry's time is the
+-- greatest of its own and those before it: APPEND does not read the log, so
+-- an entry appended after a server's clock stepped back may be less than
+-- the one before it, and counts as that one, which is the time the full
+-- script would have recorded (it decides as of its newest entry then). The
+-- log written by a SET expires a period and an epoch after the epoch's
+-- start, or later: so it outlives by a period every entry appended within
+-- its epoch, and a take within it needs no expiry set. A log whose entries
+-- have left the window keeps them until a SET: they count for the room
+-- (fewer than min(events, short) entries in all), not in a decision,
+-- which is therefore the full script's: count + 1 <= events in the window.
+--
+-- Every other take (n > 1, another epoch or head, a full log, an older
+-- version's shape '@e1 e2 …', a list, a time not of 16 digits) reads the
+-- log, decides and writes it back as sliding.lua does: the appendable shape
+-- if it is of up to short entries of 16 digits and the server's clock did
+-- not step back, '@e1 e2 …' with the newest entry's expiry if it did, a
+-- list if it is longer.
 
-local key = KEYS[1]
--- entry: the time of an admission now, as the log writes it (µs since the
--- Unix epoch); clock: that time as a number, once it is needed; life:
--- what a key's expiry adds under the tests' clock (prelude.lua's ttl).
-local entry, clock, life
+local key, head = KEYS[1], ARGV[3]
+-- app: ' ' and the time of an admission now, as the log writes it (µs
+-- since the Unix epoch); clock: that time as a number, once it is needed;
+-- life: what a key's expiry adds under the tests' clock (prelude.lua's
+-- ttl).
+local app, clock, life, epoch
+-- digits: the epoch's, as a letter; room: min(events, short), as a digit.
+local digits, room = string.byte(head, 2, 3)
 if ARGV[4] then
   clock = tonumber(ARGV[4]) * 1e6 + math.floor(tonumber(ARGV[5]) / 1000)
-  entry, life = string.format('%d', clock), 3600000
+  app, life = ' ' .. string.format('%d', clock), 3600000
+  epoch = string.sub(app, 2, digits - 95)
 else
   local time = redis.call('TIME')
-  entry, life = time[1] .. string.sub('00000' .. time[2], -6), 0
+  local s, us = time[1], time[2]
+  if #us == 6 then
+    app = ' ' .. s .. us
+  else
+    app = ' ' .. s .. string.sub('00000' .. us, -6)
+  end
+  -- An epoch of a second (a period of 1 to 10 s) is TIME's seconds.
+  if digits == 106 then epoch = s else epoch = string.sub(app, 2, digits - 95) end
+  life = 0
 end
+local prefix = head .. epoch
 
 -- A list (a long log, or an older version's) fails the SET or the GET with
 -- WRONGTYPE: pcall, and read it as a list below.
 local stored
-if ARGV[1] == '1' then
-  stored = redis.pcall('SET', key, '@' .. entry, 'NX', 'PX', ARGV[2], 'GET')
-  if not stored then return '@' .. entry end
+if ARGV[1] == '1' and #app == 17 then
+  local fresh = prefix .. app
+  stored = redis.pcall('SET', key, fresh, 'NX', 'PX', ARGV[2], 'GET')
+  if not stored then return fresh end
+  -- (A string's err is the string library's: nil.)
+  if not stored.err and string.find(stored, prefix, 1, true) == 1 and #stored < #prefix + 17 * (room - 48) - 16 then
+    redis.call('APPEND', key, app)
+    return stored .. app
+  end
 else
   stored = redis.pcall('GET', key)
 end
 local list = type(stored) == 'table'
 if list and not string.find(stored.err or '', 'WRONGTYPE', 1, true) then return stored end
 
-local n, sp = 1, string.find(ARGV[3], ' ', 1, true)
-if ARGV[1] ~= '1' then n = tonumber(ARGV[1]) end
-local events, period = tonumber(string.sub(ARGV[3], 1, sp - 1)), tonumber(string.sub(ARGV[3], sp + 1))
-clock = clock or tonumber(entry)
+-- The rest reads numbers, each by coercion (cheaper than tonumber's call).
+local period, events = string.match(head, '^@..(%d+)/(%d+):$')
+period, events = period + 0, events + 0
+local n = ARGV[1] + 0
+local entry = string.sub(app, 2)
+clock = clock or entry + 0
 
 if not list then
-  -- The short shape: '@', then the entries separated by spaces, oldest
-  -- first. As sliding.lua's read: count the entries in the window, from
-  -- from (where the oldest of them begins in stored; oldest its time, nil
-  -- for none); newest the last entry's time, and now the time the decision
-  -- is made at, newest if the server's clock stepped back. No table is
-  -- made: a call's garbage costs the server too.
-  local now, newest, count, from, oldest = clock, 0, 0, 2, nil
+  -- A string: times are its entries' times, each the greatest so far (see
+  -- above); now is the time the decision is made at, the newest entry's if
+  -- the server's clock stepped back. An appendable log's entries are read
+  -- in place, 17 bytes each from its first ' ' (at), and only read again
+  -- as text if one was out of order (sorted false); an older shape's into
+  -- texts.
+  local times, texts, at, sorted, now = {}, nil, 1, true, clock
   if stored then
-    count = 1
-    local newestAt, space = 2, string.find(stored, ' ', 2, true)
-    local first = space -- the end of the first entry, nil for one
-    while space do
-      count, newestAt = count + 1, space + 1
-      space = string.find(stored, ' ', newestAt, true)
-    end
-    newest = tonumber(string.sub(stored, newestAt))
-    if newest > now then now = newest end
-    if first then oldest = tonumber(string.sub(stored, 2, first - 1)) else oldest = newest end
-    while oldest <= now - period do -- the oldest entry has left the window
-      count = count - 1
-      if count == 0 then
-        oldest = nil
-        break
+    if (string.byte(stored, 2) or 0) >= 97 then
+      at = string.find(stored, ' ', 1, true) or #stored + 1
+      for i = at + 1, #stored, 17 do
+        local t = string.sub(stored, i, i + 15) + 0
+        if #times > 0 and t < times[#times] then t, sorted = times[#times], false end
+        times[#times + 1] = t
       end
-      from, first = first + 1, string.find(stored, ' ', first + 1, true)
-      if first then oldest = tonumber(string.sub(stored, from, first - 1)) else oldest = newest end
+    else
+      texts = {}
+      for e in string.gmatch(string.sub(stored, 2), '[^ ]+') do
+        local t = tonumber(e)
+        if #times > 0 and t < times[#times] then e, t = texts[#texts], times[#times] end
+        texts[#texts + 1], times[#times + 1] = e, t
+      end
     end
+    if #times > 0 and times[#times] > now then now = times[#times] end
   end
+  -- first: the index of the oldest entry still in the window (from 1),
+  -- oldest its time, nil for none.
+  local first = 1
+  while first <= #times and times[first] <= now - period do first = first + 1 end
+  local count, oldest = #times - first + 1, times[first]
   if count + n > events then
     -- Refused: it fits once count + n - events entries have left, the last
     -- of them the (count + n - events)-th oldest in the window.
     local reset, refill = 0, 0
-    if count > 0 then reset = newest + period - clock end
+    if count > 0 then reset = times[#times] + period - clock end
     if oldest then refill = math.min(oldest + period - clock, 9e18) end
-    local at = from
-    for _ = 2, count + n - events do at = string.find(stored, ' ', at, true) + 1 end
-    local last = string.find(stored, ' ', at, true)
-    local retry = tonumber(string.sub(stored, at, (last or 0) - 1)) + period - clock
+    local retry = times[first + count + n - events - 1] + period - clock
     return string.format('0 %d %d %d 0 %d', events - count, math.min(retry, 9e18), math.min(reset, 9e18), refill)
   end
-  local px = ARGV[2]
-  if now ~= clock then
-    entry, px = string.format('%d', now), string.format('%d', math.ceil((now + period - clock) / 1000 + life))
+  if now ~= clock then entry = string.format('%d', now) end
+  -- kept: the texts of the entries in the window, when needed.
+  local kept
+  if not texts and not sorted then
+    texts = {}
+    for i = 1, #times do texts[i] = string.format('%d', times[i]) end
   end
-  if count + n <= short then
-    local log
-    if n == 1 and count > 0 and from == 2 then
-      log = stored .. ' ' .. entry -- none left the window: the usual case
-    else
-      log = '@'
-      if count > 0 then log = '@' .. string.sub(stored, from) .. ' ' end
-      if n > 1 then log = log .. string.rep(entry .. ' ', n - 1) end
-      log = log .. entry
-    end
-    redis.call('SET', key, log, 'PX', px)
-    if now == clock then return log end
-  else
-    -- Too long for the short shape: the log becomes a list, in chunks
-    -- that stay within Lua's stack.
-    local batch = {}
-    if count > 0 then
-      for e in string.gmatch(string.sub(stored, from), '[^ ]+') do batch[#batch + 1] = e end
-    end
-    if stored then redis.call('DEL', key) end
-    local todo = n
-    repeat
-      local chunk = math.min(todo, 1000 - #batch)
-      for i = 1, chunk do batch[#batch + 1] = entry end
-      redis.call('RPUSH', key, unpack(batch))
-      todo, batch = todo - chunk, {}
-    until todo == 0
-    redis.call('PEXPIRE', key, px)
+  if texts then
+    kept = {}
+    for i = first, #texts do kept[#kept + 1] = texts[i] end
   end
   local left = now + period - clock
+  if count + n <= short then
+    if now == clock and #app == 17 and (not kept or count == 0 or (#kept[1] == 16 and string.byte(kept[1]) ~= 45)) then
+      -- Entries of 16 digits (the oldest's and the newest's are, and
+      -- those between lie between them): the appendable shape. Those of
+      -- an appendable log in order are its bytes from the oldest kept on.
+      local log, apps = nil, app
+      if n > 1 then apps = string.rep(app, n) end
+      if kept then
+        log = prefix .. string.rep(' ', math.min(count, 1)) .. table.concat(kept, ' ') .. apps
+      elseif count > 0 then
+        log = prefix .. string.sub(stored, at + 17 * (first - 1)) .. apps
+      else
+        log = prefix .. apps
+      end
+      redis.call('SET', key, log, 'PX', ARGV[2])
+      return log
+    end
+    if not kept then
+      kept = {}
+      for i = first, #times do kept[#kept + 1] = string.sub(stored, at + 17 * (i - 1) + 1, at + 17 * (i - 1) + 16) end
+    end
+    for i = 1, n do kept[#kept + 1] = entry end
+    local log = '@' .. table.concat(kept, ' ')
+    redis.call('SET', key, log, 'PX', string.format('%d', math.ceil(left / 1000 + life)))
+    if now == clock then return log end
+  else
+    -- Too long for a string: the log becomes a list, in chunks that stay
+    -- within Lua's stack.
+    if not kept then
+      kept = {}
+      for i = first, #times do kept[#kept + 1] = string.sub(stored, at + 17 * (i - 1) + 1, at + 17 * (i - 1) + 16) end
+    end
+    if stored then redis.call('DEL', key) end
+    if #kept > 0 then redis.call('RPUSH', key, unpack(kept)) end
+    local todo = n
+    repeat
+      local chunk = math.min(todo, 1000)
+      local batch = {}
+      for i = 1, chunk do batch[i] = entry end
+      redis.call('RPUSH', key, unpack(batch))
+      todo = todo - chunk
+    until todo == 0
+    redis.call('PEXPIRE', key, string.format('%d', math.ceil(left / 1000 + life)))
+  end
   return string.format('1 %d 0 %d %s %d', events - count - n, math.min(left, 9e18), entry, math.min((oldest or now) + period - clock, 9e18))
 end
 
