@@ -175,8 +175,10 @@ type algorithm struct {
 	// tests' clock (prelude.lua's ttl).
 	takeArgs func(k *keyLimit, n int, life int64) [3]any
 	// fresh, if not nil, reads a reply of take that is the state it wrote
-	// for a take of n under k that found none (it begins with '@'): the
-	// Result, and the admission's mark; false if the reply is malformed.
+	// for a take of n under k that found none (it begins with '@'), or
+	// a fixed window's admission (it begins with '=': take.go's
+	// fixedFresh): the Result, and the admission's mark; false if the
+	// reply is malformed.
 	// (Results by value: a pointer passed to a func value escapes, and
 	// would cost Allow an allocation.)
 	fresh func(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool)
@@ -413,7 +415,7 @@ func (s *store) runTake(ctx context.Context, d *decision, res []keylimit.Result,
 	if reply == needsFull {
 		return false, nil
 	}
-	if reply != "" && reply[0] == '@' && p.alg.fresh != nil {
+	if reply != "" && (reply[0] == '@' || reply[0] == '=') && p.alg.fresh != nil {
 		var ok bool
 		if res[0], marks[0], ok = p.alg.fresh(p, d.n, reply); !ok {
 			return true, fmt.Errorf("redislimit: the script replied %q, want a state or five integers", reply)

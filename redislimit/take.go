@@ -44,8 +44,10 @@ func bucketFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool
 	return r, mark, true
 }
 
-// fixedTakeArgs: "n period" (µs), the expiry of a window's first state in
-// ms, events. The expiry is one period, rounded up, for a period of at most
+// fixedTakeArgs: the head of a state of n events under k, "=n flag period "
+// (n in 16 characters, right-aligned; flag '#' for a period of whole
+// seconds, ':' for another: lua/fixed.lua's shape), the expiry of a
+// window's first state in ms, events. The expiry is one period, rounded up, for a period of at most
 // freshLinger: the script need not compute the window's end, and the state
 // outlives it by less than freshLinger; 0 for a longer one, whose end the
 // script computes.
@@ -55,7 +57,13 @@ func fixedTakeArgs(k *keyLimit, n int, life int64) [3]any {
 	if period <= int64(freshLinger/time.Microsecond) {
 		px = (period+999)/1000 + life
 	}
-	return [3]any{strconv.Itoa(n) + " " + strconv.FormatInt(period, 10), px, k.param2}
+	flag := ":"
+	if period%1_000_000 == 0 {
+		flag = "#"
+	}
+	count := strconv.Itoa(n)
+	head := "=" + spaces[:max(fixedCountDigits-len(count), 0)] + count + flag + strconv.FormatInt(period, 10) + " "
+	return [3]any{head, px, k.param2}
 }
 
 // freshLinger is how long a fixed window's state may outlive its window:
@@ -63,21 +71,61 @@ func fixedTakeArgs(k *keyLimit, n int, life int64) [3]any {
 // it is written, not at the window's end.
 const freshLinger = time.Second
 
-// fixedFresh reads "@seconds µs n period", the state a take of n wrote for
-// a window without one: the window is the one that holds that time, and
-// its index is the mark.
+// fixedCountDigits is the width of a fixed window's count in its state and
+// in a plain take's reply (lua/fixed.lua): every count up to maxWindowEvents
+// fits, and the state of a period of a second or a minute is at most 44
+// bytes, which Redis keeps in one allocation with its object.
+const fixedCountDigits = 16
+
+// spaces pads a count to fixedCountDigits, on the left: not zeros, which
+// miniredis's Lua reads as octal.
+const spaces = "                "
+
+// fixedFresh reads a plain take's admission of n under k (lua/take_fixed.lua):
+// "=n flag period seconds µs", the state it wrote for a window's first
+// take, or "=count seconds µs", the window's count after the take and its
+// time. The window is the one that holds that time, of the state's period
+// or k's, and its index is the mark. A count below n (an admission counts
+// itself) or above what int can hold, a flag other than '#' or ':', a
+// period that is not positive, or µs outside a second is malformed.
 func fixedFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
-	v, ok := freshFields(reply)
-	if !ok || v[3] <= 0 || v[1] < 0 {
+	s, found := strings.CutPrefix(reply, "=")
+	if !found || len(s) < fixedCountDigits+1 {
 		return keylimit.Result{}, 0, false
 	}
-	t, period := v[0]*1e6+v[1], v[3]
+	count, err := strconv.ParseInt(strings.TrimLeft(s[:fixedCountDigits], " "), 10, 64)
+	if err != nil || count < int64(max(n, 1)) {
+		return keylimit.Result{}, 0, false
+	}
+	period := int64(k.limit.Period / time.Microsecond)
+	s = s[fixedCountDigits:]
+	switch s[0] {
+	case '#', ':':
+		var text string
+		if text, s, found = strings.Cut(s[1:], " "); !found {
+			return keylimit.Result{}, 0, false
+		}
+		if period, err = strconv.ParseInt(text, 10, 64); err != nil {
+			return keylimit.Result{}, 0, false
+		}
+	case ' ':
+		s = s[1:]
+	default:
+		return keylimit.Result{}, 0, false
+	}
+	secText, usText, found := strings.Cut(s, " ")
+	sec, err1 := strconv.ParseInt(secText, 10, 64)
+	us, err2 := strconv.ParseInt(usText, 10, 64)
+	if !found || err1 != nil || err2 != nil || period <= 0 || us < 0 || us >= 1e6 || sec > math.MaxInt64/1_000_000-1 || sec < math.MinInt64/1_000_000+1 {
+		return keylimit.Result{}, 0, false
+	}
+	t := sec*1e6 + us
 	window := t / period
 	if t%period < 0 {
 		window-- // floor, as the script's
 	}
 	left := (window+1)*period - t
-	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: max(k.quota-n, 0), ResetAfter: duration(left, time.Microsecond)}
+	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: int(max(min(int64(k.quota)-count, int64(k.quota)), 0)), ResetAfter: duration(left, time.Microsecond)}
 	r.RefillAfter = k.refillAfter(r, 0)
 	return r, window, true
 }

@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// FuzzFreshReply feeds the readers of a plain take's fresh state (take.go:
-// "@seconds ns a interval", "@seconds µs n period", "@e1 e2 …", a sliding
-// log of the appendable shape), which come
-// from the server, any reply: none panics, and a reply read is an admission
+// FuzzFreshReply feeds the readers of a plain take's admission (take.go:
+// "@seconds ns a interval", "=n flag period seconds µs" or "=count seconds
+// µs", "@e1 e2 …", a sliding log of the appendable shape), which come from
+// the server, any reply: none panics, and a reply read is an admission
 // within the limit, its times within [0, InfDuration).
 func FuzzFreshReply(f *testing.F) {
 	for _, seed := range []string{
@@ -23,6 +23,13 @@ func FuzzFreshReply(f *testing.F) {
 		"@1735689600123456 1735689600523456 1735689600923456", "@1735689600123456 1735689600123456",
 		"@1735689600923456 1735689600123456", "@1735689600123456 1735689601123456", "@1 2 3 4 5 6 7 8 9",
 		"@-9223372036854775808 9223372036854775807", "@1735689600123456 ", "@ 1735689600123456",
+		// a fixed window's: the state of a window's first take, and the
+		// count after a take in the state's window
+		"=               1#1000000 1735689600 500000", "=               3:1000007 1735689600 0",
+		"=               7 1735689600 999999", "=               0 1735689600 5", "=9223372036854775807 1 1", "=9999999999999999 1 1",
+		"=               1#0 1735689600 1", "=               1#-1000000 1 1", "=               1 1 1000000",
+		"=               1x1000000 1 1", "=               1 1 1", "=               1 -9223372036854 0",
+		"=               1#1 9223372036854 999999", "=               1#1000000 1735689600", "=-000000000000000001 1 1", "=1 1 1", "=0000000000000000010 1 1",
 		// sliding logs of the appendable shape under PerSecond(10) and
 		// PerSecond(3): a head, the epoch's 10 digits, entries of 16
 		// digits, each counting as the greatest so far; entries that left

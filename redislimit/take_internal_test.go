@@ -66,6 +66,9 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 					continue
 				}
 				decided++
+				if alg == &fixedAlgorithm && got[0] == '=' && !fixedStateReply(got) {
+					shapes["count replied"]++
+				}
 				if alg == &slidingAlgorithm && got[0] != '0' {
 					shapes[c.Type(ctx, plainKey).Val()]++
 					if got[0] == '@' {
@@ -101,7 +104,7 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				// count. (-1 for none, as a test's writer may leave a state.)
 				fullAt, plainAt := c.PExpireTime(ctx, fullKey).Val(), c.PExpireTime(ctx, plainKey).Val()
 				spread := float64(took.Milliseconds() + 2)
-				if alg == &fixedAlgorithm && got[0] == '@' && p1 <= int64(freshLinger/time.Microsecond) {
+				if alg == &fixedAlgorithm && fixedStateReply(got) && p1 <= int64(freshLinger/time.Microsecond) {
 					// A window's first state expires one period after its time:
 					// at the window's end or later, never earlier.
 					require.GreaterOrEqual(t, float64(plainAt.Milliseconds()), float64(fullAt.Milliseconds())-spread, "case %d: the expiries (ms)", i)
@@ -134,6 +137,10 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				return
 			}
 			require.Greater(t, full, cases/20, "cases handed to the full script")
+			if alg == &fixedAlgorithm {
+				// Takes in the state's window replied with the count.
+				require.Greater(t, shapes["count replied"], cases/20, "admissions replied with the count")
+			}
 		})
 	}
 }
@@ -156,13 +163,20 @@ func caseLimit(alg *algorithm, p1, p2 int64) *keyLimit {
 // plain one's, as the limiter does.
 func parseCase(t *testing.T, k *keyLimit, n int, reply string) (keylimit.Result, int64) {
 	res, marks := make([]keylimit.Result, 1), make([]int64, 1)
-	if reply != "" && reply[0] == '@' && k.alg.fresh != nil {
+	if reply != "" && (reply[0] == '@' || reply[0] == '=') && k.alg.fresh != nil {
 		r, mark, ok := k.alg.fresh(k, n, reply)
 		require.True(t, ok, "reply %q", reply)
 		return r, mark
 	}
 	require.True(t, parseReply(reply, []*keyLimit{k}, res, marks), "reply %q", reply)
 	return res[0], marks[0]
+}
+
+// fixedStateReply reports whether reply, a fixed window's plain take's,
+// is the state it wrote for a window's first take ("=n flag period seconds
+// µs"), not the count after a take in the state's window.
+func fixedStateReply(reply string) bool {
+	return len(reply) > 1+fixedCountDigits && reply[0] == '=' && reply[1+fixedCountDigits] != ' '
 }
 
 // stateMeaning returns what a state dumped by dumpState means under alg,
@@ -182,10 +196,20 @@ func stateMeaning(t *testing.T, alg *algorithm, state string) string {
 	case alg == &bucketAlgorithm && state != "none":
 		tat := f[0]
 		return fmt.Sprintf("tat=%d %s", num(tat[:len(tat)-9])*1e9+num(tat[len(tat)-9:]), strings.Join(f[1:], " "))
+	case alg == &fixedAlgorithm && strings.HasPrefix(state, "="):
+		// "=count flag period seconds µs"
+		require.Greater(t, len(state), 1+fixedCountDigits, "state %q", state)
+		flag := state[1+fixedCountDigits]
+		f = strings.Fields(state[2+fixedCountDigits:])
+		require.Len(t, f, 3, "state %q", state)
+		tm, period := num(f[1])*1e6+num(f[2]), num(f[0])
+		require.Equal(t, period%1e6 == 0, flag == '#', "the flag of state %q", state)
+		require.Contains(t, "#:", string(flag), "the flag of state %q", state)
+		return fmt.Sprintf("w=%d c=%d p=%s", (tm-(tm%period+period)%period)/period, num(strings.TrimLeft(state[1:1+fixedCountDigits], " ")), f[0])
 	case alg == &fixedAlgorithm && strings.HasPrefix(state, "@"):
 		require.Len(t, f, 4, "state %q", state)
 		tm, period := num(f[0])*1e6+num(f[1]), num(f[3])
-		return fmt.Sprintf("w=%d c=%s p=%s", (tm-(tm%period+period)%period)/period, f[2], f[3])
+		return fmt.Sprintf("w=%d c=%d p=%s", (tm-(tm%period+period)%period)/period, num(f[2]), f[3])
 	}
 	return state
 }
@@ -246,17 +270,30 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 	w := nowUS/period + r.Int64N(3) - 1 // the window before, this one, or the next (a clock stepped back)
 	count := r.Int64N(events + 3)
 	// Most states are strings, as this version writes them, of a time in
-	// the window; the others hashes, as older versions wrote them.
-	asString := withPeriod && r.IntN(4) > 0
+	// the window (often in now's second, which a take in it reads without
+	// a number); the others strings "@…" or hashes, as older versions
+	// wrote them.
+	asString, older := withPeriod && r.IntN(8) > 0, r.IntN(6) == 0
 	in := w*period + r.Int64N(period)
+	if r.IntN(2) == 0 {
+		in = max(min(nowUS-nowUS%1e6+r.Int64N(1e6), (w+1)*period-1), w*period) // in now's second if the window holds it
+	}
 	return n, p1, p2, func(ctx context.Context, c *redis.Client, key string) {
 		c.Del(ctx, key)
 		if !present {
 			return
 		}
 		ttl := time.Duration(((w+1)*period-nowUS+999)/1000+3_600_000) * time.Millisecond
-		if asString {
+		if asString && older {
 			c.Set(ctx, key, fmt.Sprintf("@%d %d %d %d", in/1e6, in%1e6, count, period), ttl)
+			return
+		}
+		if asString {
+			flag := ":"
+			if period%1e6 == 0 {
+				flag = "#"
+			}
+			c.Set(ctx, key, fmt.Sprintf("=%*d%s%d %d %d", fixedCountDigits, count, flag, period, in/1e6, in%1e6), ttl)
 			return
 		}
 		fields := []any{"w", w, "c", count}
@@ -418,7 +455,7 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 			}
 			return &b.Keyed, nil
 		}},
-		{&fixedAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, nil, func() (*Keyed, error) {
+		{&fixedAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, map[string]int64{"evalsha": 1, "time": 1, "set": 1, "setrange": 1}, func() (*Keyed, error) {
 			w, err := NewFixedWindow(c, "fresh", l, WithPrefix("fresh:fixed:"))
 			if err != nil {
 				return nil, err
@@ -452,14 +489,32 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 			if tc.again == nil {
 				return
 			}
-			require.NoError(t, c.ConfigResetStat(ctx).Err())
-			r = lim.Take("k", 1)
-			require.True(t, r.Allowed, "the second take: %+v", r)
-			require.Equal(t, 1_000_000_000-2, r.Remaining, "the second take: %+v", r)
-			require.Equal(t, tc.again, commandsRun(t, c), "the commands the second take of a key ran")
+			// A fixed window's second take reads no number if it is in the
+			// second of the first: the two takes are made again, on another
+			// key, until Redis's time holds one second around them.
+			var key string
+			for i := 0; ; i++ {
+				key = fmt.Sprintf("again:%d", i)
+				before := c.Time(ctx).Val()
+				require.True(t, lim.Take(key, 1).Allowed, "the first take")
+				require.NoError(t, c.ConfigResetStat(ctx).Err())
+				r = lim.Take(key, 1)
+				ran := commandsRun(t, c)
+				after := c.Time(ctx).Val()
+				require.True(t, r.Allowed, "the second take: %+v", r)
+				require.Equal(t, 1_000_000_000-2, r.Remaining, "the second take: %+v", r)
+				if before.Unix() != after.Unix() && i < 20 {
+					continue
+				}
+				require.Equal(t, tc.again, ran, "the commands the second take of a key ran")
+				break
+			}
+			if tc.alg != &slidingAlgorithm {
+				return
+			}
 			for i := 3; i <= slidingShort; i++ { // and every take up to a full string, the same
 				require.NoError(t, c.ConfigResetStat(ctx).Err())
-				r = lim.Take("k", 1)
+				r = lim.Take(key, 1)
 				require.True(t, r.Allowed && r.Remaining == 1_000_000_000-i, "take %d: %+v", i, r)
 				require.Equal(t, tc.again, commandsRun(t, c), "the commands take %d of a key ran", i)
 			}
@@ -485,6 +540,28 @@ func commandsRun(t *testing.T, c *redis.Client) map[string]int64 {
 		ran[name] = n
 	}
 	return ran
+}
+
+// TestFixedWindowEventsWithin2To53: a FixedWindow takes up to 2^53 events
+// per window, the most its script counts exactly in Lua's doubles and its
+// state holds in fixedCountDigits characters; one more is an error, from
+// NewFixedWindow and for a key given it by SetKeyLimit (its requests are
+// refused with that error), without a call to Redis.
+func TestFixedWindowEventsWithin2To53(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}) // never dialled
+	t.Cleanup(func() { c.Close() })
+	most := keylimit.Limit{Events: maxWindowEvents, Period: 210 * 24 * time.Hour} // at most one event per ns
+	require.Less(t, len(strconv.Itoa(maxWindowEvents)), fixedCountDigits+1, "the widest count fits its field")
+	w, err := NewFixedWindow(c, "most", most)
+	require.NoError(t, err, "2^53 events per window")
+	t.Cleanup(func() { w.Close() })
+	_, err = NewFixedWindow(c, "more", keylimit.Limit{Events: maxWindowEvents + 1, Period: 210 * 24 * time.Hour})
+	require.ErrorContains(t, err, "above 2^53")
+	k := newKeyLimit(&store{}, &fixedAlgorithm, keylimit.Limit{Events: maxWindowEvents + 1, Period: 210 * 24 * time.Hour})
+	r, never := k.never(1)
+	require.True(t, never, "a request under the limit is answered without a call")
+	require.ErrorContains(t, r.Err, "above 2^53")
+	require.False(t, r.Allowed)
 }
 
 // TestSlidingAppendableLogUnderTheFullScript: the full script reads a log

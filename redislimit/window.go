@@ -18,8 +18,10 @@ import (
 //
 // Each decision is one Lua script call (lua/fixed.lua). The key's state is
 // one string, a time in its window and the window's count, expiring when
-// the window ends or up to a Period later (a hash an older version wrote is
-// read as the same).
+// the window ends or up to a Period later (a string or hash an older
+// version wrote is read as the same); a take of a key without state costs
+// Redis TIME and one SET, and one in the second of the state's time, under
+// a Period of whole seconds, one SETRANGE more. Events is at most 2^53.
 // RetryAfter and ResetAfter are the time to the window's end; Remaining is
 // Events minus the count. All methods are safe for concurrent use, and
 // admissions are exact across the fleet.
@@ -73,7 +75,8 @@ type SlidingWindow struct {
 //
 // It returns an error if name is not a valid name (see NewTokenBucket), if
 // l is invalid (the error keylimit.Limit.Validate gives), if l.Period is not
-// a whole number of microseconds (the resolution of Redis time), if client
+// a whole number of microseconds (the resolution of Redis time), if l.Events
+// is above 2^53 (the script counts in Lua's doubles), if client
 // is nil or known to ignore context deadlines (see NewTokenBucket), or if an
 // option is invalid. It does not contact Redis (see Ping).
 func NewFixedWindow(client redis.UniversalClient, name string, l keylimit.Limit, opts ...Option) (*FixedWindow, error) {
@@ -101,7 +104,7 @@ func NewSlidingWindow(client redis.UniversalClient, name string, l keylimit.Limi
 // The algorithms of lua/fixed.lua and lua/sliding.lua: their parameters are
 // the period in µs and the events.
 var (
-	fixedAlgorithm = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: windowParams, canLease: true,
+	fixedAlgorithm = algorithm{name: "fixed", arg: "fixed", unit: time.Microsecond, params: fixedParams, canLease: true,
 		take: takeFixedScript, takeArgs: fixedTakeArgs, fresh: fixedFresh, forCalendar: &calendarAlgorithm}
 	slidingAlgorithm = algorithm{name: "sliding", arg: "sliding", unit: time.Microsecond, params: windowParams, tellsRefill: true,
 		take: takeSlidingScript, takeArgs: slidingTakeArgs, fresh: slidingFresh}
@@ -116,6 +119,21 @@ func windowParams(l keylimit.Limit) (int64, int64, int, error) {
 		return 0, 0, 0, fmt.Errorf("redislimit: period %v is not a whole number of microseconds, the resolution of Redis time", l.Period)
 	}
 	return int64(l.Period / time.Microsecond), int64(l.Events), l.Events, nil
+}
+
+// maxWindowEvents is the most events per window a FixedWindow takes: its
+// script counts in Lua's doubles, exact below 2^53, and its state holds a
+// count in fixedCountDigits characters.
+const maxWindowEvents = 1 << 53
+
+// fixedParams checks l for a FixedWindow: windowParams, and at most
+// maxWindowEvents events.
+func fixedParams(l keylimit.Limit) (int64, int64, int, error) {
+	p1, p2, quota, err := windowParams(l)
+	if err == nil && l.Events > maxWindowEvents {
+		return 0, 0, 0, fmt.Errorf("redislimit: %d events per window is above 2^53, the most a FixedWindow counts exactly", l.Events)
+	}
+	return p1, p2, quota, err
 }
 
 // The windows are keylimit limiters that can give events back, as

@@ -5,21 +5,29 @@
 -- (and the in-memory limiter) agrees on where a window starts; at most
 -- events admissions per window.
 --
--- KEYS[i]  a string "@seconds µs count period": the admissions in the
+-- KEYS[i]  a string "=count flag period seconds µs": the admissions in the
 --          window that holds the time seconds + µs (µs within the second),
---          one of period µs; expiring at the end of that window or later
---          (the plain take of a window's first event, take_fixed.lua, sets
---          one period from its time if the period is at most a second),
---          when the state is the same as no
---          state at all. The window is stored, not trusted to expiry:
---          PEXPIRE has ms resolution and may lag, so a state left over from
---          an earlier window is recognised and ignored. The leading '@'
---          keeps a version without this shape from reading it: that one
---          reads a hash, and fails on a string (WRONGTYPE).
---          Or, as versions before it wrote the state, a hash {w = window
---          index, c = admissions in it, p = the period}, read as the same
---          (a hash without p is of the period of the limit that reads it),
---          and written as a string by the first write.
+--          one of period µs. count takes 16 characters, right-aligned (a
+--          take writes it in place: take_fixed.lua), padded with spaces,
+--          not zeros, which miniredis's Lua reads as octal (a FixedWindow
+--          counts at most 2^53 events per window). flag is '#' if period
+--          is a whole number of seconds, ':' if not: the plain take
+--          compares the state's flag, period and second with its own, and
+--          so tells a take in the state's second under such a period
+--          without reading a number. The key expires at the end of that
+--          window or later (the plain take of a window's first event,
+--          take_fixed.lua, sets one period from its time if the period is
+--          at most a second), when the state is the same as no state at
+--          all. The window is stored, not trusted to expiry: PEXPIRE has
+--          ms resolution and may lag, so a state left over from an earlier
+--          window is recognised and ignored. The leading '=' keeps a
+--          version without this shape from reading it: that one reads a
+--          hash, and fails on a string (WRONGTYPE).
+--          Or, as versions before it wrote the state, a string
+--          "@seconds µs count period", or a hash {w = window index, c =
+--          admissions in it, p = the period}, read as the same (a hash
+--          without p is of the period of the limit that reads it), and
+--          written in this shape by the first write.
 -- Parameters: the period in µs (the caller requires a whole number of µs),
 -- and the events per window.
 -- Remaining is in events; times in the reply are in µs, the resolution of
@@ -50,7 +58,7 @@ if uses.fixed then
     end
     local start = s.window * s.period
     local sec = math.floor(start / 1e6)
-    redis.call('SET', s.key, string.format('@%d %d %d %s', sec, start - sec * 1e6, k, s.periodText), 'PX', ttl(s.left / 1000))
+    redis.call('SET', s.key, string.format('=%16d%s%s %d %d', k, s.flag, s.periodText, sec, start - sec * 1e6), 'PX', ttl(s.left / 1000))
   end
 
   -- read: s.count is the admissions in the window that holds s.at, the
@@ -58,13 +66,21 @@ if uses.fixed then
   -- server's clock (which may be behind s.at).
   function fixed.read(key, period, events)
     local now = now_s * 1e6 + now_us -- µs since the Unix epoch
-    local s = {key = key, period = period, events = events, count = 0, periodText = string.format('%d', period)}
+    local s = {key = key, period = period, events = events, count = 0, periodText = string.format('%d', period), flag = ':'}
+    if period % 1e6 == 0 then s.flag = '#' end
     local state = redis.pcall('GET', key)
-    if type(state) == 'table' or (state and string.byte(state) ~= 64) then
+    local byte = state and type(state) ~= 'table' and string.byte(state)
+    if type(state) == 'table' or (state and byte ~= 61 and byte ~= 64) then
       -- WRONGTYPE: a hash, as an older version wrote it. (A string of
       -- another shape is no state of a window: HMGET fails on it.)
       state = redis.call('HMGET', key, 'w', 'c', 'p')
-    elseif state then
+    elseif byte == 61 then -- '=': "=count flag period seconds µs"
+      local f1 = string.find(state, ' ', 19, true)
+      local f2 = string.find(state, ' ', f1 + 1, true)
+      local p = string.sub(state, 19, f1 - 1)
+      local t = tonumber(string.sub(state, f1 + 1, f2 - 1)) * 1e6 + tonumber(string.sub(state, f2 + 1))
+      state = {math.floor(t / tonumber(p)), string.sub(state, 2, 17), p}
+    elseif state then -- '@': "@seconds µs count period", an older version's
       local f1 = string.find(state, ' ', 2, true)
       local f2 = string.find(state, ' ', f1 + 1, true)
       local f3 = string.find(state, ' ', f2 + 1, true)
