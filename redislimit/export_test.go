@@ -120,3 +120,9 @@ func SweeperWakes(lim keylimit.Limiter[string]) (int64, bool) {
 
 // SweeperWakeCount is how many times lim's lease sweeper has woken, now.
 func SweeperWakeCount(lim keylimit.Limiter[string]) int64 { return limiterOf(lim).leases.wakes.Load() }
+
+// UnspentLeaseCount is how many of lim's leases its sweeper has ended
+// holding events (and given them back), now.
+func UnspentLeaseCount(lim keylimit.Limiter[string]) int64 {
+	return limiterOf(lim).leases.unspent.Load()
+}

@@ -25,6 +25,16 @@ import (
 // the issue's run (go test -run TestLeasedFleetAtScale -args -fleet=1000).
 var fleetSize = flag.Int("fleet", 100, "instances of TestLeasedFleetAtScale")
 
+// fleetTimeline makes runFleet print, for each fifth of a second of the run,
+// the fleet's admissions, lease sweeper wake-ups and leases ended unspent
+// a second, and the CPU
+// the fleet, Redis and the machine's other processes used: a run that
+// admits less than its bound shows whether the machine starved the fleet
+// then (others high, fleet and Redis low) or the fleet spent its CPU on
+// calls that admitted little (go test -bench BenchmarkLeasedFleet -args
+// -fleet.timeline).
+var fleetTimeline = flag.Bool("fleet.timeline", false, "log BenchmarkLeasedFleet's runs a fifth of a second at a time")
+
 // TestLeasedFleetAtScale (issue 26): a fleet of leased instances, each a
 // TokenBucket with leases of 20ms on a client of its own (one connection)
 // and one goroutine asking without pause, for 1 s: on one hot key limited
@@ -81,6 +91,8 @@ type fleetRun struct {
 	// queue together), and the longest gap after it
 	first, steady time.Duration
 	wakes         int64 // the fleet's lease sweepers' wake-ups during the run
+	unspent       int64 // the fleet's leases its sweepers ended holding events, during the run
+	cpu           cores // the CPU the fleet, Redis and the machine's other processes used in the run
 }
 
 // fraction is the fleet's admissions of the keys' bound.
@@ -98,8 +110,11 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 	quiet := keylimit.WithLogger(slog.New(slog.DiscardHandler))
 	prefix := fmt.Sprintf("fleet%d:", time.Now().UnixNano())
 	fleet := make([]*redislimit.TokenBucket, n)
+	clients := make([]*redis.Client, n)
+	goroutines := runtime.NumGoroutine()
 	for i := range fleet {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, PoolSize: 1})
+		clients[i] = c
 		t.Cleanup(func() { c.Close() })
 		require.NoError(t, c.Ping(context.Background()).Err()) // connected before the run
 		lim, err := redislimit.NewTokenBucket(c, "leased", limit, redislimit.WithLeases(lease), redislimit.WithPrefix(prefix), redislimit.WithTimeout(patient),
@@ -160,17 +175,48 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 		}
 		return w
 	}
-	woke := wakes()
+	unspent := func() (u int64) {
+		for _, lim := range fleet {
+			u += redislimit.UnspentLeaseCount(lim)
+		}
+		return u
+	}
+	woke, wasted := wakes(), unspent()
+	cpu := readCPU(timeClient)
 	probe := schedprobe.Start()
 	close(begin)
-	time.Sleep(run)
+	if *fleetTimeline {
+		step := run / 15
+		lastCPU, lastAdmitted, lastWoke, lastWasted := cpu, int64(0), woke, wasted
+		for range run / step {
+			time.Sleep(step)
+			now, admitted := readCPU(timeClient), int64(0)
+			for k := range perKey {
+				admitted += perKey[k].Load()
+			}
+			w, u, sec := wakes(), unspent(), now.at.Sub(lastCPU.at).Seconds()
+			// To stderr: go test keeps only a benchmark's first lines of log.
+			fmt.Fprintf(os.Stderr, "%s %v: admitted %.0f/s, sweeper wake-ups %.0f/s, leases ended unspent %.0f/s, %v\n", t.Name(), now.at.Sub(cpu.at).Round(time.Millisecond),
+				float64(admitted-lastAdmitted)/sec, float64(w-lastWoke)/sec, float64(u-lastWasted)/sec, coresBetween(lastCPU, now))
+			lastCPU, lastAdmitted, lastWoke, lastWasted = now, admitted, w, u
+		}
+	} else {
+		time.Sleep(run)
+	}
 	stop.Store(true)
 	wg.Wait()
-	f := fleetRun{keys: nkeys, late: probe.Stop(), wakes: wakes() - woke}
+	f := fleetRun{keys: nkeys, late: probe.Stop(), wakes: wakes() - woke, unspent: unspent() - wasted, cpu: coresBetween(cpu, readCPU(timeClient))}
 	end := redisTime(t, timeClient)
 	for _, lim := range fleet {
 		require.NoError(t, lim.Close())
 	}
+	// Nothing of the run goes on after it (a sweeper, an announcement, a
+	// give-back, a client's connection), to slow the next: the goroutines
+	// are those there were before it.
+	for _, c := range clients {
+		require.NoError(t, c.Close())
+	}
+	waitGoroutines(t, goroutines)
 	sent := s.sentSince(t, before)
 	f.calls = sent["evalsha"] + sent["eval"]
 	f.bound = int64(limit.BurstSize()) + (end-start)/int64(limit.WithBurst(1).FillTime())
@@ -202,9 +248,17 @@ func runFleet(t testing.TB, s *server, n, nkeys int, limit keylimit.Limit, lease
 // once, its first calls queued in Redis behind the others') and the
 // longest gap after one (steady/period), the script calls per admission, how late the
 // machine ran goroutines (late-ms), the wake-ups of the fleet's lease
-// sweepers per second (sweeper-wakes/s) and its load average (load1, from
-// /proc/loadavg before the run): the machine runs Redis and the fleet, and
-// the figures include its scheduling.
+// sweepers per second (sweeper-wakes/s), the leases they ended holding
+// events a second (unspent-leases/s: their instance did not run within
+// their time, and what they held went back to a bucket that, at 10,000/s
+// with a burst of 100, is full again within 10 ms, so that it is lost),
+// its load average (load1, from
+// /proc/loadavg before the run: after another run, that run's own load is
+// in it) and the CPU, in cores, that the fleet (fleet-cores: this process),
+// the Redis server (redis-cores) and the machine's other processes
+// (others-cores) used during the run: the machine runs Redis and the fleet,
+// and the figures include its scheduling. -fleet.timeline prints these a
+// fifth of a second at a time.
 //
 //	go test -run XXX -bench BenchmarkLeasedFleet -benchtime 1x
 func BenchmarkLeasedFleet(b *testing.B) {
@@ -231,7 +285,11 @@ func BenchmarkLeasedFleet(b *testing.B) {
 			b.ReportMetric(float64(f.calls)/float64(max(f.total, 1)), "calls/admission")
 			b.ReportMetric(float64(f.late)/float64(time.Millisecond), "late-ms")
 			b.ReportMetric(float64(f.wakes)/run.Seconds(), "sweeper-wakes/s")
+			b.ReportMetric(float64(f.unspent)/run.Seconds(), "unspent-leases/s")
 			b.ReportMetric(load, "load1")
+			b.ReportMetric(f.cpu.self, "fleet-cores")
+			b.ReportMetric(f.cpu.redis, "redis-cores")
+			b.ReportMetric(f.cpu.others, "others-cores")
 		})
 	}
 }

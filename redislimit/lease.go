@@ -92,6 +92,10 @@ type leases struct {
 	// while it runs).
 	wakes, kicks, kicked atomic.Int64
 	parked               atomic.Pointer[sweepParked]
+	// For BenchmarkLeasedFleet: the leases the sweeper ended holding
+	// events, which it gave back (their instance did not spend them within
+	// their time).
+	unspent atomic.Int64
 }
 
 // never is a sweeper's wake-up time when it has nothing to wait for.
@@ -924,6 +928,7 @@ func (ls *leases) scan() (at, mono int64) {
 		at, mono = min(at, a), min(mono, m)
 		return true
 	})
+	ls.unspent.Add(int64(len(hs)))
 	for _, h := range hs {
 		_ = ls.giveBack(context.Background(), h.key, h.p, h.u)
 	}
