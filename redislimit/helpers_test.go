@@ -87,7 +87,7 @@ func TestMain(m *testing.M) {
 	if runsCluster() {
 		go startCluster() // in the background, while the other tests run
 	} else {
-		clusterErr = errors.New("the Redis Cluster was not started: -run does not select TestCluster")
+		clusterErr = errors.New("the Redis Cluster was not started: -run selects none of clusterTests")
 		close(clusterReady)
 	}
 	port, err := redisserver.FreePort()
@@ -121,18 +121,24 @@ var (
 	clusterReady = make(chan struct{})
 )
 
-// runsCluster reports whether -run selects TestCluster or TestMatrix (and -list is not
-// given), so that a run of other tests does not start a cluster (its start-up allocates, which the
-// tests that count allocations would see).
+// clusterTests are the tests that run on the shared cluster (theCluster).
+var clusterTests = []string{"TestCluster", "TestClusterFleetSize", "TestMatrix"}
+
+// runsCluster reports whether -run selects one of clusterTests (and -list
+// is not given), so that a run of other tests does not start a cluster (its
+// start-up allocates, which the tests that count allocations would see).
 func runsCluster() bool {
 	if flag.Lookup("test.list").Value.String() != "" {
 		return false
 	}
 	run := flag.Lookup("test.run").Value.String()
 	top, _, _ := strings.Cut(run, "/")
-	ok, err := regexp.MatchString(top, "TestCluster")
-	matrix, _ := regexp.MatchString(top, "TestMatrix") // it runs on a cluster too
-	return run == "" || ok || matrix || err != nil
+	for _, name := range clusterTests {
+		if ok, err := regexp.MatchString(top, name); run == "" || ok || err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func startCluster() {
