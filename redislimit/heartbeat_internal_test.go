@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -16,11 +15,7 @@ import (
 // announcement failed; calls before it is due announce nothing, and after
 // close nothing is announced at all.
 func TestFleetAnnouncementSchedule(t *testing.T) {
-	s, err := redisserver.Start(0)
-	require.NoError(t, err)
-	t.Cleanup(s.Stop)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
+	c := serverOfItsOwn(t)
 	prefix := "schedule:"
 	var sizes []int
 	a := newFleet(c, prefix, time.Second, nil, func(n int) { sizes = append(sizes, n) })
@@ -44,7 +39,7 @@ func TestFleetAnnouncementSchedule(t *testing.T) {
 
 	// An announcement that fails (the client closed) changes no size, and
 	// the next is due soon.
-	dead := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	dead := redis.NewClient(&redis.Options{Addr: c.Options().Addr, ContextTimeoutEnabled: true})
 	dead.Close()
 	d := newFleet(dead, prefix, time.Second, nil, nil)
 	d.size.Store(7)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -231,11 +230,7 @@ func (m *paceModel) lease(now, interval, tau, k, want, hold, give, mark, period 
 // it: so the simulation below simulates the script. Paced replies are a
 // good part of the calls.
 func TestPaceModelMatchesScript(t *testing.T) {
-	s, err := redisserver.Start(0)
-	require.NoError(t, err)
-	t.Cleanup(s.Stop)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
-	t.Cleanup(func() { c.Close() })
+	c := serverOfItsOwn(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(39, 2))
 	calls, paced, gives := 0, 0, 0

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/keylimit/keylimit"
-	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -25,11 +24,7 @@ import (
 // state is written with the expiry its writer gives it, the end of its
 // window: the plain script keeps it, where the full script sets it again.)
 func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
-	s, err := redisserver.Start(0)
-	require.NoError(t, err)
-	t.Cleanup(s.Stop)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
-	t.Cleanup(func() { c.Close() })
+	c := serverOfItsOwn(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(26, 1))
 	for _, alg := range []*algorithm{&bucketAlgorithm, &fixedAlgorithm, &slidingAlgorithm} {
@@ -434,11 +429,7 @@ func dumpState(ctx context.Context, t *testing.T, c *redis.Client, key string) s
 // expiry, and so does each take after it up to 8 entries. Counted in INFO commandstats, which counts the commands scripts
 // run.
 func TestPlainTakeOfAFreshKey(t *testing.T) {
-	s, err := redisserver.Start(0)
-	require.NoError(t, err)
-	t.Cleanup(s.Stop)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
+	c := serverOfItsOwn(t)
 	ctx := context.Background()
 	l := keylimit.Per(1e9, time.Second).WithBurst(1e9) // loose: every take an admission
 	for _, tc := range []struct {
@@ -572,11 +563,7 @@ func TestFixedWindowEventsWithin2To53(t *testing.T) {
 // and writes '@e1 e2 …', and the plain take appends to the log of its own
 // head and epoch, replying with the Result the full script would give.
 func TestSlidingAppendableLogUnderTheFullScript(t *testing.T) {
-	s, err := redisserver.Start(0)
-	require.NoError(t, err)
-	t.Cleanup(s.Stop)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
-	t.Cleanup(func() { c.Close() })
+	c := serverOfItsOwn(t)
 	ctx := context.Background()
 	k := caseLimit(&slidingAlgorithm, 1_000_000, 5) // 5 a second
 	head := slidingHead(k)
