@@ -125,7 +125,7 @@ func fixedFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool)
 		window-- // floor, as the script's
 	}
 	left := (window+1)*period - t
-	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: int(max(min(int64(k.quota)-count, int64(k.quota)), 0)), ResetAfter: duration(left, time.Microsecond)}
+	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: int(max(int64(k.quota)-count, 0)), ResetAfter: duration(left, time.Microsecond)}
 	r.RefillAfter = k.refillAfter(r, 0)
 	return r, window, true
 }
