@@ -29,10 +29,7 @@ func contentionCases() []contentionCase {
 	if *full {
 		return []contentionCase{{HotKeyQuota, 64, 10_000, 5}, {DeepBurstQuota, 64, 20_000, 5}}
 	}
-	attempts := 2000
-	if testing.Short() {
-		attempts = 500
-	}
+	const attempts = 2000
 	deep := Quota{Burst: keylimit.MaxSlidingWindowEvents, Period: time.Hour}
 	return []contentionCase{{HotKeyQuota, 64, attempts, 3}, {deep, 64, attempts, 3}}
 }

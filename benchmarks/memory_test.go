@@ -59,10 +59,7 @@ func retainerContender(keepKey, evicts bool) Contender {
 // too. A measurement that counted the dropped keys, or missed the kept ones,
 // would be off by 16 bytes a key.
 func TestHeapPerKeyCountsWhatIsKept(t *testing.T) {
-	n := 100_000
-	if testing.Short() {
-		n = 20_000
-	}
+	const n = 100_000
 	for _, tc := range []struct {
 		keepKey bool
 		want    float64
