@@ -611,7 +611,8 @@ func (c *Concurrency) Ping(ctx context.Context) error {
 
 // Close stops the renewals, tries once more the releases that failed (for
 // at most a second), withdraws the instance from the live fleet under the
-// default failure policy (see WithFleetSize), and releases the FailLocal
+// default failure policy (see WithFleetSize), waits for a check of the
+// server under way (as Keyed.Close does), and releases the FailLocal
 // fallback. Holds still out
 // are no longer renewed: they expire within the hold expiry, unless
 // released first (a Release after Close still gives back, but is not
@@ -633,12 +634,11 @@ func (c *Concurrency) Close() error {
 		c.pending = nil
 		c.mu.Unlock()
 		c.logDropped()
-		if c.guard.fleet != nil {
-			c.guard.fleet.close()
-		}
+		c.guard.close() // the background check of the server, the fleet
 		if c.fallback != nil {
 			c.fallback.Close()
 		}
+
 	})
 	return nil
 }

@@ -240,6 +240,7 @@ func (g *guard) keyLimitChanged(fn func(string) keylimit.Limit) {
 // close withdraws the instance from the live fleet, and releases the
 // fallback limiter, if any.
 func (g *guard) close() error {
+	g.ops.closeChecks()
 	if g.fleet != nil {
 		g.fleet.close()
 	}

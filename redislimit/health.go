@@ -108,19 +108,45 @@ const (
 // run or is running: the first successful call starts it, so that no
 // decision waits for it. A check that could not reach Redis leaves it to a
 // later call.
+// After closeChecks it starts none. The check waits for Redis at least a
+// second (CONFIG GET of every node is slower than a decision) and at most
+// checkTimeout, which bounds what closeChecks may wait.
 func (o *ops) checkPolicySoon() {
 	if !o.evict.CompareAndSwap(policyUnchecked, policyChecking) {
 		return
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), max(o.timeout, time.Second))
+	o.checkMu.Lock()
+	defer o.checkMu.Unlock()
+	if o.closed {
+		return // evict stays "checking": no call starts one again
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(max(o.timeout, time.Second), checkTimeout))
+	o.stopCheck = cancel
+	o.checking.Go(func() {
 		defer cancel()
 		if _, err := o.checkServers(ctx); err != nil {
 			o.evict.CompareAndSwap(policyChecking, policyUnchecked)
 			return
 		}
 		o.evict.CompareAndSwap(policyChecking, policyChecked)
-	}()
+	})
+}
+
+// checkTimeout is the longest a background check waits for Redis.
+const checkTimeout = 5 * time.Second
+
+// closeChecks cancels the background check under way, if one is, and waits
+// for it to end: after it, o runs no goroutine and starts none. A check
+// blocked on a server that does not answer ends at its timeout (go-redis
+// reads until the context's deadline, not its cancellation).
+func (o *ops) closeChecks() {
+	o.checkMu.Lock()
+	o.closed = true
+	if o.stopCheck != nil {
+		o.stopCheck()
+	}
+	o.checkMu.Unlock()
+	o.checking.Wait()
 }
 
 // checkServers reads, from every server of the client (each node of a

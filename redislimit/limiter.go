@@ -404,8 +404,11 @@ func (l *Keyed) refund(ctx context.Context, key string, a keylimit.Admission) er
 // leasing. Under the default failure policy it stops announcing the
 // instance, and withdraws it from the fleet (one call), so the others no
 // longer count it (see WithFleetSize). It does not close the Redis client,
-// which the caller owns. The limiter still answers after Close, without
-// leases, its fallback's share as it was. It always returns nil.
+// which the caller owns. The check of the server Ping makes, which the
+// first call Redis answers starts in the background, is waited for if it
+// is under way: at most the limiter's timeout, within 1 to 5 s. The
+// limiter still answers after Close, without leases, its fallback's share
+// as it was. It always returns nil.
 func (l *Keyed) Close() error {
 	if l.leases != nil {
 		l.leases.close()

@@ -66,6 +66,14 @@ type ops struct {
 	// take is the plain script of the limiter's algorithm, which Ping
 	// loads beside the full one; nil if it has none.
 	take *redis.Script
+
+	// The background check (checkPolicySoon): checking counts it while
+	// it runs; closed, set by close under checkMu, starts no more;
+	// stopCheck cancels one under way.
+	checkMu   sync.Mutex
+	checking  sync.WaitGroup
+	closed    bool
+	stopCheck context.CancelFunc
 }
 
 // init sets up o, in place (it holds atomics), for the limiter named name
