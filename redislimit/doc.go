@@ -292,7 +292,8 @@
 // limit with k cut off. Each limiter logs at construction what its policy
 // admits (at Info when neither was chosen). The error goes to the WithOnError callback and is
 // returned by the Context methods. For the failure backoff that follows
-// (WithFailureBackoff, one second by default) calls other than Reset are
+// (WithFailureBackoff: 62.5 ms after a lone failure, growing to a second
+// by default while Redis keeps failing) calls other than Reset are
 // answered by the policy without trying Redis, so an outage costs one
 // timeout per backoff, not one per call. Once Redis answers again,
 // decisions are exact again.

@@ -19,12 +19,15 @@ type guard struct {
 	store   *store
 	ops     *ops
 	policy  FailurePolicy
-	backoff time.Duration // after a failure, how long not to ask Redis
+	backoff time.Duration // after failures in a row, how long not to ask Redis
 	onError func(error)   // nil: errors are only returned
 	// downUntil is the local time (ns) before which Redis is not asked,
-	// because it failed less than backoff ago; 0 while it works. Stored by
-	// every call that sees Redis fail.
+	// because it failed less than the backoff ago; 0 while it works. Stored
+	// by every call that sees Redis fail.
 	downUntil atomic.Int64
+	// failing counts the failures since Redis last answered, up to
+	// backoffSteps: the backoff a failure starts grows with it (trip).
+	failing atomic.Int32
 	// fallback decides while Redis fails, under FailLocal; nil otherwise.
 	fallback keylimit.Limiter[string]
 	// fleet learns the live fleet's size, under the default policy (and
@@ -150,8 +153,13 @@ func (g *guard) observe(ctx context.Context, err error, now int64) {
 func (g *guard) observeShared(ctx context.Context, err error, now int64) {
 	if err != nil {
 		g.trip(ctx, err, now)
-	} else if g.fleet != nil {
-		g.fleet.answered(now)
+	} else {
+		if g.failing.Load() != 0 { // loaded first: most calls find 0, and write nothing
+			g.failing.Store(0)
+		}
+		if g.fleet != nil {
+			g.fleet.answered(now)
+		}
 	}
 	g.ops.called(ctx, err, now)
 }
@@ -159,16 +167,30 @@ func (g *guard) observeShared(ctx context.Context, err error, now int64) {
 // trip starts the backoff after err, a failure of a call made at local time
 // now with the caller's context ctx, unless the failure says nothing about
 // Redis: an error reply (Redis is up and answered) or the caller's own
-// context ending.
+// context ending. The first failure after an answer starts a sixteenth of
+// the backoff, the second in a row a quarter, the third and later all of
+// it: a lone timeout while Redis answers (a lost packet, a slow command)
+// leaves the instance to its policy for 62 ms by default, not a second,
+// in which its share is decided twice (on Redis by the others, here by
+// the policy); an outage still costs a timeout a backoff once it lasts.
 func (g *guard) trip(ctx context.Context, err error, now int64) {
 	var reply redis.Error
 	if g.backoff <= 0 || ctx.Err() != nil || (errors.As(err, &reply) && !errors.Is(err, context.DeadlineExceeded)) {
 		return
 	}
+	k := g.failing.Add(1)
+	if k > backoffSteps {
+		g.failing.Store(backoffSteps) // saturated, whatever the calls that fail at once
+		k = backoffSteps
+	}
 	// Saturated: a backoff of math.MaxInt64 is about 36 years, not a time
 	// before now.
-	g.downUntil.Store(now + clampSpan(g.backoff))
+	g.downUntil.Store(now + clampSpan(g.backoff>>(2*(backoffSteps-k))))
 }
+
+// backoffSteps is how many failures in a row reach the whole backoff: the
+// first waits backoff/16, the second backoff/4.
+const backoffSteps = 3
 
 // failed reports err and answers a request of n events (0 for Peek) for
 // key, under k, by the failure policy, with the fallback's Admission when it

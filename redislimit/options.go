@@ -86,8 +86,9 @@ const (
 	// DefaultDenyCacheSize is how many refused keys an instance remembers
 	// unless WithDenyCacheSize says otherwise.
 	DefaultDenyCacheSize = 100_000
-	// DefaultFailureBackoff is how long a limiter decides without Redis
-	// after Redis failed, unless WithFailureBackoff says otherwise.
+	// DefaultFailureBackoff is the longest a limiter decides without Redis
+	// after Redis failed (after three failures in a row; 62.5 ms after
+	// one), unless WithFailureBackoff says otherwise.
 	DefaultFailureBackoff = time.Second
 )
 
@@ -284,11 +285,14 @@ func WithDenyCacheSize(n int) Option {
 	})
 }
 
-// WithFailureBackoff sets how long, after Redis fails, the limiter answers
-// by its failure policy without asking Redis (default
-// DefaultFailureBackoff); 0 asks Redis on every call. A dead Redis costs a
-// call its whole timeout: with a backoff, one call per backoff pays it, and
-// the others are answered at once, with an error that wraps ErrUnavailable.
+// WithFailureBackoff sets the longest the limiter answers by its failure
+// policy without asking Redis after Redis fails (default
+// DefaultFailureBackoff); 0 asks Redis on every call. The first failure
+// after Redis answered is followed by a sixteenth of it, the second in a
+// row by a quarter, the third and later by all of it: a lone timeout costs
+// little, an outage a timeout per backoff. A dead Redis costs a call its
+// whole timeout: with a backoff, one call per backoff pays it, and the
+// others are answered at once, with an error that wraps ErrUnavailable.
 // Error replies (Redis up, the command refused) and calls whose own context
 // ended do not start the backoff; Reset asks Redis even during it. A
 // backoff longer than 2^60 ns (about 36 years) is that long.
