@@ -231,7 +231,7 @@ func NewConcurrency(client redis.UniversalClient, name string, n int, opts ...Op
 	c.ops.init(o.name, client, o.timeout, o.logger, o.fleet, o.policy, nil)
 	c.ops.describe = c.admits
 	c.store = store{client: client, prefix: prefix, timeout: o.timeout, clock: o.scriptClock}
-	c.guard = guard{store: &c.store, ops: &c.ops, policy: o.policy, backoff: o.backoff, onError: o.onError}
+	c.guard = guard{store: &c.store, ops: &c.ops, policy: o.policy, backoff: o.backoff, onError: o.onError, clock: &c.clock}
 	if o.beats {
 		c.guard.fleet = newFleet(client, prefix, o.timeout, o.scriptClock, c.fleetChanged)
 	}

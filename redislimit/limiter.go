@@ -135,7 +135,8 @@ func (lim *Keyed) wire(client redis.UniversalClient, l keylimit.Limit, alg *algo
 	if err != nil {
 		return err
 	}
-	lim.guard = guard{store: &lim.store, ops: &lim.ops, policy: o.policy, backoff: o.backoff, onError: o.onError, fallback: fb}
+	lim.guard = guard{store: &lim.store, ops: &lim.ops, policy: o.policy, backoff: o.backoff, onError: o.onError, fallback: fb,
+		clock: &lim.clock}
 	if o.beats {
 		lim.guard.fleet = newFleet(client, lim.store.prefix, o.timeout, o.scriptClock, lim.fleetChanged)
 	}
