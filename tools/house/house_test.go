@@ -210,3 +210,71 @@ func TestDocsAreShort(t *testing.T) {
 		t.Errorf("the DESIGN*.md files are %d bytes together; the budget is %d", design, maxDesign)
 	}
 }
+
+// TestShortOnlyTrimsBenchmarks: testing.Short is read only where a
+// *testing.B is at hand (a Benchmark function, or a helper that takes
+// one). CI runs the tests with -short, for the benchmarks that run once
+// in the same binaries (.ci/run), so a test that read it would run
+// smaller in CI than in `.ci/test`.
+func TestShortOnlyTrimsBenchmarks(t *testing.T) {
+	fset := token.NewFileSet()
+	found := 0
+	err := filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(d.Name(), ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			reads := false
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Short" {
+					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "testing" {
+						reads = true
+					}
+				}
+				return true
+			})
+			if !reads {
+				continue
+			}
+			found++
+			if !strings.HasPrefix(fn.Name.Name, "Benchmark") && !takesB(fn) {
+				t.Errorf("%s: %s reads testing.Short without a *testing.B: CI runs the tests with -short", fset.Position(fn.Pos()), fn.Name.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found == 0 {
+		t.Fatal("no function reads testing.Short: is the walk looking at the repository?")
+	}
+}
+
+// takesB reports whether fn has a parameter of type *testing.B.
+func takesB(fn *ast.FuncDecl) bool {
+	for _, p := range fn.Type.Params.List {
+		if star, ok := p.Type.(*ast.StarExpr); ok {
+			if sel, ok := star.X.(*ast.SelectorExpr); ok && sel.Sel.Name == "B" {
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == "testing" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
