@@ -23,11 +23,16 @@ func bucketTakeArgs(k *keyLimit, n int, life int64) [3]any {
 }
 
 // bucketFresh reads "@seconds ns a interval", the state a take of n wrote
-// for a key without one: a full bucket, now TAT - now = a. The mark is the
-// TAT as the full script's reply gives it, seconds then 9 digits of ns.
+// at the server's time seconds + ns: its TAT is now + a (a fresh take's a is
+// n × interval; a take on such a state writes its new TAT so). Remaining is
+// the tokens left, (tau - a) / interval. The mark is the TAT as the full
+// script's reply gives it, seconds then 9 digits of ns. An a below n
+// intervals (the admission moved the TAT so far at least) or above tau (no
+// admission leaves the TAT beyond now + tau) is malformed.
 func bucketFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
 	v, ok := freshFields(reply)
-	if !ok || v[1] < 0 || v[2] <= 0 {
+	tau := k.span // burst × interval, the script's tau (bucket.go)
+	if !ok || v[1] < 0 || k.step <= 0 || v[2] < int64(max(n, 1))*k.step || v[2] > tau {
 		return keylimit.Result{}, 0, false
 	}
 	total := v[1] + v[2]
@@ -39,7 +44,8 @@ func bucketFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool
 	if sec < 0 {
 		mark = sec*1e9 - ns // the digits of sec, then ns's
 	}
-	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: max(k.quota-n, 0), ResetAfter: duration(v[2], time.Nanosecond)}
+	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: int(min((tau-v[2])/k.step, int64(k.quota))),
+		ResetAfter: duration(v[2], time.Nanosecond)}
 	r.RefillAfter = k.refillAfter(r, 0)
 	return r, mark, true
 }

@@ -8,9 +8,10 @@
 -- n × interval (at most tau: the caller refuses a larger n without a
 -- call); the expiry in ms of a fresh take's state (a ns, rounded up);
 -- tau; and only in the package's tests the time, seconds and ns
--- (prelude.lua). The reply is bucket.lua's five integers, or, for the take
--- of a key without state, the state it wrote, from which the caller reads
--- the rest (bucket.lua).
+-- (prelude.lua). The reply is bucket.lua's five integers, or, for an
+-- admission on a key without state or with a state of that shape, the state
+-- it wrote, "@seconds ns a interval" with a = TAT - now, from which the
+-- caller reads the rest (bucket.lua).
 --
 -- What the server spends on a call is mostly its commands and the strings
 -- made and parsed: a redis.call costs more than all the arithmetic around
@@ -45,13 +46,20 @@ local next, interval, tau = tonumber(string.sub(ARGV[1], 1, sp - 1)), string.sub
 -- the interval, and the longest lease time written, if any.
 local ahead, rest
 if string.byte(stored) == 64 then -- '@': a fresh take's state
-  local f1 = string.find(stored, ' ', 2, true)
-  local f2 = string.find(stored, ' ', f1 + 1, true)
-  local f3 = string.find(stored, ' ', f2 + 1, true)
-  rest = string.sub(stored, f3 + 1)
-  if rest ~= interval then return 'full' end
-  ahead = (tonumber(string.sub(stored, 2, f1 - 1)) - now_s) * 1e9 + (tonumber(string.sub(stored, f1 + 1, f2 - 1)) - now_ns)
-    + tonumber(string.sub(stored, f2 + 1, f3 - 1))
+  -- One match, not finds and subs: 4.7k instructions less a take.
+  local sec, ns0, a0
+  sec, ns0, a0, rest = string.match(stored, '^@(%-?%d+) (%d+) (%d+) (.*)$')
+  if rest ~= interval then return 'full' end -- another interval, or no such state
+  ahead = (sec - now_s) * 1e9 + (ns0 - now_ns) + a0
+  -- An admission writes the same shape from now: "@seconds ns a interval"
+  -- with a = TAT - now, the reply the caller reads as a fresh take's. No
+  -- TAT is printed as ns since the epoch, and no reply of numbers.
+  local a = math.max(ahead, 0) + next
+  if a <= tau then
+    local state = '@' .. s .. ' ' .. ns .. unit .. string.format('%d', a) .. ' ' .. interval
+    redis.call('SET', KEYS[1], state, 'PX', string.format('%d', math.ceil(a / 1e6) + life))
+    return state
+  end
 else
   local tat = stored
   rest = interval
