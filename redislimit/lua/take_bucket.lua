@@ -51,15 +51,6 @@ if string.byte(stored) == 64 then -- '@': a fresh take's state
   sec, ns0, a0, rest = string.match(stored, '^@(%-?%d+) (%d+) (%d+) (.*)$')
   if rest ~= interval then return 'full' end -- another interval, or no such state
   ahead = (sec - now_s) * 1e9 + (ns0 - now_ns) + a0
-  -- An admission writes the same shape from now: "@seconds ns a interval"
-  -- with a = TAT - now, the reply the caller reads as a fresh take's. No
-  -- TAT is printed as ns since the epoch, and no reply of numbers.
-  local a = math.max(ahead, 0) + next
-  if a <= tau then
-    local state = '@' .. s .. ' ' .. ns .. unit .. string.format('%d', a) .. ' ' .. interval
-    redis.call('SET', KEYS[1], state, 'PX', string.format('%d', math.ceil(a / 1e6) + life))
-    return state
-  end
 else
   local tat = stored
   rest = interval
@@ -70,6 +61,17 @@ else
     if (hold and string.sub(rest, 1, hold - 1) or rest) ~= interval then return 'full' end
   end
   ahead = (tonumber(string.sub(tat, 1, -10)) - now_s) * 1e9 + (tonumber(string.sub(tat, -9)) - now_ns)
+end
+
+-- An admission on a state that keeps no lease time writes the fresh take's
+-- shape from now, "@seconds ns a interval" with a = TAT - now, which is
+-- also the reply: the caller reads it as a fresh take's. So no TAT is
+-- printed as ns since the epoch, and no reply of numbers.
+local a = math.max(ahead, 0) + next
+if a <= tau and rest == interval then
+  local state = '@' .. s .. ' ' .. ns .. unit .. string.format('%d', a) .. ' ' .. interval
+  redis.call('SET', KEYS[1], state, 'PX', string.format('%d', math.ceil(a / 1e6) + life))
+  return state
 end
 
 local step = tonumber(interval)
