@@ -12,8 +12,9 @@
 --          until one is; expiring at the TAT itself, when the bucket is full
 --          and the state is the same as no state at all. (A state of the
 --          TAT alone counts in the interval of the limit that reads it.)
---          Or, as the plain take of a key without state writes it (see
---          take_bucket.lua), "@seconds ns a interval": the TAT is the time
+--          Or, as the plain take writes it (take_bucket.lua: on a key
+--          without state, or on a state that keeps no lease time),
+--          "@seconds ns a interval": the TAT is the time
 --          seconds + ns (ns within the second, not padded) plus a ns, and
 --          the key expires at the TAT rounded up to a ms. The leading '@'
 --          keeps a version without this shape from reading it as a TAT:
