@@ -28,9 +28,9 @@ type guard struct {
 	// failing counts the failures since Redis last answered, up to
 	// backoffSteps: the backoff a failure starts grows with it (trip).
 	failing atomic.Int32
-	// clock is the limiter's: a backoff counts from when the failure was
-	// seen, not from the failed call's start (a timeout lasts as long as a
-	// short backoff).
+	// clock is the limiter's (both constructors set it): a backoff counts
+	// from when the failure was seen, not from the failed call's start (a
+	// timeout lasts as long as a short backoff).
 	clock *localClock
 	// fallback decides while Redis fails, under FailLocal; nil otherwise.
 	fallback keylimit.Limiter[string]
@@ -187,9 +187,7 @@ func (g *guard) trip(ctx context.Context, err error, now int64) {
 		g.failing.Store(backoffSteps) // saturated, whatever the calls that fail at once
 		k = backoffSteps
 	}
-	if g.clock != nil {
-		now = max(now, g.clock.now())
-	}
+	now = max(now, g.clock.now())
 	// Saturated: a backoff of math.MaxInt64 is about 36 years, not a time
 	// before now.
 	g.downUntil.Store(now + clampSpan(g.backoff>>(2*(backoffSteps-k))))

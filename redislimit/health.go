@@ -107,10 +107,9 @@ const (
 // checkPolicySoon checks the servers in the background, unless a check has
 // run or is running: the first successful call starts it, so that no
 // decision waits for it. A check that could not reach Redis leaves it to a
-// later call.
-// After closeChecks it starts none. The check waits for Redis at least a
-// second (CONFIG GET of every node is slower than a decision) and at most
-// checkTimeout, which bounds what closeChecks may wait.
+// later call; after closeChecks it starts none. The check waits for Redis
+// at least a second (CONFIG GET of every node is slower than a decision)
+// and at most checkTimeout, which bounds what closeChecks may wait.
 func (o *ops) checkPolicySoon() {
 	if !o.evict.CompareAndSwap(policyUnchecked, policyChecking) {
 		return
