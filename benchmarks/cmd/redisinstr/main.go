@@ -78,21 +78,37 @@ func main() {
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
-	fmt.Printf("| contender | fresh instructions/call | again instructions/call (second take) |\n|---|---:|---:|\n")
+	fmt.Printf("| contender | fresh instructions/call | again instructions/call (second take) | next window (second take) |\n|---|---:|---:|---:|\n")
 	for _, name := range names {
-		fresh, freshCalls := count(dir, *server, name, *n, false)
-		again, againCalls := count(dir, *server, name, *n, true)
-		second := float64(again-fresh) / float64(againCalls-freshCalls)
-		fmt.Printf("| %s | %.1fk | %.1fk |\n", name, float64(fresh)/float64(freshCalls)/1000, second/1000)
+		fresh, freshCalls := count(dir, *server, name, *n, fresh)
+		again, againCalls := count(dir, *server, name, *n, again)
+		next, nextCalls := count(dir, *server, name, *n, nextWindow)
+		second := func(total, calls int64) float64 { return float64(total-fresh) / float64(calls-freshCalls) / 1000 }
+		fmt.Printf("| %s | %.1fk | %.1fk | %.1fk |\n", name, float64(fresh)/float64(freshCalls)/1000, second(again, againCalls), second(next, nextCalls))
 	}
 }
 
-// count runs n decisions of contender name (each key twice in a row if
-// again) on a fresh server under callgrind, and returns the instructions
-// counted in evalShaCommand and the EVALSHA calls.
-func count(dir, server, name string, n int, again bool) (int64, int64) {
+// The cases: each key taken once (fresh); twice in a row (again); or
+// once late in a second of Redis's clock and again early in the next
+// (nextWindow), in batches of nextBatch keys: the first take of a window
+// that finds the state of the window before it, which a fixed window's
+// state outlives by up to a period (take.go's freshLinger).
+const (
+	fresh = iota
+	again
+	nextWindow
+)
+
+// nextBatch is the keys taken in a second's last 300 ms: under valgrind a
+// call takes about a millisecond.
+const nextBatch = 50
+
+// count runs n decisions of contender name (each key twice in the cases
+// again and nextWindow) on a fresh server under callgrind, and returns the
+// instructions counted in evalShaCommand and the EVALSHA calls.
+func count(dir, server, name string, n int, mode int) (int64, int64) {
 	port := freePort()
-	out := filepath.Join(dir, fmt.Sprintf("cg.%s.%v", name, again))
+	out := filepath.Join(dir, fmt.Sprintf("cg.%s.%d", name, mode))
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand", "--callgrind-out-file="+out,
 		server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err := cmd.Start(); err != nil {
@@ -107,10 +123,40 @@ func count(dir, server, name string, n int, again bool) (int64, int64) {
 		}
 	}
 	allow := contender(client, name)
-	for i := range n {
-		key := "k" + strconv.Itoa(i)
-		if !allow(key) || again && !allow(key) {
+	take := func(key string) {
+		if !allow(key) {
 			fatalf("%s: a take of %s refused (each key is taken at most twice: -limit must be at least 2)", name, key)
+		}
+	}
+	for i := 0; i < n; i += nextBatch {
+		keys := make([]string, 0, nextBatch)
+		for j := i; j < min(i+nextBatch, n); j++ {
+			keys = append(keys, "k"+strconv.Itoa(j))
+		}
+		if mode != nextWindow {
+			for _, key := range keys {
+				take(key)
+				if mode == again {
+					take(key)
+				}
+			}
+			continue
+		}
+		// Begin in the last 300 ms of a second of Redis's clock, end
+		// before it ends, take again in the first 300 ms of the next.
+		second := untilInSecond(client, 700*time.Millisecond)
+		for _, key := range keys {
+			take(key)
+		}
+		if serverTime(client).Unix() != second {
+			fatalf("%s: %d takes did not end within the 300 ms left of a second", name, len(keys))
+		}
+		untilInSecond(client, 0)
+		for _, key := range keys {
+			take(key)
+		}
+		if serverTime(client).Sub(time.Unix(second+1, 0)) > 300*time.Millisecond {
+			fatalf("%s: %d takes did not end within 300 ms of a window's start", name, len(keys))
 		}
 	}
 	calls := evalshaCalls(client)
@@ -149,6 +195,29 @@ func contender(client *redis.Client, name string) func(string) bool {
 		fatalf("%v", err)
 	}
 	return lim.Allow
+}
+
+// serverTime returns Redis's clock.
+func serverTime(client *redis.Client) time.Time {
+	t, err := client.Time(context.Background()).Result()
+	if err != nil {
+		fatalf("%v", err)
+	}
+	return t
+}
+
+// untilInSecond waits until Redis's clock is at within a second: this
+// second's if that is less than 100 ms ago, the next one's otherwise (so
+// always the next second's start for 0). It returns that second.
+func untilInSecond(client *redis.Client, at time.Duration) int64 {
+	now := serverTime(client)
+	second := now.Truncate(time.Second)
+	target := second.Add(at)
+	if at == 0 || !now.Before(target.Add(100*time.Millisecond)) {
+		target = target.Add(time.Second)
+	}
+	time.Sleep(target.Sub(now))
+	return target.Unix()
 }
 
 // evalshaCalls returns the EVALSHA calls INFO commandstats counts.
