@@ -95,15 +95,22 @@ func (c *coalescer) call(ctx context.Context, a *takeArgs) (string, error) {
 type takeArgs struct {
 	script     *redis.Script
 	key        string // the state's Redis key
-	args       [3]any // keyLimit.plainArgs
+	args       [4]any // keyLimit.plainArgs
 	fixedClock bool   // the tests' time, now, is passed
 	now        time.Time
+	// end is a fixed window's end as the take expects it (µs since the
+	// epoch; keyLimit.plainArgs), which its reply on a count is of.
+	end int64
 }
 
 // fill appends a's keys and arguments to keys and args.
 func (a *takeArgs) fill(keys []string, args []any) ([]string, []any) {
 	keys = append(keys, a.key)
-	args = append(args, a.args[:]...)
+	for _, v := range a.args {
+		if v != nil { // a script of three arguments has no fourth
+			args = append(args, v)
+		}
+	}
 	if a.fixedClock {
 		args = append(args, a.now.Unix(), a.now.Nanosecond())
 	}

@@ -243,7 +243,8 @@ func (s *server) commands(t testing.TB) int64 {
 
 // inScripts are the commands the limiters' scripts run inside Redis.
 var inScripts = map[string]bool{"time": true, "get": true, "set": true, "del": true, "hmget": true, "hset": true,
-	"pexpire": true, "setrange": true, "zadd": true, "zcard": true, "zremrangebyscore": true, "llen": true, "lrange": true, "lindex": true, "ltrim": true, "rpush": true, "lrem": true, "append": true}
+	"pexpire": true, "setrange": true, "zadd": true, "zcard": true, "zremrangebyscore": true, "llen": true, "lrange": true, "lindex": true, "ltrim": true, "rpush": true, "lrem": true, "append": true,
+	"incrby": true, "decrby": true, "pexpireat": true, "pexpiretime": true}
 
 // sentSince returns the commands clients sent since commandStats returned
 // before, by name: the differences in the counts, less the commands that

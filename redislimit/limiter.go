@@ -129,7 +129,7 @@ func (lim *Keyed) wire(client redis.UniversalClient, l keylimit.Limit, alg *algo
 	lim.ops.take = alg.take
 	// The script call.
 	lim.store = store{client: client, prefix: o.keyPrefix(alg.name, l, quota), timeout: o.timeout, clock: o.scriptClock,
-		takes: coalescer{client: client, timeout: o.timeout}}
+		takes: coalescer{client: client, timeout: o.timeout}, local: &lim.clock}
 	// The failure policy around it.
 	fb, err := fallbackFor(o.policy, l, o.clock, newFallback)
 	if err != nil {
@@ -488,6 +488,7 @@ func (l *Keyed) change(set func() error, follow func()) error {
 		return err
 	}
 	follow()
+	l.store.limitChanged()
 	l.deny.clear()
 	if l.leases != nil {
 		l.leases.limitChanged()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -62,8 +63,12 @@ var constantsLua = fmt.Sprintf("local leaseShare, maxLeaseShare, minShare, maxPa
 var slidingConstantsLua = fmt.Sprintf("local short = %d\n", slidingShort)
 
 // needsFull is a plain script's reply when the decision is the full
-// script's.
-const needsFull = "full"
+// script's; noCount a fixed window's plain take's on a server that keeps no
+// count (see store.noCount).
+const (
+	needsFull = "full"
+	noCount   = "no count"
+)
 
 // The modes the script takes as ARGV[1], and the mark of a call that is no
 // refund, boxed once so that passing them to the client does not allocate.
@@ -73,6 +78,9 @@ var (
 	modeRefund any = "refund"
 	modeLease  any = "lease"
 	noMark     any = "0"
+	// carryMark is a take's or a peek's in place of the mark, while a
+	// fixed window's store carries counts (store.carrying).
+	carryMark any = "carry"
 )
 
 // scriptClock is where the script takes the time from: nil, Redis's TIME
@@ -111,6 +119,63 @@ type store struct {
 	// on a key: lua/bucket.lua's fleet): random, so that instances differ;
 	// boxed once, set before the first call.
 	instance any
+	// serverOffset is Redis's clock less the process's monotonic clock, in
+	// µs, as a fixed window's plain take last read it (serverNow); 0 until
+	// then.
+	serverOffset atomic.Int64
+	// noCount is set once the server has said it keeps no fixed window's
+	// count (lua/take_fixed.lua's "no count": miniredis, Redis before
+	// 7.0): a fixed window's takes are the full script's from then on.
+	noCount atomic.Bool
+	// local is the limiter's clock; until carryUntil on it (ns, 0: never)
+	// the full script carries a fixed window's count that ends in a later
+	// window than now's into now's: the limit changed, and the count may
+	// be of a window of a longer period (lua/fixed.lua), not of a clock
+	// stepped back. longest is the longest period of a fixed window of
+	// this store's limits so far, ns.
+	local      *localClock
+	carryUntil atomic.Int64
+	longest    atomic.Int64
+}
+
+// limitChanged notes that the limiter's limits changed: until every count
+// of a window of the old limits has ended, the full script carries those
+// of windows that end later than now's (see carryUntil).
+func (s *store) limitChanged() {
+	if longest := s.longest.Load(); longest > 0 && s.local != nil {
+		s.carryUntil.Store(s.local.now() + longest + int64(s.timeout) + int64(time.Second))
+	}
+}
+
+// carrying reports whether the full script carries counts (carryUntil).
+func (s *store) carrying() bool {
+	until := s.carryUntil.Load()
+	return until != 0 && s.local != nil && s.local.now() < until
+}
+
+// processStart is the monotonic origin of store.serverOffset.
+var processStart = time.Now()
+
+// sawServerTime notes t, Redis's clock in µs since the epoch, as a reply
+// just received gave it: it was read at most a round trip ago.
+func (s *store) sawServerTime(t int64) {
+	if s != nil && s.clock == nil {
+		s.serverOffset.Store(t - time.Since(processStart).Microseconds())
+	}
+}
+
+// serverNow is Redis's clock in µs since the epoch, as this process last
+// saw it (sawServerTime) and has counted on its monotonic clock since: a
+// round trip early at most, less the drift between the clocks; the
+// system's clock until Redis's is seen; the tests' clock under one.
+func (s *store) serverNow() int64 {
+	switch {
+	case s != nil && s.clock != nil:
+		return s.clock.c.Now().UnixMicro()
+	case s != nil && s.serverOffset.Load() != 0:
+		return time.Since(processStart).Microseconds() + s.serverOffset.Load()
+	}
+	return time.Now().UnixMicro()
 }
 
 // redisKey is the Redis key of key's state: prefix{key}, the key between
@@ -173,15 +238,16 @@ type algorithm struct {
 	// takeArgs makes the ARGV of take for n events under k (the tests'
 	// time goes after them), life the ms a key's expiry adds under the
 	// tests' clock (prelude.lua's ttl).
-	takeArgs func(k *keyLimit, n int, life int64) [3]any
+	takeArgs func(k *keyLimit, n int, life int64) [4]any
 	// fresh, if not nil, reads a reply of take that is the state it wrote
 	// for a take of n under k that found none (it begins with '@'), or
-	// a fixed window's admission (it begins with '=': take.go's
-	// fixedFresh): the Result, and the admission's mark; false if the
-	// reply is malformed.
+	// a fixed window's decision on a count of the window that ends at end
+	// (it begins with '=', or '!' for a refusal: take.go's fixedFresh):
+	// the Result, and the admission's mark; false if the reply is
+	// malformed.
 	// (Results by value: a pointer passed to a func value escapes, and
 	// would cost Allow an allocation.)
-	fresh func(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool)
+	fresh func(k *keyLimit, n int, reply string, end int64) (keylimit.Result, int64, bool)
 	// params checks l and returns the script's two parameters for it (boxed
 	// int64s), the quota (Result.Limit: the most events admitted at once),
 	// or an error that says why the algorithm cannot take l.
@@ -240,7 +306,14 @@ type keyLimit struct {
 	timed timedArgs
 	// take1 is the ARGV of a plain take of one event (alg.takeArgs),
 	// boxed once.
-	take1 [3]any
+	take1 [4]any
+	// expect is the window a fixed window's plain take expects, the last
+	// one made (expectedWindow).
+	expect atomic.Pointer[expectedEnd]
+	// plain: a take under k alone has a plain script (alg.take): not a
+	// fixed window's whose period is not a whole number of ms, which a
+	// count's expiry cannot end (lua/take_fixed.lua).
+	plain bool
 }
 
 // newKeyLimit returns the keyLimit of l for the limiter of s and alg, with
@@ -257,23 +330,65 @@ func newKeyLimit(s *store, alg *algorithm, l keylimit.Limit) *keyLimit {
 		k.step = int64(l.WithBurst(1).FillTime())
 		k.span = k.step * int64(quota)
 	}
-	if alg.takeArgs != nil && err == nil {
+	k.plain = alg.take != nil && err == nil && (alg != &fixedAlgorithm || l.Period%time.Millisecond == 0)
+	if alg == &fixedAlgorithm && s != nil {
+		for p := s.longest.Load(); int64(l.Period) > p && !s.longest.CompareAndSwap(p, int64(l.Period)); p = s.longest.Load() {
+		}
+	}
+	if k.plain {
 		k.take1 = alg.takeArgs(k, 1, 0)
 	}
 	return k
 }
 
-// plainArgs returns the ARGV of a plain take of n under k; tests: the
-// time is the tests' (see scriptClock).
-func (k *keyLimit) plainArgs(n int, tests bool) [3]any {
-	if n == 1 && !tests {
-		return k.take1
+// plainArgs returns the ARGV of a plain take of n under k, and for a fixed
+// window the end (µs since the epoch) of the window the take expects to be
+// in; tests: the time is the tests' (see scriptClock).
+func (k *keyLimit) plainArgs(n int, tests bool) ([4]any, int64) {
+	args := k.take1
+	if n != 1 || tests {
+		var life int64
+		if tests {
+			life = 3_600_000
+		}
+		args = k.alg.takeArgs(k, n, life)
 	}
-	var life int64
-	if tests {
-		life = 3_600_000
+	if k.alg != &fixedAlgorithm {
+		return args, 0
 	}
-	return k.alg.takeArgs(k, n, life)
+	var end int64
+	args[3], end = k.expectedWindow(tests)
+	return args, end
+}
+
+// expectedWindow returns the expiry (ms since the epoch, boxed text) of
+// the state of the window that holds Redis's time as this process reckons
+// it (store.serverNow), a ms before the window ends, and that end in µs: a
+// fixed window's plain take adds to a count only if its expiry is that
+// one (lua/take_fixed.lua). Made once a window, outside the tests.
+func (k *keyLimit) expectedWindow(tests bool) (any, int64) {
+	now := k.owner.serverNow()
+	if e := k.expect.Load(); e != nil && !tests && now >= e.end-e.period && now < e.end {
+		return e.text, e.end
+	}
+	period := int64(k.limit.Period / time.Microsecond)
+	end := now - now%period + period
+	if now%period < 0 {
+		end -= period // floor, for a time before 1970
+	}
+	e := &expectedEnd{end: end, period: period, text: strconv.FormatInt(end/1000-1, 10)}
+	if !tests {
+		k.expect.Store(e)
+	}
+	return e.text, e.end
+}
+
+// expectedEnd is a window a fixed window's plain take expects (see
+// keyLimit.expectedWindow): its end and period in µs, and its state's
+// expiry, boxed.
+type expectedEnd struct {
+	end, period int64
+	text        any
 }
 
 // Refuse and Supersede make a keyLimit a perkey.Config. A Redis limiter
@@ -330,7 +445,7 @@ type leaseArgs struct {
 // of its admissions into marks (both with one element per part). The
 // Results' Limit is each part's quota; their times are Durations.
 func (s *store) run(ctx context.Context, mode any, d *decision, res []keylimit.Result, marks []int64) error {
-	if mode == modeTake && len(d.parts) == 1 && d.parts[0].alg.take != nil {
+	if mode == modeTake && len(d.parts) == 1 && d.parts[0].plain && !(d.parts[0].alg == &fixedAlgorithm && s.noCount.Load()) {
 		if done, err := s.runTake(ctx, d, res, marks); done || err != nil {
 			return err
 		}
@@ -354,6 +469,8 @@ again:
 		mark := noMark
 		if mode == modeRefund || mode == modeLease {
 			mark = d.marks[i]
+		} else if p.alg == &fixedAlgorithm && p.owner.carrying() {
+			mark = carryMark
 		}
 		p1, p2 := p.param1, p.param2
 		if p.timed != nil {
@@ -401,24 +518,29 @@ again:
 // replied needsFull, and the full script must).
 func (s *store) runTake(ctx context.Context, d *decision, res []keylimit.Result, marks []int64) (bool, error) {
 	p := d.parts[0]
-	a := takeArgs{script: p.alg.take, key: p.owner.redisKey(d.key), args: p.plainArgs(d.n, s.clock != nil)}
+	a := takeArgs{script: p.alg.take, key: p.owner.redisKey(d.key)}
+	a.args, a.end = p.plainArgs(d.n, s.clock != nil)
 	if s.clock != nil {
 		a.fixedClock, a.now = true, s.clock.c.Now()
 	}
 	reply, err := s.takes.run(ctx, &a)
 	if err != nil {
-		if wrongType(err) {
-			return false, nil // a state of another shape: an older version's (lua/take_fixed.lua)
+		if wrongType(err) || p.alg == &fixedAlgorithm && notCount(err) {
+			return false, nil // a state of another shape (lua/take_fixed.lua)
 		}
 		return true, scriptFailure(err)
 	}
-	if reply == needsFull {
+	switch reply {
+	case needsFull:
+		return false, nil
+	case noCount:
+		s.noCount.Store(true)
 		return false, nil
 	}
-	if reply != "" && (reply[0] == '@' || reply[0] == '=') && p.alg.fresh != nil {
+	if reply != "" && (reply[0] == '@' || reply[0] == '=' || reply[0] == '!') && p.alg.fresh != nil {
 		var ok bool
-		if res[0], marks[0], ok = p.alg.fresh(p, d.n, reply); !ok {
-			return true, fmt.Errorf("redislimit: the script replied %q, want a state or five integers", reply)
+		if res[0], marks[0], ok = p.alg.fresh(p, d.n, reply, a.end); !ok {
+			return true, fmt.Errorf("redislimit: the script replied %q, want a state, a count or five integers", reply)
 		}
 		return true, nil
 	}
@@ -426,6 +548,13 @@ func (s *store) runTake(ctx context.Context, d *decision, res []keylimit.Result,
 		return true, fmt.Errorf("redislimit: the script replied %q, want five integers", reply)
 	}
 	return true, nil
+}
+
+// notCount reports whether err is Redis's reply that INCRBY met a value
+// that is not an integer: a fixed window's state of another shape.
+func notCount(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) && strings.Contains(reply.Error(), "value is not an integer")
 }
 
 // wrongType reports whether err is Redis's reply that a command met a key

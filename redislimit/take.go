@@ -17,9 +17,9 @@ import (
 
 // bucketTakeArgs: "a interval" (a = n × interval, ns), the expiry of a
 // fresh state in ms (a rounded up), tau.
-func bucketTakeArgs(k *keyLimit, n int, life int64) [3]any {
+func bucketTakeArgs(k *keyLimit, n int, life int64) [4]any {
 	a := int64(n) * k.step
-	return [3]any{strconv.FormatInt(a, 10) + " " + strconv.FormatInt(k.step, 10), (a+999_999)/1_000_000 + life, k.param2}
+	return [4]any{strconv.FormatInt(a, 10) + " " + strconv.FormatInt(k.step, 10), (a+999_999)/1_000_000 + life, k.param2, nil}
 }
 
 // bucketFresh reads "@seconds ns a interval", the state a take of n wrote
@@ -29,7 +29,7 @@ func bucketTakeArgs(k *keyLimit, n int, life int64) [3]any {
 // script's reply gives it, seconds then 9 digits of ns. An a below n
 // intervals (the admission moved the TAT so far at least) or above tau (no
 // admission leaves the TAT beyond now + tau) is malformed.
-func bucketFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
+func bucketFresh(k *keyLimit, n int, reply string, _ int64) (keylimit.Result, int64, bool) {
 	v, ok := freshFields(reply)
 	tau := k.span // burst × interval, the script's tau (bucket.go)
 	if !ok || v[1] < 0 || k.step <= 0 || v[2] < int64(max(n, 1))*k.step || v[2] > tau {
@@ -50,99 +50,89 @@ func bucketFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool
 	return r, mark, true
 }
 
-// fixedTakeArgs: the head of a state of n events under k, "=n flag period "
-// (n in 16 characters, right-aligned; flag '#' for a period of whole
-// seconds, ':' for another: lua/fixed.lua's shape), the expiry of a
-// window's first state in ms, events. The expiry is one period, rounded up, for a period of at most
-// freshLinger: the script need not compute the window's end, and the state
-// outlives it by less than freshLinger; 0 for a longer one, whose end the
-// script computes.
-func fixedTakeArgs(k *keyLimit, n int, life int64) [3]any {
-	period := int64(k.limit.Period / time.Microsecond)
-	var px int64
-	if period <= int64(freshLinger/time.Microsecond) {
-		px = (period+999)/1000 + life
-	}
-	flag := ":"
-	if period%1_000_000 == 0 {
-		flag = "#"
-	}
-	count := strconv.Itoa(n)
-	head := "=" + spaces[:max(fixedCountDigits-len(count), 0)] + count + flag + strconv.FormatInt(period, 10) + " "
-	return [3]any{head, px, k.param2}
+// fixedTakeArgs: n, events, the period in ms, and the expiry of the state
+// of the window the take expects to be in (keyLimit.plainArgs sets it).
+// Only a limit whose period is a whole number of ms has a plain take
+// (keyLimit.plain).
+func fixedTakeArgs(k *keyLimit, n int, _ int64) [4]any {
+	return [4]any{strconv.Itoa(n), k.param2, strconv.FormatInt(int64(k.limit.Period/time.Millisecond), 10), nil}
 }
 
-// freshLinger is how long a fixed window's state may outlive its window:
-// the longest period whose window's first state expires one period after
-// it is written, not at the window's end.
-const freshLinger = time.Second
-
-// fixedCountDigits is the width of a fixed window's count in its state and
-// in a plain take's reply (lua/fixed.lua): every count up to maxWindowEvents
+// fixedCountDigits is the width of a fixed window's count in the state the
+// full script writes (lua/fixed.lua): every count up to maxWindowEvents
 // fits, and the state of a period of a second or a minute is at most 44
 // bytes, which Redis keeps in one allocation with its object.
 const fixedCountDigits = 16
 
-// spaces pads a count to fixedCountDigits, on the left: not zeros, which
-// miniredis's Lua reads as octal.
-const spaces = "                "
-
-// fixedFresh reads a plain take's admission of n under k (lua/take_fixed.lua):
-// "=n flag period seconds µs", the state it wrote for a window's first
-// take, or "=count seconds µs", the window's count after the take and its
-// time. The window is the one that holds that time, of the state's period
-// or k's, and its index is the mark. A count below n (an admission counts
-// itself) or above what int can hold, a flag other than '#' or ':', a
-// period that is not positive, or µs outside a second is malformed.
-func fixedFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
-	s, found := strings.CutPrefix(reply, "=")
-	if !found || len(s) < fixedCountDigits+1 {
-		return keylimit.Result{}, 0, false
-	}
-	count, err := strconv.ParseInt(strings.TrimLeft(s[:fixedCountDigits], " "), 10, 64)
-	if err != nil || count < int64(max(n, 1)) {
-		return keylimit.Result{}, 0, false
-	}
+// fixedFresh reads a plain take's decision on n under k
+// (lua/take_fixed.lua): "@seconds µs", the server's time at a window's
+// first take, of the window that holds it; "=count", the count after the
+// take, of the window that ends at end (µs since the epoch), the one the
+// take expected; or "!count", a refusal of n on the count found there. The
+// window's index is an admission's mark. Remaining is the quota less the
+// count; ResetAfter (and a refusal's RetryAfter) is the time to the
+// window's end from the take's time, or for a count from
+// store.serverNow. µs outside a second, an admission's count below n (an
+// admission counts itself) or above the quota, or a refusal's count on
+// which n fits is malformed.
+func fixedFresh(k *keyLimit, n int, reply string, end int64) (keylimit.Result, int64, bool) {
 	period := int64(k.limit.Period / time.Microsecond)
-	s = s[fixedCountDigits:]
-	switch s[0] {
-	case '#', ':':
-		var text string
-		if text, s, found = strings.Cut(s[1:], " "); !found {
+	if len(reply) < 2 || period <= 0 {
+		return keylimit.Result{}, 0, false
+	}
+	count, t := int64(n), int64(0)
+	switch reply[0] {
+	case '@': // seconds, µs
+		secText, usText, found := strings.Cut(reply[1:], " ")
+		sec, err1 := strconv.ParseInt(secText, 10, 64)
+		us, err2 := strconv.ParseInt(usText, 10, 64)
+		if !found || err1 != nil || err2 != nil || us < 0 || us >= 1e6 || sec > math.MaxInt64/1_000_000-1 || sec < math.MinInt64/1_000_000+1 {
 			return keylimit.Result{}, 0, false
 		}
-		if period, err = strconv.ParseInt(text, 10, 64); err != nil {
+		t = sec*1e6 + us
+		window := t / period
+		if t%period < 0 {
+			window-- // floor, as the script's
+		}
+		end = (window + 1) * period
+		k.owner.sawServerTime(t)
+	case '=', '!':
+		var err error
+		if count, err = strconv.ParseInt(reply[1:], 10, 64); err != nil || end%period != 0 {
 			return keylimit.Result{}, 0, false
 		}
-	case ' ':
-		s = s[1:]
+		t = min(k.owner.serverNow(), end)
 	default:
 		return keylimit.Result{}, 0, false
 	}
-	secText, usText, found := strings.Cut(s, " ")
-	sec, err1 := strconv.ParseInt(secText, 10, 64)
-	us, err2 := strconv.ParseInt(usText, 10, 64)
-	if !found || err1 != nil || err2 != nil || period <= 0 || us < 0 || us >= 1e6 || sec > math.MaxInt64/1_000_000-1 || sec < math.MinInt64/1_000_000+1 {
+	left := duration(end-t, time.Microsecond)
+	if reply[0] == '!' {
+		// A refusal: the count found, which n did not fit on.
+		if count < 0 || count+int64(n) <= int64(k.quota) {
+			return keylimit.Result{}, 0, false
+		}
+		r := keylimit.Result{Limit: k.quota, Remaining: int(max(int64(k.quota)-count, 0)), RetryAfter: left}
+		if count > 0 {
+			r.ResetAfter = left
+		}
+		r.RefillAfter = k.refillAfter(r, 0)
+		return r, 0, true
+	}
+	if count < int64(max(n, 1)) || count > int64(k.quota) {
 		return keylimit.Result{}, 0, false
 	}
-	t := sec*1e6 + us
-	window := t / period
-	if t%period < 0 {
-		window-- // floor, as the script's
-	}
-	left := (window+1)*period - t
-	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: int(max(int64(k.quota)-count, 0)), ResetAfter: duration(left, time.Microsecond)}
+	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: int(int64(k.quota) - count), ResetAfter: left}
 	r.RefillAfter = k.refillAfter(r, 0)
-	return r, window, true
+	return r, end/period - 1, true
 }
 
 // slidingTakeArgs: n, the expiry in ms of a log of the appendable shape
 // (the period and an epoch, rounded up, and a ms), and the head of that
 // shape (slidingHead).
-func slidingTakeArgs(k *keyLimit, n int, life int64) [3]any {
+func slidingTakeArgs(k *keyLimit, n int, life int64) [4]any {
 	period := int64(k.limit.Period / time.Microsecond)
 	_, epoch := slidingEpoch(period)
-	return [3]any{n, (period+epoch+999)/1000 + 1 + life, slidingHead(k)}
+	return [4]any{n, (period+epoch+999)/1000 + 1 + life, slidingHead(k), nil}
 }
 
 // slidingShort is the most entries a sliding log keeps in a string (lua/sliding.lua); a longer log is
@@ -191,7 +181,7 @@ func slidingHead(k *keyLimit) string {
 // more than slidingShort entries, fewer than n in the window or more than
 // the limit's events, the last n not at now, in the older shape out of order
 // or spanning a period) is malformed.
-func slidingFresh(k *keyLimit, n int, reply string) (keylimit.Result, int64, bool) {
+func slidingFresh(k *keyLimit, n int, reply string, _ int64) (keylimit.Result, int64, bool) {
 	period := int64(k.limit.Period / time.Microsecond)
 	if n < 1 || period <= 0 || len(reply) < 2 {
 		return keylimit.Result{}, 0, false

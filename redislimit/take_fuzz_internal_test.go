@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// FuzzFreshReply feeds the readers of a plain take's admission (take.go:
-// "@seconds ns a interval", "=n flag period seconds µs" or "=count seconds
-// µs", "@e1 e2 …", a sliding log of the appendable shape), which come from
-// the server, any reply: none panics, and a reply read is an admission
-// within the limit, its times within [0, InfDuration).
+// FuzzFreshReply feeds the readers of a plain take's reply (take.go:
+// "@seconds ns a interval", a fixed window's "@seconds µs", "=count" or
+// "!count", "@e1 e2 …", a sliding log of the appendable shape), which come
+// from the server, any reply: none panics, and a reply read is an
+// admission within the limit, or a fixed window's refusal, its times
+// within [0, InfDuration).
 func FuzzFreshReply(f *testing.F) {
 	for _, seed := range []string{
 		"@1735689600 123456789 100000000 100000000", "@1735689600 500000 1 1000000", "@1735689600123456",
@@ -23,13 +24,12 @@ func FuzzFreshReply(f *testing.F) {
 		"@1735689600123456 1735689600523456 1735689600923456", "@1735689600123456 1735689600123456",
 		"@1735689600923456 1735689600123456", "@1735689600123456 1735689601123456", "@1 2 3 4 5 6 7 8 9",
 		"@-9223372036854775808 9223372036854775807", "@1735689600123456 ", "@ 1735689600123456",
-		// a fixed window's: the state of a window's first take, and the
-		// count after a take in the state's window
-		"=               1#1000000 1735689600 500000", "=               3:1000007 1735689600 0",
-		"=               7 1735689600 999999", "=               0 1735689600 5", "=9223372036854775807 1 1", "=9999999999999999 1 1",
-		"=               1#0 1735689600 1", "=               1#-1000000 1 1", "=               1 1 1000000",
-		"=               1x1000000 1 1", "=               1 1 1", "=               1 -9223372036854 0",
-		"=               1#1 9223372036854 999999", "=               1#1000000 1735689600", "=-000000000000000001 1 1", "=1 1 1", "=0000000000000000010 1 1",
+		// a fixed window's: the time of a window's first take, the count
+		// after a take in the window expected, a refusal on the count
+		// found
+		"@1735689600 500000", "@1735689600 0", "@1735689600 999999", "@1735689600 1000000", "@-1 5", "@1735689600", "@1735689600 -1",
+		"=3", "=10", "=11", "=0", "=-1", "=9223372036854775807", "= 3", "=3 1735689600999", "=",
+		"!10", "!9", "!0", "!-1", "!11", "!9223372036854775807", "!", "!x",
 		// sliding logs of the appendable shape under PerSecond(10) and
 		// PerSecond(3): a head, the epoch's 10 digits, entries of 16
 		// digits, each counting as the greatest so far; entries that left
@@ -49,7 +49,7 @@ func FuzzFreshReply(f *testing.F) {
 	s := &store{}
 	kinds := []struct {
 		k     *keyLimit
-		fresh func(*keyLimit, int, string) (keylimit.Result, int64, bool)
+		fresh func(*keyLimit, int, string, int64) (keylimit.Result, int64, bool)
 	}{
 		{newKeyLimit(s, &bucketAlgorithm, limit), bucketFresh},
 		{newKeyLimit(s, &fixedAlgorithm, limit), fixedFresh},
@@ -58,11 +58,12 @@ func FuzzFreshReply(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, reply string, n uint8) {
 		for _, kind := range kinds {
-			r, _, ok := kind.fresh(kind.k, int(n%12), reply)
+			r, _, ok := kind.fresh(kind.k, int(n%12), reply, 1735689601_000000) // a window's end, of a second
 			if !ok {
 				continue
 			}
-			require.True(t, r.Allowed)
+			require.True(t, r.Allowed || kind.k.alg == &fixedAlgorithm && reply[0] == '!', "%+v from %q", r, reply)
+			require.True(t, r.RetryAfter >= 0 && r.RetryAfter < keylimit.InfDuration, "a time of %v from %q", r.RetryAfter, reply)
 			require.Equal(t, kind.k.quota, r.Limit)
 			require.True(t, r.Remaining >= 0 && r.Remaining <= r.Limit, "Remaining %d", r.Remaining)
 			for _, d := range []time.Duration{r.ResetAfter, r.RefillAfter} {

@@ -2,13 +2,16 @@ package redislimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/keylimit/keylimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -37,6 +40,11 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				now := [2]int64{1_764_650_000 + r.Int64N(1000), r.Int64N(1e9)}
 				n, p1, p2, write := plainCase(r, alg, now)
 				k := caseLimit(alg, p1, p2)
+				// The Result of a take that finds a count counts from the
+				// server's time as the limiter knows it: the test's.
+				mock := clock.NewMock()
+				mock.Set(time.Unix(now[0], now[1]))
+				k.owner = &store{clock: &scriptClock{c: mock}}
 				fullKey, plainKey := fmt.Sprintf("full:%d", i), fmt.Sprintf("plain:%d", i)
 				began := time.Now() // the expiries are on Redis's real time: see below
 				write(ctx, c, fullKey)
@@ -44,12 +52,11 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				loggedBefore[i] = dumpState(ctx, t, c, plainKey)
 				want, err := script.Run(ctx, c, []string{fullKey}, "take", n, alg.name, p1, p2, 0, now[0], now[1]).Text()
 				require.NoError(t, err, "case %d: the full script", i)
-				args := k.plainArgs(int(n), true)
-				got, err := alg.take.Run(ctx, c, []string{plainKey}, args[0], args[1], args[2], now[0], now[1]).Text()
+				got, end, err := plainRun(ctx, c, k, plainKey, int(n), now)
 				took := time.Since(began)
-				if alg == &fixedAlgorithm && wrongType(err) {
-					// An older version's hash: the limiter hands the take to the
-					// full script, as for "full".
+				if alg == &fixedAlgorithm && (wrongType(err) || notCount(err)) {
+					// A state of another shape than the count: the limiter hands
+					// the take to the full script, as for "full".
 					got, err = needsFull, nil
 				}
 				require.NoError(t, err, "case %d: the plain script", i)
@@ -61,7 +68,7 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 					continue
 				}
 				decided++
-				if alg == &fixedAlgorithm && got[0] == '=' && !fixedStateReply(got) {
+				if alg == &fixedAlgorithm && got[0] == '=' {
 					shapes["count replied"]++
 				}
 				if alg == &slidingAlgorithm && got[0] != '0' {
@@ -70,8 +77,8 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 						shapes["log replied"]++
 					}
 				}
-				wantRes, wantMark := parseCase(t, k, int(n), want)
-				gotRes, gotMark := parseCase(t, k, int(n), got)
+				wantRes, wantMark := parseCase(t, k, int(n), want, 0)
+				gotRes, gotMark := parseCase(t, k, int(n), got, end)
 				require.Equal(t, wantRes, gotRes, "case %d: take %d under (%d, %d) at %v: the Results of %q and %q", i, n, p1, p2, now, want, got)
 				require.Equal(t, wantMark, gotMark, "case %d: take %d under (%d, %d) at %v: the marks of %q and %q", i, n, p1, p2, now, want, got)
 				wrote := dumpState(ctx, t, c, fullKey)
@@ -87,6 +94,14 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 							shapes["appended"]++
 						}
 					}
+				} else if alg == &fixedAlgorithm {
+					meaning := func(state string) string {
+						if strings.Contains(state, " x=") {
+							return countMeaning(t, state, p1)
+						}
+						return stateMeaning(t, alg, state)
+					}
+					require.Equal(t, meaning(wrote), meaning(before), "case %d: the states left", i)
 				} else {
 					require.Equal(t, stateMeaning(t, alg, wrote), stateMeaning(t, alg, before), "case %d: the states left", i)
 				}
@@ -99,12 +114,11 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				// count. (-1 for none, as a test's writer may leave a state.)
 				fullAt, plainAt := c.PExpireTime(ctx, fullKey).Val(), c.PExpireTime(ctx, plainKey).Val()
 				spread := float64(took.Milliseconds() + 2)
-				if alg == &fixedAlgorithm && fixedStateReply(got) && p1 <= int64(freshLinger/time.Microsecond) {
-					// A window's first state expires one period after its time:
-					// at the window's end or later, never earlier.
-					require.GreaterOrEqual(t, float64(plainAt.Milliseconds()), float64(fullAt.Milliseconds())-spread, "case %d: the expiries (ms)", i)
-					latest := began.Add(took).UnixMilli() + (p1+999)/1000 + 3_600_000
-					require.LessOrEqual(t, float64(plainAt.Milliseconds()), float64(latest)+2, "case %d: the expiries (ms)", i)
+				if alg == &fixedAlgorithm {
+					// A count lives an hour under the tests' clock; its expiry on
+					// that clock, which countMeaning read, ends its window.
+					require.GreaterOrEqual(t, plainAt.Milliseconds(), began.UnixMilli()+3_600_000-1, "case %d: the expiry (ms)", i)
+					require.LessOrEqual(t, plainAt.Milliseconds(), began.Add(took).UnixMilli()+3_600_000+1, "case %d: the expiry (ms)", i)
 					continue
 				}
 				if alg == &slidingAlgorithm && len(before) > 1 && before[1] >= 'a' {
@@ -118,7 +132,13 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				require.InDelta(t, fullAt.Milliseconds(), plainAt.Milliseconds(), spread, "case %d: the expiries (ms)", i)
 			}
 			t.Logf("%s: %d cases decided by the plain script, %d handed to the full one", alg.name, decided, full)
-			require.Greater(t, decided, cases/2, "cases the plain script decided")
+			if alg == &fixedAlgorithm {
+				// A fixed window's plain take hands on every refusal, and every
+				// state but a count of its period.
+				require.Greater(t, decided, cases/4, "cases the plain script decided")
+			} else {
+				require.Greater(t, decided, cases/2, "cases the plain script decided")
+			}
 			if alg == &slidingAlgorithm {
 				// A sliding log's state means the same under any limit.
 				require.Zero(t, full, "cases handed to the full script")
@@ -154,12 +174,25 @@ func caseLimit(alg *algorithm, p1, p2 int64) *keyLimit {
 	return k
 }
 
+// plainRun runs the plain take of n under k on key at the tests' time now
+// ({seconds, ns}), with the arguments the limiter passes (takeArgs.fill),
+// and returns its reply and the end of the window a fixed window's take
+// expected.
+func plainRun(ctx context.Context, c *redis.Client, k *keyLimit, key string, n int, now [2]int64) (string, int64, error) {
+	a := takeArgs{key: key, fixedClock: true, now: time.Unix(now[0], now[1])}
+	a.args, a.end = k.plainArgs(n, true)
+	keys, args := a.fill(nil, nil)
+	reply, err := k.alg.take.Run(ctx, c, keys, args...).Text()
+	return reply, a.end, err
+}
+
 // parseCase reads a reply of a take of n under k, the full script's or the
-// plain one's, as the limiter does.
-func parseCase(t *testing.T, k *keyLimit, n int, reply string) (keylimit.Result, int64) {
+// plain one's (which expected the window that ends at end), as the limiter
+// does.
+func parseCase(t *testing.T, k *keyLimit, n int, reply string, end int64) (keylimit.Result, int64) {
 	res, marks := make([]keylimit.Result, 1), make([]int64, 1)
-	if reply != "" && (reply[0] == '@' || reply[0] == '=') && k.alg.fresh != nil {
-		r, mark, ok := k.alg.fresh(k, n, reply)
+	if reply != "" && (reply[0] == '@' || reply[0] == '=' || reply[0] == '!') && k.alg.fresh != nil {
+		r, mark, ok := k.alg.fresh(k, n, reply, end)
 		require.True(t, ok, "reply %q", reply)
 		return r, mark
 	}
@@ -167,11 +200,18 @@ func parseCase(t *testing.T, k *keyLimit, n int, reply string) (keylimit.Result,
 	return res[0], marks[0]
 }
 
-// fixedStateReply reports whether reply, a fixed window's plain take's,
-// is the state it wrote for a window's first take ("=n flag period seconds
-// µs"), not the count after a take in the state's window.
-func fixedStateReply(reply string) bool {
-	return len(reply) > 1+fixedCountDigits && reply[0] == '=' && reply[1+fixedCountDigits] != ' '
+// countMeaning returns what a fixed window's count, as dumpState dumps it
+// with its expiry on the tests' clock ("count x=ms"), means under a period
+// of period µs, as stateMeaning says it: its window (the one that ends a
+// ms after the expiry), count and period.
+func countMeaning(t *testing.T, state string, period int64) string {
+	count, when, found := strings.Cut(state, " x=")
+	require.True(t, found, "a count and its expiry: %q", state)
+	c, err1 := strconv.ParseInt(count, 10, 64)
+	ms, err2 := strconv.ParseInt(when, 10, 64)
+	require.NoError(t, errors.Join(err1, err2), "state %q", state)
+	require.Zero(t, (ms+1)*1000%period, "the expiry of %q ends a window of %d µs", state, period)
+	return fmt.Sprintf("w=%d c=%d p=%d", (ms+1)*1000/period-1, c, period)
 }
 
 // stateMeaning returns what a state dumped by dumpState means under alg,
@@ -247,6 +287,9 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 		}
 	}
 	p1 = []int64{1e6, 1_000_007, 60e6}[r.IntN(3)] // the period, µs
+	if alg == &fixedAlgorithm {
+		p1 = []int64{1e6, 1_007_000, 60e6}[r.IntN(3)] // whole ms: only those have a plain take
+	}
 	p2 = events
 	if alg == &slidingAlgorithm {
 		if r.IntN(2) == 0 {
@@ -264,18 +307,29 @@ func plainCase(r *rand.Rand, alg *algorithm, now [2]int64) (n, p1, p2 int64, wri
 	nowUS := now[0]*1e6 + now[1]/1e3
 	w := nowUS/period + r.Int64N(3) - 1 // the window before, this one, or the next (a clock stepped back)
 	count := r.Int64N(events + 3)
-	// Most states are strings, as this version writes them, of a time in
-	// the window (often in now's second, which a take in it reads without
-	// a number); the others strings "@…" or hashes, as older versions
-	// wrote them.
+	// Most states are strings, as the full script writes them, of a time in
+	// the window, or counts, as the plain take writes them (of a window of
+	// another period, or of the window before, expired, among them); the
+	// others strings "@…" or hashes, as older versions wrote them.
 	asString, older := withPeriod && r.IntN(8) > 0, r.IntN(6) == 0
+	asCount := asString && !older && count > 0 && r.IntN(4) > 0
+	if asCount && r.IntN(2) == 0 {
+		w, period = nowUS/p1, p1 // most counts are of the window a take is in
+	}
 	in := w*period + r.Int64N(period)
 	if r.IntN(2) == 0 {
 		in = max(min(nowUS-nowUS%1e6+r.Int64N(1e6), (w+1)*period-1), w*period) // in now's second if the window holds it
 	}
 	return n, p1, p2, func(ctx context.Context, c *redis.Client, key string) {
-		c.Del(ctx, key)
+		c.Del(ctx, key, key+":x")
 		if !present {
+			return
+		}
+		if asCount {
+			// As take_fixed.lua writes it under the tests' clock: an hour to
+			// live, and the expiry on that clock beside it.
+			c.Set(ctx, key, count, time.Hour)
+			c.Set(ctx, key+":x", (w+1)*period/1000-1, time.Hour)
 			return
 		}
 		ttl := time.Duration(((w+1)*period-nowUS+999)/1000+3_600_000) * time.Millisecond
@@ -409,7 +463,11 @@ func dumpState(ctx context.Context, t *testing.T, c *redis.Client, key string) s
 	case "none":
 		return "none"
 	case "string":
-		return c.Get(ctx, key).Val()
+		v := c.Get(ctx, key).Val()
+		if x, err := c.Get(ctx, key+":x").Result(); err == nil && v != "" && v[0] >= '0' && v[0] <= '9' {
+			v += " x=" + x // a fixed window's count, and its expiry under the tests' clock
+		}
+		return v
 	case "hash":
 		h := c.HGetAll(ctx, key).Val()
 		return fmt.Sprintf("w=%s c=%s p=%s", h["w"], h["c"], h["p"])
@@ -446,7 +504,7 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 			}
 			return &b.Keyed, nil
 		}},
-		{&fixedAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "time": 1, "set": 1}, map[string]int64{"evalsha": 1, "time": 1, "set": 1, "setrange": 1}, func() (*Keyed, error) {
+		{&fixedAlgorithm, map[string]int64{"evalsha": 1, "eval": 1, "incrby": 1, "time": 1, "pexpireat": 1}, map[string]int64{"evalsha": 1, "incrby": 1, "pexpiretime": 1}, func() (*Keyed, error) {
 			w, err := NewFixedWindow(c, "fresh", l, WithPrefix("fresh:fixed:"))
 			if err != nil {
 				return nil, err
@@ -473,7 +531,14 @@ func TestPlainTakeOfAFreshKey(t *testing.T) {
 			r := lim.Take("k", 1)
 			require.True(t, r.Allowed, "the take of a fresh key: %+v", r)
 			require.Equal(t, 1_000_000_000-1, r.Remaining, "the take of a fresh key: %+v", r)
-			require.Equal(t, tc.ran, commandsRun(t, c), "the commands the take of a fresh key ran")
+			ran := commandsRun(t, c)
+			if tc.alg == &fixedAlgorithm && ran["set"] == 1 {
+				// A take in its window's last tenth sets the expiry with SET
+				// (lua/take_fixed.lua).
+				ran["pexpireat"] = ran["set"]
+				delete(ran, "set")
+			}
+			require.Equal(t, tc.ran, ran, "the commands the take of a fresh key ran")
 			loaded, err := c.ScriptExists(ctx, tc.alg.take.Hash(), script.Hash()).Result()
 			require.NoError(t, err)
 			require.Equal(t, []bool{true, false}, loaded, "the scripts the take loaded: the plain one, the full one")
@@ -589,16 +654,77 @@ func TestSlidingAppendableLogUnderTheFullScript(t *testing.T) {
 
 	write("plain")
 	write("full")
-	args := k.plainArgs(1, true)
-	got, err = k.alg.take.Run(ctx, c, []string{"plain"}, args[0], args[1], args[2], now[0], now[1]).Text()
+	got, _, err = plainRun(ctx, c, k, "plain", 1, [2]int64{sec, 400_000_000})
 	require.NoError(t, err)
 	require.Equal(t, log+fmt.Sprintf(" %d", sec*1e6+400_000), got, "the plain take appends to a log of its head and epoch")
 	require.Equal(t, got, c.Get(ctx, "plain").Val())
 	want, err := script.Run(ctx, c, []string{"full"}, "take", 1, "sliding", 1_000_000, 5, 0, now[0], now[1]).Text()
 	require.NoError(t, err)
 	require.Equal(t, "1 1 0 1000000 1764650000400000 700000", want, "the full script's take")
-	wantRes, wantMark := parseCase(t, k, 1, want)
-	gotRes, gotMark := parseCase(t, k, 1, got)
+	wantRes, wantMark := parseCase(t, k, 1, want, 0)
+	gotRes, gotMark := parseCase(t, k, 1, got, 0)
 	require.Equal(t, wantRes, gotRes, "the Results")
 	require.Equal(t, wantMark, gotMark, "the marks")
+}
+
+// TestFixedWindowExactInEveryMillisecond: on Redis's own clock, a fixed
+// window of 2 ms admits at most its 3 events in each window, with many
+// goroutines taking one key for 600 ms: half of the takes are in a
+// window's last ms, where a count's expiry is its window's last ms, which
+// PEXPIREAT would delete at once and SET keeps (lua/take_fixed.lua). Each
+// admission's mark is its window, from the server's time or from the
+// count's expiry; a window that lost its count in its last ms would admit
+// up to twice its events. Both ways of setting the expiry ran.
+func TestFixedWindowExactInEveryMillisecond(t *testing.T) {
+	c := serverOfItsOwn(t)
+	ctx := context.Background()
+	const events = 3
+	w, err := NewFixedWindow(c, "ms", keylimit.Per(events, 2*time.Millisecond), WithPrefix("ms:"), WithTimeout(10*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close() })
+	k := w.limits.Default()
+	require.True(t, k.plain, "a period of whole ms has a plain take")
+	require.NoError(t, c.ConfigResetStat(ctx).Err())
+	const goroutines = 8
+	perWindow := make([]map[int64]int, goroutines)
+	var wg sync.WaitGroup
+	stop := time.Now().Add(600 * time.Millisecond)
+	for g := range perWindow {
+		perWindow[g] = map[int64]int{}
+		wg.Go(func() {
+			res, marks := make([]keylimit.Result, 1), make([]int64, 1)
+			for time.Now().Before(stop) {
+				d := decision{key: "k", n: 1, parts: []*keyLimit{k}}
+				if err := w.store.run(ctx, modeTake, &d, res, marks); err != nil {
+					t.Error(err)
+					return
+				}
+				if res[0].Allowed {
+					perWindow[g][marks[0]]++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	admitted := map[int64]int{}
+	for _, m := range perWindow {
+		for window, n := range m {
+			admitted[window] += n
+		}
+	}
+	full := 0
+	for window, n := range admitted {
+		require.LessOrEqual(t, n, events, "admissions in window %d", window)
+		if n == events {
+			full++
+		}
+	}
+	ran := commandsRun(t, c)
+	t.Logf("%d windows, %d of them full; commands: %v", len(admitted), full, ran)
+	require.Greater(t, full, 50, "windows that admitted all their events")
+	// The full script reads the state with GET; the plain take adds with
+	// INCRBY. It decided most takes: the full script writes counts too.
+	require.Less(t, ran["get"]*2, ran["incrby"], "takes the full script decided")
+	require.Positive(t, ran["pexpireat"], "expiries set by PEXPIREAT")
+	require.Positive(t, ran["set"], "expiries set by SET, in a window's last ms")
 }

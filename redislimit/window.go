@@ -16,12 +16,14 @@ import (
 // in-memory limiter's are. Like it, it lets up to twice Events through
 // around a window boundary; SlidingWindow does not.
 //
-// Each decision is one Lua script call (lua/fixed.lua). The key's state is
-// one string, a time in its window and the window's count, expiring when
-// the window ends or up to a Period later (a string or hash an older
-// version wrote is read as the same); a take of a key without state costs
-// Redis TIME and one SET, and one in the second of the state's time, under
-// a Period of whole seconds, one SETRANGE more. Events is at most 2^53.
+// Each decision is one Lua script call (lua/fixed.lua). Under a Period of
+// whole milliseconds the key's state is the window's count alone,
+// expiring at the window's last millisecond: a take that finds it is one
+// INCRBY and a read of its expiry, with no time read; a take of a key
+// without state, a window's first, costs Redis an INCRBY, TIME and the
+// expiry's write. (Under another Period, the state is a string that holds
+// its window too; one an older version wrote is read as the same.) Events
+// is at most 2^53.
 // RetryAfter and ResetAfter are the time to the window's end; Remaining is
 // Events minus the count. All methods are safe for concurrent use, and
 // admissions are exact across the fleet.

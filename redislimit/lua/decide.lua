@@ -21,7 +21,7 @@ end
 -- One limiter, the usual call: no tables to gather the replies in.
 if limiters == 1 then
   local alg = algs[ARGV[3]]
-  local s = alg.read(KEYS[1], tonumber(ARGV[4]), tonumber(ARGV[5]))
+  local s = alg.read(KEYS[1], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6])
   if s.stale then return stale(s) end
   if mode == 'take' then
     if alg.fits(s, n) then return alg.admit(s, n) end
@@ -44,7 +44,7 @@ local used, states = {}, {}
 for i = 1, limiters do
   local at = 4 * i - 1
   used[i] = algs[ARGV[at]]
-  states[i] = used[i].read(KEYS[i], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]))
+  states[i] = used[i].read(KEYS[i], tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), ARGV[at + 3])
   if states[i].stale then return stale(states[i]) end
 end
 

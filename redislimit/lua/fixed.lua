@@ -5,29 +5,33 @@
 -- (and the in-memory limiter) agrees on where a window starts; at most
 -- events admissions per window.
 --
--- KEYS[i]  a string "=count flag period seconds µs": the admissions in the
---          window that holds the time seconds + µs (µs within the second),
---          one of period µs. count takes 16 characters, right-aligned (a
---          take writes it in place: take_fixed.lua), padded with spaces,
---          not zeros, which miniredis's Lua reads as octal (a FixedWindow
---          counts at most 2^53 events per window). flag is '#' if period
---          is a whole number of seconds, ':' if not: the plain take
---          compares the state's flag, period and second with its own, and
---          so tells a take in the state's second under such a period
---          without reading a number. The key expires at the end of that
---          window or later (the plain take of a window's first event,
---          take_fixed.lua, sets one period from its time if the period is
---          at most a second), when the state is the same as no state at
---          all. The window is stored, not trusted to expiry: PEXPIRE has
---          ms resolution and may lag, so a state left over from an earlier
---          window is recognised and ignored. The leading '=' keeps a
---          version without this shape from reading it: that one reads a
---          hash, and fails on a string (WRONGTYPE).
+-- KEYS[i]  the count alone, a decimal integer, as the plain take writes it
+--          (take_fixed.lua): the admissions in the window that ends a ms
+--          after the key's expiry, trusted to Redis's (a key holds while
+--          now <= its expiry); a window of this period if that end is a
+--          multiple of it, of another period otherwise; one that ends
+--          more than a period after now is of a clock stepped back, or,
+--          while the caller says its limit changed lately (the mark
+--          "carry"), of a longer period: the state does not say which.
+--          Or, as this script writes it, a string "=count flag period
+--          seconds µs": the admissions in the window that holds the time
+--          seconds + µs (µs within the second), one of period µs, stored,
+--          not trusted to expiry. count takes 16 characters, right-aligned,
+--          padded with spaces, not zeros, which miniredis's Lua reads as
+--          octal (a FixedWindow counts at most 2^53 events per window).
+--          flag is '#' if period is a whole number of seconds, ':' if not.
+--          The key expires at the end of that window or later, when the
+--          state is the same as no state at all. The plain take's INCRBY
+--          fails on it (the caller hands the take here), and a version
+--          without this shape fails on it too (WRONGTYPE: it reads a hash).
 --          Or, as versions before it wrote the state, a string
 --          "@seconds µs count period", or a hash {w = window index, c =
 --          admissions in it, p = the period}, read as the same (a hash
 --          without p is of the period of the limit that reads it), and
 --          written in this shape by the first write.
+--          Under the tests' clock, which Redis's expiries do not follow,
+--          KEYS[i]..':x' holds a count's expiry on that clock, and a count
+--          past it is no state (countExpiry).
 -- Parameters: the period in µs (the caller requires a whole number of µs),
 -- and the events per window.
 -- Remaining is in events; times in the reply are in µs, the resolution of
@@ -50,10 +54,28 @@ if uses.fixed then
   algs.fixed = fixed
 
   -- store writes count k for s's window, or deletes the state when k is 0.
-  -- The key expires when the window ends on the server's clock.
+  -- The key expires when the window ends on the server's clock: a count,
+  -- as the plain take writes it, at the window's last ms (SET keeps a key
+  -- whose expiry has passed as it runs, until the next ms); under a period
+  -- not of whole ms, a state that stores its window.
   local function store(s, k)
     if k <= 0 then
       redis.call('DEL', s.key)
+      return
+    end
+    if s.period % 1000 == 0 then
+      -- The window's last ms; in that ms, its end: no command keeps a key
+      -- whose expiry is the ms the script began in on Valkey and Redis 7.2
+      -- on (fixed.read tells the two apart).
+      local stop = (s.window + 1) * s.period / 1000
+      if stop - 1 > now_s * 1000 + math.floor(now_us / 1000) then stop = stop - 1 end
+      local when = string.format('%d', stop)
+      if fixed_clock then
+        redis.call('SET', s.key, string.format('%d', k), 'PX', 3600000)
+        redis.call('SET', s.key .. ':x', when, 'PX', 3600000)
+      else
+        redis.call('SET', s.key, string.format('%d', k), 'PXAT', when)
+      end
       return
     end
     local start = s.window * s.period
@@ -61,16 +83,49 @@ if uses.fixed then
     redis.call('SET', s.key, string.format('=%16d%s%s %d %d', k, s.flag, s.periodText, sec, start - sec * 1e6), 'PX', ttl(s.left / 1000))
   end
 
+  -- countExpiry returns the expiry of a count that the plain take wrote
+  -- (ms since the epoch; -1 if it has none), or -2 if it has passed: under
+  -- the tests' clock, which Redis's expiries do not follow, key..':x'
+  -- holds it on that clock (take_fixed.lua).
+  local function countExpiry(key)
+    if not fixed_clock then return redis.call('PEXPIRETIME', key) end
+    local when = tonumber(redis.call('GET', key .. ':x') or '-1')
+    if when >= 0 and now_s * 1000 + math.floor(now_ns / 1e6) > when then return -2 end
+    return when
+  end
+
   -- read: s.count is the admissions in the window that holds s.at, the
   -- time the decision is made at; s.left the µs until it ends on the
   -- server's clock (which may be behind s.at).
-  function fixed.read(key, period, events)
+  function fixed.read(key, period, events, hint)
     local now = now_s * 1e6 + now_us -- µs since the Unix epoch
     local s = {key = key, period = period, events = events, count = 0, periodText = string.format('%d', period), flag = ':'}
     if period % 1e6 == 0 then s.flag = '#' end
     local state = redis.pcall('GET', key)
     local byte = state and type(state) ~= 'table' and string.byte(state)
-    if type(state) == 'table' or (state and byte ~= 61 and byte ~= 64) then
+    local carried -- the count of a window of another period that has not ended
+    if byte and byte >= 48 and byte <= 57 then
+      -- A digit: the count alone, which the plain take writes, expiring at
+      -- its window's last ms (take_fixed.lua): a window of this period if
+      -- it ends at a multiple of the period, of another's otherwise.
+      local when = countExpiry(key)
+      -- The window's end, µs: a ms after the expiry, or the expiry itself
+      -- for a count written in its window's last ms (store).
+      local stop = (when + 1) * 1000
+      if when * 1000 % period == 0 then stop = when * 1000 end
+      if when == -2 or (when >= 0 and stop <= now) then
+        state = {} -- a window that has ended (on TIME, read after the key)
+      elseif when >= 0 and stop % period == 0 and (stop - period <= now or hint ~= 'carry') then
+        -- This period's window: now's, or a later one (a clock stepped
+        -- back), unless the caller's limit changed lately (hint), when it
+        -- may be a window of a longer period.
+        state = {stop / period - 1, state, s.periodText}
+      else
+        -- A window of another period that holds now (or a count without
+        -- an expiry).
+        carried, state = tonumber(state), {}
+      end
+    elseif type(state) == 'table' or (state and byte ~= 61 and byte ~= 64) then
       -- WRONGTYPE: a hash, as an older version wrote it. (A string of
       -- another shape is no state of a window: HMGET fails on it.)
       state = redis.call('HMGET', key, 'w', 'c', 'p')
@@ -114,6 +169,13 @@ if uses.fixed then
         -- Counted in a window of another period: carried if that window
         -- has not ended, and written so.
         if at < (w + 1) * tonumber(p) then s.count = c end
+        store(s, s.count)
+        s.same = true
+      end
+    elseif carried then
+      s.stored = true
+      if mode ~= 'refund' then
+        s.count = carried
         store(s, s.count)
         s.same = true
       end

@@ -19,7 +19,8 @@
 --   key's limit (each file says which), and for "refund" the mark of the
 --   admission to give back, which "take" returned when it admitted (the
 --   algorithm's file says what it is); for "lease" the mark of the ended
---   lease to give back from; otherwise 0.
+--   lease to give back from; otherwise 0, or for a fixed window "carry"
+--   while the caller's limits changed lately (fixed.lua).
 -- For "lease", five more: want, the most events to take beyond n; hold,
 --   the lease time in ns, within which the instance spends them; the
 --   events the ended lease left unused (0: none to give back); period,
@@ -105,7 +106,7 @@ local function reply(allowed, remaining, retry, reset, mark)
   return string.format('%d %d %d %d %s', allowed, remaining, math.min(retry, 9e18), math.min(reset, 9e18), mark or '0')
 end
 
--- algs maps an algorithm's name to its functions: read(key, p1, p2)
+-- algs maps an algorithm's name to its functions: read(key, p1, p2, mark)
 -- returns the key's state under the limit (a table, converted to this
 -- limit's terms and written so, for a take or a peek, if another limit
 -- wrote it); fits(s, n) tells whether n fit, writing nothing; refused(s, n)

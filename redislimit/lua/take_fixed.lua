@@ -1,104 +1,112 @@
 -- take_fixed.lua: the plain decision of a fixed window, a script of its
--- own: take n under one limiter whose state counts in this limit's period,
--- as lua/fixed.lua's take does, with nothing else in the script. A state
--- written under another period is the full script's: the reply is then
--- "full", and nothing is written. So is a state of an older shape: a
--- string "@…", which the full script reads and writes anew, or a hash,
--- on which the SET fails (WRONGTYPE), which the caller takes to mean the
--- same (redis.pcall would cost every call more than the SET's GET).
+-- own: take n under one limiter whose period is a whole number of ms, as
+-- lua/fixed.lua's take does, with nothing else in the script.
 --
--- KEYS[1] the state, "=count flag period seconds µs" (fixed.lua says the
--- shape). ARGV: the head of a state of n events under this limit,
--- "=n flag period " (n in 16 characters, right-aligned; flag '#' for a
--- period of whole seconds, ':' for another; n at most events: the caller
--- refuses a larger n without a call); the expiry in ms of the state of a window's first
--- take (one period, rounded up: the window that holds now ends no later;
--- or 0, for a period longer than a second: the window's end, which the
--- script computes); events; and only in the package's tests the time,
--- seconds and ns (prelude.lua).
+-- KEYS[1] the state. ARGV: n (at most events: the caller refuses a larger
+-- n without a call); events; the period in ms; the expiry, ms since the
+-- epoch, of the state of the window the caller expects the take in (a ms
+-- before it ends); and only in the package's tests the time, seconds and
+-- ns (prelude.lua).
 --
--- The reply, for an admission, is the state of a window's first take,
--- which it wrote (the head, then the time: "=n flag period seconds µs"),
--- or "=count seconds µs", the window's count after the take (16
--- characters) and the time of the take; the caller reads the rest from
--- either: the window that holds that time, and the µs until it ends.
--- Otherwise it is fixed.lua's five integers.
+-- The state this script writes is the count alone, a decimal integer, in
+-- a key that expires at its window's last ms (a key holds while now <= its
+-- expiry), or, written in that ms, at the window's end, a multiple of the
+-- period (fixed.lua's countExpiry tells the two apart): while the key
+-- holds, its window has not ended, so a take of a key that has one adds to
+-- it (INCRBY) and reads no time. It decides on the count if the key's expiry
+-- is the one expected: the window is that one, and the take is in it.
+-- Otherwise (a window the caller did not expect, at a boundary, or a
+-- count of another period or of a clock stepped back), or on any other
+-- shape of state (INCRBY fails on it, and the caller takes the error to
+-- mean the same), the take is undone and the reply is "full": the full
+-- script decides, on the server's time. A take that does not fit is undone
+-- too, and refused. A take that creates the key is a window's first: its
+-- expiry is set at the window's last ms, the expected one by PEXPIREAT,
+-- and TIME read after it says whether that was right.
 --
--- As in take_bucket.lua, the take of a window's first event costs TIME and
--- one SET, of one string made of TIME's strings and ARGV's as they are: a
--- state of an earlier window has expired, and the take writes its state
--- unless one exists (NX), reading it in the same command (GET). A take
--- within the same second as the state's time, under a period of whole
--- seconds, is in the state's window: it reads no number but the two
--- counts and events, and writes the count alone, in place (SETRANGE, which
--- keeps the expiry), the width of the field kept by its 16 characters.
+-- The reply, for a window's first take, is "@seconds µs", the server's
+-- time (the caller reads the window from it); "=count", the count after
+-- the take; or, for a refusal, "!count", the count it found.
+--
+-- miniredis does not expire keys on its own clock unless told to, and
+-- Redis before 7.0 has no PEXPIRETIME: on a server without
+-- redis.REDIS_VERSION (both) the reply is "no count", and the limiter
+-- hands its fixed windows' takes to the full script from then on, which
+-- judges a state by the window it stores.
+--
+-- Under the tests' clock, which Redis's expiries do not follow, the key
+-- lives an hour and KEYS[1]..':x' holds its expiry on the tests' clock: a
+-- count past it is deleted before the take, as Redis would have.
 
-local s, us = ARGV[4], nil
-if s then
-  us = string.format('%d', math.floor(ARGV[5] / 1000))
-else
-  local time = redis.call('TIME')
-  s, us = time[1], time[2]
-end
-local head, px = ARGV[1], ARGV[2]
-local fresh = head .. s .. ' ' .. us
-if px == '0' then -- a period longer than a second: the state expires at its window's end
-  local period = tonumber(string.sub(head, 19, -2))
-  local left = period - (tonumber(s) * 1e6 + tonumber(us)) % period
-  px = string.format('%d', math.ceil(left / 1000) + (ARGV[4] and 3600000 or 0))
-end
-local stored = redis.call('SET', KEYS[1], fresh, 'NX', 'PX', px, 'GET')
-if not stored then return fresh end
-
--- e: the end of "flag period seconds " in fresh, from byte 18. Equal in
--- the state: the same period, and the same second.
-local e = #head + #s + 1
-if string.sub(stored, 18, e) == string.sub(fresh, 18, e) and string.byte(head, 18) == 35 then
-  local count = string.sub(stored, 2, 17) + string.sub(head, 2, 17)
-  if count <= ARGV[3] + 0 then
-    local text = string.format('=%16d', count)
-    redis.call('SETRANGE', KEYS[1], '0', text)
-    return text .. ' ' .. s .. ' ' .. us
+local tests = ARGV[5]
+if tests then
+  local x = KEYS[1] .. ':x'
+  local when = redis.call('GET', x)
+  if when and ARGV[5] * 1000 + math.floor(ARGV[6] / 1e6) > tonumber(when) then
+    local state = redis.pcall('GET', KEYS[1])
+    if type(state) == 'string' and string.match(state, '^%d+$') then redis.call('DEL', KEYS[1]) end
+    redis.call('DEL', x)
   end
 end
-if string.byte(stored) ~= 61 then return 'full' end -- '@': an older shape
 
-local f1 = string.find(stored, ' ', 19, true)
-local f2 = string.find(stored, ' ', f1 + 1, true)
-local periodText = string.sub(head, 19, -2)
-if string.sub(stored, 19, f1 - 1) ~= periodText then return 'full' end
-local n, period, events = tonumber(string.sub(head, 2, 17)), tonumber(periodText), tonumber(ARGV[3])
-local now, life = tonumber(s) * 1e6 + tonumber(us), 0
-if ARGV[4] then life = 3600000 end -- prelude.lua's ttl under the tests' clock
-local t = tonumber(string.sub(stored, f1 + 1, f2 - 1)) * 1e6 + tonumber(string.sub(stored, f2 + 1))
-local w = (t - t % period) / period
--- Time only moves forward inside the state: a state of a later window (the
--- server's clock stepped back) is decided at that window's start.
-local at = math.max(now, w * period)
-local into = at % period
-local window = (at - into) / period
-local left = period - into + at - now
-local count = 0
-if w == window then count = tonumber(string.sub(stored, 2, 17)) end
+local c = redis.call('INCRBY', KEYS[1], ARGV[1])
+-- A key INCRBY created holds n: 1 most often, told without reading ARGV[1].
+if c == 1 or ARGV[1] ~= '1' and c == ARGV[1] + 0 then
+  -- A window's first take: its state expires at the window's last ms.
+  if not redis.REDIS_VERSION then
+    redis.call('DEL', KEYS[1])
+    return 'no count'
+  end
+  -- The expiry expected, set before TIME is read: PEXPIREAT deletes the
+  -- key if that time has passed as it runs (on Redis 7.0 and 7.1 on the
+  -- clock then, since 7.2 on the one the script began at), which a TIME
+  -- read after it shows.
+  if not tests then redis.call('PEXPIREAT', KEYS[1], ARGV[4]) end
+  local s, us
+  if tests then
+    s, us = ARGV[5], string.format('%d', math.floor(ARGV[6] / 1000))
+  else
+    local time = redis.call('TIME')
+    s, us = time[1], time[2]
+  end
+  -- when: the expiry of the window that holds the time read, a ms before
+  -- its end, a multiple of the period (of a second: no arithmetic); in
+  -- the window's last ms its end (last): no command keeps a key whose
+  -- expiry is the ms the script began in on Valkey and Redis 7.2 on.
+  local when, last
+  if ARGV[3] == '1000' then
+    when, last = s .. '999', #us == 6 and us >= '999000'
+    if last then when = string.format('%d', (s + 1) * 1000) end
+  else
+    local p = tonumber(ARGV[3])
+    local ms = tonumber(s) * 1000 + math.floor(tonumber(us) / 1000)
+    local e = ms - ms % p + p
+    last = e - ms <= 1
+    if last then when = string.format('%d', e) else when = string.format('%d', e - 1) end
+  end
+  if tests then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', 3600000)
+    redis.call('SET', KEYS[1] .. ':x', when, 'PX', 3600000)
+  elseif when ~= ARGV[4] then
+    -- Another window than expected, or its last ms, where PEXPIREAT may
+    -- have deleted the key.
+    redis.call('SET', KEYS[1], ARGV[1], 'PXAT', when)
+  end
+  return '@' .. s .. ' ' .. us
+end
 
-if count + n > events then
-  local reset = 0
-  if count > 0 then reset = left end
-  return string.format('0 %d %d %d 0', events - count, math.min(left, 9e18), math.min(reset, 9e18))
+local when
+if tests then
+  when = redis.call('GET', KEYS[1] .. ':x')
+else
+  when = string.format('%d', redis.call('PEXPIRETIME', KEYS[1]))
 end
-if w ~= window then
-  -- A state of an earlier window: this take is the first of its own.
-  redis.call('SET', KEYS[1], fresh, 'PX', string.format('%d', math.ceil(left / 1000) + life))
-  return fresh
+if when ~= ARGV[4] then
+  redis.call('DECRBY', KEYS[1], ARGV[1])
+  return 'full'
 end
-local text = string.format('=%16d', count + n)
-if at == now then
-  -- The state's time becomes now's, in the same window, so that the takes
-  -- in this second find it. A state of this window expires at its end or
-  -- later already: whoever wrote the window set it.
-  redis.call('SET', KEYS[1], text .. string.sub(fresh, 18), 'KEEPTTL')
-  return text .. ' ' .. s .. ' ' .. us
+if c > ARGV[2] + 0 then
+  redis.call('DECRBY', KEYS[1], ARGV[1])
+  return string.format('!%d', c - ARGV[1])
 end
--- A state of a later window (a clock stepped back): its time stays in it.
-redis.call('SETRANGE', KEYS[1], '0', text)
-return string.format('1 %d 0 %d %d', events - count - n, math.min(left, 9e18), window)
+return string.format('=%d', c)
