@@ -11,7 +11,7 @@
 -- The state this script writes is the count alone, a decimal integer, in
 -- a key that expires at its window's last ms (a key holds while now <= its
 -- expiry), or, written in that ms, at the window's end, a multiple of the
--- period (fixed.lua's countExpiry tells the two apart): while the key
+-- period (fixed.lua's read tells the two apart): while the key
 -- holds, its window has not ended, so a take of a key that has one adds to
 -- it (INCRBY) and reads no time. It decides on the count if the key's expiry
 -- is the one expected: the window is that one, and the take is in it.
@@ -32,7 +32,7 @@
 -- Redis before 7.0 has no PEXPIRETIME: on a server without
 -- redis.REDIS_VERSION (both) the reply is "no count", and the limiter
 -- hands its fixed windows' takes to the full script from then on, which
--- judges a state by the window it stores.
+-- writes states that store their window there.
 --
 -- Under the tests' clock, which Redis's expiries do not follow, the key
 -- lives an hour and KEYS[1]..':x' holds its expiry on the tests' clock: a
