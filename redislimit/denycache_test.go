@@ -199,3 +199,43 @@ func TestDenyCacheEndsOnRedisTime(t *testing.T) {
 		})
 	}
 }
+
+// TestDenyCacheNeverOutlastsTheWindow: a FixedWindow's refusal on a count
+// tells RetryAfter from the process's reckoning of Redis's clock, not from
+// TIME. Over 2 s of 25 ms windows on Redis's own clock, no refusal the deny
+// cache answers comes when Redis's clock, read before the call, is at or
+// past the latest end of the window Redis last refused in.
+func TestDenyCacheNeverOutlastsTheWindow(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	ctx := context.Background()
+	const period = 25 * time.Millisecond
+	lim, err := redislimit.NewFixedWindow(c, "deny", keylimit.Per(1, period), redislimit.WithTimeout(patient))
+	require.NoError(t, err)
+	t.Cleanup(func() { lim.Close() })
+	pinged(t, lim)
+	key := testKey(t, "k")
+	var refusedUntil time.Time // Redis last refused in a window that ends no later
+	cached, refused := 0, 0
+	for stop := time.Now().Add(2 * time.Second); time.Now().Before(stop); {
+		before, err := c.Time(ctx).Result()
+		require.NoError(t, err)
+		hits := lim.Stats().CacheHits
+		allowed := lim.Allow(key)
+		fromCache := lim.Stats().CacheHits > hits
+		after, err := c.Time(ctx).Result()
+		require.NoError(t, err)
+		switch {
+		case !allowed && fromCache:
+			cached++
+			require.True(t, before.Before(refusedUntil), "refused in process with Redis's clock at %v, past the end of the window Redis refused in, %v",
+				before, refusedUntil)
+		case !allowed:
+			refused++
+			refusedUntil = after.Truncate(period).Add(period) // windows are multiples of the period since the epoch
+		}
+	}
+	t.Logf("refused by Redis %d times, by the deny cache %d", refused, cached)
+	require.Greater(t, refused, 20, "refusals Redis made")
+	require.Greater(t, cached, 20, "refusals the deny cache answered")
+}
