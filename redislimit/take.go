@@ -68,13 +68,16 @@ const fixedCountDigits = 16
 // (lua/take_fixed.lua): "@seconds µs", the server's time at a window's
 // first take, of the window that holds it; "=count", the count after the
 // take, of the window that ends at end (µs since the epoch), the one the
-// take expected; or "!count", a refusal of n on the count found there. The
-// window's index is an admission's mark. Remaining is the quota less the
-// count; ResetAfter (and a refusal's RetryAfter) is the time to the
-// window's end from the take's time, or for a count from
-// store.serverNow. µs outside a second, an admission's count below n (an
-// admission counts itself) or above the quota, or a refusal's count on
-// which n fits is malformed.
+// take expected; or "!count seconds µs", a refusal of n on the count found
+// there, at the server's time. The window's index is an admission's mark.
+// Remaining is the quota less the count; ResetAfter (and a refusal's
+// RetryAfter) is the time to the window's end from the server's time, or
+// for an admission on a count from store.serverNow's reckoning of it (up
+// to a reply's way back behind it: a ResetAfter that long too long, which
+// only headers read; a refusal's, which the deny cache keeps, is exact).
+// µs outside a second, an admission's count below n (an admission counts
+// itself) or above the quota, or a refusal's count on which n fits is
+// malformed.
 func fixedFresh(k *keyLimit, n int, reply string, end int64) (keylimit.Result, int64, bool) {
 	period := int64(k.limit.Period / time.Microsecond)
 	if len(reply) < 2 || period <= 0 {
@@ -96,12 +99,26 @@ func fixedFresh(k *keyLimit, n int, reply string, end int64) (keylimit.Result, i
 		}
 		end = (window + 1) * period
 		k.owner.sawServerTime(t)
-	case '=', '!':
+	case '=':
 		var err error
 		if count, err = strconv.ParseInt(reply[1:], 10, 64); err != nil || end%period != 0 {
 			return keylimit.Result{}, 0, false
 		}
 		t = min(k.owner.serverNow(), end)
+	case '!': // count, seconds, µs
+		countText, rest, found := strings.Cut(reply[1:], " ")
+		secText, usText, found2 := strings.Cut(rest, " ")
+		var err1, err2, err3 error
+		var sec, us int64
+		count, err1 = strconv.ParseInt(countText, 10, 64)
+		sec, err2 = strconv.ParseInt(secText, 10, 64)
+		us, err3 = strconv.ParseInt(usText, 10, 64)
+		if !found || !found2 || err1 != nil || err2 != nil || err3 != nil || end%period != 0 || us < 0 || us >= 1e6 ||
+			sec > math.MaxInt64/1_000_000-1 || sec < math.MinInt64/1_000_000+1 {
+			return keylimit.Result{}, 0, false
+		}
+		t = min(sec*1e6+us, end)
+		k.owner.sawServerTime(t)
 	default:
 		return keylimit.Result{}, 0, false
 	}

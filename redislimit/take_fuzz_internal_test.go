@@ -10,7 +10,7 @@ import (
 
 // FuzzFreshReply feeds the readers of a plain take's reply (take.go:
 // "@seconds ns a interval", a fixed window's "@seconds µs", "=count" or
-// "!count", "@e1 e2 …", a sliding log of the appendable shape), which come
+// "!count seconds µs", "@e1 e2 …", a sliding log of the appendable shape), which come
 // from the server, any reply: none panics, and a reply read is an
 // admission within the limit, or a fixed window's refusal, its times
 // within [0, InfDuration).
@@ -29,7 +29,8 @@ func FuzzFreshReply(f *testing.F) {
 		// found
 		"@1735689600 500000", "@1735689600 0", "@1735689600 999999", "@1735689600 1000000", "@-1 5", "@1735689600", "@1735689600 -1",
 		"=3", "=10", "=11", "=0", "=-1", "=9223372036854775807", "= 3", "=3 1735689600999", "=",
-		"!10", "!9", "!0", "!-1", "!11", "!9223372036854775807", "!", "!x",
+		"!10 1735689600 500000", "!9 1735689600 500000", "!0 1735689600 0", "!-1 1735689600 0", "!11 1735689601 0",
+		"!10 1735689602 0", "!9223372036854775807 1 1", "!10 1735689600 1000000", "!10 1735689600", "!10", "!", "!x 1 1",
 		// sliding logs of the appendable shape under PerSecond(10) and
 		// PerSecond(3): a head, the epoch's 10 digits, entries of 16
 		// digits, each counting as the greatest so far; entries that left

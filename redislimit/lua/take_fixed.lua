@@ -26,7 +26,8 @@
 --
 -- The reply, for a window's first take, is "@seconds µs", the server's
 -- time (the caller reads the window from it); "=count", the count after
--- the take; or, for a refusal, "!count", the count it found.
+-- the take; or, for a refusal, "!count seconds µs", the count it found and
+-- the server's time.
 --
 -- miniredis does not expire keys on its own clock unless told to, and
 -- Redis before 7.0 has no PEXPIRETIME: on a server without
@@ -106,7 +107,16 @@ if when ~= ARGV[4] then
   return 'full'
 end
 if c > ARGV[2] + 0 then
+  -- A refusal tells when to retry from the server's time, which the
+  -- caller's reckoning may be behind by a reply's way back.
   redis.call('DECRBY', KEYS[1], ARGV[1])
-  return string.format('!%d', c - ARGV[1])
+  local s, us
+  if tests then
+    s, us = ARGV[5], string.format('%d', math.floor(ARGV[6] / 1000))
+  else
+    local time = redis.call('TIME')
+    s, us = time[1], time[2]
+  end
+  return string.format('!%d ', c - ARGV[1]) .. s .. ' ' .. us
 end
 return string.format('=%d', c)
