@@ -821,7 +821,9 @@ func FuzzParseLimit(f *testing.F) {
 		l, err := parseLimit(text)
 		if err != nil {
 			require.Equal(t, keylimit.Limit{}, l, "a failed parse returns the zero Limit")
-			require.Less(t, len(err.Error()), 1024, "an error quotes a bounded part of the text")
+			// The text read is at most 128 bytes (maxLimitText); an error quotes
+			// it, and a part of it again, at up to 4 bytes a byte (%q's \x1d).
+			require.Less(t, len(err.Error()), 2*(4*128+2)+256, "an error quotes a bounded part of the text")
 			return
 		}
 		if l.Calendar != 0 {
