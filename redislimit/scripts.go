@@ -159,7 +159,7 @@ var processStart = time.Now()
 // sawServerTime notes t, Redis's clock in µs since the epoch, as a reply
 // just received gave it: it was read at most a round trip ago.
 func (s *store) sawServerTime(t int64) {
-	if s != nil && s.clock == nil {
+	if s.clock == nil {
 		s.serverOffset.Store(t - time.Since(processStart).Microseconds())
 	}
 }
@@ -170,9 +170,9 @@ func (s *store) sawServerTime(t int64) {
 // system's clock until Redis's is seen; the tests' clock under one.
 func (s *store) serverNow() int64 {
 	switch {
-	case s != nil && s.clock != nil:
+	case s.clock != nil:
 		return s.clock.c.Now().UnixMicro()
-	case s != nil && s.serverOffset.Load() != 0:
+	case s.serverOffset.Load() != 0:
 		return time.Since(processStart).Microseconds() + s.serverOffset.Load()
 	}
 	return time.Now().UnixMicro()
@@ -331,7 +331,7 @@ func newKeyLimit(s *store, alg *algorithm, l keylimit.Limit) *keyLimit {
 		k.span = k.step * int64(quota)
 	}
 	k.plain = alg.take != nil && err == nil && (alg != &fixedAlgorithm || l.Period%time.Millisecond == 0)
-	if alg == &fixedAlgorithm && s != nil {
+	if alg == &fixedAlgorithm {
 		for p := s.longest.Load(); int64(l.Period) > p && !s.longest.CompareAndSwap(p, int64(l.Period)); p = s.longest.Load() {
 		}
 	}

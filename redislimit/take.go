@@ -86,13 +86,10 @@ func fixedFresh(k *keyLimit, n int, reply string, end int64) (keylimit.Result, i
 	count, t := int64(n), int64(0)
 	switch reply[0] {
 	case '@': // seconds, µs
-		secText, usText, found := strings.Cut(reply[1:], " ")
-		sec, err1 := strconv.ParseInt(secText, 10, 64)
-		us, err2 := strconv.ParseInt(usText, 10, 64)
-		if !found || err1 != nil || err2 != nil || us < 0 || us >= 1e6 || sec > math.MaxInt64/1_000_000-1 || sec < math.MinInt64/1_000_000+1 {
+		var ok bool
+		if t, ok = serverTime(reply[1:]); !ok {
 			return keylimit.Result{}, 0, false
 		}
-		t = sec*1e6 + us
 		window := t / period
 		if t%period < 0 {
 			window-- // floor, as the script's
@@ -105,19 +102,15 @@ func fixedFresh(k *keyLimit, n int, reply string, end int64) (keylimit.Result, i
 			return keylimit.Result{}, 0, false
 		}
 		t = min(k.owner.serverNow(), end)
-	case '!': // count, seconds, µs
+	case '!': // count, then seconds, µs
 		countText, rest, found := strings.Cut(reply[1:], " ")
-		secText, usText, found2 := strings.Cut(rest, " ")
-		var err1, err2, err3 error
-		var sec, us int64
-		count, err1 = strconv.ParseInt(countText, 10, 64)
-		sec, err2 = strconv.ParseInt(secText, 10, 64)
-		us, err3 = strconv.ParseInt(usText, 10, 64)
-		if !found || !found2 || err1 != nil || err2 != nil || err3 != nil || end%period != 0 || us < 0 || us >= 1e6 ||
-			sec > math.MaxInt64/1_000_000-1 || sec < math.MinInt64/1_000_000+1 {
+		var err error
+		var ok bool
+		count, err = strconv.ParseInt(countText, 10, 64)
+		if t, ok = serverTime(rest); !found || err != nil || !ok || end%period != 0 {
 			return keylimit.Result{}, 0, false
 		}
-		t = min(sec*1e6+us, end)
+		t = min(t, end)
 		k.owner.sawServerTime(t)
 	default:
 		return keylimit.Result{}, 0, false
@@ -141,6 +134,18 @@ func fixedFresh(k *keyLimit, n int, reply string, end int64) (keylimit.Result, i
 	r := keylimit.Result{Allowed: true, Limit: k.quota, Remaining: int(int64(k.quota) - count), ResetAfter: left}
 	r.RefillAfter = k.refillAfter(r, 0)
 	return r, end/period - 1, true
+}
+
+// serverTime reads "seconds µs", Redis's TIME as a script replies it, in µs
+// since the epoch: false for µs outside a second or a time beyond int64 µs.
+func serverTime(s string) (int64, bool) {
+	secText, usText, found := strings.Cut(s, " ")
+	sec, err1 := strconv.ParseInt(secText, 10, 64)
+	us, err2 := strconv.ParseInt(usText, 10, 64)
+	if !found || err1 != nil || err2 != nil || us < 0 || us >= 1e6 || sec > math.MaxInt64/1_000_000-1 || sec < math.MinInt64/1_000_000+1 {
+		return 0, false
+	}
+	return sec*1e6 + us, true
 }
 
 // slidingTakeArgs: n, the expiry in ms of a log of the appendable shape

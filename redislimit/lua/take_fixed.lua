@@ -39,8 +39,11 @@
 -- lives an hour and KEYS[1]..':x' holds its expiry on the tests' clock: a
 -- count past it is deleted before the take, as Redis would have.
 
-local tests = ARGV[5]
+-- s, us: the time, the tests' (set here), or TIME's, which a path reads
+-- where it needs it.
+local tests, s, us = ARGV[5], nil, nil
 if tests then
+  s, us = ARGV[5], string.format('%d', math.floor(ARGV[6] / 1000))
   local x = KEYS[1] .. ':x'
   local when = redis.call('GET', x)
   if when and ARGV[5] * 1000 + math.floor(ARGV[6] / 1e6) > tonumber(when) then
@@ -62,11 +65,8 @@ if c == 1 or ARGV[1] ~= '1' and c == ARGV[1] + 0 then
   -- key if that time has passed as it runs (on Redis 7.0 and 7.1 on the
   -- clock then, since 7.2 on the one the script began at), which a TIME
   -- read after it shows.
-  if not tests then redis.call('PEXPIREAT', KEYS[1], ARGV[4]) end
-  local s, us
-  if tests then
-    s, us = ARGV[5], string.format('%d', math.floor(ARGV[6] / 1000))
-  else
+  if not tests then
+    redis.call('PEXPIREAT', KEYS[1], ARGV[4])
     local time = redis.call('TIME')
     s, us = time[1], time[2]
   end
@@ -110,10 +110,7 @@ if c > ARGV[2] + 0 then
   -- A refusal tells when to retry from the server's time, which the
   -- caller's reckoning may be behind by a reply's way back.
   redis.call('DECRBY', KEYS[1], ARGV[1])
-  local s, us
-  if tests then
-    s, us = ARGV[5], string.format('%d', math.floor(ARGV[6] / 1000))
-  else
+  if not tests then
     local time = redis.call('TIME')
     s, us = time[1], time[2]
   end
