@@ -93,6 +93,12 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 						if strings.Count(before, " ") == strings.Count(loggedBefore[i], " ")+1 && strings.HasPrefix(before, loggedBefore[i]) {
 							shapes["appended"]++
 						}
+						// A log of an earlier epoch under this head, written anew
+						// in now's: its head, another epoch, its entries' tail.
+						if head, epochs := slidingHead(k), strings.Index(before, " "); epochs > 0 && strings.HasPrefix(loggedBefore[i], head) &&
+							strings.Index(loggedBefore[i], " ") == epochs && loggedBefore[i][:epochs] < before[:epochs] {
+							shapes["new epoch"]++
+						}
 					}
 				} else if alg == &fixedAlgorithm {
 					meaning := func(state string) string {
@@ -149,6 +155,7 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				require.Greater(t, shapes["log replied"], cases/20, "admissions replied with the log")
 				require.Greater(t, shapes["appendable"], cases/20, "admissions that left the appendable shape")
 				require.Greater(t, shapes["appended"], cases/20, "admissions appended to the log (APPEND)")
+				require.Greater(t, shapes["new epoch"], cases/50, "admissions that wrote a log of an earlier epoch in now's")
 				return
 			}
 			require.Greater(t, full, cases/20, "cases handed to the full script")

@@ -46,7 +46,14 @@
 -- (fewer than min(events, short) entries in all), not in a decision,
 -- which is therefore the full script's: count + 1 <= events in the window.
 --
--- Every other take (n > 1, another epoch or head, a full log, an older
+-- A key that comes back in a later epoch: the log, under this head, holds
+-- entries of its own epoch only, all before now. It loses those that left
+-- the window (read from the oldest until one is in it) and, if one more
+-- fits the room, is written anew by one SET: now's epoch, the entries
+-- kept, as bytes, and the new one. At a period of a second and a key
+-- coming back every half second, every other take is of this kind.
+--
+-- Every other take (n > 1, an earlier epoch or another head, a full log, an older
 -- version's shape '@e1 e2 …', a list, a time not of 16 digits) reads the
 -- log, decides and writes it back as sliding.lua does: the appendable shape
 -- if it is of up to short entries of 16 digits and the server's clock did
@@ -87,9 +94,27 @@ if ARGV[1] == '1' and #app == 17 then
   stored = redis.pcall('SET', key, fresh, 'NX', 'PX', ARGV[2], 'GET')
   if not stored then return fresh end
   -- (A string's err is the string library's: nil.)
-  if not stored.err and string.find(stored, prefix, 1, true) == 1 and #stored < #prefix + 17 * (room - 48) - 16 then
+  local same = not stored.err and string.find(stored, prefix, 1, true) == 1
+  if same and #stored < #prefix + 17 * (room - 48) - 16 then
     redis.call('APPEND', key, app)
     return stored .. app
+  end
+  if (same or not stored.err and string.find(stored, head, 1, true) == 1 and string.sub(stored, #head + 1, #prefix) < epoch)
+    and (#stored - #prefix) % 17 == 0 then
+    -- A full log of now's epoch, or one of an earlier epoch under this
+    -- head, is written anew in now's epoch with its entries and the new
+    -- one (above). A full one first loses those that left the window, read
+    -- from the oldest until one is in it.
+    local at, full = #prefix + 1, 17 * (room - 48) - 16 -- at: the ' ' before the oldest entry kept
+    if #stored - at + 1 >= full then
+      local cut = (clock or string.sub(app, 2) + 0) - string.match(head, '^@..(%d+)/')
+      while at < #stored and string.sub(stored, at + 1, at + 16) + 0 <= cut do at = at + 17 end
+    end
+    if #stored - at + 1 < full then
+      local log = prefix .. string.sub(stored, at) .. app
+      redis.call('SET', key, log, 'PX', ARGV[2])
+      return log
+    end
   end
 else
   stored = redis.pcall('GET', key)
