@@ -7,6 +7,7 @@
 //	go run ./cmd/redisinstr                  # from benchmarks/: 4,000 calls a row
 //	go run ./cmd/redisinstr -n 1000 -only slidingwindow
 //	go run ./cmd/redisinstr -limit 100       # 100 a second, a burst of 100
+//	go run ./cmd/redisinstr -n 2000 -scripts cmd/redisinstr/commands/*.lua
 //
 // Each contender and each case runs on a redis-server of its own under
 // callgrind, which counts only inside evalShaCommand (valgrind
@@ -19,6 +20,12 @@
 // second take: (again's total - fresh's) / n. The calls are counted from
 // INFO commandstats (evalsha), so the first one, which finds the script not
 // loaded, is counted too.
+//
+// With -scripts it counts Lua files instead, each run n times on distinct
+// keys: commands/ holds one per command or Lua operation the scripts use,
+// over a fixture (set-px: a log written; lua-10-*: an operation ten times),
+// so that the difference between two is what the command or operation
+// costs (BENCHMARKS.md, "What a script's parts cost").
 //
 // Instructions do not move with the machine's load, as time does: this is
 // the figure to compare contenders by on a shared machine (BENCHMARKS.md).
@@ -59,7 +66,14 @@ func main() {
 	keep := flag.String("keep", "", "a directory to keep callgrind's files in (for callgrind_annotate); none kept if empty")
 	perSecond := flag.Int("limit", 0, "events a second, with a burst of as many (0: BenchmarkRedisCPU's billion); "+
 		"at a limit a take moves, redis_rate's script writes too")
+	scripts := flag.Bool("scripts", false, "count the scripts named by the arguments (Lua files) instead: each run n times, "+
+		"once on each of n keys, with -argv as ARGV")
+	argv := flag.String("argv", "", "the ARGV of -scripts, separated by spaces")
 	flag.Parse()
+	if *scripts {
+		countScripts(flag.Args(), *server, *n, strings.Fields(*argv), *keep)
+		return
+	}
 	if *perSecond < 0 {
 		fatalf("-limit %d is negative", *perSecond)
 	}
@@ -107,21 +121,8 @@ const nextBatch = 50
 // again and nextWindow) on a fresh server under callgrind, and returns the
 // instructions counted in evalShaCommand and the EVALSHA calls.
 func count(dir, server, name string, n int, mode int) (int64, int64) {
-	port := freePort()
 	out := filepath.Join(dir, fmt.Sprintf("cg.%s.%d", name, mode))
-	cmd := exec.Command("valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand", "--callgrind-out-file="+out,
-		server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		fatalf("%v", err)
-	}
-	running = cmd
-	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), ReadTimeout: time.Minute, WriteTimeout: time.Minute, ContextTimeoutEnabled: true})
-	ctx := context.Background()
-	for start := time.Now(); client.Ping(ctx).Err() != nil; time.Sleep(100 * time.Millisecond) {
-		if time.Since(start) > 2*time.Minute {
-			fatalf("%s under valgrind did not answer", server)
-		}
-	}
+	client := startServer(server, freePort(), out)
 	allow := contender(client, name)
 	take := func(key string) {
 		if !allow(key) {
@@ -160,13 +161,86 @@ func count(dir, server, name string, n int, mode int) (int64, int64) {
 		}
 	}
 	calls := evalshaCalls(client)
-	client.Shutdown(ctx) // its reply is the connection's end
+	stopServer(client, server)
+	return totals(out), calls
+}
+
+// countScripts prints the instructions per call of each script in files,
+// run n times on a server of its own under callgrind, on keys k0 to k(n-1),
+// with argv. The cost of a command or a Lua operation is the difference
+// between two scripts that differ by it (commands/: BENCHMARKS.md).
+func countScripts(files []string, server string, n int, argv []string, keep string) {
+	if len(files) == 0 {
+		fatalf("-scripts: name the Lua files to count")
+	}
+	dir := keep
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "redisinstr-"); err != nil {
+			fatalf("%v", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	args := make([]any, len(argv))
+	for i, a := range argv {
+		args[i] = a
+	}
+	fmt.Printf("| script | instructions/call |\n|---|---:|\n")
+	for i, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			fatalf("%v", err)
+		}
+		port := freePort()
+		out := filepath.Join(dir, fmt.Sprintf("cg.script.%d", i))
+		client := startServer(server, port, out)
+		ctx := context.Background()
+		sha, err := client.ScriptLoad(ctx, string(src)).Result()
+		if err != nil {
+			fatalf("%s: %v", file, err)
+		}
+		for j := 0; j < n; j += 100 {
+			pipe := client.Pipeline()
+			for k := j; k < min(j+100, n); k++ {
+				pipe.EvalSha(ctx, sha, []string{"k" + strconv.Itoa(k)}, args...)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				fatalf("%s: %v", file, err)
+			}
+		}
+		calls := evalshaCalls(client)
+		stopServer(client, server)
+		fmt.Printf("| %s | %.2fk |\n", filepath.Base(file), float64(totals(out))/float64(calls)/1000)
+	}
+}
+
+// startServer starts server on port under callgrind, which writes its
+// counts to out, and returns a client of it once it answers.
+func startServer(server string, port int, out string) *redis.Client {
+	cmd := exec.Command("valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand", "--callgrind-out-file="+out,
+		server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		fatalf("%v", err)
+	}
+	running = cmd
+	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), ReadTimeout: time.Minute, WriteTimeout: time.Minute, ContextTimeoutEnabled: true})
+	for start := time.Now(); client.Ping(context.Background()).Err() != nil; time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > 2*time.Minute {
+			fatalf("%s under valgrind did not answer", server)
+		}
+	}
+	return client
+}
+
+// stopServer shuts the server of client down and waits for callgrind to
+// write its counts.
+func stopServer(client *redis.Client, server string) {
+	client.Shutdown(context.Background()) // its reply is the connection's end
 	client.Close()
-	if err := cmd.Wait(); err != nil {
+	if err := running.Wait(); err != nil {
 		fatalf("%s under valgrind: %v", server, err)
 	}
 	running = nil
-	return totals(out), calls
 }
 
 // contender returns the decision of contender name on client.

@@ -1,0 +1,2 @@
+redis.call('GET', KEYS[1])
+return 1

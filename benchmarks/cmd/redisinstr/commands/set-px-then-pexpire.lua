@@ -1,0 +1,3 @@
+redis.call('SET', KEYS[1], '@j81000000/1000000000:1796616088 1796616088753908', 'PX', '5000')
+redis.call('PEXPIRE', KEYS[1], '2001')
+return 1

@@ -1,0 +1,2 @@
+redis.call('TIME')
+return 1
