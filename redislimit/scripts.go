@@ -357,7 +357,7 @@ func (k *keyLimit) plainArgs(n int, tests bool) ([4]any, int64) {
 		return args, 0
 	}
 	var end int64
-	args[3], end = k.expectedWindow(tests)
+	args[2], end = k.expectedWindow(tests)
 	return args, end
 }
 

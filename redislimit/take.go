@@ -50,12 +50,17 @@ func bucketFresh(k *keyLimit, n int, reply string, _ int64) (keylimit.Result, in
 	return r, mark, true
 }
 
-// fixedTakeArgs: n, events, the period in ms, and the expiry of the state
-// of the window the take expects to be in (keyLimit.plainArgs sets it).
-// Only a limit whose period is a whole number of ms has a plain take
+// fixedTakeArgs: events, the period in ms, the expiry of the state of the
+// window the take expects to be in (keyLimit.plainArgs sets it), and n,
+// left out for 1 but under the tests' clock (life > 0), whose time follows
+// it. Only a limit whose period is a whole number of ms has a plain take
 // (keyLimit.plain).
-func fixedTakeArgs(k *keyLimit, n int, _ int64) [4]any {
-	return [4]any{strconv.Itoa(n), k.param2, strconv.FormatInt(int64(k.limit.Period/time.Millisecond), 10), nil}
+func fixedTakeArgs(k *keyLimit, n int, life int64) [4]any {
+	args := [4]any{k.param2, strconv.FormatInt(int64(k.limit.Period/time.Millisecond), 10), nil, nil}
+	if n != 1 || life > 0 {
+		args[3] = strconv.Itoa(n)
+	}
+	return args
 }
 
 // fixedCountDigits is the width of a fixed window's count in the state the
@@ -148,14 +153,24 @@ func serverTime(s string) (int64, bool) {
 	return sec*1e6 + us, true
 }
 
-// slidingTakeArgs: n, the expiry in ms of a log of the appendable shape
-// (the period and an epoch, rounded up, and a ms), and the head of that
-// shape (slidingHead).
+// slidingTakeArgs: the expiry in ms of a log of the appendable shape (the
+// period and an epoch, rounded up, and a ms), the head of that shape
+// (slidingHead), and n, left out for 1 but under the tests' clock (life >
+// 0), whose time follows it.
 func slidingTakeArgs(k *keyLimit, n int, life int64) [4]any {
 	period := int64(k.limit.Period / time.Microsecond)
 	_, epoch := slidingEpoch(period)
-	return [4]any{n, (period+epoch+999)/1000 + 1 + life, slidingHead(k), nil}
+	var args [4]any
+	args[0], args[slidingHeadArg] = (period+epoch+999)/1000+1+life, slidingHead(k)
+	if n != 1 || life > 0 {
+		args[2] = n
+	}
+	return args
 }
+
+// slidingHeadArg is the index of the head in slidingTakeArgs, which
+// slidingFresh reads from a limit's take1 rather than make it again.
+const slidingHeadArg = 1
 
 // slidingShort is the most entries a sliding log keeps in a string (lua/sliding.lua); a longer log is
 // a list.
@@ -211,7 +226,7 @@ func slidingFresh(k *keyLimit, n int, reply string, _ int64) (keylimit.Result, i
 	appendable := reply[1] >= 'a'
 	var s string
 	if appendable {
-		head, ok := k.take1[2].(string) // slidingHead(k), made once
+		head, ok := k.take1[slidingHeadArg].(string) // slidingHead(k), made once
 		if !ok {
 			head = slidingHead(k)
 		}

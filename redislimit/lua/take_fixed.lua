@@ -2,11 +2,12 @@
 -- own: take n under one limiter whose period is a whole number of ms, as
 -- lua/fixed.lua's take does, with nothing else in the script.
 --
--- KEYS[1] the state. ARGV: n (at most events: the caller refuses a larger
--- n without a call); events; the period in ms; the expiry, ms since the
--- epoch, of the state of the window the caller expects the take in (a ms
--- before it ends); and only in the package's tests the time, seconds and
--- ns (prelude.lua).
+-- KEYS[1] the state. ARGV: events; the period in ms; the expiry, ms since
+-- the epoch, of the state of the window the caller expects the take in (a
+-- ms before it ends); n (at most events: the caller refuses a larger n
+-- without a call), left out for 1 (an ARGV costs the server about 1.2k
+-- instructions); and only in the package's tests, after n, the time,
+-- seconds and ns (prelude.lua).
 --
 -- The state this script writes is the count alone, a decimal integer, in
 -- a key that expires at its window's last ms (a key holds while now <= its
@@ -41,7 +42,7 @@
 
 -- s, us: the time, the tests' (set here), or TIME's, which a path reads
 -- where it needs it.
-local tests, s, us = ARGV[5], nil, nil
+local tests, s, us, n = ARGV[5], nil, nil, ARGV[4] or '1'
 if tests then
   s, us = ARGV[5], string.format('%d', math.floor(ARGV[6] / 1000))
   local x = KEYS[1] .. ':x'
@@ -53,9 +54,9 @@ if tests then
   end
 end
 
-local c = redis.call('INCRBY', KEYS[1], ARGV[1])
--- A key INCRBY created holds n: 1 most often, told without reading ARGV[1].
-if c == 1 or ARGV[1] ~= '1' and c == ARGV[1] + 0 then
+local c = redis.call('INCRBY', KEYS[1], n)
+-- A key INCRBY created holds n: 1 most often, told without reading n.
+if c == 1 or n ~= '1' and c == n + 0 then
   -- A window's first take: its state expires at the window's last ms.
   if not redis.REDIS_VERSION then
     redis.call('DEL', KEYS[1])
@@ -66,7 +67,7 @@ if c == 1 or ARGV[1] ~= '1' and c == ARGV[1] + 0 then
   -- clock then, since 7.2 on the one the script began at), which a TIME
   -- read after it shows.
   if not tests then
-    redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+    redis.call('PEXPIREAT', KEYS[1], ARGV[3])
     local time = redis.call('TIME')
     s, us = time[1], time[2]
   end
@@ -75,23 +76,23 @@ if c == 1 or ARGV[1] ~= '1' and c == ARGV[1] + 0 then
   -- the window's last ms its end (last): no command keeps a key whose
   -- expiry is the ms the script began in on Valkey and Redis 7.2 on.
   local when, last
-  if ARGV[3] == '1000' then
+  if ARGV[2] == '1000' then
     when, last = s .. '999', #us == 6 and us >= '999000'
     if last then when = string.format('%d', (s + 1) * 1000) end
   else
-    local p = tonumber(ARGV[3])
+    local p = tonumber(ARGV[2])
     local ms = tonumber(s) * 1000 + math.floor(tonumber(us) / 1000)
     local e = ms - ms % p + p
     last = e - ms <= 1
     if last then when = string.format('%d', e) else when = string.format('%d', e - 1) end
   end
   if tests then
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', 3600000)
+    redis.call('SET', KEYS[1], n, 'PX', 3600000)
     redis.call('SET', KEYS[1] .. ':x', when, 'PX', 3600000)
-  elseif when ~= ARGV[4] then
+  elseif when ~= ARGV[3] then
     -- Another window than expected, or its last ms, where PEXPIREAT may
     -- have deleted the key.
-    redis.call('SET', KEYS[1], ARGV[1], 'PXAT', when)
+    redis.call('SET', KEYS[1], n, 'PXAT', when)
   end
   return '@' .. s .. ' ' .. us
 end
@@ -100,22 +101,22 @@ end
 -- printing PEXPIRETIME's); ms since the epoch are exact in a double.
 local expected
 if tests then
-  expected = redis.call('GET', KEYS[1] .. ':x') == ARGV[4]
+  expected = redis.call('GET', KEYS[1] .. ':x') == ARGV[3]
 else
-  expected = redis.call('PEXPIRETIME', KEYS[1]) == ARGV[4] + 0
+  expected = redis.call('PEXPIRETIME', KEYS[1]) == ARGV[3] + 0
 end
 if not expected then
-  redis.call('DECRBY', KEYS[1], ARGV[1])
+  redis.call('DECRBY', KEYS[1], n)
   return 'full'
 end
-if c > ARGV[2] + 0 then
+if c > ARGV[1] + 0 then
   -- A refusal tells when to retry from the server's time, which the
   -- caller's reckoning may be behind by a reply's way back.
-  redis.call('DECRBY', KEYS[1], ARGV[1])
+  redis.call('DECRBY', KEYS[1], n)
   if not tests then
     local time = redis.call('TIME')
     s, us = time[1], time[2]
   end
-  return string.format('!%d ', c - ARGV[1]) .. s .. ' ' .. us
+  return string.format('!%d ', c - n) .. s .. ' ' .. us
 end
 return string.format('=%d', c)

@@ -5,11 +5,12 @@
 -- itself). A sliding log's entries mean the same under any limit, so this
 -- script never hands a take to the full one.
 --
--- KEYS[1] the log, in any of sliding.lua's shapes. ARGV: n; the expiry in
--- ms of a log of the appendable shape (below: the period and the head's
+-- KEYS[1] the log, in any of sliding.lua's shapes. ARGV: the expiry in ms
+-- of a log of the appendable shape (below: the period and the head's
 -- epoch, rounded up, and a ms); the head (below), which names the period
--- in µs and the events; and only in the package's tests the time, seconds
--- and ns (prelude.lua). short is set before this file (scripts.go). The
+-- in µs and the events; n, left out for 1 (an ARGV costs the server about
+-- 1.2k instructions); and only in the package's tests, after n, the time,
+-- seconds and ns (prelude.lua). short is set before this file (scripts.go). The
 -- reply is sliding.lua's six integers, or, for an admission at the
 -- server's time on a log of up to short entries, the log it wrote, from
 -- which the caller reads the rest (take.go's slidingFresh).
@@ -60,7 +61,7 @@
 -- not step back, '@e1 e2 …' with the newest entry's expiry if it did, a
 -- list if it is longer.
 
-local key, head = KEYS[1], ARGV[3]
+local key, head, n = KEYS[1], ARGV[2], ARGV[3] or '1'
 -- app: ' ' and the time of an admission now, as the log writes it (µs
 -- since the Unix epoch); clock: that time as a number, once it is needed;
 -- life: what a key's expiry adds under the tests' clock (prelude.lua's
@@ -89,9 +90,9 @@ local prefix = head .. epoch
 -- A list (a long log, or an older version's) fails the SET or the GET with
 -- WRONGTYPE: pcall, and read it as a list below.
 local stored
-if ARGV[1] == '1' and #app == 17 then
+if n == '1' and #app == 17 then
   local fresh = prefix .. app
-  stored = redis.pcall('SET', key, fresh, 'NX', 'PX', ARGV[2], 'GET')
+  stored = redis.pcall('SET', key, fresh, 'NX', 'PX', ARGV[1], 'GET')
   if not stored then return fresh end
   -- (A string's err is the string library's: nil.)
   local same = not stored.err and string.find(stored, prefix, 1, true) == 1
@@ -112,7 +113,7 @@ if ARGV[1] == '1' and #app == 17 then
     end
     if #stored - at + 1 < full then
       local log = prefix .. string.sub(stored, at) .. app
-      redis.call('SET', key, log, 'PX', ARGV[2])
+      redis.call('SET', key, log, 'PX', ARGV[1])
       return log
     end
   end
@@ -125,7 +126,7 @@ if list and not string.find(stored.err or '', 'WRONGTYPE', 1, true) then return 
 -- The rest reads numbers, each by coercion (cheaper than tonumber's call).
 local period, events = string.match(head, '^@..(%d+)/(%d+):$')
 period, events = period + 0, events + 0
-local n = ARGV[1] + 0
+n = n + 0
 local entry = string.sub(app, 2)
 clock = clock or entry + 0
 
@@ -195,7 +196,7 @@ if not list then
       else
         log = prefix .. apps
       end
-      redis.call('SET', key, log, 'PX', ARGV[2])
+      redis.call('SET', key, log, 'PX', ARGV[1])
       return log
     end
     if not kept then
