@@ -38,10 +38,13 @@ local fresh = '@' .. s .. ' ' .. ns .. unit .. ARGV[1]
 local stored = redis.call('SET', KEYS[1], fresh, 'NX', 'PX', ARGV[2], 'GET')
 if not stored then return fresh end
 
-local now_s, now_ns, life = tonumber(s), tonumber(ns), 3600000 -- life: prelude.lua's ttl under the tests' clock
+-- Numbers are read by coercion (cheaper than tonumber's call), and
+-- ARGV[1] split by one match.
+local now_s, now_ns, life = s + 0, ns + 0, 3600000 -- life: prelude.lua's ttl under the tests' clock
 if unit ~= ' ' then now_ns, life = now_ns * 1000, 0 end
-local sp = string.find(ARGV[1], ' ', 1, true)
-local next, interval, tau = tonumber(string.sub(ARGV[1], 1, sp - 1)), string.sub(ARGV[1], sp + 1), tonumber(ARGV[3])
+local next, interval = string.match(ARGV[1], '^(%d+) (.*)$')
+local tau
+next, tau = next + 0, ARGV[3] + 0
 -- ahead: TAT - now, in ns; rest: the state after its TAT, kept as it is:
 -- the interval, and the longest lease time written, if any.
 local ahead, rest
@@ -54,13 +57,13 @@ if string.byte(stored) == 64 then -- '@': a fresh take's state
 else
   local tat = stored
   rest = interval
-  sp = string.find(stored, ' ', 1, true)
+  local sp = string.find(stored, ' ', 1, true)
   if sp then
     tat, rest = string.sub(stored, 1, sp - 1), string.sub(stored, sp + 1)
     local hold = string.find(rest, ' ', 1, true)
     if (hold and string.sub(rest, 1, hold - 1) or rest) ~= interval then return 'full' end
   end
-  ahead = (tonumber(string.sub(tat, 1, -10)) - now_s) * 1e9 + (tonumber(string.sub(tat, -9)) - now_ns)
+  ahead = (string.sub(tat, 1, -10) - now_s) * 1e9 + (string.sub(tat, -9) - now_ns)
 end
 
 -- An admission on a state that keeps no lease time writes the fresh take's
@@ -74,7 +77,7 @@ if a <= tau and rest == interval then
   return state
 end
 
-local step = tonumber(interval)
+local step = interval + 0
 local base = math.max(ahead, 0)
 next = base + next
 local burst = math.floor(tau / step)
