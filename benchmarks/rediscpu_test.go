@@ -24,6 +24,11 @@ import (
 // nothing, so it counts nothing. Its row is the cost of TIME and GET.)
 var cpuLimit = keylimit.Per(1_000_000_000, time.Second).WithBurst(1_000_000_000)
 
+// countingLimit is BenchmarkRedisCPUCounting's: 100 a second with a burst
+// of 100, which a key taken about twice a second never reaches, and at
+// which redis_rate's script counts (it writes the TAT it moved).
+var countingLimit = keylimit.PerSecond(100).WithBurst(100)
+
 // cpuSlice is how many decisions BenchmarkRedisCPU makes for one contender
 // before it moves on to the next.
 const cpuSlice = 2000
@@ -42,10 +47,17 @@ const cpuSlice = 2000
 // <name>-calls/op, 1 unless a decision fell back to the process (a call
 // over the default timeout, on a busy machine).
 // Run it with -benchtime=<rounds>x.
-func BenchmarkRedisCPU(b *testing.B) {
+func BenchmarkRedisCPU(b *testing.B) { redisCPU(b, cpuLimit) }
+
+// BenchmarkRedisCPUCounting is BenchmarkRedisCPU under countingLimit: the
+// same decisions, every contender counting them.
+func BenchmarkRedisCPUCounting(b *testing.B) { redisCPU(b, countingLimit) }
+
+// redisCPU is BenchmarkRedisCPU under limit.
+func redisCPU(b *testing.B, limit keylimit.Limit) {
 	client := startRedis(b)
 	keys := hotpath.Keys(loadKeys)
-	contenders := cpuContenders(b, client)
+	contenders := cpuContenders(b, client, limit)
 	for _, c := range contenders {
 		for _, k := range keys { // loads the script, and makes every key
 			require.True(b, c.allow(k), "%s refused a first call", c.name)
@@ -81,18 +93,18 @@ func BenchmarkRedisCPU(b *testing.B) {
 	}
 }
 
-// cpuContenders are BenchmarkRedisCPU's rows, on client.
-func cpuContenders(tb testing.TB, client *redis.Client) []struct {
+// cpuContenders are BenchmarkRedisCPU's rows, on client, under limit.
+func cpuContenders(tb testing.TB, client *redis.Client, limit keylimit.Limit) []struct {
 	name  string
 	allow allowFunc
 } {
 	rr := redis_rate.NewLimiter(client)
-	rrLimit := redis_rate.Limit{Rate: cpuLimit.Events, Burst: cpuLimit.BurstSize(), Period: cpuLimit.Period}
-	bucket, err := redislimit.NewTokenBucket(client, "cpu", cpuLimit, redislimit.WithPrefix("cpu:bucket:"))
+	rrLimit := redis_rate.Limit{Rate: limit.Events, Burst: limit.BurstSize(), Period: limit.Period}
+	bucket, err := redislimit.NewTokenBucket(client, "cpu", limit, redislimit.WithPrefix("cpu:bucket:"))
 	require.NoError(tb, err)
-	fixed, err := redislimit.NewFixedWindow(client, "cpu", cpuLimit, redislimit.WithPrefix("cpu:fixed:"))
+	fixed, err := redislimit.NewFixedWindow(client, "cpu", limit, redislimit.WithPrefix("cpu:fixed:"))
 	require.NoError(tb, err)
-	sliding, err := redislimit.NewSlidingWindow(client, "cpu", cpuLimit, redislimit.WithPrefix("cpu:sliding:"))
+	sliding, err := redislimit.NewSlidingWindow(client, "cpu", limit, redislimit.WithPrefix("cpu:sliding:"))
 	require.NoError(tb, err)
 	tb.Cleanup(func() { bucket.Close(); fixed.Close(); sliding.Close() })
 	return []struct {
