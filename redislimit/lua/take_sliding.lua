@@ -10,10 +10,10 @@
 -- epoch, rounded up, and a ms); the head (below), which names the period
 -- in µs and the events; n, left out for 1 (an ARGV costs the server about
 -- 1.2k instructions); and only in the package's tests, after n, the time,
--- seconds and ns (prelude.lua). short is set before this file (scripts.go). The
--- reply is sliding.lua's six integers, or, for an admission at the
--- server's time on a log of up to short entries, the log it wrote, from
--- which the caller reads the rest (take.go's slidingFresh).
+-- seconds and ns (prelude.lua). short is set before this file
+-- (scripts.go). The reply is sliding.lua's six integers, or, for an
+-- admission at the server's time on a log of up to short entries, the log
+-- it wrote, from which the caller reads the rest (take.go's slidingFresh).
 --
 -- What the server spends on a call is mostly its commands and the strings
 -- made and read: a redis.call costs about 3k instructions before its work,
@@ -47,19 +47,21 @@
 -- (fewer than min(events, short) entries in all), not in a decision,
 -- which is therefore the full script's: count + 1 <= events in the window.
 --
--- A key that comes back in a later epoch: the log, under this head, holds
--- entries of its own epoch only, all before now. It loses those that left
--- the window (read from the oldest until one is in it) and, if one more
--- fits the room, is written anew by one SET: now's epoch, the entries
--- kept, as bytes, and the new one. At a period of a second and a key
--- coming back every half second, every other take is of this kind.
+-- A key that comes back in a later epoch (its log, under this head, holds
+-- entries of that epoch only, all before now), or whose log is full: the
+-- log is written anew by one SET, now's epoch, its entries as bytes, and
+-- the new one, if that fits the room. A full log first loses the entries
+-- that left the window as of now, read from the oldest until one is in
+-- it (a clock stepped back keeps more: never fewer in a decision). At a
+-- period of a second and a key coming back every half second, every
+-- other take is of this kind.
 --
--- Every other take (n > 1, an earlier epoch or another head, a full log, an older
--- version's shape '@e1 e2 …', a list, a time not of 16 digits) reads the
--- log, decides and writes it back as sliding.lua does: the appendable shape
--- if it is of up to short entries of 16 digits and the server's clock did
--- not step back, '@e1 e2 …' with the newest entry's expiry if it did, a
--- list if it is longer.
+-- Every other take (n > 1, another head or a later epoch, a full log none
+-- of whose entries left, an older version's shape '@e1 e2 …', a list, a
+-- time not of 16 digits) reads the log, decides and writes it back as
+-- sliding.lua does: the appendable shape if it is of up to short entries
+-- of 16 digits and the server's clock did not step back, '@e1 e2 …' with
+-- the newest entry's expiry if it did, a list if it is longer.
 
 local key, head, n = KEYS[1], ARGV[2], ARGV[3] or '1'
 -- app: ' ' and the time of an admission now, as the log writes it (µs
@@ -102,10 +104,7 @@ if n == '1' and #app == 17 then
   end
   if (same or not stored.err and string.find(stored, head, 1, true) == 1 and string.sub(stored, #head + 1, #prefix) < epoch)
     and (#stored - #prefix) % 17 == 0 then
-    -- A full log of now's epoch, or one of an earlier epoch under this
-    -- head, is written anew in now's epoch with its entries and the new
-    -- one (above). A full one first loses those that left the window, read
-    -- from the oldest until one is in it.
+    -- Written anew in now's epoch (above).
     local at, full = #prefix + 1, 17 * (room - 48) - 16 -- at: the ' ' before the oldest entry kept
     if #stored - at + 1 >= full then
       local cut = (clock or string.sub(app, 2) + 0) - string.match(head, '^@..(%d+)/')
