@@ -237,7 +237,8 @@ type algorithm struct {
 	take *redis.Script
 	// takeArgs makes the ARGV of take for n events under k (the tests'
 	// time goes after them), life the ms a key's expiry adds under the
-	// tests' clock (prelude.lua's ttl).
+	// tests' clock (prelude.lua's ttl), 0 without it: a script that leaves
+	// out an n of 1 keeps it under the tests' clock, whose time follows.
 	takeArgs func(k *keyLimit, n int, life int64) [4]any
 	// fresh, if not nil, reads a reply of take that is the state it wrote
 	// for a take of n under k that found none (it begins with '@'), or
