@@ -373,10 +373,7 @@ func (k *keyLimit) expectedWindow(tests bool) (any, int64) {
 		return e.text, e.end
 	}
 	period := int64(k.limit.Period / time.Microsecond)
-	end := now - now%period + period
-	if now%period < 0 {
-		end -= period // floor, for a time before 1970
-	}
+	end := (windowIndex(now, period) + 1) * period
 	e := &expectedEnd{end: end, period: period, text: strconv.FormatInt(end/1000-1, 10)}
 	if !tests {
 		k.expect.Store(e)

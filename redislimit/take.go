@@ -95,11 +95,7 @@ func fixedFresh(k *keyLimit, n int, reply string, end int64) (keylimit.Result, i
 		if t, ok = serverTime(reply[1:]); !ok {
 			return keylimit.Result{}, 0, false
 		}
-		window := t / period
-		if t%period < 0 {
-			window-- // floor, as the script's
-		}
-		end = (window + 1) * period
+		end = (windowIndex(t, period) + 1) * period // the script's window
 		k.owner.sawServerTime(t)
 	case '=':
 		var err error
@@ -151,6 +147,17 @@ func serverTime(s string) (int64, bool) {
 		return 0, false
 	}
 	return sec*1e6 + us, true
+}
+
+// windowIndex is the index of the window of period µs that holds t, µs
+// since the epoch: t / period rounded down, before 1970 too (the root
+// package's floorDiv, which this module cannot import).
+func windowIndex(t, period int64) int64 {
+	q := t / period
+	if t%period != 0 && t < 0 {
+		q--
+	}
+	return q
 }
 
 // slidingTakeArgs: the expiry in ms of a log of the appendable shape (the
