@@ -70,16 +70,6 @@ func main() {
 		"once on each of n keys, with -argv as ARGV")
 	argv := flag.String("argv", "", "the ARGV of -scripts, separated by spaces")
 	flag.Parse()
-	if *scripts {
-		countScripts(flag.Args(), *server, *n, strings.Fields(*argv), *keep)
-		return
-	}
-	if *perSecond < 0 {
-		fatalf("-limit %d is negative", *perSecond)
-	}
-	if *perSecond > 0 {
-		limit = keylimit.PerSecond(*perSecond).WithBurst(*perSecond)
-	}
 	dir := *keep
 	if dir == "" {
 		var err error
@@ -87,6 +77,16 @@ func main() {
 			fatalf("%v", err)
 		}
 		defer os.RemoveAll(dir)
+	}
+	if *scripts {
+		countScripts(flag.Args(), *server, *n, strings.Fields(*argv), dir)
+		return
+	}
+	if *perSecond < 0 {
+		fatalf("-limit %d is negative", *perSecond)
+	}
+	if *perSecond > 0 {
+		limit = keylimit.PerSecond(*perSecond).WithBurst(*perSecond)
 	}
 	names := []string{"redis_rate", "bucket", "fixedwindow", "slidingwindow"}
 	if *only != "" {
@@ -167,19 +167,12 @@ func count(dir, server, name string, n int, mode int) (int64, int64) {
 
 // countScripts prints the instructions per call of each script in files,
 // run n times on a server of its own under callgrind, on keys k0 to k(n-1),
-// with argv. The cost of a command or a Lua operation is the difference
-// between two scripts that differ by it (commands/: BENCHMARKS.md).
-func countScripts(files []string, server string, n int, argv []string, keep string) {
+// with argv, callgrind writing its files in dir. The cost of a command or
+// a Lua operation is the difference between two scripts that differ by it
+// (commands/: BENCHMARKS.md).
+func countScripts(files []string, server string, n int, argv []string, dir string) {
 	if len(files) == 0 {
 		fatalf("-scripts: name the Lua files to count")
-	}
-	dir := keep
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "redisinstr-"); err != nil {
-			fatalf("%v", err)
-		}
-		defer os.RemoveAll(dir)
 	}
 	args := make([]any, len(argv))
 	for i, a := range argv {
