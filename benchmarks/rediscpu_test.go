@@ -47,17 +47,77 @@ const cpuSlice = 2000
 // <name>-calls/op, 1 unless a decision fell back to the process (a call
 // over the default timeout, on a busy machine).
 // Run it with -benchtime=<rounds>x.
-func BenchmarkRedisCPU(b *testing.B) { redisCPU(b, cpuLimit) }
+func BenchmarkRedisCPU(b *testing.B) {
+	client := startRedis(b)
+	redisCPU(b, client, cpuContenders(b, client, cpuLimit))
+}
 
 // BenchmarkRedisCPUCounting is BenchmarkRedisCPU under countingLimit: the
 // same decisions, every contender counting them.
-func BenchmarkRedisCPUCounting(b *testing.B) { redisCPU(b, countingLimit) }
-
-// redisCPU is BenchmarkRedisCPU under limit.
-func redisCPU(b *testing.B, limit keylimit.Limit) {
+func BenchmarkRedisCPUCounting(b *testing.B) {
 	client := startRedis(b)
+	redisCPU(b, client, cpuContenders(b, client, countingLimit))
+}
+
+// BenchmarkRedisCPUFloor is BenchmarkRedisCPU with redis_rate, the
+// TokenBucket and the SlidingWindow beside scripts that run only the
+// commands a take of each shape cannot do without (cpuFloors): the least
+// that the issue's figure can be for a script that records its take on
+// Redis's clock. It reports, besides BenchmarkRedisCPU's figures, each
+// row's redis-µs/call as a fraction of redis_rate's in the same run,
+// <name>/redis_rate.
+func BenchmarkRedisCPUFloor(b *testing.B) {
+	client := startRedis(b)
+	var rows []cpuRow
+	for _, c := range cpuContenders(b, client, cpuLimit) {
+		if c.name != "fixedwindow" {
+			rows = append(rows, c)
+		}
+	}
+	for _, f := range cpuFloors {
+		script := redis.NewScript(f.script)
+		prefix := "cpu:" + f.name + ":"
+		rows = append(rows, cpuRow{f.name, func(key string) bool {
+			return script.Run(context.Background(), client, []string{prefix + key}).Err() == nil
+		}})
+	}
+	usec := redisCPU(b, client, rows)
+	for i, r := range rows {
+		b.ReportMetric(usec[i]/usec[0], r.name+"/redis_rate")
+	}
+}
+
+// cpuFloors are BenchmarkRedisCPUFloor's scripts, none a limiter: each runs
+// the commands of one shape of take with no ARGV, a value of a few bytes
+// and next to no Lua, on keys of their own.
+var cpuFloors = []struct{ name, script string }{
+	// What redis_rate's script runs under cpuLimit (it writes nothing).
+	{"floor-read", `redis.call('TIME') redis.call('GET', KEYS[1]) return 1`},
+	// The least a take can run that records itself on Redis's clock: TIME,
+	// and one SET that makes the key (the keys of cpuLimit's states expire
+	// long before the harness comes back to them).
+	{"floor-record", `redis.call('TIME') redis.call('SET', KEYS[1], 'x', 'NX', 'PX', '1', 'GET') return 1`},
+	// The commands of take_sliding.lua's appendable log at a period of a
+	// second: a log named by the second of its last SET, which expires a
+	// period and an epoch later (2001 ms); taken again in that second, one
+	// APPEND; in a later one, one SET that moves its expiry.
+	{"floor-log", `local s = redis.call('TIME')[1]
+local log = redis.call('SET', KEYS[1], s, 'NX', 'PX', '2001', 'GET')
+if log and string.sub(log, 1, #s) == s then redis.call('APPEND', KEYS[1], 'x')
+elseif log then redis.call('SET', KEYS[1], s .. string.sub(log, #s + 1) .. 'x', 'PX', '2001') end
+return 1`},
+	// floor-log if its expiry never had to move (which no limiter's log
+	// may do): every take found is one APPEND. floor-log less this is
+	// what moving the expiry costs.
+	{"floor-append", `local s = redis.call('TIME')[1]
+if redis.call('SET', KEYS[1], s, 'NX', 'PX', '2001', 'GET') then redis.call('APPEND', KEYS[1], 'x') end
+return 1`},
+}
+
+// redisCPU runs BenchmarkRedisCPU's harness over rows, on client, and
+// returns each row's redis-µs/call.
+func redisCPU(b *testing.B, client *redis.Client, contenders []cpuRow) []float64 {
 	keys := hotpath.Keys(loadKeys)
-	contenders := cpuContenders(b, client, limit)
 	for _, c := range contenders {
 		for _, k := range keys { // loads the script, and makes every key
 			require.True(b, c.allow(k), "%s refused a first call", c.name)
@@ -83,21 +143,27 @@ func redisCPU(b *testing.B, limit keylimit.Limit) {
 	}
 	b.StopTimer()
 	decisions := float64(b.N * cpuSlice)
+	perCall := make([]float64, len(contenders))
 	for i, c := range contenders {
 		// Per call: a decision that fell back to the process cost Redis
 		// nothing, and is not counted.
 		n := float64(max(calls[i], 1))
-		b.ReportMetric(float64(usec[i])/n, c.name+"-redis-µs/call")
+		perCall[i] = float64(usec[i]) / n
+		b.ReportMetric(perCall[i], c.name+"-redis-µs/call")
 		b.ReportMetric(cpu[i]*1e6/n, c.name+"-cpu-µs/call")
 		b.ReportMetric(float64(calls[i])/decisions, c.name+"-calls/op")
 	}
+	return perCall
+}
+
+// cpuRow is a row of BenchmarkRedisCPU: a contender's name and decision.
+type cpuRow struct {
+	name  string
+	allow allowFunc
 }
 
 // cpuContenders are BenchmarkRedisCPU's rows, on client, under limit.
-func cpuContenders(tb testing.TB, client *redis.Client, limit keylimit.Limit) []struct {
-	name  string
-	allow allowFunc
-} {
+func cpuContenders(tb testing.TB, client *redis.Client, limit keylimit.Limit) []cpuRow {
 	rr := redis_rate.NewLimiter(client)
 	rrLimit := redis_rate.Limit{Rate: limit.Events, Burst: limit.BurstSize(), Period: limit.Period}
 	bucket, err := redislimit.NewTokenBucket(client, "cpu", limit, redislimit.WithPrefix("cpu:bucket:"))
@@ -107,10 +173,7 @@ func cpuContenders(tb testing.TB, client *redis.Client, limit keylimit.Limit) []
 	sliding, err := redislimit.NewSlidingWindow(client, "cpu", limit, redislimit.WithPrefix("cpu:sliding:"))
 	require.NoError(tb, err)
 	tb.Cleanup(func() { bucket.Close(); fixed.Close(); sliding.Close() })
-	return []struct {
-		name  string
-		allow allowFunc
-	}{
+	return []cpuRow{
 		{"redis_rate", func(key string) bool {
 			res, err := rr.Allow(context.Background(), key, rrLimit)
 			return err == nil && res.Allowed > 0
