@@ -11,7 +11,10 @@
 //   - memory: HeapPerKey and HeapPerKeyOnceIdle, the heap each contender
 //     keeps per key, and what is left once the keys go idle (BenchmarkMemory);
 //   - Redis: BenchmarkRedis, redislimit beside github.com/go-redis/redis_rate
-//     on a redis-server the benchmark starts;
+//     on a redis-server the benchmark starts; BenchmarkRedisCPU, the server's
+//     time per decision (issue 38's figure), with BenchmarkRedisCPUCounting
+//     at a limit where redis_rate counts and BenchmarkRedisCPUFloor beside
+//     the least a take that records itself can run;
 //   - concurrency limits: BenchmarkAcquireRelease, keylimit's Concurrency
 //     beside golang.org/x/sync/semaphore per key and a buffered channel per
 //     key (Semaphore, SemaphoreContenders);
