@@ -81,6 +81,7 @@ func BenchmarkRedisCPUFloor(b *testing.B) {
 			return script.Run(context.Background(), client, []string{prefix + key}).Err() == nil
 		}})
 	}
+	require.Equal(b, "redis_rate", rows[0].name, "the row the others are a fraction of")
 	usec := redisCPU(b, client, rows)
 	for i, r := range rows {
 		b.ReportMetric(usec[i]/usec[0], r.name+"/redis_rate")

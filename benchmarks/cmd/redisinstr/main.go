@@ -225,8 +225,9 @@ func startServer(server string, port int, out string) *redis.Client {
 	return client
 }
 
-// stopServer shuts the server of client down and waits for callgrind to
-// write its counts.
+// stopServer shuts the server of client down, the one startServer left
+// running (one runs at a time), and waits for callgrind to write its
+// counts.
 func stopServer(client *redis.Client, server string) {
 	client.Shutdown(context.Background()) // its reply is the connection's end
 	client.Close()
