@@ -98,6 +98,12 @@ var cpuFloors = []struct{ name, script string }{
 	// and one SET that makes the key (the keys of cpuLimit's states expire
 	// long before the harness comes back to them).
 	{"floor-record", `redis.call('TIME') redis.call('SET', KEYS[1], 'x', 'NX', 'PX', '1', 'GET') return 1`},
+	// floor-record on a key that is still there when the harness comes
+	// back to it (it lives 1 s; a key comes back every 400–560 ms): one SET
+	// that overwrites it, and reads it, as a bucket kept alive past its
+	// refill would run. Against floor-record: whether making the key, and
+	// its expiry between takes, is what a write costs.
+	{"floor-overwrite", `redis.call('TIME') redis.call('SET', KEYS[1], 'x', 'PX', '1000', 'GET') return 1`},
 	// The commands of take_sliding.lua's appendable log at a period of a
 	// second: a log named by the second of its last SET, which expires a
 	// period and an epoch later (2001 ms); taken again in that second, one
