@@ -118,6 +118,9 @@ func SweeperWakes(lim keylimit.Limiter[string]) (int64, bool) {
 	}
 }
 
+// SweeperRuns reports whether lim's lease sweeper runs, now.
+func SweeperRuns(lim keylimit.Limiter[string]) bool { return limiterOf(lim).leases.running.Load() }
+
 // SweeperWakeCount is how many times lim's lease sweeper has woken, now.
 func SweeperWakeCount(lim keylimit.Limiter[string]) int64 { return limiterOf(lim).leases.wakes.Load() }
 
