@@ -30,25 +30,19 @@ const (
 // ask Redis about their bans. An announcement is only a hint: a channel is
 // anyone's to publish on, from any database, so an instance bans a key only
 // for as long as Redis says its ban has left (see redisBans.check), never
-// for a length a message gives. A key named again while it waits is
+// for a length a message gives, and reports the limit its own limiter
+// reports for the key, never one a message gives. A key named again while it waits is
 // queued once; an announcement that finds the queue full is dropped, so
 // memory is bounded and the checks are one round trip at a time. An
 // instance that drops a real announcement learns the ban, as one that
 // missed it does, at its limiter's first refusal.
 type banHints struct {
 	mu      sync.Mutex // protects keys, queued and bytes
-	keys    []banHint  // in the order heard
+	keys    []string   // in the order heard
 	queued  map[string]struct{}
 	bytes   int           // the lengths of keys' keys, at most maxHintBytes
 	wake    chan struct{} // holds a token while keys may be non-empty
 	dropped atomic.Uint64 // announcements dropped, the queue full
-}
-
-// banHint is a key an announcement named, and the limit it said the key's
-// limiter refused by: the Result's Limit, should Redis hold a ban.
-type banHint struct {
-	key   string
-	limit int
 }
 
 func (h *banHints) init() {
@@ -57,7 +51,7 @@ func (h *banHints) init() {
 }
 
 // add queues key, unless it is queued already, or there is no room.
-func (h *banHints) add(key string, limit int) {
+func (h *banHints) add(key string) {
 	h.mu.Lock()
 	if _, ok := h.queued[key]; !ok {
 		if len(h.keys) >= maxHints || h.bytes+len(key) > maxHintBytes {
@@ -69,7 +63,7 @@ func (h *banHints) add(key string, limit int) {
 		// message is not held for a short key.
 		key = strings.Clone(key)
 		h.queued[key] = struct{}{}
-		h.keys = append(h.keys, banHint{key: key, limit: limit})
+		h.keys = append(h.keys, key)
 		h.bytes += len(key)
 	}
 	h.mu.Unlock()
@@ -82,7 +76,7 @@ func (h *banHints) add(key string, limit int) {
 // take returns the keys queued, in the order heard, and empties the queue:
 // a key named again from now on is queued again, for a ban that may have
 // changed since.
-func (h *banHints) take() []banHint {
+func (h *banHints) take() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	keys := h.keys
@@ -93,30 +87,30 @@ func (h *banHints) take() []banHint {
 
 // parseHint reads an announcement, "length limit instance key" (the
 // length in µs, 0 when a ban was lifted; the key may hold spaces), or
-// reports false. The length is checked for its form, and not returned: it
-// is not believed (see banHints).
-func parseHint(payload string) (limit int, origin, key string, ok bool) {
+// reports false. The length and the limit are checked for their form, and
+// not returned: neither is believed (see banHints).
+func parseHint(payload string) (origin, key string, ok bool) {
 	f := strings.SplitN(payload, " ", 4)
 	if len(f) != 4 {
-		return 0, "", "", false
+		return "", "", false
 	}
 	us, err1 := strconv.ParseInt(f[0], 10, 64)
 	limit, err2 := strconv.Atoi(f[1])
 	if err1 != nil || err2 != nil || us < 0 || limit < 0 {
-		return 0, "", "", false
+		return "", "", false
 	}
-	return limit, f[2], f[3], true
+	return f[2], f[3], true
 }
 
 // hear queues the keys Redis's announcements name, until ch is closed.
 func (p *redisBans) hear(ch <-chan *redis.Message) {
 	defer p.done.Done()
 	for msg := range ch {
-		limit, origin, key, ok := parseHint(msg.Payload)
+		origin, key, ok := parseHint(msg.Payload)
 		if !ok || origin == p.id {
 			continue // not an announcement, or this instance's own
 		}
-		p.hints.add(key, limit)
+		p.hints.add(key)
 	}
 }
 
@@ -130,19 +124,22 @@ func (p *redisBans) checkHints(ctx context.Context) {
 			return
 		case <-p.hints.wake:
 		}
-		for _, h := range p.hints.take() {
+		for _, key := range p.hints.take() {
 			if ctx.Err() != nil {
 				return
 			}
-			p.check(ctx, h.key, h.limit)
+			p.check(ctx, key)
 		}
 	}
 }
 
 // check asks Redis how long key's ban has left, and knows it for that
-// long, at most Ban.For; it forgets a ban of key it knows that Redis does
-// not hold (a Reset, on another instance). A failed call changes nothing.
-func (p *redisBans) check(ctx context.Context, key string, limit int) {
+// long, at most Ban.For, with the limit the penalty's limiter reports for
+// key (its Peek); it forgets a ban of key it knows that Redis does not
+// hold (a Reset, on another instance). A failed call, or Peek, changes
+// nothing: the instance learns the ban, as one that missed the
+// announcement does, at its limiter's first refusal.
+func (p *redisBans) check(ctx context.Context, key string) {
 	// now is read before the call, as Refused reads it: the ban remembered
 	// ends no later than Redis's.
 	now, mono := p.clock.now(), p.known.monoNow()
@@ -164,6 +161,10 @@ func (p *redisBans) check(ctx context.Context, key string, limit int) {
 		// A ban recorded after now (by Refused) is newer than
 		// Redis's answer, and stays.
 		p.known.forgetBefore(key, now)
+		return
+	}
+	limit, err := p.limitOf(ctx, key)
+	if err != nil {
 		return
 	}
 	p.remember(key, limit, fromMicros(us), now, mono)

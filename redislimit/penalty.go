@@ -44,6 +44,9 @@ type redisBans struct {
 	hints                    banHints      // the keys announced, to check with Redis
 	stop                     context.CancelFunc
 	done                     sync.WaitGroup
+	// limitOf is the limit the penalty's limiter reports for a key (its
+	// Peek's Result.Limit), which a ban an announcement named reports.
+	limitOf func(ctx context.Context, key string) (int, error)
 }
 
 // NewPenalty returns a keylimit.Penalty for a fleet, named name (its
@@ -61,7 +64,9 @@ type redisBans struct {
 // refused the key, and Redis, asked to count the refusal, answered that the
 // key is banned. It knows a ban for as long as Redis says it has left, at
 // most Ban.For: an announcement only names a key, since anyone may publish
-// on the channel. A Reset forgets the key's ban and refusals on Redis and
+// on the channel. A ban it knows from an announcement reports the Limit
+// that inner's Peek reports for the key (a call of inner's, as the ban is
+// heard). A Reset forgets the key's ban and refusals on Redis and
 // is announced alike: it lifts the ban it checks on every instance. A ban
 // never makes a decision looser than the limiter's: a banned key is
 // refused, any other gets exactly the limiter's answer. An instance that
@@ -88,7 +93,15 @@ func NewPenalty(client redis.UniversalClient, name string, inner keylimit.Limite
 	}
 	// keylimit says what is wrong with b before the store is made.
 	p, err := compose.NewPenalty(inner, b, func() (any, error) {
-		return newRedisBans(client, name, b, opts)
+		return newRedisBans(client, name, b, opts, func(ctx context.Context, key string) (int, error) {
+			if c, ok := inner.(interface {
+				PeekContext(ctx context.Context, key string) (keylimit.Result, error)
+			}); ok {
+				r, err := c.PeekContext(ctx, key)
+				return r.Limit, err
+			}
+			return inner.Peek(key).Limit, nil
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -97,8 +110,9 @@ func NewPenalty(client redis.UniversalClient, name string, inner keylimit.Limite
 }
 
 // newRedisBans returns the store of a Penalty named name that bans by b
-// on client.
-func newRedisBans(client redis.UniversalClient, name string, b keylimit.Ban, opts []Option) (*redisBans, error) {
+// on client; limitOf is the limit its limiter reports for a key.
+func newRedisBans(client redis.UniversalClient, name string, b keylimit.Ban, opts []Option,
+	limitOf func(ctx context.Context, key string) (int, error)) (*redisBans, error) {
 	if client == nil {
 		return nil, errors.New("redislimit: the Redis client is nil")
 	}
@@ -126,6 +140,7 @@ func newRedisBans(client redis.UniversalClient, name string, b keylimit.Ban, opt
 		within:   micros(b.Within),
 		length:   micros(b.For),
 		channel:  prefix + "bans",
+		limitOf:  limitOf,
 	}
 	p.id = strconv.FormatUint(rand.Uint64(), 36)
 	p.clock.init(o.clock)

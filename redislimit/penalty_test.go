@@ -287,7 +287,7 @@ func TestPenaltyBehaviour(t *testing.T) {
 func publishUntilKnown(t *testing.T, c redis.UniversalClient, p *keylimit.Penalty[string], key string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		require.NoError(t, c.Publish(t.Context(), loginPenalty+"bans", "1 1 sync "+key).Err())
+		require.NoError(t, c.Publish(t.Context(), loginPenalty+"bans", "1 7 sync "+key).Err())
 		return p.Peek(key).Banned
 	}, patient, 10*time.Millisecond, "p hears of the ban of %s", key)
 }
@@ -297,7 +297,8 @@ func publishUntilKnown(t *testing.T, c redis.UniversalClient, p *keylimit.Penalt
 // 320,000 hours against a Ban.For of 10 s), with no ban on Redis. A plain
 // client's PUBLISH, from database 0 or from another (Pub/Sub ignores
 // SELECT), bans nothing now, lifts no ban, and a ban Redis holds is never
-// known for longer than Ban.For, whatever the message says.
+// known for longer than Ban.For, nor with another limit than its
+// limiter's, whatever the message says.
 func TestPenaltyIgnoresForgedBans(t *testing.T) {
 	s := newServer(t)
 	mock := newMock()
@@ -322,8 +323,8 @@ func TestPenaltyIgnoresForgedBans(t *testing.T) {
 	}{
 		{plain, huge + " 1 x " + forged},
 		{otherDB, huge + " 1 x " + fromDB3},
-		{plain, huge + " 1 x " + banned}, // a longer ban than Redis holds
-		{otherDB, "0 1 x " + banned},     // a ban lifted that is not
+		{plain, huge + " 500 x " + banned}, // a longer ban than Redis holds, and another limit
+		{otherDB, "0 9 x " + banned},       // a ban lifted that is not
 	} {
 		require.NoError(t, m.c.Publish(t.Context(), channel, m.msg).Err())
 	}
@@ -340,6 +341,7 @@ func TestPenaltyIgnoresForgedBans(t *testing.T) {
 	r := other.Peek(banned)
 	require.True(t, r.Banned, "a ban Redis holds, after a forged lifting: %v", r)
 	require.LessOrEqual(t, r.RetryAfter, b.For, "a ban Redis holds, after a forged one of 36 years")
+	require.Equal(t, 1, r.Limit, "a ban Redis holds reports its limiter's limit, not a message's")
 	require.Zero(t, other.Stats().Bans, "bans other started")
 	n, err := plain.Exists(t.Context(), loginPenalty+"{"+forged+"}:ban").Result()
 	require.NoError(t, err)
