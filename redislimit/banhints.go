@@ -30,12 +30,12 @@ const (
 // ask Redis about their bans. An announcement is only a hint: a channel is
 // anyone's to publish on, from any database, so an instance bans a key only
 // for as long as Redis says its ban has left (see redisBans.check), never
-// for a length a message gives, and reports the limit its own limiter
-// reports for the key, never one a message gives. A key named again while it waits is
-// queued once; an announcement that finds the queue full is dropped, so
-// memory is bounded and the checks are one round trip at a time. An
-// instance that drops a real announcement learns the ban, as one that
-// missed it does, at its limiter's first refusal.
+// for a length a message gives, and with the limit its own limiter reports
+// for the key, never one a message gives. A key named again while it
+// waits is queued once; an announcement that finds the queue full is
+// dropped, so memory is bounded and the checks are one round trip at a
+// time. An instance that drops a real announcement learns the ban, as one
+// that missed it does, at its limiter's first refusal.
 type banHints struct {
 	mu      sync.Mutex // protects keys, queued and bytes
 	keys    []string   // in the order heard
