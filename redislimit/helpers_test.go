@@ -59,6 +59,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, ".ci/run installs it by itself on a CI machine; so does .ci/test when run as root.")
 		os.Exit(1)
 	}
+	// Held until the tests end, and taken before any server starts: a port
+	// only free when chosen could be taken by a server started since (the
+	// Cluster's, in the background), and a test of a dead Redis would then
+	// reach a live one.
+	addr, release, err := redisserver.DeadAddr()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	deadAddr = addr
 	ss, err := redisserver.StartAppendOnly(0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -90,12 +100,6 @@ func TestMain(m *testing.M) {
 		clusterErr = errors.New("the Redis Cluster was not started: -run selects none of clusterTests")
 		close(clusterReady)
 	}
-	port, err := redisserver.FreePort()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	deadAddr = "127.0.0.1:" + strconv.Itoa(port)
 	// The tests kill servers on purpose; the client's log of the failed
 	// reconnections would only bury the test output.
 	redis.SetLogger(quietLogger{})
@@ -108,6 +112,7 @@ func TestMain(m *testing.M) {
 	if cluster != nil {
 		cluster.Stop()
 	}
+	release()
 	os.Exit(code)
 }
 

@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -78,14 +79,35 @@ func Installed() bool {
 	return err == nil
 }
 
-// FreePort asks the kernel for a free port on 127.0.0.1.
+// handedOut are the ports FreePort has returned in this process: a server
+// started on one may be killed and restarted on it later (Restart), and a
+// port free again meanwhile must not go to another server.
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
+// FreePort asks the kernel for a free port on 127.0.0.1, one it has not
+// returned before in this process.
 func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redisserver: no free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("redisserver: no free port: %w", err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
+	}
+	return 0, errors.New("redisserver: no free port: the kernel offered only ports returned before, 100 times")
 }
 
 // Start starts redis-server on 127.0.0.1:port (a free port if port is 0),

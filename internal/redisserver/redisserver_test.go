@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,4 +239,37 @@ func TestCliBinary(t *testing.T) {
 	t.Setenv(serverEnv, "keydb")
 	_, err := cliBinary()
 	require.ErrorContains(t, err, `the server command "keydb" does not end in -server`)
+}
+
+// TestDeadAddr: a dial of DeadAddr's address is refused, and nothing can
+// listen on it while it is held, as a server started meanwhile would try
+// to; once released, the port is free again.
+func TestDeadAddr(t *testing.T) {
+	addr, release, err := DeadAddr()
+	require.NoError(t, err)
+	_, err = net.DialTimeout("tcp", addr, time.Second)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED, "a dial of the dead address")
+	_, err = net.Listen("tcp", addr)
+	require.ErrorIs(t, err, syscall.EADDRINUSE, "a listener on the dead address while it is held")
+	for range 100 {
+		port, err := FreePort()
+		require.NoError(t, err)
+		require.NotEqual(t, addr, "127.0.0.1:"+strconv.Itoa(port), "FreePort handed out the held port")
+	}
+	release()
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err, "a listener on the port once released")
+	ln.Close()
+}
+
+// TestFreePortNeverTwice: FreePort returns a port once in a process, so
+// that a port a killed server will be restarted on goes to no other.
+func TestFreePortNeverTwice(t *testing.T) {
+	seen := map[int]bool{}
+	for range 500 {
+		port, err := FreePort()
+		require.NoError(t, err)
+		require.False(t, seen[port], "port %d returned twice", port)
+		seen[port] = true
+	}
 }
