@@ -45,8 +45,9 @@ const cpuSlice = 2000
 // CPU time (INFO cpu: used_cpu_user + used_cpu_sys) per call, its
 // networking included, which a descheduled server does not inflate;
 // <name>/redis_rate: its redis-µs/call as a fraction of redis_rate's in
-// the same run (the figure); and <name>-calls/op, 1 unless a decision fell back to the process (a call
-// over the default timeout, on a busy machine).
+// the same run (the figure); and <name>-calls/op, 1 unless a
+// decision fell back to the process (a call over the default timeout, on
+// a busy machine).
 // Run it with -benchtime=<rounds>x.
 func BenchmarkRedisCPU(b *testing.B) {
 	client := startRedis(b)

@@ -38,7 +38,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +47,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/keylimit/keylimit"
+	"github.com/keylimit/keylimit/internal/redisserver"
 	"github.com/keylimit/keylimit/redislimit"
 	"github.com/redis/go-redis/v9"
 )
@@ -122,7 +122,7 @@ const nextBatch = 50
 // instructions counted in evalShaCommand and the EVALSHA calls.
 func count(dir, server, name string, n int, mode int) (int64, int64) {
 	out := filepath.Join(dir, fmt.Sprintf("cg.%s.%d", name, mode))
-	client := startServer(server, freePort(), out)
+	client := startServer(server, out)
 	allow := contender(client, name)
 	take := func(key string) {
 		if !allow(key) {
@@ -184,9 +184,8 @@ func countScripts(files []string, server string, n int, argv []string, dir strin
 		if err != nil {
 			fatalf("%v", err)
 		}
-		port := freePort()
 		out := filepath.Join(dir, fmt.Sprintf("cg.script.%d", i))
-		client := startServer(server, port, out)
+		client := startServer(server, out)
 		ctx := context.Background()
 		sha, err := client.ScriptLoad(ctx, string(src)).Result()
 		if err != nil {
@@ -207,9 +206,13 @@ func countScripts(files []string, server string, n int, argv []string, dir strin
 	}
 }
 
-// startServer starts server on port under callgrind, which writes its
-// counts to out, and returns a client of it once it answers.
-func startServer(server string, port int, out string) *redis.Client {
+// startServer starts server on a free port under callgrind, which writes
+// its counts to out, and returns a client of it once it answers.
+func startServer(server, out string) *redis.Client {
+	port, err := redisserver.FreePort()
+	if err != nil {
+		fatalf("%v", err)
+	}
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand", "--callgrind-out-file="+out,
 		server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err := cmd.Start(); err != nil {
@@ -327,16 +330,6 @@ func totals(file string) int64 {
 	}
 	fatalf("no totals in %s", file)
 	return 0
-}
-
-// freePort returns a port of 127.0.0.1 nobody listens on now.
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fatalf("%v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // fatalf stops the server that runs, if any, and exits with the message.
