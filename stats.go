@@ -56,7 +56,9 @@ type Stats struct {
 
 	// Calls, Errors, Fallbacks and CacheHits count a remote store's work
 	// (the redislimit module); an in-memory limiter leaves them 0. Calls
-	// are round trips, Errors the ones that failed, Fallbacks the
+	// are decisions asked of the store (a joined one counts once; those
+	// that share a pipeline or a script call count one each), Errors the
+	// ones that failed, Fallbacks the
 	// decisions made by a failure policy instead, and CacheHits the
 	// refusals answered from memory without a round trip.
 	Calls, Errors, Fallbacks, CacheHits uint64

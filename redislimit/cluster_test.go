@@ -2,6 +2,8 @@ package redislimit_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,7 @@ func TestCluster(t *testing.T) {
 	})
 	t.Run("Joined", func(t *testing.T) { joinedOnCluster(t, cl, c) })
 	t.Run("AnyKey", func(t *testing.T) { anyKeyOnCluster(t, c) })
+	t.Run("SharedCalls", func(t *testing.T) { sharedCallsOnCluster(t, c) })
 	t.Run("Concurrency", func(t *testing.T) { concurrencyOnCluster(t, cl, c) })
 	t.Run("Penalty", func(t *testing.T) { penaltyOnCluster(t, cl) })
 	t.Run("Leases", func(t *testing.T) { leasesOnCluster(t, c) })
@@ -256,6 +259,66 @@ func anyKeyOnCluster(t *testing.T, c *redis.ClusterClient) {
 		}
 		require.Zero(t, errs.len(), "errors, the first: %v", firstError(&errs))
 	})
+}
+
+// sharedCallsOnCluster (issue 38): the slot the coalescer groups a
+// Cluster's takes by is the server's (CLUSTER KEYSLOT) for any state key;
+// and 64 goroutines taking at once on 8 keys, four of them in one slot,
+// are decided exactly (100 of each key's 1000 calls, no error) in fewer
+// script calls than takes: the takes of a slot share calls, and none was
+// sent to a node that does not hold its slot.
+func sharedCallsOnCluster(t *testing.T, c *redis.ClusterClient) {
+	ctx := context.Background()
+	var errs errorLog
+	lim, err := redislimit.NewTokenBucket(c, "test", keylimit.PerHour(100), redislimit.WithPrefix(testKey(t, "p")+":"),
+		redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0), redislimit.WithOnError(errs.add),
+		redislimit.WithFailurePolicy(redislimit.FailClosed()))
+	require.NoError(t, err)
+	defer lim.Close()
+	pinged(t, lim)
+	r := rand.New(rand.NewPCG(38, 1))
+	for i := range 500 {
+		key := string(rune('a'+r.IntN(26))) + strconv.Itoa(r.IntN(1e6))
+		if i%5 == 0 {
+			key += "}{x}"
+		}
+		for _, k := range []string{lim.StateKey(key), key, "{" + key} {
+			want, err := c.ClusterKeySlot(ctx, k).Result()
+			require.NoError(t, err)
+			require.EqualValues(t, want, redislimit.HashSlot(k), "the slot of %q", k)
+		}
+	}
+	// Keys in one slot: the first found for each of four.
+	var keys []string
+	slot := redislimit.HashSlot(lim.StateKey("k0"))
+	for i := 0; len(keys) < 4; i++ {
+		if k := "k" + strconv.Itoa(i); redislimit.HashSlot(lim.StateKey(k)) == slot {
+			keys = append(keys, k)
+		}
+	}
+	keys = append(keys, "a", "b", "c", "d")
+	calls := func() (n int64) {
+		require.NoError(t, c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			info, err := m.Info(ctx, "commandstats").Result()
+			for _, line := range strings.Split(info, "\n") {
+				if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:calls="); ok {
+					v, _, _ := strings.Cut(rest, ",")
+					x, _ := strconv.ParseInt(v, 10, 64)
+					atomic.AddInt64(&n, x)
+				}
+			}
+			return err
+		}))
+		return n
+	}
+	before := calls()
+	for k, n := range admittedPerKey(lim, keys, 64, 125) {
+		require.EqualValues(t, 100, n, "admitted on key %q", keys[k])
+	}
+	require.Zero(t, errs.len(), "errors, the first: %v", firstError(&errs))
+	sent := calls() - before
+	t.Logf("8000 takes in %d script calls", sent)
+	require.Less(t, sent, int64(8000), "script calls")
 }
 
 // firstError returns the first error l collected, or nil.

@@ -2,6 +2,8 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,10 +15,13 @@ import (
 // made as without it; a take that finds them all under way waits in a
 // queue, and when a flight returns, the queue goes as one pipeline (one
 // write, one read of every reply) under the goroutine of the first take in
-// it. Each take is still its own script call, run by the server in the
-// order of the pipeline, so no decision changes; a take waits at most for
-// the flight ahead of it before its own. Pipelines work on Redis Cluster
-// too: the client sends each slot's calls to its node.
+// it. In a pipeline, the takes of one plain script go in calls of up to
+// maxBatch takes each (lua/take_batch.lua), so that the server pays a
+// call's cost once for them: on one server every take may share a call,
+// on Redis Cluster those of one hash slot, on a Ring (or a client of
+// another kind) none. Each take is still decided as its own script would
+// decide it, in the order of the queue, so no decision changes; a take
+// waits at most for the flight ahead of it before its own.
 //
 // Only takes with no cancel or deadline of their own queue (Take, Allow:
 // the limiter's timeout bounds the call); a TakeContext under a context
@@ -24,10 +29,38 @@ import (
 type coalescer struct {
 	client  redis.UniversalClient
 	timeout time.Duration
+	// share is which takes may share a call: shareAll, shareSlot or
+	// shareNone (init).
+	share   int8
 	mu      sync.Mutex // protects the fields below
 	flights int        // script calls or pipelines in flight
 	queue   []*queued  // takes waiting for a flight to return
 }
+
+// init makes c the coalescer of client's plain takes, each call bounded
+// by timeout.
+func (c *coalescer) init(client redis.UniversalClient, timeout time.Duration) {
+	c.client, c.timeout, c.share = client, timeout, shareNone
+	switch client.(type) {
+	case *redis.Client:
+		c.share = shareAll // one server (or the primary a Sentinel names)
+	case *redis.ClusterClient:
+		c.share = shareSlot // a script's keys must share a slot
+	}
+}
+
+// Which takes of a pipeline may share a script call.
+const (
+	shareNone int8 = iota // each its own: a Ring, or a client the coalescer does not know
+	shareAll              // all of one script and arity
+	shareSlot             // those of one hash slot as well
+)
+
+// maxBatch is the most takes one script call makes: enough that a call's
+// own cost is a small part of each take's, few enough that the server is
+// never busy with one call for long (64 takes of the longest plain path
+// are well under a ms of its time).
+const maxBatch = 64
 
 // maxFlights is how many calls a limiter keeps in flight before it queues
 // takes: enough to keep a round trip's latency out of the common case, few
@@ -135,25 +168,160 @@ func (c *coalescer) handOn() {
 }
 
 // send makes the script calls of batch in one pipeline, and answers every
-// take in it but the first, whose goroutine sends it. A call the server
+// take in it but the first, whose goroutine sends it. The takes that may
+// share a call (see coalescer) go in one of their script's batch, up to
+// maxBatch a call; the others each in a call of its own. A call the server
 // answers NOSCRIPT (it lost the scripts) is made again alone, by
 // redis.Script.Run, which loads its script.
 func (c *coalescer) send(batch []*queued) {
 	cl, ctx, cancel := startCall(context.Background(), c.timeout)
-	cmds := make([]*redis.Cmd, len(batch))
+	calls := c.group(batch)
+	cmds := make([]*redis.Cmd, len(calls))
 	pipe := c.client.Pipeline()
-	for i, q := range batch {
-		cmds[i] = q.script.EvalSha(ctx, pipe, q.keys, q.args...)
+	for i, call := range calls {
+		cmds[i] = call.eval(ctx, pipe)
 	}
 	_, _ = pipe.Exec(ctx)
-	for i, q := range batch {
-		q.reply, q.err = cmds[i].Text()
-		if q.err != nil && redis.HasErrorPrefix(q.err, "NOSCRIPT") {
-			q.reply, q.err = q.script.Run(ctx, c.client, q.keys, q.args...).Text()
-		}
+	for i, call := range calls {
+		call.answer(ctx, c.client, cmds[i])
 	}
 	cl.end(cancel)
 	for _, q := range batch[1:] {
 		q.done <- struct{}{}
 	}
+}
+
+// scriptCall is one script call of a pipeline: the takes it makes, in
+// order, and for more than one the script that makes them all.
+type scriptCall struct {
+	takes []*queued
+	batch *redis.Script // nil for one take
+}
+
+// group sorts batch's takes into script calls, in order (a call is placed
+// where its first take was).
+func (c *coalescer) group(batch []*queued) []scriptCall {
+	calls := make([]scriptCall, 0, len(batch))
+	if c.share == shareNone || len(batch) == 1 {
+		for _, q := range batch {
+			calls = append(calls, scriptCall{takes: []*queued{q}})
+		}
+		return calls
+	}
+	type kind struct {
+		script *redis.Script
+		args   int
+		slot   uint16
+	}
+	open := make(map[kind]int, 4) // the call that takes of a kind join, while it has room
+	for _, q := range batch {
+		k := kind{script: q.script, args: len(q.args)}
+		if c.share == shareSlot {
+			k.slot = hashSlot(q.keys[0])
+		}
+		if i, ok := open[k]; ok && len(calls[i].takes) < maxBatch {
+			calls[i].takes = append(calls[i].takes, q)
+			calls[i].batch = batchOf[q.script]
+			continue
+		}
+		open[k] = len(calls)
+		calls = append(calls, scriptCall{takes: []*queued{q}})
+	}
+	return calls
+}
+
+// eval queues call's script call on pipe.
+func (call *scriptCall) eval(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
+	if call.batch == nil {
+		q := call.takes[0]
+		return q.script.EvalSha(ctx, pipe, q.keys, q.args...)
+	}
+	keys, args := call.fill()
+	return call.batch.EvalSha(ctx, pipe, keys, args...)
+}
+
+// fill returns the keys and arguments of call's batch script.
+func (call *scriptCall) fill() ([]string, []any) {
+	stride := len(call.takes[0].args)
+	keys := make([]string, 0, len(call.takes))
+	args := make([]any, 1, 1+stride*len(call.takes))
+	args[0] = stride
+	for _, q := range call.takes {
+		keys = append(keys, q.keys[0])
+		args = append(args, q.args...)
+	}
+	return keys, args
+}
+
+// answer sets the reply or error of each take of call from cmd, its reply.
+func (call *scriptCall) answer(ctx context.Context, client redis.UniversalClient, cmd *redis.Cmd) {
+	if call.batch == nil {
+		q := call.takes[0]
+		q.reply, q.err = cmd.Text()
+		if q.err != nil && redis.HasErrorPrefix(q.err, "NOSCRIPT") {
+			q.reply, q.err = q.script.Run(ctx, client, q.keys, q.args...).Text()
+		}
+		return
+	}
+	replies, err := cmd.Slice()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		keys, args := call.fill()
+		replies, err = call.batch.Run(ctx, client, keys, args...).Slice()
+	}
+	if err == nil && len(replies) != len(call.takes) {
+		err = fmt.Errorf("redislimit: the script replied %d replies to %d takes", len(replies), len(call.takes))
+	}
+	for i, q := range call.takes {
+		if err != nil {
+			q.reply, q.err = "", err
+			continue
+		}
+		q.reply, q.err = batchReply(replies[i])
+	}
+}
+
+// batchReply reads one take's part of lua/take_batch.lua's reply: the
+// reply of its script, or '~' and the error it failed with, which is
+// returned as a Redis error reply (as its script's own call would have).
+func batchReply(v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("redislimit: the script replied %T for a take, want a string", v)
+	}
+	if msg, failed := strings.CutPrefix(s, "~"); failed {
+		return "", takeError(msg)
+	}
+	return s, nil
+}
+
+// takeError is an error a take's script failed with in a batch: a
+// redis.Error, as the script's own call would have returned.
+type takeError string
+
+func (e takeError) Error() string { return string(e) }
+
+// RedisError marks takeError a redis.Error.
+func (takeError) RedisError() {}
+
+// hashSlot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
+// hash tag, the bytes between its first '{' and the next '}' if there are
+// any, else of the whole key, modulo 16384.
+func hashSlot(key string) uint16 {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			key = key[open+1 : open+1+end]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
 }

@@ -129,3 +129,7 @@ func SweeperWakeCount(lim keylimit.Limiter[string]) int64 { return limiterOf(lim
 func UnspentLeaseCount(lim keylimit.Limiter[string]) int64 {
 	return limiterOf(lim).leases.unspent.Load()
 }
+
+// HashSlot is hashSlot: the Redis Cluster slot of a key, which the
+// coalescer groups a Cluster's takes by.
+func HashSlot(key string) uint16 { return hashSlot(key) }

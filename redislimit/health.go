@@ -75,13 +75,13 @@ func isOutage(ctx context.Context, err error) bool {
 	return true
 }
 
-// ping is Ping: PING, SCRIPT LOAD of the full script and of the plain
-// one (o.take), and the checks of the server.
+// ping is Ping: PING, SCRIPT LOAD of the full script, of the plain one
+// (o.take) and of its batch (batchOf), and the checks of the server.
 func (o *ops) ping(ctx context.Context) error {
 	if err := o.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redislimit: %s: PING: %w", o.name, err)
 	}
-	for _, sc := range []*redis.Script{script, o.take} {
+	for _, sc := range []*redis.Script{script, o.take, batchOf[o.take]} {
 		if sc == nil {
 			continue
 		}

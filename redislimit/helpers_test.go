@@ -696,3 +696,27 @@ func chargeReported(o kquota.Outcome) int {
 	}
 	return o.Reported
 }
+
+// admittedPerKey has goroutines goroutines each call lim.Allow each times,
+// all at once, goroutine g's i-th call on keys[(g+i) % len(keys)], and
+// returns how many were admitted on each key.
+func admittedPerKey(lim keylimit.Limiter[string], keys []string, goroutines, each int) []int64 {
+	admitted := make([]atomic.Int64, len(keys))
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				k := (g + i) % len(keys)
+				if lim.Allow(keys[k]) {
+					admitted[k].Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	counts := make([]int64, len(keys))
+	for k := range admitted {
+		counts[k] = admitted[k].Load()
+	}
+	return counts
+}

@@ -72,8 +72,8 @@ func (l *Keyed) join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string], b
 	if len(parts) == 0 || parts[0] != l {
 		return nil, false
 	}
-	j := &joined{parts: parts, store: store{client: l.store.client, timeout: l.store.timeout, clock: l.store.clock,
-		takes: coalescer{client: l.store.client, timeout: l.store.timeout}}}
+	j := &joined{parts: parts, store: store{client: l.store.client, timeout: l.store.timeout, clock: l.store.clock}}
+	j.store.takes.init(l.store.client, l.store.timeout)
 	for _, p := range parts {
 		j.store.timeout = min(j.store.timeout, p.store.timeout)
 	}

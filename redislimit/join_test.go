@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -410,9 +411,11 @@ func TestAllOfMemoryAndRedisAsksRedisOnlyWhenMemoryAdmits(t *testing.T) {
 // TestAllRedisFirstRefusedInMemoryUnderContention (issue 26): 32
 // goroutines of 100 requests through keylimit.All of a Redis limiter (1000
 // an hour) given first and an in-memory one (50 an hour), on a frozen
-// clock: exactly 50 admitted, and exactly 50 EVALSHA, one per admission,
-// none for the 3150 refusals; the Redis limiter's Stats count those 50
-// round trips, and its key has 950 left. No refund was lost or made twice.
+// clock: exactly 50 admitted, and exactly 50 takes sent to Redis, one per
+// admission, none for the 3150 refusals (in up to 50 EVALSHA: takes that
+// meet in flight share a script call); the Redis limiter's Stats count
+// those 50 calls, and its key has 950 left. No refund was lost or made
+// twice.
 func TestAllRedisFirstRefusedInMemoryUnderContention(t *testing.T) {
 	s := newServer(t)
 	c := s.client(t)
@@ -436,7 +439,9 @@ func TestAllRedisFirstRefusedInMemoryUnderContention(t *testing.T) {
 	}
 	wg.Wait()
 	require.EqualValues(t, 50, admitted.Load(), "admitted of 3200")
-	require.Equal(t, map[string]int64{"evalsha": 50}, s.sentSince(t, before), "Redis's commands for 3200 requests")
+	sent := s.sentSince(t, before)
+	require.Equal(t, []string{"evalsha"}, slices.Collect(maps.Keys(sent)), "Redis's commands for 3200 requests")
+	require.LessOrEqual(t, sent["evalsha"], int64(50), "EVALSHA for 3200 requests")
 	require.Equal(t, uint64(50), rl.Stats().Calls-calls, "the Redis limiter's Calls")
 	require.Equal(t, 950, rl.Peek(key).Remaining, "the Redis limiter's Remaining")
 	require.Equal(t, 0, memory.Peek(key).Remaining, "the memory limiter's Remaining")

@@ -129,7 +129,8 @@ func (lim *Keyed) wire(client redis.UniversalClient, l keylimit.Limit, alg *algo
 	lim.ops.take = alg.take
 	// The script call.
 	lim.store = store{client: client, prefix: o.keyPrefix(alg.name, l, quota), timeout: o.timeout, clock: o.scriptClock,
-		takes: coalescer{client: client, timeout: o.timeout}, local: &lim.clock}
+		local: &lim.clock}
+	lim.store.takes.init(client, o.timeout)
 	// The failure policy around it.
 	fb, err := fallbackFor(o.policy, l, o.clock, newFallback)
 	if err != nil {

@@ -45,12 +45,34 @@ var (
 	takeFixedLua string
 	//go:embed lua/take_sliding.lua
 	takeSlidingLua string
+	//go:embed lua/take_batch.lua
+	takeBatchLua string
 
 	script            = redis.NewScript(constantsLua + preludeLua + bucketLua + fixedLua + slidingLua + calendarLua + decideLua)
 	takeBucketScript  = redis.NewScript(takeBucketLua)
 	takeFixedScript   = redis.NewScript(takeFixedLua)
 	takeSlidingScript = redis.NewScript(slidingConstantsLua + takeSlidingLua)
+
+	// batchOf is the script that makes several plain takes of a plain
+	// script in one call (lua/take_batch.lua), for the coalescer.
+	batchOf = map[*redis.Script]*redis.Script{
+		takeBucketScript:  batchScript(takeBucketLua, true),
+		takeFixedScript:   batchScript(takeFixedLua, false),
+		takeSlidingScript: batchScript(slidingConstantsLua+takeSlidingLua, true),
+	}
 )
+
+// batchScript is lua/take_batch.lua around the plain script take, whose
+// TIME it reads once a call if sharedTime.
+func batchScript(take string, sharedTime bool) *redis.Script {
+	if sharedTime {
+		take = strings.ReplaceAll(take, timeCall, "server_time()")
+	}
+	return redis.NewScript(strings.Replace(takeBatchLua, "--{take}\n", take, 1))
+}
+
+// timeCall is how the plain scripts read Redis's time.
+const timeCall = "redis.call('TIME')"
 
 // constantsLua begins the full script with the Go constants its lease
 // arithmetic shares with lease.go, and the sliding log's with take.go, so

@@ -23,7 +23,9 @@ import (
 // it) and requests that fit and that do not, the plain script replies what
 // the full script's take replies and leaves the state the full script
 // leaves, with the same expiry; or it replies "full" and writes nothing. On
-// a redis-server, with the time passed as the tests pass it. (A window's
+// a redis-server, with the time passed as the tests pass it; half the
+// cases in a batch (lua/take_batch.lua), after another take in the same
+// call. (A window's
 // state is written with the expiry its writer gives it, the end of its
 // window: the plain script keeps it, where the full script sets it again.)
 func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
@@ -52,7 +54,7 @@ func TestPlainTakeDecidesAsTheFullScript(t *testing.T) {
 				loggedBefore[i] = dumpState(ctx, t, c, plainKey)
 				want, err := script.Run(ctx, c, []string{fullKey}, "take", n, alg.name, p1, p2, 0, now[0], now[1]).Text()
 				require.NoError(t, err, "case %d: the full script", i)
-				got, end, err := plainRun(ctx, c, k, plainKey, int(n), now)
+				got, end, err := plainRun(ctx, c, k, plainKey, int(n), now, i%2 == 1)
 				took := time.Since(began)
 				if alg == &fixedAlgorithm && (wrongType(err) || notCount(err)) {
 					// A state of another shape than the count: the limiter hands
@@ -185,12 +187,34 @@ func caseLimit(alg *algorithm, p1, p2 int64) *keyLimit {
 // ({seconds, ns}), with the arguments the limiter passes (takeArgs.fill),
 // and returns its reply and the end of the window a fixed window's take
 // expected.
-func plainRun(ctx context.Context, c *redis.Client, k *keyLimit, key string, n int, now [2]int64) (string, int64, error) {
-	a := takeArgs{key: key, fixedClock: true, now: time.Unix(now[0], now[1])}
+//
+// batched, it runs the take as the coalescer sends takes that share a call
+// (lua/take_batch.lua), second of two: the first the same take of a key
+// without state, which must admit.
+func plainRun(ctx context.Context, c *redis.Client, k *keyLimit, key string, n int, now [2]int64, batched bool) (string, int64, error) {
+	a := takeArgs{script: k.alg.take, key: key, fixedClock: true, now: time.Unix(now[0], now[1])}
 	a.args, a.end = k.plainArgs(n, true)
-	keys, args := a.fill(nil, nil)
-	reply, err := k.alg.take.Run(ctx, c, keys, args...).Text()
-	return reply, a.end, err
+	if !batched {
+		keys, args := a.fill(nil, nil)
+		reply, err := k.alg.take.Run(ctx, c, keys, args...).Text()
+		return reply, a.end, err
+	}
+	decoy := a
+	decoy.key = key + ":decoy"
+	c.Del(ctx, decoy.key, decoy.key+":x")
+	call := scriptCall{batch: batchOf[k.alg.take]}
+	for _, t := range []*takeArgs{&decoy, &a} {
+		q := &queued{script: t.script}
+		q.keys, q.args = t.fill(nil, nil)
+		call.takes = append(call.takes, q)
+	}
+	keys, args := call.fill()
+	call.answer(ctx, c, call.batch.Run(ctx, c, keys, args...))
+	if q := call.takes[0]; q.err != nil || q.reply == needsFull || q.reply == "" || q.reply[0] == '0' || q.reply[0] == '!' {
+		return "", 0, fmt.Errorf("the decoy's take before it: %q, %v", q.reply, q.err)
+	}
+	c.Del(ctx, decoy.key, decoy.key+":x")
+	return call.takes[1].reply, a.end, call.takes[1].err
 }
 
 // parseCase reads a reply of a take of n under k, the full script's or the
@@ -661,7 +685,7 @@ func TestSlidingAppendableLogUnderTheFullScript(t *testing.T) {
 
 	write("plain")
 	write("full")
-	got, _, err = plainRun(ctx, c, k, "plain", 1, [2]int64{sec, 400_000_000})
+	got, _, err = plainRun(ctx, c, k, "plain", 1, [2]int64{sec, 400_000_000}, false)
 	require.NoError(t, err)
 	require.Equal(t, log+fmt.Sprintf(" %d", sec*1e6+400_000), got, "the plain take appends to a log of its head and epoch")
 	require.Equal(t, got, c.Get(ctx, "plain").Val())
@@ -754,4 +778,79 @@ func TestFixedWindowFullScriptWritesACount(t *testing.T) {
 	require.NoError(t, c.ConfigResetStat(ctx).Err())
 	require.Equal(t, 7, w.Take("k", 1).Remaining)
 	require.Equal(t, map[string]int64{"evalsha": 1, "incrby": 1, "pexpiretime": 1}, commandsRun(t, c), "the commands of the take after it")
+}
+
+// TestBatchOfTakes: takes that share a script call (lua/take_batch.lua) on
+// the server's time, as the coalescer sends them: each decided in the
+// order given as its own script would (three of six takes of one key
+// admitted under a burst of three, four of six in a sliding log of four,
+// which the one TIME of the call keeps in one µs: all entries equal), and
+// one take's failure its own: a key of another type is its take's
+// WRONGTYPE, as its script's would be, and an error of Lua's is its
+// take's ErrScript; the takes after each are decided.
+func TestBatchOfTakes(t *testing.T) {
+	c := serverOfItsOwn(t)
+	ctx := context.Background()
+	require.NoError(t, c.HSet(ctx, "hash", "f", "v").Err())
+	run := func(k *keyLimit, keys []string, args [][4]any) []*queued {
+		call := scriptCall{batch: batchOf[k.alg.take]}
+		for i, key := range keys {
+			a := takeArgs{script: k.alg.take, key: key, args: args[i]}
+			q := &queued{script: a.script}
+			q.keys, q.args = a.fill(nil, nil)
+			call.takes = append(call.takes, q)
+		}
+		fillKeys, fillArgs := call.fill()
+		call.answer(ctx, c, call.batch.Run(ctx, c, fillKeys, fillArgs...))
+		return call.takes
+	}
+	allowed := func(k *keyLimit, q *queued) bool {
+		require.NoError(t, q.err)
+		r, _ := parseCase(t, k, 1, q.reply, 0)
+		return r.Allowed
+	}
+
+	t.Run("bucket", func(t *testing.T) {
+		k := caseLimit(&bucketAlgorithm, 1e9, 3e9) // 3 a burst, one a second
+		one, _ := k.plainArgs(1, false)
+		bad := one
+		bad[2] = "x" // tau: Lua fails on it, once the take reads a state
+		keys := []string{"b", "b", "hash", "b", "b", "b", "b", "fresh"}
+		args := [][4]any{one, one, one, one, bad, one, one, one}
+		takes := run(k, keys, args)
+		var got []bool
+		for i, q := range takes {
+			switch i {
+			case 2:
+				require.True(t, wrongType(q.err), "the take of a hash: %v", q.err)
+			case 4:
+				require.ErrorIs(t, scriptFailure(q.err), ErrScript, "the take Lua failed on: %v", q.err)
+			default:
+				got = append(got, allowed(k, q))
+			}
+		}
+		require.Equal(t, []bool{true, true, true, false, false, true}, got, "the takes decided, in order")
+	})
+
+	t.Run("sliding", func(t *testing.T) {
+		k := caseLimit(&slidingAlgorithm, 3600e6, 4) // 4 an hour
+		one, _ := k.plainArgs(1, false)
+		keys := []string{"s", "s", "s", "hash", "s", "s", "s"}
+		takes := run(k, keys, [][4]any{one, one, one, one, one, one, one})
+		var got []bool
+		for i, q := range takes {
+			if i == 3 {
+				require.True(t, wrongType(q.err), "the take of a hash: %v", q.err)
+				continue
+			}
+			got = append(got, allowed(k, q))
+		}
+		require.Equal(t, []bool{true, true, true, true, false, false}, got, "the takes decided, in order")
+		log := c.Get(ctx, "s").Val()
+		entries := strings.Fields(log)[1:]
+		require.Len(t, entries, 4, "the log %q", log)
+		for _, e := range entries {
+			require.Equal(t, entries[0], e, "the entries of one call's TIME, in %q", log)
+		}
+	})
 }
