@@ -36,7 +36,8 @@ var loadInFlight = []int{1, 2, 64}
 //     commandstats after CONFIG RESETSTAT: usec of EVALSHA and EVAL, which
 //     includes the commands a script runs), per decision: the Redis CPU a
 //     decision costs;
-//   - calls/op: those calls (round trips) per decision;
+//   - calls/op: those calls per decision (below 1 where decisions made
+//     at once share a call: lua/take_batch.lua);
 //   - decisions/s, and p50-µs and p99-µs: one decision's wall time as its
 //     caller saw it.
 func BenchmarkRedisLoad(b *testing.B) {
