@@ -192,14 +192,17 @@ func (c *coalescer) send(batch []*queued) {
 }
 
 // scriptCall is one script call of a pipeline: the takes it makes, in
-// order, and for more than one the script that makes them all.
+// order, and for more than one the script that makes them all, each with
+// the same arguments.
 type scriptCall struct {
 	takes []*queued
 	batch *redis.Script // nil for one take
 }
 
 // group sorts batch's takes into script calls, in order (a call is placed
-// where its first take was).
+// where its first take was): takes of one script with the same arguments
+// (a limiter's takes of one event, in one window) share a call, which
+// sends the arguments once.
 func (c *coalescer) group(batch []*queued) []scriptCall {
 	calls := make([]scriptCall, 0, len(batch))
 	if c.share == shareNone || len(batch) == 1 {
@@ -210,12 +213,18 @@ func (c *coalescer) group(batch []*queued) []scriptCall {
 	}
 	type kind struct {
 		script *redis.Script
-		args   int
+		n      int // arguments
+		args   [maxTakeArgs]any
 		slot   uint16
 	}
 	open := make(map[kind]int, 4) // the call that takes of a kind join, while it has room
 	for _, q := range batch {
-		k := kind{script: q.script, args: len(q.args)}
+		if len(q.args) > maxTakeArgs {
+			calls = append(calls, scriptCall{takes: []*queued{q}})
+			continue
+		}
+		k := kind{script: q.script, n: len(q.args)}
+		copy(k.args[:], q.args)
 		if c.share == shareSlot {
 			k.slot = hashSlot(q.keys[0])
 		}
@@ -230,27 +239,26 @@ func (c *coalescer) group(batch []*queued) []scriptCall {
 	return calls
 }
 
+// maxTakeArgs is the most arguments a plain take has: takeArgs's four, and
+// the tests' time.
+const maxTakeArgs = 6
+
 // eval queues call's script call on pipe.
 func (call *scriptCall) eval(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
+	q := call.takes[0]
 	if call.batch == nil {
-		q := call.takes[0]
 		return q.script.EvalSha(ctx, pipe, q.keys, q.args...)
 	}
-	keys, args := call.fill()
-	return call.batch.EvalSha(ctx, pipe, keys, args...)
+	return call.batch.EvalSha(ctx, pipe, call.keys(), q.args...)
 }
 
-// fill returns the keys and arguments of call's batch script.
-func (call *scriptCall) fill() ([]string, []any) {
-	stride := len(call.takes[0].args)
-	keys := make([]string, 0, len(call.takes))
-	args := make([]any, 1, 1+stride*len(call.takes))
-	args[0] = stride
-	for _, q := range call.takes {
-		keys = append(keys, q.keys[0])
-		args = append(args, q.args...)
+// keys returns the keys of call's takes, in order.
+func (call *scriptCall) keys() []string {
+	keys := make([]string, len(call.takes))
+	for i, q := range call.takes {
+		keys[i] = q.keys[0]
 	}
-	return keys, args
+	return keys
 }
 
 // answer sets the reply or error of each take of call from cmd, its reply.
@@ -265,8 +273,7 @@ func (call *scriptCall) answer(ctx context.Context, client redis.UniversalClient
 	}
 	replies, err := cmd.Slice()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		keys, args := call.fill()
-		replies, err = call.batch.Run(ctx, client, keys, args...).Slice()
+		replies, err = call.batch.Run(ctx, client, call.keys(), call.takes[0].args...).Slice()
 	}
 	if err == nil && len(replies) != len(call.takes) {
 		err = fmt.Errorf("redislimit: the script replied %d replies to %d takes", len(replies), len(call.takes))

@@ -56,23 +56,26 @@ var (
 	// batchOf is the script that makes several plain takes of a plain
 	// script in one call (lua/take_batch.lua), for the coalescer.
 	batchOf = map[*redis.Script]*redis.Script{
-		takeBucketScript:  batchScript(takeBucketLua, true),
-		takeFixedScript:   batchScript(takeFixedLua, false),
-		takeSlidingScript: batchScript(slidingConstantsLua+takeSlidingLua, true),
+		takeBucketScript:  batchScript(takeBucketLua),
+		takeFixedScript:   batchScript(takeFixedLua),
+		takeSlidingScript: batchScript(slidingConstantsLua + takeSlidingLua),
 	}
 )
 
-// batchScript is lua/take_batch.lua around the plain script take, whose
-// TIME it reads once a call if sharedTime.
-func batchScript(take string, sharedTime bool) *redis.Script {
-	if sharedTime {
-		take = strings.ReplaceAll(take, timeCall, "server_time()")
+// batchScript is lua/take_batch.lua around the plain script take: what
+// take runs before its line "-- Per key." once a call, what follows once
+// for each key.
+func batchScript(take string) *redis.Script {
+	before, perKey, found := strings.Cut(take, perKeyLine)
+	if !found {
+		panic("redislimit: a plain script without its line " + perKeyLine)
 	}
-	return redis.NewScript(strings.Replace(takeBatchLua, "--{take}\n", take, 1))
+	batch := strings.Replace(takeBatchLua, "--{before}\n", before, 1)
+	return redis.NewScript(strings.Replace(batch, "--{per key}\n", perKeyLine+perKey, 1))
 }
 
-// timeCall is how the plain scripts read Redis's time.
-const timeCall = "redis.call('TIME')"
+// perKeyLine begins the part of a plain script a batch runs for each key.
+const perKeyLine = "\n-- Per key."
 
 // constantsLua begins the full script with the Go constants its lease
 // arithmetic shares with lease.go, and the sliding log's with take.go, so

@@ -20,6 +20,8 @@
 -- and one SET and makes one string, of TIME's strings and ARGV's as they
 -- are: bucket.lua's fresh state, "@seconds ns a interval".
 
+-- What follows up to "Per key" depends on ARGV and the time alone: a batch
+-- (lua/take_batch.lua) runs it once for all its keys.
 local s, ns, unit = ARGV[4], ARGV[5], '000 ' -- unit: what makes TIME's µs ns
 if not s then
   local time = redis.call('TIME')
@@ -35,6 +37,8 @@ end
 -- written is the decision's; a state read means nothing was written, and
 -- the decision is the read state's, as below.
 local fresh = '@' .. s .. ' ' .. ns .. unit .. ARGV[1]
+
+-- Per key.
 local stored = redis.call('SET', KEYS[1], fresh, 'NX', 'PX', ARGV[2], 'GET')
 if not stored then return fresh end
 

@@ -40,6 +40,10 @@
 -- lives an hour and KEYS[1]..':x' holds its expiry on the tests' clock: a
 -- count past it is deleted before the take, as Redis would have.
 
+-- Per key. (A batch, lua/take_batch.lua, runs what follows for each key:
+-- nothing before it but this script's comments, as the time a path reads
+-- must follow its PEXPIREAT.)
+
 -- s, us: the time, the tests' (set here), or TIME's, which a path reads
 -- where it needs it.
 local tests, s, us, n = ARGV[5], nil, nil, ARGV[4] or '1'

@@ -63,7 +63,9 @@
 -- of 16 digits and the server's clock did not step back, '@e1 e2 …' with
 -- the newest entry's expiry if it did, a list if it is longer.
 
-local key, head, n = KEYS[1], ARGV[2], ARGV[3] or '1'
+-- What follows up to "Per key" depends on ARGV and the time alone: a batch
+-- (lua/take_batch.lua) runs it once for all its keys.
+local head, n = ARGV[2], ARGV[3] or '1'
 -- app: ' ' and the time of an admission now, as the log writes it (µs
 -- since the Unix epoch); clock: that time as a number, once it is needed;
 -- life: what a key's expiry adds under the tests' clock (prelude.lua's
@@ -88,12 +90,15 @@ else
   life = 0
 end
 local prefix = head .. epoch
+local fresh = prefix .. app
+
+-- Per key.
+local key = KEYS[1]
 
 -- A list (a long log, or an older version's) fails the SET or the GET with
 -- WRONGTYPE: pcall, and read it as a list below.
 local stored
 if n == '1' and #app == 17 then
-  local fresh = prefix .. app
   stored = redis.pcall('SET', key, fresh, 'NX', 'PX', ARGV[1], 'GET')
   if not stored then return fresh end
   -- (A string's err is the string library's: nil.)
@@ -125,9 +130,9 @@ if list and not string.find(stored.err or '', 'WRONGTYPE', 1, true) then return 
 -- The rest reads numbers, each by coercion (cheaper than tonumber's call).
 local period, events = string.match(head, '^@..(%d+)/(%d+):$')
 period, events = period + 0, events + 0
-n = n + 0
+local n = n + 0
 local entry = string.sub(app, 2)
-clock = clock or entry + 0
+local clock = clock or entry + 0
 
 if not list then
   -- A string: times are its entries' times, each the greatest so far (see
