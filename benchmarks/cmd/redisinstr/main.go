@@ -7,6 +7,7 @@
 //	go run ./cmd/redisinstr                  # from benchmarks/: 4,000 calls a row
 //	go run ./cmd/redisinstr -n 1000 -only slidingwindow
 //	go run ./cmd/redisinstr -limit 100       # 100 a second, a burst of 100
+//	go run ./cmd/redisinstr -inflight 16     # 16 takes under way at once
 //	go run ./cmd/redisinstr -n 2000 -scripts cmd/redisinstr/commands/*.lua
 //
 // Each contender and each case runs on a redis-server of its own under
@@ -17,8 +18,9 @@
 // come back after a period); again, each of those keys taken twice in a
 // row, the second take within a period of the first (the steady state of a
 // key that comes back sooner), whose figure is the instructions of the
-// second take: (again's total - fresh's) / n. The calls are counted from
-// INFO commandstats (evalsha), so the first one, which finds the script not
+// second take: (again's total - fresh's) / n. The figures are per
+// decision (a take); the script calls per decision are counted from INFO
+// commandstats (evalsha), so the first one, which finds the script not
 // loaded, is counted too.
 //
 // With -scripts it counts Lua files instead, each run n times on distinct
@@ -26,6 +28,12 @@
 // over a fixture (set-px: a log written; lua-10-*: an operation ten times),
 // so that the difference between two is what the command or operation
 // costs (BENCHMARKS.md, "What a script's parts cost").
+//
+// With -inflight k the takes of each case are made k at a time, as
+// BenchmarkRedisCPU's 64 in flight make them: a limiter's takes then
+// share script calls (redislimit's lua/take_batch.lua), and the figures
+// are per decision, with the script calls per decision beside them. (A
+// key's two takes stay in order.)
 //
 // Instructions do not move with the machine's load, as time does: this is
 // the figure to compare contenders by on a shared machine (BENCHMARKS.md).
@@ -43,6 +51,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -69,6 +78,7 @@ func main() {
 	scripts := flag.Bool("scripts", false, "count the scripts named by the arguments (Lua files) instead: each run n times, "+
 		"once on each of n keys, with -argv as ARGV")
 	argv := flag.String("argv", "", "the ARGV of -scripts, separated by spaces")
+	flag.IntVar(&inflight, "inflight", 1, "takes under way at once, on distinct keys")
 	flag.Parse()
 	dir := *keep
 	if dir == "" {
@@ -92,14 +102,46 @@ func main() {
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
-	fmt.Printf("| contender | fresh instructions/call | again instructions/call (second take) | next window (second take) |\n|---|---:|---:|---:|\n")
+	if inflight < 1 {
+		fatalf("-inflight %d: at least 1", inflight)
+	}
+	fmt.Printf("| contender | fresh instructions/decision | again (second take) | next window (second take) | script calls/decision |\n|---|---:|---:|---:|---:|\n")
 	for _, name := range names {
 		fresh, freshCalls := count(dir, *server, name, *n, fresh)
 		again, againCalls := count(dir, *server, name, *n, again)
 		next, nextCalls := count(dir, *server, name, *n, nextWindow)
-		second := func(total, calls int64) float64 { return float64(total-fresh) / float64(calls-freshCalls) / 1000 }
-		fmt.Printf("| %s | %.1fk | %.1fk | %.1fk |\n", name, float64(fresh)/float64(freshCalls)/1000, second(again, againCalls), second(next, nextCalls))
+		second := func(total int64) float64 { return float64(total-fresh) / float64(*n) / 1000 }
+		fmt.Printf("| %s | %.1fk | %.1fk | %.1fk | %.2f, %.2f, %.2f |\n", name, float64(fresh)/float64(*n)/1000, second(again), second(next),
+			float64(freshCalls)/float64(*n), float64(againCalls-freshCalls)/float64(*n), float64(nextCalls-freshCalls)/float64(*n))
 	}
+}
+
+// inflight is -inflight: how many takes are under way at once.
+var inflight = 1
+
+// each calls f on every key, inflight at a time, and returns when all
+// have returned.
+func each(keys []string, f func(string)) {
+	if inflight == 1 {
+		for _, key := range keys {
+			f(key)
+		}
+		return
+	}
+	next := make(chan string)
+	var wg sync.WaitGroup
+	for range inflight {
+		wg.Go(func() {
+			for key := range next {
+				f(key)
+			}
+		})
+	}
+	for _, key := range keys {
+		next <- key
+	}
+	close(next)
+	wg.Wait()
 }
 
 // The cases: each key taken once (fresh); twice in a row (again); or
@@ -135,27 +177,23 @@ func count(dir, server, name string, n int, mode int) (int64, int64) {
 			keys = append(keys, "k"+strconv.Itoa(j))
 		}
 		if mode != nextWindow {
-			for _, key := range keys {
+			each(keys, func(key string) {
 				take(key)
 				if mode == again {
 					take(key)
 				}
-			}
+			})
 			continue
 		}
 		// Begin in the last 300 ms of a second of Redis's clock, end
 		// before it ends, take again in the first 300 ms of the next.
 		second := untilInSecond(client, 700*time.Millisecond)
-		for _, key := range keys {
-			take(key)
-		}
+		each(keys, take)
 		if serverTime(client).Unix() != second {
 			fatalf("%s: %d takes did not end within the 300 ms left of a second", name, len(keys))
 		}
 		untilInSecond(client, 0)
-		for _, key := range keys {
-			take(key)
-		}
+		each(keys, take)
 		if serverTime(client).Sub(time.Unix(second+1, 0)) > 300*time.Millisecond {
 			fatalf("%s: %d takes did not end within 300 ms of a window's start", name, len(keys))
 		}
