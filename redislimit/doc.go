@@ -329,7 +329,10 @@
 // allocations beyond the client's own (a context with a deadline and the
 // arguments are reused between calls), or none from a lease. Admit and
 // AdmitContext allocate once more, for the Admission: it is bound to its key
-// and refunded at most once, however often it is copied. There is no
+// and refunded at most once, however often it is copied. When more than
+// four takes of one limiter are under way, the rest share round trips,
+// and takes of the same arguments share script calls (on one server, or
+// in one Cluster slot), each decided as alone, in order. There is no
 // zero value to use: build limiters with their constructors. Close releases
 // the fallback limiter, and gives back what leases hold; the client is the
 // caller's to close.
