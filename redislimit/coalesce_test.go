@@ -70,3 +70,34 @@ func TestCoalescedTakesAreExact(t *testing.T) {
 		})
 	}
 }
+
+// TestCoalescedTakesAfterScriptFlush (issue 38): a server that lost its
+// scripts (SCRIPT FLUSH, a restart, a failover) answers a shared call
+// NOSCRIPT; the call is made again by EVAL, and every take in it is
+// decided once: 64 goroutines, 8 keys of 100 events, exactly 100 admitted
+// on each, no error, and the server ran EVAL at least once.
+func TestCoalescedTakesAfterScriptFlush(t *testing.T) {
+	s := newServer(t)
+	c := s.client(t)
+	for _, typ := range []string{"TokenBucket", "FixedWindow", "SlidingWindow"} {
+		t.Run(typ, func(t *testing.T) {
+			lim, err := typeNamed(typ)(c, keylimit.PerHour(100), redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0),
+				redislimit.WithFailurePolicy(redislimit.FailClosed()))
+			require.NoError(t, err)
+			pinged(t, lim)
+			keys := make([]string, 8)
+			for i := range keys {
+				keys[i] = testKey(t, string(rune('a'+i)))
+			}
+			require.NoError(t, c.ScriptFlush(context.Background()).Err(), "SCRIPT FLUSH")
+			before := s.commandStats(t)
+			for k, n := range admittedPerKey(lim, keys, 64, 40) {
+				require.EqualValues(t, 100, n, "admitted on key %d", k)
+			}
+			st := lim.(interface{ Stats() keylimit.Stats }).Stats()
+			require.Zero(t, st.Errors+st.Fallbacks, "errors and decisions of the failure policy")
+			sent := s.sentSince(t, before)
+			require.Positive(t, sent["eval"], "EVALs that loaded a script again, in %v", sent)
+		})
+	}
+}
