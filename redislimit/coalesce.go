@@ -29,23 +29,23 @@ import (
 type coalescer struct {
 	client  redis.UniversalClient
 	timeout time.Duration
-	// share is which takes may share a call: shareAll, shareSlot or
-	// shareNone (init).
-	share   int8
+	// sharing is which takes may share a call: shareAll, shareSlot or
+	// shareNone (setClient).
+	sharing int8
 	mu      sync.Mutex // protects the fields below
 	flights int        // script calls or pipelines in flight
 	queue   []*queued  // takes waiting for a flight to return
 }
 
-// init makes c the coalescer of client's plain takes, each call bounded
+// setClient makes c the coalescer of client's plain takes, each call bounded
 // by timeout.
-func (c *coalescer) init(client redis.UniversalClient, timeout time.Duration) {
-	c.client, c.timeout, c.share = client, timeout, shareNone
+func (c *coalescer) setClient(client redis.UniversalClient, timeout time.Duration) {
+	c.client, c.timeout, c.sharing = client, timeout, shareNone
 	switch client.(type) {
 	case *redis.Client:
-		c.share = shareAll // one server (or the primary a Sentinel names)
+		c.sharing = shareAll // one server (or the primary a Sentinel names)
 	case *redis.ClusterClient:
-		c.share = shareSlot // a script's keys must share a slot
+		c.sharing = shareSlot // a script's keys must share a slot
 	}
 }
 
@@ -205,27 +205,27 @@ type scriptCall struct {
 // sends the arguments once.
 func (c *coalescer) group(batch []*queued) []scriptCall {
 	calls := make([]scriptCall, 0, len(batch))
-	if c.share == shareNone || len(batch) == 1 {
+	if c.sharing == shareNone || len(batch) == 1 {
 		for _, q := range batch {
 			calls = append(calls, scriptCall{takes: []*queued{q}})
 		}
 		return calls
 	}
-	type kind struct {
+	type sharedBy struct {
 		script *redis.Script
-		n      int // arguments
+		nargs  int
 		args   [maxTakeArgs]any
 		slot   uint16
 	}
-	open := make(map[kind]int, 4) // the call that takes of a kind join, while it has room
+	open := make(map[sharedBy]int, 4) // the call that takes alike join, while it has room
 	for _, q := range batch {
 		if len(q.args) > maxTakeArgs {
 			calls = append(calls, scriptCall{takes: []*queued{q}})
 			continue
 		}
-		k := kind{script: q.script, n: len(q.args)}
+		k := sharedBy{script: q.script, nargs: len(q.args)}
 		copy(k.args[:], q.args)
-		if c.share == shareSlot {
+		if c.sharing == shareSlot {
 			k.slot = hashSlot(q.keys[0])
 		}
 		if i, ok := open[k]; ok && len(calls[i].takes) < maxBatch {

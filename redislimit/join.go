@@ -73,7 +73,7 @@ func (l *Keyed) join(ls []keylimit.Limiter[string]) (keylimit.Limiter[string], b
 		return nil, false
 	}
 	j := &joined{parts: parts, store: store{client: l.store.client, timeout: l.store.timeout, clock: l.store.clock}}
-	j.store.takes.init(l.store.client, l.store.timeout)
+	j.store.takes.setClient(l.store.client, l.store.timeout)
 	for _, p := range parts {
 		j.store.timeout = min(j.store.timeout, p.store.timeout)
 	}

@@ -130,7 +130,7 @@ func (lim *Keyed) wire(client redis.UniversalClient, l keylimit.Limit, alg *algo
 	// The script call.
 	lim.store = store{client: client, prefix: o.keyPrefix(alg.name, l, quota), timeout: o.timeout, clock: o.scriptClock,
 		local: &lim.clock}
-	lim.store.takes.init(client, o.timeout)
+	lim.store.takes.setClient(client, o.timeout)
 	// The failure policy around it.
 	fb, err := fallbackFor(o.policy, l, o.clock, newFallback)
 	if err != nil {
