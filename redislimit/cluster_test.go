@@ -282,7 +282,7 @@ func sharedCallsOnCluster(t *testing.T, c *redis.ClusterClient) {
 		if i%5 == 0 {
 			key += "}{x}"
 		}
-		for _, k := range []string{lim.StateKey(key), key, "{" + key} {
+		for _, k := range []string{lim.StateKey(key), key, "{" + key, "{}" + key, "x{}{" + key + "}"} {
 			want, err := c.ClusterKeySlot(ctx, k).Result()
 			require.NoError(t, err)
 			require.EqualValues(t, want, redislimit.HashSlot(k), "the slot of %q", k)
