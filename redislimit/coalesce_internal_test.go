@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,4 +68,30 @@ func TestGroupTakes(t *testing.T) {
 	// CRC16/XMODEM's check value: "123456789" is 0x31C3.
 	require.EqualValues(t, 0x31C3, hashSlot("123456789"))
 	require.Equal(t, hashSlot("k"), hashSlot("x{k}y"), "the tag alone")
+}
+
+// FuzzBatchReply feeds batchReply any part of a shared call's reply, as a
+// server (or something posing as one) might send it: it never panics, and
+// returns the text as the take's reply, or for '~' and an error, that
+// error as a redis.Error (which the take's checks read, as WRONGTYPE); a
+// part that is not text is an error.
+func FuzzBatchReply(f *testing.F) {
+	for _, seed := range []string{"@1 2 3 4", "=5", "full", "~WRONGTYPE Operation against a key", "~", ""} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		reply, err := batchReply(s)
+		if msg, failed := strings.CutPrefix(s, "~"); failed {
+			var e redis.Error
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, msg, err.Error())
+			require.Empty(t, reply)
+			require.Equal(t, strings.HasPrefix(msg, "WRONGTYPE"), wrongType(err))
+			return
+		}
+		require.NoError(t, err)
+		require.Equal(t, s, reply)
+		_, err = batchReply([]byte(s))
+		require.Error(t, err, "a part that is not text")
+	})
 }
