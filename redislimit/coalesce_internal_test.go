@@ -44,8 +44,13 @@ func TestGroupTakes(t *testing.T) {
 		return n
 	}
 
+	// Clients that are never dialled, closed at the end: a Ring and a
+	// Cluster client run goroutines of their own until then.
+	single, clusterClient, ringClient := redis.NewClient(&redis.Options{}), redis.NewClusterClient(&redis.ClusterOptions{}),
+		redis.NewRing(&redis.RingOptions{})
+	t.Cleanup(func() { single.Close(); clusterClient.Close(); ringClient.Close() })
 	var one coalescer
-	one.setClient(redis.NewClient(&redis.Options{}), time.Second)
+	one.setClient(single, time.Second)
 	calls := one.group(batch)
 	require.Equal(t, []int{maxBatch, 1, 1, maxBatch, 150 - 2*maxBatch}, sizes(calls), "the calls on one server")
 	require.Equal(t, "p{0}", calls[0].takes[0].keys[0], "the first call's first take")
@@ -54,7 +59,7 @@ func TestGroupTakes(t *testing.T) {
 	require.Equal(t, "p{64}", calls[3].takes[0].keys[0], "the second full call")
 
 	var cluster coalescer
-	cluster.setClient(redis.NewClusterClient(&redis.ClusterOptions{}), time.Second)
+	cluster.setClient(clusterClient, time.Second)
 	same := []*queued{take(takeBucketScript, "a{k}", "1 1"), take(takeBucketScript, "b{j}", "1 1"), take(takeBucketScript, "c{k}", "1 1")}
 	require.NotEqual(t, hashSlot("a{k}"), hashSlot("b{j}"))
 	calls = cluster.group(same)
@@ -62,7 +67,7 @@ func TestGroupTakes(t *testing.T) {
 	require.Equal(t, []string{"a{k}", "c{k}"}, calls[0].keys(), "the call of slot %d", hashSlot("a{k}"))
 
 	var ring coalescer
-	ring.setClient(redis.NewRing(&redis.RingOptions{}), time.Second)
+	ring.setClient(ringClient, time.Second)
 	require.Equal(t, []int{1, 1, 1}, sizes(ring.group(same)), "the calls on a Ring")
 
 	// CRC16/XMODEM's check value: "123456789" is 0x31C3.
