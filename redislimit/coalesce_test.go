@@ -45,14 +45,7 @@ func TestCoalescedTakesAreExact(t *testing.T) {
 			c := s.client(t)
 			hook := new(pipelineCounter)
 			c.AddHook(hook)
-			lim, err := typeNamed(typ)(c, keylimit.PerHour(100), redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0),
-				redislimit.WithFailurePolicy(redislimit.FailClosed()))
-			require.NoError(t, err)
-			pinged(t, lim)
-			keys := make([]string, 8)
-			for i := range keys {
-				keys[i] = testKey(t, string(rune('a'+i)))
-			}
+			lim, keys := hammered(t, c, typ)
 			before := s.commandStats(t)
 			const goroutines, each = 64, 40
 			for k, n := range admittedPerKey(lim, keys, goroutines, each) {
@@ -81,14 +74,7 @@ func TestCoalescedTakesAfterScriptFlush(t *testing.T) {
 	c := s.client(t)
 	for _, typ := range []string{"TokenBucket", "FixedWindow", "SlidingWindow"} {
 		t.Run(typ, func(t *testing.T) {
-			lim, err := typeNamed(typ)(c, keylimit.PerHour(100), redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0),
-				redislimit.WithFailurePolicy(redislimit.FailClosed()))
-			require.NoError(t, err)
-			pinged(t, lim)
-			keys := make([]string, 8)
-			for i := range keys {
-				keys[i] = testKey(t, string(rune('a'+i)))
-			}
+			lim, keys := hammered(t, c, typ)
 			require.NoError(t, c.ScriptFlush(context.Background()).Err(), "SCRIPT FLUSH")
 			before := s.commandStats(t)
 			for k, n := range admittedPerKey(lim, keys, 64, 40) {
@@ -100,4 +86,19 @@ func TestCoalescedTakesAfterScriptFlush(t *testing.T) {
 			require.Positive(t, sent["eval"], "EVALs that loaded a script again, in %v", sent)
 		})
 	}
+}
+
+// hammered returns a limiter of type typ on c, 100 events an hour, whose
+// every decision is Redis's (no deny cache, FailClosed), pinged, and 8 keys
+// for it.
+func hammered(t *testing.T, c *redis.Client, typ string) (keylimit.Limiter[string], []string) {
+	lim, err := typeNamed(typ)(c, keylimit.PerHour(100), redislimit.WithTimeout(patient), redislimit.WithDenyCacheSize(0),
+		redislimit.WithFailurePolicy(redislimit.FailClosed()))
+	require.NoError(t, err)
+	pinged(t, lim)
+	keys := make([]string, 8)
+	for i := range keys {
+		keys[i] = testKey(t, string(rune('a'+i)))
+	}
+	return lim, keys
 }
