@@ -121,9 +121,8 @@ return 1`},
 }
 
 // redisCPU runs BenchmarkRedisCPU's harness over contenders, on client,
-// the first of them redis_rate: it reports, besides each row's figures,
-// its redis-µs/call as a fraction of redis_rate's in the same run,
-// <name>/redis_rate (the issue's figure).
+// the first of them redis_rate, and reports BenchmarkRedisCPU's figures
+// for each row.
 func redisCPU(b *testing.B, client *redis.Client, contenders []cpuRow) {
 	require.Equal(b, "redis_rate", contenders[0].name, "the row the others are a fraction of")
 	keys := hotpath.Keys(loadKeys)

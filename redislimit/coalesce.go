@@ -15,9 +15,9 @@ import (
 // made as without it; a take that finds them all under way waits in a
 // queue, and when a flight returns, the queue goes as one pipeline (one
 // write, one read of every reply) under the goroutine of the first take in
-// it. In a pipeline, the takes of one plain script go in calls of up to
-// maxBatch takes each (lua/take_batch.lua), so that the server pays a
-// call's cost once for them: on one server every take may share a call,
+// it. In a pipeline, the takes of one plain script with the same
+// arguments go in calls of up to maxBatch takes each (lua/take_batch.lua),
+// so that the server pays a call's cost once for them: on one server every take may share a call,
 // on Redis Cluster those of one hash slot, on a Ring (or a client of
 // another kind) none. Each take is still decided as its own script would
 // decide it, in the order of the queue, so no decision changes; a take
@@ -52,7 +52,7 @@ func (c *coalescer) setClient(client redis.UniversalClient, timeout time.Duratio
 // Which takes of a pipeline may share a script call.
 const (
 	shareNone int8 = iota // each its own: a Ring, or a client the coalescer does not know
-	shareAll              // all of one script and arity
+	shareAll              // all of one script and arguments
 	shareSlot             // those of one hash slot as well
 )
 
@@ -213,8 +213,7 @@ func (c *coalescer) group(batch []*queued) []scriptCall {
 	}
 	type sharedBy struct {
 		script *redis.Script
-		nargs  int
-		args   [maxTakeArgs]any
+		args   [maxTakeArgs]any // nil after the last: no argument is nil (takeArgs.fill)
 		slot   uint16
 	}
 	open := make(map[sharedBy]int, 4) // the call that takes alike join, while it has room
@@ -223,7 +222,7 @@ func (c *coalescer) group(batch []*queued) []scriptCall {
 			calls = append(calls, scriptCall{takes: []*queued{q}})
 			continue
 		}
-		k := sharedBy{script: q.script, nargs: len(q.args)}
+		k := sharedBy{script: q.script}
 		copy(k.args[:], q.args)
 		if c.sharing == shareSlot {
 			k.slot = hashSlot(q.keys[0])
